@@ -1,0 +1,1 @@
+//! Async, typed VMware vSphere client.
