@@ -1,1 +1,19 @@
-//! Shared support for the integration tests (simulator launcher, test CA).
+//! Shared support for the integration tests: the vCenter simulator launcher
+//! ([`Simulator`]) and a certificate authority made at test time ([`TestCa`]).
+//!
+//! ```no_run
+//! use vsphere_tests::{Simulator, SimulatorOptions, TestCa};
+//!
+//! let ca = TestCa::new()?;
+//! let sim = Simulator::start(SimulatorOptions { tls: ca.server_tls(), ..Default::default() })?;
+//! println!("{} trusts {}", sim.sdk_url(), ca.ca_file().display());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod ca;
+mod simulator;
+
+pub use ca::{thumbprint, TestCa};
+pub use simulator::{
+    launcher_binary, ServerTls, Simulator, SimulatorError, SimulatorOptions, Template,
+};
