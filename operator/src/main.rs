@@ -1,1 +1,3 @@
-fn main() {}
+fn main() {
+    banlieue::crdgen::write(std::path::Path::new("/tmp/crds-test")).unwrap();
+}

@@ -1,0 +1,167 @@
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{conditions_schema, Condition, LocalObjectReference};
+
+/// The CEL rule the API server enforces on `spec.connection.caBundle`; `validate`
+/// enforces the same where no API server runs (check mode, the provider role).
+pub const CA_BUNDLE_EXACTLY_ONE_RULE: &str =
+    "(has(self.inline) ? 1 : 0) + (has(self.configMapRef) ? 1 : 0) + (has(self.secretRef) ? 1 : 0) == 1";
+pub const CA_BUNDLE_EXACTLY_ONE_MESSAGE: &str =
+    "spec.connection.caBundle: set exactly one of inline, configMapRef or secretRef";
+
+/// One vCenter, the classes it exposes and how to reach it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "banlieue.io",
+    version = "v1alpha1",
+    kind = "Provider",
+    namespaced,
+    status = "ProviderStatus",
+    derive = "PartialEq",
+    printcolumn(name = "CLASS", type_ = "string", json_path = ".spec.providerClassRef.name"),
+    printcolumn(name = "READY", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderSpec {
+    /// The backend kind (`vsphere`); matched against a VMImage source's `providerClass`.
+    pub provider_class_ref: LocalObjectReference,
+    pub connection: Connection,
+    #[serde(default)]
+    pub capabilities: Capabilities,
+    /// Friendlier names for chosen (datacenter, cluster) failure domains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_domain_name_overrides: Vec<FailureDomainNameOverride>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Connection {
+    /// vCenter SDK URL, e.g. `https://vcenter.example.com/sdk`.
+    #[schemars(length(min = 1))]
+    pub endpoint: String,
+    /// Secret in the Provider's namespace with `username` and `password` keys.
+    pub credentials_ref: LocalObjectReference,
+    /// Skip TLS verification (self-signed vCenters only; prefer `caBundle`).
+    #[serde(default, rename = "insecureSkipTLSVerify", skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundle>,
+}
+
+/// A private CA to verify vCenter with: exactly one of `inline`, `configMapRef`, `secretRef`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": CA_BUNDLE_EXACTLY_ONE_RULE,
+    "message": CA_BUNDLE_EXACTLY_ONE_MESSAGE,
+}]))]
+pub struct CaBundle {
+    /// PEM certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<String>,
+    /// ConfigMap in the Provider's namespace holding the PEM under `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<LocalObjectReference>,
+    /// Secret in the Provider's namespace holding the PEM under `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+    /// Key of the ConfigMap or Secret holding the PEM.
+    #[serde(default = "default_ca_key")]
+    pub key: String,
+}
+
+fn default_ca_key() -> String {
+    "ca.crt".to_string()
+}
+
+/// What the scheduler matches a VMClass against.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_classes: Vec<StorageClass>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_classes: Vec<NetworkClass>,
+    /// Features such as `hotAddCPU`, `hotAddMemory`, `efiSecureBoot`, `vtpm`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct StorageClass {
+    #[schemars(length(min = 1))]
+    pub name: String,
+    pub target: StorageTarget,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct StorageTarget {
+    #[schemars(length(min = 1))]
+    pub datastore: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct NetworkClass {
+    #[schemars(length(min = 1))]
+    pub name: String,
+    pub target: NetworkTarget,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkTarget {
+    #[schemars(length(min = 1))]
+    pub port_group: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct FailureDomainNameOverride {
+    pub datacenter: String,
+    pub cluster: String,
+    /// The failure domain's name instead of `<provider>-<datacenter>-<cluster>`.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderStatus {
+    /// One per (datacenter, cluster) the provider found in vCenter.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_domains: Vec<FailureDomain>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// A placement zone: one vSphere cluster of one datacenter.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureDomain {
+    pub name: String,
+    pub datacenter: String,
+    pub cluster: String,
+    /// `name`, `datacenter`, `cluster`: what `failureDomainSelector` matches.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Storage classes whose datastore is mounted on this cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_classes: Vec<String>,
+    /// Network classes whose portgroup exists in this datacenter.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_classes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+}
+
+impl Provider {
+    pub fn ready_condition(&self) -> Option<&Condition> {
+        self.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+    }
+}

@@ -1,0 +1,111 @@
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Firmware, Provisioning};
+
+/// A reusable hardware shape plus the classes and features a backend must offer.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "banlieue.io",
+    version = "v1alpha1",
+    kind = "VMClass",
+    plural = "vmclasses",
+    derive = "PartialEq",
+    printcolumn(name = "CPUS", type_ = "integer", json_path = ".spec.hardware.cpus"),
+    printcolumn(name = "MEMORY", type_ = "integer", json_path = ".spec.hardware.memoryMiB"),
+    printcolumn(name = "FIRMWARE", type_ = "string", json_path = ".spec.firmware")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VMClassSpec {
+    pub hardware: Hardware,
+    #[serde(default)]
+    pub network: Network,
+    #[serde(default)]
+    pub firmware: Firmware,
+    /// Features a Provider must advertise (`hotAddCPU`, `hotAddMemory`, `efiSecureBoot`, `vtpm`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+    /// Attach a virtual TPM; needs a Provider advertising the `vtpm` feature.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tpm_enabled: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Hardware {
+    #[schemars(range(min = 1))]
+    pub cpus: u32,
+    #[serde(rename = "memoryMiB")]
+    #[schemars(range(min = 4))]
+    pub memory_mib: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<Disk>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Disk {
+    #[schemars(length(min = 1))]
+    pub name: String,
+    #[serde(rename = "sizeGiB")]
+    #[schemars(range(min = 1))]
+    pub size_gib: u64,
+    /// A storage class the Provider maps to a datastore.
+    #[schemars(length(min = 1))]
+    pub storage_class: String,
+    #[serde(default)]
+    pub provisioning: Provisioning,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct Network {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interfaces: Vec<NetworkInterface>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkInterface {
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// A network class the Provider maps to a portgroup.
+    #[schemars(length(min = 1))]
+    pub network_class: String,
+    /// Address management; empty (`{}`) for DHCP.
+    #[serde(default)]
+    pub ipam: Ipam,
+}
+
+/// Empty for DHCP; otherwise a static address or a named pool (at most one).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!(has(self.static) && has(self.pool))",
+    "message": "ipam: set at most one of static or pool (neither for DHCP)",
+}]))]
+pub struct Ipam {
+    #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
+    pub static_: Option<StaticIp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<IpPool>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaticIp {
+    /// Address with prefix length, e.g. `10.0.0.10/24`.
+    #[schemars(length(min = 1))]
+    pub address: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search_domains: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+pub struct IpPool {
+    #[schemars(length(min = 1))]
+    pub name: String,
+}

@@ -1,0 +1,138 @@
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    conditions_schema, Condition, Firmware, InstallMode, Ipam, LocalObjectReference,
+    NamespacedReference, PowerState, Provisioning,
+};
+
+/// The fully resolved backend request for one VirtualMachine, created by the
+/// controller and reconciled by the vSphere provider.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "banlieue.io",
+    version = "v1alpha1",
+    kind = "VSphereMachine",
+    namespaced,
+    status = "VSphereMachineStatus",
+    derive = "PartialEq",
+    printcolumn(name = "PROVIDER", type_ = "string", json_path = ".spec.providerRef.name"),
+    printcolumn(name = "FAILURE-DOMAIN", type_ = "string", json_path = ".spec.failureDomain"),
+    printcolumn(name = "POWER", type_ = "string", json_path = ".status.powerState"),
+    printcolumn(name = "READY", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereMachineSpec {
+    pub provider_ref: NamespacedReference,
+    pub failure_domain: String,
+    pub datacenter: String,
+    pub cluster: String,
+    pub template: TemplateRef,
+    #[schemars(range(min = 1))]
+    pub cpus: u32,
+    #[serde(rename = "memoryMiB")]
+    #[schemars(range(min = 4))]
+    pub memory_mib: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<MachineDisk>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_interfaces: Vec<MachineNetworkInterface>,
+    #[serde(default)]
+    pub firmware: Firmware,
+    /// Attach a virtual TPM.
+    #[serde(default)]
+    pub vtpm: bool,
+    #[serde(default, rename = "hotAddCPU")]
+    pub hot_add_cpu: bool,
+    #[serde(default)]
+    pub hot_add_memory: bool,
+    #[serde(default)]
+    pub desired_power_state: PowerState,
+    /// Whether the clone installs its OS at first boot (`deferred`).
+    #[serde(default)]
+    pub install_mode: InstallMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_agent: Option<String>,
+    /// Secrets in the Provider's namespace with the cloud-config for the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cloud_config_secret_refs: Vec<LocalObjectReference>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateRef {
+    /// The template's name in vCenter.
+    pub name: String,
+    /// The template's managed object reference in the scheduled datacenter, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mo_ref: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDisk {
+    pub name: String,
+    #[serde(rename = "sizeGiB")]
+    #[schemars(range(min = 1))]
+    pub size_gib: u64,
+    pub storage_class: String,
+    pub datastore: String,
+    #[serde(default)]
+    pub provisioning: Provisioning,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineNetworkInterface {
+    pub name: String,
+    pub network_class: String,
+    pub port_group: String,
+    #[serde(default)]
+    pub ipam: Ipam,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VSphereMachineStatus {
+    /// The VM's instance UUID, derived from this object and set at clone time.
+    #[serde(default, rename = "instanceUUID", skip_serializing_if = "Option::is_none")]
+    pub instance_uuid: Option<String>,
+    /// Managed object reference value of the VM (`vm-123`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mo_ref: Option<String>,
+    /// `PoweredOn`, `PoweredOff` or `Suspended`, as vCenter reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_addresses: Vec<String>,
+    /// The vSphere task in progress (clone, reconfigure, power).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskStatus>,
+    #[serde(default)]
+    pub provisioned: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, rename = "consoleURL", skip_serializing_if = "Option::is_none")]
+    pub console_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatus {
+    pub mo_ref: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub progress: Option<i32>,
+    /// `queued`, `running`, `success` or `error`.
+    pub state: String,
+}
+
+impl VSphereMachine {
+    pub fn ready_condition(&self) -> Option<&Condition> {
+        self.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+    }
+}

@@ -1,0 +1,150 @@
+//! `/healthz`, `/readyz` and Prometheus `/metrics` on the role's HTTP port.
+//! A deliberately small HTTP/1.1 responder: three GET paths, no bodies read.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tracing::{debug, warn};
+
+#[derive(Default, Clone, Copy)]
+struct Counters {
+    reconciles: u64,
+    errors: u64,
+    seconds: f64,
+    status_writes: u64,
+}
+
+/// Counters per kind, and readiness (caches synced).
+#[derive(Default)]
+pub struct Metrics {
+    ready: AtomicBool,
+    by_kind: Mutex<BTreeMap<&'static str, Counters>>,
+}
+
+impl Metrics {
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    pub fn observe_reconcile(&self, kind: &'static str, took: Duration, failed: bool) {
+        if let Ok(mut m) = self.by_kind.lock() {
+            let c = m.entry(kind).or_default();
+            c.reconciles += 1;
+            c.seconds += took.as_secs_f64();
+            if failed {
+                c.errors += 1;
+            }
+        }
+    }
+
+    pub fn status_written(&self, kind: &'static str) {
+        if let Ok(mut m) = self.by_kind.lock() {
+            m.entry(kind).or_default().status_writes += 1;
+        }
+    }
+
+    /// Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let snapshot = self.by_kind.lock().map(|m| m.clone()).unwrap_or_default();
+        let mut out = String::new();
+        let families: [(&str, &str, fn(&Counters) -> String); 4] = [
+            ("banlieue_reconciles_total", "counter", |c| c.reconciles.to_string()),
+            ("banlieue_reconcile_errors_total", "counter", |c| c.errors.to_string()),
+            ("banlieue_reconcile_duration_seconds_sum", "counter", |c| c.seconds.to_string()),
+            ("banlieue_status_writes_total", "counter", |c| c.status_writes.to_string()),
+        ];
+        for (name, kind, value) in families {
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (k, c) in &snapshot {
+                let _ = writeln!(out, "{name}{{kind=\"{k}\"}} {}", value(c));
+            }
+        }
+        let _ = writeln!(out, "# TYPE banlieue_ready gauge\nbanlieue_ready {}", u8::from(self.is_ready()));
+        out
+    }
+}
+
+fn respond(metrics: &Metrics, request_line: &str) -> (u16, &'static str, String) {
+    let mut parts = request_line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    if method != "GET" {
+        return (405, "text/plain", "method not allowed\n".into());
+    }
+    match path {
+        "/healthz" => (200, "text/plain", "ok\n".into()),
+        "/readyz" if metrics.is_ready() => (200, "text/plain", "ok\n".into()),
+        "/readyz" => (503, "text/plain", "caches not synced\n".into()),
+        "/metrics" => (200, "text/plain; version=0.0.4", metrics.render()),
+        _ => (404, "text/plain", "not found\n".into()),
+    }
+}
+
+/// Serves until the process exits.
+pub async fn serve(listener: TcpListener, metrics: std::sync::Arc<Metrics>) {
+    loop {
+        let (mut stream, peer) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                warn!(error = %e, "health listener accept");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+            let Ok(Ok(n)) = read else { return };
+            let head = String::from_utf8_lossy(&buf[..n]);
+            let line = head.lines().next().unwrap_or_default();
+            let (code, content_type, body) = respond(&metrics, line);
+            let reason = match code {
+                200 => "OK",
+                404 => "Not Found",
+                405 => "Method Not Allowed",
+                _ => "Service Unavailable",
+            };
+            let response = format!(
+                "HTTP/1.1 {code} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            if let Err(e) = stream.write_all(response.as_bytes()).await {
+                debug!(%peer, error = %e, "health response");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_follows_cache_sync() {
+        let m = Metrics::default();
+        assert_eq!(respond(&m, "GET /healthz HTTP/1.1").0, 200);
+        assert_eq!(respond(&m, "GET /readyz HTTP/1.1").0, 503);
+        m.set_ready();
+        assert_eq!(respond(&m, "GET /readyz HTTP/1.1").0, 200);
+        assert_eq!(respond(&m, "GET /nope HTTP/1.1").0, 404);
+    }
+
+    #[test]
+    fn metrics_count_per_kind() {
+        let m = Metrics::default();
+        m.observe_reconcile("VirtualMachine", Duration::from_millis(10), false);
+        m.observe_reconcile("VirtualMachine", Duration::from_millis(10), true);
+        let text = m.render();
+        assert!(text.contains("banlieue_reconciles_total{kind=\"VirtualMachine\"} 2"), "{text}");
+        assert!(text.contains("banlieue_reconcile_errors_total{kind=\"VirtualMachine\"} 1"), "{text}");
+    }
+}

@@ -1,0 +1,314 @@
+//! The provider role's reconcile core: Provider readiness (credentials, TLS,
+//! inventory -> failure domains) and a VMImage's readiness on each Provider.
+//! It reads Secrets and ConfigMaps through [`Objects`] and vCenter through
+//! [`VSphere`], so `check` and the cluster role run the same code.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::{
+    DatacenterTemplate, FailureDomain, ImageProviderStatus, NamespacedReference, Provider, ProviderStatus,
+    SourceKind, VMImage,
+};
+use crate::conditions::{self, Observed, Status, READY};
+use crate::validate;
+use crate::vsphere::{ConnectParams, ErrorKind, Inventory, SecretString, Session, Tls, VSphere};
+
+/// Condition reasons of a Provider's `Ready`.
+pub mod reason {
+    pub const CONNECTED: &str = "Connected";
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    pub const SECRET_MISSING: &str = "SecretMissing";
+    pub const SECRET_INVALID: &str = "SecretInvalid";
+    pub const CA_BUNDLE_INVALID: &str = "CABundleInvalid";
+    pub const CONNECT_FAILED: &str = "ConnectFailed";
+    pub const INVENTORY_FAILED: &str = "InventoryFailed";
+    pub const DUPLICATE_FAILURE_DOMAIN: &str = "DuplicateFailureDomainName";
+
+    // Per-provider reasons of a VMImage.
+    pub const TEMPLATE_FOUND: &str = "TemplateFound";
+    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
+    pub const LOOKUP_FAILED: &str = "LookupFailed";
+    pub const NO_VSPHERE_SOURCE: &str = "NoVSphereSource";
+}
+
+/// Read access to the Secrets and ConfigMaps a Provider references.
+pub trait Objects {
+    fn secret(&self, namespace: &str, name: &str) -> Option<Secret>;
+    fn config_map(&self, namespace: &str, name: &str) -> Option<ConfigMap>;
+}
+
+/// A string value of a Secret, from `data` or (in manifests not yet applied) `stringData`.
+pub fn secret_value(secret: &Secret, key: &str) -> Option<String> {
+    if let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(key)) {
+        return String::from_utf8(bytes.0.clone()).ok();
+    }
+    secret.string_data.as_ref().and_then(|d| d.get(key)).cloned()
+}
+
+fn key_of(provider: &Provider) -> NamespacedReference {
+    NamespacedReference {
+        namespace: provider.metadata.namespace.clone().unwrap_or_default(),
+        name: provider.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+/// Why a Provider cannot be connected, as (reason, message).
+type Failure = (&'static str, String);
+
+/// Credentials and TLS settings of a Provider, read from its Secrets and ConfigMaps.
+pub fn connect_params(provider: &Provider, objects: &impl Objects) -> Result<ConnectParams, Failure> {
+    let errors = validate::provider(&provider.spec);
+    if !errors.is_empty() {
+        return Err((reason::INVALID_SPEC, validate::describe(&errors)));
+    }
+    let key = key_of(provider);
+    let connection = &provider.spec.connection;
+    let secret_name = &connection.credentials_ref.name;
+    let secret = objects.secret(&key.namespace, secret_name).ok_or_else(|| {
+        (reason::SECRET_MISSING, format!("Secret {}/{secret_name} (spec.connection.credentialsRef) not found", key.namespace))
+    })?;
+    let field = |name: &str| {
+        secret_value(&secret, name).filter(|v| !v.is_empty()).ok_or_else(|| {
+            (reason::SECRET_INVALID, format!("Secret {}/{secret_name} has no non-empty {name:?} key", key.namespace))
+        })
+    };
+    let username = field("username")?;
+    let password = SecretString::new(field("password")?);
+
+    let tls = match &connection.ca_bundle {
+        _ if connection.insecure_skip_tls_verify => Tls::Insecure,
+        None => Tls::SystemRoots,
+        Some(ca) => {
+            let pem = if let Some(inline) = &ca.inline {
+                Some(inline.clone())
+            } else if let Some(r) = &ca.config_map_ref {
+                let cm = objects.config_map(&key.namespace, &r.name).ok_or_else(|| {
+                    (reason::CA_BUNDLE_INVALID, format!("ConfigMap {}/{} (spec.connection.caBundle.configMapRef) not found", key.namespace, r.name))
+                })?;
+                cm.data.as_ref().and_then(|d| d.get(&ca.key)).cloned()
+            } else if let Some(r) = &ca.secret_ref {
+                let s = objects.secret(&key.namespace, &r.name).ok_or_else(|| {
+                    (reason::CA_BUNDLE_INVALID, format!("Secret {}/{} (spec.connection.caBundle.secretRef) not found", key.namespace, r.name))
+                })?;
+                secret_value(&s, &ca.key)
+            } else {
+                None
+            };
+            let pem = pem.filter(|p| p.contains("-----BEGIN CERTIFICATE-----")).ok_or_else(|| {
+                (reason::CA_BUNDLE_INVALID, format!("spec.connection.caBundle: no PEM certificate under key {:?}", ca.key))
+            })?;
+            Tls::CaBundle(pem)
+        }
+    };
+    Ok(ConnectParams { provider: key, endpoint: connection.endpoint.clone(), username, password, tls })
+}
+
+/// What a Provider reconcile produced: the status to write, and the session
+/// (when connected) for the VMImage checks that follow.
+pub struct ProviderOutcome<S> {
+    pub status: ProviderStatus,
+    pub session: Option<S>,
+    /// `Ready` changed status: worth an event.
+    pub transitioned: bool,
+}
+
+pub async fn reconcile_provider<V: VSphere>(
+    provider: &Provider,
+    objects: &impl Objects,
+    vsphere: &V,
+    now: &Time,
+) -> ProviderOutcome<V::Session> {
+    let previous = provider.status.clone().unwrap_or_default();
+    let mut status = previous.clone();
+    let (observed, session) = match connect_and_walk(provider, objects, vsphere).await {
+        Ok((session, failure_domains)) => {
+            let message = format!(
+                "logged in to {}; {} failure domain(s)",
+                provider.spec.connection.endpoint,
+                failure_domains.len()
+            );
+            status.failure_domains = failure_domains;
+            (Observed::new(READY, Status::True, reason::CONNECTED, message), Some(session))
+        }
+        // A failure keeps the last known failure domains: a vCenter outage must not
+        // make the scheduler forget where VMs can go.
+        Err(((reason, message), session)) => (Observed::new(READY, Status::False, reason, message), session),
+    };
+    let generation = provider.metadata.generation;
+    let transitioned = conditions::set(&mut status.conditions, observed, generation, now);
+    status.observed_generation = generation;
+    ProviderOutcome { status, session, transitioned }
+}
+
+async fn connect_and_walk<V: VSphere>(
+    provider: &Provider,
+    objects: &impl Objects,
+    vsphere: &V,
+) -> Result<(V::Session, Vec<FailureDomain>), (Failure, Option<V::Session>)> {
+    let params = connect_params(provider, objects).map_err(|f| (f, None))?;
+    let session = vsphere
+        .connect(&params)
+        .await
+        .map_err(|e| ((reason::CONNECT_FAILED, e.message), None))?;
+    let inventory = match session.inventory().await {
+        Ok(inventory) => inventory,
+        Err(e) => {
+            let reason = if e.kind == ErrorKind::Connect { reason::CONNECT_FAILED } else { reason::INVENTORY_FAILED };
+            return Err(((reason, e.message), Some(session)));
+        }
+    };
+    match failure_domains(provider, &inventory) {
+        Ok(domains) => Ok((session, domains)),
+        Err(message) => Err(((reason::DUPLICATE_FAILURE_DOMAIN, message), Some(session))),
+    }
+}
+
+/// One failure domain per (datacenter, cluster), named by override or
+/// `<provider>-<datacenter>-<cluster>` made a DNS-1123 label. Two resolving to
+/// one name is an error naming both.
+pub fn failure_domains(provider: &Provider, inventory: &Inventory) -> Result<Vec<FailureDomain>, String> {
+    let provider_name = provider.metadata.name.clone().unwrap_or_default();
+    let caps = &provider.spec.capabilities;
+    let mut by_name: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut domains = Vec::new();
+    for dc in &inventory.datacenters {
+        for cluster in &dc.clusters {
+            let name = provider
+                .spec
+                .failure_domain_name_overrides
+                .iter()
+                .find(|o| o.datacenter == dc.name && o.cluster == cluster.name)
+                .map(|o| o.name.clone())
+                .unwrap_or_else(|| failure_domain_name(&provider_name, &dc.name, &cluster.name));
+            if let Some((other_dc, other_cluster)) = by_name.insert(name.clone(), (dc.name.clone(), cluster.name.clone())) {
+                return Err(format!(
+                    "failure domain name {name:?} is used by both datacenter {other_dc:?} cluster {other_cluster:?} and datacenter {:?} cluster {:?}",
+                    dc.name, cluster.name
+                ));
+            }
+            let labels = BTreeMap::from([
+                ("name".to_string(), name.clone()),
+                ("datacenter".to_string(), dc.name.clone()),
+                ("cluster".to_string(), cluster.name.clone()),
+            ]);
+            let storage_classes = caps
+                .storage_classes
+                .iter()
+                .filter(|c| cluster.datastores.contains(&c.target.datastore))
+                .map(|c| c.name.clone())
+                .collect();
+            let network_classes = caps
+                .network_classes
+                .iter()
+                .filter(|c| dc.portgroups.contains(&c.target.port_group))
+                .map(|c| c.name.clone())
+                .collect();
+            domains.push(FailureDomain {
+                name,
+                datacenter: dc.name.clone(),
+                cluster: cluster.name.clone(),
+                labels,
+                storage_classes,
+                network_classes,
+                features: caps.features.clone(),
+            });
+        }
+    }
+    domains.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(domains)
+}
+
+/// `<provider>-<datacenter>-<cluster>` as a DNS-1123 label: lower case, runs of
+/// other characters as one `-`; when longer than 63, cut and suffixed with a
+/// hash of the raw names so two long names never collide.
+pub fn failure_domain_name(provider: &str, datacenter: &str, cluster: &str) -> String {
+    let raw = format!("{provider}-{datacenter}-{cluster}");
+    let mut name = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        if c.is_ascii_alphanumeric() {
+            name.push(c.to_ascii_lowercase());
+        } else if !name.ends_with('-') {
+            name.push('-');
+        }
+    }
+    let name = name.trim_matches('-').to_string();
+    if name.len() <= 63 {
+        return name;
+    }
+    // FNV-1a: stable across releases and platforms, unlike std's hasher.
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in format!("{provider}\0{datacenter}\0{cluster}").bytes() {
+        hash ^= u32::from(b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    let prefix = name[..54].trim_end_matches('-');
+    format!("{prefix}-{hash:08x}")
+}
+
+/// A VMImage's readiness on one Provider: its template must exist in every
+/// datacenter of the Provider's failure domains.
+pub async fn image_on_provider<S: Session>(
+    image: &VMImage,
+    provider: &Provider,
+    provider_status: &ProviderStatus,
+    session: Option<&S>,
+) -> ImageProviderStatus {
+    let key = key_of(provider);
+    let mut entry = ImageProviderStatus { provider: key.name.clone(), namespace: key.namespace.clone(), ..Default::default() };
+    let mut fail = |reason: &str, message: String| {
+        entry.reason = Some(reason.to_string());
+        entry.message = Some(message);
+        entry.clone()
+    };
+    let class = &provider.spec.provider_class_ref.name;
+    let Some(source) = image.source_for_class(class).filter(|s| s.kind == SourceKind::Template) else {
+        return fail(reason::NO_VSPHERE_SOURCE, format!("VMImage has no Template source for provider class {class:?}"));
+    };
+    let Some(session) = session else {
+        let why = conditions::find(&provider_status.conditions, READY)
+            .map(|c| format!("{}: {}", c.reason, c.message))
+            .unwrap_or_else(|| "not connected yet".to_string());
+        return fail(reason::CONNECT_FAILED, format!("provider {key} is not connected ({why})"));
+    };
+    let datacenters: Vec<String> = provider_status
+        .failure_domains
+        .iter()
+        .map(|fd| fd.datacenter.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if datacenters.is_empty() {
+        return fail(reason::TEMPLATE_NOT_FOUND, format!("provider {key} has no failure domains to look for template {:?} in", source.reference));
+    }
+    let found = match session.find_template(&source.reference, &datacenters).await {
+        Ok(found) => found,
+        Err(e) if e.kind == ErrorKind::Connect || e.kind == ErrorKind::Unavailable => return fail(reason::CONNECT_FAILED, e.message),
+        Err(e) => return fail(reason::LOOKUP_FAILED, e.message),
+    };
+    let missing: Vec<&str> = datacenters
+        .iter()
+        .filter(|dc| !matches!(found.get(*dc), Some(Some(_))))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return fail(
+            reason::TEMPLATE_NOT_FOUND,
+            format!("template {:?} not found in datacenter(s) {}", source.reference, missing.join(", ")),
+        );
+    }
+    entry.ready = true;
+    entry.reason = Some(reason::TEMPLATE_FOUND.to_string());
+    entry.message = Some(format!("template {:?} found in {} datacenter(s)", source.reference, datacenters.len()));
+    entry.templates = datacenters
+        .iter()
+        .map(|dc| DatacenterTemplate {
+            datacenter: dc.clone(),
+            name: source.reference.clone(),
+            mo_ref: found.get(dc).cloned().flatten().map(|t| t.mo_ref),
+        })
+        .collect();
+    entry
+}

@@ -1,0 +1,236 @@
+//! Spec checks beyond what the CRD schema says, shared by the controller, the
+//! provider role and `check` (where no API server evaluates the CEL rules).
+//! An invalid spec is reported in a condition and waits for a change.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use kube::core::Selector;
+
+use crate::api::{
+    LabelSelector, ProviderSpec, VMClassSpec, VMImageSpec, VirtualMachineSpec,
+    CA_BUNDLE_EXACTLY_ONE_MESSAGE,
+};
+
+/// One problem, naming the field it is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Joins errors into one condition message.
+pub fn describe(errors: &[FieldError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+fn error(path: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError { path: path.into(), message: message.into() }
+}
+
+pub fn provider(spec: &ProviderSpec) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let connection = &spec.connection;
+    if !(connection.endpoint.starts_with("https://") || connection.endpoint.starts_with("http://")) {
+        errors.push(error("spec.connection.endpoint", format!("{:?} is not an http(s) URL", connection.endpoint)));
+    }
+    if let Some(ca) = &connection.ca_bundle {
+        let sources = [ca.inline.is_some(), ca.config_map_ref.is_some(), ca.secret_ref.is_some()];
+        if sources.iter().filter(|set| **set).count() != 1 {
+            let (path, message) = CA_BUNDLE_EXACTLY_ONE_MESSAGE.split_once(": ").unwrap_or(("spec.connection.caBundle", CA_BUNDLE_EXACTLY_ONE_MESSAGE));
+            errors.push(error(path, message));
+        }
+        if connection.insecure_skip_tls_verify {
+            errors.push(error("spec.connection.insecureSkipTLSVerify", "cannot be combined with caBundle"));
+        }
+        if ca.key.is_empty() {
+            errors.push(error("spec.connection.caBundle.key", "must not be empty"));
+        }
+    }
+    duplicates(spec.capabilities.storage_classes.iter().map(|c| c.name.as_str()), "spec.capabilities.storageClasses", &mut errors);
+    duplicates(spec.capabilities.network_classes.iter().map(|c| c.name.as_str()), "spec.capabilities.networkClasses", &mut errors);
+    let mut pairs = BTreeSet::new();
+    for (i, o) in spec.failure_domain_name_overrides.iter().enumerate() {
+        let path = format!("spec.failureDomainNameOverrides[{i}]");
+        if !is_dns1123_label(&o.name) {
+            errors.push(error(format!("{path}.name"), format!("{:?} is not a DNS-1123 label (lower case alphanumerics and '-', at most 63)", o.name)));
+        }
+        if !pairs.insert((o.datacenter.as_str(), o.cluster.as_str())) {
+            errors.push(error(path, format!("datacenter {:?} cluster {:?} is listed twice", o.datacenter, o.cluster)));
+        }
+    }
+    errors
+}
+
+pub fn vm_class(spec: &VMClassSpec) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    duplicates(spec.hardware.disks.iter().map(|d| d.name.as_str()), "spec.hardware.disks", &mut errors);
+    duplicates(spec.network.interfaces.iter().map(|n| n.name.as_str()), "spec.network.interfaces", &mut errors);
+    for (i, nic) in spec.network.interfaces.iter().enumerate() {
+        if nic.ipam.static_.is_some() && nic.ipam.pool.is_some() {
+            errors.push(error(format!("spec.network.interfaces[{i}].ipam"), "set at most one of static or pool (neither for DHCP)"));
+        }
+    }
+    if spec.tpm_enabled && spec.firmware == crate::api::Firmware::Bios {
+        errors.push(error("spec.tpmEnabled", "a virtual TPM needs firmware efi or efi-secure"));
+    }
+    errors
+}
+
+pub fn vm_image(spec: &VMImageSpec) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if spec.sources.is_empty() {
+        errors.push(error("spec.sources", "at least one source is required"));
+    }
+    duplicates(spec.sources.iter().map(|s| s.provider_class.as_str()), "spec.sources (providerClass)", &mut errors);
+    errors
+}
+
+pub fn virtual_machine(spec: &VirtualMachineSpec) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(placement) = &spec.placement {
+        if let Some(s) = &placement.provider_selector {
+            if let Err(e) = selector(s) {
+                errors.push(error("spec.placement.providerSelector", e));
+            }
+        }
+        if let Some(s) = &placement.failure_domain_selector {
+            if let Err(e) = selector(s) {
+                errors.push(error("spec.placement.failureDomainSelector", e));
+            }
+        }
+    }
+    errors
+}
+
+/// A label selector turned into something that can match; an absent selector matches everything.
+pub fn selector(selector: &LabelSelector) -> Result<Selector, String> {
+    Selector::try_from(selector.clone()).map_err(|e| e.to_string())
+}
+
+fn duplicates<'a>(names: impl Iterator<Item = &'a str>, path: &str, errors: &mut Vec<FieldError>) {
+    let mut seen = BTreeSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            errors.push(error(path, format!("{name:?} is listed twice")));
+        }
+    }
+}
+
+pub fn is_dns1123_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{CaBundle, LocalObjectReference, Provider};
+
+    fn provider_spec() -> ProviderSpec {
+        serde_json::from_value::<Provider>(serde_json::json!({
+            "apiVersion": "banlieue.io/v1alpha1", "kind": "Provider",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"providerClassRef": {"name": "vsphere"},
+                     "connection": {"endpoint": "https://vc/sdk", "credentialsRef": {"name": "creds"}}}
+        }))
+        .unwrap()
+        .spec
+    }
+
+    #[test]
+    fn ca_bundle_needs_exactly_one_source() {
+        let mut spec = provider_spec();
+        assert!(provider(&spec).is_empty());
+
+        spec.connection.ca_bundle = Some(CaBundle {
+            inline: Some("PEM".into()),
+            config_map_ref: Some(LocalObjectReference { name: "ca".into() }),
+            key: "ca.crt".into(),
+            ..Default::default()
+        });
+        let errors = provider(&spec);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "spec.connection.caBundle");
+        assert!(errors[0].message.contains("exactly one of inline, configMapRef or secretRef"));
+
+        spec.connection.ca_bundle = Some(CaBundle { key: "ca.crt".into(), ..Default::default() });
+        assert_eq!(provider(&spec)[0].path, "spec.connection.caBundle");
+
+        spec.connection.ca_bundle = Some(CaBundle { secret_ref: Some(LocalObjectReference { name: "ca".into() }), key: "ca.crt".into(), ..Default::default() });
+        assert!(provider(&spec).is_empty());
+    }
+
+    #[test]
+    fn insecure_and_ca_bundle_conflict() {
+        let mut spec = provider_spec();
+        spec.connection.insecure_skip_tls_verify = true;
+        spec.connection.ca_bundle = Some(CaBundle { inline: Some("PEM".into()), key: "ca.crt".into(), ..Default::default() });
+        assert_eq!(provider(&spec)[0].path, "spec.connection.insecureSkipTLSVerify");
+    }
+
+    #[test]
+    fn override_names_must_be_labels_and_pairs_unique() {
+        let mut spec = provider_spec();
+        spec.failure_domain_name_overrides = serde_json::from_value(serde_json::json!([
+            {"datacenter": "DC", "cluster": "C", "name": "Cluster_01"},
+            {"datacenter": "DC", "cluster": "C", "name": "cluster-02"},
+        ]))
+        .unwrap();
+        let errors = describe(&provider(&spec));
+        assert!(errors.contains("spec.failureDomainNameOverrides[0].name: \"Cluster_01\" is not a DNS-1123 label"), "{errors}");
+        assert!(errors.contains("spec.failureDomainNameOverrides[1]: datacenter \"DC\" cluster \"C\" is listed twice"), "{errors}");
+    }
+
+    #[test]
+    fn endpoint_must_be_a_url() {
+        let mut spec = provider_spec();
+        spec.connection.endpoint = "vcenter.example.com".into();
+        assert_eq!(provider(&spec)[0].path, "spec.connection.endpoint");
+    }
+
+    #[test]
+    fn class_checks() {
+        let spec: VMClassSpec = serde_json::from_value(serde_json::json!({
+            "hardware": {"cpus": 2, "memoryMiB": 2048, "disks": [
+                {"name": "root", "sizeGiB": 10, "storageClass": "gold"},
+                {"name": "root", "sizeGiB": 10, "storageClass": "gold"}]},
+            "network": {"interfaces": [{"name": "eth0", "networkClass": "prod",
+                "ipam": {"static": {"address": "10.0.0.2/24"}, "pool": {"name": "p"}}}]},
+            "tpmEnabled": true
+        }))
+        .unwrap();
+        let errors = describe(&vm_class(&spec));
+        assert!(errors.contains("spec.hardware.disks: \"root\" is listed twice"), "{errors}");
+        assert!(errors.contains("spec.network.interfaces[0].ipam: set at most one"), "{errors}");
+        assert!(errors.contains("spec.tpmEnabled: a virtual TPM needs firmware efi"), "{errors}");
+    }
+
+    #[test]
+    fn selector_operator_must_be_known() {
+        let spec: VirtualMachineSpec = serde_json::from_value(serde_json::json!({
+            "classRef": {"name": "c"}, "imageRef": {"name": "i"},
+            "placement": {"providerSelector": {"matchExpressions": [{"key": "dc", "operator": "Near", "values": ["a"]}]}}
+        }))
+        .unwrap();
+        let errors = virtual_machine(&spec);
+        assert_eq!(errors[0].path, "spec.placement.providerSelector");
+    }
+
+    #[test]
+    fn dns_labels() {
+        assert!(is_dns1123_label("cluster-01"));
+        assert!(!is_dns1123_label("-a"));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(!is_dns1123_label(""));
+    }
+}

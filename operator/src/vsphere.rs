@@ -1,0 +1,264 @@
+//! The vSphere boundary. The controller and provider roles reach vCenter only
+//! through [`VSphere`] and [`Session`], so the same reconcile code runs against
+//! the real client (`vsphere-client`), a scripted mock in tests, and `check`.
+//!
+//! Contract for implementations:
+//! - `connect` is called on every Provider reconcile. It returns the Provider's
+//!   live session, logging in only when there is none yet or when the
+//!   connection parameters changed (rotated credentials or CA): one session per
+//!   Provider, never a login per reconcile.
+//! - Errors carry a [`ErrorKind`] the roles map onto condition reasons, and a
+//!   message that names the cause (TLS, login, fault) and never a secret.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+
+use crate::api::NamespacedReference;
+
+/// A password or other secret: never printed, not even by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    pub fn new(value: impl Into<String>) -> Self {
+        SecretString(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// How to verify vCenter's certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tls {
+    /// The system roots.
+    SystemRoots,
+    /// A private CA (PEM, one or more certificates).
+    CaBundle(String),
+    /// No verification (`insecureSkipTLSVerify`).
+    Insecure,
+}
+
+/// Everything needed to open a session for one Provider.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectParams {
+    pub provider: NamespacedReference,
+    /// The SDK URL, e.g. `https://vcenter.example.com/sdk`.
+    pub endpoint: String,
+    pub username: String,
+    pub password: SecretString,
+    pub tls: Tls,
+}
+
+/// What a vCenter holds that failure domains are made of: datacenters, their
+/// clusters with the datastores mounted on each, and their portgroups.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inventory {
+    pub datacenters: Vec<Datacenter>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Datacenter {
+    pub name: String,
+    pub clusters: Vec<Cluster>,
+    /// Names of the standard and distributed portgroups of the datacenter.
+    pub portgroups: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cluster {
+    pub name: String,
+    /// Names of the datastores mounted on (every host of) the cluster.
+    pub datastores: Vec<String>,
+}
+
+/// A template found in one datacenter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundTemplate {
+    /// Managed object reference value (`vm-42`).
+    pub mo_ref: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// No vSphere backend in this process (e.g. `check` built without one).
+    Unavailable,
+    /// TLS, network or login failure.
+    Connect,
+    /// Logged in, but walking the inventory failed.
+    Inventory,
+    /// A lookup (templates, VMs) failed.
+    Lookup,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error { kind, message: message.into() }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Opens (or reuses) the session of a Provider.
+pub trait VSphere: Send + Sync + 'static {
+    type Session: Session;
+
+    fn connect(&self, params: &ConnectParams) -> impl Future<Output = Result<Self::Session, Error>> + Send;
+}
+
+/// A logged-in vCenter session. Cheap to clone.
+pub trait Session: Clone + Send + Sync + 'static {
+    /// Datacenters, clusters, mounted datastores and portgroups, in as few
+    /// round trips as the PropertyCollector allows.
+    fn inventory(&self) -> impl Future<Output = Result<Inventory, Error>> + Send;
+
+    /// For each datacenter in `datacenters`, the template named `name` there
+    /// (a template, not a plain VM), or `None` when it has none.
+    fn find_template(
+        &self,
+        name: &str,
+        datacenters: &[String],
+    ) -> impl Future<Output = Result<BTreeMap<String, Option<FoundTemplate>>, Error>> + Send;
+}
+
+/// The backend of a process that has no vSphere client: every connect fails
+/// with [`ErrorKind::Unavailable`], so nothing is reported ready that was not checked.
+#[derive(Clone, Debug, Default)]
+pub struct NoBackend;
+
+pub const NO_BACKEND_MESSAGE: &str =
+    "no vSphere backend is available in this build of banlieue: the provider cannot log in to vCenter yet, so readiness is not checked";
+
+#[derive(Clone, Debug)]
+pub enum Never {}
+
+impl VSphere for NoBackend {
+    type Session = Never;
+
+    async fn connect(&self, _params: &ConnectParams) -> Result<Never, Error> {
+        Err(Error::new(ErrorKind::Unavailable, NO_BACKEND_MESSAGE))
+    }
+}
+
+impl Session for Never {
+    async fn inventory(&self) -> Result<Inventory, Error> {
+        match *self {}
+    }
+
+    async fn find_template(&self, _name: &str, _datacenters: &[String]) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
+        match *self {}
+    }
+}
+
+/// A scripted vCenter for tests: a fixed inventory, templates per datacenter,
+/// and failures to inject.
+pub mod mock {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Debug, Default)]
+    pub struct Script {
+        pub inventory: Inventory,
+        /// (template name, datacenter) -> managed object reference.
+        pub templates: BTreeMap<(String, String), String>,
+        /// The password `connect` accepts; `None` accepts any.
+        pub password: Option<String>,
+        pub connect_error: Option<Error>,
+        pub inventory_error: Option<Error>,
+        pub lookup_error: Option<Error>,
+    }
+
+    /// Scripted backend; counts logins so tests can assert session reuse.
+    #[derive(Clone, Debug, Default)]
+    pub struct MockVSphere {
+        script: Arc<Mutex<Script>>,
+        logins: Arc<Mutex<BTreeSet<NamespacedReference>>>,
+        login_count: Arc<Mutex<usize>>,
+    }
+
+    impl MockVSphere {
+        pub fn new(script: Script) -> Self {
+            MockVSphere { script: Arc::new(Mutex::new(script)), ..Default::default() }
+        }
+
+        pub fn login_count(&self) -> usize {
+            self.login_count.lock().map(|n| *n).unwrap_or(0)
+        }
+
+        fn script(&self) -> Script {
+            self.script.lock().map(|s| s.clone()).unwrap_or_default()
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    pub struct MockSession {
+        script: Script,
+    }
+
+    impl VSphere for MockVSphere {
+        type Session = MockSession;
+
+        async fn connect(&self, params: &ConnectParams) -> Result<MockSession, Error> {
+            let script = self.script();
+            if let Some(e) = script.connect_error.clone() {
+                return Err(e);
+            }
+            if let Some(expected) = &script.password {
+                if params.password.expose() != expected {
+                    return Err(Error::new(ErrorKind::Connect, "login failed: incorrect user name or password"));
+                }
+            }
+            if let Ok(mut logins) = self.logins.lock() {
+                if logins.insert(params.provider.clone()) {
+                    if let Ok(mut n) = self.login_count.lock() {
+                        *n += 1;
+                    }
+                }
+            }
+            Ok(MockSession { script })
+        }
+    }
+
+    impl Session for MockSession {
+        async fn inventory(&self) -> Result<Inventory, Error> {
+            match &self.script.inventory_error {
+                Some(e) => Err(e.clone()),
+                None => Ok(self.script.inventory.clone()),
+            }
+        }
+
+        async fn find_template(&self, name: &str, datacenters: &[String]) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
+            if let Some(e) = &self.script.lookup_error {
+                return Err(e.clone());
+            }
+            Ok(datacenters
+                .iter()
+                .map(|dc| {
+                    let found = self.script.templates.get(&(name.to_string(), dc.clone())).map(|mo_ref| FoundTemplate { mo_ref: mo_ref.clone() });
+                    (dc.clone(), found)
+                })
+                .collect())
+        }
+    }
+}
