@@ -1,1 +1,17 @@
 //! Async, typed VMware vSphere client.
+
+// Hand-written runtime: transport, TLS, sessions, errors.
+mod client;
+mod error;
+mod redact;
+mod session;
+pub mod tls;
+mod transport;
+mod version;
+
+pub use client::{
+    Client, ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_RESPONSE_SIZE,
+};
+pub use error::{Error, ErrorKind, Fault};
+pub use transport::{RetryConfig, WIRE_LOG_TARGET};
+pub use version::GENERATED_API_VERSION;

@@ -1,0 +1,399 @@
+//! The vSphere client: configuration, calls, session upkeep.
+
+mod builder;
+mod response;
+
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tracing::Instrument;
+
+pub use builder::{
+    ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_RESPONSE_SIZE,
+};
+
+use crate::error::{Error, ErrorKind};
+use crate::redact::Secret;
+use crate::session::{Credentials, LoginTurn, Session, Snapshot};
+use crate::transport::{self, SoapCall, SoapService};
+use crate::types::{ManagedObjectReference, ServiceContent};
+use crate::version;
+use crate::xml::Request;
+
+/// An async vSphere (vim25 SOAP) client.
+///
+/// Cheap to clone: clones share one connection pool and one session. Every
+/// operation of the API is a typed method (`client.power_on_vm_task(..)`);
+/// [`invoke`](Client::invoke) is what they call.
+///
+/// The session is kept alive: a keepalive checks it while idle, and a call
+/// that fails with `NotAuthenticated` logs in again (once, however many
+/// calls hit the expired session together) and is retried transparently.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    url: url::Url,
+    #[allow(dead_code)] // for the REST side (issue 5)
+    http: reqwest::Client,
+    service: SoapService,
+    soap_action: RwLock<Arc<str>>,
+    api_version: RwLock<String>,
+    content: OnceLock<ServiceContent>,
+    session: Session,
+    credentials: Option<Credentials>,
+    /// Values never to log (the password).
+    secrets: Arc<[Secret]>,
+    logout_on_drop: bool,
+    keepalive_task: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &self.inner.url.as_str())
+            .field("api_version", &self.api_version())
+            .field("username", &self.inner.credentials.as_ref().map(|c| c.username.as_str()))
+            .field("logged_in", &self.inner.session.cookie().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Operations that establish or end a session: a `NotAuthenticated` from
+/// them is not fixed by logging in again.
+const SESSION_METHODS: &[&str] = &[
+    "Login",
+    "LoginByToken",
+    "LoginExtensionByCertificate",
+    "LoginExtensionBySubjectName",
+    "LoginExtensionFromCertificate",
+    "Logout",
+    "CloneSession",
+    "ImpersonateUser",
+];
+
+impl Client {
+    /// Starts configuring a client for `url`: `host`, `host:port`,
+    /// `https://host`, `https://host/sdk`, or `http://...`, optionally with
+    /// `user:password@` (as `GOVC_URL` accepts).
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    /// The SDK endpoint (`https://host/sdk`), without credentials.
+    pub fn url(&self) -> &url::Url {
+        &self.inner.url
+    }
+
+    /// The vim25 version announced in `SOAPAction`.
+    pub fn api_version(&self) -> String {
+        self.inner.api_version.read().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// The service content fetched on connect (`about`, the managers'
+    /// references, the root folder...).
+    pub fn service_content(&self) -> &ServiceContent {
+        static EMPTY: OnceLock<ServiceContent> = OnceLock::new();
+        // Set by `connect` before the client is handed out.
+        self.inner.content.get().unwrap_or_else(|| EMPTY.get_or_init(ServiceContent::default))
+    }
+
+    /// Whether the client currently holds a session cookie.
+    pub fn has_session(&self) -> bool {
+        self.inner.session.cookie().is_some()
+    }
+
+    /// The underlying HTTP client (same TLS, proxy and timeouts), for the
+    /// REST side.
+    #[allow(dead_code)]
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// The session cookie value, for the REST side's session exchange.
+    #[allow(dead_code)]
+    pub(crate) fn session_cookie(&self) -> Option<Secret> {
+        self.inner.session.cookie()
+    }
+
+    /// Sends one operation and decodes its response.
+    ///
+    /// A `NotAuthenticated` fault triggers one re-login (shared with every
+    /// concurrent call) and one retry. Transport errors and 502/503/504 are
+    /// retried with backoff only when `R::IDEMPOTENT`, or when the request
+    /// cannot have reached the server.
+    pub async fn invoke<R: Request>(&self, request: &R) -> Result<R::Response, Error> {
+        let body = Bytes::from(crate::xml::soap::encode_request_envelope(request));
+        let span = tracing::debug_span!(
+            "soap_call",
+            method = R::NAME,
+            this = %request.this(),
+            status = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let result = self.call::<R>(body).instrument(span.clone()).await;
+        span.record("duration_ms", started.elapsed().as_millis() as u64);
+        if let Err(err) = &result {
+            span.in_scope(|| tracing::debug!(error = %err, kind = ?err.kind(), "call failed"));
+        }
+        result.map_err(|e| e.in_method(R::NAME))
+    }
+
+    async fn call<R: Request>(&self, body: Bytes) -> Result<R::Response, Error> {
+        let seen = self.inner.session.snapshot();
+        match self.send_once::<R>(body.clone(), seen.cookie.clone()).await {
+            Err(err) if err.is_not_authenticated() && self.may_relogin(R::NAME) => {
+                tracing::info!("session expired or invalid: logging in again");
+                self.relogin(&seen).await?;
+                self.send_once::<R>(body, self.inner.session.cookie()).await
+            }
+            other => other,
+        }
+    }
+
+    fn may_relogin(&self, method: &str) -> bool {
+        self.inner.credentials.is_some() && !SESSION_METHODS.contains(&method)
+    }
+
+    async fn send_once<R: Request>(&self, body: Bytes, cookie: Option<Secret>) -> Result<R::Response, Error> {
+        let soap_action = self
+            .inner
+            .soap_action
+            .read()
+            .map(|a| a.clone())
+            .unwrap_or_else(|_| builder::soap_action(version::GENERATED_API_VERSION));
+        let call = SoapCall {
+            method: R::NAME,
+            soap_action,
+            body,
+            cookie,
+            idempotent: R::IDEMPOTENT,
+            secrets: self.inner.secrets.clone(),
+        };
+        let reply = transport::send(&self.inner.service, call).await?;
+        if let Some(cookie) = reply.new_cookie.clone() {
+            self.inner.session.adopt_cookie(cookie);
+        }
+        let result = response::decode::<R>(&reply, self.inner.url.as_str());
+        if result.is_ok() {
+            self.inner.session.touch();
+        }
+        result
+    }
+
+    /// Logs in again unless another task already did since `seen`.
+    async fn relogin(&self, seen: &Snapshot) -> Result<(), Error> {
+        let Some(credentials) = &self.inner.credentials else {
+            return Err(Error::new(
+                ErrorKind::NotAuthenticated,
+                "the session expired and the client has no credentials to log in again",
+            ));
+        };
+        let (_guard, turn) = self.inner.session.login_turn(seen).await?;
+        let LoginTurn::LogIn { generation_before } = turn else {
+            return Ok(());
+        };
+        let result = self.login_with(credentials).await;
+        self.inner.session.login_finished(generation_before, result.as_ref().map(|_| ()));
+        result
+    }
+
+    async fn login_with(&self, credentials: &Credentials) -> Result<(), Error> {
+        let session_manager = self.session_manager()?;
+        self.login(
+            &session_manager,
+            &credentials.username,
+            credentials.password.expose(),
+            None,
+        )
+        .await?;
+        Ok(())
+    }
+
+    fn session_manager(&self) -> Result<ManagedObjectReference, Error> {
+        self.service_content().session_manager.clone().ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotAuthenticated,
+                "the server has no SessionManager (its service content names none)",
+            )
+        })
+    }
+
+    /// The connect sequence after the client is built.
+    async fn start(&self, version_negotiated: bool, keepalive: Option<Duration>) -> Result<(), Error> {
+        let service_instance = ManagedObjectReference {
+            type_: "ServiceInstance".into(),
+            value: "ServiceInstance".into(),
+        };
+        let content = self.retrieve_service_content(&service_instance).await?;
+        if !version_negotiated {
+            // No vimServiceVersions.xml: go by what the server says it is.
+            let server = content.about.api_version.clone();
+            if !server.is_empty() {
+                let announced = version::negotiate(&server);
+                if let Ok(mut action) = self.inner.soap_action.write() {
+                    *action = builder::soap_action(&announced);
+                }
+                if let Ok(mut version) = self.inner.api_version.write() {
+                    *version = announced;
+                }
+            }
+        }
+        let _ = self.inner.content.set(content);
+        if let Some(credentials) = &self.inner.credentials {
+            let seen = self.inner.session.snapshot();
+            let (_guard, turn) = self.inner.session.login_turn(&seen).await?;
+            if let LoginTurn::LogIn { generation_before } = turn {
+                let result = self.login_with(credentials).await;
+                self.inner.session.login_finished(generation_before, result.as_ref().map(|_| ()));
+                result?;
+            }
+            if let Some(interval) = keepalive {
+                self.spawn_keepalive(interval);
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn_keepalive(&self, interval: Duration) {
+        let weak = Arc::downgrade(&self.inner);
+        let task = tokio::spawn(keepalive_loop(weak, interval));
+        if let Ok(mut slot) = self.inner.keepalive_task.lock() {
+            *slot = Some(task.abort_handle());
+        }
+    }
+
+    /// Checks the session with a cheap authenticated read (the session
+    /// manager's `currentSession`) and logs in again when it is gone.
+    /// The keepalive calls this; callers may too.
+    pub async fn check_session(&self) -> Result<(), Error> {
+        let seen = self.inner.session.snapshot();
+        if self.session_is_alive().await? {
+            return Ok(());
+        }
+        tracing::info!("keepalive: the session is gone, logging in again");
+        self.relogin(&seen).await
+    }
+
+    async fn session_is_alive(&self) -> Result<bool, Error> {
+        use crate::types::{ObjectSpec, PropertyFilterSpec, PropertySpec, RetrieveOptions};
+        let content = self.service_content();
+        let session_manager = self.session_manager()?;
+        let spec = PropertyFilterSpec {
+            prop_set: vec![PropertySpec {
+                type_: "SessionManager".into(),
+                path_set: vec!["currentSession".into()],
+                ..Default::default()
+            }],
+            object_set: vec![ObjectSpec {
+                obj: session_manager,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let result = self
+            .retrieve_properties_ex(&content.property_collector, &[spec], &RetrieveOptions::default())
+            .await;
+        match result {
+            // Without a session the property is unset (vCenter and vcsim alike).
+            Ok(result) => Ok(result.is_some_and(|r| {
+                r.objects
+                    .iter()
+                    .any(|o| o.prop_set.iter().any(|p| p.name == "currentSession"))
+            })),
+            Err(err) if err.is_not_authenticated() => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Logs out and stops the keepalive; later calls fail with
+    /// `NotAuthenticated` instead of logging in again. Idempotent.
+    pub async fn close(&self) -> Result<(), Error> {
+        self.inner.session.close();
+        if let Ok(mut slot) = self.inner.keepalive_task.lock() {
+            if let Some(task) = slot.take() {
+                task.abort();
+            }
+        }
+        if self.inner.session.cookie().is_none() {
+            return Ok(());
+        }
+        let session_manager = self.session_manager()?;
+        let result = self.logout(&session_manager).await;
+        self.inner.session.clear_cookie();
+        match result {
+            Ok(()) => Ok(()),
+            // Already gone on the server: that is what we wanted.
+            Err(err) if err.is_not_authenticated() => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+async fn keepalive_loop(client: Weak<Inner>, interval: Duration) {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let Some(inner) = client.upgrade() else { return };
+        let client = Client { inner };
+        if client.inner.session.is_closed() {
+            return;
+        }
+        // Calls keep the session alive by themselves; check only when idle.
+        if client.inner.session.idle_for() < interval / 2 {
+            continue;
+        }
+        match client.check_session().await {
+            Ok(()) => tracing::trace!("keepalive: session alive"),
+            Err(err) => tracing::warn!(error = %err, "keepalive failed; will try again"),
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.keepalive_task.lock() {
+            if let Some(task) = slot.take() {
+                task.abort();
+            }
+        }
+        if !self.logout_on_drop || self.session.is_closed() {
+            return;
+        }
+        let Some(cookie) = self.session.cookie() else { return };
+        let Some(session_manager) = self.content.get().and_then(|c| c.session_manager.clone()) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!("logout_on_drop: no Tokio runtime, the session is left to expire");
+            return;
+        };
+        let soap_action = self
+            .soap_action
+            .read()
+            .map(|a| a.clone())
+            .unwrap_or_else(|_| builder::soap_action(version::GENERATED_API_VERSION));
+        let request = crate::types::LogoutRequestType { this: session_manager };
+        let call = SoapCall {
+            method: "Logout",
+            soap_action,
+            body: Bytes::from(crate::xml::soap::encode_request_envelope(&request)),
+            cookie: Some(cookie),
+            idempotent: true,
+            secrets: self.secrets.clone(),
+        };
+        let service = self.service.clone();
+        runtime.spawn(async move {
+            match transport::send(&service, call).await {
+                Ok(reply) if reply.status.is_success() => tracing::debug!("logged out on drop"),
+                Ok(reply) => tracing::debug!(status = reply.status.as_u16(), "logout on drop answered with an error"),
+                Err(err) => tracing::debug!(error = %err, "logout on drop failed"),
+            }
+        });
+    }
+}

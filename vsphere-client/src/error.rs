@@ -1,0 +1,339 @@
+//! The crate's error type.
+//!
+//! One `Error` for everything a call can run into, with a stable
+//! [`ErrorKind`] to branch on, the underlying cause kept as
+//! [`std::error::Error::source`] (never repeated in `Display`), and, for SOAP
+//! faults, the typed [`Fault`].
+
+use std::fmt;
+
+use crate::types::AnyMethodFault;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What went wrong, coarsely: stable across versions, meant for `match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The builder was given something unusable (bad URL, unreadable CA
+    /// bundle, malformed thumbprint...). Nothing was sent.
+    InvalidConfig,
+    /// The connection failed or broke (refused, reset, DNS, proxy...).
+    Transport,
+    /// TLS failed: most often the server's certificate was not trusted
+    /// (unknown CA, wrong host name, expired, thumbprint mismatch).
+    Tls,
+    /// The call did not complete within the configured timeout.
+    Timeout,
+    /// The server answered with an HTTP status that is neither success nor a
+    /// SOAP fault (for example a 503 from a proxy, or a 404 on a wrong path).
+    HttpStatus(u16),
+    /// The server answered with a SOAP fault; see [`Error::fault`].
+    Fault,
+    /// The response looked like SOAP but could not be decoded (malformed or
+    /// truncated XML, an unexpected element).
+    Decode,
+    /// The response is not SOAP at all (an HTML error page, an empty body).
+    NotSoap,
+    /// The response body was larger than the configured limit.
+    BodyTooLarge,
+    /// The call needs a session and the client has no credentials to create
+    /// one, or logging in again did not help.
+    NotAuthenticated,
+}
+
+/// A SOAP fault returned by the server: the fault code and message, and the
+/// typed fault from `detail` when there was one.
+#[derive(Clone, PartialEq)]
+pub struct Fault {
+    code: String,
+    message: String,
+    type_name: Option<String>,
+    detail: Option<AnyMethodFault>,
+}
+
+impl Fault {
+    /// Builds a fault from its parts (used by the SOAP layer and by tests).
+    pub fn new(
+        code: impl Into<String>,
+        message: impl Into<String>,
+        type_name: Option<String>,
+        detail: Option<AnyMethodFault>,
+    ) -> Self {
+        Fault {
+            code: code.into(),
+            message: message.into(),
+            type_name,
+            detail,
+        }
+    }
+
+    /// The SOAP `faultcode` (usually `ServerFaultCode`).
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// The server's message (`faultstring`), possibly empty.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The typed fault from the `detail` element. A fault type this crate
+    /// does not know decodes as its nearest known base (at worst
+    /// `MethodFault`); [`Fault::type_name`] still names the real type.
+    pub fn detail(&self) -> Option<&AnyMethodFault> {
+        self.detail.as_ref()
+    }
+
+    /// The vim25 type name of the fault as the server sent it
+    /// (`InvalidLogin`, `NotAuthenticated`, or a type newer than this crate).
+    pub fn type_name(&self) -> Option<&str> {
+        self.type_name.as_deref()
+    }
+
+    /// Whether the server's fault type is `name` (the vim25 name, e.g.
+    /// `"NotAuthenticated"`).
+    pub fn is(&self, name: &str) -> bool {
+        self.type_name.as_deref() == Some(name)
+    }
+}
+
+impl fmt::Debug for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fault")
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .field("type_name", &self.type_name)
+            .field("detail", &self.detail)
+            .finish()
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.type_name.as_deref(), self.message.is_empty()) {
+            (Some(name), false) => write!(f, "{name}: {}", self.message),
+            (Some(name), true) => f.write_str(name),
+            (None, false) => write!(f, "{}: {}", self.code, self.message),
+            (None, true) => f.write_str(&self.code),
+        }
+    }
+}
+
+/// An error from the vSphere client.
+///
+/// Branch on [`Error::kind`]; for SOAP faults [`Error::fault`] gives the
+/// typed fault:
+///
+/// ```no_run
+/// # async fn demo(client: vsphere_client::Client, err: vsphere_client::Error) {
+/// use vsphere_client::{types::AnyMethodFault, ErrorKind};
+/// match err.kind() {
+///     ErrorKind::Fault => match err.fault().and_then(|f| f.detail()) {
+///         Some(AnyMethodFault::DuplicateName(dup)) => { /* already there */ }
+///         _ => { /* another fault */ }
+///     },
+///     ErrorKind::Timeout => { /* try later */ }
+///     _ => {}
+/// }
+/// # }
+/// ```
+pub struct Error {
+    inner: Box<Inner>,
+}
+
+struct Inner {
+    kind: ErrorKind,
+    message: String,
+    method: Option<&'static str>,
+    fault: Option<Fault>,
+    source: Option<BoxError>,
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            inner: Box::new(Inner {
+                kind,
+                message: message.into(),
+                method: None,
+                fault: None,
+                source: None,
+            }),
+        }
+    }
+
+    pub(crate) fn with_source(
+        mut self,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        self.inner.source = Some(source.into());
+        self
+    }
+
+    pub(crate) fn from_fault(fault: Fault) -> Self {
+        let mut err = Error::new(ErrorKind::Fault, String::new());
+        err.inner.fault = Some(fault);
+        err
+    }
+
+    /// Records which SOAP method failed (shown in `Display`).
+    pub(crate) fn in_method(mut self, method: &'static str) -> Self {
+        if self.inner.method.is_none() {
+            self.inner.method = Some(method);
+        }
+        self
+    }
+
+    pub(crate) fn invalid_config(message: impl Into<String>) -> Self {
+        Error::new(ErrorKind::InvalidConfig, message)
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.inner.kind
+    }
+
+    /// The SOAP fault, when [`kind`](Error::kind) is [`ErrorKind::Fault`].
+    pub fn fault(&self) -> Option<&Fault> {
+        self.inner.fault.as_ref()
+    }
+
+    /// The SOAP method that failed, when the error came from a call.
+    pub fn method(&self) -> Option<&'static str> {
+        self.inner.method
+    }
+
+    /// Whether this is the `NotAuthenticated` fault (the session is gone).
+    pub fn is_not_authenticated(&self) -> bool {
+        self.fault().is_some_and(|f| {
+            f.is("NotAuthenticated") || matches!(f.detail(), Some(AnyMethodFault::NotAuthenticated(_)))
+        })
+    }
+
+    /// Whether the request can be known not to have reached the server
+    /// (connection refused, DNS failure...), so repeating it is always safe.
+    pub(crate) fn request_not_sent(&self) -> bool {
+        self.inner.kind == ErrorKind::Transport
+            && self
+                .inner
+                .source
+                .as_deref()
+                .and_then(|s| s.downcast_ref::<reqwest::Error>())
+                .is_some_and(|e| e.is_connect())
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.inner.kind);
+        if !self.inner.message.is_empty() {
+            d.field("message", &self.inner.message);
+        }
+        if let Some(method) = self.inner.method {
+            d.field("method", &method);
+        }
+        if let Some(fault) = &self.inner.fault {
+            d.field("fault", fault);
+        }
+        if let Some(source) = &self.inner.source {
+            d.field("source", source);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(method) = self.inner.method {
+            write!(f, "{method}: ")?;
+        }
+        match (&self.inner.fault, self.inner.message.is_empty()) {
+            (Some(fault), true) => write!(f, "{fault}"),
+            (Some(fault), false) => write!(f, "{}: {fault}", self.inner.message),
+            (None, _) => f.write_str(&self.inner.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.inner
+            .source
+            .as_deref()
+            .map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Classifies a reqwest failure, looking through its source chain for the
+/// TLS cause (reqwest reports a rejected certificate as a connect error).
+pub(crate) fn from_reqwest(err: reqwest::Error, url: &str) -> Error {
+    if let Some(tls) = find_in_chain::<rustls::Error>(&err) {
+        let message = match tls {
+            rustls::Error::InvalidCertificate(_) => {
+                format!("TLS certificate verification failed for {url}: the server's certificate is not trusted")
+            }
+            _ => format!("TLS handshake with {url} failed"),
+        };
+        return Error::new(ErrorKind::Tls, message).with_source(err);
+    }
+    if err.is_timeout() {
+        return Error::new(ErrorKind::Timeout, format!("request to {url} timed out")).with_source(err);
+    }
+    let message = if err.is_connect() {
+        format!("cannot connect to {url}")
+    } else if err.is_body() || err.is_decode() {
+        format!("reading the response from {url} failed")
+    } else {
+        format!("HTTP request to {url} failed")
+    };
+    Error::new(ErrorKind::Transport, message).with_source(err)
+}
+
+/// The first error of type `T` in `err`'s source chain (itself included).
+pub(crate) fn find_in_chain<'a, T: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(found) = e.downcast_ref::<T>() {
+            return Some(found);
+        }
+        // rustls errors arrive wrapped in io::Error, whose `source` hides
+        // the inner error behind `get_ref`.
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if let Some(inner) = io.get_ref() {
+                if let Some(found) = inner.downcast_ref::<T>() {
+                    return Some(found);
+                }
+            }
+        }
+        current = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_does_not_repeat_source() {
+        let io = std::io::Error::other("connection reset by peer");
+        let err = Error::new(ErrorKind::Transport, "cannot connect to https://vc/sdk").with_source(io);
+        assert_eq!(err.to_string(), "cannot connect to https://vc/sdk");
+        assert_eq!(
+            std::error::Error::source(&err).map(|s| s.to_string()).as_deref(),
+            Some("connection reset by peer")
+        );
+    }
+
+    #[test]
+    fn fault_display_names_type_and_message() {
+        let fault = Fault::new("ServerFaultCode", "Login failure", Some("InvalidLogin".into()), None);
+        let err = Error::from_fault(fault).in_method("Login");
+        assert_eq!(err.kind(), ErrorKind::Fault);
+        assert_eq!(err.to_string(), "Login: InvalidLogin: Login failure");
+    }
+}

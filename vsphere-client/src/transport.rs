@@ -1,0 +1,331 @@
+//! The HTTP transport as a tower stack.
+//!
+//! ```text
+//! [ConcurrencyLimit] -> Retry(RetryPolicy) -> MapErr -> Timeout -> HttpService (reqwest)
+//! ```
+//!
+//! `HttpService` posts one SOAP body and reads the reply with a size limit;
+//! the timeout bounds each attempt; the retry policy repeats an attempt only
+//! when that cannot run an operation twice (see [`RetryPolicy`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{HeaderValue, CONTENT_TYPE, COOKIE, SET_COOKIE};
+use http::StatusCode;
+use tower::retry::backoff::{Backoff, ExponentialBackoff, ExponentialBackoffMaker, MakeBackoff};
+use tower::util::rng::HasherRng;
+use tower::util::BoxCloneSyncService;
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+
+use crate::error::{from_reqwest, Error, ErrorKind};
+use crate::redact::{redact_body, Secret};
+
+/// The tracing target of the wire log (request and response bodies, at
+/// trace level, with passwords and the session cookie redacted).
+pub const WIRE_LOG_TARGET: &str = "vsphere_client::wire";
+
+/// Name of vSphere's SOAP session cookie.
+pub(crate) const SESSION_COOKIE: &str = "vmware_soap_session";
+
+/// One SOAP POST.
+#[derive(Clone)]
+pub(crate) struct SoapCall {
+    /// The operation name, for logs and errors.
+    pub method: &'static str,
+    /// `urn:vim25/<version>`.
+    pub soap_action: Arc<str>,
+    /// The whole envelope.
+    pub body: Bytes,
+    /// The session cookie value to send, if any.
+    pub cookie: Option<Secret>,
+    /// Whether the operation is safe to repeat after it may have reached
+    /// the server.
+    pub idempotent: bool,
+    /// Other values to keep out of the wire log (the password).
+    pub secrets: Arc<[Secret]>,
+}
+
+/// The server's answer, body read in full (within the limit).
+#[derive(Clone)]
+pub(crate) struct SoapReply {
+    pub status: StatusCode,
+    pub content_type: Option<String>,
+    /// A new session cookie the server set, if any.
+    pub new_cookie: Option<Secret>,
+    pub body: Bytes,
+}
+
+/// Retry settings.
+#[derive(Debug, Clone)]
+pub struct RetryConfig {
+    /// How many times a call may be repeated after its first attempt.
+    pub max_retries: u32,
+    /// The first backoff delay; it doubles on each retry.
+    pub initial_backoff: Duration,
+    /// The cap on a backoff delay.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryConfig {
+    /// No retry at all.
+    pub fn none() -> Self {
+        RetryConfig {
+            max_retries: 0,
+            ..RetryConfig::default()
+        }
+    }
+}
+
+/// Settings of the stack, from the builder.
+pub(crate) struct TransportConfig {
+    pub url: url::Url,
+    pub call_timeout: Option<Duration>,
+    pub max_response_size: u64,
+    pub retry: RetryConfig,
+    pub concurrency_limit: Option<usize>,
+}
+
+pub(crate) type SoapService = BoxCloneSyncService<SoapCall, SoapReply, Error>;
+
+/// Assembles the tower stack around a reqwest client.
+pub(crate) fn build_stack(http: reqwest::Client, config: &TransportConfig) -> Result<SoapService, Error> {
+    let base = HttpService {
+        http,
+        url: Arc::new(config.url.clone()),
+        max_response_size: config.max_response_size,
+    };
+    let policy = RetryPolicy::new(&config.retry)?;
+    // A per-attempt timeout, inside the retry: a hung attempt of a safe call
+    // can be retried, and the bound on attempts bounds the total.
+    let timeout = config.call_timeout.unwrap_or(Duration::MAX);
+    let url = config.url.to_string();
+    let stack = ServiceBuilder::new()
+        .option_layer(config.concurrency_limit.map(tower::limit::ConcurrencyLimitLayer::new))
+        .layer(tower::retry::RetryLayer::new(policy))
+        .map_err(move |e: BoxError| timeout_or_inner(e, &url))
+        .layer(tower::timeout::TimeoutLayer::new(timeout))
+        .service(base);
+    Ok(BoxCloneSyncService::new(stack))
+}
+
+fn timeout_or_inner(err: BoxError, url: &str) -> Error {
+    match err.downcast::<Error>() {
+        Ok(err) => *err,
+        Err(other) if other.is::<tower::timeout::error::Elapsed>() => {
+            Error::new(ErrorKind::Timeout, format!("no complete answer from {url} within the call timeout"))
+        }
+        Err(other) => Error::new(ErrorKind::Transport, format!("request to {url} failed")).with_source(other),
+    }
+}
+
+/// Decides which failed attempts to repeat.
+///
+/// - The request cannot have reached the server (connection refused, DNS):
+///   always retried, whatever the operation.
+/// - Any other transport error, a timeout, or HTTP 502/503/504: retried only
+///   for idempotent operations, since the server may have started the work.
+/// - Everything else (faults, TLS, decoding, 500): never retried here.
+#[derive(Clone)]
+pub(crate) struct RetryPolicy {
+    retries_left: u32,
+    backoff: ExponentialBackoff<HasherRng>,
+}
+
+impl RetryPolicy {
+    fn new(config: &RetryConfig) -> Result<Self, Error> {
+        let max = config.max_backoff.max(config.initial_backoff);
+        let maker = ExponentialBackoffMaker::new(config.initial_backoff, max, 0.5, HasherRng::default())
+            .map_err(|e| Error::invalid_config("invalid retry backoff").with_source(e))?;
+        let mut maker = maker;
+        Ok(RetryPolicy {
+            retries_left: config.max_retries,
+            backoff: maker.make_backoff(),
+        })
+    }
+}
+
+impl tower::retry::Policy<SoapCall, SoapReply, Error> for RetryPolicy {
+    type Future = tokio::time::Sleep;
+
+    fn retry(&mut self, req: &mut SoapCall, result: &mut Result<SoapReply, Error>) -> Option<Self::Future> {
+        if self.retries_left == 0 {
+            return None;
+        }
+        let retry = match result {
+            Ok(reply) => {
+                req.idempotent
+                    && matches!(
+                        reply.status,
+                        StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+                    )
+            }
+            Err(err) => {
+                err.request_not_sent()
+                    || (req.idempotent && matches!(err.kind(), ErrorKind::Transport | ErrorKind::Timeout))
+            }
+        };
+        if !retry {
+            return None;
+        }
+        self.retries_left -= 1;
+        let why = match result {
+            Ok(reply) => format!("HTTP {}", reply.status.as_u16()),
+            Err(err) => err.to_string(),
+        };
+        tracing::debug!(method = req.method, retries_left = self.retries_left, "retrying after {why}");
+        Some(self.backoff.next_backoff())
+    }
+
+    fn clone_request(&mut self, req: &SoapCall) -> Option<SoapCall> {
+        Some(req.clone())
+    }
+}
+
+/// Posts a SOAP envelope and reads the reply.
+#[derive(Clone)]
+pub(crate) struct HttpService {
+    http: reqwest::Client,
+    url: Arc<url::Url>,
+    max_response_size: u64,
+}
+
+impl Service<SoapCall> for HttpService {
+    type Response = SoapReply;
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<SoapReply, Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: SoapCall) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { this.post(call).await })
+    }
+}
+
+impl HttpService {
+    async fn post(&self, call: SoapCall) -> Result<SoapReply, Error> {
+        let url = self.url.as_str();
+        if tracing::enabled!(target: WIRE_LOG_TARGET, tracing::Level::TRACE) {
+            let mut secrets: Vec<&Secret> = call.secrets.iter().collect();
+            secrets.extend(call.cookie.as_ref());
+            tracing::trace!(
+                target: WIRE_LOG_TARGET,
+                method = call.method,
+                "request: {}",
+                redact_body(&call.body, &secrets)
+            );
+        }
+        let mut request = self
+            .http
+            .post(url)
+            .header(CONTENT_TYPE, "text/xml; charset=utf-8")
+            .header("SOAPAction", &*call.soap_action)
+            .body(call.body.clone());
+        if let Some(cookie) = &call.cookie {
+            let mut value = HeaderValue::from_str(&format!("{SESSION_COOKIE}={}", cookie.expose()))
+                .map_err(|_| Error::new(ErrorKind::InvalidConfig, "the session cookie is not a valid header value"))?;
+            // Keeps the value out of hyper's and reqwest's own debug output.
+            value.set_sensitive(true);
+            request = request.header(COOKIE, value);
+        }
+        let response = request.send().await.map_err(|e| from_reqwest(e, url))?;
+        let status = response.status();
+        tracing::Span::current().record("http.status", status.as_u16());
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let new_cookie = response
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .find_map(|v| v.to_str().ok().and_then(parse_session_cookie));
+        let body = read_limited(response, self.max_response_size, url).await?;
+        if tracing::enabled!(target: WIRE_LOG_TARGET, tracing::Level::TRACE) {
+            let mut secrets: Vec<&Secret> = call.secrets.iter().collect();
+            secrets.extend(call.cookie.as_ref());
+            secrets.extend(new_cookie.as_ref());
+            tracing::trace!(
+                target: WIRE_LOG_TARGET,
+                method = call.method,
+                status = status.as_u16(),
+                "response: {}",
+                redact_body(&body, &secrets)
+            );
+        }
+        Ok(SoapReply {
+            status,
+            content_type,
+            new_cookie,
+            body,
+        })
+    }
+}
+
+/// Reads a body chunk by chunk, failing as soon as it passes `limit`, so a
+/// huge or endless body never gets buffered.
+pub(crate) async fn read_limited(mut response: reqwest::Response, limit: u64, url: &str) -> Result<Bytes, Error> {
+    let too_large = || {
+        Error::new(
+            ErrorKind::BodyTooLarge,
+            format!("the response from {url} is larger than the {limit}-byte limit"),
+        )
+    };
+    if response.content_length().is_some_and(|len| len > limit) {
+        return Err(too_large());
+    }
+    let initial = response.content_length().unwrap_or(0).min(limit).min(1 << 20);
+    let mut body = BytesMut::with_capacity(initial as usize);
+    while let Some(chunk) = response.chunk().await.map_err(|e| from_reqwest(e, url))? {
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// The value of `vmware_soap_session` in a `Set-Cookie` header, as sent
+/// (vCenter quotes it; it goes back the same way).
+fn parse_session_cookie(header: &str) -> Option<Secret> {
+    let pair = header.split(';').next()?.trim();
+    let (name, value) = pair.split_once('=')?;
+    (name.trim() == SESSION_COOKIE && !value.is_empty()).then(|| Secret::new(value.trim()))
+}
+
+/// Sends a call through the stack.
+pub(crate) async fn send(service: &SoapService, call: SoapCall) -> Result<SoapReply, Error> {
+    service.clone().oneshot(call).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_cookie_is_found_in_set_cookie() {
+        let cookie = parse_session_cookie("vmware_soap_session=\"52ab\"; Path=/; HttpOnly; Secure;").unwrap();
+        assert_eq!(cookie.expose(), "\"52ab\"");
+        assert!(parse_session_cookie("other=1; Path=/").is_none());
+        assert!(parse_session_cookie("vmware_soap_session=").is_none());
+        assert!(parse_session_cookie("").is_none());
+    }
+}
