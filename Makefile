@@ -1,0 +1,101 @@
+# vsphere-rs: `make demo` shows it working, `make test` proves it.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+
+# The vim25 WSDL bundle the bindings are generated from (see wsdl/README.md).
+# Default: ../shared/wsdl/vim25-7.0.3 beside the checkout, when present.
+WSDL_DIR ?= $(firstword $(wildcard ../shared/wsdl/vim25-7.0.3))
+GENERATED := vsphere-client/src/generated
+MANAGED_OBJECTS := wsdl/managed-objects.json
+# pyvmomi release wsdl/managed-objects.json is extracted from.
+PYVMOMI_VERSION := 9.1.1.0
+
+.PHONY: help test deps vcsim generate check-generated check-managed-objects demo
+
+help:
+	@echo "make demo               start the simulator and run the CLI against it"
+	@echo "make test               install what is missing, check generated code, run every test"
+	@echo "make generate           regenerate $(GENERATED) (WSDL_DIR=$(or $(WSDL_DIR),<unset>))"
+	@echo "make check-generated    fail if $(GENERATED) differs from what the generator makes"
+
+# golang-go + Debian's govmomi (simulator launcher) and cargo-nextest.
+deps:
+	tests/ensure-deps
+
+# Build the simulator launcher once (cached under ~/.cache/vsphere-rs).
+vcsim: deps
+	@tests/vcsim/build
+
+test: deps
+	@vcsim_bin="$$(tests/vcsim/build)"; echo "simulator launcher: $$vcsim_bin"; \
+	if [ -n "$(WSDL_DIR)" ] && [ -d "$(WSDL_DIR)" ]; then \
+	    $(MAKE) --no-print-directory check-generated; \
+	else \
+	    echo "note: no WSDL bundle (WSDL_DIR unset, ../shared/wsdl/vim25-7.0.3 absent): check-generated not run"; \
+	fi; \
+	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
+	cargo test --doc -p vsphere-client -p vsphere-tests
+
+# Verifies the bundle against its SHA256SUMS, then fills $(GENERATED) with a
+# fresh generation (stale files disappear) and records the bundle's sums.
+generate:
+	@$(call require_bundle)
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --out "$$tmp/generated"; \
+	[ -d "$$tmp/generated" ] || { echo "vsphere-codegen wrote nothing to its --out directory"; exit 1; }; \
+	rm -rf $(GENERATED); mkdir -p "$$(dirname $(GENERATED))"; cp -r "$$tmp/generated" $(GENERATED); \
+	$(call bundle_sums) > wsdl/SHA256SUMS; \
+	echo "generated $(GENERATED) from $(WSDL_DIR)"
+
+check-generated: check-managed-objects
+	@$(call require_bundle)
+	@if ! diff <($(call bundle_sums) | sort -k2) <(sort -k2 wsdl/SHA256SUMS) >/dev/null; then \
+	    echo "check-generated: $(WSDL_DIR) is not the bundle $(GENERATED) was generated from (wsdl/SHA256SUMS);"; \
+	    echo "  use that bundle, or regenerate from this one with: make generate WSDL_DIR=$(WSDL_DIR)"; \
+	    exit 1; \
+	fi
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --out "$$tmp/generated"; \
+	[ -d "$$tmp/generated" ] || { echo "vsphere-codegen wrote nothing to its --out directory"; exit 1; }; \
+	if [ ! -d $(GENERATED) ]; then \
+	    echo "check-generated: $(GENERATED) is missing; run: make generate"; exit 1; \
+	fi; \
+	if ! diff -r "$$tmp/generated" $(GENERATED) > "$$tmp/diff"; then \
+	    head -n 60 "$$tmp/diff"; \
+	    echo "check-generated: $(GENERATED) is stale or was edited by hand ($$(grep -c '^[<>]' "$$tmp/diff" || true) differing lines)."; \
+	    echo "  Never edit it by hand: change codegen/ (or wsdl/managed-objects.json) and run: make generate"; \
+	    exit 1; \
+	fi; \
+	echo "check-generated: $(GENERATED) is up to date"
+
+# wsdl/managed-objects.json is extracted from pyvmomi; check it when that exact
+# pyvmomi is installed (it is not needed to build or test).
+check-managed-objects:
+	@$(call require_bundle)
+	@if python3 -c 'import importlib.metadata as m, sys; sys.exit(m.version("pyvmomi") != "$(PYVMOMI_VERSION)")' 2>/dev/null; then \
+	    wsdl/extract-managed-objects --wsdl "$(WSDL_DIR)" --check 2>/dev/null \
+	        || { wsdl/extract-managed-objects --wsdl "$(WSDL_DIR)" --check; exit 1; }; \
+	    echo "check-managed-objects: $(MANAGED_OBJECTS) is up to date"; \
+	else \
+	    echo "note: pyvmomi==$(PYVMOMI_VERSION) not installed: $(MANAGED_OBJECTS) not re-extracted"; \
+	fi
+
+demo: deps
+	tests/demo.sh
+
+define require_bundle
+if [ -z "$(WSDL_DIR)" ] || [ ! -f "$(WSDL_DIR)/vimService.wsdl" ]; then \
+    echo "no WSDL bundle at '$(WSDL_DIR)': pass WSDL_DIR=/path/to/bundle (wsdl/fetch downloads one; see wsdl/README.md)"; \
+    exit 1; \
+fi; \
+if [ -f "$(WSDL_DIR)/SHA256SUMS" ] && ! (cd "$(WSDL_DIR)" && sha256sum --quiet -c SHA256SUMS); then \
+    echo "$(WSDL_DIR): files do not match its SHA256SUMS"; exit 1; \
+fi
+endef
+
+# The bundle's checksums: its own SHA256SUMS when it has one, else computed.
+define bundle_sums
+if [ -f "$(WSDL_DIR)/SHA256SUMS" ]; then cat "$(WSDL_DIR)/SHA256SUMS"; \
+else (cd "$(WSDL_DIR)" && sha256sum *.wsdl *.xsd); fi
+endef

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# `make demo`: start the vCenter simulator and run the project's programs
+# against it, printing what each command prints.
+#
+# Adding a step: append a `step` line to the steps section at the bottom, with
+# the program it needs (a path relative to the repository; the step is skipped,
+# saying so, while that file does not exist) and the command to run. Commands see
+# GOVC_URL, GOVC_USERNAME, GOVC_PASSWORD and GOVC_TLS_CA_CERTS of the running
+# simulator, and VCSIM_BIN (the launcher) and DEMO_TMP (scratch directory).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+DEMO_TMP="$(mktemp -d)"
+export DEMO_TMP
+sim_pid=""
+cleanup() {
+    if [ -n "$sim_pid" ] && kill -0 "$sim_pid" 2>/dev/null; then
+        kill "$sim_pid" 2>/dev/null || true
+        wait "$sim_pid" 2>/dev/null || true
+    fi
+    rm -rf "$DEMO_TMP"
+}
+trap cleanup EXIT
+
+bold() { if [ -t 1 ]; then printf '\033[1m%s\033[0m\n' "$*"; else printf '%s\n' "$*"; fi; }
+
+# The simulator: a vCenter with 2 datacenters, a template "golden" in each,
+# serving a certificate the client verifies against the launcher's CA.
+VCSIM_BIN="$(tests/vcsim/build)"
+export VCSIM_BIN
+
+# A CA and server certificate for 127.0.0.1, so the demo verifies TLS like a
+# real deployment instead of turning verification off.
+ca_dir="$DEMO_TMP/ca"
+mkdir -p "$ca_dir"
+if command -v openssl >/dev/null 2>&1; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+        -subj "/CN=vsphere-rs demo CA" -keyout "$ca_dir/ca-key.pem" -out "$ca_dir/ca.pem" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+        -keyout "$ca_dir/server-key.pem" -out "$ca_dir/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' > "$ca_dir/ext"
+    openssl x509 -req -in "$ca_dir/server.csr" -CA "$ca_dir/ca.pem" -CAkey "$ca_dir/ca-key.pem" \
+        -CAcreateserial -days 1 -extfile "$ca_dir/ext" -out "$ca_dir/server.pem" 2>/dev/null
+    tls_flags=(-tls-cert "$ca_dir/server.pem" -tls-key "$ca_dir/server-key.pem")
+    export GOVC_TLS_CA_CERTS="$ca_dir/ca.pem"
+else
+    echo "note: openssl not found; the simulator uses its built-in certificate and the demo skips verification (GOVC_INSECURE=1)"
+    tls_flags=()
+    export GOVC_INSECURE=1
+fi
+
+"$VCSIM_BIN" -listen 127.0.0.1:0 -dc 2 -template golden "${tls_flags[@]}" \
+    >"$DEMO_TMP/vcsim.out" 2>"$DEMO_TMP/vcsim.log" &
+sim_pid=$!
+url=""
+for _ in $(seq 1 600); do
+    url="$(sed -n 's/^VCSIM_URL=//p' "$DEMO_TMP/vcsim.out")"
+    [ -n "$url" ] && break
+    kill -0 "$sim_pid" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -z "$url" ]; then
+    echo "demo: the simulator did not start; its log:" >&2
+    cat "$DEMO_TMP/vcsim.log" >&2
+    exit 1
+fi
+export GOVC_URL="${url/\/\/*@/\/\/}" # without credentials; they go separately
+export GOVC_USERNAME=user GOVC_PASSWORD=pass
+bold "simulator: $GOVC_URL (user/pass), 2 datacenters, template 'golden' in each"
+
+ran=0
+skipped=0
+# step TITLE NEEDED_FILE COMMAND...
+step() {
+    local title="$1" needed="$2"
+    shift 2
+    echo
+    if [ ! -e "$needed" ]; then
+        bold "== $title: skipped ($needed does not exist yet)"
+        skipped=$((skipped + 1))
+        return 0
+    fi
+    bold "== $title"
+    bold "\$ $*"
+    "$@"
+    ran=$((ran + 1))
+}
+
+# ---- steps -----------------------------------------------------------------
+vsphere=(cargo run -q --release -p vsphere-client --example vsphere --)
+
+step "about: product and API version (like govc about)" \
+    vsphere-client/examples/vsphere.rs "${vsphere[@]}" about
+
+# ---- end of steps ----------------------------------------------------------
+
+echo
+bold "demo: $ran step(s) ran, $skipped skipped"
