@@ -1,0 +1,150 @@
+//! Go-style flag parsing (`-name`, `-name=value`, `-name value`), the
+//! global flags every command accepts (`-u URL`, `-k`), and the CLI error.
+
+use std::fmt;
+
+use vsphere_client::Client;
+
+use crate::config::Config;
+
+/// What a command can fail with.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad command line: printed with the command's usage, exit code 2.
+    Usage(String),
+    /// A vSphere call or connection failed.
+    Client(vsphere_client::Error),
+    /// Anything else (a file that cannot be read...).
+    Other(String),
+}
+
+impl fmt::Display for CliError {
+    /// One line: the error and its causes, joined with `: `.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Usage(message) | CliError::Other(message) => f.write_str(message),
+            CliError::Client(err) => {
+                let mut line = err.to_string();
+                let mut source = std::error::Error::source(err);
+                while let Some(cause) = source {
+                    let text = cause.to_string();
+                    if !text.is_empty() && !line.contains(&text) {
+                        line.push_str(": ");
+                        line.push_str(&text);
+                    }
+                    source = cause.source();
+                }
+                f.write_str(&line.replace('\n', " "))
+            }
+        }
+    }
+}
+
+impl From<vsphere_client::Error> for CliError {
+    fn from(err: vsphere_client::Error) -> Self {
+        CliError::Client(err)
+    }
+}
+
+/// The arguments of one command, the global flags already taken out.
+pub struct Args {
+    config: Config,
+    rest: Vec<String>,
+}
+
+impl Args {
+    /// Takes `-u URL` and `-k` out of the arguments.
+    pub fn new(raw: Vec<String>) -> Result<Args, CliError> {
+        let mut args = Args {
+            config: Config::default(),
+            rest: raw,
+        };
+        let url = args.value("u")?;
+        let insecure = args.flag("k")?;
+        args.config = Config::from_env_and_flags(url, insecure)?;
+        Ok(args)
+    }
+
+    /// The connection settings (environment and global flags).
+    #[allow(dead_code)]
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Connects as configured.
+    pub async fn connect(&self) -> Result<Client, CliError> {
+        self.config.connect().await
+    }
+
+    /// Removes a boolean flag: `-name`, `-name=true`, `-name=false`.
+    pub fn flag(&mut self, name: &str) -> Result<bool, CliError> {
+        let mut found = false;
+        let mut i = 0;
+        while i < self.rest.len() {
+            match split_flag(&self.rest[i], name) {
+                Some(None) => {
+                    found = true;
+                    self.rest.remove(i);
+                }
+                Some(Some(value)) => {
+                    found = parse_bool(name, &value)?;
+                    self.rest.remove(i);
+                }
+                None => i += 1,
+            }
+        }
+        Ok(found)
+    }
+
+    /// Removes a flag with a value: `-name value` or `-name=value` (the last
+    /// one wins, as with Go's flag package).
+    pub fn value(&mut self, name: &str) -> Result<Option<String>, CliError> {
+        let mut found = None;
+        let mut i = 0;
+        while i < self.rest.len() {
+            match split_flag(&self.rest[i], name) {
+                Some(Some(value)) => {
+                    found = Some(value);
+                    self.rest.remove(i);
+                }
+                Some(None) => {
+                    if i + 1 >= self.rest.len() {
+                        return Err(CliError::Usage(format!("flag needs an argument: -{name}")));
+                    }
+                    self.rest.remove(i);
+                    found = Some(self.rest.remove(i));
+                }
+                None => i += 1,
+            }
+        }
+        Ok(found)
+    }
+
+    /// What is left, once the command took its flags: positional arguments.
+    /// A leftover `-flag` is an error.
+    pub fn positionals(&mut self) -> Result<Vec<String>, CliError> {
+        if let Some(unknown) = self.rest.iter().find(|a| a.starts_with('-') && a.len() > 1) {
+            return Err(CliError::Usage(format!("flag provided but not defined: {unknown}")));
+        }
+        Ok(std::mem::take(&mut self.rest))
+    }
+}
+
+/// `Some(None)` for `-name`/`--name`, `Some(Some(v))` for `-name=v`, `None`
+/// when `arg` is another flag or not a flag.
+fn split_flag(arg: &str, name: &str) -> Option<Option<String>> {
+    let body = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
+    match body.split_once('=') {
+        Some((flag, value)) if flag == name => Some(Some(value.to_string())),
+        None if body == name => Some(None),
+        _ => None,
+    }
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, CliError> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(CliError::Usage(format!("invalid boolean value {value:?} for -{name}"))),
+    }
+}

@@ -1,0 +1,100 @@
+//! `vsphere`: a small govc-like command line on top of vsphere-client.
+//!
+//! ```text
+//! export GOVC_URL=https://user:pass@vcenter.example.com/sdk GOVC_INSECURE=1
+//! cargo run --release -p vsphere-client --example vsphere -- about
+//! ```
+//!
+//! Configured like govc (see `config.rs`): `GOVC_URL`, `GOVC_USERNAME`,
+//! `GOVC_PASSWORD`, `GOVC_INSECURE`, `GOVC_TLS_CA_CERTS`,
+//! `GOVC_TLS_KNOWN_HOSTS`, and the flags `-u URL` and `-k` on any command.
+//! One module per command group; each exposes `COMMANDS` (name, summary,
+//! handler) and is listed in [`command_table`].
+
+mod about;
+mod args;
+mod config;
+
+use std::process::ExitCode;
+
+use args::{Args, CliError};
+
+/// A command handler: parses its own flags from `Args` and runs.
+type Handler = fn(Args) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CliError>>>>;
+
+/// One entry of the command table.
+pub struct Command {
+    pub name: &'static str,
+    pub usage: &'static str,
+    pub run: Handler,
+}
+
+fn command_table() -> Vec<&'static Command> {
+    let mut table = Vec::new();
+    table.extend(about::COMMANDS);
+    table
+}
+
+fn usage(table: &[&Command]) -> String {
+    let mut out = String::from(
+        "Usage: vsphere <COMMAND> [-u URL] [-k] [ARGS]\n\n\
+         Configuration as govc: GOVC_URL, GOVC_USERNAME, GOVC_PASSWORD, GOVC_INSECURE,\n\
+         GOVC_TLS_CA_CERTS, GOVC_TLS_KNOWN_HOSTS. VSPHERE_LOG=debug|trace logs to stderr\n\
+         (trace includes the SOAP bodies, with passwords and session cookies redacted).\n\nCommands:\n",
+    );
+    for command in table {
+        out.push_str(&format!("  {:<20} {}\n", command.name, command.usage));
+    }
+    out
+}
+
+fn init_logging() {
+    let level = match std::env::var("VSPHERE_LOG").unwrap_or_default().to_ascii_lowercase().as_str() {
+        "trace" => tracing::Level::TRACE,
+        "debug" => tracing::Level::DEBUG,
+        "info" => tracing::Level::INFO,
+        _ => tracing::Level::WARN,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(true)
+        .init();
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let mut raw: Vec<String> = std::env::args().skip(1).collect();
+    let table = command_table();
+    if raw.is_empty() || matches!(raw[0].as_str(), "-h" | "-help" | "--help" | "help") {
+        print!("{}", usage(&table));
+        return if raw.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+    }
+    let name = raw.remove(0);
+    let Some(command) = table.iter().find(|c| c.name == name) else {
+        eprintln!("vsphere: unknown command {name:?} (see vsphere -h)");
+        return ExitCode::from(2);
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("vsphere: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let args = Args::new(raw)?;
+        (command.run)(args).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Usage(message)) => {
+            eprintln!("vsphere {name}: {message}\nusage: vsphere {name} {}", command.usage);
+            ExitCode::from(2)
+        }
+        Err(err) => {
+            eprintln!("vsphere: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
