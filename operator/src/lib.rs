@@ -5,12 +5,14 @@
 //! [`vsphere::VSphere`], so the same code runs in a cluster, in tests and in `check`.
 
 pub mod api;
+pub mod check;
 pub mod conditions;
 pub mod controller;
 pub mod crdgen;
 pub mod health;
 pub mod machine;
 pub mod provider;
+pub mod schema;
 pub mod schedule;
 pub mod validate;
 pub mod vsphere;

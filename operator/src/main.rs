@@ -1,3 +1,144 @@
-fn main() {
-    banlieue::crdgen::write(std::path::Path::new("/tmp/crds-test")).unwrap();
+//! `banlieue`: one binary, roles by subcommand.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use tracing::{error, info};
+
+use banlieue::check::{self, Output};
+use banlieue::health::{self, Metrics};
+use banlieue::vsphere::{NoBackend, NO_BACKEND_MESSAGE};
+
+#[derive(Parser)]
+#[command(name = "banlieue", version, about = "Kubernetes operator for banlieue.io/v1alpha1 VMs on vSphere")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Schedule VirtualMachines onto Providers and create their VSphereMachines.
+    Controller {
+        /// Address of /healthz, /readyz and /metrics.
+        #[arg(long, default_value = "0.0.0.0:8080", env = "BANLIEUE_HEALTH_ADDR")]
+        health_addr: SocketAddr,
+    },
+    /// Run a backend provider role.
+    Provider {
+        #[command(subcommand)]
+        backend: Backend,
+    },
+    /// Write the CRDs generated from the API types.
+    Crdgen {
+        /// Directory to write `<plural>.yaml` files into.
+        #[arg(long, default_value = "deploy/crds")]
+        out: PathBuf,
+    },
+    /// Run the operator's reconcile code over manifests, without a cluster.
+    Check {
+        /// Manifest files or directories (multi-document YAML; Secrets and ConfigMaps included).
+        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        /// Also create the VMs in vCenter and wait for them to be Ready.
+        #[arg(long)]
+        apply: bool,
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+#[derive(Subcommand)]
+enum Backend {
+    /// Reconcile the Providers of one namespace against vCenter.
+    Vsphere {
+        /// The install namespace: its Providers are served and its Secrets read.
+        #[arg(long, env = "BANLIEUE_NAMESPACE")]
+        namespace: String,
+        #[arg(long, default_value = "0.0.0.0:8080", env = "BANLIEUE_HEALTH_ADDR")]
+        health_addr: SocketAddr,
+    },
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match cli.command {
+        Command::Crdgen { out } => match banlieue::crdgen::write(&out) {
+            Ok(()) => {
+                info!(dir = %out.display(), "CRDs written");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                error!(error = %e, "crdgen failed");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Controller { health_addr } => {
+            let metrics = Arc::new(Metrics::default());
+            let listener = match tokio::net::TcpListener::bind(health_addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    error!(%health_addr, error = %e, "cannot listen");
+                    return ExitCode::FAILURE;
+                }
+            };
+            tokio::spawn(health::serve(listener, metrics.clone()));
+            let client = match kube::Client::try_default().await {
+                Ok(c) => c,
+                Err(e) => {
+                    error!(error = %e, "cannot build a Kubernetes client");
+                    return ExitCode::FAILURE;
+                }
+            };
+            info!("controller starting");
+            match banlieue::controller::run(client, metrics).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    error!(error = %e, "controller failed");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Provider { backend: Backend::Vsphere { namespace, health_addr: _ } } => {
+            error!(
+                %namespace,
+                "the vSphere provider role is not available in this build: {NO_BACKEND_MESSAGE}. \
+                 Providers and VMImages are not reconciled; `banlieue check` shows what the controller would do."
+            );
+            ExitCode::from(2)
+        }
+        Command::Check { files, apply, output } => {
+            let mut world = match check::World::load(&files) {
+                Ok(w) => w,
+                Err(e) => {
+                    error!(error = %e, "cannot read manifests");
+                    return ExitCode::from(2);
+                }
+            };
+            eprintln!("note: {NO_BACKEND_MESSAGE}; every Provider is reported ConnectFailed.");
+            if apply {
+                eprintln!("note: --apply needs the VSphereMachine lifecycle, which this build lacks: no VM is created and none becomes Ready.");
+            }
+            check::reconcile(&mut world, &NoBackend, &banlieue::conditions::now()).await;
+            let report = check::report(&world, output, apply);
+            print!("{}", report.output);
+            eprintln!("{}", report.summary);
+            if report.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
 }
