@@ -15,6 +15,8 @@ pub mod provider;
 pub mod schema;
 pub mod schedule;
 pub mod validate;
+#[cfg(test)]
+mod testutil;
 pub mod vsphere;
 
 /// Errors of the operator's roles.

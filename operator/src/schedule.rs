@@ -323,3 +323,249 @@ pub fn load_of<'a>(placements: impl IntoIterator<Item = (NamespacedReference, &'
     }
     load
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::testutil::*;
+
+    fn guide_provider() -> Provider {
+        ready(
+            provider("prod-vsphere", json!({"dc": "dc1", "env": "prod"}), guide_capabilities()),
+            vec![failure_domain("prod-vsphere-dc1-c1", "DC1", "C1")],
+        )
+    }
+
+    fn selector_vm() -> VirtualMachine {
+        vm("db-prod-01", json!({"providerSelector": {"matchLabels": {"dc": "dc1", "env": "prod"}}}))
+    }
+
+    fn run(vm: &VirtualMachine, class: &VMClass, image: &VMImage, providers: &[Provider], load: &Load) -> Result<Decision, Unschedulable> {
+        let refs: Vec<&Provider> = providers.iter().collect();
+        schedule(vm, class, image, &refs, load)
+    }
+
+    fn key(name: &str) -> NamespacedReference {
+        NamespacedReference { namespace: "banlieue-system".into(), name: name.into() }
+    }
+
+    #[test]
+    fn schedules_the_guide_vm_with_resolved_classes() {
+        let d = run(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[guide_provider()], &Load::new()).unwrap();
+        assert_eq!(
+            d.placement,
+            ScheduledPlacement {
+                provider: "prod-vsphere".into(),
+                provider_namespace: "banlieue-system".into(),
+                failure_domain: "prod-vsphere-dc1-c1".into(),
+                datacenter: "DC1".into(),
+                cluster: "C1".into(),
+                storage: vec![ResolvedStorage { storage_class: "gold".into(), datastore: "ds-fast-01".into() }],
+                network: vec![ResolvedNetwork { network_class: "prod".into(), port_group: "vmnet-prod".into() }],
+            }
+        );
+        assert_eq!(d.template, TemplateRef { name: "ubuntu-22.04-cloudinit".into(), mo_ref: Some("vm-42".into()) });
+    }
+
+    #[test]
+    fn spreads_to_the_least_loaded_failure_domain_ties_by_name() {
+        let p = ready(
+            provider("prod-vsphere", json!({}), guide_capabilities()),
+            vec![failure_domain("fd-b", "DC1", "B"), failure_domain("fd-a", "DC1", "A"), failure_domain("fd-c", "DC1", "C")],
+        );
+        let (class, image) = (guide_class(), image(&["prod-vsphere"]));
+        let vm = vm("x", json!({}));
+        let pick = |load: &Load| run(&vm, &class, &image, std::slice::from_ref(&p), load).unwrap().placement.failure_domain;
+
+        assert_eq!(pick(&Load::new()), "fd-a", "empty: first by name");
+        let mut load = Load::from([((key("prod-vsphere"), "fd-a".to_string()), 1)]);
+        assert_eq!(pick(&load), "fd-b");
+        load.insert((key("prod-vsphere"), "fd-b".to_string()), 1);
+        assert_eq!(pick(&load), "fd-c");
+        load.insert((key("prod-vsphere"), "fd-c".to_string()), 1);
+        assert_eq!(pick(&load), "fd-a", "all equal again: first by name");
+    }
+
+    #[test]
+    fn spreads_across_providers() {
+        let a = ready(provider("a", json!({}), guide_capabilities()), vec![failure_domain("a-fd", "DC1", "C1")]);
+        let b = ready(provider("b", json!({}), guide_capabilities()), vec![failure_domain("b-fd", "DC1", "C1")]);
+        let load = Load::from([((key("a"), "a-fd".to_string()), 2), ((key("b"), "b-fd".to_string()), 1)]);
+        let d = run(&vm("x", json!({})), &guide_class(), &image(&["a", "b"]), &[a, b], &load).unwrap();
+        assert_eq!((d.placement.provider.as_str(), d.placement.failure_domain.as_str()), ("b", "b-fd"));
+    }
+
+    #[test]
+    fn load_counts_each_vm_once() {
+        let p = ScheduledPlacement { provider: "p".into(), provider_namespace: "ns".into(), failure_domain: "fd".into(), ..Default::default() };
+        let vm = NamespacedReference { namespace: "ns".into(), name: "vm".into() };
+        let other = NamespacedReference { namespace: "ns".into(), name: "other".into() };
+        let load = load_of([(vm.clone(), &p), (vm, &p), (other, &p)]);
+        assert_eq!(load.get(&(NamespacedReference { namespace: "ns".into(), name: "p".into() }, "fd".into())), Some(&2));
+    }
+
+    fn unschedulable(vm: &VirtualMachine, class: &VMClass, image: &VMImage, providers: &[Provider]) -> Unschedulable {
+        match run(vm, class, image, providers, &Load::new()) {
+            Err(u) => u,
+            Ok(d) => panic!("expected no placement, got {d:?}"),
+        }
+    }
+
+    #[test]
+    fn no_provider_at_all() {
+        let u = unschedulable(&selector_vm(), &guide_class(), &image(&[]), &[]);
+        assert_eq!(u, Unschedulable { reason: Reason::NoProviderMatched, message: "no Provider exists".into() });
+    }
+
+    #[test]
+    fn provider_selector_mismatch_names_the_provider_and_selector() {
+        let p = ready(provider("prod-vsphere", json!({"dc": "dc2", "env": "prod"}), guide_capabilities()), vec![failure_domain("fd", "DC1", "C1")]);
+        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        assert_eq!(u.reason, Reason::NoProviderMatched);
+        assert_eq!(
+            u.message,
+            "no Provider matches VMClass \"db-prod-large\" and VMImage \"ubuntu-22.04-cloudinit\": \
+             banlieue-system/prod-vsphere: labels do not match providerSelector (dc=dc1,env=prod)"
+        );
+    }
+
+    #[test]
+    fn match_expressions_are_honoured() {
+        let vm = vm("x", json!({"providerSelector": {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}}));
+        let u = unschedulable(&vm, &guide_class(), &image(&["prod-vsphere"]), &[guide_provider()]);
+        assert!(u.message.contains("labels do not match providerSelector (env notin (prod))"), "{}", u.message);
+
+        let vm2 = super::tests::vm("y", json!({"providerSelector": {"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}}));
+        assert!(run(&vm2, &guide_class(), &image(&["prod-vsphere"]), &[guide_provider()], &Load::new()).is_ok());
+    }
+
+    #[test]
+    fn missing_capabilities_are_each_named() {
+        let caps = json!({"storageClasses": [{"name": "silver", "target": {"datastore": "ds"}}], "features": ["hotAddCPU"]});
+        let p = ready(provider("prod-vsphere", json!({"dc": "dc1", "env": "prod"}), caps), vec![failure_domain("fd", "DC1", "C1")]);
+        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        assert_eq!(u.reason, Reason::NoProviderMatched);
+        assert!(
+            u.message.ends_with(
+                "banlieue-system/prod-vsphere: does not advertise storage class \"gold\", network class \"prod\", \
+                 feature \"hotAddMemory\", feature \"efiSecureBoot\" (needed by VMClass \"db-prod-large\")"
+            ),
+            "{}",
+            u.message
+        );
+    }
+
+    #[test]
+    fn provider_class_without_image_source() {
+        let mut p = guide_provider();
+        p.spec.provider_class_ref.name = "libvirt".into();
+        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        assert!(u.message.ends_with("banlieue-system/prod-vsphere: provider class \"libvirt\" has no source in VMImage \"ubuntu-22.04-cloudinit\""), "{}", u.message);
+    }
+
+    #[test]
+    fn provider_not_ready() {
+        let mut p = guide_provider();
+        if let Some(s) = p.status.as_mut() {
+            s.conditions[0].status = "False".into();
+            s.conditions[0].reason = "ConnectFailed".into();
+            s.conditions[0].message = "x509: unknown authority".into();
+        }
+        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        assert_eq!(u.reason, Reason::NoProviderMatched);
+        assert!(u.message.ends_with("banlieue-system/prod-vsphere: is not Ready (ConnectFailed: x509: unknown authority)"), "{}", u.message);
+
+        let fresh = provider("prod-vsphere", json!({"dc": "dc1", "env": "prod"}), guide_capabilities());
+        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[fresh]);
+        assert!(u.message.ends_with("is not Ready (no status reported yet)"), "{}", u.message);
+    }
+
+    #[test]
+    fn failure_domain_selector_and_offerings() {
+        let mut lacking = failure_domain("fd-b", "DC1", "B");
+        lacking["storageClasses"] = json!([]);
+        let p = ready(provider("p", json!({}), guide_capabilities()), vec![failure_domain("fd-a", "DC1", "A"), lacking]);
+        let vm = vm("x", json!({"failureDomainSelector": {"matchLabels": {"name": "cluster-01"}}}));
+        let u = unschedulable(&vm, &guide_class(), &image(&["p"]), std::slice::from_ref(&p));
+        assert_eq!(u.reason, Reason::NoProviderMatched);
+        assert!(
+            u.message.ends_with(
+                "banlieue-system/p: no usable failure domain: fd-a does not match failureDomainSelector (name=cluster-01), \
+                 fd-b does not match failureDomainSelector (name=cluster-01)"
+            ),
+            "{}",
+            u.message
+        );
+
+        // Selecting fd-b, which cannot offer gold: named as such.
+        let vm = super::tests::vm("x", json!({"failureDomainSelector": {"matchLabels": {"cluster": "B"}}}));
+        let u = unschedulable(&vm, &guide_class(), &image(&["p"]), std::slice::from_ref(&p));
+        assert!(u.message.contains("fd-b cannot offer \"gold\""), "{}", u.message);
+
+        // Selecting fd-a by its friendly name works.
+        let vm = super::tests::vm("x", json!({"failureDomainSelector": {"matchLabels": {"name": "fd-a"}}}));
+        assert_eq!(run(&vm, &guide_class(), &image(&["p"]), &[p], &Load::new()).unwrap().placement.failure_domain, "fd-a");
+    }
+
+    #[test]
+    fn no_failure_domains() {
+        let p = ready(provider("p", json!({}), guide_capabilities()), vec![]);
+        let u = unschedulable(&vm("x", json!({})), &guide_class(), &image(&["p"]), &[p]);
+        assert!(u.message.ends_with("banlieue-system/p: has no failure domains"), "{}", u.message);
+    }
+
+    #[test]
+    fn tpm_needs_the_vtpm_feature() {
+        let p = ready(provider("p", json!({}), guide_capabilities()), vec![failure_domain("fd", "DC1", "C1")]);
+        let u = unschedulable(&vm("x", json!({})), &tpm_class(), &image(&["p"]), &[p]);
+        assert_eq!(u.reason, Reason::TpmUnsupported);
+        assert_eq!(
+            u.message,
+            "VMClass \"tpm-encrypted\" needs a vTPM but no candidate Provider advertises the \"vtpm\" feature: \
+             banlieue-system/p: does not advertise the \"vtpm\" feature VMClass \"tpm-encrypted\" needs for tpmEnabled"
+        );
+
+        let mut caps = guide_capabilities();
+        caps["features"] = json!(["hotAddCPU", "hotAddMemory", "efiSecureBoot", "vtpm"]);
+        let p = ready(provider("p", json!({}), caps), vec![failure_domain("fd", "DC1", "C1")]);
+        assert!(run(&vm("x", json!({})), &tpm_class(), &image(&["p"]), &[p], &Load::new()).is_ok());
+    }
+
+    #[test]
+    fn image_not_ready_with_the_providers_reason() {
+        let mut img = image(&[]);
+        img.status = serde_json::from_value(json!({"perProvider": [{"provider": "prod-vsphere", "namespace": "banlieue-system",
+            "ready": false, "reason": "TemplateNotFound", "message": "template \"ubuntu-22.04-cloudinit\" not found in datacenter(s) DC2"}]})).unwrap();
+        let u = unschedulable(&selector_vm(), &guide_class(), &img, &[guide_provider()]);
+        assert_eq!(u.reason, Reason::ImageNotReady);
+        assert_eq!(
+            u.message,
+            "VMImage \"ubuntu-22.04-cloudinit\" is not ready on any candidate Provider: banlieue-system/prod-vsphere: \
+             VMImage \"ubuntu-22.04-cloudinit\" is not ready here (TemplateNotFound: template \"ubuntu-22.04-cloudinit\" not found in datacenter(s) DC2)"
+        );
+
+        let u = unschedulable(&selector_vm(), &guide_class(), &image(&[]), &[guide_provider()]);
+        assert!(u.message.ends_with("has no readiness reported for this provider yet"), "{}", u.message);
+    }
+
+    #[test]
+    fn reason_is_the_furthest_providers_and_it_is_listed_first() {
+        let near = ready(provider("a-near", json!({"dc": "dc2"}), guide_capabilities()), vec![failure_domain("fd", "DC1", "C1")]);
+        let far = guide_provider();
+        let u = unschedulable(&selector_vm(), &guide_class(), &image(&[]), &[near, far]);
+        assert_eq!(u.reason, Reason::ImageNotReady);
+        let far_at = u.message.find("banlieue-system/prod-vsphere").unwrap();
+        let near_at = u.message.find("banlieue-system/a-near").unwrap();
+        assert!(far_at < near_at, "{}", u.message);
+    }
+
+    #[test]
+    fn long_messages_are_summarised() {
+        let providers: Vec<Provider> = (0..200).map(|i| provider(&format!("provider-{i:03}"), json!({}), json!({}))).collect();
+        let u = unschedulable(&vm("x", json!({})), &guide_class(), &image(&[]), &providers);
+        assert!(u.message.len() < MAX_MESSAGE + 200, "{}", u.message.len());
+        assert!(u.message.contains("more Provider(s)"));
+    }
+}

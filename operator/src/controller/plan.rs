@@ -95,7 +95,7 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
     } else if create.is_some() {
         waiting(&namespace, &name)
     } else {
-        Observed::new(READY, Status::False, reason::NOT_SCHEDULED, format!("not scheduled: {}", scheduled.reason))
+        Observed::new(READY, Status::False, reason::NOT_SCHEDULED, format!("not scheduled ({}): {}", scheduled.reason, scheduled.message))
     };
 
     let mut transitions = Vec::new();
