@@ -277,3 +277,8 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
 fn referencing(vms: &Store<VirtualMachine>, keep: impl Fn(&VirtualMachine) -> bool) -> Vec<ObjectRef<VirtualMachine>> {
     vms.state().iter().filter(|vm| keep(vm)).map(|vm| ObjectRef::from(vm.as_ref())).collect()
 }
+
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod tests;
