@@ -344,11 +344,9 @@ func run() error {
 	}
 	defer server.Close()
 
-	// server.URL carries the credentials; print it on one line for the harness.
+	// server.URL carries the credentials; print it on one line for the harness
+	// (os.Stdout is unbuffered).
 	fmt.Printf("VCSIM_URL=%s\n", server.URL.String())
-	if err := os.Stdout.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		log.Printf("flushing stdout: %v", err)
-	}
 
 	stop := make(chan string, 2)
 	signals := make(chan os.Signal, 1)
