@@ -39,9 +39,11 @@ test: deps
 
 # Verifies the bundle against its SHA256SUMS, then fills $(GENERATED) with a
 # fresh generation (stale files disappear) and records the bundle's sums.
+# Generation goes through a scratch directory inside the checkout, so that
+# rustfmt finds the same configuration as for the real directory.
 generate:
 	@$(call require_bundle)
-	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	@tmp="$$(mktemp -d "$(CURDIR)/.generated-XXXXXX")"; trap 'rm -rf "$$tmp"' EXIT; \
 	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --out "$$tmp/generated"; \
 	[ -d "$$tmp/generated" ] || { echo "vsphere-codegen wrote nothing to its --out directory"; exit 1; }; \
 	rm -rf $(GENERATED); mkdir -p "$$(dirname $(GENERATED))"; cp -r "$$tmp/generated" $(GENERATED); \
@@ -55,7 +57,7 @@ check-generated: check-managed-objects
 	    echo "  use that bundle, or regenerate from this one with: make generate WSDL_DIR=$(WSDL_DIR)"; \
 	    exit 1; \
 	fi
-	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	@tmp="$$(mktemp -d "$(CURDIR)/.generated-XXXXXX")"; trap 'rm -rf "$$tmp"' EXIT; \
 	cargo run -q -p vsphere-codegen -- --wsdl "$(WSDL_DIR)" --managed-objects $(MANAGED_OBJECTS) --out "$$tmp/generated"; \
 	[ -d "$$tmp/generated" ] || { echo "vsphere-codegen wrote nothing to its --out directory"; exit 1; }; \
 	if [ ! -d $(GENERATED) ]; then \
