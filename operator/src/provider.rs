@@ -312,3 +312,73 @@ pub async fn image_on_provider<S: Session>(
         .collect();
     entry
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil;
+    use serde_json::json;
+
+    #[test]
+    fn names_are_dns_labels_and_long_ones_hashed_without_collision() {
+        assert_eq!(failure_domain_name("prod-vsphere", "DC-East", "Compute-Cluster-A"), "prod-vsphere-dc-east-compute-cluster-a");
+        assert_eq!(failure_domain_name("p", "My DC", "Cluster_01"), "p-my-dc-cluster-01");
+
+        let long_cluster = "Compute-Cluster-With-A-Really-Long-Enterprise-Name-Number";
+        let a = failure_domain_name("prod-vsphere", "DC-East", &format!("{long_cluster}-1"));
+        let b = failure_domain_name("prod-vsphere", "DC-East", &format!("{long_cluster}-2"));
+        for name in [&a, &b] {
+            assert!(name.len() <= 63 && validate::is_dns1123_label(name), "{name}");
+            assert!(name.starts_with("prod-vsphere-dc-east-compute-cluster-with"), "{name}");
+        }
+        assert_ne!(a, b, "long names that differ after the cut stay distinct");
+        assert_eq!(a, failure_domain_name("prod-vsphere", "DC-East", &format!("{long_cluster}-1")), "stable");
+    }
+
+    fn inventory() -> Inventory {
+        use crate::vsphere::{Cluster, Datacenter};
+        Inventory {
+            datacenters: vec![
+                Datacenter {
+                    name: "DC-East".into(),
+                    clusters: vec![
+                        Cluster { name: "Compute-Cluster-A".into(), datastores: vec!["ds-fast-01".into()] },
+                        Cluster { name: "B".into(), datastores: vec!["ds-slow".into()] },
+                    ],
+                    portgroups: vec!["vmnet-prod".into()],
+                },
+                Datacenter { name: "DC-West".into(), clusters: vec![Cluster { name: "C".into(), datastores: vec!["ds-fast-01".into()] }], portgroups: vec![] },
+            ],
+        }
+    }
+
+    #[test]
+    fn failure_domains_list_what_each_cluster_really_offers() {
+        let mut p = testutil::provider("prod-vsphere", json!({}), testutil::guide_capabilities());
+        p.spec.failure_domain_name_overrides =
+            serde_json::from_value(json!([{"datacenter": "DC-East", "cluster": "Compute-Cluster-A", "name": "cluster-01"}])).unwrap();
+        let fds = failure_domains(&p, &inventory()).unwrap();
+        let names: Vec<&str> = fds.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["cluster-01", "prod-vsphere-dc-east-b", "prod-vsphere-dc-west-c"]);
+        let a = &fds[0];
+        assert_eq!(a.labels.get("name").map(String::as_str), Some("cluster-01"));
+        assert_eq!(a.labels.get("cluster").map(String::as_str), Some("Compute-Cluster-A"));
+        assert_eq!(a.labels.get("datacenter").map(String::as_str), Some("DC-East"));
+        assert_eq!((a.storage_classes.as_slice(), a.network_classes.as_slice()), (&["gold".to_string()][..], &["prod".to_string()][..]));
+        assert!(fds[1].storage_classes.is_empty(), "ds-fast-01 not mounted on B");
+        assert!(fds[2].network_classes.is_empty(), "no vmnet-prod in DC-West");
+        assert_eq!(a.features, ["hotAddCPU", "hotAddMemory", "efiSecureBoot"]);
+    }
+
+    #[test]
+    fn duplicate_names_are_an_error_naming_both() {
+        let mut p = testutil::provider("prod-vsphere", json!({}), json!({}));
+        p.spec.failure_domain_name_overrides = serde_json::from_value(json!([
+            {"datacenter": "DC-East", "cluster": "B", "name": "zone"},
+            {"datacenter": "DC-West", "cluster": "C", "name": "zone"},
+        ]))
+        .unwrap();
+        let e = failure_domains(&p, &inventory()).unwrap_err();
+        assert_eq!(e, "failure domain name \"zone\" is used by both datacenter \"DC-East\" cluster \"B\" and datacenter \"DC-West\" cluster \"C\"");
+    }
+}

@@ -172,7 +172,7 @@ impl Session for Never {
 /// A scripted vCenter for tests: a fixed inventory, templates per datacenter,
 /// and failures to inject.
 pub mod mock {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
     use std::sync::{Arc, Mutex};
 
     use super::*;
@@ -189,12 +189,12 @@ pub mod mock {
         pub lookup_error: Option<Error>,
     }
 
-    /// Scripted backend; counts logins so tests can assert session reuse.
+    /// Scripted backend; the script can be changed between reconciles, and the
+    /// parameters of every connect are recorded.
     #[derive(Clone, Debug, Default)]
     pub struct MockVSphere {
         script: Arc<Mutex<Script>>,
-        logins: Arc<Mutex<BTreeSet<NamespacedReference>>>,
-        login_count: Arc<Mutex<usize>>,
+        connects: Arc<Mutex<Vec<ConnectParams>>>,
     }
 
     impl MockVSphere {
@@ -202,8 +202,15 @@ pub mod mock {
             MockVSphere { script: Arc::new(Mutex::new(script)), ..Default::default() }
         }
 
-        pub fn login_count(&self) -> usize {
-            self.login_count.lock().map(|n| *n).unwrap_or(0)
+        pub fn set_script(&self, script: Script) {
+            if let Ok(mut s) = self.script.lock() {
+                *s = script;
+            }
+        }
+
+        /// The parameters of every `connect` so far.
+        pub fn connects(&self) -> Vec<ConnectParams> {
+            self.connects.lock().map(|c| c.clone()).unwrap_or_default()
         }
 
         fn script(&self) -> Script {
@@ -220,6 +227,9 @@ pub mod mock {
         type Session = MockSession;
 
         async fn connect(&self, params: &ConnectParams) -> Result<MockSession, Error> {
+            if let Ok(mut c) = self.connects.lock() {
+                c.push(params.clone());
+            }
             let script = self.script();
             if let Some(e) = script.connect_error.clone() {
                 return Err(e);
@@ -227,13 +237,6 @@ pub mod mock {
             if let Some(expected) = &script.password {
                 if params.password.expose() != expected {
                     return Err(Error::new(ErrorKind::Connect, "login failed: incorrect user name or password"));
-                }
-            }
-            if let Ok(mut logins) = self.logins.lock() {
-                if logins.insert(params.provider.clone()) {
-                    if let Ok(mut n) = self.login_count.lock() {
-                        *n += 1;
-                    }
                 }
             }
             Ok(MockSession { script })
