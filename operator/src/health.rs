@@ -19,6 +19,9 @@ struct Counters {
     status_writes: u64,
 }
 
+/// A metric family: name, Prometheus type, value per kind.
+type Family = (&'static str, &'static str, fn(&Counters) -> String);
+
 /// Counters per kind, and readiness (caches synced).
 #[derive(Default)]
 pub struct Metrics {
@@ -56,7 +59,7 @@ impl Metrics {
     pub fn render(&self) -> String {
         let snapshot = self.by_kind.lock().map(|m| m.clone()).unwrap_or_default();
         let mut out = String::new();
-        let families: [(&str, &str, fn(&Counters) -> String); 4] = [
+        let families: [Family; 4] = [
             ("banlieue_reconciles_total", "counter", |c| c.reconciles.to_string()),
             ("banlieue_reconcile_errors_total", "counter", |c| c.errors.to_string()),
             ("banlieue_reconcile_duration_seconds_sum", "counter", |c| c.seconds.to_string()),

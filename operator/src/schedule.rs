@@ -295,7 +295,7 @@ fn unschedulable(class: &VMClass, image: &VMImage, failures: Vec<(Reason, String
     };
     // The Providers that got furthest first: they are what the user will fix.
     let mut ordered = failures;
-    ordered.sort_by(|a, b| b.0.cmp(&a.0));
+    ordered.sort_by_key(|(reason, _)| std::cmp::Reverse(*reason));
     let mut message = format!("{head}: ");
     let total = ordered.len();
     for (i, (_, why)) in ordered.iter().enumerate() {

@@ -3,6 +3,9 @@
 //! Field names are camelCase on the wire; every optional field is `Option` or
 //! defaults, so the manifests of the user guide deserialize unchanged.
 
+// kube's repeated `printcolumn(...)` arguments look like duplicated attributes to clippy.
+#![allow(clippy::duplicated_attributes)]
+
 mod provider;
 mod virtualmachine;
 mod vmclass;

@@ -232,14 +232,14 @@ impl World {
     pub fn context(self) -> (Arc<Context>, ApiServerVerifier) {
         let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
-        let stores = (
-            store_of(self.classes),
-            store_of(self.images),
-            store_of(self.providers),
-            store_of(self.machines),
-            store_of(self.vms),
-        );
-        (Arc::new(Context::new(client, stores, Arc::default())), ApiServerVerifier(handle))
+        let caches = Caches {
+            classes: store_of(self.classes),
+            images: store_of(self.images),
+            providers: store_of(self.providers),
+            machines: store_of(self.machines),
+            vms: store_of(self.vms),
+        };
+        (Arc::new(Context::new(client, caches, Arc::default())), ApiServerVerifier(handle))
     }
 }
 

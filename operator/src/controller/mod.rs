@@ -32,6 +32,15 @@ use plan::Cache;
 /// Field manager of every write the controller makes.
 pub const MANAGER: &str = "banlieue-controller";
 
+/// The watch caches the controller reads.
+pub struct Caches {
+    pub classes: Store<VMClass>,
+    pub images: Store<VMImage>,
+    pub providers: Store<Provider>,
+    pub machines: Store<VSphereMachine>,
+    pub vms: Store<VirtualMachine>,
+}
+
 /// Shared state of the controller's reconciles.
 pub struct Context {
     pub client: Client,
@@ -52,14 +61,14 @@ pub struct Context {
 impl Context {
     pub fn new(
         client: Client,
-        stores: (Store<VMClass>, Store<VMImage>, Store<Provider>, Store<VSphereMachine>, Store<VirtualMachine>),
+        caches: Caches,
         metrics: Arc<Metrics>,
     ) -> Self {
         let reporter = Reporter {
             controller: MANAGER.to_string(),
             instance: std::env::var("POD_NAME").ok(),
         };
-        let (classes, images, providers, machines, vms) = stores;
+        let Caches { classes, images, providers, machines, vms } = caches;
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -233,7 +242,13 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
     let vms = controller.store();
     let ctx = Arc::new(Context::new(
         client,
-        (classes.clone(), images.clone(), providers.clone(), machines.clone(), vms.clone()),
+        Caches {
+            classes: classes.clone(),
+            images: images.clone(),
+            providers: providers.clone(),
+            machines: machines.clone(),
+            vms: vms.clone(),
+        },
         metrics.clone(),
     ));
 
