@@ -163,10 +163,7 @@ impl Error {
         }
     }
 
-    pub(crate) fn with_source(
-        mut self,
-        source: impl Into<BoxError>,
-    ) -> Self {
+    pub(crate) fn with_source(mut self, source: impl Into<BoxError>) -> Self {
         self.inner.source = Some(source.into());
         self
     }
@@ -207,7 +204,8 @@ impl Error {
     /// Whether this is the `NotAuthenticated` fault (the session is gone).
     pub fn is_not_authenticated(&self) -> bool {
         self.fault().is_some_and(|f| {
-            f.is("NotAuthenticated") || matches!(f.detail(), Some(AnyMethodFault::NotAuthenticated(_)))
+            f.is("NotAuthenticated")
+                || matches!(f.detail(), Some(AnyMethodFault::NotAuthenticated(_)))
         })
     }
 
@@ -271,15 +269,17 @@ impl std::error::Error for Error {
 pub(crate) fn from_reqwest(err: reqwest::Error, url: &str) -> Error {
     if let Some(tls) = find_in_chain::<rustls::Error>(&err) {
         let message = match tls {
-            rustls::Error::InvalidCertificate(_) => {
-                format!("TLS certificate verification failed for {url}: the server's certificate is not trusted")
-            }
-            _ => format!("TLS handshake with {url} failed"),
+            rustls::Error::InvalidCertificate(reason) => format!(
+                "TLS certificate verification failed for {url}: {}",
+                describe_certificate_error(reason)
+            ),
+            other => format!("TLS handshake with {url} failed: {other}"),
         };
         return Error::new(ErrorKind::Tls, message).with_source(err);
     }
     if err.is_timeout() {
-        return Error::new(ErrorKind::Timeout, format!("request to {url} timed out")).with_source(err);
+        return Error::new(ErrorKind::Timeout, format!("request to {url} timed out"))
+            .with_source(err);
     }
     let message = if err.is_connect() {
         format!("cannot connect to {url}")
@@ -291,6 +291,33 @@ pub(crate) fn from_reqwest(err: reqwest::Error, url: &str) -> Error {
     Error::new(ErrorKind::Transport, message).with_source(err)
 }
 
+/// Says in words why a certificate was refused.
+fn describe_certificate_error(reason: &rustls::CertificateError) -> String {
+    use rustls::CertificateError as E;
+    match reason {
+        E::UnknownIssuer => "the certificate is not signed by a trusted CA (unknown issuer)".into(),
+        E::NotValidForName | E::NotValidForNameContext { .. } => {
+            "the certificate is not valid for this host name".into()
+        }
+        E::Expired | E::ExpiredContext { .. } => "the certificate has expired".into(),
+        E::NotValidYet | E::NotValidYetContext { .. } => "the certificate is not valid yet".into(),
+        E::Revoked => "the certificate was revoked".into(),
+        E::BadSignature | E::BadEncoding => "the certificate is malformed or badly signed".into(),
+        E::InvalidPurpose | E::InvalidPurposeContext { .. } => {
+            "the certificate is not meant for TLS servers".into()
+        }
+        E::Other(other) => match other.to_string().as_str() {
+            // webpki's name for a self-signed server certificate.
+            "CaUsedAsEndEntity" => {
+                "the server's certificate is self-signed (a CA certificate used as the server's own), not trusted".into()
+            }
+            // Our own verifiers' reasons (thumbprint mismatch) are sentences.
+            text => text.to_owned(),
+        },
+        other => format!("the certificate was refused ({other:?})"),
+    }
+}
+
 /// The first error of type `T` in `err`'s source chain (itself included).
 pub(crate) fn find_in_chain<'a, T: std::error::Error + 'static>(
     err: &'a (dyn std::error::Error + 'static),
@@ -300,14 +327,14 @@ pub(crate) fn find_in_chain<'a, T: std::error::Error + 'static>(
         if let Some(found) = e.downcast_ref::<T>() {
             return Some(found);
         }
-        // rustls errors arrive wrapped in io::Error, whose `source` hides
-        // the inner error behind `get_ref`.
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if let Some(inner) = io.get_ref() {
-                if let Some(found) = inner.downcast_ref::<T>() {
-                    return Some(found);
-                }
+        // io::Error's `source` skips the error it wraps (rustls errors
+        // arrive as io::Error, sometimes wrapped twice): look inside.
+        let mut io = e.downcast_ref::<std::io::Error>();
+        while let Some(inner) = io.and_then(std::io::Error::get_ref) {
+            if let Some(found) = inner.downcast_ref::<T>() {
+                return Some(found);
             }
+            io = inner.downcast_ref::<std::io::Error>();
         }
         current = e.source();
     }
@@ -321,17 +348,25 @@ mod tests {
     #[test]
     fn display_does_not_repeat_source() {
         let io = std::io::Error::other("connection reset by peer");
-        let err = Error::new(ErrorKind::Transport, "cannot connect to https://vc/sdk").with_source(io);
+        let err =
+            Error::new(ErrorKind::Transport, "cannot connect to https://vc/sdk").with_source(io);
         assert_eq!(err.to_string(), "cannot connect to https://vc/sdk");
         assert_eq!(
-            std::error::Error::source(&err).map(|s| s.to_string()).as_deref(),
+            std::error::Error::source(&err)
+                .map(|s| s.to_string())
+                .as_deref(),
             Some("connection reset by peer")
         );
     }
 
     #[test]
     fn fault_display_names_type_and_message() {
-        let fault = Fault::new("ServerFaultCode", "Login failure", Some("InvalidLogin".into()), None);
+        let fault = Fault::new(
+            "ServerFaultCode",
+            "Login failure",
+            Some("InvalidLogin".into()),
+            None,
+        );
         let err = Error::from_fault(fault).in_method("Login");
         assert_eq!(err.kind(), ErrorKind::Fault);
         assert_eq!(err.to_string(), "Login: InvalidLogin: Login failure");

@@ -84,10 +84,17 @@ fn redact_password_elements(text: &str) -> String {
 fn is_password_start_tag(tag: &str) -> bool {
     // `tag` is `<...>`: skip end tags, self-closing tags, declarations.
     let inner = &tag[1..tag.len() - 1];
-    if inner.starts_with('/') || inner.starts_with('?') || inner.starts_with('!') || inner.ends_with('/') {
+    if inner.starts_with('/')
+        || inner.starts_with('?')
+        || inner.starts_with('!')
+        || inner.ends_with('/')
+    {
         return false;
     }
-    let name = inner.split(|c: char| c.is_whitespace()).next().unwrap_or("");
+    let name = inner
+        .split(|c: char| c.is_whitespace())
+        .next()
+        .unwrap_or("");
     let local = name.rsplit(':').next().unwrap_or(name);
     local.to_ascii_lowercase().ends_with("password")
 }
@@ -140,7 +147,15 @@ mod tests {
 
     #[test]
     fn malformed_text_does_not_panic() {
-        for body in ["<", "<password", "<password>", "a<b>c</", "<>", "</>", "<password/>x"] {
+        for body in [
+            "<",
+            "<password",
+            "<password>",
+            "a<b>c</",
+            "<>",
+            "</>",
+            "<password/>x",
+        ] {
             let _ = redact_body(body.as_bytes(), &[]);
         }
     }

@@ -35,7 +35,7 @@ impl fmt::Debug for Credentials {
 pub(crate) struct Snapshot {
     pub cookie: Option<Secret>,
     pub generation: u64,
-    pub login_attempts: u64,
+    pub logins_finished: u64,
 }
 
 #[derive(Debug)]
@@ -43,8 +43,10 @@ struct State {
     cookie: Option<Secret>,
     /// Bumped each time the session changes (login, new cookie).
     generation: u64,
-    /// Bumped on every login attempt, successful or not.
-    login_attempts: u64,
+    /// Bumped when a login ends, successful or not. Counting *finished*
+    /// logins matters: a call that started while a login was in flight
+    /// must see that login's outcome as news.
+    logins_finished: u64,
     /// The last login failure, shown to callers that queued behind it.
     last_login_error: Option<String>,
     /// Set by `Client::close`: no more keepalive, no more re-login.
@@ -73,7 +75,7 @@ impl Session {
             state: Mutex::new(State {
                 cookie: None,
                 generation: 0,
-                login_attempts: 0,
+                logins_finished: 0,
                 last_login_error: None,
                 closed: false,
                 last_activity: Instant::now(),
@@ -85,7 +87,9 @@ impl Session {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave the state half
         // written (every update is a plain assignment): keep going.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
@@ -93,7 +97,7 @@ impl Session {
         Snapshot {
             cookie: state.cookie.clone(),
             generation: state.generation,
-            login_attempts: state.login_attempts,
+            logins_finished: state.logins_finished,
         }
     }
 
@@ -139,7 +143,7 @@ impl Session {
         seen: &Snapshot,
     ) -> Result<(tokio::sync::MutexGuard<'_, ()>, LoginTurn), Error> {
         let guard = self.login_lock.lock().await;
-        let mut state = self.lock();
+        let state = self.lock();
         if state.closed {
             return Err(Error::new(
                 ErrorKind::NotAuthenticated,
@@ -149,16 +153,16 @@ impl Session {
         if state.generation != seen.generation {
             return Ok((guard, LoginTurn::AlreadyDone));
         }
-        if state.login_attempts != seen.login_attempts {
-            // A login for this same expired session was tried and failed
-            // while we waited: do not hammer the server with more.
-            let why = state.last_login_error.clone().unwrap_or_default();
-            return Err(Error::new(
-                ErrorKind::NotAuthenticated,
-                format!("the session expired and logging in again failed: {why}"),
-            ));
+        if state.logins_finished != seen.logins_finished {
+            if let Some(why) = &state.last_login_error {
+                // A login for this same expired session was tried and
+                // failed while we waited: do not hammer the server.
+                return Err(Error::new(
+                    ErrorKind::NotAuthenticated,
+                    format!("the session expired and logging in again failed: {why}"),
+                ));
+            }
         }
-        state.login_attempts += 1;
         Ok((
             guard,
             LoginTurn::LogIn {
@@ -170,6 +174,7 @@ impl Session {
     /// Records the outcome of a login started by [`Session::login_turn`].
     pub(crate) fn login_finished(&self, generation_before: u64, result: Result<(), &Error>) {
         let mut state = self.lock();
+        state.logins_finished += 1;
         match result {
             Ok(()) => {
                 state.last_login_error = None;
@@ -195,7 +200,9 @@ mod tests {
         session.adopt_cookie(Secret::new("old"));
         let seen = session.snapshot();
         let (guard, turn) = session.login_turn(&seen).await.unwrap();
-        let LoginTurn::LogIn { generation_before } = turn else { panic!("first caller must log in") };
+        let LoginTurn::LogIn { generation_before } = turn else {
+            panic!("first caller must log in")
+        };
         session.adopt_cookie(Secret::new("new"));
         session.login_finished(generation_before, Ok(()));
         drop(guard);
@@ -209,7 +216,9 @@ mod tests {
         let session = Session::new();
         let seen = session.snapshot();
         let (guard, turn) = session.login_turn(&seen).await.unwrap();
-        let LoginTurn::LogIn { generation_before } = turn else { panic!() };
+        let LoginTurn::LogIn { generation_before } = turn else {
+            panic!()
+        };
         let failure = Error::new(ErrorKind::Fault, "InvalidLogin");
         session.login_finished(generation_before, Err(&failure));
         drop(guard);
@@ -222,8 +231,14 @@ mod tests {
     fn debug_hides_cookie_and_password() {
         let session = Session::new();
         session.adopt_cookie(Secret::new("cookie-value-123"));
-        let creds = Credentials { username: "u".into(), password: Secret::new("pw-value-456") };
+        let creds = Credentials {
+            username: "u".into(),
+            password: Secret::new("pw-value-456"),
+        };
         let out = format!("{session:?} {creds:?}");
-        assert!(!out.contains("cookie-value-123") && !out.contains("pw-value-456"), "{out}");
+        assert!(
+            !out.contains("cookie-value-123") && !out.contains("pw-value-456"),
+            "{out}"
+        );
     }
 }

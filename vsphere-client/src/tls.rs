@@ -69,7 +69,9 @@ impl Thumbprint {
         let mut bytes = Vec::with_capacity(32);
         let digits = hex.as_bytes();
         for pair in digits.chunks(2) {
-            let [hi, lo] = pair else { return Err(invalid()) };
+            let [hi, lo] = pair else {
+                return Err(invalid());
+            };
             bytes.push((hex_value(*hi) << 4) | hex_value(*lo));
         }
         match bytes.len() {
@@ -163,9 +165,8 @@ fn truncate_for_message(text: &str) -> String {
 pub fn parse_pem_bundle(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, Error> {
     let mut certs = Vec::new();
     for item in CertificateDer::pem_slice_iter(pem) {
-        let cert = item.map_err(|e| {
-            Error::invalid_config("invalid PEM in the CA bundle").with_source(e)
-        })?;
+        let cert =
+            item.map_err(|e| Error::invalid_config("invalid PEM in the CA bundle").with_source(e))?;
         certs.push(cert);
     }
     if certs.is_empty() {
@@ -180,6 +181,27 @@ pub(crate) fn crypto_provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The operating system's trusted roots, read once per process.
+fn system_roots() -> Arc<RootCertStore> {
+    static ROOTS: std::sync::OnceLock<Arc<RootCertStore>> = std::sync::OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let loaded = rustls_native_certs::load_native_certs();
+            let mut roots = RootCertStore::empty();
+            let (added, _ignored) = roots.add_parsable_certificates(loaded.certs);
+            if added == 0 {
+                // Not fatal: plain http needs no roots, and an https
+                // connection then fails with a certificate error.
+                tracing::warn!(
+                    errors = ?loaded.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+                    "no trusted root certificate found on this system; give a CA bundle or a thumbprint"
+                );
+            }
+            Arc::new(roots)
+        })
+        .clone()
+}
+
 /// Builds the rustls configuration for a mode.
 pub(crate) fn client_config(mode: &TlsMode) -> Result<rustls::ClientConfig, Error> {
     let provider = crypto_provider();
@@ -187,26 +209,17 @@ pub(crate) fn client_config(mode: &TlsMode) -> Result<rustls::ClientConfig, Erro
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::invalid_config("TLS setup failed").with_source(e))?;
     let config = match mode {
-        TlsMode::SystemRoots => {
-            let loaded = rustls_native_certs::load_native_certs();
-            let mut roots = RootCertStore::empty();
-            let (added, _ignored) = roots.add_parsable_certificates(loaded.certs);
-            if added == 0 {
-                let mut err = Error::invalid_config(
-                    "no trusted root certificate found on this system; give a CA bundle or a thumbprint",
-                );
-                if let Some(first) = loaded.errors.into_iter().next() {
-                    err = err.with_source(first);
-                }
-                return Err(err);
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
-        }
+        TlsMode::SystemRoots => builder
+            .with_root_certificates(system_roots())
+            .with_no_client_auth(),
         TlsMode::CaBundle(certs) => {
             let mut roots = RootCertStore::empty();
             for cert in certs {
                 roots.add(cert.clone()).map_err(|e| {
-                    Error::invalid_config("a certificate of the CA bundle is not a usable CA certificate").with_source(e)
+                    Error::invalid_config(
+                        "a certificate of the CA bundle is not a usable CA certificate",
+                    )
+                    .with_source(e)
                 })?;
             }
             builder.with_root_certificates(roots).with_no_client_auth()
@@ -220,7 +233,10 @@ pub(crate) fn client_config(mode: &TlsMode) -> Result<rustls::ClientConfig, Erro
             .with_no_client_auth(),
         TlsMode::Insecure => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(LeafVerifier { pin: None, provider }))
+            .with_custom_certificate_verifier(Arc::new(LeafVerifier {
+                pin: None,
+                provider,
+            }))
             .with_no_client_auth(),
     };
     Ok(config)
@@ -305,7 +321,9 @@ impl ServerCertVerifier for LeafVerifier {
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -319,7 +337,10 @@ mod tests {
         let parsed = Thumbprint::parse(sha1).unwrap();
         assert!(matches!(parsed, Thumbprint::Sha1(_)));
         assert_eq!(parsed.to_string(), sha1);
-        assert_eq!(Thumbprint::parse(&sha1.replace(':', "").to_lowercase()).unwrap(), parsed);
+        assert_eq!(
+            Thumbprint::parse(&sha1.replace(':', "").to_lowercase()).unwrap(),
+            parsed
+        );
 
         let sha256 = "00".repeat(31) + "ff";
         let parsed = Thumbprint::parse(&sha256).unwrap();
@@ -329,7 +350,13 @@ mod tests {
 
     #[test]
     fn bad_thumbprints_are_config_errors() {
-        for bad in ["", "abc", "zz".repeat(20).as_str(), "ab".repeat(21).as_str(), "a".repeat(41).as_str()] {
+        for bad in [
+            "",
+            "abc",
+            "zz".repeat(20).as_str(),
+            "ab".repeat(21).as_str(),
+            "a".repeat(41).as_str(),
+        ] {
             let err = Thumbprint::parse(bad).unwrap_err();
             assert_eq!(err.kind(), crate::ErrorKind::InvalidConfig, "{bad:?}");
         }

@@ -103,7 +103,10 @@ pub(crate) struct TransportConfig {
 pub(crate) type SoapService = BoxCloneSyncService<SoapCall, SoapReply, Error>;
 
 /// Assembles the tower stack around a reqwest client.
-pub(crate) fn build_stack(http: reqwest::Client, config: &TransportConfig) -> Result<SoapService, Error> {
+pub(crate) fn build_stack(
+    http: reqwest::Client,
+    config: &TransportConfig,
+) -> Result<SoapService, Error> {
     let base = HttpService {
         http,
         url: Arc::new(config.url.clone()),
@@ -115,7 +118,11 @@ pub(crate) fn build_stack(http: reqwest::Client, config: &TransportConfig) -> Re
     let timeout = config.call_timeout.unwrap_or(Duration::MAX);
     let url = config.url.to_string();
     let stack = ServiceBuilder::new()
-        .option_layer(config.concurrency_limit.map(tower::limit::ConcurrencyLimitLayer::new))
+        .option_layer(
+            config
+                .concurrency_limit
+                .map(tower::limit::ConcurrencyLimitLayer::new),
+        )
         .layer(tower::retry::RetryLayer::new(policy))
         .map_err(move |e: BoxError| timeout_or_inner(e, &url))
         .layer(tower::timeout::TimeoutLayer::new(timeout))
@@ -126,10 +133,13 @@ pub(crate) fn build_stack(http: reqwest::Client, config: &TransportConfig) -> Re
 fn timeout_or_inner(err: BoxError, url: &str) -> Error {
     match err.downcast::<Error>() {
         Ok(err) => *err,
-        Err(other) if other.is::<tower::timeout::error::Elapsed>() => {
-            Error::new(ErrorKind::Timeout, format!("no complete answer from {url} within the call timeout"))
+        Err(other) if other.is::<tower::timeout::error::Elapsed>() => Error::new(
+            ErrorKind::Timeout,
+            format!("no complete answer from {url} within the call timeout"),
+        ),
+        Err(other) => {
+            Error::new(ErrorKind::Transport, format!("request to {url} failed")).with_source(other)
         }
-        Err(other) => Error::new(ErrorKind::Transport, format!("request to {url} failed")).with_source(other),
     }
 }
 
@@ -149,8 +159,9 @@ pub(crate) struct RetryPolicy {
 impl RetryPolicy {
     fn new(config: &RetryConfig) -> Result<Self, Error> {
         let max = config.max_backoff.max(config.initial_backoff);
-        let maker = ExponentialBackoffMaker::new(config.initial_backoff, max, 0.5, HasherRng::default())
-            .map_err(|e| Error::invalid_config("invalid retry backoff").with_source(e))?;
+        let maker =
+            ExponentialBackoffMaker::new(config.initial_backoff, max, 0.5, HasherRng::default())
+                .map_err(|e| Error::invalid_config("invalid retry backoff").with_source(e))?;
         let mut maker = maker;
         Ok(RetryPolicy {
             retries_left: config.max_retries,
@@ -162,7 +173,11 @@ impl RetryPolicy {
 impl tower::retry::Policy<SoapCall, SoapReply, Error> for RetryPolicy {
     type Future = tokio::time::Sleep;
 
-    fn retry(&mut self, req: &mut SoapCall, result: &mut Result<SoapReply, Error>) -> Option<Self::Future> {
+    fn retry(
+        &mut self,
+        req: &mut SoapCall,
+        result: &mut Result<SoapReply, Error>,
+    ) -> Option<Self::Future> {
         if self.retries_left == 0 {
             return None;
         }
@@ -171,12 +186,15 @@ impl tower::retry::Policy<SoapCall, SoapReply, Error> for RetryPolicy {
                 req.idempotent
                     && matches!(
                         reply.status,
-                        StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+                        StatusCode::BAD_GATEWAY
+                            | StatusCode::SERVICE_UNAVAILABLE
+                            | StatusCode::GATEWAY_TIMEOUT
                     )
             }
             Err(err) => {
                 err.request_not_sent()
-                    || (req.idempotent && matches!(err.kind(), ErrorKind::Transport | ErrorKind::Timeout))
+                    || (req.idempotent
+                        && matches!(err.kind(), ErrorKind::Transport | ErrorKind::Timeout))
             }
         };
         if !retry {
@@ -187,7 +205,11 @@ impl tower::retry::Policy<SoapCall, SoapReply, Error> for RetryPolicy {
             Ok(reply) => format!("HTTP {}", reply.status.as_u16()),
             Err(err) => err.to_string(),
         };
-        tracing::debug!(method = req.method, retries_left = self.retries_left, "retrying after {why}");
+        tracing::debug!(
+            method = req.method,
+            retries_left = self.retries_left,
+            "retrying after {why}"
+        );
         Some(self.backoff.next_backoff())
     }
 
@@ -240,7 +262,12 @@ impl HttpService {
             .body(call.body.clone());
         if let Some(cookie) = &call.cookie {
             let mut value = HeaderValue::from_str(&format!("{SESSION_COOKIE}={}", cookie.expose()))
-                .map_err(|_| Error::new(ErrorKind::InvalidConfig, "the session cookie is not a valid header value"))?;
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::InvalidConfig,
+                        "the session cookie is not a valid header value",
+                    )
+                })?;
             // Keeps the value out of hyper's and reqwest's own debug output.
             value.set_sensitive(true);
             request = request.header(COOKIE, value);
@@ -282,7 +309,11 @@ impl HttpService {
 
 /// Reads a body chunk by chunk, failing as soon as it passes `limit`, so a
 /// huge or endless body never gets buffered.
-pub(crate) async fn read_limited(mut response: reqwest::Response, limit: u64, url: &str) -> Result<Bytes, Error> {
+pub(crate) async fn read_limited(
+    mut response: reqwest::Response,
+    limit: u64,
+    url: &str,
+) -> Result<Bytes, Error> {
     let too_large = || {
         Error::new(
             ErrorKind::BodyTooLarge,
@@ -292,7 +323,11 @@ pub(crate) async fn read_limited(mut response: reqwest::Response, limit: u64, ur
     if response.content_length().is_some_and(|len| len > limit) {
         return Err(too_large());
     }
-    let initial = response.content_length().unwrap_or(0).min(limit).min(1 << 20);
+    let initial = response
+        .content_length()
+        .unwrap_or(0)
+        .min(limit)
+        .min(1 << 20);
     let mut body = BytesMut::with_capacity(initial as usize);
     while let Some(chunk) = response.chunk().await.map_err(|e| from_reqwest(e, url))? {
         if (body.len() + chunk.len()) as u64 > limit {
@@ -322,7 +357,9 @@ mod tests {
 
     #[test]
     fn session_cookie_is_found_in_set_cookie() {
-        let cookie = parse_session_cookie("vmware_soap_session=\"52ab\"; Path=/; HttpOnly; Secure;").unwrap();
+        let cookie =
+            parse_session_cookie("vmware_soap_session=\"52ab\"; Path=/; HttpOnly; Secure;")
+                .unwrap();
         assert_eq!(cookie.expose(), "\"52ab\"");
         assert!(parse_session_cookie("other=1; Path=/").is_none());
         assert!(parse_session_cookie("vmware_soap_session=").is_none());

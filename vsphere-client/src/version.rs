@@ -49,7 +49,9 @@ fn element_text<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
 fn is_version(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 32
-        && text.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+        && text
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Compares dotted versions numerically (`6.7.3` < `7.0` < `7.0.3.0`);
@@ -106,8 +108,13 @@ mod tests {
 
     #[test]
     fn garbage_gives_none() {
-        for doc in ["", "<html>404</html>", "<namespaces><namespace><name>urn:vim25</name></namespace></namespaces>",
-            "<namespace><name>urn:vim25</name><version>seven</version></namespace>", "<namespace>"] {
+        for doc in [
+            "",
+            "<html>404</html>",
+            "<namespaces><namespace><name>urn:vim25</name></namespace></namespaces>",
+            "<namespace><name>urn:vim25</name><version>seven</version></namespace>",
+            "<namespace>",
+        ] {
             assert_eq!(parse_service_versions(doc), None, "{doc}");
         }
     }

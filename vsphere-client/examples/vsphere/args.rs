@@ -124,7 +124,9 @@ impl Args {
     /// A leftover `-flag` is an error.
     pub fn positionals(&mut self) -> Result<Vec<String>, CliError> {
         if let Some(unknown) = self.rest.iter().find(|a| a.starts_with('-') && a.len() > 1) {
-            return Err(CliError::Usage(format!("flag provided but not defined: {unknown}")));
+            return Err(CliError::Usage(format!(
+                "flag provided but not defined: {unknown}"
+            )));
         }
         Ok(std::mem::take(&mut self.rest))
     }
@@ -145,6 +147,8 @@ fn parse_bool(name: &str, value: &str) -> Result<bool, CliError> {
     match value {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err(CliError::Usage(format!("invalid boolean value {value:?} for -{name}"))),
+        _ => Err(CliError::Usage(format!(
+            "invalid boolean value {value:?} for -{name}"
+        ))),
     }
 }

@@ -27,7 +27,13 @@ pub struct Config {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
-            .field("url", &self.url.as_deref().map(|u| split_url(u).without_credentials))
+            .field(
+                "url",
+                &self
+                    .url
+                    .as_deref()
+                    .map(|u| split_url(u).without_credentials),
+            )
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("insecure", &self.insecure)
@@ -42,13 +48,18 @@ fn env(name: &str) -> Option<String> {
 }
 
 impl Config {
-    pub fn from_env_and_flags(url_flag: Option<String>, insecure_flag: bool) -> Result<Config, CliError> {
+    pub fn from_env_and_flags(
+        url_flag: Option<String>,
+        insecure_flag: bool,
+    ) -> Result<Config, CliError> {
         let insecure_env = match env("GOVC_INSECURE").as_deref() {
             None => false,
             Some("1" | "true" | "TRUE" | "True" | "t" | "yes") => true,
             Some("0" | "false" | "FALSE" | "False" | "f" | "no") => false,
             Some(other) => {
-                return Err(CliError::Usage(format!("GOVC_INSECURE={other:?} is not a boolean")));
+                return Err(CliError::Usage(format!(
+                    "GOVC_INSECURE={other:?} is not a boolean"
+                )));
             }
         };
         Ok(Config {
@@ -85,8 +96,9 @@ impl Config {
         if let Some(files) = &self.ca_certs {
             let mut pem = Vec::new();
             for file in files.split(':').filter(|f| !f.is_empty()) {
-                let bytes = std::fs::read(file)
-                    .map_err(|e| CliError::Other(format!("cannot read GOVC_TLS_CA_CERTS file {file}: {e}")))?;
+                let bytes = std::fs::read(file).map_err(|e| {
+                    CliError::Other(format!("cannot read GOVC_TLS_CA_CERTS file {file}: {e}"))
+                })?;
                 pem.extend_from_slice(&bytes);
                 pem.push(b'\n');
             }
@@ -158,17 +170,22 @@ fn percent_decode(text: &str) -> String {
 /// The thumbprint recorded for `authority` (`host` or `host:port`; port 443
 /// matches either form) in a govc known-hosts file.
 fn known_thumbprint(file: &str, authority: &str) -> Result<Option<String>, CliError> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| CliError::Other(format!("cannot read GOVC_TLS_KNOWN_HOSTS file {file}: {e}")))?;
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        CliError::Other(format!("cannot read GOVC_TLS_KNOWN_HOSTS file {file}: {e}"))
+    })?;
     let mut keys = vec![authority.to_string()];
     match authority.rsplit_once(':') {
-        Some((host, "443")) if !host.ends_with(']') || authority.starts_with('[') => keys.push(host.to_string()),
+        Some((host, "443")) if !host.ends_with(']') || authority.starts_with('[') => {
+            keys.push(host.to_string())
+        }
         Some((_, port)) if port.chars().all(|c| c.is_ascii_digit()) => {}
         _ => keys.push(format!("{authority}:443")),
     }
     for line in text.lines() {
         let mut fields = line.split_whitespace();
-        let (Some(host), Some(thumbprint)) = (fields.next(), fields.next()) else { continue };
+        let (Some(host), Some(thumbprint)) = (fields.next(), fields.next()) else {
+            continue;
+        };
         if host.starts_with('#') {
             continue;
         }

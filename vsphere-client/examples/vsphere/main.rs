@@ -20,7 +20,8 @@ use std::process::ExitCode;
 use args::{Args, CliError};
 
 /// A command handler: parses its own flags from `Args` and runs.
-type Handler = fn(Args) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CliError>>>>;
+type Handler =
+    fn(Args) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CliError>>>>;
 
 /// One entry of the command table.
 pub struct Command {
@@ -49,7 +50,11 @@ fn usage(table: &[&Command]) -> String {
 }
 
 fn init_logging() {
-    let level = match std::env::var("VSPHERE_LOG").unwrap_or_default().to_ascii_lowercase().as_str() {
+    let level = match std::env::var("VSPHERE_LOG")
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .as_str()
+    {
         "trace" => tracing::Level::TRACE,
         "debug" => tracing::Level::DEBUG,
         "info" => tracing::Level::INFO,
@@ -68,14 +73,21 @@ fn main() -> ExitCode {
     let table = command_table();
     if raw.is_empty() || matches!(raw[0].as_str(), "-h" | "-help" | "--help" | "help") {
         print!("{}", usage(&table));
-        return if raw.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        return if raw.is_empty() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
     }
     let name = raw.remove(0);
     let Some(command) = table.iter().find(|c| c.name == name) else {
         eprintln!("vsphere: unknown command {name:?} (see vsphere -h)");
         return ExitCode::from(2);
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("vsphere: cannot start the async runtime: {e}");
@@ -89,7 +101,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Usage(message)) => {
-            eprintln!("vsphere {name}: {message}\nusage: vsphere {name} {}", command.usage);
+            eprintln!(
+                "vsphere {name}: {message}\nusage: vsphere {name} {}",
+                command.usage
+            );
             ExitCode::from(2)
         }
         Err(err) => {

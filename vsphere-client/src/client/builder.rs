@@ -128,7 +128,8 @@ impl ClientBuilder {
     pub fn ca_bundle_file(self, path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let pem = std::fs::read(path).map_err(|e| {
-            Error::invalid_config(format!("cannot read the CA bundle {}", path.display())).with_source(e)
+            Error::invalid_config(format!("cannot read the CA bundle {}", path.display()))
+                .with_source(e)
         })?;
         self.ca_bundle_pem(&pem)
     }
@@ -312,15 +313,24 @@ async fn fetch_server_version(
     timeout: Option<Duration>,
 ) -> Result<Option<String>, Error> {
     let mut versions_url = sdk_url.clone();
-    let path = format!("{}/vimServiceVersions.xml", sdk_url.path().trim_end_matches('/'));
+    let path = format!(
+        "{}/vimServiceVersions.xml",
+        sdk_url.path().trim_end_matches('/')
+    );
     versions_url.set_path(&path);
     let mut request = http.get(versions_url.clone());
     if let Some(timeout) = timeout {
         request = request.timeout(timeout);
     }
-    let response = request.send().await.map_err(|e| from_reqwest(e, sdk_url.as_str()))?;
+    let response = request
+        .send()
+        .await
+        .map_err(|e| from_reqwest(e, sdk_url.as_str()))?;
     if !response.status().is_success() {
-        tracing::debug!(status = response.status().as_u16(), "no vimServiceVersions.xml; using the service content's version");
+        tracing::debug!(
+            status = response.status().as_u16(),
+            "no vimServiceVersions.xml; using the service content's version"
+        );
         return Ok(None);
     }
     // The document is a few hundred bytes; refuse to read a huge one.
@@ -350,7 +360,8 @@ pub(crate) fn parse_sdk_url(input: &str) -> Result<(url::Url, Option<Credentials
     };
     // Never echo the input: it may hold a password.
     let mut url = url::Url::parse(&with_scheme).map_err(|e| {
-        Error::invalid_config("invalid vCenter URL (expected host, host:port or https://host/sdk)").with_source(e)
+        Error::invalid_config("invalid vCenter URL (expected host, host:port or https://host/sdk)")
+            .with_source(e)
     })?;
     if !matches!(url.scheme(), "https" | "http") {
         return Err(Error::invalid_config(format!(
@@ -435,7 +446,12 @@ mod tests {
 
     #[test]
     fn bad_urls_do_not_echo_passwords() {
-        for bad in ["", "ftp://vc/sdk", "https://", "https://user:topsecret@[::1"] {
+        for bad in [
+            "",
+            "ftp://vc/sdk",
+            "https://",
+            "https://user:topsecret@[::1",
+        ] {
             let err = parse_sdk_url(bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{bad}");
             assert!(!err.to_string().contains("topsecret"));
@@ -447,6 +463,9 @@ mod tests {
     fn builder_debug_hides_the_password() {
         let builder = Client::builder("https://u:hunter22@vc/sdk").credentials("admin", "hunter33");
         let out = format!("{builder:?}");
-        assert!(!out.contains("hunter22") && !out.contains("hunter33"), "{out}");
+        assert!(
+            !out.contains("hunter22") && !out.contains("hunter33"),
+            "{out}"
+        );
     }
 }

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use tracing::Instrument;
 
 pub use builder::{
-    ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_RESPONSE_SIZE,
+    ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE,
+    DEFAULT_MAX_RESPONSE_SIZE,
 };
 
 use crate::error::{Error, ErrorKind};
@@ -56,7 +57,10 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("url", &self.inner.url.as_str())
             .field("api_version", &self.api_version())
-            .field("username", &self.inner.credentials.as_ref().map(|c| c.username.as_str()))
+            .field(
+                "username",
+                &self.inner.credentials.as_ref().map(|c| c.username.as_str()),
+            )
             .field("logged_in", &self.inner.session.cookie().is_some())
             .finish_non_exhaustive()
     }
@@ -90,7 +94,11 @@ impl Client {
 
     /// The vim25 version announced in `SOAPAction`.
     pub fn api_version(&self) -> String {
-        self.inner.api_version.read().map(|v| v.clone()).unwrap_or_default()
+        self.inner
+            .api_version
+            .read()
+            .map(|v| v.clone())
+            .unwrap_or_default()
     }
 
     /// The service content fetched on connect (`about`, the managers'
@@ -98,7 +106,10 @@ impl Client {
     pub fn service_content(&self) -> &ServiceContent {
         static EMPTY: OnceLock<ServiceContent> = OnceLock::new();
         // Set by `connect` before the client is handed out.
-        self.inner.content.get().unwrap_or_else(|| EMPTY.get_or_init(ServiceContent::default))
+        self.inner
+            .content
+            .get()
+            .unwrap_or_else(|| EMPTY.get_or_init(ServiceContent::default))
     }
 
     /// Whether the client currently holds a session cookie.
@@ -159,7 +170,11 @@ impl Client {
         self.inner.credentials.is_some() && !SESSION_METHODS.contains(&method)
     }
 
-    async fn send_once<R: Request>(&self, body: Bytes, cookie: Option<Secret>) -> Result<R::Response, Error> {
+    async fn send_once<R: Request>(
+        &self,
+        body: Bytes,
+        cookie: Option<Secret>,
+    ) -> Result<R::Response, Error> {
         let soap_action = self
             .inner
             .soap_action
@@ -198,33 +213,49 @@ impl Client {
             return Ok(());
         };
         let result = self.login_with(credentials).await;
-        self.inner.session.login_finished(generation_before, result.as_ref().map(|_| ()));
+        self.inner
+            .session
+            .login_finished(generation_before, result.as_ref().map(|_| ()));
         result
     }
 
-    async fn login_with(&self, credentials: &Credentials) -> Result<(), Error> {
-        let session_manager = self.session_manager()?;
-        self.login(
-            &session_manager,
-            &credentials.username,
-            credentials.password.expose(),
-            None,
-        )
-        .await?;
-        Ok(())
-    }
-
-    fn session_manager(&self) -> Result<ManagedObjectReference, Error> {
-        self.service_content().session_manager.clone().ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotAuthenticated,
-                "the server has no SessionManager (its service content names none)",
+    fn login_with<'a>(
+        &'a self,
+        credentials: &'a Credentials,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Error>> + Send + 'a>> {
+        // Boxed: Login goes through `invoke`, which may call `relogin`,
+        // which calls this (an async cycle needs one boxed link).
+        Box::pin(async move {
+            let session_manager = self.session_manager()?;
+            self.login(
+                &session_manager,
+                &credentials.username,
+                credentials.password.expose(),
+                None,
             )
+            .await?;
+            Ok(())
         })
     }
 
+    fn session_manager(&self) -> Result<ManagedObjectReference, Error> {
+        self.service_content()
+            .session_manager
+            .clone()
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NotAuthenticated,
+                    "the server has no SessionManager (its service content names none)",
+                )
+            })
+    }
+
     /// The connect sequence after the client is built.
-    async fn start(&self, version_negotiated: bool, keepalive: Option<Duration>) -> Result<(), Error> {
+    async fn start(
+        &self,
+        version_negotiated: bool,
+        keepalive: Option<Duration>,
+    ) -> Result<(), Error> {
         let service_instance = ManagedObjectReference {
             type_: "ServiceInstance".into(),
             value: "ServiceInstance".into(),
@@ -249,7 +280,9 @@ impl Client {
             let (_guard, turn) = self.inner.session.login_turn(&seen).await?;
             if let LoginTurn::LogIn { generation_before } = turn {
                 let result = self.login_with(credentials).await;
-                self.inner.session.login_finished(generation_before, result.as_ref().map(|_| ()));
+                self.inner
+                    .session
+                    .login_finished(generation_before, result.as_ref().map(|_| ()));
                 result?;
             }
             if let Some(interval) = keepalive {
@@ -296,7 +329,11 @@ impl Client {
             ..Default::default()
         };
         let result = self
-            .retrieve_properties_ex(&content.property_collector, &[spec], &RetrieveOptions::default())
+            .retrieve_properties_ex(
+                &content.property_collector,
+                &[spec],
+                &RetrieveOptions::default(),
+            )
             .await;
         match result {
             // Without a session the property is unset (vCenter and vcsim alike).
@@ -339,7 +376,9 @@ async fn keepalive_loop(client: Weak<Inner>, interval: Duration) {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let Some(inner) = client.upgrade() else { return };
+        let Some(inner) = client.upgrade() else {
+            return;
+        };
         let client = Client { inner };
         if client.inner.session.is_closed() {
             return;
@@ -365,8 +404,11 @@ impl Drop for Inner {
         if !self.logout_on_drop || self.session.is_closed() {
             return;
         }
-        let Some(cookie) = self.session.cookie() else { return };
-        let Some(session_manager) = self.content.get().and_then(|c| c.session_manager.clone()) else {
+        let Some(cookie) = self.session.cookie() else {
+            return;
+        };
+        let Some(session_manager) = self.content.get().and_then(|c| c.session_manager.clone())
+        else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -378,7 +420,9 @@ impl Drop for Inner {
             .read()
             .map(|a| a.clone())
             .unwrap_or_else(|_| builder::soap_action(version::GENERATED_API_VERSION));
-        let request = crate::types::LogoutRequestType { this: session_manager };
+        let request = crate::types::LogoutRequestType {
+            this: session_manager,
+        };
         let call = SoapCall {
             method: "Logout",
             soap_action,
@@ -391,7 +435,10 @@ impl Drop for Inner {
         runtime.spawn(async move {
             match transport::send(&service, call).await {
                 Ok(reply) if reply.status.is_success() => tracing::debug!("logged out on drop"),
-                Ok(reply) => tracing::debug!(status = reply.status.as_u16(), "logout on drop answered with an error"),
+                Ok(reply) => tracing::debug!(
+                    status = reply.status.as_u16(),
+                    "logout on drop answered with an error"
+                ),
                 Err(err) => tracing::debug!(error = %err, "logout on drop failed"),
             }
         });

@@ -31,9 +31,15 @@ pub(crate) fn decode<R: Request>(reply: &SoapReply, url: &str) -> Result<R::Resp
         }
         Err(SoapError::Decode(decode)) => {
             let err = if status.is_success() || status == StatusCode::INTERNAL_SERVER_ERROR {
-                Error::new(ErrorKind::Decode, format!("cannot decode the response from {url}"))
+                Error::new(
+                    ErrorKind::Decode,
+                    format!("cannot decode the response from {url}"),
+                )
             } else {
-                Error::new(ErrorKind::HttpStatus(status.as_u16()), format!("HTTP {status} from {url}"))
+                Error::new(
+                    ErrorKind::HttpStatus(status.as_u16()),
+                    format!("HTTP {status} from {url}"),
+                )
             };
             Err(err.with_source(decode))
         }
@@ -43,14 +49,24 @@ pub(crate) fn decode<R: Request>(reply: &SoapReply, url: &str) -> Result<R::Resp
 fn not_soap(reply: &SoapReply, url: &str) -> Error {
     let status = reply.status;
     let what = match reply.content_type.as_deref() {
-        Some(ct) => format!("not a SOAP response ({})", ct.split(';').next().unwrap_or(ct).trim()),
+        Some(ct) => format!(
+            "not a SOAP response ({})",
+            ct.split(';').next().unwrap_or(ct).trim()
+        ),
         None if reply.body.is_empty() => "not a SOAP response (empty body)".to_owned(),
         None => "not a SOAP response".to_owned(),
     };
     let excerpt = text_excerpt(&reply.body, 160);
-    let tail = if excerpt.is_empty() { String::new() } else { format!(": {excerpt}") };
+    let tail = if excerpt.is_empty() {
+        String::new()
+    } else {
+        format!(": {excerpt}")
+    };
     if status.is_success() {
-        Error::new(ErrorKind::NotSoap, format!("{url} answered HTTP {status} but {what}{tail}"))
+        Error::new(
+            ErrorKind::NotSoap,
+            format!("{url} answered HTTP {status} but {what}{tail}"),
+        )
     } else {
         Error::new(
             ErrorKind::HttpStatus(status.as_u16()),
@@ -195,10 +211,14 @@ mod tests {
 
     #[test]
     fn recognises_envelopes_only() {
-        assert!(looks_like_soap(b"<?xml version=\"1.0\"?>\n<soapenv:Envelope xmlns:soapenv=\"x\">"));
+        assert!(looks_like_soap(
+            b"<?xml version=\"1.0\"?>\n<soapenv:Envelope xmlns:soapenv=\"x\">"
+        ));
         assert!(looks_like_soap(b"  <Envelope>"));
         assert!(looks_like_soap(b"\xef\xbb\xbf<!-- c --><S:Envelope>"));
-        assert!(!looks_like_soap(b"<!DOCTYPE html><html><body>503</body></html>"));
+        assert!(!looks_like_soap(
+            b"<!DOCTYPE html><html><body>503</body></html>"
+        ));
         assert!(!looks_like_soap(b"<html>"));
         assert!(!looks_like_soap(b""));
         assert!(!looks_like_soap(b"Service Unavailable"));
@@ -221,6 +241,9 @@ mod tests {
     #[test]
     fn excerpts_strip_tags() {
         let html = b"<html><head><title>503 Service Unavailable</title></head>\n<body><h1>Too many\n outstanding operations</h1></body></html>";
-        assert_eq!(text_excerpt(html, 200), "503 Service Unavailable Too many outstanding operations");
+        assert_eq!(
+            text_excerpt(html, 200),
+            "503 Service Unavailable Too many outstanding operations"
+        );
     }
 }
