@@ -53,6 +53,10 @@ pub struct Context {
     /// Placements this process made that the caches may not show yet, so two
     /// VMs scheduled back to back still spread.
     pub recent: Mutex<BTreeMap<NamespacedReference, ScheduledPlacement>>,
+    /// Held from a scheduling decision until its VSphereMachine exists: the
+    /// controller reconciles VMs concurrently, and two decisions made on the
+    /// same load would not spread.
+    pub scheduling: tokio::sync::Mutex<()>,
     /// Consecutive failures per object, for exponential backoff.
     pub failures: Mutex<HashMap<ObjectRef<VirtualMachine>, u32>>,
     pub metrics: Arc<Metrics>,
@@ -78,6 +82,7 @@ impl Context {
             machines,
             vms,
             recent: Mutex::default(),
+            scheduling: tokio::sync::Mutex::new(()),
             failures: Mutex::default(),
             metrics,
         }
@@ -136,6 +141,7 @@ pub async fn reconcile(vm: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Act
 async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
     let namespace = vm.namespace().unwrap_or_default();
     let name = vm.name_any();
+    let scheduling = ctx.scheduling.lock().await;
     let plan = plan::plan(vm, ctx, &crate::conditions::now());
     let machines: Api<VSphereMachine> = Api::namespaced(ctx.client.clone(), &namespace);
 
@@ -155,6 +161,7 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
             recent.insert(NamespacedReference { namespace: namespace.clone(), name: name.clone() }, placement.clone());
         }
     }
+    drop(scheduling);
     if let Some(power) = plan.set_power {
         let patch = json!({ "spec": { "desiredPowerState": power } });
         machines
@@ -182,7 +189,7 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
         let event = Event {
             type_: if t.status == Status::False { EventType::Warning } else { EventType::Normal },
             reason: t.reason.clone(),
-            note: Some(t.message.chars().take(1000).collect()),
+            note: Some(truncate(&t.message, 1000)),
             action: t.type_.to_string(),
             secondary: None,
         };
@@ -192,6 +199,15 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
     }
     // Everything that can change the plan is watched: wait for it.
     Ok(Action::await_change())
+}
+
+/// At most `max` bytes of `s`, cut on a character boundary (event notes are limited to 1 kB).
+fn truncate(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
 }
 
 /// Per-object exponential backoff: 5s, 10s, 20s ... up to 5 minutes.

@@ -160,3 +160,10 @@ async fn spread_counts_machines_vms_and_recent_placements_once() {
     let key = (NamespacedReference { namespace: "banlieue-system".into(), name: "prod-vsphere".into() }, "fd-recorded".to_string());
     assert_eq!(load.get(&key), Some(&2), "{load:?}");
 }
+
+#[test]
+fn event_notes_are_cut_on_character_boundaries() {
+    assert_eq!(super::truncate("héllo", 2), "h");
+    assert_eq!(super::truncate("héllo", 3), "hé");
+    assert_eq!(super::truncate("abc", 10), "abc");
+}
