@@ -118,8 +118,9 @@ async fn main() -> ExitCode {
         Command::Provider { backend: Backend::Vsphere { namespace, health_addr: _ } } => {
             error!(
                 %namespace,
-                "the vSphere provider role is not available in this build: {NO_BACKEND_MESSAGE}. \
-                 Providers and VMImages are not reconciled; `banlieue check` shows what the controller would do."
+                "the vSphere provider role is not implemented in this build yet (it needs the vSphere client): \
+                 Providers and VMImages are not reconciled. `banlieue check -f MANIFESTS` runs the controller's \
+                 scheduling over manifests meanwhile."
             );
             ExitCode::from(2)
         }

@@ -320,6 +320,15 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn secret_values_from_data_or_string_data() {
+        let applied: Secret = serde_json::from_value(json!({"metadata": {"name": "s"}, "data": {"password": "c2VjcmV0"}})).unwrap();
+        assert_eq!(secret_value(&applied, "password").as_deref(), Some("secret"));
+        let manifest: Secret = serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"password": "secret"}})).unwrap();
+        assert_eq!(secret_value(&manifest, "password").as_deref(), Some("secret"));
+        assert_eq!(secret_value(&manifest, "username"), None);
+    }
+
+    #[test]
     fn names_are_dns_labels_and_long_ones_hashed_without_collision() {
         assert_eq!(failure_domain_name("prod-vsphere", "DC-East", "Compute-Cluster-A"), "prod-vsphere-dc-east-compute-cluster-a");
         assert_eq!(failure_domain_name("p", "My DC", "Cluster_01"), "p-my-dc-cluster-01");
