@@ -40,6 +40,12 @@ pub enum ErrorKind {
     /// The call needs a session and the client has no credentials to create
     /// one, or logging in again did not help.
     NotAuthenticated,
+    /// The vSphere Automation (REST) API answered with a vAPI error
+    /// (`com.vmware.vapi.std.errors.*`); see
+    /// [`Error::rest_error`](crate::Error::rest_error) for its type and messages.
+    Rest,
+    /// A REST response that should be JSON is not (an HTML page, plain text).
+    NotJson,
 }
 
 /// A SOAP fault returned by the server: the fault code and message, and the

@@ -32,12 +32,14 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Rewrites a SOAP body for logging: the content of every element whose
-/// local name ends in `password` (any case: `password`, `newPassword`...)
-/// is replaced, then every occurrence of each secret (raw or XML-escaped) is.
+/// Rewrites a SOAP body for logging: the text of every element whose local
+/// name ends in `password` (any case: `password`, `newPassword`...) is
+/// replaced, and so is every occurrence of each secret (raw or XML-escaped)
+/// in text content. Markup is left alone, so a short password that happens
+/// to spell part of a tag name does not mangle the log.
 pub(crate) fn redact_body(body: &[u8], secrets: &[&Secret]) -> String {
     let text = String::from_utf8_lossy(body);
-    let mut out = redact_password_elements(&text);
+    let mut needles: Vec<String> = Vec::new();
     for secret in secrets {
         // Cookie values may be quoted on the wire but not in bodies.
         let raw = secret.expose().trim_matches('"');
@@ -46,39 +48,46 @@ pub(crate) fn redact_body(body: &[u8], secrets: &[&Secret]) -> String {
         if raw.len() < 4 {
             continue;
         }
-        if out.contains(raw) {
-            out = out.replace(raw, REDACTED);
-        }
+        needles.push(raw.to_owned());
         let escaped = xml_escape(raw);
-        if escaped != raw && out.contains(escaped.as_str()) {
-            out = out.replace(escaped.as_str(), REDACTED);
+        if escaped != raw {
+            needles.push(escaped);
         }
     }
-    out
-}
+    let scrub = |segment: &str| -> String {
+        let mut segment = segment.to_owned();
+        for needle in &needles {
+            if segment.contains(needle.as_str()) {
+                segment = segment.replace(needle.as_str(), REDACTED);
+            }
+        }
+        segment
+    };
 
-fn redact_password_elements(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find('<') {
-        let (before, tag_and_after) = rest.split_at(open);
-        out.push_str(before);
-        let Some(close) = tag_and_after.find('>') else {
-            out.push_str(tag_and_after);
+    let mut rest: &str = &text;
+    let mut in_password = false;
+    loop {
+        let Some(open) = rest.find('<') else {
+            out.push_str(&scrub(rest));
             return out;
         };
-        let tag = &tag_and_after[..=close];
-        out.push_str(tag);
-        rest = &tag_and_after[close + 1..];
-        if is_password_start_tag(tag) {
-            // Skip the element's text up to the next tag (its end tag).
-            let end = rest.find('<').unwrap_or(rest.len());
+        let content = &rest[..open];
+        if in_password && !content.is_empty() {
             out.push_str(REDACTED);
-            rest = &rest[end..];
+        } else {
+            out.push_str(&scrub(content));
         }
+        let markup = &rest[open..];
+        let Some(close) = markup.find('>') else {
+            out.push_str(&scrub(markup));
+            return out;
+        };
+        let tag = &markup[..=close];
+        out.push_str(tag);
+        in_password = is_password_start_tag(tag);
+        rest = &markup[close + 1..];
     }
-    out.push_str(rest);
-    out
 }
 
 fn is_password_start_tag(tag: &str) -> bool {
@@ -139,10 +148,23 @@ mod tests {
 
     #[test]
     fn known_secrets_are_blanked_raw_and_escaped() {
-        let cookie = Secret::new("\"52a1-b<c>\"");
-        let body = "<key>52a1-b&lt;c&gt;</key> cookie=\"52a1-b<c>\"";
+        let cookie = Secret::new("\"52a1-b&c\"");
+        let body = "<key>52a1-b&amp;c</key><x>cookie=52a1-b&c</x>";
         let out = redact_body(body.as_bytes(), &[&cookie]);
         assert!(!out.contains("52a1"), "{out}");
+        assert_eq!(out, "<key><redacted></key><x>cookie=<redacted></x>");
+    }
+
+    #[test]
+    fn short_passwords_do_not_mangle_tags() {
+        let password = Secret::new("pass");
+        let body =
+            b"<Login><userName>user</userName><password>pass</password></Login><x>a pass b</x>";
+        let out = redact_body(body, &[&password]);
+        assert_eq!(
+            out,
+            "<Login><userName>user</userName><password><redacted></password></Login><x>a <redacted> b</x>"
+        );
     }
 
     #[test]

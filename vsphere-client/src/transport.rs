@@ -249,7 +249,6 @@ impl HttpService {
             secrets.extend(call.cookie.as_ref());
             tracing::trace!(
                 target: WIRE_LOG_TARGET,
-                method = call.method,
                 "request: {}",
                 redact_body(&call.body, &secrets)
             );
@@ -292,7 +291,6 @@ impl HttpService {
             secrets.extend(new_cookie.as_ref());
             tracing::trace!(
                 target: WIRE_LOG_TARGET,
-                method = call.method,
                 status = status.as_u16(),
                 "response: {}",
                 redact_body(&body, &secrets)

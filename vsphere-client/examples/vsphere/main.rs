@@ -40,7 +40,7 @@ fn usage(table: &[&Command]) -> String {
     let mut out = String::from(
         "Usage: vsphere <COMMAND> [-u URL] [-k] [ARGS]\n\n\
          Configuration as govc: GOVC_URL, GOVC_USERNAME, GOVC_PASSWORD, GOVC_INSECURE,\n\
-         GOVC_TLS_CA_CERTS, GOVC_TLS_KNOWN_HOSTS. VSPHERE_LOG=debug|trace logs to stderr\n\
+         GOVC_TLS_CA_CERTS, GOVC_TLS_KNOWN_HOSTS. VSPHERE_LOG=warn|info|debug|trace logs to stderr\n\
          (trace includes the SOAP bodies, with passwords and session cookies redacted).\n\nCommands:\n",
     );
     for command in table {
@@ -50,6 +50,8 @@ fn usage(table: &[&Command]) -> String {
 }
 
 fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let level = match std::env::var("VSPHERE_LOG")
         .unwrap_or_default()
         .to_ascii_lowercase()
@@ -58,12 +60,18 @@ fn init_logging() {
         "trace" => tracing::Level::TRACE,
         "debug" => tracing::Level::DEBUG,
         "info" => tracing::Level::INFO,
-        _ => tracing::Level::WARN,
+        "warn" => tracing::Level::WARN,
+        // Quiet by default: errors reach the user as the one-line message.
+        _ => tracing::Level::ERROR,
     };
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_target(true)
+    // The client's own events at the chosen level; its dependencies'
+    // (hyper, rustls) only from warnings up.
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing::Level::WARN.min(level))
+        .with_target("vsphere_client", level);
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
         .init();
 }
 

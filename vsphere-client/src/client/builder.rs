@@ -285,6 +285,7 @@ impl ClientBuilder {
             url,
             http,
             service,
+            transport_config,
             soap_action: std::sync::RwLock::new(soap_action(&announced)),
             api_version: std::sync::RwLock::new(announced),
             content: std::sync::OnceLock::new(),

@@ -41,6 +41,8 @@ pub(crate) struct Inner {
     #[allow(dead_code)] // for the REST side (issue 5)
     http: reqwest::Client,
     service: SoapService,
+    /// Timeout, body limit and retry policy, also used by the REST side.
+    transport_config: transport::TransportConfig,
     soap_action: RwLock<Arc<str>>,
     api_version: RwLock<String>,
     content: OnceLock<ServiceContent>,
@@ -130,6 +132,16 @@ impl Client {
         self.inner.session.cookie()
     }
 
+    /// Per-call timeout, body limit and retry policy, for the REST side.
+    pub(crate) fn transport_config(&self) -> &transport::TransportConfig {
+        &self.inner.transport_config
+    }
+
+    /// The credentials the client logs in with, for the REST side.
+    pub(crate) fn credentials(&self) -> Option<&Credentials> {
+        self.inner.credentials.as_ref()
+    }
+
     /// Sends one operation and decodes its response.
     ///
     /// A `NotAuthenticated` fault triggers one re-login (shared with every
@@ -148,9 +160,10 @@ impl Client {
         let started = Instant::now();
         let result = self.call::<R>(body).instrument(span.clone()).await;
         span.record("duration_ms", started.elapsed().as_millis() as u64);
-        if let Err(err) = &result {
-            span.in_scope(|| tracing::debug!(error = %err, kind = ?err.kind(), "call failed"));
-        }
+        span.in_scope(|| match &result {
+            Ok(_) => tracing::debug!("SOAP call done"),
+            Err(err) => tracing::debug!(error = %err, kind = ?err.kind(), "SOAP call failed"),
+        });
         result.map_err(|e| e.in_method(R::NAME))
     }
 
