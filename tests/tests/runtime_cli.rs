@@ -55,7 +55,19 @@ fn run(args: &[&str], env: &[(&str, String)]) -> Output {
     for var in GOVC_VARS {
         command.env_remove(var);
     }
-    command.env_remove("VSPHERE_LOG");
+    for var in [
+        "VSPHERE_LOG",
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ] {
+        command.env_remove(var);
+    }
     for (name, value) in env {
         command.env(name, value);
     }
@@ -229,4 +241,39 @@ fn plain_http_urls_work() {
     });
     let output = run(&["about"], &[("GOVC_URL", sim.url_with_credentials())]);
     assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn the_proxy_environment_variables_are_honoured() {
+    let sim = start(SimulatorOptions {
+        tls: ServerTls::Plain,
+        ..Default::default()
+    });
+    // The vCenter URL points at a loopback port nobody listens on; the
+    // simulator, named as the proxy, answers the proxied requests.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!(
+        "http://{}:{}@127.0.0.1:{port}/sdk",
+        sim.username(),
+        sim.password()
+    );
+    let output = run(
+        &["about"],
+        &[("GOVC_URL", url.clone()), ("HTTP_PROXY", sim.base_url())],
+    );
+    assert!(
+        output.status.success(),
+        "through HTTP_PROXY: {}",
+        stderr(&output)
+    );
+    let output = run(&["about"], &[("GOVC_URL", url)]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "without the proxy nobody answers"
+    );
 }

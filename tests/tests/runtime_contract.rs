@@ -931,3 +931,91 @@ async fn secrets_never_appear_in_trace_output_errors_or_debug() {
         );
     }
 }
+
+// --- transport options ------------------------------------------------------
+
+#[tokio::test]
+async fn gzip_responses_are_asked_for_and_decoded() {
+    let vc = MockVc::start().await;
+    let client = connected(&vc).await;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder
+        .write_all(envelope(CURRENT_TIME).as_bytes())
+        .unwrap();
+    let compressed = encoder.finish().unwrap();
+    Mock::given(body_string_contains("<CurrentTime"))
+        .and(header("Accept-Encoding", "gzip"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("Content-Encoding", "gzip")
+                .set_body_raw(compressed, "text/xml; charset=utf-8"),
+        )
+        .mount(&vc.server)
+        .await;
+    let time = client
+        .current_time(&service_instance())
+        .await
+        .expect("gzip body decoded");
+    assert!(
+        time.to_string().starts_with("2024-05-01T12:00:00"),
+        "{time}"
+    );
+}
+
+#[tokio::test]
+async fn the_concurrency_limit_queues_calls() {
+    let vc = MockVc::start().await;
+    vc.accept_login(COOKIE_1, Duration::ZERO).await;
+    let client = vc
+        .builder()
+        .concurrency_limit(2)
+        .connect()
+        .await
+        .expect("connect");
+    Mock::given(body_string_contains("<CurrentTime"))
+        .respond_with(soap_ok(CURRENT_TIME).set_delay(Duration::from_millis(300)))
+        .mount(&vc.server)
+        .await;
+    let started = Instant::now();
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.current_time(&service_instance()).await })
+        })
+        .collect();
+    for result in futures_join_all(calls.into_iter()).await {
+        result.expect("call");
+    }
+    let waited = started.elapsed();
+    // 6 calls, 2 at a time, 300 ms each: three rounds.
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+}
+
+#[tokio::test]
+async fn an_explicit_proxy_carries_the_calls() {
+    // The vCenter address is a loopback port nobody listens on: only the
+    // proxy (the mock) can answer.
+    let vc = MockVc::start().await;
+    vc.accept_login(COOKIE_1, Duration::ZERO).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = Client::builder(&format!("http://127.0.0.1:{port}/sdk"))
+        .credentials(USER, PASSWORD)
+        .keepalive(None)
+        .proxy(vc.server.uri())
+        .connect()
+        .await
+        .expect("through the proxy");
+    assert_eq!(client.service_content().about.api_type, "VirtualCenter");
+    let logins = vc.requests("<Login ").await;
+    assert_eq!(logins.len(), 1);
+    assert_eq!(
+        logins[0].url.port(),
+        Some(port),
+        "the proxy was asked for the vCenter URL"
+    );
+}

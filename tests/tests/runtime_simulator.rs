@@ -175,6 +175,19 @@ async fn insecure_mode_accepts_any_certificate() {
 }
 
 #[tokio::test]
+async fn insecure_mode_accepts_the_simulators_own_certificate() {
+    // Self-signed, with a 1024-bit RSA key (too weak for verification: only
+    // insecure mode can talk to it, as in labs).
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = builder(&sim)
+        .insecure(true)
+        .connect()
+        .await
+        .expect("insecure");
+    authenticated_call(&client).await.expect("call");
+}
+
+#[tokio::test]
 async fn a_pinned_thumbprint_is_accepted_in_every_spelling() {
     let ca = TestCa::new().expect("CA");
     let sim = simulator(SimulatorOptions {
