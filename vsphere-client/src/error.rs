@@ -218,7 +218,8 @@ impl Error {
     /// Whether the request can be known not to have reached the server
     /// (connection refused, DNS failure...), so repeating it is always safe.
     pub(crate) fn request_not_sent(&self) -> bool {
-        self.inner.kind == ErrorKind::Transport
+        // A connect timeout is a Timeout, and still never reached the server.
+        matches!(self.inner.kind, ErrorKind::Transport | ErrorKind::Timeout)
             && self
                 .inner
                 .source

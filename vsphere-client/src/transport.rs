@@ -29,6 +29,25 @@ use crate::redact::{redact_body, Secret};
 /// trace level, with passwords and the session cookie redacted).
 pub const WIRE_LOG_TARGET: &str = "vsphere_client::wire";
 
+/// Longest body shown in one wire-log event; the rest is summarised.
+const WIRE_LOG_MAX_BODY: usize = 1 << 20;
+
+/// A body for the wire log: redacted first, then cut (cutting first could
+/// leave half a secret outside the redaction's reach).
+fn wire_log_body(body: &[u8], secrets: &[&Secret]) -> String {
+    let mut text = redact_body(body, secrets);
+    if text.len() > WIRE_LOG_MAX_BODY {
+        let mut cut = WIRE_LOG_MAX_BODY;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let total = text.len();
+        text.truncate(cut);
+        text.push_str(&format!("... ({total} bytes in all)"));
+    }
+    text
+}
+
 /// Name of vSphere's SOAP session cookie.
 pub(crate) const SESSION_COOKIE: &str = "vmware_soap_session";
 
@@ -250,7 +269,7 @@ impl HttpService {
             tracing::trace!(
                 target: WIRE_LOG_TARGET,
                 "request: {}",
-                redact_body(&call.body, &secrets)
+                wire_log_body(&call.body, &secrets)
             );
         }
         let mut request = self
@@ -293,7 +312,7 @@ impl HttpService {
                 target: WIRE_LOG_TARGET,
                 status = status.as_u16(),
                 "response: {}",
-                redact_body(&body, &secrets)
+                wire_log_body(&body, &secrets)
             );
         }
         Ok(SoapReply {

@@ -38,7 +38,5 @@ async fn run(mut args: Args) -> Result<(), CliError> {
     for (label, value) in rows {
         println!("{:<14}{value}", format!("{label}:"));
     }
-    // A short-lived tool: do not leave a session behind on the server.
-    client.close().await?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! global flags every command accepts (`-u URL`, `-k`), and the CLI error.
 
 use std::fmt;
+use std::sync::Mutex;
 
 use vsphere_client::Client;
 
@@ -46,6 +47,23 @@ impl From<vsphere_client::Error> for CliError {
     }
 }
 
+/// Clients opened by the command, closed when it is done.
+static OPEN_CLIENTS: Mutex<Vec<Client>> = Mutex::new(Vec::new());
+
+/// Logs out every client the command connected: a short-lived tool must
+/// not leave sessions behind on the server.
+pub async fn close_all() {
+    let clients = OPEN_CLIENTS
+        .lock()
+        .map(|mut open| std::mem::take(&mut *open))
+        .unwrap_or_default();
+    for client in clients {
+        if let Err(err) = client.close().await {
+            tracing::debug!(error = %err, "logout failed");
+        }
+    }
+}
+
 /// The arguments of one command, the global flags already taken out.
 pub struct Args {
     config: Config,
@@ -71,9 +89,14 @@ impl Args {
         &self.config
     }
 
-    /// Connects as configured.
+    /// Connects as configured. The session is closed (logged out) when the
+    /// command returns, by [`close_all`].
     pub async fn connect(&self) -> Result<Client, CliError> {
-        self.config.connect().await
+        let client = self.config.connect().await?;
+        if let Ok(mut open) = OPEN_CLIENTS.lock() {
+            open.push(client.clone());
+        }
+        Ok(client)
     }
 
     /// Removes a boolean flag: `-name`, `-name=true`, `-name=false`.

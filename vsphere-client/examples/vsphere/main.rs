@@ -8,8 +8,11 @@
 //! Configured like govc (see `config.rs`): `GOVC_URL`, `GOVC_USERNAME`,
 //! `GOVC_PASSWORD`, `GOVC_INSECURE`, `GOVC_TLS_CA_CERTS`,
 //! `GOVC_TLS_KNOWN_HOSTS`, and the flags `-u URL` and `-k` on any command.
-//! One module per command group; each exposes `COMMANDS` (name, summary,
-//! handler) and is listed in [`command_table`].
+//! One module per command group; each exposes `COMMANDS` (name, usage,
+//! handler) and is listed in [`command_table`]. A handler gets [`Args`]
+//! with the global flags already taken: `args.flag("on")`,
+//! `args.value("vm")`, `args.positionals()`, then `args.connect()`; the
+//! sessions it opens are logged out when it returns.
 
 mod about;
 mod args;
@@ -104,7 +107,9 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         let args = Args::new(raw)?;
-        (command.run)(args).await
+        let result = (command.run)(args).await;
+        args::close_all().await;
+        result
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
