@@ -4,6 +4,8 @@
 mod client;
 mod error;
 mod redact;
+/// The vSphere Automation (REST) API: sessions, tags, content libraries.
+pub mod rest;
 mod session;
 pub mod tls;
 mod transport;
