@@ -1,5 +1,11 @@
 //! Async, typed VMware vSphere client.
 
+// Generated bindings (src/generated, by vsphere-codegen) and the XML runtime they use.
+#[rustfmt::skip]
+mod generated;
+pub mod xml;
+pub use generated::{mo, types};
+
 // Hand-written runtime: transport, TLS, sessions, errors.
 mod client;
 mod error;

@@ -1,0 +1,101 @@
+//! Enumerations: open enums with a variant per value and `Unrecognized(String)`
+//! for values this version does not know (a newer server), which survive a
+//! decode/encode round trip unchanged.
+
+use std::fmt::Write as _;
+
+use super::{format, group_of, lit, Counts, Item};
+use crate::error::Result;
+use crate::model::Model;
+use crate::naming::UNRECOGNIZED_VARIANT;
+use crate::plan::Plan;
+
+pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Vec<Item>> {
+    let mut items = Vec::new();
+    for e in model.enums.values() {
+        let rust = &plan.type_names[&e.name];
+        let variants = &plan.variants[&e.name];
+        let mut code = String::new();
+        writeln!(
+            code,
+            "/// `{}`: an open enumeration; values this version does not know are kept in `{UNRECOGNIZED_VARIANT}`.\n\
+             #[derive(Debug, Clone, PartialEq, Eq, Hash)]\n#[non_exhaustive]\npub enum {rust} {{",
+            e.name
+        )
+        .ok();
+        for (value, variant) in e.values.iter().zip(variants) {
+            writeln!(code, "    /// `{value}`.\n    {variant},").ok();
+        }
+        writeln!(
+            code,
+            "    /// A value this version of the bindings does not know.\n    {UNRECOGNIZED_VARIANT}(String),\n}}"
+        )
+        .ok();
+
+        writeln!(code, "impl {rust} {{\n    /// The XML value.\n    pub fn as_str(&self) -> &str {{\n        match self {{").ok();
+        for (value, variant) in e.values.iter().zip(variants) {
+            writeln!(code, "            Self::{variant} => {},", lit(value)).ok();
+        }
+        writeln!(
+            code,
+            "            Self::{UNRECOGNIZED_VARIANT}(value) => value,\n        }}\n    }}\n}}"
+        )
+        .ok();
+        writeln!(
+            code,
+            "impl Default for {rust} {{ fn default() -> Self {{ Self::{UNRECOGNIZED_VARIANT}(String::new()) }} }}"
+        )
+        .ok();
+        writeln!(code, "impl From<&str> for {rust} {{\n    fn from(value: &str) -> Self {{\n        match value {{").ok();
+        for (value, variant) in e.values.iter().zip(variants) {
+            writeln!(code, "            {} => Self::{variant},", lit(value)).ok();
+        }
+        writeln!(
+            code,
+            "            _ => Self::{UNRECOGNIZED_VARIANT}(value.to_string()),\n        }}\n    }}\n}}"
+        )
+        .ok();
+        writeln!(
+            code,
+            "impl std::str::FromStr for {rust} {{\n    type Err = std::convert::Infallible;\n    fn from_str(value: &str) -> Result<Self, Self::Err> {{ Ok(Self::from(value)) }}\n}}"
+        )
+        .ok();
+        writeln!(
+            code,
+            "impl std::fmt::Display for {rust} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ f.write_str(self.as_str()) }}\n}}"
+        )
+        .ok();
+        writeln!(
+            code,
+            "impl x::Decode for {rust} {{\n    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {{ Ok(Self::from(r.read_text()?.trim())) }}\n}}"
+        )
+        .ok();
+        writeln!(
+            code,
+            "impl x::Encode for {rust} {{\n    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, xsi_type: Option<&str>) {{ w.text_element(tag, xsi_type, self.as_str()) }}\n}}"
+        )
+        .ok();
+        writeln!(
+            code,
+            "impl x::SchemaType for {rust} {{ const TYPE_NAME: &'static str = {}; }}",
+            lit(&e.name)
+        )
+        .ok();
+        if let Some(array) = plan.array_of.get(&e.name) {
+            writeln!(
+                code,
+                "impl x::ArrayItem for {rust} {{\n    const ARRAY_TYPE_NAME: &'static str = {};\n    const ITEM_TAG: &'static str = {};\n}}",
+                lit(array),
+                lit(&model.arrays[array].item_tag)
+            )
+            .ok();
+        }
+        items.push(Item {
+            group: group_of(&e.name),
+            code: format(&code)?,
+        });
+        counts.enums += 1;
+        counts.enum_values += e.values.len();
+    }
+    Ok(items)
+}

@@ -1,0 +1,117 @@
+//! Data objects and faults: one struct per complex type, inherited fields
+//! first, with its `Fields` impl (a `match` on the element name to decode, a
+//! write per field to encode).
+
+use std::fmt::Write as _;
+
+use super::{format, group_of, lit, Counts, Item};
+use crate::error::Result;
+use crate::model::{ComplexType, Model, Occurs};
+use crate::plan::Plan;
+
+pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Vec<Item>> {
+    let mut items = Vec::new();
+    for ty in model.types.values().filter(|t| !t.is_request) {
+        let mut code = struct_code(model, plan, ty);
+        if !plan.polymorphic.contains(&ty.name) {
+            if let Some(array) = plan.array_of.get(&ty.name) {
+                let rust = &plan.type_names[&ty.name];
+                writeln!(
+                    code,
+                    "impl x::ArrayItem for {rust} {{\n    const ARRAY_TYPE_NAME: &'static str = {};\n    const ITEM_TAG: &'static str = {};\n}}",
+                    lit(array),
+                    lit(&model.arrays[array].item_tag)
+                )
+                .ok();
+            }
+        }
+        items.push(Item {
+            group: group_of(&ty.name),
+            code: format(&code)?,
+        });
+        counts.structs += 1;
+    }
+    Ok(items)
+}
+
+/// The struct, `SchemaType`, `Structure` and `Fields` impls of a complex type.
+pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> String {
+    let rust = &plan.type_names[&ty.name];
+    let fields = model.all_fields(&ty.name);
+    let mut code = String::new();
+
+    match &ty.base {
+        Some(base) => writeln!(code, "/// `{}` (extends `{base}`).", ty.name),
+        None => writeln!(code, "/// `{}`.", ty.name),
+    }
+    .ok();
+    if plan.polymorphic.contains(&ty.name) {
+        writeln!(
+            code,
+            "///\n/// Fields of this type hold [`{}`], which also carries its subtypes.",
+            crate::naming::any_type_name(&ty.name)
+        )
+        .ok();
+    }
+    writeln!(code, "#[derive(Debug, Clone, PartialEq, Default)]\npub struct {rust} {{").ok();
+    for (owner, f) in &fields {
+        let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
+        let field_type = plan.field_type(&f.ty, f.occurs, plan.is_boxed(owner, &f.name));
+        if *owner != ty.name {
+            writeln!(code, "    /// `{}`, from `{owner}`.", f.name).ok();
+        } else {
+            writeln!(code, "    /// `{}`.", f.name).ok();
+        }
+        writeln!(code, "    pub {name}: {field_type},").ok();
+    }
+    code.push_str("}\n");
+
+    writeln!(
+        code,
+        "impl x::SchemaType for {rust} {{ const TYPE_NAME: &'static str = {}; }}",
+        lit(&ty.name)
+    )
+    .ok();
+    writeln!(code, "impl x::Structure for {rust} {{}}").ok();
+
+    // Fields: decode by element name, encode in schema order.
+    writeln!(code, "impl x::Fields for {rust} {{").ok();
+    if fields.is_empty() {
+        code.push_str(
+            "    fn decode_field(&mut self, _r: &mut x::XmlReader<'_>, _name: &str) -> Result<bool, x::DecodeError> { Ok(false) }\n",
+        );
+        code.push_str("    fn encode_fields(&self, _w: &mut x::XmlWriter) {}\n}\n");
+        return code;
+    }
+    code.push_str(
+        "    fn decode_field(&mut self, r: &mut x::XmlReader<'_>, name: &str) -> Result<bool, x::DecodeError> {\n        match name {\n",
+    );
+    for (owner, f) in &fields {
+        let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
+        let boxed = plan.is_boxed(owner, &f.name);
+        let reader = match (f.occurs, boxed) {
+            (Occurs::Required, false) => "read",
+            (Occurs::Required, true) => "read_box",
+            (Occurs::Optional, false) => "read_opt",
+            (Occurs::Optional, true) => "read_opt_box",
+            (Occurs::Repeated, _) => "read_push",
+        };
+        writeln!(code, "            {} => r.{reader}(&mut self.{name})?,", lit(&f.name)).ok();
+    }
+    code.push_str("            _ => return Ok(false),\n        }\n        Ok(true)\n    }\n");
+    code.push_str("    fn encode_fields(&self, w: &mut x::XmlWriter) {\n");
+    for (owner, f) in &fields {
+        let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
+        let boxed = plan.is_boxed(owner, &f.name);
+        let call = match (f.occurs, boxed) {
+            (Occurs::Required, false) => format!("w.write({}, &self.{name})", lit(&f.name)),
+            (Occurs::Required, true) => format!("w.write({}, &*self.{name})", lit(&f.name)),
+            (Occurs::Optional, false) => format!("w.write_opt({}, &self.{name})", lit(&f.name)),
+            (Occurs::Optional, true) => format!("w.write_opt_box({}, &self.{name})", lit(&f.name)),
+            (Occurs::Repeated, _) => format!("w.write_vec({}, &self.{name})", lit(&f.name)),
+        };
+        writeln!(code, "        {call};").ok();
+    }
+    code.push_str("    }\n}\n");
+    code
+}

@@ -1,0 +1,170 @@
+//! The streaming XML runtime the generated bindings are written against.
+//!
+//! Decoding works on the response body as a byte slice with quick-xml's
+//! reader (no DOM: memory is O(depth)); encoding writes into a `Vec<u8>`.
+//! Generated code only calls the small, non-generic-heavy API here:
+//!
+//! - structures implement [`Fields`] (one `match` on the child element's local
+//!   name, one write per field) and get [`Decode`]/[`Encode`] from blanket impls;
+//! - enumerations and polymorphic `Any*` enums implement [`Decode`]/[`Encode`]
+//!   directly;
+//! - [`Value`] holds `xsd:anyType` content, decoded through the generated
+//!   [`Registry`] of `xsi:type` names;
+//! - operations implement [`Request`]; [`soap`] wraps them in an envelope and
+//!   decodes the response or the SOAP fault.
+
+mod mor;
+mod primitives;
+mod reader;
+mod schema;
+pub mod soap;
+mod value;
+mod writer;
+
+pub use mor::ManagedObjectReference;
+pub use primitives::DateTime;
+pub use reader::{DecodeError, DecodeErrorKind, XmlReader, MAX_DEPTH};
+pub use schema::{
+    DecodeObjectFn, FieldInfo, ManagedObjectInfo, ManagedObjectType, ManagedObjects, Occurs,
+    PropertyPathError, Registry, TypeInfo, TypeKind,
+};
+pub use value::{
+    any_from_value, decode_boxed, downcast_box, from_property, DataObject, FromValue, Value,
+    ValueTypeError,
+};
+pub use writer::XmlWriter;
+
+use std::fmt::Debug;
+
+/// Decodes one element (whose start tag the reader has just entered) into a value.
+///
+/// `Default` is required because vCenter omits "required" elements in the wild:
+/// a missing or `xsi:nil` required field decodes to its default.
+pub trait Decode: Sized + Default {
+    /// Reads the current element's content up to and including its end tag.
+    fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError>;
+}
+
+/// Writes a value as one element.
+pub trait Encode {
+    /// Writes `<tag>...</tag>`, adding `xsi:type="{xsi_type}"` when given.
+    fn encode_as(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>);
+
+    /// Writes `<tag>...</tag>` without an `xsi:type`.
+    fn encode(&self, w: &mut XmlWriter, tag: &str) {
+        self.encode_as(w, tag, None)
+    }
+}
+
+/// A named schema type: data objects, faults, enumerations, request types and
+/// typed `ArrayOf*` vectors. Everything that can appear behind an `xsi:type`.
+pub trait SchemaType: Decode + Encode + Debug + Clone + PartialEq + Send + Sync + 'static {
+    /// The XML type name, as used in `xsi:type`.
+    const TYPE_NAME: &'static str;
+}
+
+/// The fields of a structure (complex type), inherited fields included.
+///
+/// Object safe on purpose: the element loop in [`XmlReader::read_fields`] and
+/// [`XmlWriter::write_struct`] is compiled once, not once per type.
+pub trait Fields {
+    /// Decodes the child element `name` into its field. Returns `Ok(false)`
+    /// when `name` is not a field of this type (the caller skips it).
+    fn decode_field(&mut self, r: &mut XmlReader<'_>, name: &str) -> Result<bool, DecodeError>;
+
+    /// Writes every field in schema order, inherited fields first.
+    fn encode_fields(&self, w: &mut XmlWriter);
+}
+
+/// A generated structure: the marker that gives it [`Decode`] and [`Encode`].
+pub trait Structure: Fields + Default {}
+
+impl<T: Structure> Decode for T {
+    fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {
+        let mut value = T::default();
+        r.read_fields(&mut value)?;
+        Ok(value)
+    }
+}
+
+impl<T: Structure> Encode for T {
+    fn encode_as(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.write_struct(tag, xsi_type, self)
+    }
+}
+
+/// An item type of an `ArrayOf*` schema type: `Vec<Self>` is then the typed
+/// value of `xsi:type="ArrayOf..."` in an `anyType` slot.
+pub trait ArrayItem: Decode + Encode + Debug + Clone + PartialEq + Send + Sync + 'static {
+    /// `ArrayOfVirtualDevice`.
+    const ARRAY_TYPE_NAME: &'static str;
+    /// The element name of each item: `VirtualDevice`.
+    const ITEM_TAG: &'static str;
+}
+
+impl<T: ArrayItem> Decode for Vec<T> {
+    fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {
+        let mut items = Vec::new();
+        // Items are read whatever their element name: the array type fixes their type.
+        while r.next_child()?.is_some() {
+            r.read_push(&mut items)?;
+        }
+        Ok(items)
+    }
+}
+
+impl<T: ArrayItem> Encode for Vec<T> {
+    fn encode_as(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>) {
+        w.start(tag, xsi_type);
+        for item in self {
+            item.encode(w, T::ITEM_TAG);
+        }
+        w.end(tag);
+    }
+}
+
+impl<T: ArrayItem> SchemaType for Vec<T> {
+    const TYPE_NAME: &'static str = T::ARRAY_TYPE_NAME;
+}
+
+/// A vim25 operation: the generated `*RequestType` structure with the
+/// operation's name, whether it is safe to repeat, and its response type.
+pub trait Request: Fields {
+    /// The operation name, the body element of the request (`CloneVM_Task`).
+    const NAME: &'static str;
+    /// Safe to send again after a failure that may have reached the server
+    /// (read-only operations). Retries are only allowed for these.
+    const IDEMPOTENT: bool;
+    /// What the operation returns (`()` for none).
+    type Response;
+
+    /// The managed object the operation is invoked on (`_this`).
+    fn this(&self) -> &ManagedObjectReference;
+
+    /// Reads the `returnval` elements of the `<NAMEResponse>` element, whose
+    /// start tag the reader has just entered.
+    fn decode_response(r: &mut XmlReader<'_>) -> Result<Self::Response, DecodeError>;
+}
+
+/// The body element of a request, without the SOAP envelope:
+/// `<NAME xmlns="urn:vim25"><_this type="...">...</_this>...</NAME>`.
+pub fn encode_request<R: Request>(request: &R) -> Vec<u8> {
+    let mut w = XmlWriter::new();
+    w.write_request_body(R::NAME, request);
+    w.into_bytes()
+}
+
+/// Decodes a `<NAMEResponse>` element (the content of a SOAP body) with the
+/// generated registry. For a whole SOAP envelope use [`soap::decode_response`].
+pub fn decode_response<R: Request>(body: &[u8]) -> Result<R::Response, DecodeError> {
+    let mut r = XmlReader::new(body, &crate::generated::REGISTRY);
+    r.expect_root_named(&response_element_name(R::NAME))?;
+    R::decode_response(&mut r)
+}
+
+pub(crate) fn response_element_name(operation: &str) -> String {
+    let mut name = String::with_capacity(operation.len() + 8);
+    name.push_str(operation);
+    name.push_str("Response");
+    name
+}

@@ -1,0 +1,179 @@
+//! The SOAP 1.1 envelope around vim25 requests and responses.
+
+use std::fmt;
+
+use super::reader::{DecodeErrorKind, XmlReader};
+use super::schema::Registry;
+use super::{response_element_name, DecodeError, Decode, Request, XmlWriter};
+use crate::types::AnyMethodFault;
+
+/// A SOAP fault returned by the server.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SoapFault {
+    /// `ServerFaultCode`, `ClientFaultCode`, ... (local part).
+    pub faultcode: String,
+    /// The server's message.
+    pub faultstring: String,
+    /// The typed vim25 fault from `<detail>`, when there is one.
+    pub detail: Option<AnyMethodFault>,
+}
+
+impl SoapFault {
+    /// The vim25 fault type name (`InvalidLogin`), when the fault has a detail.
+    pub fn fault_type(&self) -> Option<&'static str> {
+        self.detail.as_ref().map(AnyMethodFault::type_name)
+    }
+}
+
+impl fmt::Display for SoapFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.fault_type() {
+            Some(ty) => write!(f, "{ty}: {}", self.faultstring),
+            None => write!(f, "{}: {}", self.faultcode, self.faultstring),
+        }
+    }
+}
+
+/// A response that is not the expected result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SoapError {
+    /// Not a SOAP envelope, malformed or truncated XML, or unexpected content.
+    Decode(DecodeError),
+    /// The server answered with a SOAP fault.
+    Fault(SoapFault),
+}
+
+impl fmt::Display for SoapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SoapError::Decode(e) => write!(f, "invalid SOAP response: {e}"),
+            SoapError::Fault(fault) => write!(f, "SOAP fault: {fault}"),
+        }
+    }
+}
+
+impl std::error::Error for SoapError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SoapError::Decode(e) => Some(e),
+            SoapError::Fault(_) => None,
+        }
+    }
+}
+
+impl From<DecodeError> for SoapError {
+    fn from(e: DecodeError) -> Self {
+        SoapError::Decode(e)
+    }
+}
+
+/// A complete SOAP request document for `request`:
+/// `<soapenv:Envelope ...><soapenv:Body><NAME xmlns="urn:vim25">...`.
+pub fn encode_request_envelope<R: Request>(request: &R) -> Vec<u8> {
+    let mut w = XmlWriter::new();
+    w.write_request_envelope(R::NAME, request);
+    w.into_bytes()
+}
+
+/// Decodes a SOAP response document for request type `R`: its result, or
+/// the SOAP fault it carries.
+pub fn decode_response<R: Request>(document: &[u8]) -> Result<R::Response, SoapError> {
+    decode_response_with::<R>(document, &crate::generated::REGISTRY)
+}
+
+/// [`decode_response`] with another `xsi:type` registry.
+pub fn decode_response_with<R: Request>(
+    document: &[u8],
+    registry: &'static Registry,
+) -> Result<R::Response, SoapError> {
+    let mut r = XmlReader::new(document, registry);
+    let expected = response_element_name(R::NAME);
+    open_body(&mut r, &expected)?;
+    Ok(R::decode_response(&mut r)?)
+}
+
+/// Decodes only a SOAP fault, if the document is one (for error responses
+/// whose operation is not at hand).
+pub fn decode_fault(document: &[u8]) -> Result<SoapFault, SoapError> {
+    let mut r = XmlReader::new(document, &crate::generated::REGISTRY);
+    match open_body(&mut r, "") {
+        Err(SoapError::Fault(fault)) => Ok(fault),
+        Err(e) => Err(e),
+        Ok(()) => Err(SoapError::Decode(r.error(
+            DecodeErrorKind::UnexpectedContent,
+            "the SOAP body holds no fault",
+        ))),
+    }
+}
+
+/// Enters Envelope and Body and the body's first element, which must be
+/// `expected`; a `Fault` there is decoded and returned as the error.
+fn open_body(r: &mut XmlReader<'_>, expected: &str) -> Result<(), SoapError> {
+    let root = r.root()?;
+    if root != "Envelope" {
+        return Err(SoapError::Decode(r.error(
+            DecodeErrorKind::UnexpectedContent,
+            format!("expected a SOAP Envelope, found <{root}>"),
+        )));
+    }
+    loop {
+        match r.next_child()? {
+            Some("Body") => break,
+            Some(_) => r.skip()?, // Header
+            None => {
+                return Err(SoapError::Decode(r.error(
+                    DecodeErrorKind::UnexpectedContent,
+                    "SOAP Envelope without a Body",
+                )))
+            }
+        }
+    }
+    r.hide_path_prefix();
+    let Some(name) = r.next_child()? else {
+        return Err(SoapError::Decode(r.error(
+            DecodeErrorKind::UnexpectedContent,
+            "empty SOAP Body",
+        )));
+    };
+    if name == "Fault" {
+        return Err(SoapError::Fault(read_fault(r)?));
+    }
+    if !expected.is_empty() && name != expected {
+        return Err(SoapError::Decode(r.error(
+            DecodeErrorKind::UnexpectedContent,
+            format!("expected <{expected}>, found <{name}>"),
+        )));
+    }
+    Ok(())
+}
+
+fn read_fault(r: &mut XmlReader<'_>) -> Result<SoapFault, DecodeError> {
+    let mut fault = SoapFault::default();
+    while let Some(name) = r.next_child()? {
+        match name {
+            "faultcode" => {
+                let code = r.read_text()?;
+                let code = code.trim();
+                fault.faultcode = code.rsplit(':').next().unwrap_or(code).to_string();
+            }
+            "faultstring" => fault.faultstring = r.read_text()?.into_owned(),
+            "detail" => {
+                while let Some(detail) = r.next_child()? {
+                    if fault.detail.is_some() {
+                        r.skip()?;
+                        continue;
+                    }
+                    // `<InvalidLoginFault xsi:type="InvalidLogin">`; without
+                    // `xsi:type`, the element name minus `Fault` names the type.
+                    if r.xsi_type().is_none() {
+                        let ty = detail.strip_suffix("Fault").unwrap_or(detail);
+                        r.set_xsi_type(ty.to_string());
+                    }
+                    fault.detail = Some(AnyMethodFault::decode(r)?);
+                }
+            }
+            _ => r.skip()?,
+        }
+    }
+    Ok(fault)
+}

@@ -1,0 +1,205 @@
+//! `XmlWriter`: appends elements to a byte buffer, escaping as it goes.
+
+use super::{Encode, Fields};
+
+const ENVELOPE_START: &str = concat!(
+    r#"<?xml version="1.0" encoding="UTF-8"?>"#,
+    r#"<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/""#,
+    r#" xmlns:xsd="http://www.w3.org/2001/XMLSchema""#,
+    r#" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">"#,
+    "<soapenv:Body>"
+);
+const ENVELOPE_END: &str = "</soapenv:Body></soapenv:Envelope>";
+
+/// Writes XML into memory. Writing cannot fail.
+#[derive(Debug, Default)]
+pub struct XmlWriter {
+    buf: Vec<u8>,
+    /// Whether `xmlns:xsi` is in scope (inside an envelope); otherwise the
+    /// first element carrying `xsi:type` declares it.
+    xsi_declared: bool,
+}
+
+impl XmlWriter {
+    /// An empty writer.
+    pub fn new() -> Self {
+        XmlWriter::default()
+    }
+
+    /// The bytes written so far.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// The bytes written so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// `<tag>` or `<tag xsi:type="...">`.
+    pub fn start(&mut self, tag: &str, xsi_type: Option<&str>) {
+        self.start_with_attribute(tag, xsi_type, None);
+    }
+
+    /// A start tag with an optional plain attribute (`type="VirtualMachine"`).
+    pub fn start_with_attribute(
+        &mut self,
+        tag: &str,
+        xsi_type: Option<&str>,
+        attribute: Option<(&str, &str)>,
+    ) {
+        self.buf.push(b'<');
+        self.buf.extend_from_slice(tag.as_bytes());
+        if let Some(ty) = xsi_type {
+            self.declare_xsi_once();
+            self.buf.extend_from_slice(b" xsi:type=\"");
+            escape_into(&mut self.buf, ty, true);
+            self.buf.push(b'"');
+        }
+        if let Some((name, value)) = attribute {
+            self.buf.push(b' ');
+            self.buf.extend_from_slice(name.as_bytes());
+            self.buf.extend_from_slice(b"=\"");
+            escape_into(&mut self.buf, value, true);
+            self.buf.push(b'"');
+        }
+        self.buf.push(b'>');
+    }
+
+    /// `<tag xsi:nil="true"/>`.
+    pub fn nil(&mut self, tag: &str) {
+        self.buf.push(b'<');
+        self.buf.extend_from_slice(tag.as_bytes());
+        self.declare_xsi_once();
+        self.buf.extend_from_slice(b" xsi:nil=\"true\"/>");
+    }
+
+    /// `</tag>`.
+    pub fn end(&mut self, tag: &str) {
+        self.buf.extend_from_slice(b"</");
+        self.buf.extend_from_slice(tag.as_bytes());
+        self.buf.push(b'>');
+    }
+
+    /// Escaped character data.
+    pub fn text(&mut self, text: &str) {
+        escape_into(&mut self.buf, text, false);
+    }
+
+    /// Already well-formed XML content, written as is.
+    pub fn raw(&mut self, xml: &str) {
+        self.buf.extend_from_slice(xml.as_bytes());
+    }
+
+    /// `<tag>text</tag>`.
+    pub fn text_element(&mut self, tag: &str, xsi_type: Option<&str>, text: &str) {
+        self.start(tag, xsi_type);
+        self.text(text);
+        self.end(tag);
+    }
+
+    /// A structure: start tag, its fields, end tag.
+    pub fn write_struct(&mut self, tag: &str, xsi_type: Option<&str>, fields: &dyn Fields) {
+        self.start(tag, xsi_type);
+        fields.encode_fields(self);
+        self.end(tag);
+    }
+
+    /// A required field.
+    pub fn write<T: Encode>(&mut self, tag: &str, value: &T) {
+        value.encode(self, tag);
+    }
+
+    /// An optional field: nothing when `None`.
+    pub fn write_opt<T: Encode>(&mut self, tag: &str, value: &Option<T>) {
+        if let Some(value) = value {
+            value.encode(self, tag);
+        }
+    }
+
+    /// An optional boxed field: nothing when `None`.
+    pub fn write_opt_box<T: Encode>(&mut self, tag: &str, value: &Option<Box<T>>) {
+        if let Some(value) = value {
+            value.as_ref().encode(self, tag);
+        }
+    }
+
+    /// A repeated field: one element per item.
+    pub fn write_vec<T: Encode>(&mut self, tag: &str, values: &[T]) {
+        for value in values {
+            value.encode(self, tag);
+        }
+    }
+
+    /// The body element of a request (`<NAME xmlns="urn:vim25">...</NAME>`).
+    pub fn write_request_body(&mut self, name: &str, fields: &dyn Fields) {
+        self.buf.push(b'<');
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b" xmlns=\"urn:vim25\"");
+        if !self.xsi_declared {
+            self.buf.extend_from_slice(
+                b" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"",
+            );
+            self.xsi_declared = true;
+        }
+        self.buf.push(b'>');
+        fields.encode_fields(self);
+        self.end(name);
+    }
+
+    /// A whole SOAP request: envelope, body, request element.
+    pub(crate) fn write_request_envelope(&mut self, name: &str, fields: &dyn Fields) {
+        self.buf.extend_from_slice(ENVELOPE_START.as_bytes());
+        self.xsi_declared = true;
+        self.write_request_body(name, fields);
+        self.buf.extend_from_slice(ENVELOPE_END.as_bytes());
+    }
+
+    fn declare_xsi_once(&mut self) {
+        if !self.xsi_declared {
+            self.buf.extend_from_slice(
+                b" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"",
+            );
+            self.xsi_declared = true;
+        }
+    }
+}
+
+/// Escapes markup characters, and the characters a parser would otherwise
+/// normalise away (`\r` everywhere; tabs and newlines inside attributes), so
+/// that every string survives a round trip exactly.
+fn escape_into(buf: &mut Vec<u8>, text: &str, attribute: bool) {
+    let bytes = text.as_bytes();
+    let mut plain_from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let replacement: &[u8] = match b {
+            b'&' => b"&amp;",
+            b'<' => b"&lt;",
+            b'>' => b"&gt;",
+            b'\r' => b"&#13;",
+            b'"' if attribute => b"&quot;",
+            b'\n' if attribute => b"&#10;",
+            b'\t' if attribute => b"&#9;",
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[plain_from..i]);
+        buf.extend_from_slice(replacement);
+        plain_from = i + 1;
+    }
+    buf.extend_from_slice(&bytes[plain_from..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_text_and_attributes() {
+        let mut buf = Vec::new();
+        escape_into(&mut buf, "a&b<c>d\"e\r\n\t", false);
+        assert_eq!(buf, b"a&amp;b&lt;c&gt;d\"e&#13;\n\t");
+        buf.clear();
+        escape_into(&mut buf, "a&b\"c\n\t", true);
+        assert_eq!(buf, b"a&amp;b&quot;c&#10;&#9;");
+    }
+}
