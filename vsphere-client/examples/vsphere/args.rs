@@ -122,12 +122,18 @@ impl Args {
     /// Removes a flag with a value: `-name value` or `-name=value` (the last
     /// one wins, as with Go's flag package).
     pub fn value(&mut self, name: &str) -> Result<Option<String>, CliError> {
-        let mut found = None;
+        Ok(self.values(name)?.pop())
+    }
+
+    /// Removes a repeatable flag with a value (`-t A -t B`): every value,
+    /// in order.
+    pub fn values(&mut self, name: &str) -> Result<Vec<String>, CliError> {
+        let mut found = Vec::new();
         let mut i = 0;
         while i < self.rest.len() {
             match split_flag(&self.rest[i], name) {
                 Some(Some(value)) => {
-                    found = Some(value);
+                    found.push(value);
                     self.rest.remove(i);
                 }
                 Some(None) => {
@@ -135,7 +141,7 @@ impl Args {
                         return Err(CliError::Usage(format!("flag needs an argument: -{name}")));
                     }
                     self.rest.remove(i);
-                    found = Some(self.rest.remove(i));
+                    found.push(self.rest.remove(i));
                 }
                 None => i += 1,
             }

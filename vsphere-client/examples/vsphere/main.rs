@@ -17,6 +17,8 @@
 mod about;
 mod args;
 mod config;
+mod library;
+mod tags;
 
 use std::process::ExitCode;
 
@@ -36,6 +38,8 @@ pub struct Command {
 fn command_table() -> Vec<&'static Command> {
     let mut table = Vec::new();
     table.extend(about::COMMANDS);
+    table.extend(tags::COMMANDS);
+    table.extend(library::COMMANDS);
     table
 }
 

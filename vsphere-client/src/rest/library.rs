@@ -460,7 +460,12 @@ impl<'a> ContentLibrary<'a> {
     ///
     /// The whole of each file is in memory and goes in one request bounded
     /// by the call timeout: this suits OVF descriptors and small images.
-    pub async fn upload_files(&self, item_id: &str, files: &[(String, Bytes)]) -> Result<(), Error> {
+    pub async fn upload_files<N, C>(&self, item_id: &str, files: impl IntoIterator<Item = (N, C)>) -> Result<(), Error>
+    where
+        N: Into<String>,
+        C: Into<Bytes>,
+    {
+        let files: Vec<(String, Bytes)> = files.into_iter().map(|(n, c)| (n.into(), c.into())).collect();
         #[derive(Serialize)]
         struct SessionSpec<'p> {
             library_item_id: &'p str,
@@ -471,7 +476,7 @@ impl<'a> ContentLibrary<'a> {
             .spec("create_spec", &SessionSpec { library_item_id: item_id })
             .send()
             .await?;
-        let result = self.upload_in_session(&session_id, files).await;
+        let result = self.upload_in_session(&session_id, &files).await;
         if result.is_err() {
             let cleanup = self
                 .client
