@@ -13,6 +13,7 @@ mod redact;
 /// The vSphere Automation (REST) API: sessions, tags, content libraries.
 pub mod rest;
 mod session;
+mod stats;
 pub mod tls;
 mod transport;
 mod version;
@@ -21,5 +22,10 @@ pub use client::{
     Client, ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_RESPONSE_SIZE,
 };
 pub use error::{Error, ErrorKind, Fault};
+
+// The everyday API: typed property retrieval, views, tasks, inventory, VMs.
+pub mod property;
+pub mod view;
+pub use stats::MethodStats;
 pub use transport::{RetryConfig, WIRE_LOG_TARGET};
 pub use version::GENERATED_API_VERSION;

@@ -294,6 +294,7 @@ impl ClientBuilder {
             secrets,
             logout_on_drop: self.logout_on_drop,
             keepalive_task: std::sync::Mutex::new(None),
+            stats: Default::default(),
         });
         let client = Client { inner };
         client.start(negotiated, self.keepalive).await?;

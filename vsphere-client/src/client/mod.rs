@@ -52,6 +52,8 @@ pub(crate) struct Inner {
     secrets: Arc<[Secret]>,
     logout_on_drop: bool,
     keepalive_task: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Calls per method, for [`Client::call_stats`].
+    stats: crate::stats::CallStats,
 }
 
 impl std::fmt::Debug for Client {
@@ -164,7 +166,19 @@ impl Client {
             Ok(_) => tracing::debug!("SOAP call done"),
             Err(err) => tracing::debug!(error = %err, kind = ?err.kind(), "SOAP call failed"),
         });
+        self.inner.stats.record(R::NAME, &result);
         result.map_err(|e| e.in_method(R::NAME))
+    }
+
+    /// Calls made so far per SOAP method (shared by every clone of this
+    /// client, keepalive and re-login included).
+    pub fn call_stats(&self) -> std::collections::BTreeMap<&'static str, crate::MethodStats> {
+        self.inner.stats.snapshot()
+    }
+
+    /// Calls made so far, all methods together.
+    pub fn total_calls(&self) -> u64 {
+        self.call_stats().values().map(|s| s.calls).sum()
     }
 
     async fn call<R: Request>(&self, body: Bytes) -> Result<R::Response, Error> {

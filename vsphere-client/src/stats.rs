@@ -1,0 +1,66 @@
+//! Per-method call counters of a [`Client`](crate::Client): how many SOAP
+//! operations it invoked and how many failed, for tests that bound round trips
+//! and for metrics exporters.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::error::{Error, ErrorKind};
+
+/// Counts of one SOAP method (`RetrievePropertiesEx`, `Login`...).
+///
+/// One count per [`Client::invoke`](crate::Client::invoke): a call repeated
+/// transparently after a re-login, or retried by the transport, counts once
+/// (the re-login itself counts as a `Login`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MethodStats {
+    /// Calls made.
+    pub calls: u64,
+    /// Calls that ended with a SOAP fault.
+    pub faults: u64,
+    /// Calls that failed otherwise (transport, TLS, timeout, decoding...).
+    pub errors: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct CallStats {
+    by_method: Mutex<BTreeMap<&'static str, MethodStats>>,
+}
+
+impl CallStats {
+    pub(crate) fn record<T>(&self, method: &'static str, result: &Result<T, Error>) {
+        if let Ok(mut by_method) = self.by_method.lock() {
+            let stats = by_method.entry(method).or_default();
+            stats.calls += 1;
+            match result {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Fault => stats.faults += 1,
+                Err(_) => stats.errors += 1,
+            }
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> BTreeMap<&'static str, MethodStats> {
+        self.by_method.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_calls_faults_and_errors_per_method() {
+        let stats = CallStats::default();
+        stats.record::<()>("Login", &Ok(()));
+        stats.record::<()>(
+            "Login",
+            &Err(Error::from_fault(crate::Fault::new("ServerFaultCode", "no", Some("InvalidLogin".into()), None))),
+        );
+        stats.record::<()>("RetrievePropertiesEx", &Err(Error::new(ErrorKind::Timeout, "slow")));
+        let snapshot = stats.snapshot();
+        assert_eq!(snapshot["Login"], MethodStats { calls: 2, faults: 1, errors: 0 });
+        assert_eq!(snapshot["RetrievePropertiesEx"], MethodStats { calls: 1, faults: 0, errors: 1 });
+    }
+}
