@@ -46,6 +46,13 @@ pub enum ErrorKind {
     Rest,
     /// A REST response that should be JSON is not (an HTML page, plain text).
     NotJson,
+    /// An argument is unusable before anything is sent: an unknown property
+    /// path, a malformed inventory path or UUID. The message names it.
+    InvalidArgument,
+    /// What was looked up does not exist: an inventory path that matches
+    /// nothing, a UUID no VM has. (A managed object reference that no longer
+    /// exists is the server's `ManagedObjectNotFound` fault instead.)
+    NotFound,
 }
 
 /// A SOAP fault returned by the server: the fault code and message, and the

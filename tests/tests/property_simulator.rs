@@ -1,0 +1,182 @@
+//! Typed property retrieval, views, traversal and paging against the
+//! simulator.
+
+use vsphere_client::types::{ManagedObjectReference, VirtualMachinePowerState};
+use vsphere_client::{mo, property, Client, ErrorKind};
+use vsphere_tests::{Simulator, SimulatorOptions};
+
+async fn simulator(options: SimulatorOptions) -> Simulator {
+    tokio::task::spawn_blocking(move || Simulator::start(options))
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("simulator: {e}"))
+}
+
+async fn connect(sim: &Simulator) -> Client {
+    Client::builder(&sim.sdk_url())
+        .credentials(sim.username(), sim.password())
+        .insecure(true)
+        .keepalive(None)
+        .connect()
+        .await
+        .expect("connect")
+}
+
+fn root(client: &Client) -> ManagedObjectReference {
+    client.service_content().root_folder.clone()
+}
+
+#[tokio::test]
+async fn vms_under_the_root_folder_with_nested_paths() {
+    // Default model: 2 VMs in the cluster's pool + 2 on the standalone host.
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = connect(&sim).await;
+    let vms = client
+        .properties::<mo::VirtualMachine>(&[
+            "name",
+            "runtime.powerState",
+            "runtime.host",
+            "config.uuid",
+            "config.hardware.numCPU",
+            "summary.storage",
+            "datastore",
+        ])
+        .expect("valid paths")
+        .in_container(&root(&client))
+        .collect_all()
+        .await
+        .expect("retrieve");
+    assert_eq!(vms.len(), 4, "{vms:#?}");
+    let mut names: Vec<String> = vms.iter().filter_map(|vm| vm.name.clone()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "DC0_C0_RP0_VM0",
+            "DC0_C0_RP0_VM1",
+            "DC0_H0_VM0",
+            "DC0_H0_VM1"
+        ]
+    );
+    for vm in &vms {
+        assert_eq!(vm.mo_ref.type_, "VirtualMachine");
+        assert!(!vm.mo_ref.value.is_empty());
+        let runtime = vm
+            .runtime
+            .as_ref()
+            .expect("runtime set by its nested paths");
+        assert_eq!(runtime.power_state, VirtualMachinePowerState::PoweredOn);
+        // Two paths under `runtime` share the parent.
+        assert_eq!(
+            runtime.host.as_ref().map(|h| h.type_.as_str()),
+            Some("HostSystem")
+        );
+        let config = vm.config.as_ref().expect("config");
+        assert_eq!(config.uuid.len(), 36, "uuid {:?}", config.uuid);
+        assert!(config.hardware.num_cpu >= 1);
+        assert!(vm
+            .summary
+            .as_ref()
+            .and_then(|s| s.storage.as_ref())
+            .is_some());
+        assert!(!vm.datastore.as_ref().expect("datastore").is_empty());
+        // Not asked for: not set.
+        assert!(vm.guest.is_none() && vm.parent.is_none());
+    }
+}
+
+#[tokio::test]
+async fn unknown_paths_fail_before_any_call() {
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = connect(&sim).await;
+    let err = client
+        .properties::<mo::VirtualMachine>(&["name", "runtime.powerStat"])
+        .expect_err("typo");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("runtime.powerStat"), "{err}");
+    let err = client
+        .properties::<mo::HostSystem>(&["config.hardware.device"])
+        .expect_err("hosts have no such path");
+    assert!(err.to_string().contains("config.hardware.device"), "{err}");
+    // Below an array: not traversable.
+    let err = client
+        .properties::<mo::VirtualMachine>(&["config.hardware.device.key"])
+        .expect_err("below an array");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+}
+
+#[tokio::test]
+async fn one_object_a_list_and_all_properties() {
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = connect(&sim).await;
+    let refs: Vec<ManagedObjectReference> = client
+        .properties::<mo::VirtualMachine>(&["name"])
+        .unwrap()
+        .in_container(&root(&client))
+        .collect_all()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|vm| vm.mo_ref)
+        .collect();
+    assert_eq!(refs.len(), 4);
+
+    let query = client
+        .properties::<mo::VirtualMachine>(&["name", "guest.toolsRunningStatus"])
+        .unwrap();
+    let one = query.get(&refs[1]).await.expect("get");
+    assert_eq!(one.mo_ref, refs[1]);
+    assert!(one.name.is_some());
+
+    let two = query.get_many(&refs[..2]).await.expect("get_many");
+    assert_eq!(
+        two.iter().map(|vm| &vm.mo_ref).collect::<Vec<_>>(),
+        refs[..2].iter().collect::<Vec<_>>()
+    );
+
+    let gone = ManagedObjectReference::new("VirtualMachine", "vm-does-not-exist");
+    let err = query.get(&gone).await.expect_err("no such VM");
+    assert_eq!(err.kind(), ErrorKind::Fault, "{err}");
+
+    let everything = client
+        .all_properties::<mo::VirtualMachine>()
+        .get(&refs[0])
+        .await
+        .expect("all properties");
+    assert!(
+        everything.name.is_some() && everything.config.is_some() && everything.runtime.is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_traversal_reaches_the_whole_inventory() {
+    let sim = simulator(SimulatorOptions {
+        datacenters: 2,
+        folders: 1,
+        ..Default::default()
+    })
+    .await;
+    let client = connect(&sim).await;
+    let entities = client
+        .properties::<mo::ManagedEntity>(&["name", "parent"])
+        .unwrap()
+        .traverse(&root(&client), property::inventory_traversal())
+        .collect_all()
+        .await
+        .expect("walk");
+    let count = |t: &str| entities.iter().filter(|e| e.mo_ref.type_ == t).count();
+    assert_eq!(count("Datacenter"), 2);
+    assert_eq!(count("VirtualMachine"), 8);
+    assert_eq!(
+        count("HostSystem"),
+        8,
+        "3 per cluster + 1 standalone, per datacenter"
+    );
+    assert_eq!(count("ClusterComputeResource"), 2);
+    assert!(count("Folder") > 8);
+    // Each object once.
+    let mut refs: Vec<_> = entities.iter().map(|e| e.mo_ref.clone()).collect();
+    refs.sort();
+    refs.dedup();
+    assert_eq!(refs.len(), entities.len());
+}

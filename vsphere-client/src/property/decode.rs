@@ -1,0 +1,409 @@
+//! Decoding property values straight into partial managed objects.
+//!
+//! A `DynamicProperty` (or `PropertyChange`) names a property path and holds
+//! its value as `xsd:anyType`. A top-level path (`name`, `config`) decodes to a
+//! [`Value`] and is stored with the generated `set_property`. A nested path
+//! (`runtime.powerState`, `config.hardware`) is kept as the raw XML of its
+//! value (borrowed from the response, no copy); once the object's properties
+//! are all read, the nested values sharing a top-level property are written
+//! as one small document (`<runtime><powerState>poweredOn</powerState>...`)
+//! and decoded as that property's declared type, so that
+//! `vm.runtime.power_state` is set and siblings retrieved together survive.
+
+use std::borrow::Cow;
+
+use crate::generated::REGISTRY;
+use crate::mo::MANAGED_OBJECTS;
+use crate::xml::{Decode, DecodeError, DecodeErrorKind, Occurs, Value, XmlReader};
+
+use super::object::ManagedObject;
+
+/// The raw XML of one value: its `xsi:type` (local name) and content.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RawValue<'a> {
+    pub xsi_type: Option<String>,
+    /// The plain `type` attribute: a `ManagedObjectReference`'s type.
+    pub type_attr: Option<String>,
+    pub nil: bool,
+    pub content: Cow<'a, [u8]>,
+}
+
+impl RawValue<'_> {
+    pub fn into_owned(self) -> RawValue<'static> {
+        RawValue {
+            xsi_type: self.xsi_type,
+            type_attr: self.type_attr,
+            nil: self.nil,
+            content: Cow::Owned(self.content.into_owned()),
+        }
+    }
+
+    /// Captures the element the reader has just entered, consuming it.
+    pub fn capture<'a>(r: &mut XmlReader<'a>) -> Result<RawValue<'a>, DecodeError> {
+        let xsi_type = r.xsi_type().map(str::to_string);
+        let type_attr = r.type_attribute().map(str::to_string);
+        let nil = r.is_nil();
+        let content = r.skip_raw()?;
+        Ok(RawValue {
+            xsi_type,
+            type_attr,
+            nil,
+            content: Cow::Borrowed(content),
+        })
+    }
+}
+
+/// The value of a nested path: one value, or the items of an array (a
+/// repeated field is written as one element per item).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum NestedValue<'a> {
+    One(RawValue<'a>),
+    Items(Vec<RawValue<'a>>),
+}
+
+impl NestedValue<'_> {
+    pub fn into_owned(self) -> NestedValue<'static> {
+        match self {
+            NestedValue::One(v) => NestedValue::One(v.into_owned()),
+            NestedValue::Items(items) => {
+                NestedValue::Items(items.into_iter().map(RawValue::into_owned).collect())
+            }
+        }
+    }
+}
+
+/// Whether the leaf of `path` on managed object type `mo_type` is repeated,
+/// through a small per-decode cache (pages repeat the same few paths).
+#[derive(Default)]
+pub(crate) struct PathCache {
+    entries: Vec<(String, Option<Occurs>)>,
+}
+
+impl PathCache {
+    fn leaf_occurs(&mut self, mo_type: &str, path: &str) -> Option<Occurs> {
+        if let Some((_, occurs)) = self.entries.iter().find(|(p, _)| p == path) {
+            return *occurs;
+        }
+        let occurs = MANAGED_OBJECTS
+            .resolve_path(&REGISTRY, mo_type, path)
+            .ok()
+            .map(|f| f.occurs);
+        if self.entries.len() < 64 {
+            self.entries.push((path.to_string(), occurs));
+        }
+        occurs
+    }
+}
+
+/// A property value read off the wire.
+pub(crate) enum PropertyValue<'a> {
+    /// A top-level property, decoded.
+    TopLevel(Value),
+    /// A nested path, kept raw until the object is complete.
+    Nested(NestedValue<'a>),
+    /// A path this version of the bindings does not know: skipped.
+    Unknown,
+}
+
+/// Reads a `val` element for property `path` of `T` (the reader has just
+/// entered it).
+pub(crate) fn read_value<'a, T: ManagedObject>(
+    r: &mut XmlReader<'a>,
+    path: &str,
+    cache: &mut PathCache,
+) -> Result<PropertyValue<'a>, DecodeError> {
+    if !path.contains('.') {
+        return Ok(PropertyValue::TopLevel(Value::decode(r)?));
+    }
+    match cache.leaf_occurs(T::TYPE_NAME, path) {
+        None => {
+            r.skip()?;
+            Ok(PropertyValue::Unknown)
+        }
+        Some(Occurs::Repeated) => {
+            let mut items = Vec::new();
+            if !r.is_nil() {
+                while r.next_child()?.is_some() {
+                    items.push(RawValue::capture(r)?);
+                }
+            } else {
+                r.skip()?;
+            }
+            Ok(PropertyValue::Nested(NestedValue::Items(items)))
+        }
+        Some(_) => Ok(PropertyValue::Nested(NestedValue::One(RawValue::capture(
+            r,
+        )?))),
+    }
+}
+
+/// Stores a top-level value; a value of the wrong type is a decode error
+/// naming the property.
+pub(crate) fn set_top_level<T: ManagedObject>(
+    object: &mut T,
+    name: &str,
+    value: Value,
+    r: &XmlReader<'_>,
+) -> Result<(), DecodeError> {
+    match object.set_property(name, value) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(r.error(
+            DecodeErrorKind::UnexpectedContent,
+            format!("{}.{name}: {e}", T::TYPE_NAME),
+        )),
+    }
+}
+
+/// Decodes the nested values of one object, grouped by top-level property,
+/// into `object`. `nested` holds `(path, value)` pairs; paths whose top-level
+/// property is in `skip_top` (set whole already) are ignored.
+pub(crate) fn apply_nested<T: ManagedObject>(
+    object: &mut T,
+    nested: &mut [(Cow<'_, str>, &NestedValue<'_>)],
+    skip_top: &[&str],
+    r: &XmlReader<'_>,
+) -> Result<(), DecodeError> {
+    if nested.is_empty() {
+        return Ok(());
+    }
+    nested.sort_by(|a, b| a.0.split('.').cmp(b.0.split('.')));
+    let mut start = 0;
+    while start < nested.len() {
+        let top = top_segment(&nested[start].0).to_string();
+        let end = start
+            + nested[start..]
+                .iter()
+                .take_while(|(p, _)| top_segment(p) == top)
+                .count();
+        if !skip_top.contains(&top.as_str()) {
+            let value = decode_group::<T>(&top, &nested[start..end], r)?;
+            set_top_level(object, &top, value, r)?;
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+fn top_segment(path: &str) -> &str {
+    path.split('.').next().unwrap_or(path)
+}
+
+/// Writes the group as one document rooted at the top-level property and
+/// decodes it as the property's declared type.
+fn decode_group<T: ManagedObject>(
+    top: &str,
+    group: &[(Cow<'_, str>, &NestedValue<'_>)],
+    r: &XmlReader<'_>,
+) -> Result<Value, DecodeError> {
+    let invalid = |message: String| r.error(DecodeErrorKind::UnexpectedContent, message);
+    let field = MANAGED_OBJECTS
+        .property(T::TYPE_NAME, top)
+        .ok_or_else(|| invalid(format!("{} has no property {top}", T::TYPE_NAME)))?;
+    let decode = REGISTRY
+        .get(field.type_name)
+        .and_then(|t| t.decode)
+        .ok_or_else(|| invalid(format!("{top} of type {} has no fields", field.type_name)))?;
+
+    let mut doc = Vec::with_capacity(
+        256 + group
+            .iter()
+            .map(|(_, v)| match v {
+                NestedValue::One(v) => v.content.len() + 64,
+                NestedValue::Items(items) => items.iter().map(|i| i.content.len() + 64).sum(),
+            })
+            .sum::<usize>(),
+    );
+    doc.extend_from_slice(b"<");
+    doc.extend_from_slice(top.as_bytes());
+    doc.extend_from_slice(
+        b" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\">",
+    );
+    // Open elements below the root, as path segments.
+    let mut open: Vec<&str> = Vec::new();
+    let mut previous: Option<&str> = None;
+    for (path, value) in group {
+        // A path below one already written (config.hardware, then
+        // config.hardware.device) adds nothing the ancestor did not carry.
+        if let Some(prev) = previous {
+            if path.len() > prev.len()
+                && path.starts_with(prev)
+                && path.as_bytes()[prev.len()] == b'.'
+            {
+                continue;
+            }
+        }
+        previous = Some(path);
+        let segments: Vec<&str> = path.split('.').skip(1).collect();
+        let Some((leaf, parents)) = segments.split_last() else {
+            continue;
+        };
+        if !segments.iter().all(|s| is_name(s)) {
+            continue;
+        }
+        let common = open
+            .iter()
+            .zip(parents.iter())
+            .take_while(|(a, b)| a == b)
+            .count();
+        while open.len() > common {
+            if let Some(name) = open.pop() {
+                close(&mut doc, name);
+            }
+        }
+        for segment in &parents[common..] {
+            doc.push(b'<');
+            doc.extend_from_slice(segment.as_bytes());
+            doc.push(b'>');
+            open.push(segment);
+        }
+        match value {
+            NestedValue::One(v) => write_element(&mut doc, leaf, v),
+            NestedValue::Items(items) => {
+                for item in items {
+                    write_element(&mut doc, leaf, item);
+                }
+            }
+        }
+    }
+    while let Some(name) = open.pop() {
+        close(&mut doc, name);
+    }
+    close(&mut doc, top);
+
+    let mut reader = XmlReader::new(&doc, &REGISTRY);
+    let decoded = reader.root().and_then(|_| decode(&mut reader));
+    match decoded {
+        Ok(object) => Ok(Value::Object(object)),
+        Err(e) => Err(r.error(
+            e.kind(),
+            format!("{}.{top}/{}: {}", T::TYPE_NAME, e.path(), e.message()),
+        )),
+    }
+}
+
+fn is_name(segment: &str) -> bool {
+    !segment.is_empty()
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn close(doc: &mut Vec<u8>, name: &str) {
+    doc.extend_from_slice(b"</");
+    doc.extend_from_slice(name.as_bytes());
+    doc.push(b'>');
+}
+
+fn write_element(doc: &mut Vec<u8>, tag: &str, value: &RawValue<'_>) {
+    doc.push(b'<');
+    doc.extend_from_slice(tag.as_bytes());
+    if value.nil {
+        doc.extend_from_slice(b" xsi:nil=\"true\"/>");
+        return;
+    }
+    if let Some(xsi_type) = &value.xsi_type {
+        write_attribute(doc, b" xsi:type=\"", xsi_type);
+    }
+    if let Some(type_attr) = &value.type_attr {
+        write_attribute(doc, b" type=\"", type_attr);
+    }
+    doc.push(b'>');
+    doc.extend_from_slice(&value.content);
+    close(doc, tag);
+}
+
+/// Collects the properties of one object as they are read, then builds it.
+pub(crate) struct ObjectBuilder<'a, T> {
+    pub object: T,
+    top_level: Vec<String>,
+    nested: Vec<(String, NestedValue<'a>)>,
+}
+
+impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
+    pub fn new(object: T) -> Self {
+        ObjectBuilder {
+            object,
+            top_level: Vec::new(),
+            nested: Vec::new(),
+        }
+    }
+
+    /// Reads the `val` element of property `path` (just entered).
+    pub fn read_property(
+        &mut self,
+        r: &mut XmlReader<'a>,
+        path: &str,
+        cache: &mut PathCache,
+    ) -> Result<(), DecodeError> {
+        match read_value::<T>(r, path, cache)? {
+            PropertyValue::TopLevel(value) => self.set_top_level(path, value, r),
+            PropertyValue::Nested(value) => {
+                self.nested.push((path.to_string(), value));
+                Ok(())
+            }
+            PropertyValue::Unknown => Ok(()),
+        }
+    }
+
+    /// Stores a property whose `val` came before its `name` (not what
+    /// servers send, but the schema does not forbid it).
+    pub fn late_property(
+        &mut self,
+        raw: RawValue<'_>,
+        path: &str,
+        cache: &mut PathCache,
+        r: &XmlReader<'_>,
+    ) -> Result<(), DecodeError> {
+        let mut doc = Vec::with_capacity(raw.content.len() + 128);
+        write_element(&mut doc, "val", &raw);
+        let mut reader = XmlReader::new(&doc, &REGISTRY);
+        let value = reader
+            .root()
+            .and_then(|_| read_value::<T>(&mut reader, path, cache))
+            .map_err(|e| r.error(e.kind(), format!("{path}: {}", e.message())))?;
+        match value {
+            PropertyValue::TopLevel(value) => self.set_top_level(path, value, r),
+            PropertyValue::Nested(value) => {
+                self.nested.push((path.to_string(), value.into_owned()));
+                Ok(())
+            }
+            PropertyValue::Unknown => Ok(()),
+        }
+    }
+
+    fn set_top_level(
+        &mut self,
+        name: &str,
+        value: Value,
+        r: &XmlReader<'_>,
+    ) -> Result<(), DecodeError> {
+        set_top_level(&mut self.object, name, value, r)?;
+        self.top_level.push(name.to_string());
+        Ok(())
+    }
+
+    /// Decodes the nested values into the object and returns it.
+    pub fn finish(mut self, r: &XmlReader<'_>) -> Result<T, DecodeError> {
+        let skip: Vec<&str> = self.top_level.iter().map(String::as_str).collect();
+        let mut refs: Vec<(Cow<'_, str>, &NestedValue<'_>)> = self
+            .nested
+            .iter()
+            .map(|(p, v)| (Cow::Borrowed(p.as_str()), v))
+            .collect();
+        apply_nested(&mut self.object, &mut refs, &skip, r)?;
+        Ok(self.object)
+    }
+}
+
+fn write_attribute(doc: &mut Vec<u8>, start: &[u8], value: &str) {
+    doc.extend_from_slice(start);
+    for b in value.bytes() {
+        match b {
+            b'"' => doc.extend_from_slice(b"&quot;"),
+            b'<' => doc.extend_from_slice(b"&lt;"),
+            b'&' => doc.extend_from_slice(b"&amp;"),
+            _ => doc.push(b),
+        }
+    }
+    doc.push(b'"');
+}

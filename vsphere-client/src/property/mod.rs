@@ -1,0 +1,692 @@
+//! Typed property retrieval through the PropertyCollector.
+//!
+//! Ask for a managed object type and property paths; get the generated
+//! managed object structs back with those properties filled in:
+//!
+//! ```no_run
+//! # async fn demo(client: vsphere_client::Client) -> Result<(), vsphere_client::Error> {
+//! use vsphere_client::mo;
+//!
+//! let query = client.properties::<mo::VirtualMachine>(&["name", "runtime.powerState"])?;
+//! // Every VM under the root folder, page by page (a container view is
+//! // created for the walk and destroyed after it).
+//! let root = client.service_content().root_folder.clone();
+//! let mut pages = query.max_objects(500).in_container(&root);
+//! while let Some(page) = pages.next_page().await? {
+//!     for vm in page {
+//!         let state = vm.runtime.as_ref().map(|r| r.power_state.as_str());
+//!         println!("{} {:?}", vm.name.unwrap_or_default(), state);
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Partial objects and nested paths
+//!
+//! Every property of a `mo::*` struct is an `Option`, `None` unless
+//! retrieved. A nested path is set inside its top-level property:
+//! `runtime.powerState` gives `runtime: Some(VirtualMachineRuntimeInfo { power_state, .. })`
+//! where the fields that were not asked for hold their defaults (`None`,
+//! empty, zero), so read only what you asked for. Paths retrieved together
+//! share their parent (`runtime.powerState` and `runtime.host` both land in
+//! `vm.runtime`). When the server has no value for a nested path (an unset
+//! `guest.ipAddress`), the parent stays `None` unless a sibling set it.
+//!
+//! Paths are checked against the generated property tables before anything
+//! is sent: an unknown path is an [`ErrorKind::InvalidArgument`](crate::ErrorKind)
+//! error naming it. A path below another requested path is dropped (the
+//! ancestor carries it).
+//!
+//! # Paging
+//!
+//! [`Pages`] reads `RetrievePropertiesEx` then `ContinueRetrievePropertiesEx`
+//! until the server has no more, one page in memory at a time. A page that
+//! fails ends the walk with the error: a walk never silently returns part of
+//! the inventory. Dropping [`Pages`] before the end cancels the server-side
+//! result set (`CancelRetrievePropertiesEx`, best effort).
+
+mod decode;
+mod object;
+pub(crate) mod traversal;
+
+pub use object::ManagedObject;
+pub use traversal::inventory_traversal;
+
+pub(crate) use decode::{ObjectBuilder, PathCache, RawValue};
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind};
+use crate::generated::REGISTRY;
+use crate::mo::MANAGED_OBJECTS;
+use crate::types::{
+    AnySelectionSpec, CancelRetrievePropertiesExRequestType,
+    ContinueRetrievePropertiesExRequestType, ManagedObjectReference, MissingProperty, ObjectSpec,
+    PropertyFilterSpec, PropertySpec, RetrieveOptions, RetrievePropertiesExRequestType,
+    TraversalSpec,
+};
+use crate::view::ContainerView;
+use crate::xml::{Decode, DecodeError, Fields, Request, XmlReader, XmlWriter};
+use crate::Client;
+
+/// Property paths validated for managed object type `T`.
+pub(crate) fn validate_paths<T: ManagedObject, S: AsRef<str>>(
+    paths: &[S],
+) -> Result<Vec<String>, Error> {
+    validate_paths_for(T::TYPE_NAME, paths)
+}
+
+/// Property paths validated for managed object type `mo_type`: each resolves
+/// through the generated tables; duplicates and paths below another
+/// requested path are dropped.
+pub(crate) fn validate_paths_for<S: AsRef<str>>(
+    mo_type: &str,
+    paths: &[S],
+) -> Result<Vec<String>, Error> {
+    let mut valid: Vec<String> = Vec::with_capacity(paths.len());
+    for path in paths {
+        let path = path.as_ref().trim();
+        if path.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("empty property path for {mo_type}"),
+            ));
+        }
+        if let Err(e) = MANAGED_OBJECTS.resolve_path(&REGISTRY, mo_type, path) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("invalid property path {path:?} for {mo_type}: {e}"),
+            )
+            .with_source(e));
+        }
+        valid.push(path.to_string());
+    }
+    valid.sort();
+    valid.dedup();
+    let covered = |path: &str, by: &str| {
+        path.len() > by.len() && path.starts_with(by) && path.as_bytes()[by.len()] == b'.'
+    };
+    let all = valid.clone();
+    valid.retain(|p| !all.iter().any(|other| covered(p, other)));
+    Ok(valid)
+}
+
+/// One page of a retrieval: the objects, and the properties the server could
+/// not read for some of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// The objects of this page, each with the retrieved properties set.
+    pub objects: Vec<T>,
+    /// Properties the server reported missing (no permission, an error while
+    /// reading them), by object.
+    pub missing: Vec<MissingProperties>,
+}
+
+impl<T> IntoIterator for Page<T> {
+    type Item = T;
+    type IntoIter = std::vec::IntoIter<T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.objects.into_iter()
+    }
+}
+
+impl<T> Page<T> {
+    /// How many objects the page holds.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether the page holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
+/// The properties of one object the server could not read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MissingProperties {
+    /// The object.
+    pub obj: ManagedObjectReference,
+    /// Each property path with the fault that kept it from being read.
+    pub properties: Vec<MissingProperty>,
+}
+
+/// A typed property retrieval: a managed object type, property paths, and a
+/// page size. Build it with [`Client::properties`]; then read one object
+/// ([`get`](Self::get)), a list ([`get_many`](Self::get_many),
+/// [`objects`](Self::objects)), a view ([`in_view`](Self::in_view)),
+/// everything under a container ([`in_container`](Self::in_container)), or
+/// what a traversal reaches ([`traverse`](Self::traverse)).
+pub struct PropertyQuery<T> {
+    client: Client,
+    paths: Arc<[String]>,
+    all: bool,
+    max_objects: Option<u32>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for PropertyQuery<T> {
+    fn clone(&self) -> Self {
+        PropertyQuery {
+            client: self.client.clone(),
+            paths: self.paths.clone(),
+            all: self.all,
+            max_objects: self.max_objects,
+            _type: PhantomData,
+        }
+    }
+}
+
+impl<T: ManagedObject> fmt::Debug for PropertyQuery<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PropertyQuery")
+            .field("type", &T::TYPE_NAME)
+            .field("paths", &self.paths)
+            .field("all", &self.all)
+            .field("max_objects", &self.max_objects)
+            .finish()
+    }
+}
+
+impl Client {
+    /// A retrieval of `paths` (`name`, `runtime.powerState`,
+    /// `config.hardware.device`, ...) of managed objects of type `T`.
+    ///
+    /// Fails with [`ErrorKind::InvalidArgument`] naming the first path that
+    /// `T` does not have, before anything is sent.
+    pub fn properties<T: ManagedObject>(
+        &self,
+        paths: &[impl AsRef<str>],
+    ) -> Result<PropertyQuery<T>, Error> {
+        Ok(PropertyQuery {
+            client: self.clone(),
+            paths: validate_paths::<T, _>(paths)?.into(),
+            all: false,
+            max_objects: None,
+            _type: PhantomData,
+        })
+    }
+
+    /// A retrieval of every property of managed objects of type `T`
+    /// (expensive on a real vCenter: prefer [`properties`](Self::properties)).
+    pub fn all_properties<T: ManagedObject>(&self) -> PropertyQuery<T> {
+        PropertyQuery {
+            client: self.clone(),
+            paths: Arc::from(Vec::new()),
+            all: true,
+            max_objects: None,
+            _type: PhantomData,
+        }
+    }
+}
+
+impl<T: ManagedObject> PropertyQuery<T> {
+    /// The validated property paths.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// Asks the server for at most `max` objects per page (`RetrieveOptions.maxObjects`).
+    /// The server may return fewer (vCenter caps pages itself). Default: the
+    /// server's choice. `0` means the server's choice too.
+    pub fn max_objects(mut self, max: u32) -> Self {
+        self.max_objects = (max > 0).then_some(max);
+        self
+    }
+
+    fn property_spec(&self) -> PropertySpec {
+        PropertySpec {
+            type_: T::TYPE_NAME.to_string(),
+            all: self.all.then_some(true),
+            path_set: self.paths.to_vec(),
+        }
+    }
+
+    /// The properties of one object. The object must exist
+    /// (`ManagedObjectNotFound` otherwise) and be a `T`.
+    pub async fn get(&self, obj: &ManagedObjectReference) -> Result<T, Error> {
+        let mut objects = self.get_many(std::slice::from_ref(obj)).await?;
+        match objects.pop() {
+            Some(object) => Ok(object),
+            None => Err(Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{obj} has no {} properties (not a {})",
+                    T::TYPE_NAME,
+                    T::TYPE_NAME
+                ),
+            )),
+        }
+    }
+
+    /// The properties of each object of `objs`, in one round trip per page.
+    pub async fn get_many(&self, objs: &[ManagedObjectReference]) -> Result<Vec<T>, Error> {
+        if objs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.objects(objs).collect_all().await
+    }
+
+    /// The properties of each object of `objs`, page by page.
+    pub fn objects(&self, objs: &[ManagedObjectReference]) -> Pages<T> {
+        let object_set = objs
+            .iter()
+            .map(|obj| ObjectSpec {
+                obj: obj.clone(),
+                skip: Some(false),
+                select_set: Vec::new(),
+            })
+            .collect();
+        self.pages(object_set, None)
+    }
+
+    /// The properties of every `T` in an existing view (a [`ContainerView`],
+    /// a [`ListView`](crate::view::ListView), or any `View` reference).
+    pub fn in_view(&self, view: &ManagedObjectReference) -> Pages<T> {
+        self.pages(vec![view_object_spec(view)], None)
+    }
+
+    /// The properties of every `T` under `container` (a folder, datacenter,
+    /// cluster, ...), recursively, through a container view created for the
+    /// walk and destroyed when it ends (or when [`Pages`] is dropped).
+    pub fn in_container(&self, container: &ManagedObjectReference) -> Pages<T> {
+        self.in_container_with(container, true)
+    }
+
+    /// As [`in_container`](Self::in_container), only the direct children
+    /// when `recursive` is false.
+    pub fn in_container_with(
+        &self,
+        container: &ManagedObjectReference,
+        recursive: bool,
+    ) -> Pages<T> {
+        let mut pages = self.pages(Vec::new(), None);
+        pages.state = State::CreateView {
+            container: container.clone(),
+            recursive,
+        };
+        pages
+    }
+
+    /// The properties of every `T` reached from `root` through `select_set`
+    /// (see [`inventory_traversal`] for the whole inventory), `root`
+    /// included when it is a `T`.
+    pub fn traverse(
+        &self,
+        root: &ManagedObjectReference,
+        select_set: Vec<AnySelectionSpec>,
+    ) -> Pages<T> {
+        self.pages(
+            vec![ObjectSpec {
+                obj: root.clone(),
+                skip: Some(false),
+                select_set,
+            }],
+            None,
+        )
+    }
+
+    /// The properties of every `T` selected by these object specs (the
+    /// general form of the other selections).
+    pub fn select(&self, object_set: Vec<ObjectSpec>) -> Pages<T> {
+        self.pages(object_set, None)
+    }
+
+    fn pages(&self, object_set: Vec<ObjectSpec>, view: Option<ContainerView>) -> Pages<T> {
+        let spec = PropertyFilterSpec {
+            prop_set: vec![self.property_spec()],
+            object_set,
+            report_missing_objects_in_results: None,
+        };
+        Pages {
+            client: self.client.clone(),
+            collector: self.client.service_content().property_collector.clone(),
+            spec,
+            max_objects: self.max_objects,
+            state: State::Start,
+            view,
+            pages_read: 0,
+            objects_read: 0,
+            _type: PhantomData,
+        }
+    }
+}
+
+/// The object spec that selects a view's objects: the view itself skipped,
+/// its `view` property followed.
+pub(crate) fn view_object_spec(view: &ManagedObjectReference) -> ObjectSpec {
+    ObjectSpec {
+        obj: view.clone(),
+        skip: Some(true),
+        select_set: vec![AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
+            name: Some("traverseView".to_string()),
+            type_: "View".to_string(),
+            path: "view".to_string(),
+            skip: Some(false),
+            select_set: Vec::new(),
+        }))],
+    }
+}
+
+enum State {
+    CreateView {
+        container: ManagedObjectReference,
+        recursive: bool,
+    },
+    Start,
+    Continue(String),
+    Done,
+}
+
+/// The pages of a retrieval, read one at a time: memory holds one page
+/// whatever the number of objects.
+///
+/// Read with [`next_page`](Self::next_page), [`collect_all`](Self::collect_all)
+/// or as a [`Stream`](futures_core::Stream) with [`into_stream`](Self::into_stream).
+pub struct Pages<T> {
+    client: Client,
+    collector: ManagedObjectReference,
+    spec: PropertyFilterSpec,
+    max_objects: Option<u32>,
+    state: State,
+    view: Option<ContainerView>,
+    pages_read: usize,
+    objects_read: usize,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: ManagedObject> fmt::Debug for Pages<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pages")
+            .field("type", &T::TYPE_NAME)
+            .field("pages_read", &self.pages_read)
+            .field("objects_read", &self.objects_read)
+            .field("done", &matches!(self.state, State::Done))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: ManagedObject> Pages<T> {
+    /// The next page, or `None` when every object has been read. After an
+    /// error the walk is over (`None` from then on).
+    pub async fn next_page(&mut self) -> Result<Option<Page<T>>, Error> {
+        loop {
+            let result = self.step().await;
+            match result {
+                Ok(Some(page)) if page.objects.is_empty() && page.missing.is_empty() => {
+                    // An empty page with more to come: keep reading.
+                    continue;
+                }
+                Ok(Some(page)) => return Ok(Some(page)),
+                Ok(None) => {
+                    self.finish().await;
+                    return Ok(None);
+                }
+                Err(err) => {
+                    self.state = State::Done;
+                    self.finish().await;
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// One call: `Ok(None)` when there is nothing left to ask for.
+    async fn step(&mut self) -> Result<Option<Page<T>>, Error> {
+        let raw = match std::mem::replace(&mut self.state, State::Done) {
+            State::Done => return Ok(None),
+            State::CreateView {
+                container,
+                recursive,
+            } => {
+                let view =
+                    ContainerView::create(&self.client, &container, &[T::TYPE_NAME], recursive)
+                        .await?;
+                self.spec.object_set = vec![view_object_spec(view.reference())];
+                self.view = Some(view);
+                self.state = State::Start;
+                return Ok(Some(Page {
+                    objects: Vec::new(),
+                    missing: Vec::new(),
+                }));
+            }
+            State::Start => {
+                let request = RetrievePage::<T> {
+                    inner: RetrievePropertiesExRequestType {
+                        this: self.collector.clone(),
+                        spec_set: vec![self.spec.clone()],
+                        options: RetrieveOptions {
+                            max_objects: self.max_objects.map(|m| m.min(i32::MAX as u32) as i32),
+                        },
+                    },
+                    _type: PhantomData,
+                };
+                self.client.invoke(&request).await?
+            }
+            State::Continue(token) => {
+                let request = ContinuePage::<T> {
+                    inner: ContinueRetrievePropertiesExRequestType {
+                        this: self.collector.clone(),
+                        token,
+                    },
+                    _type: PhantomData,
+                };
+                self.client.invoke(&request).await?
+            }
+        };
+        self.pages_read += 1;
+        self.objects_read += raw.objects.len();
+        if let Some(token) = raw.token.filter(|t| !t.is_empty()) {
+            self.state = State::Continue(token);
+        }
+        Ok(Some(Page {
+            objects: raw.objects,
+            missing: raw.missing,
+        }))
+    }
+
+    /// Destroys the container view made for this walk, if any.
+    async fn finish(&mut self) {
+        if let Some(view) = self.view.take() {
+            if let Err(err) = view.destroy().await {
+                tracing::debug!(error = %err, "destroying the walk's container view failed");
+            }
+        }
+    }
+
+    /// Every remaining object, all pages read.
+    pub async fn collect_all(mut self) -> Result<Vec<T>, Error> {
+        let mut all = Vec::new();
+        while let Some(page) = self.next_page().await? {
+            all.extend(page.objects);
+        }
+        Ok(all)
+    }
+
+    /// The pages as a stream; the stream ends after the last page or after
+    /// the first error.
+    pub fn into_stream(
+        self,
+    ) -> impl futures_core::Stream<Item = Result<Page<T>, Error>> + Send + 'static
+    where
+        T: Send,
+    {
+        futures_util::stream::unfold(self, |mut pages| async move {
+            match pages.next_page().await {
+                Ok(Some(page)) => Some((Ok(page), pages)),
+                Ok(None) => None,
+                Err(err) => Some((Err(err), pages)),
+            }
+        })
+    }
+
+    /// How many pages (server responses) were read so far.
+    pub fn pages_read(&self) -> usize {
+        self.pages_read
+    }
+
+    /// How many objects were read so far.
+    pub fn objects_read(&self) -> usize {
+        self.objects_read
+    }
+}
+
+impl<T> Drop for Pages<T> {
+    fn drop(&mut self) {
+        // An abandoned walk leaves a result set on the server until the
+        // session ends: cancel it (the view, if any, destroys itself).
+        if let State::Continue(token) = std::mem::replace(&mut self.state, State::Done) {
+            let client = self.client.clone();
+            let collector = self.collector.clone();
+            crate::view::spawn_cleanup(async move {
+                let request = CancelRetrievePropertiesExRequestType {
+                    this: collector,
+                    token,
+                };
+                client.invoke(&request).await
+            });
+        }
+    }
+}
+
+/// What a `RetrievePropertiesEx` or `ContinueRetrievePropertiesEx` returns,
+/// decoded into `T`s.
+pub(crate) struct RawPage<T> {
+    token: Option<String>,
+    objects: Vec<T>,
+    missing: Vec<MissingProperties>,
+}
+
+/// `RetrievePropertiesEx` whose response decodes straight into `T`s.
+struct RetrievePage<T> {
+    inner: RetrievePropertiesExRequestType,
+    _type: PhantomData<fn() -> T>,
+}
+
+/// `ContinueRetrievePropertiesEx` whose response decodes straight into `T`s.
+/// Not idempotent: repeating it would skip a page.
+struct ContinuePage<T> {
+    inner: ContinueRetrievePropertiesExRequestType,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> Fields for RetrievePage<T> {
+    fn decode_field(&mut self, _: &mut XmlReader<'_>, _: &str) -> Result<bool, DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, w: &mut XmlWriter) {
+        self.inner.encode_fields(w)
+    }
+}
+
+impl<T> Fields for ContinuePage<T> {
+    fn decode_field(&mut self, _: &mut XmlReader<'_>, _: &str) -> Result<bool, DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, w: &mut XmlWriter) {
+        self.inner.encode_fields(w)
+    }
+}
+
+impl<T: ManagedObject> Request for RetrievePage<T> {
+    const NAME: &'static str = RetrievePropertiesExRequestType::NAME;
+    const IDEMPOTENT: bool = RetrievePropertiesExRequestType::IDEMPOTENT;
+    type Response = RawPage<T>;
+    fn this(&self) -> &ManagedObjectReference {
+        &self.inner.this
+    }
+    fn decode_response(r: &mut XmlReader<'_>) -> Result<RawPage<T>, DecodeError> {
+        decode_retrieve_result(r)
+    }
+}
+
+impl<T: ManagedObject> Request for ContinuePage<T> {
+    const NAME: &'static str = ContinueRetrievePropertiesExRequestType::NAME;
+    const IDEMPOTENT: bool = false;
+    type Response = RawPage<T>;
+    fn this(&self) -> &ManagedObjectReference {
+        &self.inner.this
+    }
+    fn decode_response(r: &mut XmlReader<'_>) -> Result<RawPage<T>, DecodeError> {
+        decode_retrieve_result(r)
+    }
+}
+
+/// Reads the `returnval` (a `RetrieveResult`) of the response element.
+fn decode_retrieve_result<T: ManagedObject>(
+    r: &mut XmlReader<'_>,
+) -> Result<RawPage<T>, DecodeError> {
+    let mut page = RawPage {
+        token: None,
+        objects: Vec::new(),
+        missing: Vec::new(),
+    };
+    let mut cache = PathCache::default();
+    while let Some(name) = r.next_child()? {
+        if name != "returnval" {
+            r.skip()?;
+            continue;
+        }
+        while let Some(child) = r.next_child()? {
+            match child {
+                "token" => {
+                    let token = r.read_text()?.trim().to_string();
+                    page.token = (!token.is_empty()).then_some(token);
+                }
+                "objects" => {
+                    let (object, missing) = decode_object_content::<T>(r, &mut cache)?;
+                    if !missing.properties.is_empty() {
+                        page.missing.push(missing);
+                    }
+                    page.objects.push(object);
+                }
+                _ => r.skip()?,
+            }
+        }
+    }
+    Ok(page)
+}
+
+/// Reads one `ObjectContent` (just entered) into a `T`.
+fn decode_object_content<'a, T: ManagedObject>(
+    r: &mut XmlReader<'a>,
+    cache: &mut PathCache,
+) -> Result<(T, MissingProperties), DecodeError> {
+    let mut builder = ObjectBuilder::<T>::new(T::default());
+    let mut missing = Vec::new();
+    while let Some(child) = r.next_child()? {
+        match child {
+            "obj" => builder
+                .object
+                .set_mo_ref(ManagedObjectReference::decode(r)?),
+            "propSet" => {
+                let mut name: Option<String> = None;
+                let mut early: VecDeque<RawValue<'a>> = VecDeque::new();
+                while let Some(field) = r.next_child()? {
+                    match field {
+                        "name" => name = Some(r.read_text()?.trim().to_string()),
+                        "val" => match &name {
+                            Some(path) => builder.read_property(r, path, cache)?,
+                            None => early.push_back(RawValue::capture(r)?),
+                        },
+                        _ => r.skip()?,
+                    }
+                }
+                if let (Some(path), Some(raw)) = (&name, early.pop_front()) {
+                    builder.late_property(raw, path, cache, r)?;
+                }
+            }
+            "missingSet" => r.read_push(&mut missing)?,
+            _ => r.skip()?,
+        }
+    }
+    let object = builder.finish(r)?;
+    let missing = MissingProperties {
+        obj: object.mo_ref().clone(),
+        properties: missing,
+    };
+    Ok((object, missing))
+}
