@@ -180,3 +180,110 @@ async fn a_traversal_reaches_the_whole_inventory() {
     refs.dedup();
     assert_eq!(refs.len(), entities.len());
 }
+
+fn calls(client: &Client, method: &str) -> u64 {
+    client.call_stats().get(method).map_or(0, |s| s.calls)
+}
+
+/// 60 VMs per pool and per standalone host: 120 VMs, more than a page.
+fn large_inventory(extra_args: &[&str]) -> SimulatorOptions {
+    SimulatorOptions {
+        vms: 60,
+        autostart: false,
+        extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn an_inventory_larger_than_a_page_arrives_whole_page_by_page() {
+    let sim = simulator(large_inventory(&[])).await;
+    let client = connect(&sim).await;
+    let mut pages = client
+        .properties::<mo::VirtualMachine>(&["name", "runtime.powerState"])
+        .unwrap()
+        .max_objects(25)
+        .in_container(&root(&client));
+    let mut names = Vec::new();
+    let mut page_sizes = Vec::new();
+    while let Some(page) = pages.next_page().await.expect("page") {
+        page_sizes.push(page.len());
+        for vm in page {
+            assert_eq!(
+                vm.runtime.map(|r| r.power_state),
+                Some(VirtualMachinePowerState::PoweredOff)
+            );
+            names.push(vm.name.expect("name"));
+        }
+    }
+    assert_eq!(page_sizes, [25, 25, 25, 25, 20]);
+    assert_eq!(pages.pages_read(), 5);
+    assert_eq!(pages.objects_read(), 120);
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 120, "every VM once");
+    assert_eq!(calls(&client, "RetrievePropertiesEx"), 1);
+    assert_eq!(calls(&client, "ContinueRetrievePropertiesEx"), 4);
+    // The walk's container view was made and destroyed.
+    assert_eq!(calls(&client, "CreateContainerView"), 1);
+    assert_eq!(calls(&client, "DestroyView"), 1);
+}
+
+#[tokio::test]
+async fn the_server_page_cap_wins_and_the_stream_reads_every_page() {
+    use futures_util::TryStreamExt;
+    // The server caps pages at 10 even though the client asks for 100.
+    let sim = simulator(large_inventory(&["-page-size=10"])).await;
+    let client = connect(&sim).await;
+    let pages: Vec<_> = client
+        .properties::<mo::VirtualMachine>(&["name"])
+        .unwrap()
+        .max_objects(100)
+        .in_container(&root(&client))
+        .into_stream()
+        .try_collect()
+        .await
+        .expect("stream");
+    assert_eq!(pages.len(), 12);
+    assert!(pages.iter().all(|p| p.len() == 10));
+    let all = client
+        .properties::<mo::VirtualMachine>(&["name"])
+        .unwrap()
+        .in_container(&root(&client))
+        .collect_all()
+        .await
+        .expect("collect_all");
+    assert_eq!(all.len(), 120);
+}
+
+#[tokio::test]
+async fn a_walk_dropped_midway_cancels_its_result_set() {
+    let sim = simulator(large_inventory(&[])).await;
+    let client = connect(&sim).await;
+    let mut pages = client
+        .properties::<mo::VirtualMachine>(&["name"])
+        .unwrap()
+        .max_objects(50)
+        .in_container(&root(&client));
+    let first = pages.next_page().await.expect("page").expect("some");
+    assert_eq!(first.len(), 50);
+    drop(pages);
+    // The cancel and the view's destruction run in the background.
+    for _ in 0..50 {
+        if calls(&client, "CancelRetrievePropertiesEx") == 1 && calls(&client, "DestroyView") == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let cancel = client
+        .call_stats()
+        .get("CancelRetrievePropertiesEx")
+        .copied()
+        .unwrap_or_default();
+    assert_eq!(
+        (cancel.calls, cancel.faults),
+        (1, 0),
+        "cancelled once, token known"
+    );
+    assert_eq!(calls(&client, "DestroyView"), 1);
+}

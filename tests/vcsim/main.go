@@ -23,7 +23,9 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,6 +33,8 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
 	// Registers the vAPI REST endpoints (/rest/com/vmware/cis/session, tagging,
@@ -138,6 +142,7 @@ type options struct {
 	app            int
 	pod            int
 	autostart      bool
+	pageSize       int
 }
 
 func parseFlags() *options {
@@ -172,6 +177,7 @@ func parseFlags() *options {
 	f.IntVar(&o.app, "app", model.App, "vApps per cluster")
 	f.IntVar(&o.pod, "pod", model.Pod, "storage pods per cluster")
 	f.BoolVar(&o.autostart, "autostart", model.Autostart, "power on the model's VMs")
+	f.IntVar(&o.pageSize, "page-size", 0, "RetrievePropertiesEx returns at most this many objects per page, whatever maxObjects asks (0: no cap)")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		fail("unexpected arguments: %s", strings.Join(flag.Args(), " "))
@@ -184,6 +190,9 @@ func parseFlags() *options {
 	}
 	if o.username == "" || o.password == "" {
 		fail("-username and -password must not be empty")
+	}
+	if o.pageSize < 0 {
+		fail("-page-size must not be negative")
 	}
 	return o
 }
@@ -281,6 +290,121 @@ func cloneTemplate(ctx context.Context, finder *find.Finder, dc *object.Datacent
 	return task.Wait(ctx)
 }
 
+// pagingCollector is the root PropertyCollector with the paging of
+// RetrievePropertiesEx that govmomi 0.24's simulator lacks (it ignores
+// RetrieveOptions.maxObjects and has no ContinueRetrievePropertiesEx): like
+// vCenter, a result larger than maxObjects (or than -page-size, which caps
+// pages whatever the client asks) is returned a page at a time with a token
+// for the rest.
+//
+// The simulator makes one instance per session of the collector's type with
+// reflect.New, so the embedded collector is a value (a nil pointer would
+// not survive that) and the pending results live in pendingPages.
+type pagingCollector struct {
+	simulator.PropertyCollector
+}
+
+// pendingPages holds the objects not yet returned, by token.
+var pendingPages = struct {
+	sync.Mutex
+	next     int
+	pageSize int
+	results  map[string]*pendingResult
+}{results: map[string]*pendingResult{}}
+
+type pendingResult struct {
+	session string
+	limit   int
+	objects []types.ObjectContent
+}
+
+func installPaging(pageSize int) {
+	pendingPages.pageSize = pageSize
+	ref := types.ManagedObjectReference{Type: "PropertyCollector", Value: "propertyCollector"}
+	pc, ok := simulator.Map.Get(ref).(*simulator.PropertyCollector)
+	if !ok {
+		fail("no root PropertyCollector to extend")
+	}
+	simulator.Map.Put(&pagingCollector{PropertyCollector: *pc})
+}
+
+func sessionKey(ctx *simulator.Context) string {
+	if ctx.Session == nil {
+		return ""
+	}
+	return ctx.Session.Key
+}
+
+// page cuts objects after limit (0: no limit) and keeps the rest under a
+// new token.
+func page(ctx *simulator.Context, objects []types.ObjectContent, limit int) types.RetrieveResult {
+	pendingPages.Lock()
+	defer pendingPages.Unlock()
+	if pendingPages.pageSize > 0 && (limit <= 0 || limit > pendingPages.pageSize) {
+		limit = pendingPages.pageSize
+	}
+	if limit <= 0 || len(objects) <= limit {
+		return types.RetrieveResult{Objects: objects}
+	}
+	pendingPages.next++
+	token := strconv.Itoa(pendingPages.next)
+	pendingPages.results[token] = &pendingResult{session: sessionKey(ctx), limit: limit, objects: objects[limit:]}
+	return types.RetrieveResult{Objects: objects[:limit], Token: token}
+}
+
+// maxObjects is the page size the client asked for (0: unset).
+func maxObjects(options types.RetrieveOptions) int {
+	return int(options.MaxObjects)
+}
+
+func (pc *pagingCollector) RetrievePropertiesEx(ctx *simulator.Context, r *types.RetrievePropertiesEx) soap.HasFault {
+	res := pc.PropertyCollector.RetrievePropertiesEx(ctx, r)
+	body, ok := res.(*methods.RetrievePropertiesExBody)
+	if !ok || body.Fault_ != nil || body.Res == nil || body.Res.Returnval == nil {
+		return res
+	}
+	result := page(ctx, body.Res.Returnval.Objects, maxObjects(r.Options))
+	body.Res.Returnval = &result
+	return body
+}
+
+func (pc *pagingCollector) ContinueRetrievePropertiesEx(ctx *simulator.Context, r *types.ContinueRetrievePropertiesEx) soap.HasFault {
+	body := &methods.ContinueRetrievePropertiesExBody{}
+	pendingPages.Lock()
+	pending, ok := pendingPages.results[r.Token]
+	if ok && pending.session == sessionKey(ctx) {
+		delete(pendingPages.results, r.Token)
+	} else {
+		ok = false
+	}
+	pendingPages.Unlock()
+	if !ok {
+		body.Fault_ = simulator.Fault("unknown or finished token", &types.InvalidArgument{InvalidProperty: "token"})
+		return body
+	}
+	// A continued result keeps the page size it started with.
+	body.Res = &types.ContinueRetrievePropertiesExResponse{Returnval: page(ctx, pending.objects, pending.limit)}
+	return body
+}
+
+func (pc *pagingCollector) CancelRetrievePropertiesEx(ctx *simulator.Context, r *types.CancelRetrievePropertiesEx) soap.HasFault {
+	body := &methods.CancelRetrievePropertiesExBody{}
+	pendingPages.Lock()
+	pending, ok := pendingPages.results[r.Token]
+	if ok && pending.session == sessionKey(ctx) {
+		delete(pendingPages.results, r.Token)
+	} else {
+		ok = false
+	}
+	pendingPages.Unlock()
+	if !ok {
+		body.Fault_ = simulator.Fault("unknown or finished token", &types.InvalidArgument{InvalidProperty: "token"})
+		return body
+	}
+	body.Res = &types.CancelRetrievePropertiesExResponse{}
+	return body
+}
+
 func tlsConfig(o *options) (*tls.Config, error) {
 	if o.plain {
 		return nil, nil
@@ -327,6 +451,7 @@ func run() error {
 	if err := createTemplates(ctx, model.Service, o.templates); err != nil {
 		return err
 	}
+	installPaging(o.pageSize)
 	// Model.Create points the service at model.DelayConfig; setting it only
 	// now keeps the templates' setup calls fast.
 	model.DelayConfig = simulator.DelayConfig{
