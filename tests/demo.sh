@@ -94,6 +94,26 @@ vsphere=(cargo run -q --release -p vsphere-client --example vsphere --)
 step "about: product and API version (like govc about)" \
     vsphere-client/examples/vsphere.rs "${vsphere[@]}" about
 
+# Tags over the vSphere Automation (REST) API, like govc tags.*: a category
+# for VMs, a tag in it, attached to a VM found by its inventory path.
+tags_demo() {
+    local args
+    for args in \
+        "tags.category.create -t VirtualMachine -d failure-domains zone" \
+        "tags.create -c zone zone-a" \
+        "tags.category.ls" \
+        "tags.ls -c zone" \
+        "tags.attach zone-a /DC0/vm/DC0_H0_VM0" \
+        "tags.attached.ls /DC0/vm/DC0_H0_VM0" \
+        "tags.attached.ls zone-a"; do
+        echo "\$ vsphere $args"
+        # shellcheck disable=SC2086 # the words of $args are the arguments
+        "${vsphere[@]}" $args
+    done
+}
+step "tags: create a category and a tag, attach it to a VM (like govc tags.*)" \
+    vsphere-client/examples/vsphere/tags.rs tags_demo
+
 # ---- end of steps ----------------------------------------------------------
 
 echo
