@@ -287,3 +287,119 @@ async fn a_walk_dropped_midway_cancels_its_result_set() {
     );
     assert_eq!(calls(&client, "DestroyView"), 1);
 }
+
+async fn vm_refs(client: &Client) -> Vec<ManagedObjectReference> {
+    let mut vms = client
+        .properties::<mo::VirtualMachine>(&["name"])
+        .unwrap()
+        .in_container(&root(client))
+        .collect_all()
+        .await
+        .expect("vms");
+    vms.sort_by(|a, b| a.name.cmp(&b.name));
+    vms.into_iter().map(|vm| vm.mo_ref).collect()
+}
+
+/// The next change within 10 s.
+async fn next_change<T: property::ManagedObject>(
+    stream: &mut property::UpdateStream<T>,
+) -> property::ObjectChange<T> {
+    tokio::time::timeout(std::time::Duration::from_secs(10), stream.next())
+        .await
+        .expect("a change within 10 s")
+        .expect("change")
+}
+
+#[tokio::test]
+async fn an_update_stream_sees_a_power_change() {
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = connect(&sim).await;
+    let vm = vm_refs(&client).await.remove(0);
+    let mut stream = client
+        .properties::<mo::VirtualMachine>(&["name", "runtime.powerState"])
+        .unwrap()
+        .watch(std::slice::from_ref(&vm))
+        .await
+        .expect("watch");
+    let enter = next_change(&mut stream).await;
+    assert_eq!(enter.kind, property::UpdateKind::Enter);
+    assert_eq!(enter.object.mo_ref, vm);
+    assert_eq!(
+        enter.object.runtime.as_ref().map(|r| r.power_state.clone()),
+        Some(VirtualMachinePowerState::PoweredOn)
+    );
+    let version = stream.version().to_string();
+    assert!(!version.is_empty());
+
+    let task = client.power_off_vm_task(&vm).await.expect("power off");
+    client.task(task).wait().await.expect("powered off");
+    let change = next_change(&mut stream).await;
+    assert_eq!(change.kind, property::UpdateKind::Modify);
+    assert!(
+        change.changed.iter().any(|p| p == "runtime.powerState"),
+        "{:?}",
+        change.changed
+    );
+    assert_eq!(
+        change
+            .object
+            .runtime
+            .as_ref()
+            .map(|r| r.power_state.clone()),
+        Some(VirtualMachinePowerState::PoweredOff)
+    );
+    // The stream keeps the object's other properties.
+    assert!(change.object.name.is_some());
+
+    let collectors = calls(&client, "CreatePropertyCollector");
+    stream.close().await.expect("close");
+    assert_eq!(calls(&client, "DestroyPropertyCollector"), 1);
+    assert!(collectors >= 1);
+}
+
+#[tokio::test]
+async fn a_container_watch_sees_vms_come_and_go() {
+    let sim = simulator(SimulatorOptions::default()).await;
+    let client = connect(&sim).await;
+    let vms = vm_refs(&client).await;
+    let mut stream = client
+        .properties::<mo::VirtualMachine>(&["name"])
+        .unwrap()
+        .watch_container(&root(&client))
+        .await
+        .expect("watch");
+    let mut entered = Vec::new();
+    while entered.len() < vms.len() {
+        let change = next_change(&mut stream).await;
+        assert_eq!(change.kind, property::UpdateKind::Enter);
+        entered.push(change.object.mo_ref);
+    }
+    entered.sort();
+    let mut expected = vms.clone();
+    expected.sort();
+    assert_eq!(entered, expected);
+
+    // Destroying a VM (powered off first) makes it leave.
+    let victim = vms[0].clone();
+    let off = client.power_off_vm_task(&victim).await.unwrap();
+    client.task(off).wait().await.unwrap();
+    let destroy = client.destroy_task(&victim).await.unwrap();
+    client.task(destroy).wait().await.expect("destroyed");
+    let leave = loop {
+        let change = next_change(&mut stream).await;
+        if change.kind == property::UpdateKind::Leave {
+            break change;
+        }
+    };
+    assert_eq!(leave.object.mo_ref, victim);
+    assert!(leave.object.name.is_some(), "last known state");
+    drop(stream);
+    // Dropped: the collector and the view are destroyed in the background.
+    for _ in 0..50 {
+        if calls(&client, "DestroyPropertyCollector") == 1 && calls(&client, "DestroyView") >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(calls(&client, "DestroyPropertyCollector"), 1);
+}

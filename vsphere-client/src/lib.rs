@@ -25,6 +25,7 @@ pub use error::{Error, ErrorKind, Fault};
 
 // The everyday API: typed property retrieval, views, tasks, inventory, VMs.
 pub mod property;
+pub mod task;
 pub mod view;
 pub use stats::MethodStats;
 pub use transport::{RetryConfig, WIRE_LOG_TARGET};

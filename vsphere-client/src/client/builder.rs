@@ -295,6 +295,7 @@ impl ClientBuilder {
             logout_on_drop: self.logout_on_drop,
             keepalive_task: std::sync::Mutex::new(None),
             stats: Default::default(),
+            task_watcher: Default::default(),
         });
         let client = Client { inner };
         client.start(negotiated, self.keepalive).await?;

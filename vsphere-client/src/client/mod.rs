@@ -54,6 +54,8 @@ pub(crate) struct Inner {
     keepalive_task: Mutex<Option<tokio::task::AbortHandle>>,
     /// Calls per method, for [`Client::call_stats`].
     stats: crate::stats::CallStats,
+    /// The task watcher shared by every wait on this client (src/task.rs).
+    task_watcher: crate::task::TaskWatcher,
 }
 
 impl std::fmt::Debug for Client {
@@ -174,6 +176,11 @@ impl Client {
     /// client, keepalive and re-login included).
     pub fn call_stats(&self) -> std::collections::BTreeMap<&'static str, crate::MethodStats> {
         self.inner.stats.snapshot()
+    }
+
+    /// The task watcher of this client (one collector filter for every wait).
+    pub(crate) fn task_watcher(&self) -> &crate::task::TaskWatcher {
+        &self.inner.task_watcher
     }
 
     /// Calls made so far, all methods together.

@@ -137,21 +137,48 @@ pub(crate) fn read_value<'a, T: ManagedObject>(
     }
 }
 
+/// Reads a value captured before its property's name was known.
+pub(crate) fn read_late_value<T: ManagedObject>(
+    raw: RawValue<'_>,
+    path: &str,
+    cache: &mut PathCache,
+) -> Result<PropertyValue<'static>, DecodeError> {
+    let mut doc = Vec::with_capacity(raw.content.len() + 128);
+    write_element(&mut doc, "val", &raw);
+    let mut reader = XmlReader::new(&doc, &REGISTRY);
+    let value = reader
+        .root()
+        .and_then(|_| read_value::<T>(&mut reader, path, cache))
+        .map_err(|e| DecodeError::new(e.kind(), path.to_string(), 0, e.message()))?;
+    Ok(match value {
+        PropertyValue::TopLevel(value) => PropertyValue::TopLevel(value),
+        PropertyValue::Nested(value) => PropertyValue::Nested(value.into_owned()),
+        PropertyValue::Unknown => PropertyValue::Unknown,
+    })
+}
+
 /// Stores a top-level value; a value of the wrong type is a decode error
 /// naming the property.
 pub(crate) fn set_top_level<T: ManagedObject>(
     object: &mut T,
     name: &str,
     value: Value,
-    r: &XmlReader<'_>,
 ) -> Result<(), DecodeError> {
     match object.set_property(name, value) {
         Ok(_) => Ok(()),
-        Err(e) => Err(r.error(
-            DecodeErrorKind::UnexpectedContent,
-            format!("{}.{name}: {e}", T::TYPE_NAME),
-        )),
+        Err(e) => Err(invalid(format!("{}.{name}: {e}", T::TYPE_NAME))),
     }
+}
+
+/// An error about a property value (the position in the response is not
+/// known once values are regrouped).
+pub(crate) fn invalid(message: String) -> DecodeError {
+    DecodeError::new(
+        DecodeErrorKind::UnexpectedContent,
+        String::new(),
+        0,
+        message,
+    )
 }
 
 /// Decodes the nested values of one object, grouped by top-level property,
@@ -161,7 +188,6 @@ pub(crate) fn apply_nested<T: ManagedObject>(
     object: &mut T,
     nested: &mut [(Cow<'_, str>, &NestedValue<'_>)],
     skip_top: &[&str],
-    r: &XmlReader<'_>,
 ) -> Result<(), DecodeError> {
     if nested.is_empty() {
         return Ok(());
@@ -176,8 +202,8 @@ pub(crate) fn apply_nested<T: ManagedObject>(
                 .take_while(|(p, _)| top_segment(p) == top)
                 .count();
         if !skip_top.contains(&top.as_str()) {
-            let value = decode_group::<T>(&top, &nested[start..end], r)?;
-            set_top_level(object, &top, value, r)?;
+            let value = decode_group::<T>(&top, &nested[start..end])?;
+            set_top_level(object, &top, value)?;
         }
         start = end;
     }
@@ -193,9 +219,7 @@ fn top_segment(path: &str) -> &str {
 fn decode_group<T: ManagedObject>(
     top: &str,
     group: &[(Cow<'_, str>, &NestedValue<'_>)],
-    r: &XmlReader<'_>,
 ) -> Result<Value, DecodeError> {
-    let invalid = |message: String| r.error(DecodeErrorKind::UnexpectedContent, message);
     let field = MANAGED_OBJECTS
         .property(T::TYPE_NAME, top)
         .ok_or_else(|| invalid(format!("{} has no property {top}", T::TYPE_NAME)))?;
@@ -274,9 +298,11 @@ fn decode_group<T: ManagedObject>(
     let decoded = reader.root().and_then(|_| decode(&mut reader));
     match decoded {
         Ok(object) => Ok(Value::Object(object)),
-        Err(e) => Err(r.error(
+        Err(e) => Err(DecodeError::new(
             e.kind(),
-            format!("{}.{top}/{}: {}", T::TYPE_NAME, e.path(), e.message()),
+            format!("{}.{top}/{}", T::TYPE_NAME, e.path()),
+            0,
+            e.message(),
         )),
     }
 }
@@ -336,7 +362,7 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
         cache: &mut PathCache,
     ) -> Result<(), DecodeError> {
         match read_value::<T>(r, path, cache)? {
-            PropertyValue::TopLevel(value) => self.set_top_level(path, value, r),
+            PropertyValue::TopLevel(value) => self.set_top_level(path, value),
             PropertyValue::Nested(value) => {
                 self.nested.push((path.to_string(), value));
                 Ok(())
@@ -352,17 +378,9 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
         raw: RawValue<'_>,
         path: &str,
         cache: &mut PathCache,
-        r: &XmlReader<'_>,
     ) -> Result<(), DecodeError> {
-        let mut doc = Vec::with_capacity(raw.content.len() + 128);
-        write_element(&mut doc, "val", &raw);
-        let mut reader = XmlReader::new(&doc, &REGISTRY);
-        let value = reader
-            .root()
-            .and_then(|_| read_value::<T>(&mut reader, path, cache))
-            .map_err(|e| r.error(e.kind(), format!("{path}: {}", e.message())))?;
-        match value {
-            PropertyValue::TopLevel(value) => self.set_top_level(path, value, r),
+        match read_late_value::<T>(raw, path, cache)? {
+            PropertyValue::TopLevel(value) => self.set_top_level(path, value),
             PropertyValue::Nested(value) => {
                 self.nested.push((path.to_string(), value.into_owned()));
                 Ok(())
@@ -371,26 +389,21 @@ impl<'a, T: ManagedObject> ObjectBuilder<'a, T> {
         }
     }
 
-    fn set_top_level(
-        &mut self,
-        name: &str,
-        value: Value,
-        r: &XmlReader<'_>,
-    ) -> Result<(), DecodeError> {
-        set_top_level(&mut self.object, name, value, r)?;
+    fn set_top_level(&mut self, name: &str, value: Value) -> Result<(), DecodeError> {
+        set_top_level(&mut self.object, name, value)?;
         self.top_level.push(name.to_string());
         Ok(())
     }
 
     /// Decodes the nested values into the object and returns it.
-    pub fn finish(mut self, r: &XmlReader<'_>) -> Result<T, DecodeError> {
+    pub fn finish(mut self) -> Result<T, DecodeError> {
         let skip: Vec<&str> = self.top_level.iter().map(String::as_str).collect();
         let mut refs: Vec<(Cow<'_, str>, &NestedValue<'_>)> = self
             .nested
             .iter()
             .map(|(p, v)| (Cow::Borrowed(p.as_str()), v))
             .collect();
-        apply_nested(&mut self.object, &mut refs, &skip, r)?;
+        apply_nested(&mut self.object, &mut refs, &skip)?;
         Ok(self.object)
     }
 }

@@ -48,9 +48,11 @@
 mod decode;
 mod object;
 pub(crate) mod traversal;
+pub(crate) mod updates;
 
 pub use object::ManagedObject;
 pub use traversal::inventory_traversal;
+pub use updates::{ObjectChange, UpdateKind, UpdateStream, UpdateStreamOptions};
 
 pub(crate) use decode::{ObjectBuilder, PathCache, RawValue};
 
@@ -676,14 +678,14 @@ fn decode_object_content<'a, T: ManagedObject>(
                     }
                 }
                 if let (Some(path), Some(raw)) = (&name, early.pop_front()) {
-                    builder.late_property(raw, path, cache, r)?;
+                    builder.late_property(raw, path, cache)?;
                 }
             }
             "missingSet" => r.read_push(&mut missing)?,
             _ => r.skip()?,
         }
     }
-    let object = builder.finish(r)?;
+    let object = builder.finish()?;
     let missing = MissingProperties {
         obj: object.mo_ref().clone(),
         properties: missing,
