@@ -989,7 +989,7 @@ async fn the_concurrency_limit_queues_calls() {
     let waited = started.elapsed();
     // 6 calls, 2 at a time, 300 ms each: three rounds.
     assert!(waited >= Duration::from_millis(900), "{waited:?}");
-    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
 }
 
 #[tokio::test]
