@@ -24,6 +24,7 @@ pub use client::{
 pub use error::{Error, ErrorKind, Fault};
 
 // The everyday API: typed property retrieval, views, tasks, inventory, VMs.
+pub mod inventory;
 pub mod property;
 pub mod task;
 pub mod view;

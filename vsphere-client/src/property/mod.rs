@@ -308,7 +308,25 @@ impl<T: ManagedObject> PropertyQuery<T> {
         let mut pages = self.pages(Vec::new(), None);
         pages.state = State::CreateView {
             container: container.clone(),
+            types: vec![T::TYPE_NAME.to_string()],
             recursive,
+        };
+        pages
+    }
+
+    /// The properties of the objects of `types` (subtypes of `T`, or `T`
+    /// itself) under `container`, recursively: for a query over a base type
+    /// (`ManagedEntity`) restricted to some concrete types.
+    pub fn in_container_of_types(
+        &self,
+        container: &ManagedObjectReference,
+        types: &[&str],
+    ) -> Pages<T> {
+        let mut pages = self.pages(Vec::new(), None);
+        pages.state = State::CreateView {
+            container: container.clone(),
+            types: types.iter().map(|t| t.to_string()).collect(),
+            recursive: true,
         };
         pages
     }
@@ -376,6 +394,7 @@ pub(crate) fn view_object_spec(view: &ManagedObjectReference) -> ObjectSpec {
 enum State {
     CreateView {
         container: ManagedObjectReference,
+        types: Vec<String>,
         recursive: bool,
     },
     Start,
@@ -442,11 +461,12 @@ impl<T: ManagedObject> Pages<T> {
             State::Done => return Ok(None),
             State::CreateView {
                 container,
+                types,
                 recursive,
             } => {
+                let types: Vec<&str> = types.iter().map(String::as_str).collect();
                 let view =
-                    ContainerView::create(&self.client, &container, &[T::TYPE_NAME], recursive)
-                        .await?;
+                    ContainerView::create(&self.client, &container, &types, recursive).await?;
                 self.spec.object_set = vec![view_object_spec(view.reference())];
                 self.view = Some(view);
                 self.state = State::Start;
