@@ -12,11 +12,14 @@ use std::time::Duration;
 
 use serde_json::json;
 use vsphere_client::rest::{
-    ApiFlavor, Cardinality, CategorySpec, NetworkMapping, OvfDeploySpec, RestClient, RestErrorType, TagSpec,
+    ApiFlavor, Cardinality, CategorySpec, NetworkMapping, OvfDeploySpec, RestClient, RestErrorType,
+    TagSpec,
 };
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ErrorKind, RetryConfig};
-use wiremock::matchers::{body_json, body_string_contains, header, header_exists, method, path, query_param};
+use wiremock::matchers::{
+    body_json, body_string_contains, header, header_exists, method, path, query_param,
+};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 const USER: &str = "administrator@vsphere.local";
@@ -40,7 +43,9 @@ async fn vcenter() -> MockServer {
     Mock::given(method("POST"))
         .and(path("/sdk"))
         .and(body_string_contains("<RetrieveServiceContent"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(SERVICE_CONTENT, "text/xml; charset=utf-8"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(SERVICE_CONTENT, "text/xml; charset=utf-8"),
+        )
         .mount(&server)
         .await;
     server
@@ -108,7 +113,11 @@ fn basic(user: &str, password: &str) -> String {
     let bytes = input.as_bytes();
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -158,7 +167,10 @@ async fn api_session_is_created_used_and_deleted() {
     Mock::given(method("GET"))
         .and(path("/api/session"))
         .and(header(SESSION_HEADER, SESSION_1))
-        .respond_with(json_reply(200, json!({"user": USER, "created_time": "2024-01-01T00:00:00.000Z"})))
+        .respond_with(json_reply(
+            200,
+            json!({"user": USER, "created_time": "2024-01-01T00:00:00.000Z"}),
+        ))
         .mount(&server)
         .await;
     Mock::given(method("DELETE"))
@@ -170,7 +182,10 @@ async fn api_session_is_created_used_and_deleted() {
         .await;
     let rest = api_client(&server).await;
     assert_eq!(rest.flavor(), ApiFlavor::Api);
-    assert_eq!(rest.tagging().list_categories().await.unwrap(), [CATEGORY_ID]);
+    assert_eq!(
+        rest.tagging().list_categories().await.unwrap(),
+        [CATEGORY_ID]
+    );
     assert_eq!(rest.session_info().await.unwrap().user, USER);
     rest.logout().await.expect("logout");
     assert_eq!(logins.load(Ordering::SeqCst), 1);
@@ -193,7 +208,9 @@ async fn servers_without_api_paths_get_the_rest_paths() {
         .mount(&server)
         .await;
     Mock::given(method("POST"))
-        .and(path(format!("/rest/com/vmware/cis/tagging/tag/id:{CATEGORY_ID}")))
+        .and(path(format!(
+            "/rest/com/vmware/cis/tagging/tag/id:{CATEGORY_ID}"
+        )))
         .and(query_param("~action", "list-tags-for-category"))
         .and(header(SESSION_HEADER, SESSION_1))
         .respond_with(json_reply(200, json!({"value": [TAG_ID]})))
@@ -209,9 +226,18 @@ async fn servers_without_api_paths_get_the_rest_paths() {
         .await;
     let rest = api_client(&server).await;
     assert_eq!(rest.flavor(), ApiFlavor::Rest);
-    assert_eq!(rest.tagging().list_tags_for_category(CATEGORY_ID).await.unwrap(), [TAG_ID]);
+    assert_eq!(
+        rest.tagging()
+            .list_tags_for_category(CATEGORY_ID)
+            .await
+            .unwrap(),
+        [TAG_ID]
+    );
     let spec = CategorySpec::new("zone", Cardinality::Multiple);
-    assert_eq!(rest.tagging().create_category(&spec).await.unwrap(), CATEGORY_ID);
+    assert_eq!(
+        rest.tagging().create_category(&spec).await.unwrap(),
+        CATEGORY_ID
+    );
 }
 
 #[tokio::test]
@@ -271,7 +297,9 @@ async fn the_soap_session_is_shared_where_the_server_accepts_it() {
     let rest = soap.rest().await.expect("REST from the SOAP session");
     assert!(rest.shares_soap_session());
     assert_eq!(rest.tagging().list_tags().await.unwrap(), [TAG_ID]);
-    rest.logout().await.expect("logout leaves the SOAP session alone");
+    rest.logout()
+        .await
+        .expect("logout leaves the SOAP session alone");
 }
 
 #[tokio::test]
@@ -291,7 +319,10 @@ async fn a_given_session_id_is_checked() {
         .connect()
         .await
         .expect_err("refused session");
-    assert!(err.is_rest_error(&RestErrorType::Unauthenticated), "{err:?}");
+    assert!(
+        err.is_rest_error(&RestErrorType::Unauthenticated),
+        "{err:?}"
+    );
 }
 
 // ---- tagging on /api ------------------------------------------------------------
@@ -369,26 +400,51 @@ async fn tagging_api_paths_and_bodies() {
         .description("failure domains")
         .associable_types(["Datacenter", "ClusterComputeResource"]);
     assert_eq!(tagging.create_category(&spec).await.unwrap(), CATEGORY_ID);
-    assert_eq!(tagging.get_category(CATEGORY_ID).await.unwrap().associable_types, ["Datacenter"]);
+    assert_eq!(
+        tagging
+            .get_category(CATEGORY_ID)
+            .await
+            .unwrap()
+            .associable_types,
+        ["Datacenter"]
+    );
     let update = vsphere_client::rest::CategoryUpdate {
         cardinality: Some(Cardinality::Multiple),
         ..Default::default()
     };
     tagging.update_category(CATEGORY_ID, &update).await.unwrap();
-    assert_eq!(tagging.create_tag(&TagSpec::new("zone-a", CATEGORY_ID)).await.unwrap(), TAG_ID);
+    assert_eq!(
+        tagging
+            .create_tag(&TagSpec::new("zone-a", CATEGORY_ID))
+            .await
+            .unwrap(),
+        TAG_ID
+    );
     assert_eq!(tagging.tags().await.unwrap()[0].name, "zone-a");
-    assert_eq!(tagging.list_tags_for_category(CATEGORY_ID).await.unwrap(), [TAG_ID]);
+    assert_eq!(
+        tagging.list_tags_for_category(CATEGORY_ID).await.unwrap(),
+        [TAG_ID]
+    );
     tagging.attach(TAG_ID, &vm()).await.unwrap();
     assert_eq!(tagging.list_attached_tags(&vm()).await.unwrap(), [TAG_ID]);
     let host = ManagedObjectReference::new("HostSystem", "host-9");
-    assert_eq!(tagging.list_attached_objects(TAG_ID).await.unwrap(), [vm(), host.clone()]);
+    assert_eq!(
+        tagging.list_attached_objects(TAG_ID).await.unwrap(),
+        [vm(), host.clone()]
+    );
     let batch = tagging
         .attach_tags(&[TAG_ID.to_string(), "urn:missing".to_string()], &vm())
         .await
         .unwrap();
     assert!(!batch.success);
     assert_eq!(batch.error_messages[0].args, ["urn:missing"]);
-    assert!(tagging.attach_to_objects(TAG_ID, &[vm(), host]).await.unwrap().success);
+    assert!(
+        tagging
+            .attach_to_objects(TAG_ID, &[vm(), host])
+            .await
+            .unwrap()
+            .success
+    );
     tagging.detach(TAG_ID, &vm()).await.unwrap();
     tagging.delete_category(CATEGORY_ID).await.unwrap();
 }
@@ -447,12 +503,28 @@ async fn library_api_paths_and_ovf_deploy() {
     let rest = api_client(&server).await;
     let content = rest.library();
     let libraries = content.libraries().await.unwrap();
-    assert_eq!(libraries[0].storage_backings[0].datastore_id.as_deref(), Some("datastore-11"));
-    assert_eq!(content.by_name("images").await.unwrap().unwrap().id, "lib-1");
+    assert_eq!(
+        libraries[0].storage_backings[0].datastore_id.as_deref(),
+        Some("datastore-11")
+    );
+    assert_eq!(
+        content.by_name("images").await.unwrap().unwrap().id,
+        "lib-1"
+    );
     let items = content.items("lib-1").await.unwrap();
-    assert_eq!((items[0].name.as_str(), items[0].size), ("photon", Some(1234)));
-    let item = content.item_by_name("lib-1", "photon").await.unwrap().unwrap();
-    let mut spec = OvfDeploySpec::new("web-1", ManagedObjectReference::new("ResourcePool", "resgroup-8"));
+    assert_eq!(
+        (items[0].name.as_str(), items[0].size),
+        ("photon", Some(1234))
+    );
+    let item = content
+        .item_by_name("lib-1", "photon")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut spec = OvfDeploySpec::new(
+        "web-1",
+        ManagedObjectReference::new("ResourcePool", "resgroup-8"),
+    );
     spec.folder = Some(ManagedObjectReference::new("Folder", "group-v3"));
     spec.datastore = Some(ManagedObjectReference::new("Datastore", "datastore-11"));
     spec.accept_all_eula = true;
@@ -463,9 +535,18 @@ async fn library_api_paths_and_ovf_deploy() {
     }];
     let vm = content.deploy_ovf(&item.id, &spec).await.expect("deploy");
     assert_eq!(vm, ManagedObjectReference::new("VirtualMachine", "vm-99"));
-    let err = content.deploy_ovf("item-2", &spec).await.expect_err("failed deployment");
-    assert!(err.is_rest_error(&RestErrorType::UnableToAllocateResource), "{err:?}");
-    assert!(err.to_string().contains("Not enough memory in the pool"), "{err}");
+    let err = content
+        .deploy_ovf("item-2", &spec)
+        .await
+        .expect_err("failed deployment");
+    assert!(
+        err.is_rest_error(&RestErrorType::UnableToAllocateResource),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("Not enough memory in the pool"),
+        "{err}"
+    );
 }
 
 // ---- 401 and re-login ------------------------------------------------------------
@@ -495,16 +576,30 @@ async fn a_401_logs_in_again_and_retries_once() {
     let logins = api_logins(&server, vec![SESSION_1, SESSION_2]).await;
     expire_first_session(&server).await;
     let rest = api_client(&server).await;
-    assert_eq!(rest.tagging().list_tags().await.expect("re-login"), [TAG_ID]);
-    assert_eq!(logins.load(Ordering::SeqCst), 2, "the initial login and one re-login");
-    assert_eq!(rest.tagging().list_tags().await.expect("new session"), [TAG_ID]);
+    assert_eq!(
+        rest.tagging().list_tags().await.expect("re-login"),
+        [TAG_ID]
+    );
+    assert_eq!(
+        logins.load(Ordering::SeqCst),
+        2,
+        "the initial login and one re-login"
+    );
+    assert_eq!(
+        rest.tagging().list_tags().await.expect("new session"),
+        [TAG_ID]
+    );
     assert_eq!(logins.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
 async fn concurrent_401s_cause_one_login() {
     let server = vcenter().await;
-    let logins = api_logins(&server, vec![SESSION_1, SESSION_2, "a-third-session-would-be-a-bug"]).await;
+    let logins = api_logins(
+        &server,
+        vec![SESSION_1, SESSION_2, "a-third-session-would-be-a-bug"],
+    )
+    .await;
     expire_first_session(&server).await;
     let rest = api_client(&server).await;
     let calls: Vec<_> = (0..16)
@@ -516,7 +611,11 @@ async fn concurrent_401s_cause_one_login() {
     for call in calls {
         assert_eq!(call.await.expect("join").expect("call"), [TAG_ID]);
     }
-    assert_eq!(logins.load(Ordering::SeqCst), 2, "one re-login for 16 calls");
+    assert_eq!(
+        logins.load(Ordering::SeqCst),
+        2,
+        "one re-login for 16 calls"
+    );
 }
 
 #[tokio::test]
@@ -532,7 +631,10 @@ async fn a_failing_re_login_is_reported_once_to_every_waiting_call() {
         .and(path("/api/session"))
         .respond_with(move |_: &Request| {
             counter.fetch_add(1, Ordering::SeqCst);
-            json_reply(401, json!({"error_type": "UNAUTHENTICATED", "messages": []}))
+            json_reply(
+                401,
+                json!({"error_type": "UNAUTHENTICATED", "messages": []}),
+            )
         })
         .mount(&server)
         .await;
@@ -552,7 +654,8 @@ async fn a_failing_re_login_is_reported_once_to_every_waiting_call() {
         // The call that tried gets the server's answer; the ones queued
         // behind it get NotAuthenticated naming it.
         let refused_login = err.is_rest_error(&RestErrorType::Unauthenticated)
-            || (err.kind() == ErrorKind::NotAuthenticated && err.to_string().contains("UNAUTHENTICATED"));
+            || (err.kind() == ErrorKind::NotAuthenticated
+                && err.to_string().contains("UNAUTHENTICATED"));
         assert!(refused_login, "{err:?}");
     }
     assert_eq!(logins.load(Ordering::SeqCst), 1);
@@ -567,19 +670,39 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
     let cases: &[(u16, &str, RestErrorType)] = &[
         (400, "already_exists", RestErrorType::AlreadyExists),
         (400, "invalid_argument", RestErrorType::InvalidArgument),
-        (400, "invalid_element_type", RestErrorType::InvalidElementType),
-        (400, "not_allowed_in_current_state", RestErrorType::NotAllowedInCurrentState),
+        (
+            400,
+            "invalid_element_type",
+            RestErrorType::InvalidElementType,
+        ),
+        (
+            400,
+            "not_allowed_in_current_state",
+            RestErrorType::NotAllowedInCurrentState,
+        ),
         (400, "resource_in_use", RestErrorType::ResourceInUse),
         (400, "unsupported", RestErrorType::Unsupported),
         (401, "unauthenticated", RestErrorType::Unauthenticated),
         (403, "unauthorized", RestErrorType::Unauthorized),
         (404, "not_found", RestErrorType::NotFound),
-        (500, "internal_server_error", RestErrorType::InternalServerError),
+        (
+            500,
+            "internal_server_error",
+            RestErrorType::InternalServerError,
+        ),
         (500, "error", RestErrorType::Error),
-        (503, "service_unavailable", RestErrorType::ServiceUnavailable),
+        (
+            503,
+            "service_unavailable",
+            RestErrorType::ServiceUnavailable,
+        ),
         (504, "timed_out", RestErrorType::TimedOut),
         (400, "concurrent_change", RestErrorType::ConcurrentChange),
-        (400, "brand_new_error", RestErrorType::Unknown("BRAND_NEW_ERROR".into())),
+        (
+            400,
+            "brand_new_error",
+            RestErrorType::Unknown("BRAND_NEW_ERROR".into()),
+        ),
     ];
     // /api shape.
     let server = vcenter().await;
@@ -608,7 +731,10 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
         assert_eq!(rest_error.error_type(), expected, "{name}");
         assert_eq!(rest_error.http_status(), *status);
         assert_eq!(rest_error.messages()[0].id, format!("test.{name}"));
-        assert!(err.to_string().contains(&format!("message of {name}")), "{err}");
+        assert!(
+            err.to_string().contains(&format!("message of {name}")),
+            "{err}"
+        );
         assert!(err.to_string().starts_with("create tag: "), "{err}");
     }
 
@@ -649,13 +775,20 @@ async fn each_vapi_error_kind_decodes_in_both_shapes() {
             .create_tag(&TagSpec::new(*name, CATEGORY_ID))
             .await
             .expect_err("error reply");
-        let rest_error = err.rest_error().unwrap_or_else(|| panic!("{name}: {err:?}"));
+        let rest_error = err
+            .rest_error()
+            .unwrap_or_else(|| panic!("{name}: {err:?}"));
         let expected = match expected {
-            RestErrorType::Unknown(_) => RestErrorType::Unknown(format!("com.vmware.vapi.std.errors.{name}")),
+            RestErrorType::Unknown(_) => {
+                RestErrorType::Unknown(format!("com.vmware.vapi.std.errors.{name}"))
+            }
             other => other.clone(),
         };
         assert_eq!(*rest_error.error_type(), expected, "{name}");
-        assert!(err.to_string().contains(&format!("message of {name}")), "{err}");
+        assert!(
+            err.to_string().contains(&format!("message of {name}")),
+            "{err}"
+        );
     }
 }
 
@@ -673,12 +806,17 @@ async fn bodies_that_are_not_json_are_clear_errors() {
         .await;
     Mock::given(method("GET"))
         .and(path("/api/cis/tagging/tag"))
-        .respond_with(ResponseTemplate::new(200).set_body_raw(r#"["urn:a", "urn:"#, "application/json"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_raw(r#"["urn:a", "urn:"#, "application/json"),
+        )
         .mount(&server)
         .await;
     Mock::given(method("GET"))
         .and(path("/api/content/library"))
-        .respond_with(ResponseTemplate::new(502).set_body_raw("<html><body>Bad gateway from the proxy</body></html>", "text/html"))
+        .respond_with(ResponseTemplate::new(502).set_body_raw(
+            "<html><body>Bad gateway from the proxy</body></html>",
+            "text/html",
+        ))
         .mount(&server)
         .await;
     Mock::given(method("GET"))
@@ -690,13 +828,19 @@ async fn bodies_that_are_not_json_are_clear_errors() {
     let err = rest.tagging().list_categories().await.expect_err("HTML");
     assert_eq!(err.kind(), ErrorKind::NotJson, "{err:?}");
     assert!(err.to_string().contains("not JSON (text/html)"), "{err}");
-    assert!(err.to_string().contains("vCenter is being upgraded"), "{err}");
+    assert!(
+        err.to_string().contains("vCenter is being upgraded"),
+        "{err}"
+    );
     let err = rest.tagging().list_tags().await.expect_err("truncated");
     assert_eq!(err.kind(), ErrorKind::Decode, "{err:?}");
     assert!(err.to_string().contains("malformed JSON"), "{err}");
     let err = rest.library().list().await.expect_err("502 page");
     assert_eq!(err.kind(), ErrorKind::HttpStatus(502), "{err:?}");
-    assert!(err.to_string().contains("Bad gateway from the proxy"), "{err}");
+    assert!(
+        err.to_string().contains("Bad gateway from the proxy"),
+        "{err}"
+    );
     // 502 is retried for a read (twice with this retry policy), then reported.
     let tries = server
         .received_requests()
@@ -706,7 +850,11 @@ async fn bodies_that_are_not_json_are_clear_errors() {
         .filter(|r| r.url.path() == "/api/content/library")
         .count();
     assert_eq!(tries, 3);
-    let err = rest.library().get_item("item-1").await.expect_err("wrong shape");
+    let err = rest
+        .library()
+        .get_item("item-1")
+        .await
+        .expect_err("wrong shape");
     assert_eq!(err.kind(), ErrorKind::Decode, "{err:?}");
 }
 
@@ -762,7 +910,8 @@ async fn session_ids_and_passwords_never_appear_in_logs_errors_or_debug() {
     // Global, not scoped: a scoped subscriber misses callsites that tests on
     // other threads registered first. The other tests' output lands here
     // too, and must be as free of secrets.
-    tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber of this binary");
+    tracing::subscriber::set_global_default(subscriber)
+        .expect("the only global subscriber of this binary");
 
     let server = vcenter().await;
     api_logins(&server, vec![SESSION_1, SESSION_2]).await;
@@ -783,14 +932,24 @@ async fn session_ids_and_passwords_never_appear_in_logs_errors_or_debug() {
     let texts = [
         captured.text(),
         format!("{rest:?}"),
-        format!("{:?}", RestClient::builder(&soap(&server).await).credentials(USER, PASSWORD)),
+        format!(
+            "{:?}",
+            RestClient::builder(&soap(&server).await).credentials(USER, PASSWORD)
+        ),
     ];
-    assert!(texts[0].contains("rest_call"), "the REST spans are logged:\n{}", texts[0]);
+    assert!(
+        texts[0].contains("rest_call"),
+        "the REST spans are logged:\n{}",
+        texts[0]
+    );
     assert!(texts[0].contains("request:"), "the wire log is on");
     let error_texts = [err.to_string(), format!("{err:?}")];
     for text in texts.iter().chain(&error_texts) {
         for secret in [PASSWORD, SESSION_1, SESSION_2] {
-            assert!(!text.contains(secret), "secret {secret:?} leaked in:\n{text}");
+            assert!(
+                !text.contains(secret),
+                "secret {secret:?} leaked in:\n{text}"
+            );
         }
     }
 }

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use vsphere_client::rest::{
-    ApiFlavor, Cardinality, CategorySpec, CategoryUpdate, ItemSpec, LocalLibrarySpec, OvfDeploySpec, RestClient,
-    RestErrorType, TagSpec,
+    ApiFlavor, Cardinality, CategorySpec, CategoryUpdate, ItemSpec, LocalLibrarySpec,
+    OvfDeploySpec, RestClient, RestErrorType, TagSpec,
 };
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{Client, ErrorKind};
@@ -43,7 +43,11 @@ async fn soap(sim: &Simulator) -> Client {
 }
 
 async fn find(client: &Client, path: &str) -> ManagedObjectReference {
-    let search_index = client.service_content().search_index.clone().expect("search index");
+    let search_index = client
+        .service_content()
+        .search_index
+        .clone()
+        .expect("search index");
     client
         .find_by_inventory_path(&search_index, path)
         .await
@@ -65,8 +69,16 @@ async fn session_create_use_logout_then_unauthenticated() {
     assert_eq!(rest.flavor(), ApiFlavor::Rest);
     assert!(rest.has_session());
     assert!(!rest.shares_soap_session());
-    assert_eq!(rest.session_info().await.expect("session info").user, "rest-user");
-    assert!(rest.tagging().list_categories().await.expect("use the session").is_empty());
+    assert_eq!(
+        rest.session_info().await.expect("session info").user,
+        "rest-user"
+    );
+    assert!(rest
+        .tagging()
+        .list_categories()
+        .await
+        .expect("use the session")
+        .is_empty());
     let debug = format!("{rest:?}");
     assert!(!debug.contains("rest-password"), "{debug}");
 
@@ -75,9 +87,17 @@ async fn session_create_use_logout_then_unauthenticated() {
     assert!(!rest.has_session());
     rest.logout().await.expect("logout is idempotent");
     for client in [&rest, &other_handle] {
-        let err = client.tagging().list_categories().await.expect_err("no session after logout");
+        let err = client
+            .tagging()
+            .list_categories()
+            .await
+            .expect_err("no session after logout");
         assert_eq!(err.kind(), ErrorKind::Rest, "{err:?}");
-        assert_eq!(*err.rest_error().unwrap().error_type(), RestErrorType::Unauthenticated, "{err}");
+        assert_eq!(
+            *err.rest_error().unwrap().error_type(),
+            RestErrorType::Unauthenticated,
+            "{err}"
+        );
         assert_eq!(err.rest_error().unwrap().http_status(), 401);
     }
     client.close().await.expect("SOAP logout");
@@ -106,7 +126,10 @@ async fn from_soap_falls_back_to_the_soap_credentials_and_shares_tls_settings() 
     let rest = client.rest().await.expect("REST from SOAP");
     assert!(!rest.shares_soap_session());
     assert_eq!(rest.base_url().as_str(), format!("{}/", sim.base_url()));
-    assert_eq!(rest.session_info().await.expect("session").user, sim.username());
+    assert_eq!(
+        rest.session_info().await.expect("session").user,
+        sim.username()
+    );
     rest.logout().await.expect("logout");
 
     // Without credentials there is nothing to fall back to.
@@ -118,7 +141,10 @@ async fn from_soap_falls_back_to_the_soap_credentials_and_shares_tls_settings() 
         .connect()
         .await
         .expect("anonymous connect");
-    let err = anonymous.rest().await.expect_err("no session to share, no credentials");
+    let err = anonymous
+        .rest()
+        .await
+        .expect_err("no session to share, no credentials");
     assert_eq!(err.kind(), ErrorKind::NotAuthenticated, "{err}");
 
     client.close().await.expect("SOAP logout");
@@ -128,23 +154,44 @@ async fn from_soap_falls_back_to_the_soap_credentials_and_shares_tls_settings() 
 async fn tag_lifecycle_on_a_simulator_vm() {
     let sim = plain_simulator().await;
     let client = soap(&sim).await;
-    let rest = RestClient::login(&client, sim.username(), sim.password()).await.expect("REST login");
+    let rest = RestClient::login(&client, sim.username(), sim.password())
+        .await
+        .expect("REST login");
     let tagging = rest.tagging();
 
     // Categories.
     let spec = CategorySpec::new("zone", Cardinality::Single)
         .description("failure domains")
         .associable_types(["VirtualMachine"]);
-    let category_id = tagging.create_category(&spec).await.expect("create category");
-    assert!(tagging.list_categories().await.unwrap().contains(&category_id));
-    let category = tagging.get_category(&category_id).await.expect("get category");
+    let category_id = tagging
+        .create_category(&spec)
+        .await
+        .expect("create category");
+    assert!(tagging
+        .list_categories()
+        .await
+        .unwrap()
+        .contains(&category_id));
+    let category = tagging
+        .get_category(&category_id)
+        .await
+        .expect("get category");
     assert_eq!(category.name, "zone");
     assert_eq!(category.description, "failure domains");
     assert_eq!(category.cardinality, Cardinality::Single);
     assert_eq!(category.associable_types, ["VirtualMachine"]);
-    assert_eq!(tagging.find_category("zone").await.unwrap().unwrap().id, category_id);
-    let duplicate = tagging.create_category(&spec).await.expect_err("same name twice");
-    assert!(duplicate.is_rest_error(&RestErrorType::AlreadyExists), "{duplicate:?}");
+    assert_eq!(
+        tagging.find_category("zone").await.unwrap().unwrap().id,
+        category_id
+    );
+    let duplicate = tagging
+        .create_category(&spec)
+        .await
+        .expect_err("same name twice");
+    assert!(
+        duplicate.is_rest_error(&RestErrorType::AlreadyExists),
+        "{duplicate:?}"
+    );
 
     // Cardinality and associable types can grow.
     let update = CategoryUpdate {
@@ -152,7 +199,10 @@ async fn tag_lifecycle_on_a_simulator_vm() {
         associable_types: Some(vec!["VirtualMachine".into(), "Datacenter".into()]),
         ..Default::default()
     };
-    tagging.update_category(&category_id, &update).await.expect("update category");
+    tagging
+        .update_category(&category_id, &update)
+        .await
+        .expect("update category");
     let category = tagging.get_category(&category_id).await.unwrap();
     assert_eq!(category.cardinality, Cardinality::Multiple);
     assert_eq!(category.associable_types, ["VirtualMachine", "Datacenter"]);
@@ -160,53 +210,110 @@ async fn tag_lifecycle_on_a_simulator_vm() {
         associable_types: Some(vec!["Datacenter".into()]),
         ..Default::default()
     };
-    let err = tagging.update_category(&category_id, &shrink).await.expect_err("types only grow");
-    assert!(err.is_rest_error(&RestErrorType::InvalidArgument), "{err:?}");
+    let err = tagging
+        .update_category(&category_id, &shrink)
+        .await
+        .expect_err("types only grow");
+    assert!(
+        err.is_rest_error(&RestErrorType::InvalidArgument),
+        "{err:?}"
+    );
 
     // Tags.
     let tag_id = tagging
         .create_tag(&TagSpec::new("zone-a", &category_id).description("rack A"))
         .await
         .expect("create tag");
-    let other_id = tagging.create_tag(&TagSpec::new("zone-b", &category_id)).await.expect("create tag");
+    let other_id = tagging
+        .create_tag(&TagSpec::new("zone-b", &category_id))
+        .await
+        .expect("create tag");
     let tag = tagging.get_tag(&tag_id).await.expect("get tag");
-    assert_eq!((tag.name.as_str(), tag.category_id.as_str()), ("zone-a", category_id.as_str()));
-    let mut in_category = tagging.list_tags_for_category(&category_id).await.expect("tags in category");
+    assert_eq!(
+        (tag.name.as_str(), tag.category_id.as_str()),
+        ("zone-a", category_id.as_str())
+    );
+    let mut in_category = tagging
+        .list_tags_for_category(&category_id)
+        .await
+        .expect("tags in category");
     in_category.sort();
     let mut expected = vec![tag_id.clone(), other_id.clone()];
     expected.sort();
     assert_eq!(in_category, expected);
     assert!(tagging.list_tags().await.unwrap().contains(&tag_id));
-    assert_eq!(tagging.find_tag("zone-b", Some("zone")).await.unwrap().unwrap().id, other_id);
+    assert_eq!(
+        tagging
+            .find_tag("zone-b", Some("zone"))
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
+        other_id
+    );
 
     // Associations with a real VM of the inventory.
     let vm = find(&client, "DC0/vm/DC0_H0_VM0").await;
     assert_eq!(vm.type_, "VirtualMachine");
     tagging.attach(&tag_id, &vm).await.expect("attach");
-    assert_eq!(tagging.list_attached_tags(&vm).await.unwrap(), [tag_id.clone()]);
-    assert_eq!(tagging.list_attached_objects(&tag_id).await.unwrap(), [vm.clone()]);
-    let batch = tagging.attach_tags(&[other_id.clone()], &vm).await.expect("batch attach");
+    assert_eq!(
+        tagging.list_attached_tags(&vm).await.unwrap(),
+        [tag_id.as_str()]
+    );
+    assert_eq!(
+        tagging.list_attached_objects(&tag_id).await.unwrap(),
+        std::slice::from_ref(&vm)
+    );
+    let batch = tagging
+        .attach_tags(std::slice::from_ref(&other_id), &vm)
+        .await
+        .expect("batch attach");
     assert!(batch.success, "{batch:?}");
     let mut attached = tagging.list_attached_tags(&vm).await.unwrap();
     attached.sort();
     assert_eq!(attached, expected);
-    let on_objects = tagging.list_attached_tags_on_objects(std::slice::from_ref(&vm)).await.unwrap();
+    let on_objects = tagging
+        .list_attached_tags_on_objects(std::slice::from_ref(&vm))
+        .await
+        .unwrap();
     assert_eq!(on_objects.len(), 1);
     assert_eq!(on_objects[0].object_id, vm);
-    let on_tags = tagging.list_attached_objects_on_tags(std::slice::from_ref(&tag_id)).await.unwrap();
-    assert_eq!(on_tags[0].object_ids, [vm.clone()]);
+    let on_tags = tagging
+        .list_attached_objects_on_tags(std::slice::from_ref(&tag_id))
+        .await
+        .unwrap();
+    assert_eq!(on_tags[0].object_ids, std::slice::from_ref(&vm));
     let vm1 = find(&client, "DC0/vm/DC0_H0_VM1").await;
-    tagging.attach_to_objects(&other_id, std::slice::from_ref(&vm1)).await.expect("tag to objects");
-    assert_eq!(tagging.list_attached_objects(&other_id).await.unwrap().len(), 2);
+    tagging
+        .attach_to_objects(&other_id, std::slice::from_ref(&vm1))
+        .await
+        .expect("tag to objects");
+    assert_eq!(
+        tagging
+            .list_attached_objects(&other_id)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     tagging.detach(&tag_id, &vm).await.expect("detach");
-    assert_eq!(tagging.list_attached_tags(&vm).await.unwrap(), [other_id.clone()]);
+    assert_eq!(
+        tagging.list_attached_tags(&vm).await.unwrap(),
+        [other_id.as_str()]
+    );
 
     // Deletion.
     tagging.delete_tag(&tag_id).await.expect("delete tag");
     let err = tagging.get_tag(&tag_id).await.expect_err("deleted tag");
     assert!(err.is_rest_error(&RestErrorType::NotFound), "{err:?}");
-    tagging.delete_category(&category_id).await.expect("delete category");
-    let err = tagging.get_category(&category_id).await.expect_err("deleted category");
+    tagging
+        .delete_category(&category_id)
+        .await
+        .expect("delete category");
+    let err = tagging
+        .get_category(&category_id)
+        .await
+        .expect_err("deleted category");
     assert!(err.is_rest_error(&RestErrorType::NotFound), "{err:?}");
     // The category's tags went with it.
     assert!(tagging.list_tags().await.unwrap().is_empty());
@@ -266,10 +373,17 @@ async fn library_item_upload_and_ovf_deploy_to_a_vm() {
         .create_local(&LocalLibrarySpec::on_datastore("images", &datastore))
         .await
         .expect("create library");
-    assert_eq!(content.list().await.unwrap(), [library_id.clone()]);
-    let library = content.by_name("IMAGES").await.unwrap().expect("find by name, any case");
+    assert_eq!(content.list().await.unwrap(), [library_id.as_str()]);
+    let library = content
+        .by_name("IMAGES")
+        .await
+        .unwrap()
+        .expect("find by name, any case");
     assert_eq!(library.id, library_id);
-    assert_eq!(library.storage_backings[0].datastore_id.as_deref(), Some(datastore.value.as_str()));
+    assert_eq!(
+        library.storage_backings[0].datastore_id.as_deref(),
+        Some(datastore.value.as_str())
+    );
     assert!(content.by_name("nope").await.unwrap().is_none());
 
     let item_id = content
@@ -284,8 +398,19 @@ async fn library_item_upload_and_ovf_deploy_to_a_vm() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].name, "tiny");
     assert_eq!(items[0].type_.as_deref(), Some("ovf"));
-    assert_eq!(content.item_by_name(&library_id, "tiny").await.unwrap().unwrap().id, item_id);
-    assert_eq!(content.get_item(&item_id).await.unwrap().library_id, library_id);
+    assert_eq!(
+        content
+            .item_by_name(&library_id, "tiny")
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
+        item_id
+    );
+    assert_eq!(
+        content.get_item(&item_id).await.unwrap().library_id,
+        library_id
+    );
 
     let mut spec = OvfDeploySpec::new("from-library", pool);
     spec.folder = Some(folder);
@@ -301,13 +426,19 @@ async fn library_item_upload_and_ovf_deploy_to_a_vm() {
         .create_item(&ItemSpec::new(&library_id, "empty", Some("ovf")))
         .await
         .unwrap();
-    let err = content.deploy_ovf(&empty_id, &spec).await.expect_err("nothing to deploy");
+    let err = content
+        .deploy_ovf(&empty_id, &spec)
+        .await
+        .expect_err("nothing to deploy");
     assert_eq!(err.kind(), ErrorKind::Rest, "{err:?}");
 
     content.delete_item(&item_id).await.expect("delete item");
     let err = content.get_item(&item_id).await.expect_err("deleted item");
     assert!(err.is_rest_error(&RestErrorType::NotFound), "{err:?}");
-    content.delete_local(&library_id).await.expect("delete library");
+    content
+        .delete_local(&library_id)
+        .await
+        .expect("delete library");
     assert!(content.list().await.unwrap().is_empty());
     rest.logout().await.expect("logout");
     client.close().await.expect("SOAP logout");
@@ -338,7 +469,9 @@ async fn an_expired_session_logs_in_again_once_for_concurrent_calls() {
             })
             .collect();
         for call in calls {
-            call.await.expect("join").expect("call after the session expired");
+            call.await
+                .expect("join")
+                .expect("call after the session expired");
         }
     }
     rest.logout().await.expect("logout");
@@ -362,7 +495,10 @@ async fn the_keepalive_keeps_an_idle_session() {
     let before = rest.session_info().await.expect("session").created_time;
     tokio::time::sleep(Duration::from_secs(4)).await;
     // Same session: the keepalive touched it while idle, no re-login happened.
-    assert_eq!(rest.session_info().await.expect("session").created_time, before);
+    assert_eq!(
+        rest.session_info().await.expect("session").created_time,
+        before
+    );
     rest.logout().await.expect("logout");
 }
 
@@ -378,13 +514,24 @@ fn cli() -> PathBuf {
             let target_dir = profile_dir.parent().expect("target dir");
             let mut build = Command::new(env!("CARGO"));
             build
-                .args(["build", "-q", "-p", "vsphere-client", "--example", "vsphere", "--target-dir"])
+                .args([
+                    "build",
+                    "-q",
+                    "-p",
+                    "vsphere-client",
+                    "--example",
+                    "vsphere",
+                    "--target-dir",
+                ])
                 .arg(target_dir)
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
             if profile_dir.file_name().is_some_and(|n| n == "release") {
                 build.arg("--release");
             }
-            assert!(build.status().expect("cargo build").success(), "building the vsphere example failed");
+            assert!(
+                build.status().expect("cargo build").success(),
+                "building the vsphere example failed"
+            );
             profile_dir.join("examples").join("vsphere")
         })
         .clone()
@@ -393,7 +540,15 @@ fn cli() -> PathBuf {
 fn run(sim: &Simulator, args: &[&str]) -> Output {
     let mut command = Command::new(cli());
     command.args(args);
-    for var in ["GOVC_INSECURE", "GOVC_TLS_CA_CERTS", "GOVC_TLS_KNOWN_HOSTS", "VSPHERE_LOG", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+    for var in [
+        "GOVC_INSECURE",
+        "GOVC_TLS_CA_CERTS",
+        "GOVC_TLS_KNOWN_HOSTS",
+        "VSPHERE_LOG",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+    ] {
         command.env_remove(var);
     }
     command
@@ -418,22 +573,49 @@ fn ok(output: Output) -> String {
 async fn tags_and_library_cli_like_govc() {
     let sim = plain_simulator().await;
     let run = |args: &[&str]| run(&sim, args);
-    let id = ok(run(&["tags.category.create", "-t", "VirtualMachine", "-t", "HostSystem", "-m", "zone"]));
-    assert!(id.trim().starts_with("urn:vmomi:InventoryServiceCategory:"), "{id}");
+    let id = ok(run(&[
+        "tags.category.create",
+        "-t",
+        "VirtualMachine",
+        "-t",
+        "HostSystem",
+        "-m",
+        "zone",
+    ]));
+    assert!(
+        id.trim().starts_with("urn:vmomi:InventoryServiceCategory:"),
+        "{id}"
+    );
     assert_eq!(ok(run(&["tags.category.ls"])), "zone\n");
-    let tag = ok(run(&["tags.create", "-c", "zone", "-d", "first rack", "rack-a"]));
-    assert!(tag.trim().starts_with("urn:vmomi:InventoryServiceTag:"), "{tag}");
+    let tag = ok(run(&[
+        "tags.create",
+        "-c",
+        "zone",
+        "-d",
+        "first rack",
+        "rack-a",
+    ]));
+    assert!(
+        tag.trim().starts_with("urn:vmomi:InventoryServiceTag:"),
+        "{tag}"
+    );
     ok(run(&["tags.create", "-c", "zone", "rack-b"]));
     let mut tags: Vec<String> = ok(run(&["tags.ls"])).lines().map(str::to_owned).collect();
     tags.sort();
     assert_eq!(tags, ["rack-a", "rack-b"]);
     assert_eq!(ok(run(&["tags.ls", "-c", "zone"])).lines().count(), 2);
     ok(run(&["tags.attach", "rack-a", "/DC0/vm/DC0_H0_VM0"]));
-    assert_eq!(ok(run(&["tags.attached.ls", "/DC0/vm/DC0_H0_VM0"])), "rack-a\n");
+    assert_eq!(
+        ok(run(&["tags.attached.ls", "/DC0/vm/DC0_H0_VM0"])),
+        "rack-a\n"
+    );
     let objects = ok(run(&["tags.attached.ls", "rack-a"]));
     assert!(objects.starts_with("VirtualMachine:"), "{objects}");
     ok(run(&["tags.detach", "rack-a", "/DC0/vm/DC0_H0_VM0"]));
-    assert_eq!(ok(run(&["tags.attached.ls", "-r", "/DC0/vm/DC0_H0_VM0"])), "");
+    assert_eq!(
+        ok(run(&["tags.attached.ls", "-r", "/DC0/vm/DC0_H0_VM0"])),
+        ""
+    );
 
     // Errors: one line, non-zero exit.
     let missing = run(&["tags.attach", "rack-a", "/DC0/vm/no-such-vm"]);

@@ -16,7 +16,9 @@ async fn ls(mut args: Args) -> Result<(), CliError> {
     let long = args.flag("l")?;
     let mut found = args.positionals()?;
     if found.len() > 1 {
-        return Err(CliError::Usage("expected at most one /LIBRARY[/ITEM]".into()));
+        return Err(CliError::Usage(
+            "expected at most one /LIBRARY[/ITEM]".into(),
+        ));
     }
     let target = found.pop();
     with_rest(&args, |_, rest| async move {
@@ -48,7 +50,12 @@ async fn list_libraries(rest: &RestClient, long: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-async fn list_items(rest: &RestClient, library_name: &str, item_name: Option<&str>, long: bool) -> Result<(), CliError> {
+async fn list_items(
+    rest: &RestClient,
+    library_name: &str,
+    item_name: Option<&str>,
+    long: bool,
+) -> Result<(), CliError> {
     let content = rest.library();
     let library = content
         .by_name(library_name)
@@ -58,7 +65,12 @@ async fn list_items(rest: &RestClient, library_name: &str, item_name: Option<&st
         Some(name) => vec![content
             .item_by_name(&library.id, name)
             .await?
-            .ok_or_else(|| CliError::Other(format!("item {name:?} not found in library {:?}", library.name)))?],
+            .ok_or_else(|| {
+                CliError::Other(format!(
+                    "item {name:?} not found in library {:?}",
+                    library.name
+                ))
+            })?],
         None => content.items(&library.id).await?,
     };
     items.sort_by(|a, b| a.name.cmp(&b.name));
@@ -66,7 +78,10 @@ async fn list_items(rest: &RestClient, library_name: &str, item_name: Option<&st
         let path = format!("/{}/{}", library.name, item.name);
         if long {
             let kind = item.type_.as_deref().unwrap_or("-");
-            let size = item.size.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+            let size = item
+                .size
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "-".into());
             println!("{path:<40} {kind:<12} {size:>12} {}", item.id);
         } else {
             println!("{path}");

@@ -58,7 +58,10 @@ pub const COMMANDS: &[&Command] = &[
 
 /// Connects, runs `body` with a REST client (sharing the SOAP session where
 /// the server allows it), and deletes the REST session afterwards.
-pub async fn with_rest<T, F>(args: &Args, body: impl FnOnce(Client, RestClient) -> F) -> Result<T, CliError>
+pub async fn with_rest<T, F>(
+    args: &Args,
+    body: impl FnOnce(Client, RestClient) -> F,
+) -> Result<T, CliError>
 where
     F: std::future::Future<Output = Result<T, CliError>>,
 {
@@ -111,7 +114,11 @@ async fn category_create(mut args: Args) -> Result<(), CliError> {
     let multiple = args.flag("m")?;
     let types = args.values("t")?;
     let name = positionals(&mut args, 1, "NAME")?.remove(0);
-    let cardinality = if multiple { Cardinality::Multiple } else { Cardinality::Single };
+    let cardinality = if multiple {
+        Cardinality::Multiple
+    } else {
+        Cardinality::Single
+    };
     let spec = CategorySpec::new(name, cardinality)
         .description(description)
         .associable_types(types);

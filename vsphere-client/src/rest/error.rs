@@ -54,31 +54,107 @@ pub enum RestErrorType {
 
 /// Each known type with its `/api` name and its `/rest` name suffix.
 const KNOWN: &[(RestErrorType, &str, &str)] = &[
-    (RestErrorType::AlreadyExists, "ALREADY_EXISTS", "already_exists"),
-    (RestErrorType::AlreadyInDesiredState, "ALREADY_IN_DESIRED_STATE", "already_in_desired_state"),
+    (
+        RestErrorType::AlreadyExists,
+        "ALREADY_EXISTS",
+        "already_exists",
+    ),
+    (
+        RestErrorType::AlreadyInDesiredState,
+        "ALREADY_IN_DESIRED_STATE",
+        "already_in_desired_state",
+    ),
     (RestErrorType::Canceled, "CANCELED", "canceled"),
-    (RestErrorType::ConcurrentChange, "CONCURRENT_CHANGE", "concurrent_change"),
+    (
+        RestErrorType::ConcurrentChange,
+        "CONCURRENT_CHANGE",
+        "concurrent_change",
+    ),
     (RestErrorType::Error, "ERROR", "error"),
-    (RestErrorType::FeatureInUse, "FEATURE_IN_USE", "feature_in_use"),
-    (RestErrorType::InternalServerError, "INTERNAL_SERVER_ERROR", "internal_server_error"),
-    (RestErrorType::InvalidArgument, "INVALID_ARGUMENT", "invalid_argument"),
-    (RestErrorType::InvalidElementConfiguration, "INVALID_ELEMENT_CONFIGURATION", "invalid_element_configuration"),
-    (RestErrorType::InvalidElementType, "INVALID_ELEMENT_TYPE", "invalid_element_type"),
-    (RestErrorType::InvalidRequest, "INVALID_REQUEST", "invalid_request"),
-    (RestErrorType::NotAllowedInCurrentState, "NOT_ALLOWED_IN_CURRENT_STATE", "not_allowed_in_current_state"),
+    (
+        RestErrorType::FeatureInUse,
+        "FEATURE_IN_USE",
+        "feature_in_use",
+    ),
+    (
+        RestErrorType::InternalServerError,
+        "INTERNAL_SERVER_ERROR",
+        "internal_server_error",
+    ),
+    (
+        RestErrorType::InvalidArgument,
+        "INVALID_ARGUMENT",
+        "invalid_argument",
+    ),
+    (
+        RestErrorType::InvalidElementConfiguration,
+        "INVALID_ELEMENT_CONFIGURATION",
+        "invalid_element_configuration",
+    ),
+    (
+        RestErrorType::InvalidElementType,
+        "INVALID_ELEMENT_TYPE",
+        "invalid_element_type",
+    ),
+    (
+        RestErrorType::InvalidRequest,
+        "INVALID_REQUEST",
+        "invalid_request",
+    ),
+    (
+        RestErrorType::NotAllowedInCurrentState,
+        "NOT_ALLOWED_IN_CURRENT_STATE",
+        "not_allowed_in_current_state",
+    ),
     (RestErrorType::NotFound, "NOT_FOUND", "not_found"),
-    (RestErrorType::OperationNotFound, "OPERATION_NOT_FOUND", "operation_not_found"),
-    (RestErrorType::ResourceBusy, "RESOURCE_BUSY", "resource_busy"),
-    (RestErrorType::ResourceInUse, "RESOURCE_IN_USE", "resource_in_use"),
-    (RestErrorType::ResourceInaccessible, "RESOURCE_INACCESSIBLE", "resource_inaccessible"),
-    (RestErrorType::ServiceUnavailable, "SERVICE_UNAVAILABLE", "service_unavailable"),
+    (
+        RestErrorType::OperationNotFound,
+        "OPERATION_NOT_FOUND",
+        "operation_not_found",
+    ),
+    (
+        RestErrorType::ResourceBusy,
+        "RESOURCE_BUSY",
+        "resource_busy",
+    ),
+    (
+        RestErrorType::ResourceInUse,
+        "RESOURCE_IN_USE",
+        "resource_in_use",
+    ),
+    (
+        RestErrorType::ResourceInaccessible,
+        "RESOURCE_INACCESSIBLE",
+        "resource_inaccessible",
+    ),
+    (
+        RestErrorType::ServiceUnavailable,
+        "SERVICE_UNAVAILABLE",
+        "service_unavailable",
+    ),
     (RestErrorType::TimedOut, "TIMED_OUT", "timed_out"),
-    (RestErrorType::UnableToAllocateResource, "UNABLE_TO_ALLOCATE_RESOURCE", "unable_to_allocate_resource"),
-    (RestErrorType::Unauthenticated, "UNAUTHENTICATED", "unauthenticated"),
+    (
+        RestErrorType::UnableToAllocateResource,
+        "UNABLE_TO_ALLOCATE_RESOURCE",
+        "unable_to_allocate_resource",
+    ),
+    (
+        RestErrorType::Unauthenticated,
+        "UNAUTHENTICATED",
+        "unauthenticated",
+    ),
     (RestErrorType::Unauthorized, "UNAUTHORIZED", "unauthorized"),
-    (RestErrorType::UnexpectedInput, "UNEXPECTED_INPUT", "unexpected_input"),
+    (
+        RestErrorType::UnexpectedInput,
+        "UNEXPECTED_INPUT",
+        "unexpected_input",
+    ),
     (RestErrorType::Unsupported, "UNSUPPORTED", "unsupported"),
-    (RestErrorType::UnverifiedPeer, "UNVERIFIED_PEER", "unverified_peer"),
+    (
+        RestErrorType::UnverifiedPeer,
+        "UNVERIFIED_PEER",
+        "unverified_peer",
+    ),
 ];
 
 impl RestErrorType {
@@ -87,7 +163,10 @@ impl RestErrorType {
         if let RestErrorType::Unknown(name) = self {
             return name;
         }
-        KNOWN.iter().find(|(t, _, _)| t == self).map_or("", |(_, api, _)| *api)
+        KNOWN
+            .iter()
+            .find(|(t, _, _)| t == self)
+            .map_or("", |(_, api, _)| *api)
     }
 
     /// Parses any spelling the server uses: `NOT_FOUND`, `not_found`, or
@@ -148,7 +227,11 @@ pub struct RestError {
 }
 
 impl RestError {
-    pub(crate) fn new(error_type: RestErrorType, messages: Vec<LocalizableMessage>, http_status: u16) -> Self {
+    pub(crate) fn new(
+        error_type: RestErrorType,
+        messages: Vec<LocalizableMessage>,
+        http_status: u16,
+    ) -> Self {
         RestError {
             error_type,
             messages,
@@ -179,7 +262,13 @@ impl fmt::Display for RestError {
         let texts: Vec<&str> = self
             .messages
             .iter()
-            .map(|m| if m.default_message.is_empty() { m.id.as_str() } else { m.default_message.as_str() })
+            .map(|m| {
+                if m.default_message.is_empty() {
+                    m.id.as_str()
+                } else {
+                    m.default_message.as_str()
+                }
+            })
             .filter(|t| !t.is_empty())
             .collect();
         if !texts.is_empty() {
@@ -213,7 +302,8 @@ impl Error {
 
     /// Whether this is a vAPI error of type `error_type`.
     pub fn is_rest_error(&self, error_type: &RestErrorType) -> bool {
-        self.rest_error().is_some_and(|e| e.error_type() == error_type)
+        self.rest_error()
+            .is_some_and(|e| e.error_type() == error_type)
     }
 }
 
@@ -272,7 +362,12 @@ pub(crate) fn parse_error_body(body: &[u8], http_status: u16) -> Option<RestErro
         let parsed: ApiErrorBody = serde_json::from_value(value).ok()?;
         return Some(RestError::new(
             RestErrorType::parse(&parsed.error_type),
-            parsed.messages.unwrap_or_default().into_iter().map(Into::into).collect(),
+            parsed
+                .messages
+                .unwrap_or_default()
+                .into_iter()
+                .map(Into::into)
+                .collect(),
             http_status,
         ));
     }
@@ -302,11 +397,17 @@ mod tests {
             let a = RestErrorType::parse(api);
             assert!(!matches!(a, RestErrorType::Unknown(_)), "{api}");
             assert_eq!(a, RestErrorType::parse(rest));
-            assert_eq!(a, RestErrorType::parse(&format!("{STD_ERRORS_PREFIX}{rest}")));
+            assert_eq!(
+                a,
+                RestErrorType::parse(&format!("{STD_ERRORS_PREFIX}{rest}"))
+            );
             assert_eq!(a.as_str(), *api);
         }
         let unknown = RestErrorType::parse("com.vmware.vapi.std.errors.brand_new");
-        assert_eq!(unknown, RestErrorType::Unknown("com.vmware.vapi.std.errors.brand_new".into()));
+        assert_eq!(
+            unknown,
+            RestErrorType::Unknown("com.vmware.vapi.std.errors.brand_new".into())
+        );
         assert_eq!(unknown.as_str(), "com.vmware.vapi.std.errors.brand_new");
     }
 
@@ -327,7 +428,11 @@ mod tests {
         assert_eq!(*err.error_type(), RestErrorType::NotFound);
         assert_eq!(err.to_string(), "NOT_FOUND: gone");
         // vcsim: no messages at all.
-        let err = parse_error_body(br#"{"type":"com.vmware.vapi.std.errors.already_exists","value":{}}"#, 400).unwrap();
+        let err = parse_error_body(
+            br#"{"type":"com.vmware.vapi.std.errors.already_exists","value":{}}"#,
+            400,
+        )
+        .unwrap();
         assert_eq!(*err.error_type(), RestErrorType::AlreadyExists);
         assert!(err.messages().is_empty());
         let err = parse_error_body(br#"{"type":"com.vmware.vapi.std.errors.invalid_argument","value":{"messages":["bad"]}}"#, 400).unwrap();
@@ -336,8 +441,20 @@ mod tests {
 
     #[test]
     fn other_bodies_are_not_vapi_errors() {
-        for body in [&b"404 page not found"[..], b"", b"{}", b"[1,2]", b"{\"type\":\"text\"}", b"<html>", b"{\"error_type\":3}"] {
-            assert!(parse_error_body(body, 404).is_none(), "{:?}", String::from_utf8_lossy(body));
+        for body in [
+            &b"404 page not found"[..],
+            b"",
+            b"{}",
+            b"[1,2]",
+            b"{\"type\":\"text\"}",
+            b"<html>",
+            b"{\"error_type\":3}",
+        ] {
+            assert!(
+                parse_error_body(body, 404).is_none(),
+                "{:?}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 }

@@ -151,7 +151,11 @@ pub struct ItemSpec {
 }
 
 impl ItemSpec {
-    pub fn new(library_id: impl Into<String>, name: impl Into<String>, type_: Option<&str>) -> Self {
+    pub fn new(
+        library_id: impl Into<String>,
+        name: impl Into<String>,
+        type_: Option<&str>,
+    ) -> Self {
         ItemSpec {
             library_id: library_id.into(),
             name: name.into(),
@@ -291,7 +295,9 @@ pub struct ContentLibrary<'a> {
 
 impl fmt::Debug for ContentLibrary<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ContentLibrary").field("client", self.client).finish()
+        f.debug_struct("ContentLibrary")
+            .field("client", self.client)
+            .finish()
     }
 }
 
@@ -422,7 +428,11 @@ impl<'a> ContentLibrary<'a> {
     }
 
     /// The item named `name` in the library `library_id`, if any.
-    pub async fn item_by_name(&self, library_id: &str, name: &str) -> Result<Option<LibraryItem>, Error> {
+    pub async fn item_by_name(
+        &self,
+        library_id: &str,
+        name: &str,
+    ) -> Result<Option<LibraryItem>, Error> {
         let criteria = ItemFind {
             name: Some(name.to_owned()),
             library_id: Some(library_id.to_owned()),
@@ -460,12 +470,19 @@ impl<'a> ContentLibrary<'a> {
     ///
     /// The whole of each file is in memory and goes in one request bounded
     /// by the call timeout: this suits OVF descriptors and small images.
-    pub async fn upload_files<N, C>(&self, item_id: &str, files: impl IntoIterator<Item = (N, C)>) -> Result<(), Error>
+    pub async fn upload_files<N, C>(
+        &self,
+        item_id: &str,
+        files: impl IntoIterator<Item = (N, C)>,
+    ) -> Result<(), Error>
     where
         N: Into<String>,
         C: Into<Bytes>,
     {
-        let files: Vec<(String, Bytes)> = files.into_iter().map(|(n, c)| (n.into(), c.into())).collect();
+        let files: Vec<(String, Bytes)> = files
+            .into_iter()
+            .map(|(n, c)| (n.into(), c.into()))
+            .collect();
         #[derive(Serialize)]
         struct SessionSpec<'p> {
             library_item_id: &'p str,
@@ -473,7 +490,12 @@ impl<'a> ContentLibrary<'a> {
         let session_id: String = self
             .client
             .request("create update session", Method::POST, UPDATE_SESSION)
-            .spec("create_spec", &SessionSpec { library_item_id: item_id })
+            .spec(
+                "create_spec",
+                &SessionSpec {
+                    library_item_id: item_id,
+                },
+            )
             .send()
             .await?;
         let result = self.upload_in_session(&session_id, &files).await;
@@ -491,7 +513,11 @@ impl<'a> ContentLibrary<'a> {
         result
     }
 
-    async fn upload_in_session(&self, session_id: &str, files: &[(String, Bytes)]) -> Result<(), Error> {
+    async fn upload_in_session(
+        &self,
+        session_id: &str,
+        files: &[(String, Bytes)],
+    ) -> Result<(), Error> {
         #[derive(Serialize)]
         struct AddSpec<'p> {
             name: &'p str,
@@ -501,7 +527,11 @@ impl<'a> ContentLibrary<'a> {
         for (name, content) in files {
             let added: WireUpdateFile = self
                 .client
-                .request("add file to update session", Method::POST, UPDATE_SESSION_FILE)
+                .request(
+                    "add file to update session",
+                    Method::POST,
+                    UPDATE_SESSION_FILE,
+                )
                 .id(session_id)
                 .action("add")
                 .spec(
@@ -548,7 +578,11 @@ impl<'a> ContentLibrary<'a> {
     /// Keeps the session id from ever going to another host.
     fn same_server(&self, endpoint: &str) -> Result<url::Url, Error> {
         let named = url::Url::parse(endpoint).map_err(|e| {
-            Error::new(ErrorKind::Decode, "the server named an invalid upload endpoint").with_source(e)
+            Error::new(
+                ErrorKind::Decode,
+                "the server named an invalid upload endpoint",
+            )
+            .with_source(e)
         })?;
         let mut url = self.client.base_url().clone();
         url.set_path(named.path());
@@ -586,7 +620,10 @@ impl<'a> ContentLibrary<'a> {
                 _ if Instant::now() >= deadline => {
                     return Err(Error::new(
                         ErrorKind::Timeout,
-                        format!("the update session is still {} after 10 minutes", session.state),
+                        format!(
+                            "the update session is still {} after 10 minutes",
+                            session.state
+                        ),
                     ))
                 }
                 _ => tokio::time::sleep(Duration::from_millis(500)).await,
@@ -599,24 +636,36 @@ impl<'a> ContentLibrary<'a> {
     /// Deploys an OVF library item as a virtual machine and returns the new
     /// machine's reference. A deployment the server reports as failed is an
     /// [`ErrorKind::Rest`] error with the server's messages.
-    pub async fn deploy_ovf(&self, item_id: &str, spec: &OvfDeploySpec) -> Result<ManagedObjectReference, Error> {
+    pub async fn deploy_ovf(
+        &self,
+        item_id: &str,
+        spec: &OvfDeploySpec,
+    ) -> Result<ManagedObjectReference, Error> {
         const OPERATION: &str = "deploy OVF library item";
-        let network_mappings = (!spec.network_mappings.is_empty()).then(|| match self.client.flavor() {
-            ApiFlavor::Api => serde_json::Value::Object(
-                spec.network_mappings
-                    .iter()
-                    .map(|m| (m.ovf_network.clone(), serde_json::Value::String(m.network.value.clone())))
-                    .collect::<BTreeMap<_, _>>()
-                    .into_iter()
-                    .collect(),
-            ),
-            _ => serde_json::Value::Array(
-                spec.network_mappings
-                    .iter()
-                    .map(|m| serde_json::json!({"key": m.ovf_network, "value": m.network.value}))
-                    .collect(),
-            ),
-        });
+        let network_mappings =
+            (!spec.network_mappings.is_empty()).then(|| match self.client.flavor() {
+                ApiFlavor::Api => serde_json::Value::Object(
+                    spec.network_mappings
+                        .iter()
+                        .map(|m| {
+                            (
+                                m.ovf_network.clone(),
+                                serde_json::Value::String(m.network.value.clone()),
+                            )
+                        })
+                        .collect::<BTreeMap<_, _>>()
+                        .into_iter()
+                        .collect(),
+                ),
+                _ => serde_json::Value::Array(
+                    spec.network_mappings
+                        .iter()
+                        .map(
+                            |m| serde_json::json!({"key": m.ovf_network, "value": m.network.value}),
+                        )
+                        .collect(),
+                ),
+            });
         let body = WireDeploy {
             target: WireDeployTarget {
                 resource_pool_id: spec.resource_pool.value.clone(),
@@ -645,7 +694,10 @@ impl<'a> ContentLibrary<'a> {
 }
 
 /// The new machine of a deployment result, or its first error.
-fn deployment_outcome(operation: &str, result: WireDeploymentResult) -> Result<ManagedObjectReference, Error> {
+fn deployment_outcome(
+    operation: &str,
+    result: WireDeploymentResult,
+) -> Result<ManagedObjectReference, Error> {
     if result.succeeded {
         if let Some(id) = result.resource_id {
             return Ok(id.into());
@@ -655,10 +707,17 @@ fn deployment_outcome(operation: &str, result: WireDeploymentResult) -> Result<M
             format!("{operation}: the server reports success but names no virtual machine"),
         ));
     }
-    let first = result.error.and_then(|e| e.errors.into_iter().next()).unwrap_or_default();
+    let first = result
+        .error
+        .and_then(|e| e.errors.into_iter().next())
+        .unwrap_or_default();
     let (error_type, mut messages) = match first.error {
         Some(error) => (
-            error.class.as_deref().map(RestErrorType::parse).unwrap_or(RestErrorType::Error),
+            error
+                .class
+                .as_deref()
+                .map(RestErrorType::parse)
+                .unwrap_or(RestErrorType::Error),
             error.messages,
         ),
         None => (RestErrorType::Error, Vec::new()),
@@ -673,7 +732,10 @@ fn deployment_outcome(operation: &str, result: WireDeploymentResult) -> Result<M
             ..Default::default()
         });
     }
-    Err(rest_error(operation, RestError::new(error_type, messages, 0)))
+    Err(rest_error(
+        operation,
+        RestError::new(error_type, messages, 0),
+    ))
 }
 
 #[cfg(test)]
@@ -682,8 +744,10 @@ mod tests {
 
     #[test]
     fn deployment_success_names_the_vm() {
-        let result: WireDeploymentResult =
-            serde_json::from_str(r#"{"succeeded":true,"resource_id":{"type":"VirtualMachine","id":"vm-77"}}"#).unwrap();
+        let result: WireDeploymentResult = serde_json::from_str(
+            r#"{"succeeded":true,"resource_id":{"type":"VirtualMachine","id":"vm-77"}}"#,
+        )
+        .unwrap();
         assert_eq!(
             deployment_outcome("deploy", result).unwrap(),
             ManagedObjectReference::new("VirtualMachine", "vm-77")
@@ -698,7 +762,10 @@ mod tests {
         .unwrap();
         let err = deployment_outcome("deploy", result).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Rest);
-        assert_eq!(*err.rest_error().unwrap().error_type(), RestErrorType::Error);
+        assert_eq!(
+            *err.rest_error().unwrap().error_type(),
+            RestErrorType::Error
+        );
         assert!(err.to_string().contains("no .ovf"), "{err}");
         let err = deployment_outcome("deploy", WireDeploymentResult::default()).unwrap_err();
         assert!(err.to_string().contains("deployment failed"), "{err}");

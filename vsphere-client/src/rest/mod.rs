@@ -52,12 +52,12 @@ use tracing::Instrument;
 
 pub use error::{LocalizableMessage, RestError, RestErrorType};
 pub use library::{
-    ContentLibrary, ItemFind, ItemSpec, Library, LibraryFind, LibraryItem, LocalLibrarySpec, NetworkMapping,
-    OvfDeploySpec, StorageBacking,
+    ContentLibrary, ItemFind, ItemSpec, Library, LibraryFind, LibraryItem, LocalLibrarySpec,
+    NetworkMapping, OvfDeploySpec, StorageBacking,
 };
 pub use tagging::{
-    AttachedObjects, AttachedTags, BatchResult, Cardinality, Category, CategorySpec, CategoryUpdate, Tag, TagSpec,
-    TagUpdate, Tagging,
+    AttachedObjects, AttachedTags, BatchResult, Cardinality, Category, CategorySpec,
+    CategoryUpdate, Tag, TagSpec, TagUpdate, Tagging,
 };
 
 use crate::client::Client;
@@ -159,7 +159,10 @@ impl RestClient {
     /// Logs in with a user name and password, over `soap`'s connection
     /// settings.
     pub async fn login(soap: &Client, username: &str, password: &str) -> Result<RestClient, Error> {
-        RestClient::builder(soap).credentials(username, password).connect().await
+        RestClient::builder(soap)
+            .credentials(username, password)
+            .connect()
+            .await
     }
 
     /// Reuses `soap`'s session so a program logs in once.
@@ -209,10 +212,19 @@ impl RestClient {
 
     /// A request to an API service (`cis/tagging/category`, written without
     /// the flavor's prefix).
-    pub(crate) fn request(&self, operation: &'static str, method: Method, service: &str) -> RequestBuilder<'_> {
+    pub(crate) fn request(
+        &self,
+        operation: &'static str,
+        method: Method,
+        service: &str,
+    ) -> RequestBuilder<'_> {
         RequestBuilder {
             client: self,
-            call: Call::new(operation, method, service_url(&self.inner.transport.base, self.inner.flavor, service)),
+            call: Call::new(
+                operation,
+                method,
+                service_url(&self.inner.transport.base, self.inner.flavor, service),
+            ),
             query: Vec::new(),
             body_error: None,
         }
@@ -231,16 +243,26 @@ impl RestClient {
         let started = Instant::now();
         let result = async {
             let seen = self.inner.session.snapshot();
-            let reply = self.inner.transport.send(&call, seen.cookie.as_ref()).await?;
+            let reply = self
+                .inner
+                .transport
+                .send(&call, seen.cookie.as_ref())
+                .await?;
             tracing::Span::current().record("status", reply.status.as_u16());
             match check_status(call.operation, reply) {
-                Err(err) if err.is_rest_error(&RestErrorType::Unauthenticated) && self.may_relogin() => {
+                Err(err)
+                    if err.is_rest_error(&RestErrorType::Unauthenticated) && self.may_relogin() =>
+                {
                     tracing::info!("REST session expired or invalid: logging in again");
                     if let Err(login_error) = self.relogin(&seen).await {
                         tracing::debug!(error = %login_error, "logging in again failed");
                         return Err(login_error);
                     }
-                    let reply = self.inner.transport.send(&call, self.inner.session.cookie().as_ref()).await?;
+                    let reply = self
+                        .inner
+                        .transport
+                        .send(&call, self.inner.session.cookie().as_ref())
+                        .await?;
                     tracing::Span::current().record("status", reply.status.as_u16());
                     check_status(call.operation, reply)
                 }
@@ -252,7 +274,8 @@ impl RestClient {
         span.record("duration_ms", started.elapsed().as_millis() as u64);
         match &result {
             Ok(_) => self.inner.session.touch(),
-            Err(err) => span.in_scope(|| tracing::debug!(error = %err, kind = ?err.kind(), "REST call failed")),
+            Err(err) => span
+                .in_scope(|| tracing::debug!(error = %err, kind = ?err.kind(), "REST call failed")),
         }
         result
     }
@@ -302,13 +325,15 @@ impl RequestBuilder<'_> {
             ApiFlavor::Api => "action",
             ApiFlavor::Rest => "~action",
         };
-        self.query.push(format!("{key}={}", encode_query_value(action)));
+        self.query
+            .push(format!("{key}={}", encode_query_value(action)));
         self
     }
 
     /// Adds a query parameter.
     pub(crate) fn query(mut self, key: &str, value: &str) -> Self {
-        self.query.push(format!("{key}={}", encode_query_value(value)));
+        self.query
+            .push(format!("{key}={}", encode_query_value(value)));
         self
     }
 
@@ -349,7 +374,9 @@ impl RequestBuilder<'_> {
     }
 
     fn fail(mut self, e: serde_json::Error) -> Self {
-        self.body_error = Some(Error::new(ErrorKind::InvalidConfig, "cannot encode the request body").with_source(e));
+        self.body_error = Some(
+            Error::new(ErrorKind::InvalidConfig, "cannot encode the request body").with_source(e),
+        );
         self
     }
 
@@ -371,7 +398,10 @@ impl RequestBuilder<'_> {
         }
         if !self.query.is_empty() {
             let existing = self.call.url.query().map(str::to_owned);
-            let mut query = existing.into_iter().filter(|q| !q.is_empty()).collect::<Vec<_>>();
+            let mut query = existing
+                .into_iter()
+                .filter(|q| !q.is_empty())
+                .collect::<Vec<_>>();
             query.extend(self.query);
             self.call.url.set_query(Some(&query.join("&")));
         }
@@ -518,7 +548,8 @@ impl RestClientBuilder {
                         RestError::new(
                             RestErrorType::Unauthenticated,
                             vec![LocalizableMessage {
-                                default_message: "the server does not accept the given session id".into(),
+                                default_message: "the server does not accept the given session id"
+                                    .into(),
                                 ..Default::default()
                             }],
                             401,
@@ -541,7 +572,11 @@ impl RestClientBuilder {
                 logout_on_drop: self.logout_on_drop,
             }),
         };
-        tracing::debug!(?flavor, shared = client.shares_soap_session(), "REST session ready");
+        tracing::debug!(
+            ?flavor,
+            shared = client.shares_soap_session(),
+            "REST session ready"
+        );
         if let Some(interval) = self.keepalive {
             client.spawn_keepalive(interval);
         }

@@ -42,7 +42,11 @@ pub(super) async fn create(
     let order = flavors(forced);
     let mut last_not_found = None;
     for (i, flavor) in order.iter().copied().enumerate() {
-        let mut call = Call::new(OPERATION, Method::POST, session_url(&transport.base, flavor));
+        let mut call = Call::new(
+            OPERATION,
+            Method::POST,
+            session_url(&transport.base, flavor),
+        );
         call.basic_auth = Some(credentials.clone());
         // The reply is the session id.
         call.log_response_body = false;
@@ -56,10 +60,14 @@ pub(super) async fn create(
         let id: Option<String> = decode_json(OPERATION, flavor, &reply)?;
         return match id.filter(|id| !id.is_empty()) {
             Some(id) => Ok((flavor, Secret::new(id))),
-            None => Err(Error::new(ErrorKind::Decode, format!("{OPERATION}: the server sent no session id"))),
+            None => Err(Error::new(
+                ErrorKind::Decode,
+                format!("{OPERATION}: the server sent no session id"),
+            )),
         };
     }
-    Err(last_not_found.unwrap_or_else(|| Error::new(ErrorKind::InvalidConfig, "no API flavor to try")))
+    Err(last_not_found
+        .unwrap_or_else(|| Error::new(ErrorKind::InvalidConfig, "no API flavor to try")))
 }
 
 /// The request that reads the current session: `GET /api/session`, or
@@ -117,7 +125,9 @@ pub(super) async fn from_soap(
 ) -> Result<(ApiFlavor, Secret, Auth), Error> {
     if let Some(id) = soap_session_id(soap) {
         if let Some(flavor) = probe(transport, forced, &id).await? {
-            tracing::debug!("the server accepts the SOAP session for the Automation API: sharing it");
+            tracing::debug!(
+                "the server accepts the SOAP session for the Automation API: sharing it"
+            );
             return Ok((flavor, id, Auth::SoapSession(soap.clone())));
         }
         tracing::debug!("the server refuses the SOAP session for the Automation API; logging in with the credentials");
@@ -143,7 +153,9 @@ impl RestClient {
             return Ok(());
         };
         let result = self.login_again().await;
-        self.inner.session.login_finished(generation_before, result.as_ref().map(|_| ()));
+        self.inner
+            .session
+            .login_finished(generation_before, result.as_ref().map(|_| ()));
         result
     }
 
@@ -158,8 +170,12 @@ impl RestClient {
             Auth::SoapSession(soap) => {
                 // Renews the SOAP session if it is the one that died.
                 soap.check_session().await?;
-                let id = soap_session_id(soap)
-                    .ok_or_else(|| Error::new(ErrorKind::NotAuthenticated, "the SOAP client has no session to share"))?;
+                let id = soap_session_id(soap).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::NotAuthenticated,
+                        "the SOAP client has no session to share",
+                    )
+                })?;
                 if inner.session.cookie().as_ref() == Some(&id) {
                     return Err(Error::new(
                         ErrorKind::NotAuthenticated,
@@ -181,7 +197,9 @@ impl RestClient {
         const OPERATION: &str = "get REST session";
         let request = match self.inner.flavor {
             ApiFlavor::Api => self.request(OPERATION, Method::GET, "session"),
-            ApiFlavor::Rest => self.request(OPERATION, Method::POST, "cis/session").action("get"),
+            ApiFlavor::Rest => self
+                .request(OPERATION, Method::POST, "cis/session")
+                .action("get"),
         };
         let info: Option<SessionInfo> = request.idempotent().send().await?;
         Ok(info.unwrap_or_default())
@@ -216,7 +234,11 @@ impl RestClient {
         if matches!(inner.auth, Auth::SoapSession(_)) {
             return Ok(());
         }
-        let mut call = Call::new(OPERATION, Method::DELETE, session_url(&inner.transport.base, inner.flavor));
+        let mut call = Call::new(
+            OPERATION,
+            Method::DELETE,
+            session_url(&inner.transport.base, inner.flavor),
+        );
         call.idempotent = true;
         let result = inner.transport.send(&call, Some(&id)).await;
         match result.and_then(|reply| check_status(OPERATION, reply)) {
@@ -241,7 +263,9 @@ async fn keepalive_loop(client: Weak<Inner>, interval: Duration) {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let Some(inner) = client.upgrade() else { return };
+        let Some(inner) = client.upgrade() else {
+            return;
+        };
         let client = RestClient { inner };
         if client.inner.session.is_closed() {
             return;
@@ -260,21 +284,35 @@ async fn keepalive_loop(client: Weak<Inner>, interval: Duration) {
 impl Drop for Inner {
     fn drop(&mut self) {
         stop_keepalive(self);
-        if !self.logout_on_drop || self.session.is_closed() || matches!(self.auth, Auth::SoapSession(_)) {
+        if !self.logout_on_drop
+            || self.session.is_closed()
+            || matches!(self.auth, Auth::SoapSession(_))
+        {
             return;
         }
-        let Some(id) = self.session.cookie() else { return };
+        let Some(id) = self.session.cookie() else {
+            return;
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::debug!("REST logout_on_drop: no Tokio runtime, the session is left to expire");
             return;
         };
         let transport = self.transport.clone();
-        let mut call = Call::new("delete REST session", Method::DELETE, session_url(&transport.base, self.flavor));
+        let mut call = Call::new(
+            "delete REST session",
+            Method::DELETE,
+            session_url(&transport.base, self.flavor),
+        );
         call.idempotent = true;
         runtime.spawn(async move {
             match transport.send(&call, Some(&id)).await {
-                Ok(reply) if reply.status.is_success() => tracing::debug!("REST session deleted on drop"),
-                Ok(reply) => tracing::debug!(status = reply.status.as_u16(), "REST logout on drop answered with an error"),
+                Ok(reply) if reply.status.is_success() => {
+                    tracing::debug!("REST session deleted on drop")
+                }
+                Ok(reply) => tracing::debug!(
+                    status = reply.status.as_u16(),
+                    "REST logout on drop answered with an error"
+                ),
                 Err(err) => tracing::debug!(error = %err, "REST logout on drop failed"),
             }
         });

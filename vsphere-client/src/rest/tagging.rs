@@ -235,7 +235,9 @@ pub struct Tagging<'a> {
 
 impl fmt::Debug for Tagging<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tagging").field("client", self.client).finish()
+        f.debug_struct("Tagging")
+            .field("client", self.client)
+            .finish()
     }
 }
 
@@ -375,7 +377,11 @@ impl<'a> Tagging<'a> {
 
     /// The tag with this id, or else this name (in `category`, a category
     /// id or name, when given). `Ok(None)` when there is none.
-    pub async fn find_tag(&self, name_or_id: &str, category: Option<&str>) -> Result<Option<Tag>, Error> {
+    pub async fn find_tag(
+        &self,
+        name_or_id: &str,
+        category: Option<&str>,
+    ) -> Result<Option<Tag>, Error> {
         let tags = match category {
             Some(category) => match self.find_category(category).await? {
                 Some(category) => self.tags_in_category(&category.id).await?,
@@ -423,7 +429,9 @@ impl<'a> Tagging<'a> {
             .request("attach tag", Method::POST, ASSOCIATION)
             .id(tag_id)
             .action("attach")
-            .fields(&ObjectParam { object_id: object.into() })
+            .fields(&ObjectParam {
+                object_id: object.into(),
+            })
             .idempotent()
             .send_unit()
             .await
@@ -435,14 +443,20 @@ impl<'a> Tagging<'a> {
             .request("detach tag", Method::POST, ASSOCIATION)
             .id(tag_id)
             .action("detach")
-            .fields(&ObjectParam { object_id: object.into() })
+            .fields(&ObjectParam {
+                object_id: object.into(),
+            })
             .idempotent()
             .send_unit()
             .await
     }
 
     /// Attaches one tag to many objects in one call.
-    pub async fn attach_to_objects(&self, tag_id: &str, objects: &[ManagedObjectReference]) -> Result<BatchResult, Error> {
+    pub async fn attach_to_objects(
+        &self,
+        tag_id: &str,
+        objects: &[ManagedObjectReference],
+    ) -> Result<BatchResult, Error> {
         #[derive(Serialize)]
         struct Param {
             object_ids: Vec<DynamicId>,
@@ -462,15 +476,33 @@ impl<'a> Tagging<'a> {
     }
 
     /// Attaches many tags to one object in one call.
-    pub async fn attach_tags(&self, tag_ids: &[String], object: &ManagedObjectReference) -> Result<BatchResult, Error> {
-        self.tags_on_object("attach tags to object", "attach-multiple-tags-to-object", tag_ids, object)
-            .await
+    pub async fn attach_tags(
+        &self,
+        tag_ids: &[String],
+        object: &ManagedObjectReference,
+    ) -> Result<BatchResult, Error> {
+        self.tags_on_object(
+            "attach tags to object",
+            "attach-multiple-tags-to-object",
+            tag_ids,
+            object,
+        )
+        .await
     }
 
     /// Detaches many tags from one object in one call.
-    pub async fn detach_tags(&self, tag_ids: &[String], object: &ManagedObjectReference) -> Result<BatchResult, Error> {
-        self.tags_on_object("detach tags from object", "detach-multiple-tags-from-object", tag_ids, object)
-            .await
+    pub async fn detach_tags(
+        &self,
+        tag_ids: &[String],
+        object: &ManagedObjectReference,
+    ) -> Result<BatchResult, Error> {
+        self.tags_on_object(
+            "detach tags from object",
+            "detach-multiple-tags-from-object",
+            tag_ids,
+            object,
+        )
+        .await
     }
 
     async fn tags_on_object(
@@ -500,12 +532,17 @@ impl<'a> Tagging<'a> {
     }
 
     /// The ids of the tags attached to an object.
-    pub async fn list_attached_tags(&self, object: &ManagedObjectReference) -> Result<Vec<String>, Error> {
+    pub async fn list_attached_tags(
+        &self,
+        object: &ManagedObjectReference,
+    ) -> Result<Vec<String>, Error> {
         let ids: Option<Vec<String>> = self
             .client
             .request("list attached tags", Method::POST, ASSOCIATION)
             .action("list-attached-tags")
-            .fields(&ObjectParam { object_id: object.into() })
+            .fields(&ObjectParam {
+                object_id: object.into(),
+            })
             .idempotent()
             .send()
             .await?;
@@ -513,7 +550,10 @@ impl<'a> Tagging<'a> {
     }
 
     /// The objects a tag is attached to.
-    pub async fn list_attached_objects(&self, tag_id: &str) -> Result<Vec<ManagedObjectReference>, Error> {
+    pub async fn list_attached_objects(
+        &self,
+        tag_id: &str,
+    ) -> Result<Vec<ManagedObjectReference>, Error> {
         let request = self
             .client
             .request("list attached objects", Method::POST, ASSOCIATION)
@@ -525,11 +565,18 @@ impl<'a> Tagging<'a> {
             _ => request,
         };
         let ids: Option<Vec<DynamicId>> = request.idempotent().send().await?;
-        Ok(ids.unwrap_or_default().into_iter().map(Into::into).collect())
+        Ok(ids
+            .unwrap_or_default()
+            .into_iter()
+            .map(Into::into)
+            .collect())
     }
 
     /// For each tag, the objects it is attached to, in one call.
-    pub async fn list_attached_objects_on_tags(&self, tag_ids: &[String]) -> Result<Vec<AttachedObjects>, Error> {
+    pub async fn list_attached_objects_on_tags(
+        &self,
+        tag_ids: &[String],
+    ) -> Result<Vec<AttachedObjects>, Error> {
         #[derive(Serialize)]
         struct Param<'p> {
             tag_ids: &'p [String],
@@ -547,13 +594,21 @@ impl<'a> Tagging<'a> {
             .into_iter()
             .map(|w| AttachedObjects {
                 tag_id: w.tag_id,
-                object_ids: w.object_ids.unwrap_or_default().into_iter().map(Into::into).collect(),
+                object_ids: w
+                    .object_ids
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
             })
             .collect())
     }
 
     /// For each object, the tags attached to it, in one call.
-    pub async fn list_attached_tags_on_objects(&self, objects: &[ManagedObjectReference]) -> Result<Vec<AttachedTags>, Error> {
+    pub async fn list_attached_tags_on_objects(
+        &self,
+        objects: &[ManagedObjectReference],
+    ) -> Result<Vec<AttachedTags>, Error> {
         #[derive(Serialize)]
         struct Param {
             object_ids: Vec<DynamicId>,
@@ -592,7 +647,10 @@ mod tests {
 
     #[test]
     fn cardinality_is_open() {
-        assert_eq!(serde_json::to_string(&Cardinality::Multiple).unwrap(), "\"MULTIPLE\"");
+        assert_eq!(
+            serde_json::to_string(&Cardinality::Multiple).unwrap(),
+            "\"MULTIPLE\""
+        );
         let c: Cardinality = serde_json::from_str("\"SINGLE\"").unwrap();
         assert_eq!(c, Cardinality::Single);
         let c: Cardinality = serde_json::from_str("\"SOMETIMES\"").unwrap();
@@ -611,17 +669,34 @@ mod tests {
             cardinality: Some(Cardinality::Multiple),
             ..Default::default()
         };
-        assert_eq!(serde_json::to_value(&update).unwrap(), serde_json::json!({"cardinality": "MULTIPLE"}));
+        assert_eq!(
+            serde_json::to_value(&update).unwrap(),
+            serde_json::json!({"cardinality": "MULTIPLE"})
+        );
     }
 
     #[test]
     fn pick_prefers_ids() {
         let tags = vec![
-            Tag { id: "t1".into(), name: "t2".into(), ..Default::default() },
-            Tag { id: "t2".into(), name: "x".into(), ..Default::default() },
+            Tag {
+                id: "t1".into(),
+                name: "t2".into(),
+                ..Default::default()
+            },
+            Tag {
+                id: "t2".into(),
+                name: "x".into(),
+                ..Default::default()
+            },
         ];
-        assert_eq!(pick(tags.clone(), "t2", |t| (&t.id, &t.name)).unwrap().id, "t2");
-        assert_eq!(pick(tags.clone(), "x", |t| (&t.id, &t.name)).unwrap().id, "t2");
+        assert_eq!(
+            pick(tags.clone(), "t2", |t| (&t.id, &t.name)).unwrap().id,
+            "t2"
+        );
+        assert_eq!(
+            pick(tags.clone(), "x", |t| (&t.id, &t.name)).unwrap().id,
+            "t2"
+        );
         assert!(pick(tags, "nope", |t| (&t.id, &t.name)).is_none());
     }
 }

@@ -17,7 +17,9 @@ use tower::util::rng::HasherRng;
 
 use crate::error::{from_reqwest, Error, ErrorKind};
 use crate::redact::{redact_body, Secret};
-use crate::rest::error::{parse_error_body, rest_error, LocalizableMessage, RestError, RestErrorType};
+use crate::rest::error::{
+    parse_error_body, rest_error, LocalizableMessage, RestError, RestErrorType,
+};
 use crate::rest::ApiFlavor;
 use crate::session::Credentials;
 use crate::transport::{read_limited, RetryConfig, WIRE_LOG_TARGET};
@@ -88,9 +90,14 @@ impl Transport {
     pub(crate) async fn send(&self, call: &Call, session: Option<&Secret>) -> Result<Reply, Error> {
         let mut retries_left = self.retry.max_retries;
         let max = self.retry.max_backoff.max(self.retry.initial_backoff);
-        let mut backoff = ExponentialBackoffMaker::new(self.retry.initial_backoff, max, 0.5, HasherRng::default())
-            .map_err(|e| Error::invalid_config("invalid retry backoff").with_source(e))?
-            .make_backoff();
+        let mut backoff = ExponentialBackoffMaker::new(
+            self.retry.initial_backoff,
+            max,
+            0.5,
+            HasherRng::default(),
+        )
+        .map_err(|e| Error::invalid_config("invalid retry backoff").with_source(e))?
+        .make_backoff();
         loop {
             let result = self.attempt(call, session).await;
             let retry = match &result {
@@ -98,12 +105,15 @@ impl Transport {
                     call.idempotent
                         && matches!(
                             reply.status,
-                            StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+                            StatusCode::BAD_GATEWAY
+                                | StatusCode::SERVICE_UNAVAILABLE
+                                | StatusCode::GATEWAY_TIMEOUT
                         )
                 }
                 Err(err) => {
                     err.request_not_sent()
-                        || (call.idempotent && matches!(err.kind(), ErrorKind::Transport | ErrorKind::Timeout))
+                        || (call.idempotent
+                            && matches!(err.kind(), ErrorKind::Transport | ErrorKind::Timeout))
                 }
             };
             if !retry || retries_left == 0 {
@@ -114,22 +124,23 @@ impl Transport {
                 Ok(reply) => format!("HTTP {}", reply.status.as_u16()),
                 Err(err) => err.to_string(),
             };
-            tracing::debug!(operation = call.operation, retries_left, "retrying after {why}");
+            tracing::debug!(
+                operation = call.operation,
+                retries_left,
+                "retrying after {why}"
+            );
             backoff.next_backoff().await;
         }
     }
 
     async fn attempt(&self, call: &Call, session: Option<&Secret>) -> Result<Reply, Error> {
-        let _permit = match &self.limit {
-            Some(limit) => Some(
-                limit
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .map_err(|_| Error::new(ErrorKind::Transport, "the client is shutting down"))?,
-            ),
-            None => None,
-        };
+        let _permit =
+            match &self.limit {
+                Some(limit) => Some(limit.clone().acquire_owned().await.map_err(|_| {
+                    Error::new(ErrorKind::Transport, "the client is shutting down")
+                })?),
+                None => None,
+            };
         let url = call.url.as_str();
         let wire = tracing::enabled!(target: WIRE_LOG_TARGET, tracing::Level::TRACE);
         if wire {
@@ -148,8 +159,12 @@ impl Transport {
             request = request.timeout(timeout);
         }
         if let Some(id) = session {
-            let mut value = HeaderValue::from_str(id.expose())
-                .map_err(|_| Error::new(ErrorKind::InvalidConfig, "the REST session id is not a valid header value"))?;
+            let mut value = HeaderValue::from_str(id.expose()).map_err(|_| {
+                Error::new(
+                    ErrorKind::InvalidConfig,
+                    "the REST session id is not a valid header value",
+                )
+            })?;
             value.set_sensitive(true);
             request = request.header(SESSION_HEADER, value);
         }
@@ -160,7 +175,9 @@ impl Transport {
                 .header("vmware-use-header-authn", "true");
         }
         if let Some(body) = &call.body {
-            request = request.header(CONTENT_TYPE, call.content_type).body(body.clone());
+            request = request
+                .header(CONTENT_TYPE, call.content_type)
+                .body(body.clone());
         }
         let response = request.send().await.map_err(|e| from_reqwest(e, url))?;
         let status = response.status();
@@ -225,14 +242,21 @@ pub(crate) fn error_from_reply(operation: &str, reply: &Reply) -> Error {
             };
             rest_error(operation, RestError::new(error_type, vec![message], status))
         }
-        None => Error::new(ErrorKind::HttpStatus(status), format!("{operation}: {described}")),
+        None => Error::new(
+            ErrorKind::HttpStatus(status),
+            format!("{operation}: {described}"),
+        ),
     }
 }
 
 /// Decodes a successful reply's JSON into `T`, unwrapping `/rest`'s
 /// `{"value": ...}`. An empty body (204, or a `/rest` reply without value)
 /// decodes as JSON `null`.
-pub(crate) fn decode_json<T: DeserializeOwned>(operation: &str, flavor: ApiFlavor, reply: &Reply) -> Result<T, Error> {
+pub(crate) fn decode_json<T: DeserializeOwned>(
+    operation: &str,
+    flavor: ApiFlavor,
+    reply: &Reply,
+) -> Result<T, Error> {
     let text = reply.body.as_ref();
     let value = if text.iter().all(u8::is_ascii_whitespace) {
         serde_json::Value::Null
@@ -248,13 +272,23 @@ pub(crate) fn decode_json<T: DeserializeOwned>(operation: &str, flavor: ApiFlavo
                     (ErrorKind::Decode, "malformed JSON".to_owned())
                 } else {
                     let ct = reply.content_type.as_deref().unwrap_or("no content type");
-                    (ErrorKind::NotJson, format!("not JSON ({})", ct.split(';').next().unwrap_or(ct).trim()))
+                    (
+                        ErrorKind::NotJson,
+                        format!("not JSON ({})", ct.split(';').next().unwrap_or(ct).trim()),
+                    )
                 };
                 let excerpt = excerpt(text, 160);
-                let tail = if excerpt.is_empty() { String::new() } else { format!(": {excerpt}") };
+                let tail = if excerpt.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {excerpt}")
+                };
                 return Err(Error::new(
                     kind,
-                    format!("{operation}: the server answered HTTP {} but {what}{tail}", reply.status.as_u16()),
+                    format!(
+                        "{operation}: the server answered HTTP {} but {what}{tail}",
+                        reply.status.as_u16()
+                    ),
                 )
                 .with_source(e));
             }
@@ -267,7 +301,11 @@ pub(crate) fn decode_json<T: DeserializeOwned>(operation: &str, flavor: ApiFlavo
         (_, value) => value,
     };
     serde_json::from_value(value).map_err(|e| {
-        Error::new(ErrorKind::Decode, format!("{operation}: unexpected JSON in the response")).with_source(e)
+        Error::new(
+            ErrorKind::Decode,
+            format!("{operation}: unexpected JSON in the response"),
+        )
+        .with_source(e)
     })
 }
 
@@ -337,20 +375,37 @@ mod tests {
 
     #[test]
     fn html_is_not_json_and_bad_json_is_a_decode_error() {
-        let r = reply(200, Some("text/html; charset=utf-8"), "<html><body><h1>Service Unavailable</h1></body></html>");
+        let r = reply(
+            200,
+            Some("text/html; charset=utf-8"),
+            "<html><body><h1>Service Unavailable</h1></body></html>",
+        );
         let err = decode_json::<Vec<String>>("list categories", ApiFlavor::Api, &r).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::NotJson);
         assert!(err.to_string().contains("not JSON (text/html)"), "{err}");
         assert!(err.to_string().contains("Service Unavailable"), "{err}");
         let r = reply(200, Some("application/json"), r#"{"value": ["a""#);
-        assert_eq!(decode_json::<Vec<String>>("x", ApiFlavor::Rest, &r).unwrap_err().kind(), ErrorKind::Decode);
+        assert_eq!(
+            decode_json::<Vec<String>>("x", ApiFlavor::Rest, &r)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Decode
+        );
         let r = reply(200, Some("application/json"), r#"{"value": 3}"#);
-        assert_eq!(decode_json::<Vec<String>>("x", ApiFlavor::Rest, &r).unwrap_err().kind(), ErrorKind::Decode);
+        assert_eq!(
+            decode_json::<Vec<String>>("x", ApiFlavor::Rest, &r)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Decode
+        );
     }
 
     #[test]
     fn statuses_without_vapi_bodies() {
-        let err = error_from_reply("get tag", &reply(404, Some("text/plain"), "404 page not found\n"));
+        let err = error_from_reply(
+            "get tag",
+            &reply(404, Some("text/plain"), "404 page not found\n"),
+        );
         assert_eq!(err.kind(), ErrorKind::Rest);
         let rest = err.rest_error().unwrap();
         assert_eq!(*rest.error_type(), RestErrorType::NotFound);
@@ -359,7 +414,10 @@ mod tests {
         assert!(err.is_rest_error(&RestErrorType::Unauthenticated));
         let err = error_from_reply("list tags", &reply(500, Some("text/html"), "<h1>oops</h1>"));
         assert_eq!(err.kind(), ErrorKind::HttpStatus(500));
-        assert_eq!(err.to_string(), "list tags: HTTP 500 Internal Server Error: oops");
+        assert_eq!(
+            err.to_string(),
+            "list tags: HTTP 500 Internal Server Error: oops"
+        );
     }
 
     #[test]
