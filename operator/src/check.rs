@@ -5,7 +5,6 @@
 //! the Providers it has a source for, every VirtualMachine is scheduled (and,
 //! with `--apply`, Ready), and no manifest was rejected.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -254,22 +253,15 @@ pub async fn reconcile<V: VSphere>(world: &mut World, vsphere: &V, now: &Time) {
     world.images.sort_by_key(|i| i.name_any());
     world.classes.sort_by_key(|c| c.name_any());
 
-    let mut sessions = BTreeMap::new();
     for i in 0..world.providers.len() {
         let outcome = provider::reconcile_provider(&world.providers[i], &*world, vsphere, now).await;
-        let key = schedule::provider_key(&world.providers[i]);
-        if let Some(session) = outcome.session {
-            sessions.insert(key, session);
-        }
         world.providers[i].status = Some(outcome.status);
     }
 
     for i in 0..world.images.len() {
         let mut per_provider: Vec<ImageProviderStatus> = Vec::new();
         for p in &world.providers {
-            let status = p.status.clone().unwrap_or_default();
-            let session = sessions.get(&schedule::provider_key(p));
-            per_provider.push(provider::image_on_provider(&world.images[i], p, &status, session).await);
+            per_provider.push(provider::image_on_provider(&world.images[i], p, &*world, vsphere).await);
         }
         let generation = world.images[i].metadata.generation;
         world.images[i].status = Some(VMImageStatus { per_provider, observed_generation: generation });

@@ -12,11 +12,13 @@ pub mod crdgen;
 pub mod health;
 pub mod machine;
 pub mod provider;
+pub mod provider_role;
 pub mod schema;
 pub mod schedule;
 pub mod validate;
 #[cfg(test)]
 mod testutil;
+pub mod vcenter;
 pub mod vsphere;
 
 /// Errors of the operator's roles.

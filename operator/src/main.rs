@@ -10,7 +10,8 @@ use tracing::{error, info};
 
 use banlieue::check::{self, Output};
 use banlieue::health::{self, Metrics};
-use banlieue::vsphere::{NoBackend, NO_BACKEND_MESSAGE};
+use banlieue::provider_role;
+use banlieue::vcenter::VCenter;
 
 #[derive(Parser)]
 #[command(name = "banlieue", version, about = "Kubernetes operator for banlieue.io/v1alpha1 VMs on vSphere")]
@@ -60,6 +61,9 @@ enum Backend {
         namespace: String,
         #[arg(long, default_value = "0.0.0.0:8080", env = "BANLIEUE_HEALTH_ADDR")]
         health_addr: SocketAddr,
+        /// How often every Provider and VMImage is re-verified against vCenter (`30s`, `5m`, `1h`).
+        #[arg(long, default_value = "5m", env = "BANLIEUE_RESYNC_INTERVAL", value_parser = provider_role::parse_interval)]
+        resync_interval: std::time::Duration,
     },
 }
 
@@ -115,14 +119,32 @@ async fn main() -> ExitCode {
                 }
             }
         }
-        Command::Provider { backend: Backend::Vsphere { namespace, health_addr: _ } } => {
-            error!(
-                %namespace,
-                "the vSphere provider role is not implemented in this build yet (it needs the vSphere client): \
-                 Providers and VMImages are not reconciled. `banlieue check -f MANIFESTS` runs the controller's \
-                 scheduling over manifests meanwhile."
-            );
-            ExitCode::from(2)
+        Command::Provider { backend: Backend::Vsphere { namespace, health_addr, resync_interval } } => {
+            let metrics = Arc::new(Metrics::default());
+            let listener = match tokio::net::TcpListener::bind(health_addr).await {
+                Ok(l) => l,
+                Err(e) => {
+                    error!(%health_addr, error = %e, "cannot listen");
+                    return ExitCode::FAILURE;
+                }
+            };
+            tokio::spawn(health::serve(listener, metrics.clone()));
+            let client = match kube::Client::try_default().await {
+                Ok(c) => c,
+                Err(e) => {
+                    error!(error = %e, "cannot build a Kubernetes client");
+                    return ExitCode::FAILURE;
+                }
+            };
+            info!(%namespace, resync = ?resync_interval, "vSphere provider starting");
+            let vcenter = Arc::new(VCenter::default());
+            match provider_role::run(client, &namespace, resync_interval, vcenter, metrics).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    error!(error = %e, "provider failed");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Check { files, apply, output } => {
             let mut world = match check::World::load(&files) {
@@ -132,11 +154,13 @@ async fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            eprintln!("note: {NO_BACKEND_MESSAGE}; every Provider is reported ConnectFailed.");
             if apply {
                 eprintln!("note: --apply needs the VSphereMachine lifecycle, which this build lacks: no VM is created and none becomes Ready.");
             }
-            check::reconcile(&mut world, &NoBackend, &banlieue::conditions::now()).await;
+            let vcenter = VCenter::default();
+            check::reconcile(&mut world, &vcenter, &banlieue::conditions::now()).await;
+            // A check leaves no session behind on vCenter.
+            vcenter.close_all().await;
             let report = check::report(&world, output, apply);
             print!("{}", report.output);
             eprintln!("{}", report.summary);

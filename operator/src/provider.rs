@@ -106,13 +106,21 @@ pub fn connect_params(provider: &Provider, objects: &impl Objects) -> Result<Con
     Ok(ConnectParams { provider: key, endpoint: connection.endpoint.clone(), username, password, tls })
 }
 
-/// What a Provider reconcile produced: the status to write, and the session
-/// (when connected) for the VMImage checks that follow.
-pub struct ProviderOutcome<S> {
+/// What a Provider reconcile produced: the status to write.
+pub struct ProviderOutcome {
     pub status: ProviderStatus,
-    pub session: Option<S>,
     /// `Ready` changed status: worth an event.
     pub transitioned: bool,
+}
+
+impl ProviderOutcome {
+    /// The `Ready` reason, and whether it names a failure worth retrying
+    /// soon (vCenter unreachable, a walk that failed) rather than a spec or
+    /// Secret that only a change fixes.
+    pub fn ready_reason(&self) -> (&str, bool) {
+        let reason = conditions::find(&self.status.conditions, READY).map(|c| c.reason.as_str()).unwrap_or_default();
+        (reason, matches!(reason, reason::CONNECT_FAILED | reason::INVENTORY_FAILED))
+    }
 }
 
 pub async fn reconcile_provider<V: VSphere>(
@@ -120,50 +128,37 @@ pub async fn reconcile_provider<V: VSphere>(
     objects: &impl Objects,
     vsphere: &V,
     now: &Time,
-) -> ProviderOutcome<V::Session> {
+) -> ProviderOutcome {
     let previous = provider.status.clone().unwrap_or_default();
     let mut status = previous.clone();
-    let (observed, session) = match connect_and_walk(provider, objects, vsphere).await {
-        Ok((session, failure_domains)) => {
+    let observed = match connect_and_walk(provider, objects, vsphere).await {
+        Ok(failure_domains) => {
             let message = format!(
                 "logged in to {}; {} failure domain(s)",
                 provider.spec.connection.endpoint,
                 failure_domains.len()
             );
             status.failure_domains = failure_domains;
-            (Observed::new(READY, Status::True, reason::CONNECTED, message), Some(session))
+            Observed::new(READY, Status::True, reason::CONNECTED, message)
         }
         // A failure keeps the last known failure domains: a vCenter outage must not
         // make the scheduler forget where VMs can go.
-        Err(((reason, message), session)) => (Observed::new(READY, Status::False, reason, message), session),
+        Err((reason, message)) => Observed::new(READY, Status::False, reason, message),
     };
     let generation = provider.metadata.generation;
     let transitioned = conditions::set(&mut status.conditions, observed, generation, now);
     status.observed_generation = generation;
-    ProviderOutcome { status, session, transitioned }
+    ProviderOutcome { status, transitioned }
 }
 
-async fn connect_and_walk<V: VSphere>(
-    provider: &Provider,
-    objects: &impl Objects,
-    vsphere: &V,
-) -> Result<(V::Session, Vec<FailureDomain>), (Failure, Option<V::Session>)> {
-    let params = connect_params(provider, objects).map_err(|f| (f, None))?;
-    let session = vsphere
-        .connect(&params)
-        .await
-        .map_err(|e| ((reason::CONNECT_FAILED, e.message), None))?;
-    let inventory = match session.inventory().await {
-        Ok(inventory) => inventory,
-        Err(e) => {
-            let reason = if e.kind == ErrorKind::Connect { reason::CONNECT_FAILED } else { reason::INVENTORY_FAILED };
-            return Err(((reason, e.message), Some(session)));
-        }
-    };
-    match failure_domains(provider, &inventory) {
-        Ok(domains) => Ok((session, domains)),
-        Err(message) => Err(((reason::DUPLICATE_FAILURE_DOMAIN, message), Some(session))),
-    }
+async fn connect_and_walk<V: VSphere>(provider: &Provider, objects: &impl Objects, vsphere: &V) -> Result<Vec<FailureDomain>, Failure> {
+    let params = connect_params(provider, objects)?;
+    let session = vsphere.connect(&params).await.map_err(|e| (reason::CONNECT_FAILED, e.message))?;
+    let inventory = session.inventory().await.map_err(|e| {
+        let reason = if e.kind == ErrorKind::Connect { reason::CONNECT_FAILED } else { reason::INVENTORY_FAILED };
+        (reason, e.message)
+    })?;
+    failure_domains(provider, &inventory).map_err(|message| (reason::DUPLICATE_FAILURE_DOMAIN, message))
 }
 
 /// One failure domain per (datacenter, cluster), named by override or
@@ -249,12 +244,13 @@ pub fn failure_domain_name(provider: &str, datacenter: &str, cluster: &str) -> S
 }
 
 /// A VMImage's readiness on one Provider: its template must exist in every
-/// datacenter of the Provider's failure domains.
-pub async fn image_on_provider<S: Session>(
+/// datacenter of the Provider's failure domains. The Provider's session is
+/// the one its own reconcile uses (`connect` reuses it).
+pub async fn image_on_provider<V: VSphere>(
     image: &VMImage,
     provider: &Provider,
-    provider_status: &ProviderStatus,
-    session: Option<&S>,
+    objects: &impl Objects,
+    vsphere: &V,
 ) -> ImageProviderStatus {
     let key = key_of(provider);
     let mut entry = ImageProviderStatus { provider: key.name.clone(), namespace: key.namespace.clone(), ..Default::default() };
@@ -267,12 +263,13 @@ pub async fn image_on_provider<S: Session>(
     let Some(source) = image.source_for_class(class).filter(|s| s.kind == SourceKind::Template) else {
         return fail(reason::NO_VSPHERE_SOURCE, format!("VMImage has no Template source for provider class {class:?}"));
     };
-    let Some(session) = session else {
+    let provider_status = provider.status.clone().unwrap_or_default();
+    if !conditions::is_true(&provider_status.conditions, READY) {
         let why = conditions::find(&provider_status.conditions, READY)
             .map(|c| format!("{}: {}", c.reason, c.message))
-            .unwrap_or_else(|| "not connected yet".to_string());
-        return fail(reason::CONNECT_FAILED, format!("provider {key} is not connected ({why})"));
-    };
+            .unwrap_or_else(|| "not reconciled yet".to_string());
+        return fail(reason::CONNECT_FAILED, format!("provider {key} is not ready ({why})"));
+    }
     let datacenters: Vec<String> = provider_status
         .failure_domains
         .iter()
@@ -283,9 +280,17 @@ pub async fn image_on_provider<S: Session>(
     if datacenters.is_empty() {
         return fail(reason::TEMPLATE_NOT_FOUND, format!("provider {key} has no failure domains to look for template {:?} in", source.reference));
     }
+    let session = match connect_params(provider, objects) {
+        Ok(params) => vsphere.connect(&params).await.map_err(|e| e.message),
+        Err((_, message)) => Err(message),
+    };
+    let session = match session {
+        Ok(session) => session,
+        Err(message) => return fail(reason::CONNECT_FAILED, message),
+    };
     let found = match session.find_template(&source.reference, &datacenters).await {
         Ok(found) => found,
-        Err(e) if e.kind == ErrorKind::Connect || e.kind == ErrorKind::Unavailable => return fail(reason::CONNECT_FAILED, e.message),
+        Err(e) if e.kind == ErrorKind::Connect => return fail(reason::CONNECT_FAILED, e.message),
         Err(e) => return fail(reason::LOOKUP_FAILED, e.message),
     };
     let missing: Vec<&str> = datacenters

@@ -10,7 +10,7 @@
 //! - Errors carry a [`ErrorKind`] the roles map onto condition reasons, and a
 //!   message that names the cause (TLS, login, fault) and never a secret.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::future::Future;
 
@@ -88,8 +88,6 @@ pub struct FoundTemplate {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
-    /// No vSphere backend in this process (e.g. `check` built without one).
-    Unavailable,
     /// TLS, network or login failure.
     Connect,
     /// Logged in, but walking the inventory failed.
@@ -123,6 +121,13 @@ pub trait VSphere: Send + Sync + 'static {
     type Session: Session;
 
     fn connect(&self, params: &ConnectParams) -> impl Future<Output = Result<Self::Session, Error>> + Send;
+
+    /// Ends the sessions of Providers not in `keep` (deleted ones; all of
+    /// them when `keep` is empty, as the role stops).
+    fn retain_sessions(&self, keep: &BTreeSet<NamespacedReference>) -> impl Future<Output = ()> + Send {
+        let _ = keep;
+        async {}
+    }
 }
 
 /// A logged-in vCenter session. Cheap to clone.
@@ -138,35 +143,6 @@ pub trait Session: Clone + Send + Sync + 'static {
         name: &str,
         datacenters: &[String],
     ) -> impl Future<Output = Result<BTreeMap<String, Option<FoundTemplate>>, Error>> + Send;
-}
-
-/// The backend of a process that has no vSphere client: every connect fails
-/// with [`ErrorKind::Unavailable`], so nothing is reported ready that was not checked.
-#[derive(Clone, Debug, Default)]
-pub struct NoBackend;
-
-pub const NO_BACKEND_MESSAGE: &str =
-    "no vSphere backend is available in this build of banlieue: the provider cannot log in to vCenter yet, so readiness is not checked";
-
-#[derive(Clone, Debug)]
-pub enum Never {}
-
-impl VSphere for NoBackend {
-    type Session = Never;
-
-    async fn connect(&self, _params: &ConnectParams) -> Result<Never, Error> {
-        Err(Error::new(ErrorKind::Unavailable, NO_BACKEND_MESSAGE))
-    }
-}
-
-impl Session for Never {
-    async fn inventory(&self) -> Result<Inventory, Error> {
-        match *self {}
-    }
-
-    async fn find_template(&self, _name: &str, _datacenters: &[String]) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
-        match *self {}
-    }
 }
 
 /// A scripted vCenter for tests: a fixed inventory, templates per datacenter,

@@ -1,6 +1,6 @@
 //! `banlieue check` end to end: the reconcile chain (Provider -> VMImage ->
 //! VirtualMachine -> VSphereMachine) over the guide's manifests, against a
-//! scripted vCenter, and the binary itself with no vSphere backend.
+//! scripted vCenter (`provider_simulator.rs` runs it against the simulator).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -226,22 +226,6 @@ async fn duplicate_failure_domain_names_fail_the_provider() {
     let (status, reason, message) = ready_of(&world.providers[0]);
     assert_eq!((status.as_str(), reason.as_str()), ("False", "DuplicateFailureDomainName"));
     assert!(message.contains("\"zone\""), "{message}");
-}
-
-#[test]
-fn the_binary_says_there_is_no_backend_and_fails() {
-    let out = Command::new(env!("CARGO_BIN_EXE_banlieue"))
-        .args(["check", "-f"])
-        .arg(examples())
-        .output()
-        .expect("run banlieue");
-    assert_eq!(out.status.code(), Some(1));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("no vSphere backend is available"), "{stderr}");
-    assert!(stdout.contains("ConnectFailed"), "{stdout}");
-    assert!(stderr.contains("-> FAIL"), "{stderr}");
-    assert!(!stdout.contains("REPLACE-ME"));
 }
 
 #[test]

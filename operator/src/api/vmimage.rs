@@ -88,7 +88,10 @@ pub struct CloudConfig {
 #[serde(rename_all = "camelCase")]
 pub struct VMImageStatus {
     /// Readiness of the image on each Provider that has a source for it.
+    /// Keyed by (namespace, provider): the provider role of each namespace
+    /// owns its own entries under server-side apply.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "per_provider_schema")]
     pub per_provider: Vec<ImageProviderStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -120,6 +123,13 @@ pub struct DatacenterTemplate {
     /// Managed object reference value (`vm-42`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mo_ref: Option<String>,
+}
+
+fn per_provider_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<Vec<ImageProviderStatus>>();
+    schema.insert("x-kubernetes-list-type".into(), "map".into());
+    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["namespace", "provider"]));
+    schema
 }
 
 impl VMImage {

@@ -1,0 +1,137 @@
+//! The provider role against a mocked API server (tower-test) and a scripted
+//! vCenter: each test lists the requests a reconcile must make, in order,
+//! with assertions on their bodies.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::client::Body;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::vsphere::mock::MockVSphere;
+
+type ApiServerHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+pub const NAMESPACE: &str = "banlieue-system";
+pub const RESYNC: Duration = Duration::from_secs(300);
+
+pub struct ApiServer(ApiServerHandle);
+
+impl ApiServer {
+    async fn next(&mut self) -> (Request<Body>, tower_test::mock::SendResponse<Response<Body>>) {
+        self.0.next_request().await.expect("the reconcile made no further request")
+    }
+
+    /// A server-side apply of a status at `path`: checks the patch is one,
+    /// by this role's field manager, and answers with `object` carrying the
+    /// applied status. Returns the patch body.
+    pub async fn status_apply(&mut self, path: &str, object: Value) -> Value {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), http::Method::PATCH);
+        assert_eq!(request.uri().path(), path);
+        let query = request.uri().query().unwrap_or_default().to_string();
+        assert!(
+            query.contains("fieldManager=banlieue-provider-vsphere-banlieue-system") && query.contains("force=true"),
+            "server-side apply by the role's manager: {query}"
+        );
+        assert_eq!(request.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("application/apply-patch+yaml"));
+        let body = body_json(request).await;
+        let mut updated = object;
+        updated["status"] = body["status"].clone();
+        send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&updated).unwrap_or_default())).unwrap());
+        body
+    }
+
+    /// An event about `kind` with `reason`.
+    pub async fn event(&mut self, kind: &str, reason: &str) -> Value {
+        let (request, send) = self.next().await;
+        assert_eq!(request.method(), http::Method::POST);
+        assert_eq!(request.uri().path(), "/apis/events.k8s.io/v1/namespaces/banlieue-system/events");
+        let body = body_json(request).await;
+        assert_eq!(body["reason"], reason, "{body}");
+        assert_eq!(body["regarding"]["kind"], kind);
+        send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&body).unwrap_or_default())).unwrap());
+        body
+    }
+
+    /// Passes when the client is dropped without another request.
+    pub async fn nothing_more(mut self) {
+        if let Some((request, _)) = self.0.next_request().await {
+            panic!("unexpected request {} {}", request.method(), request.uri());
+        }
+    }
+}
+
+async fn body_json(request: Request<Body>) -> Value {
+    let bytes = request.into_body().collect_bytes().await.expect("request body");
+    serde_json::from_slice(&bytes).expect("request body is JSON")
+}
+
+fn store_of<K>(objects: Vec<K>) -> Store<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, mut writer) = reflector::store();
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(o));
+    }
+    store
+}
+
+/// What the caches hold in a test.
+#[derive(Default)]
+pub struct World {
+    pub providers: Vec<Provider>,
+    pub secrets: Vec<Secret>,
+    pub config_maps: Vec<ConfigMap>,
+}
+
+pub fn credentials(password: &str) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": {"name": "vsphere-creds", "namespace": NAMESPACE},
+        "stringData": {"username": "administrator@vsphere.local", "password": password},
+    }))
+    .expect("test secret")
+}
+
+impl World {
+    /// A context over these caches with a scripted vCenter, and the API server's handle.
+    pub fn context(self, vsphere: MockVSphere) -> (Arc<Context<MockVSphere>>, ApiServer) {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let caches = Caches {
+            providers: store_of(self.providers),
+            secrets: store_of(self.secrets),
+            config_maps: store_of(self.config_maps),
+        };
+        let ctx = Context::new(client, NAMESPACE, RESYNC, Arc::new(vsphere), caches, Arc::default());
+        ctx.caches_ready.store(true, Ordering::Relaxed);
+        (Arc::new(ctx), ApiServer(handle))
+    }
+}
+
+/// Runs `reconcile` while `server` plays its part; the server's part must
+/// end within a second of the reconcile.
+pub async fn with_server<F, T, S>(ctx: Arc<Context<MockVSphere>>, server: ApiServer, script: S, reconcile: F) -> T
+where
+    F: std::future::Future<Output = T>,
+    S: FnOnce(ApiServer) -> futures::future::BoxFuture<'static, ()>,
+{
+    let mocked = tokio::spawn(script(server));
+    let result = reconcile.await;
+    // Dropping the client ends the server's wait for further requests.
+    drop(ctx);
+    tokio::time::timeout(Duration::from_secs(1), mocked)
+        .await
+        .expect("mock API server finished in time")
+        .expect("the API server saw what it expected");
+    result
+}

@@ -1,0 +1,554 @@
+//! The real [`VSphere`]: vCenter through `vsphere-client`.
+//!
+//! One client (one vCenter session) per Provider, cached with the connection
+//! parameters it was made from. The client's keepalive keeps the session
+//! alive and its single-flight re-login replaces one that expired, so a
+//! reconcile never logs in: only a Provider seen for the first time, or one
+//! whose endpoint, credentials or CA changed, does. A replaced session is
+//! logged out, and so is every session when the role stops.
+//!
+//! The inventory walk and the template lookup each read the whole inventory
+//! they need through the PropertyCollector with traversal specs, in a fixed
+//! number of paged `RetrievePropertiesEx` calls whatever its size.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tracing::{debug, info};
+use vsphere_client::mo;
+use vsphere_client::types::{AnySelectionSpec, HostSystemConnectionState, ManagedObjectReference, SelectionSpec, TraversalSpec};
+
+use crate::api::NamespacedReference;
+use crate::vsphere::{
+    Cluster, ConnectParams, Datacenter, Error, ErrorKind, FoundTemplate, Inventory, Session, Tls, VSphere,
+};
+
+/// How the clients are configured.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Time to establish a TCP and TLS connection.
+    pub connect_timeout: Duration,
+    /// Time for one SOAP call.
+    pub call_timeout: Duration,
+    /// How often an idle session is checked (and renewed when it expired).
+    pub keepalive: Duration,
+    /// Objects per `RetrievePropertiesEx` page.
+    pub page_size: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            connect_timeout: Duration::from_secs(15),
+            call_timeout: Duration::from_secs(120),
+            keepalive: Duration::from_secs(5 * 60),
+            page_size: 1000,
+        }
+    }
+}
+
+struct Cached {
+    params: ConnectParams,
+    client: vsphere_client::Client,
+}
+
+/// A Provider's slot: the lock serializes its connects, so two reconciles
+/// needing the same Provider at once share one login.
+type Slot = Arc<tokio::sync::Mutex<Option<Cached>>>;
+
+/// vCenter sessions by Provider.
+#[derive(Default)]
+pub struct VCenter {
+    options: Options,
+    slots: Mutex<BTreeMap<NamespacedReference, Slot>>,
+}
+
+impl VCenter {
+    pub fn new(options: Options) -> Self {
+        VCenter { options, slots: Mutex::default() }
+    }
+
+    fn slot(&self, provider: &NamespacedReference) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        slots.entry(provider.clone()).or_default().clone()
+    }
+
+    /// The Providers that currently hold a session.
+    pub fn providers(&self) -> Vec<NamespacedReference> {
+        let slots = self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut keys: Vec<_> = slots
+            .iter()
+            .filter(|(_, slot)| slot.try_lock().map(|s| s.is_some()).unwrap_or(true))
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The client of a Provider, if it has a session (for call counts in tests and metrics).
+    pub async fn client(&self, provider: &NamespacedReference) -> Option<vsphere_client::Client> {
+        let slot = self.slots.lock().ok()?.get(provider).cloned()?;
+        let cached = slot.lock().await;
+        cached.as_ref().map(|c| c.client.clone())
+    }
+
+    /// Logs out the sessions of Providers not in `keep` (deleted ones).
+    pub async fn retain(&self, keep: &BTreeSet<NamespacedReference>) {
+        let gone: Vec<(NamespacedReference, Slot)> = {
+            let mut slots = self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let keys: Vec<_> = slots.keys().filter(|k| !keep.contains(*k)).cloned().collect();
+            keys.into_iter().filter_map(|k| slots.remove(&k).map(|s| (k, s))).collect()
+        };
+        for (provider, slot) in gone {
+            if let Some(cached) = slot.lock().await.take() {
+                info!(%provider, "Provider gone: logging out of vCenter");
+                logout(cached.client).await;
+            }
+        }
+    }
+
+    /// Logs out every session (when the role stops, or `check` is done).
+    pub async fn close_all(&self) {
+        self.retain(&BTreeSet::new()).await;
+    }
+
+    async fn login(&self, params: &ConnectParams) -> Result<vsphere_client::Client, Error> {
+        let builder = vsphere_client::Client::builder(&params.endpoint)
+            .credentials(params.username.clone(), params.password.expose())
+            .connect_timeout(self.options.connect_timeout)
+            .call_timeout(Some(self.options.call_timeout))
+            .keepalive(Some(self.options.keepalive))
+            .user_agent(concat!("banlieue/", env!("CARGO_PKG_VERSION")));
+        let builder = match &params.tls {
+            Tls::SystemRoots => Ok(builder),
+            Tls::Insecure => Ok(builder.insecure(true)),
+            Tls::CaBundle(pem) => builder.ca_bundle_pem(pem.as_bytes()),
+        }
+        .map_err(|e| connect_error(params, &e))?;
+        builder.connect().await.map_err(|e| connect_error(params, &e))
+    }
+}
+
+async fn logout(client: vsphere_client::Client) {
+    if let Err(e) = client.close().await {
+        debug!(error = %e, "logout failed; the session will expire on its own");
+    }
+}
+
+impl VSphere for VCenter {
+    type Session = VCenterSession;
+
+    async fn retain_sessions(&self, keep: &BTreeSet<NamespacedReference>) {
+        self.retain(keep).await
+    }
+
+    async fn connect(&self, params: &ConnectParams) -> Result<VCenterSession, Error> {
+        let slot = self.slot(&params.provider);
+        let mut cached = slot.lock().await;
+        if let Some(c) = cached.as_ref().filter(|c| c.params == *params) {
+            return Ok(VCenterSession { client: c.client.clone(), page_size: self.options.page_size });
+        }
+        // New Provider, or its endpoint, credentials or CA changed: the old
+        // session (if any) belongs to settings no longer wanted.
+        if let Some(old) = cached.take() {
+            info!(provider = %params.provider, "connection settings changed: logging in again");
+            tokio::spawn(logout(old.client));
+        }
+        let client = self.login(params).await?;
+        info!(provider = %params.provider, endpoint = %params.endpoint, user = %params.username, "logged in to vCenter");
+        *cached = Some(Cached { params: params.clone(), client: client.clone() });
+        Ok(VCenterSession { client, page_size: self.options.page_size })
+    }
+}
+
+/// A Provider's vCenter session.
+#[derive(Clone, Debug)]
+pub struct VCenterSession {
+    client: vsphere_client::Client,
+    page_size: u32,
+}
+
+impl VCenterSession {
+    pub fn client(&self) -> &vsphere_client::Client {
+        &self.client
+    }
+}
+
+impl Session for VCenterSession {
+    async fn inventory(&self) -> Result<Inventory, Error> {
+        let root = self.client.service_content().root_folder.clone();
+        let fail = |e: vsphere_client::Error| call_error(ErrorKind::Inventory, "walking the inventory", &e);
+        // Two walks of the same traversal (datacenters, their host, network
+        // and datastore folders, clusters and their hosts; never the VMs):
+        // names and parents of everything, then the hosts' datastores.
+        let entities = self
+            .client
+            .properties::<mo::ManagedEntity>(&["name", "parent"])
+            .map_err(fail)?
+            .max_objects(self.page_size)
+            .traverse(&root, failure_domain_traversal())
+            .collect_all()
+            .await
+            .map_err(fail)?;
+        let hosts = self
+            .client
+            .properties::<mo::HostSystem>(&["datastore", "runtime.connectionState"])
+            .map_err(fail)?
+            .max_objects(self.page_size)
+            .traverse(&root, failure_domain_traversal())
+            .collect_all()
+            .await
+            .map_err(fail)?;
+        let entities = entities.into_iter().map(|e| Entity { mo_ref: e.mo_ref, name: e.name, parent: e.parent }).collect();
+        let hosts = hosts
+            .into_iter()
+            .map(|h| Host {
+                connected: h.runtime.as_ref().is_some_and(|r| r.connection_state == HostSystemConnectionState::Connected),
+                datastores: h.datastore.unwrap_or_default(),
+                mo_ref: h.mo_ref,
+            })
+            .collect();
+        Ok(assemble(entities, hosts))
+    }
+
+    async fn find_template(&self, name: &str, datacenters: &[String]) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
+        let root = self.client.service_content().root_folder.clone();
+        let fail = |e: vsphere_client::Error| call_error(ErrorKind::Lookup, &format!("looking up template {name:?}"), &e);
+        // Names and parents of the VM folders' contents, then `config.template`
+        // of the few VMs with the right name: never every VM's config.
+        let entities: Vec<Entity> = self
+            .client
+            .properties::<mo::ManagedEntity>(&["name", "parent"])
+            .map_err(fail)?
+            .max_objects(self.page_size)
+            .traverse(&root, vm_folder_traversal())
+            .collect_all()
+            .await
+            .map_err(fail)?
+            .into_iter()
+            .map(|e| Entity { mo_ref: e.mo_ref, name: e.name, parent: e.parent })
+            .collect();
+        let tree = Tree::new(&entities);
+        let candidates: Vec<ManagedObjectReference> = entities
+            .iter()
+            .filter(|e| e.mo_ref.type_ == "VirtualMachine" && e.name.as_deref().map(unescape_name).as_deref() == Some(name))
+            .map(|e| e.mo_ref.clone())
+            .collect();
+        let mut found: BTreeMap<String, Option<FoundTemplate>> = datacenters.iter().map(|dc| (dc.clone(), None)).collect();
+        if candidates.is_empty() {
+            return Ok(found);
+        }
+        let mut vms = self
+            .client
+            .properties::<mo::VirtualMachine>(&["config.template"])
+            .map_err(fail)?
+            .get_many(&candidates)
+            .await
+            .map_err(fail)?;
+        // Two templates of one name in a datacenter (in different folders): the
+        // same one every time.
+        vms.sort_by(|a, b| a.mo_ref.value.cmp(&b.mo_ref.value));
+        for vm in vms {
+            if !vm.config.as_ref().is_some_and(|c| c.template) {
+                continue;
+            }
+            if let Some(slot) = tree.datacenter_of(&vm.mo_ref).and_then(|dc| found.get_mut(&dc)) {
+                slot.get_or_insert(FoundTemplate { mo_ref: vm.mo_ref.value.clone() });
+            }
+        }
+        Ok(found)
+    }
+}
+
+fn traversal(name: &str, type_: &str, path: &str, next: &[&str]) -> AnySelectionSpec {
+    AnySelectionSpec::TraversalSpec(Box::new(TraversalSpec {
+        name: Some(name.to_string()),
+        type_: type_.to_string(),
+        path: path.to_string(),
+        skip: Some(false),
+        select_set: next
+            .iter()
+            .map(|n| AnySelectionSpec::SelectionSpec(Box::new(SelectionSpec { name: Some(n.to_string()) })))
+            .collect(),
+    }))
+}
+
+/// From the root folder: folders, datacenters, their host, network and
+/// datastore folders with what they hold (clusters, networks, datastores,
+/// nested folders and storage pods), and the clusters' hosts. Not the VM
+/// folders: a failure domain walk costs the same with 10 VMs or 10,000.
+fn failure_domain_traversal() -> Vec<AnySelectionSpec> {
+    const NEXT: &[&str] = &["folderChildren", "datacenterHosts", "datacenterNetworks", "datacenterDatastores", "computeHosts"];
+    vec![
+        traversal("folderChildren", "Folder", "childEntity", NEXT),
+        traversal("datacenterHosts", "Datacenter", "hostFolder", &["folderChildren"]),
+        traversal("datacenterNetworks", "Datacenter", "networkFolder", &["folderChildren"]),
+        traversal("datacenterDatastores", "Datacenter", "datastoreFolder", &["folderChildren"]),
+        traversal("computeHosts", "ComputeResource", "host", &[]),
+    ]
+}
+
+/// From the root folder: folders, datacenters and their VM folders' contents
+/// (VMs, templates, nested folders).
+fn vm_folder_traversal() -> Vec<AnySelectionSpec> {
+    vec![
+        traversal("folderChildren", "Folder", "childEntity", &["folderChildren", "datacenterVms"]),
+        traversal("datacenterVms", "Datacenter", "vmFolder", &["folderChildren"]),
+    ]
+}
+
+/// A managed entity's name and parent.
+#[derive(Clone, Debug)]
+struct Entity {
+    mo_ref: ManagedObjectReference,
+    name: Option<String>,
+    parent: Option<ManagedObjectReference>,
+}
+
+#[derive(Clone, Debug)]
+struct Host {
+    mo_ref: ManagedObjectReference,
+    datastores: Vec<ManagedObjectReference>,
+    connected: bool,
+}
+
+/// Parent links, to find the datacenter an entity belongs to.
+struct Tree<'a> {
+    by_value: HashMap<&'a str, &'a Entity>,
+}
+
+impl<'a> Tree<'a> {
+    fn new(entities: &'a [Entity]) -> Self {
+        Tree { by_value: entities.iter().map(|e| (e.mo_ref.value.as_str(), e)).collect() }
+    }
+
+    fn name_of(&self, mo_ref: &ManagedObjectReference) -> Option<String> {
+        self.by_value.get(mo_ref.value.as_str()).and_then(|e| e.name.as_deref()).map(unescape_name)
+    }
+
+    /// The name of the datacenter above `mo_ref`.
+    fn datacenter_of(&self, mo_ref: &ManagedObjectReference) -> Option<String> {
+        let mut current = self.by_value.get(mo_ref.value.as_str())?.parent.as_ref()?;
+        // Bounded: a malformed answer with a parent cycle must not hang the reconcile.
+        for _ in 0..self.by_value.len() {
+            if current.type_ == "Datacenter" {
+                return self.name_of(current);
+            }
+            current = self.by_value.get(current.value.as_str())?.parent.as_ref()?;
+        }
+        None
+    }
+}
+
+/// vCenter escapes `%`, `/` and `\` in entity names; names are shown and
+/// matched unescaped.
+fn unescape_name(name: &str) -> String {
+    name.replace("%2f", "/").replace("%2F", "/").replace("%5c", "\\").replace("%5C", "\\").replace("%25", "%")
+}
+
+/// The inventory from the walk's entities and hosts: per datacenter, its
+/// clusters with the datastores mounted on every connected host of the
+/// cluster, and its networks (standard, distributed and opaque).
+fn assemble(entities: Vec<Entity>, hosts: Vec<Host>) -> Inventory {
+    let tree = Tree::new(&entities);
+    let mut datacenters: BTreeMap<String, Datacenter> = entities
+        .iter()
+        .filter(|e| e.mo_ref.type_ == "Datacenter")
+        .filter_map(|e| tree.name_of(&e.mo_ref))
+        .map(|name| (name.clone(), Datacenter { name, ..Default::default() }))
+        .collect();
+
+    let mut hosts_of: HashMap<&str, Vec<&Host>> = HashMap::new();
+    for host in &hosts {
+        let parent = tree.by_value.get(host.mo_ref.value.as_str()).and_then(|e| e.parent.as_ref());
+        if let Some(parent) = parent {
+            hosts_of.entry(parent.value.as_str()).or_default().push(host);
+        }
+    }
+
+    for entity in &entities {
+        let Some(dc) = tree.datacenter_of(&entity.mo_ref).and_then(|name| datacenters.get_mut(&name)) else {
+            continue;
+        };
+        let Some(name) = tree.name_of(&entity.mo_ref) else { continue };
+        match entity.mo_ref.type_.as_str() {
+            "ClusterComputeResource" => {
+                let connected: Vec<&Host> = hosts_of
+                    .get(entity.mo_ref.value.as_str())
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|h| h.connected)
+                    .collect();
+                let mut mounted: Option<BTreeSet<String>> = None;
+                for host in &connected {
+                    let names: BTreeSet<String> = host.datastores.iter().filter_map(|ds| tree.name_of(ds)).collect();
+                    mounted = Some(match mounted {
+                        None => names,
+                        Some(so_far) => so_far.intersection(&names).cloned().collect(),
+                    });
+                }
+                dc.clusters.push(Cluster { name, datastores: mounted.unwrap_or_default().into_iter().collect() });
+            }
+            "Network" | "DistributedVirtualPortgroup" | "OpaqueNetwork" => dc.portgroups.push(name),
+            _ => {}
+        }
+    }
+    let mut inventory = Inventory { datacenters: datacenters.into_values().collect() };
+    for dc in &mut inventory.datacenters {
+        dc.clusters.sort_by(|a, b| a.name.cmp(&b.name));
+        dc.portgroups.sort();
+        dc.portgroups.dedup();
+    }
+    inventory
+}
+
+/// A connect failure as the Provider's condition message says it: the
+/// endpoint, then the TLS, network or login cause. Never the password.
+fn connect_error(params: &ConnectParams, e: &vsphere_client::Error) -> Error {
+    use vsphere_client::ErrorKind as K;
+    let cause = match e.kind() {
+        K::Tls => format!("TLS: {}", with_root_cause(e)),
+        K::Fault if e.fault().is_some_and(|f| f.is("InvalidLogin")) => {
+            format!("login as {:?} failed: incorrect user name or password ({e})", params.username)
+        }
+        K::Fault | K::NotAuthenticated => format!("login as {:?} failed: {e}", params.username),
+        K::Transport | K::Timeout => format!("unreachable: {}", with_root_cause(e)),
+        K::InvalidConfig => format!("invalid connection settings: {}", with_root_cause(e)),
+        _ => with_root_cause(e),
+    };
+    let message = format!("connecting to {}: {cause}", params.endpoint);
+    Error::new(ErrorKind::Connect, message)
+}
+
+/// A call failure once connected: a lost connection or session is a connect
+/// problem (`ConnectFailed`), anything else is `kind`.
+fn call_error(kind: ErrorKind, what: &str, e: &vsphere_client::Error) -> Error {
+    use vsphere_client::ErrorKind as K;
+    let kind = match e.kind() {
+        K::Transport | K::Tls | K::Timeout | K::NotAuthenticated => ErrorKind::Connect,
+        _ => kind,
+    };
+    Error::new(kind, format!("{what}: {}", with_root_cause(e)))
+}
+
+/// The error's message and, when it has one, the innermost cause (`connection
+/// refused`), which the client keeps out of `Display`.
+fn with_root_cause(e: &vsphere_client::Error) -> String {
+    let message = e.to_string();
+    let mut root: Option<String> = None;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        root = Some(s.to_string());
+        source = s.source();
+    }
+    match root {
+        Some(root) if !root.is_empty() && !message.contains(&root) => format!("{message}: {root}"),
+        _ => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(type_: &str, value: &str) -> ManagedObjectReference {
+        ManagedObjectReference { type_: type_.into(), value: value.into() }
+    }
+
+    fn entity(type_: &str, value: &str, name: &str, parent: Option<&ManagedObjectReference>) -> Entity {
+        Entity { mo_ref: r(type_, value), name: Some(name.into()), parent: parent.cloned() }
+    }
+
+    #[test]
+    fn assembles_clusters_datastores_and_networks_per_datacenter() {
+        let root = r("Folder", "group-d1");
+        let dcs_folder = r("Folder", "group-d2");
+        let dc1 = r("Datacenter", "datacenter-1");
+        let hosts1 = r("Folder", "group-h1");
+        let nested = r("Folder", "group-h9");
+        let nets1 = r("Folder", "group-n1");
+        let dss1 = r("Folder", "group-s1");
+        let c1 = r("ClusterComputeResource", "domain-c1");
+        let c2 = r("ClusterComputeResource", "domain-c2");
+        let standalone = r("ComputeResource", "domain-s1");
+        let ds_a = r("Datastore", "datastore-a");
+        let ds_b = r("Datastore", "datastore-b");
+        let entities = vec![
+            entity("Folder", "group-d1", "Datacenters", None),
+            entity("Folder", "group-d2", "EMEA", Some(&root)),
+            entity("Datacenter", "datacenter-1", "DC%2fParis", Some(&dcs_folder)),
+            entity("Folder", "group-h1", "host", Some(&dc1)),
+            entity("Folder", "group-h9", "prod", Some(&hosts1)),
+            entity("Folder", "group-n1", "network", Some(&dc1)),
+            entity("Folder", "group-s1", "datastore", Some(&dc1)),
+            entity("ClusterComputeResource", "domain-c1", "C1", Some(&hosts1)),
+            entity("ClusterComputeResource", "domain-c2", "C2", Some(&nested)),
+            entity("ComputeResource", "domain-s1", "standalone", Some(&hosts1)),
+            entity("HostSystem", "host-1", "h1", Some(&c1)),
+            entity("HostSystem", "host-2", "h2", Some(&c1)),
+            entity("HostSystem", "host-3", "h3", Some(&c1)),
+            entity("HostSystem", "host-4", "h4", Some(&c2)),
+            entity("HostSystem", "host-5", "h5", Some(&standalone)),
+            entity("Datastore", "datastore-a", "ds-a", Some(&dss1)),
+            entity("Datastore", "datastore-b", "ds-b", Some(&dss1)),
+            entity("Network", "network-1", "VM Network", Some(&nets1)),
+            entity("DistributedVirtualPortgroup", "dvportgroup-1", "prod", Some(&nets1)),
+            entity("VmwareDistributedVirtualSwitch", "dvs-1", "DSwitch", Some(&nets1)),
+        ];
+        let host = |value: &str, ds: &[&ManagedObjectReference], connected: bool| Host {
+            mo_ref: r("HostSystem", value),
+            datastores: ds.iter().map(|d| (*d).clone()).collect(),
+            connected,
+        };
+        let hosts = vec![
+            host("host-1", &[&ds_a, &ds_b], true),
+            host("host-2", &[&ds_a], true),
+            // Disconnected: what it mounts does not narrow the cluster's set.
+            host("host-3", &[], false),
+            host("host-4", &[&ds_b], true),
+            host("host-5", &[&ds_a], true),
+        ];
+        let inventory = assemble(entities, hosts);
+        assert_eq!(
+            inventory,
+            Inventory {
+                datacenters: vec![Datacenter {
+                    name: "DC/Paris".into(),
+                    clusters: vec![
+                        Cluster { name: "C1".into(), datastores: vec!["ds-a".into()] },
+                        Cluster { name: "C2".into(), datastores: vec!["ds-b".into()] },
+                    ],
+                    portgroups: vec!["VM Network".into(), "prod".into()],
+                }]
+            }
+        );
+    }
+
+    #[test]
+    fn a_cluster_without_connected_hosts_offers_no_datastore() {
+        let dc = r("Datacenter", "dc");
+        let hf = r("Folder", "hf");
+        let entities = vec![
+            entity("Datacenter", "dc", "DC", None),
+            entity("Folder", "hf", "host", Some(&dc)),
+            entity("ClusterComputeResource", "c", "empty", Some(&hf)),
+        ];
+        let inventory = assemble(entities, Vec::new());
+        assert_eq!(inventory.datacenters[0].clusters, [Cluster { name: "empty".into(), datastores: vec![] }]);
+    }
+
+    #[test]
+    fn parent_cycles_end() {
+        let a = r("Folder", "a");
+        let b = r("Folder", "b");
+        let entities = vec![entity("Folder", "a", "a", Some(&b)), entity("Folder", "b", "b", Some(&a))];
+        assert_eq!(Tree::new(&entities).datacenter_of(&a), None);
+    }
+
+    #[test]
+    fn names_are_unescaped() {
+        assert_eq!(unescape_name("a%2fb%5cc%25d"), "a/b\\c%d");
+    }
+}
