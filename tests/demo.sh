@@ -92,7 +92,7 @@ step() {
 vsphere=(cargo run -q --release -p vsphere-client --example vsphere --)
 
 step "about: product and API version (like govc about)" \
-    vsphere-client/examples/vsphere.rs "${vsphere[@]}" about
+    vsphere-client/examples/vsphere/main.rs "${vsphere[@]}" about
 
 # Tags over the vSphere Automation (REST) API, like govc tags.*: a category
 # for VMs, a tag in it, attached to a VM found by its inventory path.
