@@ -303,6 +303,42 @@ async fn the_soap_session_is_shared_where_the_server_accepts_it() {
 }
 
 #[tokio::test]
+async fn logout_on_drop_deletes_the_session() {
+    let server = vcenter().await;
+    api_logins(&server, vec![SESSION_1]).await;
+    Mock::given(method("DELETE"))
+        .and(path("/api/session"))
+        .and(header(SESSION_HEADER, SESSION_1))
+        .respond_with(ResponseTemplate::new(204))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let rest = RestClient::builder(&soap(&server).await)
+        .credentials(USER, PASSWORD)
+        .logout_on_drop(true)
+        .connect()
+        .await
+        .expect("REST login");
+    let clone = rest.clone();
+    drop(rest);
+    drop(clone);
+    for _ in 0..100 {
+        let deletes = server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r.method.as_str() == "DELETE")
+            .count();
+        if deletes == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the session was not deleted on drop");
+}
+
+#[tokio::test]
 async fn a_given_session_id_is_checked() {
     let server = vcenter().await;
     Mock::given(method("GET"))
