@@ -114,6 +114,9 @@ tags_demo() {
 step "tags: create a category and a tag, attach it to a VM (like govc tags.*)" \
     vsphere-client/examples/vsphere/tags.rs tags_demo
 
+step "banlieue check: a Provider on the simulator (failure domains), the guide's VMImage, VMClass and VirtualMachine" \
+    operator/demo/check.sh operator/demo/check.sh
+
 # ---- end of steps ----------------------------------------------------------
 
 echo

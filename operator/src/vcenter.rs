@@ -102,7 +102,7 @@ impl VCenter {
         };
         for (provider, slot) in gone {
             if let Some(cached) = slot.lock().await.take() {
-                info!(%provider, "Provider gone: logging out of vCenter");
+                info!(%provider, "logging out of vCenter");
                 logout(cached.client).await;
             }
         }
@@ -409,7 +409,9 @@ fn assemble(entities: Vec<Entity>, hosts: Vec<Host>) -> Inventory {
 fn connect_error(params: &ConnectParams, e: &vsphere_client::Error) -> Error {
     use vsphere_client::ErrorKind as K;
     let cause = match e.kind() {
-        K::Tls => format!("TLS: {}", with_root_cause(e)),
+        // The client's TLS message already says why the certificate was refused.
+        K::Tls if e.to_string().contains("TLS") => e.to_string(),
+        K::Tls => format!("TLS: {e}"),
         K::Fault if e.fault().is_some_and(|f| f.is("InvalidLogin")) => {
             format!("login as {:?} failed: incorrect user name or password ({e})", params.username)
         }
