@@ -4,6 +4,13 @@
 #[rustfmt::skip]
 mod generated;
 pub mod xml;
+
+/// The generated `xsi:type` registry, for the fuzz targets in `fuzz/` only.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzzing_registry() -> &'static xml::Registry {
+    &generated::REGISTRY
+}
 pub use generated::{mo, types};
 
 // Hand-written runtime: transport, TLS, sessions, errors.
@@ -28,6 +35,7 @@ pub mod inventory;
 pub mod property;
 pub mod task;
 pub mod view;
+pub mod vm;
 pub use stats::MethodStats;
 pub use transport::{RetryConfig, WIRE_LOG_TARGET};
 pub use version::GENERATED_API_VERSION;

@@ -143,11 +143,18 @@ pub(crate) fn read_late_value<T: ManagedObject>(
     path: &str,
     cache: &mut PathCache,
 ) -> Result<PropertyValue<'static>, DecodeError> {
-    let mut doc = Vec::with_capacity(raw.content.len() + 128);
+    let mut doc = Vec::with_capacity(raw.content.len() + 256);
+    let mut prefixes = Vec::new();
+    xsi_prefixes(&raw.content, &mut prefixes);
+    doc.extend_from_slice(b"<v");
+    write_namespaces(&mut doc, &prefixes);
+    doc.push(b'>');
     write_element(&mut doc, "val", &raw);
+    doc.extend_from_slice(b"</v>");
     let mut reader = XmlReader::new(&doc, &REGISTRY);
     let value = reader
         .root()
+        .and_then(|_| reader.next_child())
         .and_then(|_| read_value::<T>(&mut reader, path, cache))
         .map_err(|e| DecodeError::new(e.kind(), path.to_string(), 0, e.message()))?;
     Ok(match value {
@@ -237,11 +244,21 @@ fn decode_group<T: ManagedObject>(
             })
             .sum::<usize>(),
     );
+    let mut prefixes: Vec<&str> = Vec::new();
+    for (_, value) in group {
+        match value {
+            NestedValue::One(v) => xsi_prefixes(&v.content, &mut prefixes),
+            NestedValue::Items(items) => {
+                for item in items {
+                    xsi_prefixes(&item.content, &mut prefixes);
+                }
+            }
+        }
+    }
     doc.extend_from_slice(b"<");
     doc.extend_from_slice(top.as_bytes());
-    doc.extend_from_slice(
-        b" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\">",
-    );
+    write_namespaces(&mut doc, &prefixes);
+    doc.push(b'>');
     // Open elements below the root, as path segments.
     let mut open: Vec<&str> = Vec::new();
     let mut previous: Option<&str> = None;
@@ -304,6 +321,51 @@ fn decode_group<T: ManagedObject>(
             0,
             e.message(),
         )),
+    }
+}
+
+const XSI_NAMESPACE: &str = "http://www.w3.org/2001/XMLSchema-instance";
+
+/// Declares `xsi`, `xsd`, and every other prefix the raw values use for
+/// `xsi:type`/`xsi:nil`: the values were cut out of a document whose root
+/// declared them, and servers differ in the prefix (vCenter writes `xsi:`,
+/// Go's encoder `XMLSchema-instance:`).
+fn write_namespaces(doc: &mut Vec<u8>, prefixes: &[&str]) {
+    doc.extend_from_slice(b" xmlns:xsi=\"");
+    doc.extend_from_slice(XSI_NAMESPACE.as_bytes());
+    doc.extend_from_slice(b"\" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\"");
+    for prefix in prefixes {
+        doc.extend_from_slice(b" xmlns:");
+        doc.extend_from_slice(prefix.as_bytes());
+        doc.extend_from_slice(b"=\"");
+        doc.extend_from_slice(XSI_NAMESPACE.as_bytes());
+        doc.push(b'"');
+    }
+}
+
+/// Adds to `found` the prefixes of `PREFIX:type="` and `PREFIX:nil="`
+/// attributes in `content` (other than `xsi` and `xsd`).
+fn xsi_prefixes<'c>(content: &'c [u8], found: &mut Vec<&'c str>) {
+    let mut rest = content;
+    while let Some(colon) = rest.iter().position(|&b| b == b':') {
+        let after = &rest[colon + 1..];
+        let is_attribute = after.starts_with(b"type=") || after.starts_with(b"nil=");
+        if is_attribute {
+            let start = rest[..colon]
+                .iter()
+                .rposition(|b| b.is_ascii_whitespace())
+                .map_or(0, |i| i + 1);
+            if let Ok(prefix) = std::str::from_utf8(&rest[start..colon]) {
+                let valid = !prefix.is_empty()
+                    && prefix
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+                if valid && prefix != "xsi" && prefix != "xsd" && !found.contains(&prefix) {
+                    found.push(prefix);
+                }
+            }
+        }
+        rest = after;
     }
 }
 

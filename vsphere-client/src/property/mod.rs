@@ -576,6 +576,7 @@ impl<T> Drop for Pages<T> {
 
 /// What a `RetrievePropertiesEx` or `ContinueRetrievePropertiesEx` returns,
 /// decoded into `T`s.
+#[derive(Debug)]
 pub(crate) struct RawPage<T> {
     token: Option<String>,
     objects: Vec<T>,
@@ -711,4 +712,121 @@ fn decode_object_content<'a, T: ManagedObject>(
         properties: missing,
     };
     Ok((object, missing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mo;
+    use crate::types::{AnyVirtualDevice, AnyVirtualDeviceBackingInfo, VirtualMachinePowerState};
+
+    fn envelope(body: &str) -> Vec<u8> {
+        format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>{body}</soapenv:Body></soapenv:Envelope>"#
+        )
+        .into_bytes()
+    }
+
+    fn decode(body: &str) -> RawPage<mo::VirtualMachine> {
+        match crate::xml::soap::decode_response::<RetrievePage<mo::VirtualMachine>>(&envelope(body))
+        {
+            Ok(page) => page,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn nested_values_keep_types_declared_with_any_prefix() {
+        // Go's encoder (the simulator) writes `XMLSchema-instance:type` with
+        // the prefix declared on an ancestor of the value.
+        let page = decode(
+            r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><token>7</token><objects><obj type="VirtualMachine">vm-1</obj>
+<propSet><name>config.hardware.device</name><val xmlns:XMLSchema-instance="http://www.w3.org/2001/XMLSchema-instance" XMLSchema-instance:type="ArrayOfVirtualDevice"><VirtualDevice XMLSchema-instance:type="VirtualDisk"><key>2000</key><backing XMLSchema-instance:type="VirtualDiskFlatVer2BackingInfo"><fileName>[ds] a.vmdk</fileName><diskMode>persistent</diskMode></backing><capacityInKB>1024</capacityInKB></VirtualDevice><VirtualDevice XMLSchema-instance:type="VirtualVmxnet3"><key>4000</key></VirtualDevice></val></propSet>
+<propSet><name>runtime.powerState</name><val xsi:type="VirtualMachinePowerState">poweredOff</val></propSet>
+<propSet><name>runtime.host</name><val xsi:type="ManagedObjectReference" type="HostSystem">host-9</val></propSet>
+<propSet><name>name</name><val xsi:type="xsd:string">a &amp; b</val></propSet>
+<missingSet><path>guest.ipAddress</path><fault><fault xsi:type="NoPermission"><privilegeId>System.Read</privilegeId></fault><localizedMessage>no</localizedMessage></fault></missingSet>
+</objects></returnval></RetrievePropertiesExResponse>"#,
+        );
+        assert_eq!(page.token.as_deref(), Some("7"));
+        assert_eq!(page.missing.len(), 1);
+        assert_eq!(page.missing[0].properties[0].path, "guest.ipAddress");
+        let vm = &page.objects[0];
+        assert_eq!(
+            vm.mo_ref,
+            ManagedObjectReference::new("VirtualMachine", "vm-1")
+        );
+        assert_eq!(vm.name.as_deref(), Some("a & b"));
+        let runtime = vm.runtime.as_ref().unwrap();
+        assert_eq!(runtime.power_state, VirtualMachinePowerState::PoweredOff);
+        assert_eq!(
+            runtime.host,
+            Some(ManagedObjectReference::new("HostSystem", "host-9"))
+        );
+        let devices = &vm.config.as_ref().unwrap().hardware.device;
+        assert_eq!(devices.len(), 2);
+        let AnyVirtualDevice::VirtualDisk(disk) = &devices[0] else {
+            panic!("{:?}", devices[0])
+        };
+        assert_eq!(disk.capacity_in_kb, 1024);
+        assert!(matches!(
+            disk.backing,
+            Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(
+                _
+            ))
+        ));
+        assert!(matches!(devices[1], AnyVirtualDevice::VirtualVmxnet3(_)));
+    }
+
+    #[test]
+    fn a_value_before_its_name_and_a_wrongly_typed_value() {
+        let page = decode(
+            r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><obj type="VirtualMachine">vm-1</obj>
+<propSet><val xsi:type="VirtualMachinePowerState">poweredOn</val><name>runtime.powerState</name></propSet>
+</objects></returnval></RetrievePropertiesExResponse>"#,
+        );
+        assert_eq!(
+            page.objects[0].runtime.as_ref().unwrap().power_state,
+            VirtualMachinePowerState::PoweredOn
+        );
+        let body = envelope(
+            r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><obj type="VirtualMachine">vm-1</obj>
+<propSet><name>name</name><val xsi:type="xsd:int">5</val></propSet></objects></returnval></RetrievePropertiesExResponse>"#,
+        );
+        let err = crate::xml::soap::decode_response::<RetrievePage<mo::VirtualMachine>>(&body)
+            .expect_err("an int is not a name");
+        assert!(
+            format!("{err:?}").contains("VirtualMachine.name"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn an_empty_result_has_no_objects_and_no_token() {
+        let page = decode(
+            r#"<RetrievePropertiesExResponse xmlns="urn:vim25"></RetrievePropertiesExResponse>"#,
+        );
+        assert!(page.objects.is_empty() && page.token.is_none());
+    }
+
+    #[test]
+    fn paths_are_validated_and_deduplicated() {
+        let paths = validate_paths_for(
+            "VirtualMachine",
+            &[
+                "config.hardware.device",
+                "config",
+                "name",
+                "name",
+                "runtime.powerState",
+            ],
+        )
+        .unwrap();
+        assert_eq!(paths, ["config", "name", "runtime.powerState"]);
+        let err = validate_paths_for("VirtualMachine", &["runtime.nope"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("runtime.nope"));
+        assert!(validate_paths_for("VirtualMachine", &[""]).is_err());
+        assert!(validate_paths_for("NoSuchType", &["name"]).is_err());
+    }
 }

@@ -1,0 +1,1170 @@
+//! The VM lifecycle: clone (from a template or a VM, full or linked, with a
+//! config spec and an instance UUID), reconfigure, power, guest shutdown,
+//! destroy, wait for an IP address, mark as template.
+//!
+//! ```no_run
+//! # async fn demo(client: vsphere_client::Client) -> Result<(), vsphere_client::Error> {
+//! use vsphere_client::vm::{CloneSpec, ConfigSpec, DiskProvisioning, Firmware};
+//! let finder = client.finder().datacenter("DC0");
+//! let template = client.vm(finder.virtual_machine("ubuntu-22.04").await?.reference);
+//! let folder = finder.find_one("vm").await?.reference;
+//! let network = finder.network("VM Network").await?;
+//! let config = ConfigSpec::new()
+//!     .cpus(4)
+//!     .memory_mb(8192)
+//!     .grow_disk(0, 40 * 1024 * 1024)
+//!     .add_disk(100 * 1024 * 1024, DiskProvisioning::Thin, None)
+//!     .nic(network)
+//!     .firmware(Firmware::Efi { secure_boot: true })
+//!     .vtpm()
+//!     .guestinfo("userdata", "I2Nsb3VkLWNvbmZpZwo=")
+//!     .guestinfo("userdata.encoding", "base64");
+//! let spec = CloneSpec::new(folder)
+//!     .config(config)
+//!     .instance_uuid("5a0d3c18-8e4f-4c1b-9d2a-3f7e6b5c4d3e")
+//!     .power_on();
+//! let vm = template.clone_vm("web-1", &spec).await?;
+//! let ip = vm.wait_for_ip(std::time::Duration::from_secs(600)).await?;
+//! # Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind};
+use crate::inventory::{NetworkInfo, NetworkKind};
+use crate::mo;
+use crate::task::{task_result_reference, Task};
+use crate::types::{
+    AnyOptionValue, AnyVirtualDevice, AnyVirtualDeviceBackingInfo, AnyVirtualDeviceConfigSpec,
+    DistributedVirtualSwitchPortConnection, ManagedObjectReference, OptionValue,
+    VirtualDeviceConfigSpec, VirtualDeviceConfigSpecFileOperation,
+    VirtualDeviceConfigSpecOperation, VirtualDeviceConnectInfo, VirtualDisk,
+    VirtualDiskFlatVer2BackingInfo, VirtualE1000e,
+    VirtualEthernetCardDistributedVirtualPortBackingInfo, VirtualEthernetCardNetworkBackingInfo,
+    VirtualMachineBootOptions, VirtualMachineCloneSpec, VirtualMachineConfigSpec,
+    VirtualMachinePowerState, VirtualMachineRelocateSpec, VirtualTPM, VirtualVmxnet3,
+};
+use crate::xml::Value;
+use crate::Client;
+
+/// A virtual machine (or template) to act on.
+#[derive(Clone)]
+pub struct VirtualMachine {
+    client: Client,
+    reference: ManagedObjectReference,
+}
+
+impl std::fmt::Debug for VirtualMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("VirtualMachine")
+            .field(&self.reference)
+            .finish()
+    }
+}
+
+impl Client {
+    /// The VM `reference`.
+    pub fn vm(&self, reference: ManagedObjectReference) -> VirtualMachine {
+        VirtualMachine {
+            client: self.clone(),
+            reference,
+        }
+    }
+}
+
+/// Firmware of a VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Firmware {
+    /// Legacy BIOS.
+    Bios,
+    /// UEFI, with or without secure boot.
+    Efi {
+        /// Secure boot enabled.
+        secure_boot: bool,
+    },
+}
+
+/// How a new disk's blocks are allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DiskProvisioning {
+    /// Allocated as written.
+    #[default]
+    Thin,
+    /// Allocated at creation, zeroed on first write (lazy zeroed).
+    Thick,
+    /// Allocated and zeroed at creation (needed by fault tolerance, clustering).
+    EagerZeroedThick,
+}
+
+/// Where a new disk goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskPlacement {
+    /// The datastore's name (the disk file goes to `[name]`).
+    pub datastore_name: String,
+    /// The datastore.
+    pub datastore: ManagedObjectReference,
+}
+
+/// A change to the VM's disks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiskChange {
+    /// Grow the `index`-th disk (in device order) to `capacity_kb`. Disks
+    /// never shrink: a smaller size is an error, the same size no change.
+    Grow {
+        /// Which disk (0: the first).
+        index: usize,
+        /// The new size in KiB.
+        capacity_kb: i64,
+    },
+    /// Add a disk on the first disk's controller (or the first SCSI controller).
+    Add {
+        /// The size in KiB.
+        capacity_kb: i64,
+        /// Thin, thick or eager-zeroed.
+        provisioning: DiskProvisioning,
+        /// Another datastore than the VM's.
+        placement: Option<DiskPlacement>,
+    },
+}
+
+/// The NIC model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NicAdapter {
+    /// VMXNET3 (paravirtual; what templates with VMware tools want).
+    #[default]
+    Vmxnet3,
+    /// E1000e (emulated; works without drivers).
+    E1000e,
+}
+
+/// A NIC to add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicSpec {
+    /// The port group (standard, distributed or opaque).
+    pub network: NetworkInfo,
+    /// The adapter model.
+    pub adapter: NicAdapter,
+    /// A fixed MAC address (`00:50:56:..`); generated when `None`.
+    pub mac_address: Option<String>,
+}
+
+/// What to change in a VM's configuration, as a clone's or a reconfigure's
+/// config spec. Everything left `None`/empty stays as it is.
+///
+/// Device changes are computed against the VM's current devices (read in
+/// the same call that starts the operation): which disk to grow, which
+/// controller and unit a new disk gets, which NICs to replace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigSpec {
+    /// Virtual CPUs.
+    pub cpus: Option<i32>,
+    /// Cores per socket.
+    pub cores_per_socket: Option<i32>,
+    /// Memory in MiB.
+    pub memory_mb: Option<i64>,
+    /// CPU hot add.
+    pub cpu_hot_add: Option<bool>,
+    /// Memory hot add.
+    pub memory_hot_add: Option<bool>,
+    /// Firmware and secure boot.
+    pub firmware: Option<Firmware>,
+    /// Add a virtual TPM (needs EFI firmware) unless the VM has one.
+    pub vtpm: bool,
+    /// Disks grown or added.
+    pub disks: Vec<DiskChange>,
+    /// Remove the VM's existing NICs first (a template's NIC on the wrong network).
+    pub replace_nics: bool,
+    /// NICs to add.
+    pub nics: Vec<NicSpec>,
+    /// `extraConfig` keys (`guestinfo.*` among them).
+    pub extra_config: Vec<(String, String)>,
+    /// The annotation (notes).
+    pub annotation: Option<String>,
+    /// The instance UUID (vCenter's unique id of the VM).
+    pub instance_uuid: Option<String>,
+}
+
+impl ConfigSpec {
+    /// An empty change.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the number of virtual CPUs.
+    pub fn cpus(mut self, cpus: i32) -> Self {
+        self.cpus = Some(cpus);
+        self
+    }
+    /// Sets cores per socket.
+    pub fn cores_per_socket(mut self, cores: i32) -> Self {
+        self.cores_per_socket = Some(cores);
+        self
+    }
+    /// Sets the memory in MiB.
+    pub fn memory_mb(mut self, memory_mb: i64) -> Self {
+        self.memory_mb = Some(memory_mb);
+        self
+    }
+    /// Enables or disables CPU hot add.
+    pub fn cpu_hot_add(mut self, enabled: bool) -> Self {
+        self.cpu_hot_add = Some(enabled);
+        self
+    }
+    /// Enables or disables memory hot add.
+    pub fn memory_hot_add(mut self, enabled: bool) -> Self {
+        self.memory_hot_add = Some(enabled);
+        self
+    }
+    /// Sets the firmware.
+    pub fn firmware(mut self, firmware: Firmware) -> Self {
+        self.firmware = Some(firmware);
+        self
+    }
+    /// Adds a virtual TPM.
+    pub fn vtpm(mut self) -> Self {
+        self.vtpm = true;
+        self
+    }
+    /// Grows the `index`-th disk to `capacity_kb` KiB.
+    pub fn grow_disk(mut self, index: usize, capacity_kb: i64) -> Self {
+        self.disks.push(DiskChange::Grow { index, capacity_kb });
+        self
+    }
+    /// Adds a disk of `capacity_kb` KiB.
+    pub fn add_disk(
+        mut self,
+        capacity_kb: i64,
+        provisioning: DiskProvisioning,
+        placement: Option<DiskPlacement>,
+    ) -> Self {
+        self.disks.push(DiskChange::Add {
+            capacity_kb,
+            provisioning,
+            placement,
+        });
+        self
+    }
+    /// Removes the existing NICs before adding the new ones.
+    pub fn replace_nics(mut self) -> Self {
+        self.replace_nics = true;
+        self
+    }
+    /// Adds a VMXNET3 NIC on `network`.
+    pub fn nic(mut self, network: NetworkInfo) -> Self {
+        self.nics.push(NicSpec {
+            network,
+            adapter: NicAdapter::Vmxnet3,
+            mac_address: None,
+        });
+        self
+    }
+    /// Adds a NIC as described.
+    pub fn nic_spec(mut self, nic: NicSpec) -> Self {
+        self.nics.push(nic);
+        self
+    }
+    /// Sets an `extraConfig` key.
+    pub fn extra_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.extra_config.push((key.into(), value.into()));
+        self
+    }
+    /// Sets `guestinfo.<key>` (what cloud-init's VMware datasource reads).
+    pub fn guestinfo(self, key: &str, value: impl Into<String>) -> Self {
+        let key = key.strip_prefix("guestinfo.").unwrap_or(key);
+        self.extra_config(format!("guestinfo.{key}"), value)
+    }
+    /// Sets the annotation.
+    pub fn annotation(mut self, text: impl Into<String>) -> Self {
+        self.annotation = Some(text.into());
+        self
+    }
+    /// Sets the instance UUID.
+    pub fn instance_uuid(mut self, uuid: impl Into<String>) -> Self {
+        self.instance_uuid = Some(uuid.into());
+        self
+    }
+
+    /// The vSphere config spec for a VM whose devices are `devices`.
+    pub fn to_vim(&self, devices: &[AnyVirtualDevice]) -> Result<VirtualMachineConfigSpec, Error> {
+        let mut spec = VirtualMachineConfigSpec {
+            num_cpus: self.cpus,
+            num_cores_per_socket: self.cores_per_socket,
+            memory_mb: self.memory_mb,
+            cpu_hot_add_enabled: self.cpu_hot_add,
+            memory_hot_add_enabled: self.memory_hot_add,
+            annotation: self.annotation.clone(),
+            instance_uuid: self.instance_uuid.clone(),
+            ..Default::default()
+        };
+        if let Some(cpus) = self.cpus {
+            if cpus < 1 {
+                return Err(invalid(format!("{cpus} CPUs")));
+            }
+        }
+        if let Some(memory) = self.memory_mb {
+            if memory < 4 {
+                return Err(invalid(format!("{memory} MiB of memory")));
+            }
+        }
+        match self.firmware {
+            Some(Firmware::Bios) => spec.firmware = Some("bios".to_string()),
+            Some(Firmware::Efi { secure_boot }) => {
+                spec.firmware = Some("efi".to_string());
+                spec.boot_options = Some(VirtualMachineBootOptions {
+                    efi_secure_boot_enabled: Some(secure_boot),
+                    ..Default::default()
+                });
+            }
+            None => {}
+        }
+        let mut keys = NewKeys::default();
+        let mut changes: Vec<AnyVirtualDeviceConfigSpec> = Vec::new();
+
+        if self.vtpm {
+            if self.firmware == Some(Firmware::Bios) {
+                return Err(invalid("a vTPM needs EFI firmware".to_string()));
+            }
+            if !devices
+                .iter()
+                .any(|d| matches!(d, AnyVirtualDevice::VirtualTPM(_)))
+            {
+                let tpm = VirtualTPM {
+                    key: keys.next(),
+                    ..Default::default()
+                };
+                changes.push(device_change(
+                    VirtualDeviceConfigSpecOperation::Add,
+                    None,
+                    AnyVirtualDevice::VirtualTPM(Box::new(tpm)),
+                ));
+            }
+        }
+
+        let disks: Vec<&VirtualDisk> = devices
+            .iter()
+            .filter_map(|d| match d {
+                AnyVirtualDevice::VirtualDisk(disk) => Some(disk.as_ref()),
+                _ => None,
+            })
+            .collect();
+        let mut taken_units: Vec<(i32, i32)> = devices
+            .iter()
+            .filter_map(|d| {
+                let common = common(d);
+                Some((common.controller_key?, common.unit_number?))
+            })
+            .collect();
+        for change in &self.disks {
+            match change {
+                DiskChange::Grow { index, capacity_kb } => {
+                    let Some(disk) = disks.get(*index) else {
+                        return Err(invalid(format!(
+                            "the VM has {} disk(s), there is no disk {index} to grow",
+                            disks.len()
+                        )));
+                    };
+                    let current = disk_capacity_kb(disk);
+                    if *capacity_kb < current {
+                        return Err(invalid(format!(
+                            "disk {index} is {current} KiB; disks cannot shrink to {capacity_kb} KiB"
+                        )));
+                    }
+                    if *capacity_kb == current {
+                        continue;
+                    }
+                    let mut grown = (*disk).clone();
+                    grown.capacity_in_kb = *capacity_kb;
+                    grown.capacity_in_bytes = Some(capacity_kb.saturating_mul(1024));
+                    changes.push(device_change(
+                        VirtualDeviceConfigSpecOperation::Edit,
+                        None,
+                        AnyVirtualDevice::VirtualDisk(Box::new(grown)),
+                    ));
+                }
+                DiskChange::Add {
+                    capacity_kb,
+                    provisioning,
+                    placement,
+                } => {
+                    if *capacity_kb <= 0 {
+                        return Err(invalid(format!("a disk of {capacity_kb} KiB")));
+                    }
+                    let controller = disk_controller(devices, &disks).ok_or_else(|| {
+                        invalid("the VM has no disk controller to add a disk to".to_string())
+                    })?;
+                    let unit = (0..=15)
+                        .filter(|u| *u != 7) // the SCSI controller's own unit
+                        .find(|u| !taken_units.contains(&(controller, *u)))
+                        .ok_or_else(|| {
+                            invalid(format!(
+                                "controller {controller} has no free unit for another disk"
+                            ))
+                        })?;
+                    taken_units.push((controller, unit));
+                    let backing = VirtualDiskFlatVer2BackingInfo {
+                        file_name: placement
+                            .as_ref()
+                            .map(|p| format!("[{}]", p.datastore_name))
+                            .unwrap_or_default(),
+                        datastore: placement.as_ref().map(|p| p.datastore.clone()),
+                        disk_mode: "persistent".to_string(),
+                        thin_provisioned: Some(*provisioning == DiskProvisioning::Thin),
+                        eagerly_scrub: Some(*provisioning == DiskProvisioning::EagerZeroedThick),
+                        ..Default::default()
+                    };
+                    let disk = VirtualDisk {
+                        key: keys.next(),
+                        controller_key: Some(controller),
+                        unit_number: Some(unit),
+                        capacity_in_kb: *capacity_kb,
+                        capacity_in_bytes: Some(capacity_kb.saturating_mul(1024)),
+                        backing: Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(
+                            Box::new(backing),
+                        )),
+                        ..Default::default()
+                    };
+                    changes.push(device_change(
+                        VirtualDeviceConfigSpecOperation::Add,
+                        Some(VirtualDeviceConfigSpecFileOperation::Create),
+                        AnyVirtualDevice::VirtualDisk(Box::new(disk)),
+                    ));
+                }
+            }
+        }
+
+        if self.replace_nics {
+            for device in devices.iter().filter(|d| is_nic(d)) {
+                changes.push(device_change(
+                    VirtualDeviceConfigSpecOperation::Remove,
+                    None,
+                    device.clone(),
+                ));
+            }
+        }
+        for nic in &self.nics {
+            changes.push(device_change(
+                VirtualDeviceConfigSpecOperation::Add,
+                None,
+                new_nic(nic, keys.next())?,
+            ));
+        }
+        spec.device_change = changes;
+        spec.extra_config = self
+            .extra_config
+            .iter()
+            .map(|(key, value)| {
+                AnyOptionValue::OptionValue(Box::new(OptionValue {
+                    key: key.clone(),
+                    value: Some(Value::String(value.clone())),
+                }))
+            })
+            .collect();
+        Ok(spec)
+    }
+}
+
+fn invalid(message: String) -> Error {
+    Error::new(ErrorKind::InvalidArgument, message)
+}
+
+/// Temporary keys of new devices: negative, unique within a spec.
+#[derive(Default)]
+struct NewKeys(i32);
+
+impl NewKeys {
+    fn next(&mut self) -> i32 {
+        self.0 -= 1;
+        self.0
+    }
+}
+
+fn device_change(
+    operation: VirtualDeviceConfigSpecOperation,
+    file_operation: Option<VirtualDeviceConfigSpecFileOperation>,
+    device: AnyVirtualDevice,
+) -> AnyVirtualDeviceConfigSpec {
+    AnyVirtualDeviceConfigSpec::VirtualDeviceConfigSpec(Box::new(VirtualDeviceConfigSpec {
+        operation: Some(operation),
+        file_operation,
+        device,
+        ..Default::default()
+    }))
+}
+
+fn disk_capacity_kb(disk: &VirtualDisk) -> i64 {
+    match disk.capacity_in_bytes {
+        Some(bytes) if bytes > 0 => bytes / 1024,
+        _ => disk.capacity_in_kb,
+    }
+}
+
+/// The controller of the first disk, else the first SCSI controller.
+fn disk_controller(devices: &[AnyVirtualDevice], disks: &[&VirtualDisk]) -> Option<i32> {
+    if let Some(key) = disks.first().and_then(|d| d.controller_key) {
+        return Some(key);
+    }
+    devices.iter().find_map(|d| match d {
+        AnyVirtualDevice::ParaVirtualSCSIController(c) => Some(c.key),
+        AnyVirtualDevice::VirtualLsiLogicController(c) => Some(c.key),
+        AnyVirtualDevice::VirtualLsiLogicSASController(c) => Some(c.key),
+        AnyVirtualDevice::VirtualBusLogicController(c) => Some(c.key),
+        AnyVirtualDevice::VirtualSCSIController(c) => Some(c.key),
+        _ => None,
+    })
+}
+
+fn is_nic(device: &AnyVirtualDevice) -> bool {
+    matches!(
+        device,
+        AnyVirtualDevice::VirtualEthernetCard(_)
+            | AnyVirtualDevice::VirtualE1000(_)
+            | AnyVirtualDevice::VirtualE1000e(_)
+            | AnyVirtualDevice::VirtualPCNet32(_)
+            | AnyVirtualDevice::VirtualVmxnet(_)
+            | AnyVirtualDevice::VirtualVmxnet2(_)
+            | AnyVirtualDevice::VirtualVmxnet3(_)
+            | AnyVirtualDevice::VirtualVmxnet3Vrdma(_)
+            | AnyVirtualDevice::VirtualSriovEthernetCard(_)
+    )
+}
+
+/// The fields every device has.
+struct Common {
+    controller_key: Option<i32>,
+    unit_number: Option<i32>,
+}
+
+macro_rules! common_of {
+    ($device:expr; $($variant:ident),* $(,)?) => {
+        match $device {
+            $(AnyVirtualDevice::$variant(d) => Common {
+                controller_key: d.controller_key,
+                unit_number: d.unit_number,
+            },)*
+        }
+    };
+}
+
+fn common(device: &AnyVirtualDevice) -> Common {
+    common_of!(device;
+        VirtualDevice, ParaVirtualSCSIController, VirtualAHCIController, VirtualBusLogicController,
+        VirtualCdrom, VirtualController, VirtualDisk, VirtualE1000, VirtualE1000e, VirtualEnsoniq1371,
+        VirtualEthernetCard, VirtualFloppy, VirtualHdAudioCard, VirtualIDEController, VirtualKeyboard,
+        VirtualLsiLogicController, VirtualLsiLogicSASController, VirtualMachineVMCIDevice,
+        VirtualMachineVMIROM, VirtualMachineVideoCard, VirtualNVDIMM, VirtualNVDIMMController,
+        VirtualNVMEController, VirtualPCIController, VirtualPCIPassthrough, VirtualPCNet32,
+        VirtualPS2Controller, VirtualParallelPort, VirtualPointingDevice, VirtualPrecisionClock,
+        VirtualSATAController, VirtualSCSIController, VirtualSCSIPassthrough, VirtualSIOController,
+        VirtualSerialPort, VirtualSoundBlaster16, VirtualSoundCard, VirtualSriovEthernetCard,
+        VirtualTPM, VirtualUSB, VirtualUSBController, VirtualUSBXHCIController, VirtualVmxnet,
+        VirtualVmxnet2, VirtualVmxnet3, VirtualVmxnet3Vrdma, VirtualWDT,
+    )
+}
+
+fn new_nic(nic: &NicSpec, key: i32) -> Result<AnyVirtualDevice, Error> {
+    let backing = match &nic.network.kind {
+        NetworkKind::Standard => {
+            AnyVirtualDeviceBackingInfo::VirtualEthernetCardNetworkBackingInfo(Box::new(
+                VirtualEthernetCardNetworkBackingInfo {
+                    device_name: nic.network.name.clone(),
+                    network: Some(nic.network.reference.clone()),
+                    ..Default::default()
+                },
+            ))
+        }
+        NetworkKind::Distributed {
+            portgroup_key,
+            switch_uuid,
+            ..
+        } => {
+            if portgroup_key.is_empty() || switch_uuid.is_empty() {
+                return Err(invalid(format!(
+                    "distributed port group {} lacks its key or switch UUID",
+                    nic.network.name
+                )));
+            }
+            AnyVirtualDeviceBackingInfo::VirtualEthernetCardDistributedVirtualPortBackingInfo(
+                Box::new(VirtualEthernetCardDistributedVirtualPortBackingInfo {
+                    port: DistributedVirtualSwitchPortConnection {
+                        switch_uuid: switch_uuid.clone(),
+                        portgroup_key: Some(portgroup_key.clone()),
+                        ..Default::default()
+                    },
+                }),
+            )
+        }
+        NetworkKind::Opaque => {
+            return Err(invalid(format!(
+                "{}: NICs on NSX opaque networks need the network's id and type, not supported yet",
+                nic.network.name
+            )))
+        }
+    };
+    let connectable = Some(VirtualDeviceConnectInfo {
+        start_connected: true,
+        allow_guest_control: true,
+        connected: true,
+        ..Default::default()
+    });
+    let (address_type, mac_address) = match &nic.mac_address {
+        Some(mac) => (Some("manual".to_string()), Some(mac.clone())),
+        None => (Some("generated".to_string()), None),
+    };
+    Ok(match nic.adapter {
+        NicAdapter::Vmxnet3 => AnyVirtualDevice::VirtualVmxnet3(Box::new(VirtualVmxnet3 {
+            key,
+            backing: Some(backing),
+            connectable,
+            address_type,
+            mac_address,
+            ..Default::default()
+        })),
+        NicAdapter::E1000e => AnyVirtualDevice::VirtualE1000e(Box::new(VirtualE1000e {
+            key,
+            backing: Some(backing),
+            connectable,
+            address_type,
+            mac_address,
+            ..Default::default()
+        })),
+    })
+}
+
+/// Where and how to clone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloneSpec {
+    /// The folder the clone goes into.
+    pub folder: ManagedObjectReference,
+    /// The resource pool (required when cloning a template; a VM's own pool
+    /// otherwise).
+    pub pool: Option<ManagedObjectReference>,
+    /// The datastore (the source's otherwise).
+    pub datastore: Option<ManagedObjectReference>,
+    /// The host (vCenter/DRS chooses otherwise).
+    pub host: Option<ManagedObjectReference>,
+    /// A linked clone: child disks of the source's current snapshot
+    /// (the source must have one).
+    pub linked: bool,
+    /// Power the clone on once made.
+    pub power_on: bool,
+    /// Make the clone a template.
+    pub template: bool,
+    /// Configuration changes.
+    pub config: Option<ConfigSpec>,
+}
+
+impl CloneSpec {
+    /// A full clone into `folder`.
+    pub fn new(folder: ManagedObjectReference) -> Self {
+        CloneSpec {
+            folder,
+            pool: None,
+            datastore: None,
+            host: None,
+            linked: false,
+            power_on: false,
+            template: false,
+            config: None,
+        }
+    }
+    /// Into this resource pool.
+    pub fn pool(mut self, pool: ManagedObjectReference) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+    /// Onto this datastore.
+    pub fn datastore(mut self, datastore: ManagedObjectReference) -> Self {
+        self.datastore = Some(datastore);
+        self
+    }
+    /// On this host.
+    pub fn host(mut self, host: ManagedObjectReference) -> Self {
+        self.host = Some(host);
+        self
+    }
+    /// A linked clone.
+    pub fn linked(mut self) -> Self {
+        self.linked = true;
+        self
+    }
+    /// Powered on once made.
+    pub fn power_on(mut self) -> Self {
+        self.power_on = true;
+        self
+    }
+    /// Made a template.
+    pub fn template(mut self) -> Self {
+        self.template = true;
+        self
+    }
+    /// With these configuration changes.
+    pub fn config(mut self, config: ConfigSpec) -> Self {
+        self.config = Some(config);
+        self
+    }
+    /// With this instance UUID (so the VM can be found again by it, even
+    /// after a crash lost the clone task's result).
+    pub fn instance_uuid(mut self, uuid: impl Into<String>) -> Self {
+        let config = self.config.take().unwrap_or_default();
+        self.config = Some(config.instance_uuid(uuid));
+        self
+    }
+}
+
+/// A VM's power state and guest state, as [`VirtualMachine::state`] reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmState {
+    /// On, off or suspended.
+    pub power_state: VirtualMachinePowerState,
+    /// The guest's primary IP address, when VMware tools report one.
+    pub ip_address: Option<String>,
+    /// Whether the VM is a template.
+    pub template: bool,
+}
+
+impl VirtualMachine {
+    /// The VM's reference.
+    pub fn reference(&self) -> &ManagedObjectReference {
+        &self.reference
+    }
+
+    async fn devices_and_snapshot(&self) -> Result<mo::VirtualMachine, Error> {
+        self.client
+            .properties::<mo::VirtualMachine>(&[
+                "config.hardware.device",
+                "snapshot.currentSnapshot",
+            ])?
+            .get(&self.reference)
+            .await
+    }
+
+    /// The `CloneVM_Task` arguments for cloning this VM as `name` (reads the
+    /// source's devices and snapshot: one call).
+    pub async fn clone_spec_vim(&self, spec: &CloneSpec) -> Result<VirtualMachineCloneSpec, Error> {
+        let source = self.devices_and_snapshot().await?;
+        let devices = source
+            .config
+            .as_ref()
+            .map(|c| c.hardware.device.as_slice())
+            .unwrap_or_default();
+        let mut location = VirtualMachineRelocateSpec {
+            folder: Some(spec.folder.clone()),
+            pool: spec.pool.clone(),
+            datastore: spec.datastore.clone(),
+            host: spec.host.clone(),
+            ..Default::default()
+        };
+        let mut snapshot = None;
+        if spec.linked {
+            snapshot = source
+                .snapshot
+                .as_ref()
+                .and_then(|s| s.current_snapshot.clone());
+            if snapshot.is_none() {
+                return Err(invalid(format!(
+                    "a linked clone of {} needs a snapshot of it, and it has none",
+                    self.reference
+                )));
+            }
+            location.disk_move_type = Some("createNewChildDiskBacking".to_string());
+        }
+        let config = spec
+            .config
+            .as_ref()
+            .map(|c| c.to_vim(devices))
+            .transpose()?;
+        Ok(VirtualMachineCloneSpec {
+            location,
+            template: spec.template,
+            config,
+            power_on: spec.power_on,
+            snapshot,
+            ..Default::default()
+        })
+    }
+
+    /// Starts cloning this VM or template as `name`; returns the task (for
+    /// callers that record it before waiting).
+    pub async fn start_clone(&self, name: &str, spec: &CloneSpec) -> Result<Task, Error> {
+        if name.is_empty() || name.len() > 80 {
+            return Err(invalid(format!(
+                "{name:?}: a VM name has 1 to 80 characters"
+            )));
+        }
+        if let Some(uuid) = spec
+            .config
+            .as_ref()
+            .and_then(|c| c.instance_uuid.as_deref())
+        {
+            check_uuid(uuid)?;
+        }
+        let vim = self.clone_spec_vim(spec).await?;
+        let task = self
+            .client
+            .clone_vm_task(&self.reference, &spec.folder, name, &vim)
+            .await?;
+        Ok(self.client.task(task))
+    }
+
+    /// Clones this VM or template as `name` and waits for the clone (and
+    /// its power-on, if asked: a server that made the clone but left it off
+    /// despite `powerOn`, as simulators do, gets a power-on call).
+    pub async fn clone_vm(&self, name: &str, spec: &CloneSpec) -> Result<VirtualMachine, Error> {
+        let info = self.start_clone(name, spec).await?.wait().await?;
+        let reference = task_result_reference(&info).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Decode,
+                format!("the clone task {} returned no VM reference", info.task),
+            )
+        })?;
+        let vm = self.client.vm(reference);
+        if spec.power_on && !spec.template {
+            let state = vm.state().await?;
+            if state.power_state == VirtualMachinePowerState::PoweredOff {
+                vm.power_on().await?;
+            }
+        }
+        Ok(vm)
+    }
+
+    /// Applies configuration changes and waits for them.
+    pub async fn reconfigure(&self, config: &ConfigSpec) -> Result<(), Error> {
+        let source = self.devices_and_snapshot().await?;
+        let devices = source
+            .config
+            .as_ref()
+            .map(|c| c.hardware.device.as_slice())
+            .unwrap_or_default();
+        let spec = config.to_vim(devices)?;
+        let task = self.client.reconfig_vm_task(&self.reference, &spec).await?;
+        self.client.task(task).wait().await.map(|_| ())
+    }
+
+    /// Powers on and waits.
+    pub async fn power_on(&self) -> Result<(), Error> {
+        let task = self.client.power_on_vm_task(&self.reference, None).await?;
+        self.client.task(task).wait().await.map(|_| ())
+    }
+
+    /// Powers off (hard) and waits.
+    pub async fn power_off(&self) -> Result<(), Error> {
+        let task = self.client.power_off_vm_task(&self.reference).await?;
+        self.client.task(task).wait().await.map(|_| ())
+    }
+
+    /// Resets (hard) and waits.
+    pub async fn reset(&self) -> Result<(), Error> {
+        let task = self.client.reset_vm_task(&self.reference).await?;
+        self.client.task(task).wait().await.map(|_| ())
+    }
+
+    /// Suspends and waits.
+    pub async fn suspend(&self) -> Result<(), Error> {
+        let task = self.client.suspend_vm_task(&self.reference).await?;
+        self.client.task(task).wait().await.map(|_| ())
+    }
+
+    /// Asks the guest to shut down (VMware tools needed); returns at once.
+    pub async fn shutdown_guest(&self) -> Result<(), Error> {
+        self.client.shutdown_guest(&self.reference).await
+    }
+
+    /// Shuts the guest down and waits until the VM is off; after `timeout`
+    /// (or when the guest cannot be asked: no tools), powers it off hard.
+    /// Returns whether the guest shut down by itself.
+    pub async fn shutdown(&self, timeout: Duration) -> Result<bool, Error> {
+        let mut stream = self
+            .client
+            .properties::<mo::VirtualMachine>(&["runtime.powerState"])?
+            .watch(std::slice::from_ref(&self.reference))
+            .await?;
+        let first = stream.next().await?;
+        if power_state(&first.object) == Some(VirtualMachinePowerState::PoweredOff) {
+            let _ = stream.close().await;
+            return Ok(true);
+        }
+        let graceful = match self.shutdown_guest().await {
+            Ok(()) => {
+                let wait_off = async {
+                    loop {
+                        let change = stream.next().await?;
+                        if power_state(&change.object) == Some(VirtualMachinePowerState::PoweredOff)
+                        {
+                            return Ok::<(), Error>(());
+                        }
+                    }
+                };
+                match tokio::time::timeout(timeout, wait_off).await {
+                    Ok(result) => result.map(|_| true)?,
+                    Err(_) => false,
+                }
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, vm = %self.reference, "guest shutdown refused; powering off");
+                false
+            }
+        };
+        let _ = stream.close().await;
+        if !graceful {
+            self.power_off().await?;
+        }
+        Ok(graceful)
+    }
+
+    /// Destroys the VM (it must be off) and waits.
+    pub async fn destroy(&self) -> Result<(), Error> {
+        let task = self.client.destroy_task(&self.reference).await?;
+        self.client.task(task).wait().await.map(|_| ())
+    }
+
+    /// Marks the VM (powered off) as a template.
+    pub async fn mark_as_template(&self) -> Result<(), Error> {
+        self.client.mark_as_template(&self.reference).await
+    }
+
+    /// Power state, guest IP and template flag (one call).
+    pub async fn state(&self) -> Result<VmState, Error> {
+        let vm = self
+            .client
+            .properties::<mo::VirtualMachine>(&[
+                "runtime.powerState",
+                "guest.ipAddress",
+                "config.template",
+            ])?
+            .get(&self.reference)
+            .await?;
+        Ok(VmState {
+            power_state: power_state(&vm).unwrap_or_default(),
+            ip_address: vm
+                .guest
+                .and_then(|g| g.ip_address)
+                .filter(|ip| !ip.is_empty()),
+            template: vm.config.is_some_and(|c| c.template),
+        })
+    }
+
+    /// Waits until the guest reports an IP address (through
+    /// `WaitForUpdatesEx` on `guest.ipAddress`, not polling), up to `timeout`.
+    pub async fn wait_for_ip(&self, timeout: Duration) -> Result<String, Error> {
+        let mut stream = self
+            .client
+            .properties::<mo::VirtualMachine>(&["guest.ipAddress"])?
+            .watch(std::slice::from_ref(&self.reference))
+            .await?;
+        let wait = async {
+            loop {
+                let change = stream.next().await?;
+                if change.kind == crate::property::UpdateKind::Leave {
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!(
+                            "{} was destroyed while waiting for its IP address",
+                            self.reference
+                        ),
+                    ));
+                }
+                if let Some(ip) = change
+                    .object
+                    .guest
+                    .and_then(|g| g.ip_address)
+                    .filter(|ip| !ip.is_empty())
+                {
+                    return Ok(ip);
+                }
+            }
+        };
+        let result = tokio::time::timeout(timeout, wait).await;
+        let _ = stream.close().await;
+        match result {
+            Ok(result) => result,
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{} reported no IP address within {timeout:?}",
+                    self.reference
+                ),
+            )),
+        }
+    }
+}
+
+fn power_state(vm: &mo::VirtualMachine) -> Option<VirtualMachinePowerState> {
+    vm.runtime.as_ref().map(|r| r.power_state.clone())
+}
+
+fn check_uuid(uuid: &str) -> Result<(), Error> {
+    let digits: Vec<char> = uuid.chars().filter(|c| *c != '-').collect();
+    if digits.len() == 32 && digits.iter().all(|c| c.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(invalid(format!("{uuid:?} is not a UUID")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ParaVirtualSCSIController;
+
+    fn template_devices() -> Vec<AnyVirtualDevice> {
+        vec![
+            AnyVirtualDevice::ParaVirtualSCSIController(Box::new(ParaVirtualSCSIController {
+                key: 1000,
+                bus_number: 0,
+                ..Default::default()
+            })),
+            AnyVirtualDevice::VirtualDisk(Box::new(VirtualDisk {
+                key: 2000,
+                controller_key: Some(1000),
+                unit_number: Some(0),
+                capacity_in_kb: 10 * 1024 * 1024,
+                ..Default::default()
+            })),
+            AnyVirtualDevice::VirtualDisk(Box::new(VirtualDisk {
+                key: 2001,
+                controller_key: Some(1000),
+                unit_number: Some(1),
+                capacity_in_kb: 1024,
+                ..Default::default()
+            })),
+            AnyVirtualDevice::VirtualE1000(Box::new(Default::default())),
+        ]
+    }
+
+    fn standard(name: &str) -> NetworkInfo {
+        NetworkInfo {
+            name: name.to_string(),
+            reference: ManagedObjectReference::new("Network", "network-7"),
+            kind: NetworkKind::Standard,
+        }
+    }
+
+    #[test]
+    fn a_full_spec() {
+        let spec = ConfigSpec::new()
+            .cpus(4)
+            .memory_mb(8192)
+            .grow_disk(0, 20 * 1024 * 1024)
+            .add_disk(1024 * 1024, DiskProvisioning::EagerZeroedThick, None)
+            .add_disk(2048, DiskProvisioning::Thin, None)
+            .replace_nics()
+            .nic(standard("VM Network"))
+            .firmware(Firmware::Efi { secure_boot: true })
+            .vtpm()
+            .guestinfo("metadata", "e30=")
+            .to_vim(&template_devices())
+            .expect("spec");
+        assert_eq!((spec.num_cpus, spec.memory_mb), (Some(4), Some(8192)));
+        assert_eq!(spec.firmware.as_deref(), Some("efi"));
+        assert_eq!(
+            spec.boot_options
+                .as_ref()
+                .and_then(|b| b.efi_secure_boot_enabled),
+            Some(true)
+        );
+        let mut added_units = Vec::new();
+        let mut keys = Vec::new();
+        let mut ops = Vec::new();
+        for change in &spec.device_change {
+            let AnyVirtualDeviceConfigSpec::VirtualDeviceConfigSpec(change) = change else {
+                panic!("{change:?}")
+            };
+            ops.push((change.operation.clone(), change.device.type_name()));
+            match &change.device {
+                AnyVirtualDevice::VirtualDisk(d) if d.key < 0 => {
+                    added_units.push(d.unit_number);
+                    keys.push(d.key);
+                    assert_eq!(d.controller_key, Some(1000));
+                }
+                AnyVirtualDevice::VirtualDisk(d) => {
+                    assert_eq!(d.key, 2000);
+                    assert_eq!(d.capacity_in_kb, 20 * 1024 * 1024);
+                }
+                AnyVirtualDevice::VirtualVmxnet3(n) => keys.push(n.key),
+                AnyVirtualDevice::VirtualTPM(t) => keys.push(t.key),
+                _ => {}
+            }
+        }
+        // Units 0 and 1 are taken: the new disks get 2 and 3.
+        assert_eq!(added_units, [Some(2), Some(3)]);
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 4, "new devices get distinct negative keys");
+        use VirtualDeviceConfigSpecOperation::*;
+        assert_eq!(
+            ops,
+            [
+                (Some(Add), "VirtualTPM"),
+                (Some(Edit), "VirtualDisk"),
+                (Some(Add), "VirtualDisk"),
+                (Some(Add), "VirtualDisk"),
+                (Some(Remove), "VirtualE1000"),
+                (Some(Add), "VirtualVmxnet3"),
+            ]
+        );
+        assert_eq!(spec.extra_config.len(), 1);
+    }
+
+    #[test]
+    fn disks_never_shrink_and_a_vtpm_needs_efi() {
+        let err = ConfigSpec::new()
+            .grow_disk(0, 1024)
+            .to_vim(&template_devices())
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("cannot shrink"), "{err}");
+        let err = ConfigSpec::new()
+            .grow_disk(5, 1024)
+            .to_vim(&template_devices())
+            .unwrap_err();
+        assert!(err.to_string().contains("no disk 5"), "{err}");
+        let err = ConfigSpec::new()
+            .firmware(Firmware::Bios)
+            .vtpm()
+            .to_vim(&[])
+            .unwrap_err();
+        assert!(err.to_string().contains("EFI"), "{err}");
+        // The same size is no change.
+        let same = ConfigSpec::new()
+            .grow_disk(0, 10 * 1024 * 1024)
+            .to_vim(&template_devices())
+            .unwrap();
+        assert!(same.device_change.is_empty());
+    }
+
+    #[test]
+    fn a_full_controller_is_an_error() {
+        let mut devices = template_devices();
+        for unit in 2..=15 {
+            devices.push(AnyVirtualDevice::VirtualDisk(Box::new(VirtualDisk {
+                key: 3000 + unit,
+                controller_key: Some(1000),
+                unit_number: Some(unit),
+                ..Default::default()
+            })));
+        }
+        let err = ConfigSpec::new()
+            .add_disk(1024, DiskProvisioning::Thin, None)
+            .to_vim(&devices)
+            .unwrap_err();
+        assert!(err.to_string().contains("no free unit"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+    use crate::xml::{Encode, XmlWriter};
+
+    #[test]
+    fn new_disks_are_sent_with_their_backing_type() {
+        let spec = ConfigSpec::new()
+            .add_disk(2048, DiskProvisioning::Thin, None)
+            .to_vim(&[AnyVirtualDevice::ParaVirtualSCSIController(Box::default())])
+            .unwrap();
+        let mut w = XmlWriter::new();
+        spec.encode(&mut w, "spec");
+        let xml = String::from_utf8(w.into_bytes()).unwrap();
+        println!("{xml}");
+        assert!(xml.contains("VirtualDiskFlatVer2BackingInfo"), "{xml}");
+    }
+}
