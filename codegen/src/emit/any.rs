@@ -12,7 +12,28 @@ use crate::model::Model;
 use crate::naming;
 use crate::plan::Plan;
 
-pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Vec<Item>> {
+/// Why the polymorphic enums declare `Send` and `Sync` instead of letting
+/// the compiler derive them: the compiler proves an auto trait by walking
+/// every type reachable from the type, again for every impl that needs it.
+/// The `Any*` enums tie most of the schema into one cycle (a `MethodFault`
+/// holds a `LocalizedMethodFault` holds an `AnyMethodFault`...), so each proof
+/// walked thousands of types and checking the generated crate took half a
+/// minute longer. Declaring them at the enums stops each walk there.
+///
+/// Sound because every variant holds a `Box` of a generated type, made only
+/// of `String`, numbers, `Vec`/`Option`/`Box` of generated types, `Value`
+/// (whose objects are `Send + Sync` by `DataObject`'s bounds) and other `Any*`
+/// enums; the generated `thread_safety` test asserts `Send + Sync` for every
+/// variant's type, so a field that breaks this fails the build of the tests.
+const THREAD_SAFETY: &str = "// SAFETY: every variant is a Box of a generated type whose fields are all\n\
+// Send + Sync (asserted for each variant type by the generated thread_safety test).\n";
+
+pub(crate) fn emit(
+    model: &Model,
+    plan: &Plan,
+    counts: &mut Counts,
+    thread_safety_checks: &mut std::collections::BTreeSet<String>,
+) -> Result<Vec<Item>> {
     let mut items = Vec::new();
     for base in &plan.polymorphic {
         let any = naming::any_type_name(base);
@@ -27,7 +48,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
             code,
             "/// `{base}` or one of its {} subtypes, chosen by `xsi:type` when decoding.\n\
              ///\n/// An `xsi:type` this version does not know decodes as [`{any}::{base_rust}`].\n\
-             #[derive(Debug, Clone, PartialEq)]\n#[non_exhaustive]\npub enum {any} {{",
+             #[non_exhaustive]\npub enum {any} {{",
             variants.len() - 1
         )
         .ok();
@@ -38,6 +59,18 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         writeln!(
             code,
             "impl Default for {any} {{ fn default() -> Self {{ Self::{base_rust}(Box::default()) }} }}"
+        )
+        .ok();
+        // Debug, Clone and PartialEq go through the boxed value's `DataObject`
+        // impl, which exists anyway: derived impls would compile a match arm
+        // and `Box` glue per variant, for every enum.
+        writeln!(
+            code,
+            "impl std::fmt::Debug for {any} {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{ self.as_data_object().fmt(f) }}\n}}\n\
+             impl PartialEq for {any} {{\n    fn eq(&self, other: &Self) -> bool {{ self.as_data_object().eq_dyn(other.as_data_object()) }}\n}}\n\
+             impl Clone for {any} {{\n    fn clone(&self) -> Self {{\n        \
+             // `clone_box` returns the same type, which `from_data_object` accepts.\n        \
+             Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()\n    }}\n}}"
         )
         .ok();
 
@@ -63,7 +96,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         for t in &variants {
             writeln!(
                 code,
-                "            {} => x::downcast_box(object).ok().map(Self::{}),",
+                "            {} => match x::downcast_box(object) {{ Ok(v) => Some(Self::{}(v)), Err(_) => None }},",
                 lit(t),
                 rust(t)
             )
@@ -80,7 +113,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         for t in variants.iter().skip(1) {
             writeln!(
                 code,
-                "            Some({}) => Self::{}(r.read_boxed()?),",
+                "            Some({}) => match r.read_boxed() {{ Ok(v) => Self::{}(v), Err(e) => return Err(e) }},",
                 lit(t),
                 rust(t)
             )
@@ -88,7 +121,7 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         }
         writeln!(
             code,
-            "            _ => Self::{base_rust}(r.read_boxed()?),\n        }})\n    }}\n}}"
+            "            _ => match r.read_boxed() {{ Ok(v) => Self::{base_rust}(v), Err(e) => return Err(e) }},\n        }})\n    }}\n}}"
         )
         .ok();
         let decode = std::mem::take(&mut code);
@@ -121,29 +154,61 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         core.push_str(&code);
         // Separate items keep the files of the big families (MethodFault,
         // Event) small.
-        for part in [core, conversions, decode] {
+        // Appended after formatting: the formatter drops `//` comments.
+        let thread_safety = format!(
+            "{THREAD_SAFETY}unsafe impl Send for {any} {{}}\n// SAFETY: as above.\nunsafe impl Sync for {any} {{}}\n"
+        );
+        items.push(Item {
+            group: group.clone(),
+            code: format(&core)? + &thread_safety,
+        });
+        for part in [conversions, decode] {
             items.push(Item {
                 group: group.clone(),
                 code: format(&part)?,
             });
         }
-        for chunk in variants.chunks(200) {
-            let mut from = String::new();
-            for t in chunk {
-                writeln!(
-                    from,
-                    "impl From<{0}> for {any} {{ fn from(value: {0}) -> Self {{ Self::{0}(Box::new(value)) }} }}",
-                    rust(t)
-                )
-                .ok();
+        let mut from = format!(
+            "impl<T: x::VariantOf<{any}>> From<T> for {any} {{ fn from(value: T) -> Self {{ value.into_variant() }} }}\n"
+        );
+        for t in &variants {
+            writeln!(
+                from,
+                "impl x::VariantOf<{any}> for {0} {{ fn into_variant(self) -> {any} {{ {any}::{0}(Box::new(self)) }} }}",
+                rust(t)
+            )
+            .ok();
+            if from.len() > 40_000 {
+                items.push(Item {
+                    group: group.clone(),
+                    code: format(&std::mem::take(&mut from))?,
+                });
             }
+        }
+        if !from.is_empty() {
             items.push(Item {
                 group: group.clone(),
                 code: format(&from)?,
             });
         }
+        thread_safety_checks.extend(variants.iter().map(|t| rust(t)));
         counts.polymorphic_enums += 1;
         counts.polymorphic_variants += variants.len();
     }
     Ok(items)
+}
+
+/// The test that makes the declared `Send`/`Sync` of the `Any*` enums sound:
+/// every type a variant holds must be `Send + Sync` by itself.
+pub(crate) fn thread_safety_test(types: &std::collections::BTreeSet<String>) -> Result<String> {
+    let mut code = String::from(
+        "//! Every type an `Any*` enum holds is `Send + Sync`: what the enums'\n\
+         //! declared `unsafe impl Send/Sync` rely on.\n\n\
+         use super::types::*;\n\nfn assert_send_sync<T: Send + Sync>() {}\n\n#[test]\nfn any_enum_variants_are_send_and_sync() {\n",
+    );
+    for t in types {
+        writeln!(code, "    assert_send_sync::<{t}>();").ok();
+    }
+    code.push_str("}\n");
+    format(&code)
 }

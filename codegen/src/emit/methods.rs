@@ -59,13 +59,21 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
             writeln!(doc, "///\n/// Declared faults: {}.", faults.join(", ")).ok();
         }
 
+        // Formatted inside an impl block, which `emit` strips: a file gets one
+        // `impl Client` block for all its methods.
         let code = format!(
             "impl crate::Client {{\n{doc}#[inline]\npub async fn {method}({params}) -> Result<{response}, crate::Error> {{\n    \
              self.invoke(&{request_rust} {{ {build} }}).await\n}}\n}}\n"
         );
+        let code = format(&code)?;
+        let code = code
+            .strip_prefix("impl crate::Client {\n")
+            .and_then(|c| c.trim_end().strip_suffix('}'))
+            .map(str::to_string)
+            .ok_or_else(|| crate::error::Error::new("unexpected method layout"))?;
         items.push(Item {
             group: super::group_of(&op.name),
-            code: format(&code)?,
+            code,
         });
         counts.methods += 1;
     }

@@ -141,7 +141,8 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     // types/: data objects and faults, polymorphic enums, enumerations, request types.
     let mut type_files: Vec<(String, String)> = Vec::new();
     let structs = structs::emit(model, plan, &mut out.counts)?;
-    let any = any::emit(model, plan, &mut out.counts)?;
+    let mut thread_safety_checks = std::collections::BTreeSet::new();
+    let any = any::emit(model, plan, &mut out.counts, &mut thread_safety_checks)?;
     let enums = enums::emit(model, plan, &mut out.counts)?;
     let requests = requests::emit(model, plan, &mut out.counts)?;
     for (prefix, items) in [("", structs), ("any_", any), ("enum_", enums), ("request_", requests)] {
@@ -199,7 +200,7 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
         out.files.insert(
             format!("methods/{name}.rs"),
             format!(
-                "{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\n{}",
+                "{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\nimpl crate::Client {{\n{}}}\n",
                 codes.concat()
             ),
         );
@@ -213,6 +214,12 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
         out.files.insert(format!("mo/{path}"), format!("{header}{code}"));
     }
     modules.push("pub mod mo;".into());
+
+    out.files.insert(
+        "thread_safety.rs".into(),
+        format!("{header}{}", any::thread_safety_test(&thread_safety_checks)?),
+    );
+    modules.push("#[cfg(test)]\nmod thread_safety;".into());
 
     let mut root = String::new();
     root.push_str(&header);

@@ -84,7 +84,7 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
         return code;
     }
     code.push_str(
-        "    fn decode_field(&mut self, r: &mut x::XmlReader<'_>, name: &str) -> Result<bool, x::DecodeError> {\n        match name {\n",
+        "    fn decode_field(&mut self, r: &mut x::XmlReader<'_>, name: &str) -> Result<bool, x::DecodeError> {\n        let result = match name {\n",
     );
     for (owner, f) in &fields {
         let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
@@ -96,9 +96,9 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
             (Occurs::Optional, true) => "read_opt_box",
             (Occurs::Repeated, _) => "read_push",
         };
-        writeln!(code, "            {} => r.{reader}(&mut self.{name})?,", lit(&f.name)).ok();
+        writeln!(code, "            {} => r.{reader}(&mut self.{name}),", lit(&f.name)).ok();
     }
-    code.push_str("            _ => return Ok(false),\n        }\n        Ok(true)\n    }\n");
+    code.push_str("            _ => return Ok(false),\n        };\n        x::field_decoded(result)\n    }\n");
     code.push_str("    fn encode_fields(&self, w: &mut x::XmlWriter) {\n");
     for (owner, f) in &fields {
         let name = &plan.field_names[&(owner.to_string(), f.name.clone())];

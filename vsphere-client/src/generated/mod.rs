@@ -5,6 +5,8 @@ pub mod types;
 mod registry;
 mod methods;
 pub mod mo;
+#[cfg(test)]
+mod thread_safety;
 
 /// Every schema type by XML name: `xsi:type` decoding, inheritance, fields.
 pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(&[

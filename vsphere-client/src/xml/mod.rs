@@ -76,14 +76,27 @@ pub trait Fields {
     fn encode_fields(&self, w: &mut XmlWriter);
 }
 
+/// The end of a generated `decode_field`: the field's result as "known field".
+/// One shared function instead of a `?` per match arm keeps the generated
+/// functions small.
+pub fn field_decoded(result: Result<(), DecodeError>) -> Result<bool, DecodeError> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
 /// A generated structure: the marker that gives it [`Decode`] and [`Encode`].
 pub trait Structure: Fields + Default {}
 
 impl<T: Structure> Decode for T {
     fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {
         let mut value = T::default();
-        r.read_fields(&mut value)?;
-        Ok(value)
+        // `match`, not `?`: see the note in `XmlReader::read`.
+        match r.read_fields(&mut value) {
+            Ok(()) => Ok(value),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -125,6 +138,14 @@ impl<T: ArrayItem> Encode for Vec<T> {
 
 impl<T: ArrayItem> SchemaType for Vec<T> {
     const TYPE_NAME: &'static str = T::ARRAY_TYPE_NAME;
+}
+
+/// A type that is a variant of the polymorphic enum `E` (`VirtualDisk` of
+/// `AnyVirtualDevice`): what `From<T> for E` is built on, one generic impl per
+/// enum instead of one impl per variant (much cheaper to type-check).
+pub trait VariantOf<E> {
+    /// Wraps the value in its variant.
+    fn into_variant(self) -> E;
 }
 
 /// A vim25 operation: the generated `*RequestType` structure with the

@@ -340,68 +340,93 @@ impl<'a> XmlReader<'a> {
         Ok(())
     }
 
+    // The generic helpers below avoid `?` on `Result<T, _>`: each `?` would
+    // instantiate `Try` machinery once per decoded type, thousands of times.
+
     /// Decodes the current element into a required field; `xsi:nil` gives the default.
     pub fn read<T: Decode>(&mut self, slot: &mut T) -> Result<(), DecodeError> {
         if self.current.nil {
-            self.skip()?;
             *slot = T::default();
-        } else {
-            *slot = T::decode(self)?;
+            return self.skip();
         }
-        Ok(())
+        match T::decode(self) {
+            Ok(value) => {
+                *slot = value;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Decodes the current element into an optional field; `xsi:nil` gives `None`.
     pub fn read_opt<T: Decode>(&mut self, slot: &mut Option<T>) -> Result<(), DecodeError> {
         if self.current.nil {
-            self.skip()?;
             *slot = None;
-        } else {
-            *slot = Some(T::decode(self)?);
+            return self.skip();
         }
-        Ok(())
+        match T::decode(self) {
+            Ok(value) => {
+                *slot = Some(value);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Decodes the current element as one more item of a repeated field;
     /// an `xsi:nil` item is dropped.
     pub fn read_push<T: Decode>(&mut self, slot: &mut Vec<T>) -> Result<(), DecodeError> {
         if self.current.nil {
-            self.skip()
-        } else {
-            slot.push(T::decode(self)?);
-            Ok(())
+            return self.skip();
+        }
+        match T::decode(self) {
+            Ok(value) => {
+                slot.push(value);
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
     }
 
     /// Decodes the current element into a boxed required field (a field that
     /// would otherwise make its type infinitely large).
     pub fn read_box<T: Decode>(&mut self, slot: &mut Box<T>) -> Result<(), DecodeError> {
-        *slot = self.read_boxed()?;
-        Ok(())
+        match self.read_boxed() {
+            Ok(value) => {
+                *slot = value;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Decodes the current element into a boxed optional field.
     pub fn read_opt_box<T: Decode>(&mut self, slot: &mut Option<Box<T>>) -> Result<(), DecodeError> {
         if self.current.nil {
-            self.skip()?;
             *slot = None;
-        } else {
-            *slot = Some(self.read_boxed()?);
+            return self.skip();
         }
-        Ok(())
+        match self.read_boxed() {
+            Ok(value) => {
+                *slot = Some(value);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
-    /// Decodes the current element into a new box. Keeps the (possibly large)
-    /// value out of the caller's stack frame, which matters for the big
-    /// `match` of a polymorphic decoder.
+    /// Decodes the current element into a new box (a polymorphic variant).
     pub fn read_boxed<T: Decode>(&mut self) -> Result<Box<T>, DecodeError> {
-        let mut boxed = Box::<T>::default();
         if self.current.nil {
-            self.skip()?;
-        } else {
-            *boxed = T::decode(self)?;
+            return match self.skip() {
+                Ok(()) => Ok(Box::new(T::default())),
+                Err(e) => Err(e),
+            };
         }
-        Ok(boxed)
+        match T::decode(self) {
+            Ok(value) => Ok(Box::new(value)),
+            Err(e) => Err(e),
+        }
     }
 
     /// `returnval` handling for an operation without a result: skips the content.

@@ -26,16 +26,12 @@ pub trait DataObject: Debug + Send + Sync + 'static {
     fn type_name(&self) -> &'static str;
     /// For downcasting.
     fn as_any(&self) -> &dyn Any;
-    /// For downcasting.
-    fn as_any_mut(&mut self) -> &mut dyn Any;
     /// For downcasting by value.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
     /// Clones into a new box.
     fn clone_box(&self) -> Box<dyn DataObject>;
     /// Equality with another boxed object (false across types).
     fn eq_dyn(&self, other: &dyn DataObject) -> bool;
-    /// Writes the value as `<tag xsi:type="TypeName">...</tag>`.
-    fn encode_typed(&self, w: &mut XmlWriter, tag: &str);
     /// Writes the value as `<tag>` with the given `xsi:type`, if any.
     fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>);
 }
@@ -47,9 +43,6 @@ impl<T: SchemaType> DataObject for T {
     fn as_any(&self) -> &dyn Any {
         self
     }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
     }
@@ -57,10 +50,10 @@ impl<T: SchemaType> DataObject for T {
         Box::new(self.clone())
     }
     fn eq_dyn(&self, other: &dyn DataObject) -> bool {
-        other.as_any().downcast_ref::<T>() == Some(self)
-    }
-    fn encode_typed(&self, w: &mut XmlWriter, tag: &str) {
-        self.encode_as(w, tag, Some(T::TYPE_NAME));
+        match other.as_any().downcast_ref::<T>() {
+            Some(other) => T::eq(self, other),
+            None => false,
+        }
     }
     fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>) {
         self.encode_as(w, tag, xsi_type);
@@ -73,9 +66,9 @@ impl dyn DataObject {
         self.as_any().downcast_ref()
     }
 
-    /// The object as `T`, if it is one.
-    pub fn downcast_mut<T: DataObject>(&mut self) -> Option<&mut T> {
-        self.as_any_mut().downcast_mut()
+    /// Writes the object as `<tag xsi:type="TypeName">...</tag>`.
+    pub fn encode_typed(&self, w: &mut XmlWriter, tag: &str) {
+        self.encode_dyn(w, tag, Some(self.type_name()));
     }
 
     /// Whether the object is a `T`.
@@ -87,7 +80,10 @@ impl dyn DataObject {
 /// Unboxes the object as `T`; on mismatch, the object's type name.
 pub fn downcast_box<T: DataObject>(object: Box<dyn DataObject>) -> Result<Box<T>, &'static str> {
     let found = object.type_name();
-    object.into_any().downcast::<T>().map_err(|_| found)
+    match object.into_any().downcast::<T>() {
+        Ok(typed) => Ok(typed),
+        Err(_) => Err(found),
+    }
 }
 
 impl Clone for Box<dyn DataObject> {
@@ -106,7 +102,10 @@ impl PartialEq for Box<dyn DataObject> {
 pub fn decode_boxed<T: SchemaType>(
     r: &mut XmlReader<'_>,
 ) -> Result<Box<dyn DataObject>, DecodeError> {
-    Ok(Box::new(T::decode(r)?))
+    match T::decode(r) {
+        Ok(value) => Ok(Box::new(value)),
+        Err(e) => Err(e),
+    }
 }
 
 /// The content of an `xsd:anyType` slot (`DynamicProperty.val`,

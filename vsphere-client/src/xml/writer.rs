@@ -107,27 +107,27 @@ impl XmlWriter {
 
     /// A required field.
     pub fn write<T: Encode>(&mut self, tag: &str, value: &T) {
-        value.encode(self, tag);
+        value.encode_as(self, tag, None);
     }
 
     /// An optional field: nothing when `None`.
     pub fn write_opt<T: Encode>(&mut self, tag: &str, value: &Option<T>) {
         if let Some(value) = value {
-            value.encode(self, tag);
+            value.encode_as(self, tag, None);
         }
     }
 
     /// An optional boxed field: nothing when `None`.
     pub fn write_opt_box<T: Encode>(&mut self, tag: &str, value: &Option<Box<T>>) {
         if let Some(value) = value {
-            value.as_ref().encode(self, tag);
+            value.as_ref().encode_as(self, tag, None);
         }
     }
 
     /// A repeated field: one element per item.
     pub fn write_vec<T: Encode>(&mut self, tag: &str, values: &[T]) {
         for value in values {
-            value.encode(self, tag);
+            value.encode_as(self, tag, None);
         }
     }
 

@@ -26,8 +26,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReadNextEvents` on `EventHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -45,8 +43,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReadNextTasks` on `TaskHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -64,8 +60,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReadPreviousEvents` on `EventHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -83,8 +77,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReadPreviousTasks` on `TaskHistoryCollector`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -102,8 +94,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RebootGuest` on `VirtualMachine`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `TaskInProgress`, `ToolsUnavailable`.
@@ -119,8 +109,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RebootHost_Task` on `HostSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
@@ -138,8 +126,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RecommendDatastores` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -157,8 +143,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RecommendHostsForVm` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -178,8 +162,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RecommissionVsanNode_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `VsanFault`.
@@ -195,8 +177,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconcileDatastoreInventory_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `InvalidDatastore`, `NotFound`, `RuntimeFault`.
@@ -214,8 +194,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `ConcurrentAccess`, `DuplicateName`, `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidName`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
@@ -233,8 +211,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigurationSatisfiable` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VimFault`.
@@ -254,8 +230,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureAlarm` on `Alarm`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `RuntimeFault`.
@@ -273,8 +247,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureAutostart` on `HostAutoStartManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -292,8 +264,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureCluster_Task` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -313,8 +283,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureComputeResource_Task` on `ComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -334,8 +302,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureDVPort_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `ConcurrentAccess`, `DvsFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
@@ -353,8 +319,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureDVPortgroup_Task` on `DistributedVirtualPortgroup`.
     ///
     /// Declared faults: `ConcurrentAccess`, `DuplicateName`, `DvsFault`, `InvalidName`, `RuntimeFault`.
@@ -372,8 +336,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureDatacenter_Task` on `Datacenter`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -393,8 +355,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureDomObject` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -414,8 +374,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureDvs_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `AlreadyExists`, `ConcurrentAccess`, `DuplicateName`, `DvsFault`, `DvsNotAuthorized`, `InvalidName`, `InvalidState`, `LimitExceeded`, `NotFound`, `ResourceInUse`, `ResourceNotAvailable`, `RuntimeFault`.
@@ -433,8 +391,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureHostForDAS_Task` on `HostSystem`.
     ///
     /// Declared faults: `DasConfigFault`, `RuntimeFault`.
@@ -450,8 +406,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureScheduledTask` on `ScheduledTask`.
     ///
     /// Declared faults: `DuplicateName`, `InvalidName`, `InvalidState`, `RuntimeFault`.
@@ -469,8 +423,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureServiceConsoleReservation` on `HostMemorySystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -488,8 +440,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureSnmpAgent` on `HostSnmpSystem`.
     ///
     /// Declared faults: `InsufficientResourcesFault`, `NotFound`, `RuntimeFault`.
@@ -507,8 +457,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconfigureVirtualMachineReservation` on `HostMemorySystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -526,8 +474,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReconnectHost_Task` on `HostSystem`.
     ///
     /// Declared faults: `HostConnectFault`, `InvalidLogin`, `InvalidName`, `InvalidState`, `RuntimeFault`.
@@ -547,8 +493,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RectifyDvsHost_Task` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `NotFound`, `RuntimeFault`.
@@ -566,8 +510,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RectifyDvsOnHost_Task` on `DistributedVirtualSwitchManager`.
     ///
     /// Declared faults: `DvsFault`, `RuntimeFault`.
@@ -585,8 +527,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `Refresh` on `HostPciPassthruSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -602,8 +542,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshDVPortState` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `NotFound`, `RuntimeFault`.
@@ -621,8 +559,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshDatastore` on `Datastore`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
@@ -638,8 +574,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshDatastoreStorageInfo` on `Datastore`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -655,8 +589,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshDateTimeSystem` on `HostDateTimeSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -672,8 +604,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshFirewall` on `HostFirewallSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -689,8 +619,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshGraphicsManager` on `HostGraphicsManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -706,8 +634,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshHealthStatusSystem` on `HostHealthStatusSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -723,8 +649,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshNetworkSystem` on `HostNetworkSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -740,8 +664,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshRecommendation` on `ClusterComputeResource`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -757,8 +679,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshRuntime` on `ResourcePool`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -774,8 +694,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshServices` on `HostServiceSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -791,8 +709,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshStorageDrsRecommendation` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -810,8 +726,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshStorageDrsRecommendationsForPod_Task` on `StorageResourceManager`.
     ///
     /// Declared faults: `InvalidArgument`, `RuntimeFault`.
@@ -829,8 +743,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshStorageInfo` on `VirtualMachine`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -846,8 +758,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RefreshStorageSystem` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -863,8 +773,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RegisterChildVM_Task` on `ResourcePool`.
     ///
     /// Declared faults: `AlreadyExists`, `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidName`, `NotFound`, `OutOfBounds`, `RuntimeFault`, `VmConfigFault`.
@@ -886,8 +794,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RegisterDisk` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `AlreadyExists`, `FileFault`, `InvalidDatastore`, `RuntimeFault`.
@@ -907,8 +813,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RegisterExtension` on `ExtensionManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -926,8 +830,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RegisterHealthUpdateProvider` on `HealthUpdateManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -947,8 +849,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RegisterKmipServer` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -966,8 +866,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RegisterKmsCluster` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -987,8 +885,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RegisterVM_Task` on `Folder`.
     ///
     /// Declared faults: `AlreadyExists`, `DuplicateName`, `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidName`, `InvalidState`, `NotFound`, `OutOfBounds`, `RuntimeFault`, `VmConfigFault`.
@@ -1014,8 +910,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReleaseCredentialsInGuest` on `GuestAuthManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
@@ -1035,8 +929,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReleaseIpAllocation` on `IpPoolManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1058,8 +950,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ReleaseManagedSnapshot` on `VirtualDiskManager`.
     ///
     /// Declared faults: `FileNotFound`, `InvalidDatastore`, `RuntimeFault`.
@@ -1079,8 +969,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `Reload` on `ManagedEntity`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1096,8 +984,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RelocateVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `FileFault`, `InsufficientResourcesFault`, `InvalidDatastore`, `InvalidState`, `MigrationFault`, `RuntimeFault`, `Timedout`, `VmConfigFault`.
@@ -1117,8 +1003,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RelocateVStorageObject_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
@@ -1140,8 +1024,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveAlarm` on `Alarm`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1157,8 +1039,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveAllSnapshots_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `SnapshotFault`, `TaskInProgress`.
@@ -1176,8 +1056,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveAssignedLicense` on `LicenseAssignmentManager`.
     ///
     /// Declared faults: `LicenseEntityNotFound`, `RuntimeFault`.
@@ -1195,8 +1073,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveAuthorizationRole` on `AuthorizationManager`.
     ///
     /// Declared faults: `NotFound`, `RemoveFailed`, `RuntimeFault`.
@@ -1216,8 +1092,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveCustomFieldDef` on `CustomFieldsManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1235,8 +1109,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveDatastore` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
@@ -1254,8 +1126,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveDatastoreEx_Task` on `HostDatastoreSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
@@ -1273,8 +1143,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveDiskMapping_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1296,8 +1164,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveDisk_Task` on `HostVsanSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1319,8 +1185,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveEntityPermission` on `AuthorizationManager`.
     ///
     /// Declared faults: `AuthMinimumAdminPermission`, `NotFound`, `RuntimeFault`.
@@ -1342,8 +1206,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveFilter` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
@@ -1361,8 +1223,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveFilterEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `NotFound`, `RuntimeFault`.
@@ -1382,8 +1242,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveGroup` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `RuntimeFault`, `UserNotFound`.
@@ -1401,8 +1259,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveGuestAlias` on `GuestAliasManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
@@ -1428,8 +1284,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveGuestAliasByCert` on `GuestAliasManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
@@ -1453,8 +1307,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveInternetScsiSendTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
@@ -1476,8 +1328,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveInternetScsiStaticTargets` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
@@ -1497,8 +1347,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveKey` on `CryptoManager`.
     ///
     /// Declared faults: `ResourceInUse`, `RuntimeFault`.
@@ -1518,8 +1366,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveKeys` on `CryptoManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1539,8 +1385,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveKmipServer` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1560,8 +1404,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveLicense` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1579,8 +1421,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveLicenseLabel` on `LicenseManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1600,8 +1440,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveMonitoredEntities` on `HealthUpdateManager`.
     ///
     /// Declared faults: `InvalidState`, `NotFound`, `RuntimeFault`.
@@ -1621,8 +1459,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveNetworkResourcePool` on `DistributedVirtualSwitch`.
     ///
     /// Declared faults: `DvsFault`, `InvalidName`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
@@ -1640,8 +1476,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveNvmeOverRdmaAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
@@ -1659,8 +1493,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemovePerfInterval` on `PerformanceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -1678,8 +1510,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemovePortGroup` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
@@ -1697,8 +1527,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveScheduledTask` on `ScheduledTask`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
@@ -1714,8 +1542,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveServiceConsoleVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
@@ -1733,8 +1559,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveSmartCardTrustAnchor` on `HostActiveDirectoryAuthentication`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
@@ -1754,8 +1578,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveSmartCardTrustAnchorByFingerprint` on `HostActiveDirectoryAuthentication`.
     ///
     /// Declared faults: `HostConfigFault`, `RuntimeFault`.
@@ -1775,8 +1597,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveSnapshot_Task` on `VirtualMachineSnapshot`.
     ///
     /// Declared faults: `RuntimeFault`, `TaskInProgress`.
@@ -1796,8 +1616,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveSoftwareAdapter` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.
@@ -1815,8 +1633,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveUser` on `HostLocalAccountManager`.
     ///
     /// Declared faults: `RuntimeFault`, `UserNotFound`.
@@ -1834,8 +1650,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveVirtualNic` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
@@ -1853,8 +1667,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `RemoveVirtualSwitch` on `HostNetworkSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `ResourceInUse`, `RuntimeFault`.

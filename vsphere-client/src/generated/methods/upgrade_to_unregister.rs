@@ -26,8 +26,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `UpgradeTools_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`, `TaskInProgress`, `ToolsUnavailable`, `VmConfigFault`, `VmToolsUpgradeFault`.
@@ -45,8 +43,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `UpgradeVM_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `AlreadyUpgraded`, `InvalidState`, `NoDiskFound`, `RuntimeFault`, `TaskInProgress`.
@@ -64,8 +60,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `UpgradeVmLayout` on `HostStorageSystem`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -81,8 +75,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `UpgradeVmfs` on `HostStorageSystem`.
     ///
     /// Declared faults: `HostConfigFault`, `NotFound`, `RuntimeFault`.
@@ -100,8 +92,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `UpgradeVsanObjects` on `HostVsanInternalSystem`.
     ///
     /// Declared faults: `RuntimeFault`, `VsanFault`.
@@ -121,8 +111,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `UploadClientCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -144,8 +132,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `UploadKmipServerCert` on `CryptoManagerKmip`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -165,8 +151,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `VCenterUpdateVStorageObjectMetadataEx_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
@@ -190,8 +174,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `VStorageObjectCreateSnapshot_Task` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
@@ -213,8 +195,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ValidateCredentialsInGuest` on `GuestAuthManager`.
     ///
     /// Declared faults: `GuestOperationsFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
@@ -234,8 +214,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ValidateHCIConfiguration` on `ClusterComputeResource`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
@@ -255,8 +233,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ValidateHost` on `OvfManager`.
     ///
     /// Declared faults: `ConcurrentAccess`, `FileFault`, `InvalidState`, `RuntimeFault`, `TaskInProgress`.
@@ -278,8 +254,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ValidateHostProfileComposition_Task` on `HostProfileManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -309,8 +283,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ValidateMigration` on `ServiceInstance`.
     ///
     /// Declared faults: `InvalidState`, `RuntimeFault`.
@@ -336,8 +308,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ValidateStoragePodConfig` on `StorageResourceManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -357,8 +327,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `VstorageObjectVCenterQueryChangedDiskAreas` on `VcenterVStorageObjectManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidArgument`, `InvalidDatastore`, `InvalidState`, `NotFound`, `RuntimeFault`.
@@ -384,8 +352,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `WaitForUpdates` on `PropertyCollector`.
     ///
     /// Declared faults: `InvalidCollectorVersion`, `RuntimeFault`.
@@ -403,8 +369,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `WaitForUpdatesEx` on `PropertyCollector`.
     ///
     /// Declared faults: `InvalidCollectorVersion`, `RuntimeFault`.
@@ -424,8 +388,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `XmlToCustomizationSpecItem` on `CustomizationSpecManager`.
     ///
     /// Declared faults: `CustomizationFault`, `RuntimeFault`.
@@ -443,8 +405,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `ZeroFillVirtualDisk_Task` on `VirtualDiskManager`.
     ///
     /// Declared faults: `FileFault`, `InvalidDatastore`, `RuntimeFault`.
@@ -464,8 +424,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `configureVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -483,8 +441,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `createPassiveNode_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -504,8 +460,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `createWitnessNode_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -525,8 +479,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `deployVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -544,8 +496,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `destroyVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -561,8 +511,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `fetchSoftwarePackages` on `HostImageConfigManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -578,8 +526,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `getClusterMode` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -595,8 +541,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `getVchaConfig` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -612,8 +556,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `initiateFailover_Task` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -631,8 +573,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `installDate` on `HostImageConfigManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -648,8 +588,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `prepareVcha_Task` on `FailoverClusterConfigurator`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -667,8 +605,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `queryDatacenterConfigOptionDescriptor` on `Datacenter`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -684,8 +620,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `reloadVirtualMachineFromPath_Task` on `VirtualMachine`.
     ///
     /// Declared faults: `AlreadyExists`, `FileFault`, `InvalidPowerState`, `InvalidState`, `RuntimeFault`, `TaskInProgress`, `VmConfigFault`.
@@ -703,8 +637,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `setClusterMode_Task` on `FailoverClusterManager`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -722,8 +654,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `setCustomValue` on `ExtensibleManagedObject`.
     ///
     /// Declared faults: `RuntimeFault`.
@@ -743,8 +673,6 @@ impl crate::Client {
             )
             .await
     }
-}
-impl crate::Client {
     /// Invokes `unregisterVApp_Task` on `VirtualApp`.
     ///
     /// Declared faults: `ConcurrentAccess`, `InvalidState`, `RuntimeFault`.

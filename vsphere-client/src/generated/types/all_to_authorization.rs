@@ -45,23 +45,23 @@ impl x::Fields for AllVirtualMachinesLicensedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -119,23 +119,23 @@ impl x::Fields for AlreadyAuthenticatedSessionEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -173,13 +173,13 @@ impl x::Fields for AlreadyBeingManaged {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "ipAddress" => r.read(&mut self.ip_address)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "ipAddress" => r.read(&mut self.ip_address),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -207,13 +207,13 @@ impl x::Fields for AlreadyConnected {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -241,13 +241,13 @@ impl x::Fields for AlreadyExists {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read_opt(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read_opt(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -273,12 +273,12 @@ impl x::Fields for AlreadyUpgraded {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -301,11 +301,11 @@ impl x::Fields for AndAlarmExpression {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "expression" => r.read_push(&mut self.expression)?,
+        let result = match name {
+            "expression" => r.read_push(&mut self.expression),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("expression", &self.expression);
@@ -331,13 +331,13 @@ impl x::Fields for AnswerFile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "userInput" => r.read_push(&mut self.user_input)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "modifiedTime" => r.read(&mut self.modified_time)?,
+        let result = match name {
+            "userInput" => r.read_push(&mut self.user_input),
+            "createdTime" => r.read(&mut self.created_time),
+            "modifiedTime" => r.read(&mut self.modified_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("userInput", &self.user_input);
@@ -363,11 +363,11 @@ impl x::Fields for AnswerFileCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "validating" => r.read_opt(&mut self.validating)?,
+        let result = match name {
+            "validating" => r.read_opt(&mut self.validating),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("validating", &self.validating);
@@ -391,12 +391,12 @@ impl x::Fields for AnswerFileOptionsCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "validating" => r.read_opt(&mut self.validating)?,
-            "userInput" => r.read_push(&mut self.user_input)?,
+        let result = match name {
+            "validating" => r.read_opt(&mut self.validating),
+            "userInput" => r.read_push(&mut self.user_input),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("validating", &self.validating);
@@ -421,12 +421,12 @@ impl x::Fields for AnswerFileSerializedCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "validating" => r.read_opt(&mut self.validating)?,
-            "answerFileConfigString" => r.read(&mut self.answer_file_config_string)?,
+        let result = match name {
+            "validating" => r.read_opt(&mut self.validating),
+            "answerFileConfigString" => r.read(&mut self.answer_file_config_string),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("validating", &self.validating);
@@ -451,12 +451,12 @@ impl x::Fields for AnswerFileStatusError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "userInputPath" => r.read(&mut self.user_input_path)?,
-            "errMsg" => r.read(&mut self.err_msg)?,
+        let result = match name {
+            "userInputPath" => r.read(&mut self.user_input_path),
+            "errMsg" => r.read(&mut self.err_msg),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("userInputPath", &self.user_input_path);
@@ -489,14 +489,14 @@ impl x::Fields for AnswerFileStatusResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "checkedTime" => r.read(&mut self.checked_time)?,
-            "host" => r.read(&mut self.host)?,
-            "status" => r.read(&mut self.status)?,
-            "error" => r.read_push(&mut self.error)?,
+        let result = match name {
+            "checkedTime" => r.read(&mut self.checked_time),
+            "host" => r.read(&mut self.host),
+            "status" => r.read(&mut self.status),
+            "error" => r.read_push(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("checkedTime", &self.checked_time);
@@ -529,13 +529,13 @@ impl x::Fields for AnswerFileUpdateFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "failure" => r.read_push(&mut self.failure)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "failure" => r.read_push(&mut self.failure),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -561,12 +561,12 @@ impl x::Fields for AnswerFileUpdateFailure {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "userInputPath" => r.read(&mut self.user_input_path)?,
-            "errMsg" => r.read(&mut self.err_msg)?,
+        let result = match name {
+            "userInputPath" => r.read(&mut self.user_input_path),
+            "errMsg" => r.read(&mut self.err_msg),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("userInputPath", &self.user_input_path);
@@ -595,12 +595,12 @@ impl x::Fields for ApplicationQuiesceFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -631,15 +631,15 @@ impl x::Fields for ApplyHostProfileConfigurationResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "startTime" => r.read(&mut self.start_time)?,
-            "completeTime" => r.read(&mut self.complete_time)?,
-            "host" => r.read(&mut self.host)?,
-            "status" => r.read(&mut self.status)?,
-            "errors" => r.read_push(&mut self.errors)?,
+        let result = match name {
+            "startTime" => r.read(&mut self.start_time),
+            "completeTime" => r.read(&mut self.complete_time),
+            "host" => r.read(&mut self.host),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("startTime", &self.start_time);
@@ -689,21 +689,21 @@ impl x::Fields for ApplyHostProfileConfigurationSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "status" => r.read(&mut self.status)?,
-            "configSpec" => r.read_opt(&mut self.config_spec)?,
-            "inapplicablePath" => r.read_push(&mut self.inapplicable_path)?,
-            "requireInput" => r.read_push(&mut self.require_input)?,
-            "error" => r.read_push(&mut self.error)?,
-            "host" => r.read(&mut self.host)?,
-            "taskListRequirement" => r.read_push(&mut self.task_list_requirement)?,
-            "taskDescription" => r.read_push(&mut self.task_description)?,
-            "rebootStateless" => r.read_opt(&mut self.reboot_stateless)?,
-            "rebootHost" => r.read_opt(&mut self.reboot_host)?,
-            "faultData" => r.read_opt(&mut self.fault_data)?,
+        let result = match name {
+            "status" => r.read(&mut self.status),
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            "inapplicablePath" => r.read_push(&mut self.inapplicable_path),
+            "requireInput" => r.read_push(&mut self.require_input),
+            "error" => r.read_push(&mut self.error),
+            "host" => r.read(&mut self.host),
+            "taskListRequirement" => r.read_push(&mut self.task_list_requirement),
+            "taskDescription" => r.read_push(&mut self.task_description),
+            "rebootStateless" => r.read_opt(&mut self.reboot_stateless),
+            "rebootHost" => r.read_opt(&mut self.reboot_host),
+            "faultData" => r.read_opt(&mut self.fault_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("status", &self.status);
@@ -761,21 +761,21 @@ impl x::Fields for ApplyProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -807,11 +807,11 @@ impl x::Fields for ApplyStorageRecommendationResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read_opt(&mut self.vm)?,
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
@@ -835,12 +835,12 @@ impl x::Fields for ArrayUpdateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -865,12 +865,12 @@ impl x::Fields for AuthMinimumAdminPermission {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -915,22 +915,22 @@ impl x::Fields for AuthenticationProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "activeDirectory" => r.read_opt(&mut self.active_directory)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "activeDirectory" => r.read_opt(&mut self.active_directory),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -965,12 +965,12 @@ impl x::Fields for AuthorizationDescription {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "privilege" => r.read_push(&mut self.privilege)?,
-            "privilegeGroup" => r.read_push(&mut self.privilege_group)?,
+        let result = match name {
+            "privilege" => r.read_push(&mut self.privilege),
+            "privilegeGroup" => r.read_push(&mut self.privilege_group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("privilege", &self.privilege);
@@ -1017,23 +1017,23 @@ impl x::Fields for AuthorizationEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1073,14 +1073,14 @@ impl x::Fields for AuthorizationPrivilege {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "privId" => r.read(&mut self.priv_id)?,
-            "onParent" => r.read(&mut self.on_parent)?,
-            "name" => r.read(&mut self.name)?,
-            "privGroupName" => r.read(&mut self.priv_group_name)?,
+        let result = match name {
+            "privId" => r.read(&mut self.priv_id),
+            "onParent" => r.read(&mut self.on_parent),
+            "name" => r.read(&mut self.name),
+            "privGroupName" => r.read(&mut self.priv_group_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("privId", &self.priv_id);
@@ -1117,15 +1117,15 @@ impl x::Fields for AuthorizationRole {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "roleId" => r.read(&mut self.role_id)?,
-            "system" => r.read(&mut self.system)?,
-            "name" => r.read(&mut self.name)?,
-            "info" => r.read(&mut self.info)?,
-            "privilege" => r.read_push(&mut self.privilege)?,
+        let result = match name {
+            "roleId" => r.read(&mut self.role_id),
+            "system" => r.read(&mut self.system),
+            "name" => r.read(&mut self.name),
+            "info" => r.read(&mut self.info),
+            "privilege" => r.read_push(&mut self.privilege),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("roleId", &self.role_id);

@@ -8,7 +8,6 @@ use crate::xml as x;
 /// `Action` or one of its 5 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyAction::Action`].
-#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum AnyAction {
     Action(Box<Action>),
@@ -21,6 +20,21 @@ pub enum AnyAction {
 impl Default for AnyAction {
     fn default() -> Self {
         Self::Action(Box::default())
+    }
+}
+impl std::fmt::Debug for AnyAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_data_object().fmt(f)
+    }
+}
+impl PartialEq for AnyAction {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_data_object().eq_dyn(other.as_data_object())
+    }
+}
+impl Clone for AnyAction {
+    fn clone(&self) -> Self {
+        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
     }
 }
 impl AnyAction {
@@ -59,18 +73,51 @@ impl x::FromValue for AnyAction {
         x::any_from_value(value, "Action", Self::from_data_object)
     }
 }
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyAction {}
+// SAFETY: as above.
+unsafe impl Sync for AnyAction {}
 impl AnyAction {
     /// Wraps a boxed schema object of this type or one of its subtypes.
     pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
         match object.type_name() {
-            "Action" => x::downcast_box(object).ok().map(Self::Action),
-            "CreateTaskAction" => {
-                x::downcast_box(object).ok().map(Self::CreateTaskAction)
+            "Action" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::Action(v)),
+                    Err(_) => None,
+                }
             }
-            "MethodAction" => x::downcast_box(object).ok().map(Self::MethodAction),
-            "RunScriptAction" => x::downcast_box(object).ok().map(Self::RunScriptAction),
-            "SendEmailAction" => x::downcast_box(object).ok().map(Self::SendEmailAction),
-            "SendSNMPAction" => x::downcast_box(object).ok().map(Self::SendSNMPAction),
+            "CreateTaskAction" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CreateTaskAction(v)),
+                    Err(_) => None,
+                }
+            }
+            "MethodAction" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MethodAction(v)),
+                    Err(_) => None,
+                }
+            }
+            "RunScriptAction" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RunScriptAction(v)),
+                    Err(_) => None,
+                }
+            }
+            "SendEmailAction" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SendEmailAction(v)),
+                    Err(_) => None,
+                }
+            }
+            "SendSNMPAction" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SendSNMPAction(v)),
+                    Err(_) => None,
+                }
+            }
             _ => None,
         }
     }
@@ -79,50 +126,84 @@ impl x::Decode for AnyAction {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(
             match r.xsi_type() {
-                Some("CreateTaskAction") => Self::CreateTaskAction(r.read_boxed()?),
-                Some("MethodAction") => Self::MethodAction(r.read_boxed()?),
-                Some("RunScriptAction") => Self::RunScriptAction(r.read_boxed()?),
-                Some("SendEmailAction") => Self::SendEmailAction(r.read_boxed()?),
-                Some("SendSNMPAction") => Self::SendSNMPAction(r.read_boxed()?),
-                _ => Self::Action(r.read_boxed()?),
+                Some("CreateTaskAction") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CreateTaskAction(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MethodAction") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MethodAction(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RunScriptAction") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RunScriptAction(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SendEmailAction") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SendEmailAction(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SendSNMPAction") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SendSNMPAction(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::Action(v),
+                        Err(e) => return Err(e),
+                    }
+                }
             },
         )
     }
 }
-impl From<Action> for AnyAction {
-    fn from(value: Action) -> Self {
-        Self::Action(Box::new(value))
+impl<T: x::VariantOf<AnyAction>> From<T> for AnyAction {
+    fn from(value: T) -> Self {
+        value.into_variant()
     }
 }
-impl From<CreateTaskAction> for AnyAction {
-    fn from(value: CreateTaskAction) -> Self {
-        Self::CreateTaskAction(Box::new(value))
+impl x::VariantOf<AnyAction> for Action {
+    fn into_variant(self) -> AnyAction {
+        AnyAction::Action(Box::new(self))
     }
 }
-impl From<MethodAction> for AnyAction {
-    fn from(value: MethodAction) -> Self {
-        Self::MethodAction(Box::new(value))
+impl x::VariantOf<AnyAction> for CreateTaskAction {
+    fn into_variant(self) -> AnyAction {
+        AnyAction::CreateTaskAction(Box::new(self))
     }
 }
-impl From<RunScriptAction> for AnyAction {
-    fn from(value: RunScriptAction) -> Self {
-        Self::RunScriptAction(Box::new(value))
+impl x::VariantOf<AnyAction> for MethodAction {
+    fn into_variant(self) -> AnyAction {
+        AnyAction::MethodAction(Box::new(self))
     }
 }
-impl From<SendEmailAction> for AnyAction {
-    fn from(value: SendEmailAction) -> Self {
-        Self::SendEmailAction(Box::new(value))
+impl x::VariantOf<AnyAction> for RunScriptAction {
+    fn into_variant(self) -> AnyAction {
+        AnyAction::RunScriptAction(Box::new(self))
     }
 }
-impl From<SendSNMPAction> for AnyAction {
-    fn from(value: SendSNMPAction) -> Self {
-        Self::SendSNMPAction(Box::new(value))
+impl x::VariantOf<AnyAction> for SendEmailAction {
+    fn into_variant(self) -> AnyAction {
+        AnyAction::SendEmailAction(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyAction> for SendSNMPAction {
+    fn into_variant(self) -> AnyAction {
+        AnyAction::SendSNMPAction(Box::new(self))
     }
 }
 /// `AlarmAction` or one of its 2 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyAlarmAction::AlarmAction`].
-#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum AnyAlarmAction {
     AlarmAction(Box<AlarmAction>),
@@ -132,6 +213,21 @@ pub enum AnyAlarmAction {
 impl Default for AnyAlarmAction {
     fn default() -> Self {
         Self::AlarmAction(Box::default())
+    }
+}
+impl std::fmt::Debug for AnyAlarmAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_data_object().fmt(f)
+    }
+}
+impl PartialEq for AnyAlarmAction {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_data_object().eq_dyn(other.as_data_object())
+    }
+}
+impl Clone for AnyAlarmAction {
+    fn clone(&self) -> Self {
+        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
     }
 }
 impl AnyAlarmAction {
@@ -171,16 +267,32 @@ impl x::ArrayItem for AnyAlarmAction {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAlarmAction";
     const ITEM_TAG: &'static str = "AlarmAction";
 }
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyAlarmAction {}
+// SAFETY: as above.
+unsafe impl Sync for AnyAlarmAction {}
 impl AnyAlarmAction {
     /// Wraps a boxed schema object of this type or one of its subtypes.
     pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
         match object.type_name() {
-            "AlarmAction" => x::downcast_box(object).ok().map(Self::AlarmAction),
+            "AlarmAction" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmAction(v)),
+                    Err(_) => None,
+                }
+            }
             "AlarmTriggeringAction" => {
-                x::downcast_box(object).ok().map(Self::AlarmTriggeringAction)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmTriggeringAction(v)),
+                    Err(_) => None,
+                }
             }
             "GroupAlarmAction" => {
-                x::downcast_box(object).ok().map(Self::GroupAlarmAction)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GroupAlarmAction(v)),
+                    Err(_) => None,
+                }
             }
             _ => None,
         }
@@ -191,33 +303,50 @@ impl x::Decode for AnyAlarmAction {
         Ok(
             match r.xsi_type() {
                 Some("AlarmTriggeringAction") => {
-                    Self::AlarmTriggeringAction(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlarmTriggeringAction(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("GroupAlarmAction") => Self::GroupAlarmAction(r.read_boxed()?),
-                _ => Self::AlarmAction(r.read_boxed()?),
+                Some("GroupAlarmAction") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GroupAlarmAction(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlarmAction(v),
+                        Err(e) => return Err(e),
+                    }
+                }
             },
         )
     }
 }
-impl From<AlarmAction> for AnyAlarmAction {
-    fn from(value: AlarmAction) -> Self {
-        Self::AlarmAction(Box::new(value))
+impl<T: x::VariantOf<AnyAlarmAction>> From<T> for AnyAlarmAction {
+    fn from(value: T) -> Self {
+        value.into_variant()
     }
 }
-impl From<AlarmTriggeringAction> for AnyAlarmAction {
-    fn from(value: AlarmTriggeringAction) -> Self {
-        Self::AlarmTriggeringAction(Box::new(value))
+impl x::VariantOf<AnyAlarmAction> for AlarmAction {
+    fn into_variant(self) -> AnyAlarmAction {
+        AnyAlarmAction::AlarmAction(Box::new(self))
     }
 }
-impl From<GroupAlarmAction> for AnyAlarmAction {
-    fn from(value: GroupAlarmAction) -> Self {
-        Self::GroupAlarmAction(Box::new(value))
+impl x::VariantOf<AnyAlarmAction> for AlarmTriggeringAction {
+    fn into_variant(self) -> AnyAlarmAction {
+        AnyAlarmAction::AlarmTriggeringAction(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyAlarmAction> for GroupAlarmAction {
+    fn into_variant(self) -> AnyAlarmAction {
+        AnyAlarmAction::GroupAlarmAction(Box::new(self))
     }
 }
 /// `AlarmExpression` or one of its 5 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyAlarmExpression::AlarmExpression`].
-#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum AnyAlarmExpression {
     AlarmExpression(Box<AlarmExpression>),
@@ -230,6 +359,21 @@ pub enum AnyAlarmExpression {
 impl Default for AnyAlarmExpression {
     fn default() -> Self {
         Self::AlarmExpression(Box::default())
+    }
+}
+impl std::fmt::Debug for AnyAlarmExpression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_data_object().fmt(f)
+    }
+}
+impl PartialEq for AnyAlarmExpression {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_data_object().eq_dyn(other.as_data_object())
+    }
+}
+impl Clone for AnyAlarmExpression {
+    fn clone(&self) -> Self {
+        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
     }
 }
 impl AnyAlarmExpression {
@@ -272,25 +416,50 @@ impl x::ArrayItem for AnyAlarmExpression {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfAlarmExpression";
     const ITEM_TAG: &'static str = "AlarmExpression";
 }
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyAlarmExpression {}
+// SAFETY: as above.
+unsafe impl Sync for AnyAlarmExpression {}
 impl AnyAlarmExpression {
     /// Wraps a boxed schema object of this type or one of its subtypes.
     pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
         match object.type_name() {
-            "AlarmExpression" => x::downcast_box(object).ok().map(Self::AlarmExpression),
+            "AlarmExpression" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmExpression(v)),
+                    Err(_) => None,
+                }
+            }
             "AndAlarmExpression" => {
-                x::downcast_box(object).ok().map(Self::AndAlarmExpression)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AndAlarmExpression(v)),
+                    Err(_) => None,
+                }
             }
             "EventAlarmExpression" => {
-                x::downcast_box(object).ok().map(Self::EventAlarmExpression)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EventAlarmExpression(v)),
+                    Err(_) => None,
+                }
             }
             "MetricAlarmExpression" => {
-                x::downcast_box(object).ok().map(Self::MetricAlarmExpression)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MetricAlarmExpression(v)),
+                    Err(_) => None,
+                }
             }
             "OrAlarmExpression" => {
-                x::downcast_box(object).ok().map(Self::OrAlarmExpression)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OrAlarmExpression(v)),
+                    Err(_) => None,
+                }
             }
             "StateAlarmExpression" => {
-                x::downcast_box(object).ok().map(Self::StateAlarmExpression)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StateAlarmExpression(v)),
+                    Err(_) => None,
+                }
             }
             _ => None,
         }
@@ -300,56 +469,84 @@ impl x::Decode for AnyAlarmExpression {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(
             match r.xsi_type() {
-                Some("AndAlarmExpression") => Self::AndAlarmExpression(r.read_boxed()?),
+                Some("AndAlarmExpression") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AndAlarmExpression(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("EventAlarmExpression") => {
-                    Self::EventAlarmExpression(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::EventAlarmExpression(v),
+                        Err(e) => return Err(e),
+                    }
                 }
                 Some("MetricAlarmExpression") => {
-                    Self::MetricAlarmExpression(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::MetricAlarmExpression(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("OrAlarmExpression") => Self::OrAlarmExpression(r.read_boxed()?),
+                Some("OrAlarmExpression") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OrAlarmExpression(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("StateAlarmExpression") => {
-                    Self::StateAlarmExpression(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::StateAlarmExpression(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                _ => Self::AlarmExpression(r.read_boxed()?),
+                _ => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlarmExpression(v),
+                        Err(e) => return Err(e),
+                    }
+                }
             },
         )
     }
 }
-impl From<AlarmExpression> for AnyAlarmExpression {
-    fn from(value: AlarmExpression) -> Self {
-        Self::AlarmExpression(Box::new(value))
+impl<T: x::VariantOf<AnyAlarmExpression>> From<T> for AnyAlarmExpression {
+    fn from(value: T) -> Self {
+        value.into_variant()
     }
 }
-impl From<AndAlarmExpression> for AnyAlarmExpression {
-    fn from(value: AndAlarmExpression) -> Self {
-        Self::AndAlarmExpression(Box::new(value))
+impl x::VariantOf<AnyAlarmExpression> for AlarmExpression {
+    fn into_variant(self) -> AnyAlarmExpression {
+        AnyAlarmExpression::AlarmExpression(Box::new(self))
     }
 }
-impl From<EventAlarmExpression> for AnyAlarmExpression {
-    fn from(value: EventAlarmExpression) -> Self {
-        Self::EventAlarmExpression(Box::new(value))
+impl x::VariantOf<AnyAlarmExpression> for AndAlarmExpression {
+    fn into_variant(self) -> AnyAlarmExpression {
+        AnyAlarmExpression::AndAlarmExpression(Box::new(self))
     }
 }
-impl From<MetricAlarmExpression> for AnyAlarmExpression {
-    fn from(value: MetricAlarmExpression) -> Self {
-        Self::MetricAlarmExpression(Box::new(value))
+impl x::VariantOf<AnyAlarmExpression> for EventAlarmExpression {
+    fn into_variant(self) -> AnyAlarmExpression {
+        AnyAlarmExpression::EventAlarmExpression(Box::new(self))
     }
 }
-impl From<OrAlarmExpression> for AnyAlarmExpression {
-    fn from(value: OrAlarmExpression) -> Self {
-        Self::OrAlarmExpression(Box::new(value))
+impl x::VariantOf<AnyAlarmExpression> for MetricAlarmExpression {
+    fn into_variant(self) -> AnyAlarmExpression {
+        AnyAlarmExpression::MetricAlarmExpression(Box::new(self))
     }
 }
-impl From<StateAlarmExpression> for AnyAlarmExpression {
-    fn from(value: StateAlarmExpression) -> Self {
-        Self::StateAlarmExpression(Box::new(value))
+impl x::VariantOf<AnyAlarmExpression> for OrAlarmExpression {
+    fn into_variant(self) -> AnyAlarmExpression {
+        AnyAlarmExpression::OrAlarmExpression(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyAlarmExpression> for StateAlarmExpression {
+    fn into_variant(self) -> AnyAlarmExpression {
+        AnyAlarmExpression::StateAlarmExpression(Box::new(self))
     }
 }
 /// `AlarmSpec` or one of its 1 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyAlarmSpec::AlarmSpec`].
-#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum AnyAlarmSpec {
     AlarmSpec(Box<AlarmSpec>),
@@ -358,6 +555,21 @@ pub enum AnyAlarmSpec {
 impl Default for AnyAlarmSpec {
     fn default() -> Self {
         Self::AlarmSpec(Box::default())
+    }
+}
+impl std::fmt::Debug for AnyAlarmSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_data_object().fmt(f)
+    }
+}
+impl PartialEq for AnyAlarmSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_data_object().eq_dyn(other.as_data_object())
+    }
+}
+impl Clone for AnyAlarmSpec {
+    fn clone(&self) -> Self {
+        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
     }
 }
 impl AnyAlarmSpec {
@@ -392,12 +604,27 @@ impl x::FromValue for AnyAlarmSpec {
         x::any_from_value(value, "AlarmSpec", Self::from_data_object)
     }
 }
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyAlarmSpec {}
+// SAFETY: as above.
+unsafe impl Sync for AnyAlarmSpec {}
 impl AnyAlarmSpec {
     /// Wraps a boxed schema object of this type or one of its subtypes.
     pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
         match object.type_name() {
-            "AlarmSpec" => x::downcast_box(object).ok().map(Self::AlarmSpec),
-            "AlarmInfo" => x::downcast_box(object).ok().map(Self::AlarmInfo),
+            "AlarmSpec" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmSpec(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmInfo" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmInfo(v)),
+                    Err(_) => None,
+                }
+            }
             _ => None,
         }
     }
@@ -406,26 +633,40 @@ impl x::Decode for AnyAlarmSpec {
     fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
         Ok(
             match r.xsi_type() {
-                Some("AlarmInfo") => Self::AlarmInfo(r.read_boxed()?),
-                _ => Self::AlarmSpec(r.read_boxed()?),
+                Some("AlarmInfo") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlarmInfo(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlarmSpec(v),
+                        Err(e) => return Err(e),
+                    }
+                }
             },
         )
     }
 }
-impl From<AlarmSpec> for AnyAlarmSpec {
-    fn from(value: AlarmSpec) -> Self {
-        Self::AlarmSpec(Box::new(value))
+impl<T: x::VariantOf<AnyAlarmSpec>> From<T> for AnyAlarmSpec {
+    fn from(value: T) -> Self {
+        value.into_variant()
     }
 }
-impl From<AlarmInfo> for AnyAlarmSpec {
-    fn from(value: AlarmInfo) -> Self {
-        Self::AlarmInfo(Box::new(value))
+impl x::VariantOf<AnyAlarmSpec> for AlarmSpec {
+    fn into_variant(self) -> AnyAlarmSpec {
+        AnyAlarmSpec::AlarmSpec(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyAlarmSpec> for AlarmInfo {
+    fn into_variant(self) -> AnyAlarmSpec {
+        AnyAlarmSpec::AlarmInfo(Box::new(self))
     }
 }
 /// `AnswerFileCreateSpec` or one of its 2 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyAnswerFileCreateSpec::AnswerFileCreateSpec`].
-#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum AnyAnswerFileCreateSpec {
     AnswerFileCreateSpec(Box<AnswerFileCreateSpec>),
@@ -435,6 +676,21 @@ pub enum AnyAnswerFileCreateSpec {
 impl Default for AnyAnswerFileCreateSpec {
     fn default() -> Self {
         Self::AnswerFileCreateSpec(Box::default())
+    }
+}
+impl std::fmt::Debug for AnyAnswerFileCreateSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_data_object().fmt(f)
+    }
+}
+impl PartialEq for AnyAnswerFileCreateSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_data_object().eq_dyn(other.as_data_object())
+    }
+}
+impl Clone for AnyAnswerFileCreateSpec {
+    fn clone(&self) -> Self {
+        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
     }
 }
 impl AnyAnswerFileCreateSpec {
@@ -470,18 +726,32 @@ impl x::FromValue for AnyAnswerFileCreateSpec {
         x::any_from_value(value, "AnswerFileCreateSpec", Self::from_data_object)
     }
 }
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyAnswerFileCreateSpec {}
+// SAFETY: as above.
+unsafe impl Sync for AnyAnswerFileCreateSpec {}
 impl AnyAnswerFileCreateSpec {
     /// Wraps a boxed schema object of this type or one of its subtypes.
     pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
         match object.type_name() {
             "AnswerFileCreateSpec" => {
-                x::downcast_box(object).ok().map(Self::AnswerFileCreateSpec)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AnswerFileCreateSpec(v)),
+                    Err(_) => None,
+                }
             }
             "AnswerFileOptionsCreateSpec" => {
-                x::downcast_box(object).ok().map(Self::AnswerFileOptionsCreateSpec)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AnswerFileOptionsCreateSpec(v)),
+                    Err(_) => None,
+                }
             }
             "AnswerFileSerializedCreateSpec" => {
-                x::downcast_box(object).ok().map(Self::AnswerFileSerializedCreateSpec)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AnswerFileSerializedCreateSpec(v)),
+                    Err(_) => None,
+                }
             }
             _ => None,
         }
@@ -492,35 +762,50 @@ impl x::Decode for AnyAnswerFileCreateSpec {
         Ok(
             match r.xsi_type() {
                 Some("AnswerFileOptionsCreateSpec") => {
-                    Self::AnswerFileOptionsCreateSpec(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::AnswerFileOptionsCreateSpec(v),
+                        Err(e) => return Err(e),
+                    }
                 }
                 Some("AnswerFileSerializedCreateSpec") => {
-                    Self::AnswerFileSerializedCreateSpec(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::AnswerFileSerializedCreateSpec(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                _ => Self::AnswerFileCreateSpec(r.read_boxed()?),
+                _ => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AnswerFileCreateSpec(v),
+                        Err(e) => return Err(e),
+                    }
+                }
             },
         )
     }
 }
-impl From<AnswerFileCreateSpec> for AnyAnswerFileCreateSpec {
-    fn from(value: AnswerFileCreateSpec) -> Self {
-        Self::AnswerFileCreateSpec(Box::new(value))
+impl<T: x::VariantOf<AnyAnswerFileCreateSpec>> From<T> for AnyAnswerFileCreateSpec {
+    fn from(value: T) -> Self {
+        value.into_variant()
     }
 }
-impl From<AnswerFileOptionsCreateSpec> for AnyAnswerFileCreateSpec {
-    fn from(value: AnswerFileOptionsCreateSpec) -> Self {
-        Self::AnswerFileOptionsCreateSpec(Box::new(value))
+impl x::VariantOf<AnyAnswerFileCreateSpec> for AnswerFileCreateSpec {
+    fn into_variant(self) -> AnyAnswerFileCreateSpec {
+        AnyAnswerFileCreateSpec::AnswerFileCreateSpec(Box::new(self))
     }
 }
-impl From<AnswerFileSerializedCreateSpec> for AnyAnswerFileCreateSpec {
-    fn from(value: AnswerFileSerializedCreateSpec) -> Self {
-        Self::AnswerFileSerializedCreateSpec(Box::new(value))
+impl x::VariantOf<AnyAnswerFileCreateSpec> for AnswerFileOptionsCreateSpec {
+    fn into_variant(self) -> AnyAnswerFileCreateSpec {
+        AnyAnswerFileCreateSpec::AnswerFileOptionsCreateSpec(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyAnswerFileCreateSpec> for AnswerFileSerializedCreateSpec {
+    fn into_variant(self) -> AnyAnswerFileCreateSpec {
+        AnyAnswerFileCreateSpec::AnswerFileSerializedCreateSpec(Box::new(self))
     }
 }
 /// `ApplyProfile` or one of its 40 subtypes, chosen by `xsi:type` when decoding.
 ///
 /// An `xsi:type` this version does not know decodes as [`AnyApplyProfile::ApplyProfile`].
-#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum AnyApplyProfile {
     ApplyProfile(Box<ApplyProfile>),
@@ -568,6 +853,21 @@ pub enum AnyApplyProfile {
 impl Default for AnyApplyProfile {
     fn default() -> Self {
         Self::ApplyProfile(Box::default())
+    }
+}
+impl std::fmt::Debug for AnyApplyProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_data_object().fmt(f)
+    }
+}
+impl PartialEq for AnyApplyProfile {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_data_object().eq_dyn(other.as_data_object())
+    }
+}
+impl Clone for AnyApplyProfile {
+    fn clone(&self) -> Self {
+        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
     }
 }
 impl AnyApplyProfile {
@@ -645,102 +945,260 @@ impl x::ArrayItem for AnyApplyProfile {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfApplyProfile";
     const ITEM_TAG: &'static str = "ApplyProfile";
 }
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyApplyProfile {}
+// SAFETY: as above.
+unsafe impl Sync for AnyApplyProfile {}
 impl AnyApplyProfile {
     /// Wraps a boxed schema object of this type or one of its subtypes.
     pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
         match object.type_name() {
-            "ApplyProfile" => x::downcast_box(object).ok().map(Self::ApplyProfile),
+            "ApplyProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ApplyProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "ActiveDirectoryProfile" => {
-                x::downcast_box(object).ok().map(Self::ActiveDirectoryProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ActiveDirectoryProfile(v)),
+                    Err(_) => None,
+                }
             }
             "AuthenticationProfile" => {
-                x::downcast_box(object).ok().map(Self::AuthenticationProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AuthenticationProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "DateTimeProfile" => x::downcast_box(object).ok().map(Self::DateTimeProfile),
+            "DateTimeProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DateTimeProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "DvsHostVNicProfile" => {
-                x::downcast_box(object).ok().map(Self::DvsHostVNicProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsHostVNicProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "DvsProfile" => x::downcast_box(object).ok().map(Self::DvsProfile),
+            "DvsProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "DvsServiceConsoleVNicProfile" => {
-                x::downcast_box(object).ok().map(Self::DvsServiceConsoleVNicProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsServiceConsoleVNicProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "DvsVNicProfile" => x::downcast_box(object).ok().map(Self::DvsVNicProfile),
-            "FirewallProfile" => x::downcast_box(object).ok().map(Self::FirewallProfile),
+            "DvsVNicProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsVNicProfile(v)),
+                    Err(_) => None,
+                }
+            }
+            "FirewallProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FirewallProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "FirewallProfileRulesetProfile" => {
-                x::downcast_box(object).ok().map(Self::FirewallProfileRulesetProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FirewallProfileRulesetProfile(v)),
+                    Err(_) => None,
+                }
             }
             "HostApplyProfile" => {
-                x::downcast_box(object).ok().map(Self::HostApplyProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostApplyProfile(v)),
+                    Err(_) => None,
+                }
             }
             "HostMemoryProfile" => {
-                x::downcast_box(object).ok().map(Self::HostMemoryProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostMemoryProfile(v)),
+                    Err(_) => None,
+                }
             }
             "HostPortGroupProfile" => {
-                x::downcast_box(object).ok().map(Self::HostPortGroupProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostPortGroupProfile(v)),
+                    Err(_) => None,
+                }
             }
             "IpAddressProfile" => {
-                x::downcast_box(object).ok().map(Self::IpAddressProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IpAddressProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "IpRouteProfile" => x::downcast_box(object).ok().map(Self::IpRouteProfile),
-            "LinkProfile" => x::downcast_box(object).ok().map(Self::LinkProfile),
+            "IpRouteProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IpRouteProfile(v)),
+                    Err(_) => None,
+                }
+            }
+            "LinkProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LinkProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "NasStorageProfile" => {
-                x::downcast_box(object).ok().map(Self::NasStorageProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NasStorageProfile(v)),
+                    Err(_) => None,
+                }
             }
             "NetStackInstanceProfile" => {
-                x::downcast_box(object).ok().map(Self::NetStackInstanceProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetStackInstanceProfile(v)),
+                    Err(_) => None,
+                }
             }
             "NetworkPolicyProfile" => {
-                x::downcast_box(object).ok().map(Self::NetworkPolicyProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetworkPolicyProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "NetworkProfile" => x::downcast_box(object).ok().map(Self::NetworkProfile),
+            "NetworkProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetworkProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "NetworkProfileDnsConfigProfile" => {
-                x::downcast_box(object).ok().map(Self::NetworkProfileDnsConfigProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetworkProfileDnsConfigProfile(v)),
+                    Err(_) => None,
+                }
             }
             "NsxHostVNicProfile" => {
-                x::downcast_box(object).ok().map(Self::NsxHostVNicProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NsxHostVNicProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "NumPortsProfile" => x::downcast_box(object).ok().map(Self::NumPortsProfile),
+            "NumPortsProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NumPortsProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "OpaqueSwitchProfile" => {
-                x::downcast_box(object).ok().map(Self::OpaqueSwitchProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OpaqueSwitchProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "OptionProfile" => x::downcast_box(object).ok().map(Self::OptionProfile),
+            "OptionProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OptionProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "PermissionProfile" => {
-                x::downcast_box(object).ok().map(Self::PermissionProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PermissionProfile(v)),
+                    Err(_) => None,
+                }
             }
             "PhysicalNicProfile" => {
-                x::downcast_box(object).ok().map(Self::PhysicalNicProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PhysicalNicProfile(v)),
+                    Err(_) => None,
+                }
             }
             "PnicUplinkProfile" => {
-                x::downcast_box(object).ok().map(Self::PnicUplinkProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PnicUplinkProfile(v)),
+                    Err(_) => None,
+                }
             }
             "PortGroupProfile" => {
-                x::downcast_box(object).ok().map(Self::PortGroupProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PortGroupProfile(v)),
+                    Err(_) => None,
+                }
             }
             "ProfileApplyProfileElement" => {
-                x::downcast_box(object).ok().map(Self::ProfileApplyProfileElement)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileApplyProfileElement(v)),
+                    Err(_) => None,
+                }
             }
-            "SecurityProfile" => x::downcast_box(object).ok().map(Self::SecurityProfile),
+            "SecurityProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SecurityProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "ServiceConsolePortGroupProfile" => {
-                x::downcast_box(object).ok().map(Self::ServiceConsolePortGroupProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ServiceConsolePortGroupProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "ServiceProfile" => x::downcast_box(object).ok().map(Self::ServiceProfile),
+            "ServiceProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ServiceProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "StaticRouteProfile" => {
-                x::downcast_box(object).ok().map(Self::StaticRouteProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StaticRouteProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "StorageProfile" => x::downcast_box(object).ok().map(Self::StorageProfile),
+            "StorageProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "UserGroupProfile" => {
-                x::downcast_box(object).ok().map(Self::UserGroupProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserGroupProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "UserProfile" => x::downcast_box(object).ok().map(Self::UserProfile),
+            "UserProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "VirtualSwitchProfile" => {
-                x::downcast_box(object).ok().map(Self::VirtualSwitchProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VirtualSwitchProfile(v)),
+                    Err(_) => None,
+                }
             }
             "VirtualSwitchSelectionProfile" => {
-                x::downcast_box(object).ok().map(Self::VirtualSwitchSelectionProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VirtualSwitchSelectionProfile(v)),
+                    Err(_) => None,
+                }
             }
-            "VlanProfile" => x::downcast_box(object).ok().map(Self::VlanProfile),
+            "VlanProfile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VlanProfile(v)),
+                    Err(_) => None,
+                }
+            }
             "VmPortGroupProfile" => {
-                x::downcast_box(object).ok().map(Self::VmPortGroupProfile)
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmPortGroupProfile(v)),
+                    Err(_) => None,
+                }
             }
             _ => None,
         }
@@ -751,276 +1209,462 @@ impl x::Decode for AnyApplyProfile {
         Ok(
             match r.xsi_type() {
                 Some("ActiveDirectoryProfile") => {
-                    Self::ActiveDirectoryProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::ActiveDirectoryProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
                 Some("AuthenticationProfile") => {
-                    Self::AuthenticationProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::AuthenticationProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("DateTimeProfile") => Self::DateTimeProfile(r.read_boxed()?),
-                Some("DvsHostVNicProfile") => Self::DvsHostVNicProfile(r.read_boxed()?),
-                Some("DvsProfile") => Self::DvsProfile(r.read_boxed()?),
+                Some("DateTimeProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DateTimeProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsHostVNicProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsHostVNicProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("DvsServiceConsoleVNicProfile") => {
-                    Self::DvsServiceConsoleVNicProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsServiceConsoleVNicProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("DvsVNicProfile") => Self::DvsVNicProfile(r.read_boxed()?),
-                Some("FirewallProfile") => Self::FirewallProfile(r.read_boxed()?),
+                Some("DvsVNicProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsVNicProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FirewallProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FirewallProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("FirewallProfileRulesetProfile") => {
-                    Self::FirewallProfileRulesetProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::FirewallProfileRulesetProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("HostApplyProfile") => Self::HostApplyProfile(r.read_boxed()?),
-                Some("HostMemoryProfile") => Self::HostMemoryProfile(r.read_boxed()?),
+                Some("HostApplyProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostApplyProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostMemoryProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostMemoryProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("HostPortGroupProfile") => {
-                    Self::HostPortGroupProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostPortGroupProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("IpAddressProfile") => Self::IpAddressProfile(r.read_boxed()?),
-                Some("IpRouteProfile") => Self::IpRouteProfile(r.read_boxed()?),
-                Some("LinkProfile") => Self::LinkProfile(r.read_boxed()?),
-                Some("NasStorageProfile") => Self::NasStorageProfile(r.read_boxed()?),
+                Some("IpAddressProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IpAddressProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IpRouteProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IpRouteProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LinkProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LinkProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NasStorageProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NasStorageProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("NetStackInstanceProfile") => {
-                    Self::NetStackInstanceProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::NetStackInstanceProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
                 Some("NetworkPolicyProfile") => {
-                    Self::NetworkPolicyProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::NetworkPolicyProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("NetworkProfile") => Self::NetworkProfile(r.read_boxed()?),
+                Some("NetworkProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NetworkProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("NetworkProfileDnsConfigProfile") => {
-                    Self::NetworkProfileDnsConfigProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::NetworkProfileDnsConfigProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("NsxHostVNicProfile") => Self::NsxHostVNicProfile(r.read_boxed()?),
-                Some("NumPortsProfile") => Self::NumPortsProfile(r.read_boxed()?),
-                Some("OpaqueSwitchProfile") => Self::OpaqueSwitchProfile(r.read_boxed()?),
-                Some("OptionProfile") => Self::OptionProfile(r.read_boxed()?),
-                Some("PermissionProfile") => Self::PermissionProfile(r.read_boxed()?),
-                Some("PhysicalNicProfile") => Self::PhysicalNicProfile(r.read_boxed()?),
-                Some("PnicUplinkProfile") => Self::PnicUplinkProfile(r.read_boxed()?),
-                Some("PortGroupProfile") => Self::PortGroupProfile(r.read_boxed()?),
+                Some("NsxHostVNicProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NsxHostVNicProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NumPortsProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NumPortsProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OpaqueSwitchProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OpaqueSwitchProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OptionProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OptionProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PermissionProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PermissionProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PhysicalNicProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PhysicalNicProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PnicUplinkProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PnicUplinkProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PortGroupProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PortGroupProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("ProfileApplyProfileElement") => {
-                    Self::ProfileApplyProfileElement(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::ProfileApplyProfileElement(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("SecurityProfile") => Self::SecurityProfile(r.read_boxed()?),
+                Some("SecurityProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SecurityProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("ServiceConsolePortGroupProfile") => {
-                    Self::ServiceConsolePortGroupProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::ServiceConsolePortGroupProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("ServiceProfile") => Self::ServiceProfile(r.read_boxed()?),
-                Some("StaticRouteProfile") => Self::StaticRouteProfile(r.read_boxed()?),
-                Some("StorageProfile") => Self::StorageProfile(r.read_boxed()?),
-                Some("UserGroupProfile") => Self::UserGroupProfile(r.read_boxed()?),
-                Some("UserProfile") => Self::UserProfile(r.read_boxed()?),
+                Some("ServiceProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ServiceProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StaticRouteProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StaticRouteProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UserGroupProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UserGroupProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UserProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UserProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some("VirtualSwitchProfile") => {
-                    Self::VirtualSwitchProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::VirtualSwitchProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
                 Some("VirtualSwitchSelectionProfile") => {
-                    Self::VirtualSwitchSelectionProfile(r.read_boxed()?)
+                    match r.read_boxed() {
+                        Ok(v) => Self::VirtualSwitchSelectionProfile(v),
+                        Err(e) => return Err(e),
+                    }
                 }
-                Some("VlanProfile") => Self::VlanProfile(r.read_boxed()?),
-                Some("VmPortGroupProfile") => Self::VmPortGroupProfile(r.read_boxed()?),
-                _ => Self::ApplyProfile(r.read_boxed()?),
+                Some("VlanProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VlanProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmPortGroupProfile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmPortGroupProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ApplyProfile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
             },
         )
     }
 }
-impl From<ApplyProfile> for AnyApplyProfile {
-    fn from(value: ApplyProfile) -> Self {
-        Self::ApplyProfile(Box::new(value))
+impl<T: x::VariantOf<AnyApplyProfile>> From<T> for AnyApplyProfile {
+    fn from(value: T) -> Self {
+        value.into_variant()
     }
 }
-impl From<ActiveDirectoryProfile> for AnyApplyProfile {
-    fn from(value: ActiveDirectoryProfile) -> Self {
-        Self::ActiveDirectoryProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for ApplyProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::ApplyProfile(Box::new(self))
     }
 }
-impl From<AuthenticationProfile> for AnyApplyProfile {
-    fn from(value: AuthenticationProfile) -> Self {
-        Self::AuthenticationProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for ActiveDirectoryProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::ActiveDirectoryProfile(Box::new(self))
     }
 }
-impl From<DateTimeProfile> for AnyApplyProfile {
-    fn from(value: DateTimeProfile) -> Self {
-        Self::DateTimeProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for AuthenticationProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::AuthenticationProfile(Box::new(self))
     }
 }
-impl From<DvsHostVNicProfile> for AnyApplyProfile {
-    fn from(value: DvsHostVNicProfile) -> Self {
-        Self::DvsHostVNicProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for DateTimeProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::DateTimeProfile(Box::new(self))
     }
 }
-impl From<DvsProfile> for AnyApplyProfile {
-    fn from(value: DvsProfile) -> Self {
-        Self::DvsProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for DvsHostVNicProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::DvsHostVNicProfile(Box::new(self))
     }
 }
-impl From<DvsServiceConsoleVNicProfile> for AnyApplyProfile {
-    fn from(value: DvsServiceConsoleVNicProfile) -> Self {
-        Self::DvsServiceConsoleVNicProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for DvsProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::DvsProfile(Box::new(self))
     }
 }
-impl From<DvsVNicProfile> for AnyApplyProfile {
-    fn from(value: DvsVNicProfile) -> Self {
-        Self::DvsVNicProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for DvsServiceConsoleVNicProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::DvsServiceConsoleVNicProfile(Box::new(self))
     }
 }
-impl From<FirewallProfile> for AnyApplyProfile {
-    fn from(value: FirewallProfile) -> Self {
-        Self::FirewallProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for DvsVNicProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::DvsVNicProfile(Box::new(self))
     }
 }
-impl From<FirewallProfileRulesetProfile> for AnyApplyProfile {
-    fn from(value: FirewallProfileRulesetProfile) -> Self {
-        Self::FirewallProfileRulesetProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for FirewallProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::FirewallProfile(Box::new(self))
     }
 }
-impl From<HostApplyProfile> for AnyApplyProfile {
-    fn from(value: HostApplyProfile) -> Self {
-        Self::HostApplyProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for FirewallProfileRulesetProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::FirewallProfileRulesetProfile(Box::new(self))
     }
 }
-impl From<HostMemoryProfile> for AnyApplyProfile {
-    fn from(value: HostMemoryProfile) -> Self {
-        Self::HostMemoryProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for HostApplyProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::HostApplyProfile(Box::new(self))
     }
 }
-impl From<HostPortGroupProfile> for AnyApplyProfile {
-    fn from(value: HostPortGroupProfile) -> Self {
-        Self::HostPortGroupProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for HostMemoryProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::HostMemoryProfile(Box::new(self))
     }
 }
-impl From<IpAddressProfile> for AnyApplyProfile {
-    fn from(value: IpAddressProfile) -> Self {
-        Self::IpAddressProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for HostPortGroupProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::HostPortGroupProfile(Box::new(self))
     }
 }
-impl From<IpRouteProfile> for AnyApplyProfile {
-    fn from(value: IpRouteProfile) -> Self {
-        Self::IpRouteProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for IpAddressProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::IpAddressProfile(Box::new(self))
     }
 }
-impl From<LinkProfile> for AnyApplyProfile {
-    fn from(value: LinkProfile) -> Self {
-        Self::LinkProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for IpRouteProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::IpRouteProfile(Box::new(self))
     }
 }
-impl From<NasStorageProfile> for AnyApplyProfile {
-    fn from(value: NasStorageProfile) -> Self {
-        Self::NasStorageProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for LinkProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::LinkProfile(Box::new(self))
     }
 }
-impl From<NetStackInstanceProfile> for AnyApplyProfile {
-    fn from(value: NetStackInstanceProfile) -> Self {
-        Self::NetStackInstanceProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for NasStorageProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::NasStorageProfile(Box::new(self))
     }
 }
-impl From<NetworkPolicyProfile> for AnyApplyProfile {
-    fn from(value: NetworkPolicyProfile) -> Self {
-        Self::NetworkPolicyProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for NetStackInstanceProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::NetStackInstanceProfile(Box::new(self))
     }
 }
-impl From<NetworkProfile> for AnyApplyProfile {
-    fn from(value: NetworkProfile) -> Self {
-        Self::NetworkProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for NetworkPolicyProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::NetworkPolicyProfile(Box::new(self))
     }
 }
-impl From<NetworkProfileDnsConfigProfile> for AnyApplyProfile {
-    fn from(value: NetworkProfileDnsConfigProfile) -> Self {
-        Self::NetworkProfileDnsConfigProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for NetworkProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::NetworkProfile(Box::new(self))
     }
 }
-impl From<NsxHostVNicProfile> for AnyApplyProfile {
-    fn from(value: NsxHostVNicProfile) -> Self {
-        Self::NsxHostVNicProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for NetworkProfileDnsConfigProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::NetworkProfileDnsConfigProfile(Box::new(self))
     }
 }
-impl From<NumPortsProfile> for AnyApplyProfile {
-    fn from(value: NumPortsProfile) -> Self {
-        Self::NumPortsProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for NsxHostVNicProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::NsxHostVNicProfile(Box::new(self))
     }
 }
-impl From<OpaqueSwitchProfile> for AnyApplyProfile {
-    fn from(value: OpaqueSwitchProfile) -> Self {
-        Self::OpaqueSwitchProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for NumPortsProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::NumPortsProfile(Box::new(self))
     }
 }
-impl From<OptionProfile> for AnyApplyProfile {
-    fn from(value: OptionProfile) -> Self {
-        Self::OptionProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for OpaqueSwitchProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::OpaqueSwitchProfile(Box::new(self))
     }
 }
-impl From<PermissionProfile> for AnyApplyProfile {
-    fn from(value: PermissionProfile) -> Self {
-        Self::PermissionProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for OptionProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::OptionProfile(Box::new(self))
     }
 }
-impl From<PhysicalNicProfile> for AnyApplyProfile {
-    fn from(value: PhysicalNicProfile) -> Self {
-        Self::PhysicalNicProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for PermissionProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::PermissionProfile(Box::new(self))
     }
 }
-impl From<PnicUplinkProfile> for AnyApplyProfile {
-    fn from(value: PnicUplinkProfile) -> Self {
-        Self::PnicUplinkProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for PhysicalNicProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::PhysicalNicProfile(Box::new(self))
     }
 }
-impl From<PortGroupProfile> for AnyApplyProfile {
-    fn from(value: PortGroupProfile) -> Self {
-        Self::PortGroupProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for PnicUplinkProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::PnicUplinkProfile(Box::new(self))
     }
 }
-impl From<ProfileApplyProfileElement> for AnyApplyProfile {
-    fn from(value: ProfileApplyProfileElement) -> Self {
-        Self::ProfileApplyProfileElement(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for PortGroupProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::PortGroupProfile(Box::new(self))
     }
 }
-impl From<SecurityProfile> for AnyApplyProfile {
-    fn from(value: SecurityProfile) -> Self {
-        Self::SecurityProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for ProfileApplyProfileElement {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::ProfileApplyProfileElement(Box::new(self))
     }
 }
-impl From<ServiceConsolePortGroupProfile> for AnyApplyProfile {
-    fn from(value: ServiceConsolePortGroupProfile) -> Self {
-        Self::ServiceConsolePortGroupProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for SecurityProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::SecurityProfile(Box::new(self))
     }
 }
-impl From<ServiceProfile> for AnyApplyProfile {
-    fn from(value: ServiceProfile) -> Self {
-        Self::ServiceProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for ServiceConsolePortGroupProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::ServiceConsolePortGroupProfile(Box::new(self))
     }
 }
-impl From<StaticRouteProfile> for AnyApplyProfile {
-    fn from(value: StaticRouteProfile) -> Self {
-        Self::StaticRouteProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for ServiceProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::ServiceProfile(Box::new(self))
     }
 }
-impl From<StorageProfile> for AnyApplyProfile {
-    fn from(value: StorageProfile) -> Self {
-        Self::StorageProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for StaticRouteProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::StaticRouteProfile(Box::new(self))
     }
 }
-impl From<UserGroupProfile> for AnyApplyProfile {
-    fn from(value: UserGroupProfile) -> Self {
-        Self::UserGroupProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for StorageProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::StorageProfile(Box::new(self))
     }
 }
-impl From<UserProfile> for AnyApplyProfile {
-    fn from(value: UserProfile) -> Self {
-        Self::UserProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for UserGroupProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::UserGroupProfile(Box::new(self))
     }
 }
-impl From<VirtualSwitchProfile> for AnyApplyProfile {
-    fn from(value: VirtualSwitchProfile) -> Self {
-        Self::VirtualSwitchProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for UserProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::UserProfile(Box::new(self))
     }
 }
-impl From<VirtualSwitchSelectionProfile> for AnyApplyProfile {
-    fn from(value: VirtualSwitchSelectionProfile) -> Self {
-        Self::VirtualSwitchSelectionProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for VirtualSwitchProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::VirtualSwitchProfile(Box::new(self))
     }
 }
-impl From<VlanProfile> for AnyApplyProfile {
-    fn from(value: VlanProfile) -> Self {
-        Self::VlanProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for VirtualSwitchSelectionProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::VirtualSwitchSelectionProfile(Box::new(self))
     }
 }
-impl From<VmPortGroupProfile> for AnyApplyProfile {
-    fn from(value: VmPortGroupProfile) -> Self {
-        Self::VmPortGroupProfile(Box::new(value))
+impl x::VariantOf<AnyApplyProfile> for VlanProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::VlanProfile(Box::new(self))
+    }
+}
+impl x::VariantOf<AnyApplyProfile> for VmPortGroupProfile {
+    fn into_variant(self) -> AnyApplyProfile {
+        AnyApplyProfile::VmPortGroupProfile(Box::new(self))
     }
 }

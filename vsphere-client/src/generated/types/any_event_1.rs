@@ -5,2319 +5,964 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `Event` or one of its 442 subtypes, chosen by `xsi:type` when decoding.
+///
+/// An `xsi:type` this version does not know decodes as [`AnyEvent::Event`].
+#[non_exhaustive]
+pub enum AnyEvent {
+    Event(Box<Event>),
+    AccountCreatedEvent(Box<AccountCreatedEvent>),
+    AccountRemovedEvent(Box<AccountRemovedEvent>),
+    AccountUpdatedEvent(Box<AccountUpdatedEvent>),
+    AdminPasswordNotChangedEvent(Box<AdminPasswordNotChangedEvent>),
+    AlarmAcknowledgedEvent(Box<AlarmAcknowledgedEvent>),
+    AlarmActionTriggeredEvent(Box<AlarmActionTriggeredEvent>),
+    AlarmClearedEvent(Box<AlarmClearedEvent>),
+    AlarmCreatedEvent(Box<AlarmCreatedEvent>),
+    AlarmEmailCompletedEvent(Box<AlarmEmailCompletedEvent>),
+    AlarmEmailFailedEvent(Box<AlarmEmailFailedEvent>),
+    AlarmEvent(Box<AlarmEvent>),
+    AlarmReconfiguredEvent(Box<AlarmReconfiguredEvent>),
+    AlarmRemovedEvent(Box<AlarmRemovedEvent>),
+    AlarmScriptCompleteEvent(Box<AlarmScriptCompleteEvent>),
+    AlarmScriptFailedEvent(Box<AlarmScriptFailedEvent>),
+    AlarmSnmpCompletedEvent(Box<AlarmSnmpCompletedEvent>),
+    AlarmSnmpFailedEvent(Box<AlarmSnmpFailedEvent>),
+    AlarmStatusChangedEvent(Box<AlarmStatusChangedEvent>),
+    AllVirtualMachinesLicensedEvent(Box<AllVirtualMachinesLicensedEvent>),
+    AlreadyAuthenticatedSessionEvent(Box<AlreadyAuthenticatedSessionEvent>),
+    AuthorizationEvent(Box<AuthorizationEvent>),
+    BadUsernameSessionEvent(Box<BadUsernameSessionEvent>),
+    CanceledHostOperationEvent(Box<CanceledHostOperationEvent>),
+    ClusterComplianceCheckedEvent(Box<ClusterComplianceCheckedEvent>),
+    ClusterCreatedEvent(Box<ClusterCreatedEvent>),
+    ClusterDestroyedEvent(Box<ClusterDestroyedEvent>),
+    ClusterEvent(Box<ClusterEvent>),
+    ClusterOvercommittedEvent(Box<ClusterOvercommittedEvent>),
+    ClusterReconfiguredEvent(Box<ClusterReconfiguredEvent>),
+    ClusterStatusChangedEvent(Box<ClusterStatusChangedEvent>),
+    CustomFieldDefAddedEvent(Box<CustomFieldDefAddedEvent>),
+    CustomFieldDefEvent(Box<CustomFieldDefEvent>),
+    CustomFieldDefRemovedEvent(Box<CustomFieldDefRemovedEvent>),
+    CustomFieldDefRenamedEvent(Box<CustomFieldDefRenamedEvent>),
+    CustomFieldEvent(Box<CustomFieldEvent>),
+    CustomFieldValueChangedEvent(Box<CustomFieldValueChangedEvent>),
+    CustomizationEvent(Box<CustomizationEvent>),
+    CustomizationFailed(Box<CustomizationFailed>),
+    CustomizationLinuxIdentityFailed(Box<CustomizationLinuxIdentityFailed>),
+    CustomizationNetworkSetupFailed(Box<CustomizationNetworkSetupFailed>),
+    CustomizationStartedEvent(Box<CustomizationStartedEvent>),
+    CustomizationSucceeded(Box<CustomizationSucceeded>),
+    CustomizationSysprepFailed(Box<CustomizationSysprepFailed>),
+    CustomizationUnknownFailure(Box<CustomizationUnknownFailure>),
+    DVPortgroupCreatedEvent(Box<DVPortgroupCreatedEvent>),
+    DVPortgroupDestroyedEvent(Box<DVPortgroupDestroyedEvent>),
+    DVPortgroupEvent(Box<DVPortgroupEvent>),
+    DVPortgroupReconfiguredEvent(Box<DVPortgroupReconfiguredEvent>),
+    DVPortgroupRenamedEvent(Box<DVPortgroupRenamedEvent>),
+    DasAdmissionControlDisabledEvent(Box<DasAdmissionControlDisabledEvent>),
+    DasAdmissionControlEnabledEvent(Box<DasAdmissionControlEnabledEvent>),
+    DasAgentFoundEvent(Box<DasAgentFoundEvent>),
+    DasAgentUnavailableEvent(Box<DasAgentUnavailableEvent>),
+    DasClusterIsolatedEvent(Box<DasClusterIsolatedEvent>),
+    DasDisabledEvent(Box<DasDisabledEvent>),
+    DasEnabledEvent(Box<DasEnabledEvent>),
+    DasHostFailedEvent(Box<DasHostFailedEvent>),
+    DasHostIsolatedEvent(Box<DasHostIsolatedEvent>),
+    DatacenterCreatedEvent(Box<DatacenterCreatedEvent>),
+    DatacenterEvent(Box<DatacenterEvent>),
+    DatacenterRenamedEvent(Box<DatacenterRenamedEvent>),
+    DatastoreCapacityIncreasedEvent(Box<DatastoreCapacityIncreasedEvent>),
+    DatastoreDestroyedEvent(Box<DatastoreDestroyedEvent>),
+    DatastoreDiscoveredEvent(Box<DatastoreDiscoveredEvent>),
+    DatastoreDuplicatedEvent(Box<DatastoreDuplicatedEvent>),
+    DatastoreEvent(Box<DatastoreEvent>),
+    DatastoreFileCopiedEvent(Box<DatastoreFileCopiedEvent>),
+    DatastoreFileDeletedEvent(Box<DatastoreFileDeletedEvent>),
+    DatastoreFileEvent(Box<DatastoreFileEvent>),
+    DatastoreFileMovedEvent(Box<DatastoreFileMovedEvent>),
+    DatastoreIORMReconfiguredEvent(Box<DatastoreIORMReconfiguredEvent>),
+    DatastorePrincipalConfigured(Box<DatastorePrincipalConfigured>),
+    DatastoreRemovedOnHostEvent(Box<DatastoreRemovedOnHostEvent>),
+    DatastoreRenamedEvent(Box<DatastoreRenamedEvent>),
+    DatastoreRenamedOnHostEvent(Box<DatastoreRenamedOnHostEvent>),
+    DrsDisabledEvent(Box<DrsDisabledEvent>),
+    DrsEnabledEvent(Box<DrsEnabledEvent>),
+    DrsEnteredStandbyModeEvent(Box<DrsEnteredStandbyModeEvent>),
+    DrsEnteringStandbyModeEvent(Box<DrsEnteringStandbyModeEvent>),
+    DrsExitStandbyModeFailedEvent(Box<DrsExitStandbyModeFailedEvent>),
+    DrsExitedStandbyModeEvent(Box<DrsExitedStandbyModeEvent>),
+    DrsExitingStandbyModeEvent(Box<DrsExitingStandbyModeEvent>),
+    DrsInvocationFailedEvent(Box<DrsInvocationFailedEvent>),
+    DrsRecoveredFromFailureEvent(Box<DrsRecoveredFromFailureEvent>),
+    DrsResourceConfigureFailedEvent(Box<DrsResourceConfigureFailedEvent>),
+    DrsResourceConfigureSyncedEvent(Box<DrsResourceConfigureSyncedEvent>),
+    DrsRuleComplianceEvent(Box<DrsRuleComplianceEvent>),
+    DrsRuleViolationEvent(Box<DrsRuleViolationEvent>),
+    DrsSoftRuleViolationEvent(Box<DrsSoftRuleViolationEvent>),
+    DrsVmMigratedEvent(Box<DrsVmMigratedEvent>),
+    DrsVmPoweredOnEvent(Box<DrsVmPoweredOnEvent>),
+    DuplicateIpDetectedEvent(Box<DuplicateIpDetectedEvent>),
+    DvpgImportEvent(Box<DvpgImportEvent>),
+    DvpgRestoreEvent(Box<DvpgRestoreEvent>),
+    DvsCreatedEvent(Box<DvsCreatedEvent>),
+    DvsDestroyedEvent(Box<DvsDestroyedEvent>),
+    DvsEvent(Box<DvsEvent>),
+    DvsHealthStatusChangeEvent(Box<DvsHealthStatusChangeEvent>),
+    DvsHostBackInSyncEvent(Box<DvsHostBackInSyncEvent>),
+    DvsHostJoinedEvent(Box<DvsHostJoinedEvent>),
+    DvsHostLeftEvent(Box<DvsHostLeftEvent>),
+    DvsHostStatusUpdated(Box<DvsHostStatusUpdated>),
+    DvsHostWentOutOfSyncEvent(Box<DvsHostWentOutOfSyncEvent>),
+    DvsImportEvent(Box<DvsImportEvent>),
+    DvsMergedEvent(Box<DvsMergedEvent>),
+    DvsPortBlockedEvent(Box<DvsPortBlockedEvent>),
+    DvsPortConnectedEvent(Box<DvsPortConnectedEvent>),
+    DvsPortCreatedEvent(Box<DvsPortCreatedEvent>),
+    DvsPortDeletedEvent(Box<DvsPortDeletedEvent>),
+    DvsPortDisconnectedEvent(Box<DvsPortDisconnectedEvent>),
+    DvsPortEnteredPassthruEvent(Box<DvsPortEnteredPassthruEvent>),
+    DvsPortExitedPassthruEvent(Box<DvsPortExitedPassthruEvent>),
+    DvsPortJoinPortgroupEvent(Box<DvsPortJoinPortgroupEvent>),
+    DvsPortLeavePortgroupEvent(Box<DvsPortLeavePortgroupEvent>),
+    DvsPortLinkDownEvent(Box<DvsPortLinkDownEvent>),
+    DvsPortLinkUpEvent(Box<DvsPortLinkUpEvent>),
+    DvsPortReconfiguredEvent(Box<DvsPortReconfiguredEvent>),
+    DvsPortRuntimeChangeEvent(Box<DvsPortRuntimeChangeEvent>),
+    DvsPortUnblockedEvent(Box<DvsPortUnblockedEvent>),
+    DvsPortVendorSpecificStateChangeEvent(Box<DvsPortVendorSpecificStateChangeEvent>),
+    DvsReconfiguredEvent(Box<DvsReconfiguredEvent>),
+    DvsRenamedEvent(Box<DvsRenamedEvent>),
+    DvsRestoreEvent(Box<DvsRestoreEvent>),
+    DvsUpgradeAvailableEvent(Box<DvsUpgradeAvailableEvent>),
+    DvsUpgradeInProgressEvent(Box<DvsUpgradeInProgressEvent>),
+    DvsUpgradeRejectedEvent(Box<DvsUpgradeRejectedEvent>),
+    DvsUpgradedEvent(Box<DvsUpgradedEvent>),
+    EnteredMaintenanceModeEvent(Box<EnteredMaintenanceModeEvent>),
+    EnteredStandbyModeEvent(Box<EnteredStandbyModeEvent>),
+    EnteringMaintenanceModeEvent(Box<EnteringMaintenanceModeEvent>),
+    EnteringStandbyModeEvent(Box<EnteringStandbyModeEvent>),
+    ErrorUpgradeEvent(Box<ErrorUpgradeEvent>),
+    EventEx(Box<EventEx>),
+    ExitMaintenanceModeEvent(Box<ExitMaintenanceModeEvent>),
+    ExitStandbyModeFailedEvent(Box<ExitStandbyModeFailedEvent>),
+    ExitedStandbyModeEvent(Box<ExitedStandbyModeEvent>),
+    ExitingStandbyModeEvent(Box<ExitingStandbyModeEvent>),
+    ExtendedEvent(Box<ExtendedEvent>),
+    FailoverLevelRestored(Box<FailoverLevelRestored>),
+    GeneralEvent(Box<GeneralEvent>),
+    GeneralHostErrorEvent(Box<GeneralHostErrorEvent>),
+    GeneralHostInfoEvent(Box<GeneralHostInfoEvent>),
+    GeneralHostWarningEvent(Box<GeneralHostWarningEvent>),
+    GeneralUserEvent(Box<GeneralUserEvent>),
+    GeneralVmErrorEvent(Box<GeneralVmErrorEvent>),
+    GeneralVmInfoEvent(Box<GeneralVmInfoEvent>),
+    GeneralVmWarningEvent(Box<GeneralVmWarningEvent>),
+    GhostDvsProxySwitchDetectedEvent(Box<GhostDvsProxySwitchDetectedEvent>),
+    GhostDvsProxySwitchRemovedEvent(Box<GhostDvsProxySwitchRemovedEvent>),
+    GlobalMessageChangedEvent(Box<GlobalMessageChangedEvent>),
+    HealthStatusChangedEvent(Box<HealthStatusChangedEvent>),
+    HostAddFailedEvent(Box<HostAddFailedEvent>),
+    HostAddedEvent(Box<HostAddedEvent>),
+    HostAdminDisableEvent(Box<HostAdminDisableEvent>),
+    HostAdminEnableEvent(Box<HostAdminEnableEvent>),
+    HostCnxFailedAccountFailedEvent(Box<HostCnxFailedAccountFailedEvent>),
+    HostCnxFailedAlreadyManagedEvent(Box<HostCnxFailedAlreadyManagedEvent>),
+    HostCnxFailedBadCcagentEvent(Box<HostCnxFailedBadCcagentEvent>),
+    HostCnxFailedBadUsernameEvent(Box<HostCnxFailedBadUsernameEvent>),
+    HostCnxFailedBadVersionEvent(Box<HostCnxFailedBadVersionEvent>),
+    HostCnxFailedCcagentUpgradeEvent(Box<HostCnxFailedCcagentUpgradeEvent>),
+    HostCnxFailedEvent(Box<HostCnxFailedEvent>),
+    HostCnxFailedNetworkErrorEvent(Box<HostCnxFailedNetworkErrorEvent>),
+    HostCnxFailedNoAccessEvent(Box<HostCnxFailedNoAccessEvent>),
+    HostCnxFailedNoConnectionEvent(Box<HostCnxFailedNoConnectionEvent>),
+    HostCnxFailedNoLicenseEvent(Box<HostCnxFailedNoLicenseEvent>),
+    HostCnxFailedNotFoundEvent(Box<HostCnxFailedNotFoundEvent>),
+    HostCnxFailedTimeoutEvent(Box<HostCnxFailedTimeoutEvent>),
+    HostComplianceCheckedEvent(Box<HostComplianceCheckedEvent>),
+    HostCompliantEvent(Box<HostCompliantEvent>),
+    HostConfigAppliedEvent(Box<HostConfigAppliedEvent>),
+    HostConnectedEvent(Box<HostConnectedEvent>),
+    HostConnectionLostEvent(Box<HostConnectionLostEvent>),
+    HostDasDisabledEvent(Box<HostDasDisabledEvent>),
+    HostDasDisablingEvent(Box<HostDasDisablingEvent>),
+    HostDasEnabledEvent(Box<HostDasEnabledEvent>),
+    HostDasEnablingEvent(Box<HostDasEnablingEvent>),
+    HostDasErrorEvent(Box<HostDasErrorEvent>),
+    HostDasEvent(Box<HostDasEvent>),
+    HostDasOkEvent(Box<HostDasOkEvent>),
+    HostDisconnectedEvent(Box<HostDisconnectedEvent>),
+    HostEnableAdminFailedEvent(Box<HostEnableAdminFailedEvent>),
+    HostEvent(Box<HostEvent>),
+    HostExtraNetworksEvent(Box<HostExtraNetworksEvent>),
+    HostGetShortNameFailedEvent(Box<HostGetShortNameFailedEvent>),
+    HostInAuditModeEvent(Box<HostInAuditModeEvent>),
+    HostInventoryFullEvent(Box<HostInventoryFullEvent>),
+    HostInventoryUnreadableEvent(Box<HostInventoryUnreadableEvent>),
+    HostIpChangedEvent(Box<HostIpChangedEvent>),
+    HostIpInconsistentEvent(Box<HostIpInconsistentEvent>),
+    HostIpToShortNameFailedEvent(Box<HostIpToShortNameFailedEvent>),
+    HostIsolationIpPingFailedEvent(Box<HostIsolationIpPingFailedEvent>),
+    HostLicenseExpiredEvent(Box<HostLicenseExpiredEvent>),
+    HostLocalPortCreatedEvent(Box<HostLocalPortCreatedEvent>),
+    HostMissingNetworksEvent(Box<HostMissingNetworksEvent>),
+    HostMonitoringStateChangedEvent(Box<HostMonitoringStateChangedEvent>),
+    HostNoAvailableNetworksEvent(Box<HostNoAvailableNetworksEvent>),
+    HostNoHAEnabledPortGroupsEvent(Box<HostNoHAEnabledPortGroupsEvent>),
+    HostNoRedundantManagementNetworkEvent(Box<HostNoRedundantManagementNetworkEvent>),
+    HostNonCompliantEvent(Box<HostNonCompliantEvent>),
+    HostNotInClusterEvent(Box<HostNotInClusterEvent>),
+    HostOvercommittedEvent(Box<HostOvercommittedEvent>),
+    HostPrimaryAgentNotShortNameEvent(Box<HostPrimaryAgentNotShortNameEvent>),
+    HostProfileAppliedEvent(Box<HostProfileAppliedEvent>),
+    HostReconnectionFailedEvent(Box<HostReconnectionFailedEvent>),
+    HostRemovedEvent(Box<HostRemovedEvent>),
+    HostShortNameInconsistentEvent(Box<HostShortNameInconsistentEvent>),
+    HostShortNameToIpFailedEvent(Box<HostShortNameToIpFailedEvent>),
+    HostShutdownEvent(Box<HostShutdownEvent>),
+    HostSpecificationChangedEvent(Box<HostSpecificationChangedEvent>),
+    HostSpecificationRequireEvent(Box<HostSpecificationRequireEvent>),
+    HostSpecificationUpdateEvent(Box<HostSpecificationUpdateEvent>),
+    HostStatusChangedEvent(Box<HostStatusChangedEvent>),
+    HostSubSpecificationDeleteEvent(Box<HostSubSpecificationDeleteEvent>),
+    HostSubSpecificationUpdateEvent(Box<HostSubSpecificationUpdateEvent>),
+    HostSyncFailedEvent(Box<HostSyncFailedEvent>),
+    HostUpgradeFailedEvent(Box<HostUpgradeFailedEvent>),
+    HostUserWorldSwapNotEnabledEvent(Box<HostUserWorldSwapNotEnabledEvent>),
+    HostVnicConnectedToCustomizedDVPortEvent(
+        Box<HostVnicConnectedToCustomizedDVPortEvent>,
+    ),
+    HostWwnChangedEvent(Box<HostWwnChangedEvent>),
+    HostWwnConflictEvent(Box<HostWwnConflictEvent>),
+    IScsiBootFailureEvent(Box<IScsiBootFailureEvent>),
+    IncorrectHostInformationEvent(Box<IncorrectHostInformationEvent>),
+    InfoUpgradeEvent(Box<InfoUpgradeEvent>),
+    InsufficientFailoverResourcesEvent(Box<InsufficientFailoverResourcesEvent>),
+    InvalidEditionEvent(Box<InvalidEditionEvent>),
+    LicenseEvent(Box<LicenseEvent>),
+    LicenseExpiredEvent(Box<LicenseExpiredEvent>),
+    LicenseNonComplianceEvent(Box<LicenseNonComplianceEvent>),
+    LicenseRestrictedEvent(Box<LicenseRestrictedEvent>),
+    LicenseServerAvailableEvent(Box<LicenseServerAvailableEvent>),
+    LicenseServerUnavailableEvent(Box<LicenseServerUnavailableEvent>),
+    LocalDatastoreCreatedEvent(Box<LocalDatastoreCreatedEvent>),
+    LocalTSMEnabledEvent(Box<LocalTSMEnabledEvent>),
+    LockerMisconfiguredEvent(Box<LockerMisconfiguredEvent>),
+    LockerReconfiguredEvent(Box<LockerReconfiguredEvent>),
+    MigrationErrorEvent(Box<MigrationErrorEvent>),
+    MigrationEvent(Box<MigrationEvent>),
+    MigrationHostErrorEvent(Box<MigrationHostErrorEvent>),
+    MigrationHostWarningEvent(Box<MigrationHostWarningEvent>),
+    MigrationResourceErrorEvent(Box<MigrationResourceErrorEvent>),
+    MigrationResourceWarningEvent(Box<MigrationResourceWarningEvent>),
+    MigrationWarningEvent(Box<MigrationWarningEvent>),
+    MtuMatchEvent(Box<MtuMatchEvent>),
+    MtuMismatchEvent(Box<MtuMismatchEvent>),
+    NASDatastoreCreatedEvent(Box<NASDatastoreCreatedEvent>),
+    NetworkRollbackEvent(Box<NetworkRollbackEvent>),
+    NoAccessUserEvent(Box<NoAccessUserEvent>),
+    NoDatastoresConfiguredEvent(Box<NoDatastoresConfiguredEvent>),
+    NoLicenseEvent(Box<NoLicenseEvent>),
+    NoMaintenanceModeDrsRecommendationForVM(
+        Box<NoMaintenanceModeDrsRecommendationForVM>,
+    ),
+    NonVIWorkloadDetectedOnDatastoreEvent(Box<NonVIWorkloadDetectedOnDatastoreEvent>),
+    NotEnoughResourcesToStartVmEvent(Box<NotEnoughResourcesToStartVmEvent>),
+    OutOfSyncDvsHost(Box<OutOfSyncDvsHost>),
+    PermissionAddedEvent(Box<PermissionAddedEvent>),
+    PermissionEvent(Box<PermissionEvent>),
+    PermissionRemovedEvent(Box<PermissionRemovedEvent>),
+    PermissionUpdatedEvent(Box<PermissionUpdatedEvent>),
+    ProfileAssociatedEvent(Box<ProfileAssociatedEvent>),
+    ProfileChangedEvent(Box<ProfileChangedEvent>),
+    ProfileCreatedEvent(Box<ProfileCreatedEvent>),
+    ProfileDissociatedEvent(Box<ProfileDissociatedEvent>),
+    ProfileEvent(Box<ProfileEvent>),
+    ProfileReferenceHostChangedEvent(Box<ProfileReferenceHostChangedEvent>),
+    ProfileRemovedEvent(Box<ProfileRemovedEvent>),
+    RecoveryEvent(Box<RecoveryEvent>),
+    RemoteTSMEnabledEvent(Box<RemoteTSMEnabledEvent>),
+    ResourcePoolCreatedEvent(Box<ResourcePoolCreatedEvent>),
+    ResourcePoolDestroyedEvent(Box<ResourcePoolDestroyedEvent>),
+    ResourcePoolEvent(Box<ResourcePoolEvent>),
+    ResourcePoolMovedEvent(Box<ResourcePoolMovedEvent>),
+    ResourcePoolReconfiguredEvent(Box<ResourcePoolReconfiguredEvent>),
+    ResourceViolatedEvent(Box<ResourceViolatedEvent>),
+    RoleAddedEvent(Box<RoleAddedEvent>),
+    RoleEvent(Box<RoleEvent>),
+    RoleRemovedEvent(Box<RoleRemovedEvent>),
+    RoleUpdatedEvent(Box<RoleUpdatedEvent>),
+    RollbackEvent(Box<RollbackEvent>),
+    ScheduledTaskCompletedEvent(Box<ScheduledTaskCompletedEvent>),
+    ScheduledTaskCreatedEvent(Box<ScheduledTaskCreatedEvent>),
+    ScheduledTaskEmailCompletedEvent(Box<ScheduledTaskEmailCompletedEvent>),
+    ScheduledTaskEmailFailedEvent(Box<ScheduledTaskEmailFailedEvent>),
+    ScheduledTaskEvent(Box<ScheduledTaskEvent>),
+    ScheduledTaskFailedEvent(Box<ScheduledTaskFailedEvent>),
+    ScheduledTaskReconfiguredEvent(Box<ScheduledTaskReconfiguredEvent>),
+    ScheduledTaskRemovedEvent(Box<ScheduledTaskRemovedEvent>),
+    ScheduledTaskStartedEvent(Box<ScheduledTaskStartedEvent>),
+    ServerLicenseExpiredEvent(Box<ServerLicenseExpiredEvent>),
+    ServerStartedSessionEvent(Box<ServerStartedSessionEvent>),
+    SessionEvent(Box<SessionEvent>),
+    SessionTerminatedEvent(Box<SessionTerminatedEvent>),
+    TaskEvent(Box<TaskEvent>),
+    TaskTimeoutEvent(Box<TaskTimeoutEvent>),
+    TeamingMatchEvent(Box<TeamingMatchEvent>),
+    TeamingMisMatchEvent(Box<TeamingMisMatchEvent>),
+    TemplateBeingUpgradedEvent(Box<TemplateBeingUpgradedEvent>),
+    TemplateUpgradeEvent(Box<TemplateUpgradeEvent>),
+    TemplateUpgradeFailedEvent(Box<TemplateUpgradeFailedEvent>),
+    TemplateUpgradedEvent(Box<TemplateUpgradedEvent>),
+    TimedOutHostOperationEvent(Box<TimedOutHostOperationEvent>),
+    UnlicensedVirtualMachinesEvent(Box<UnlicensedVirtualMachinesEvent>),
+    UnlicensedVirtualMachinesFoundEvent(Box<UnlicensedVirtualMachinesFoundEvent>),
+    UpdatedAgentBeingRestartedEvent(Box<UpdatedAgentBeingRestartedEvent>),
+    UpgradeEvent(Box<UpgradeEvent>),
+    UplinkPortMtuNotSupportEvent(Box<UplinkPortMtuNotSupportEvent>),
+    UplinkPortMtuSupportEvent(Box<UplinkPortMtuSupportEvent>),
+    UplinkPortVlanTrunkedEvent(Box<UplinkPortVlanTrunkedEvent>),
+    UplinkPortVlanUntrunkedEvent(Box<UplinkPortVlanUntrunkedEvent>),
+    UserAssignedToGroup(Box<UserAssignedToGroup>),
+    UserLoginSessionEvent(Box<UserLoginSessionEvent>),
+    UserLogoutSessionEvent(Box<UserLogoutSessionEvent>),
+    UserPasswordChanged(Box<UserPasswordChanged>),
+    UserUnassignedFromGroup(Box<UserUnassignedFromGroup>),
+    UserUpgradeEvent(Box<UserUpgradeEvent>),
+    VMFSDatastoreCreatedEvent(Box<VMFSDatastoreCreatedEvent>),
+    VMFSDatastoreExpandedEvent(Box<VMFSDatastoreExpandedEvent>),
+    VMFSDatastoreExtendedEvent(Box<VMFSDatastoreExtendedEvent>),
+    VMotionLicenseExpiredEvent(Box<VMotionLicenseExpiredEvent>),
+    VcAgentUninstallFailedEvent(Box<VcAgentUninstallFailedEvent>),
+    VcAgentUninstalledEvent(Box<VcAgentUninstalledEvent>),
+    VcAgentUpgradeFailedEvent(Box<VcAgentUpgradeFailedEvent>),
+    VcAgentUpgradedEvent(Box<VcAgentUpgradedEvent>),
+    VimAccountPasswordChangedEvent(Box<VimAccountPasswordChangedEvent>),
+    VmAcquiredMksTicketEvent(Box<VmAcquiredMksTicketEvent>),
+    VmAcquiredTicketEvent(Box<VmAcquiredTicketEvent>),
+    VmAutoRenameEvent(Box<VmAutoRenameEvent>),
+    VmBeingClonedEvent(Box<VmBeingClonedEvent>),
+    VmBeingClonedNoFolderEvent(Box<VmBeingClonedNoFolderEvent>),
+    VmBeingCreatedEvent(Box<VmBeingCreatedEvent>),
+    VmBeingDeployedEvent(Box<VmBeingDeployedEvent>),
+    VmBeingHotMigratedEvent(Box<VmBeingHotMigratedEvent>),
+    VmBeingMigratedEvent(Box<VmBeingMigratedEvent>),
+    VmBeingRelocatedEvent(Box<VmBeingRelocatedEvent>),
+    VmCloneEvent(Box<VmCloneEvent>),
+    VmCloneFailedEvent(Box<VmCloneFailedEvent>),
+    VmClonedEvent(Box<VmClonedEvent>),
+    VmConfigMissingEvent(Box<VmConfigMissingEvent>),
+    VmConnectedEvent(Box<VmConnectedEvent>),
+    VmCreatedEvent(Box<VmCreatedEvent>),
+    VmDasBeingResetEvent(Box<VmDasBeingResetEvent>),
+    VmDasBeingResetWithScreenshotEvent(Box<VmDasBeingResetWithScreenshotEvent>),
+    VmDasResetFailedEvent(Box<VmDasResetFailedEvent>),
+    VmDasUpdateErrorEvent(Box<VmDasUpdateErrorEvent>),
+    VmDasUpdateOkEvent(Box<VmDasUpdateOkEvent>),
+    VmDateRolledBackEvent(Box<VmDateRolledBackEvent>),
+    VmDeployFailedEvent(Box<VmDeployFailedEvent>),
+    VmDeployedEvent(Box<VmDeployedEvent>),
+    VmDisconnectedEvent(Box<VmDisconnectedEvent>),
+    VmDiscoveredEvent(Box<VmDiscoveredEvent>),
+    VmDiskFailedEvent(Box<VmDiskFailedEvent>),
+    VmEmigratingEvent(Box<VmEmigratingEvent>),
+    VmEndRecordingEvent(Box<VmEndRecordingEvent>),
+    VmEndReplayingEvent(Box<VmEndReplayingEvent>),
+    VmEvent(Box<VmEvent>),
+    VmFailedMigrateEvent(Box<VmFailedMigrateEvent>),
+    VmFailedRelayoutEvent(Box<VmFailedRelayoutEvent>),
+    VmFailedRelayoutOnVmfs2DatastoreEvent(Box<VmFailedRelayoutOnVmfs2DatastoreEvent>),
+    VmFailedStartingSecondaryEvent(Box<VmFailedStartingSecondaryEvent>),
+    VmFailedToPowerOffEvent(Box<VmFailedToPowerOffEvent>),
+    VmFailedToPowerOnEvent(Box<VmFailedToPowerOnEvent>),
+    VmFailedToRebootGuestEvent(Box<VmFailedToRebootGuestEvent>),
+    VmFailedToResetEvent(Box<VmFailedToResetEvent>),
+    VmFailedToShutdownGuestEvent(Box<VmFailedToShutdownGuestEvent>),
+    VmFailedToStandbyGuestEvent(Box<VmFailedToStandbyGuestEvent>),
+    VmFailedToSuspendEvent(Box<VmFailedToSuspendEvent>),
+    VmFailedUpdatingSecondaryConfig(Box<VmFailedUpdatingSecondaryConfig>),
+    VmFailoverFailed(Box<VmFailoverFailed>),
+    VmFaultToleranceStateChangedEvent(Box<VmFaultToleranceStateChangedEvent>),
+    VmFaultToleranceTurnedOffEvent(Box<VmFaultToleranceTurnedOffEvent>),
+    VmFaultToleranceVmTerminatedEvent(Box<VmFaultToleranceVmTerminatedEvent>),
+    VmGuestOSCrashedEvent(Box<VmGuestOSCrashedEvent>),
+    VmGuestRebootEvent(Box<VmGuestRebootEvent>),
+    VmGuestShutdownEvent(Box<VmGuestShutdownEvent>),
+    VmGuestStandbyEvent(Box<VmGuestStandbyEvent>),
+    VmHealthMonitoringStateChangedEvent(Box<VmHealthMonitoringStateChangedEvent>),
+    VmInstanceUuidAssignedEvent(Box<VmInstanceUuidAssignedEvent>),
+    VmInstanceUuidChangedEvent(Box<VmInstanceUuidChangedEvent>),
+    VmInstanceUuidConflictEvent(Box<VmInstanceUuidConflictEvent>),
+    VmMacAssignedEvent(Box<VmMacAssignedEvent>),
+    VmMacChangedEvent(Box<VmMacChangedEvent>),
+    VmMacConflictEvent(Box<VmMacConflictEvent>),
+    VmMaxFTRestartCountReached(Box<VmMaxFTRestartCountReached>),
+    VmMaxRestartCountReached(Box<VmMaxRestartCountReached>),
+    VmMessageErrorEvent(Box<VmMessageErrorEvent>),
+    VmMessageEvent(Box<VmMessageEvent>),
+    VmMessageWarningEvent(Box<VmMessageWarningEvent>),
+    VmMigratedEvent(Box<VmMigratedEvent>),
+    VmNoCompatibleHostForSecondaryEvent(Box<VmNoCompatibleHostForSecondaryEvent>),
+    VmNoNetworkAccessEvent(Box<VmNoNetworkAccessEvent>),
+    VmOrphanedEvent(Box<VmOrphanedEvent>),
+    VmPowerOffOnIsolationEvent(Box<VmPowerOffOnIsolationEvent>),
+    VmPoweredOffEvent(Box<VmPoweredOffEvent>),
+    VmPoweredOnEvent(Box<VmPoweredOnEvent>),
+    VmPoweringOnWithCustomizedDVPortEvent(Box<VmPoweringOnWithCustomizedDVPortEvent>),
+    VmPrimaryFailoverEvent(Box<VmPrimaryFailoverEvent>),
+    VmReconfiguredEvent(Box<VmReconfiguredEvent>),
+    VmRegisteredEvent(Box<VmRegisteredEvent>),
+    VmRelayoutSuccessfulEvent(Box<VmRelayoutSuccessfulEvent>),
+    VmRelayoutUpToDateEvent(Box<VmRelayoutUpToDateEvent>),
+    VmReloadFromPathEvent(Box<VmReloadFromPathEvent>),
+    VmReloadFromPathFailedEvent(Box<VmReloadFromPathFailedEvent>),
+    VmRelocateFailedEvent(Box<VmRelocateFailedEvent>),
+    VmRelocateSpecEvent(Box<VmRelocateSpecEvent>),
+    VmRelocatedEvent(Box<VmRelocatedEvent>),
+    VmRemoteConsoleConnectedEvent(Box<VmRemoteConsoleConnectedEvent>),
+    VmRemoteConsoleDisconnectedEvent(Box<VmRemoteConsoleDisconnectedEvent>),
+    VmRemovedEvent(Box<VmRemovedEvent>),
+    VmRenamedEvent(Box<VmRenamedEvent>),
+    VmRequirementsExceedCurrentEVCModeEvent(
+        Box<VmRequirementsExceedCurrentEVCModeEvent>,
+    ),
+    VmResettingEvent(Box<VmResettingEvent>),
+    VmResourcePoolMovedEvent(Box<VmResourcePoolMovedEvent>),
+    VmResourceReallocatedEvent(Box<VmResourceReallocatedEvent>),
+    VmRestartedOnAlternateHostEvent(Box<VmRestartedOnAlternateHostEvent>),
+    VmResumingEvent(Box<VmResumingEvent>),
+    VmSecondaryAddedEvent(Box<VmSecondaryAddedEvent>),
+    VmSecondaryDisabledBySystemEvent(Box<VmSecondaryDisabledBySystemEvent>),
+    VmSecondaryDisabledEvent(Box<VmSecondaryDisabledEvent>),
+    VmSecondaryEnabledEvent(Box<VmSecondaryEnabledEvent>),
+    VmSecondaryStartedEvent(Box<VmSecondaryStartedEvent>),
+    VmShutdownOnIsolationEvent(Box<VmShutdownOnIsolationEvent>),
+    VmStartRecordingEvent(Box<VmStartRecordingEvent>),
+    VmStartReplayingEvent(Box<VmStartReplayingEvent>),
+    VmStartingEvent(Box<VmStartingEvent>),
+    VmStartingSecondaryEvent(Box<VmStartingSecondaryEvent>),
+    VmStaticMacConflictEvent(Box<VmStaticMacConflictEvent>),
+    VmStoppingEvent(Box<VmStoppingEvent>),
+    VmSuspendedEvent(Box<VmSuspendedEvent>),
+    VmSuspendingEvent(Box<VmSuspendingEvent>),
+    VmTimedoutStartingSecondaryEvent(Box<VmTimedoutStartingSecondaryEvent>),
+    VmUnsupportedStartingEvent(Box<VmUnsupportedStartingEvent>),
+    VmUpgradeCompleteEvent(Box<VmUpgradeCompleteEvent>),
+    VmUpgradeFailedEvent(Box<VmUpgradeFailedEvent>),
+    VmUpgradingEvent(Box<VmUpgradingEvent>),
+    VmUuidAssignedEvent(Box<VmUuidAssignedEvent>),
+    VmUuidChangedEvent(Box<VmUuidChangedEvent>),
+    VmUuidConflictEvent(Box<VmUuidConflictEvent>),
+    VmVnicPoolReservationViolationClearEvent(
+        Box<VmVnicPoolReservationViolationClearEvent>,
+    ),
+    VmVnicPoolReservationViolationRaiseEvent(
+        Box<VmVnicPoolReservationViolationRaiseEvent>,
+    ),
+    VmWwnAssignedEvent(Box<VmWwnAssignedEvent>),
+    VmWwnChangedEvent(Box<VmWwnChangedEvent>),
+    VmWwnConflictEvent(Box<VmWwnConflictEvent>),
+    WarningUpgradeEvent(Box<WarningUpgradeEvent>),
+}
+impl Default for AnyEvent {
+    fn default() -> Self {
+        Self::Event(Box::default())
+    }
+}
+impl std::fmt::Debug for AnyEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_data_object().fmt(f)
+    }
+}
+impl PartialEq for AnyEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_data_object().eq_dyn(other.as_data_object())
+    }
+}
+impl Clone for AnyEvent {
+    fn clone(&self) -> Self {
+        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
+    }
+}
 impl AnyEvent {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
-        match object.type_name() {
-            "Event" => x::downcast_box(object).ok().map(Self::Event),
-            "AccountCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::AccountCreatedEvent)
-            }
-            "AccountRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::AccountRemovedEvent)
-            }
-            "AccountUpdatedEvent" => {
-                x::downcast_box(object).ok().map(Self::AccountUpdatedEvent)
-            }
-            "AdminPasswordNotChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::AdminPasswordNotChangedEvent)
-            }
-            "AlarmAcknowledgedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmAcknowledgedEvent)
-            }
-            "AlarmActionTriggeredEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmActionTriggeredEvent)
-            }
-            "AlarmClearedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmClearedEvent)
-            }
-            "AlarmCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmCreatedEvent)
-            }
-            "AlarmEmailCompletedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmEmailCompletedEvent)
-            }
-            "AlarmEmailFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmEmailFailedEvent)
-            }
-            "AlarmEvent" => x::downcast_box(object).ok().map(Self::AlarmEvent),
-            "AlarmReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmReconfiguredEvent)
-            }
-            "AlarmRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmRemovedEvent)
-            }
-            "AlarmScriptCompleteEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmScriptCompleteEvent)
-            }
-            "AlarmScriptFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmScriptFailedEvent)
-            }
-            "AlarmSnmpCompletedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmSnmpCompletedEvent)
-            }
-            "AlarmSnmpFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmSnmpFailedEvent)
-            }
-            "AlarmStatusChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::AlarmStatusChangedEvent)
-            }
-            "AllVirtualMachinesLicensedEvent" => {
-                x::downcast_box(object).ok().map(Self::AllVirtualMachinesLicensedEvent)
-            }
-            "AlreadyAuthenticatedSessionEvent" => {
-                x::downcast_box(object).ok().map(Self::AlreadyAuthenticatedSessionEvent)
-            }
-            "AuthorizationEvent" => {
-                x::downcast_box(object).ok().map(Self::AuthorizationEvent)
-            }
-            "BadUsernameSessionEvent" => {
-                x::downcast_box(object).ok().map(Self::BadUsernameSessionEvent)
-            }
-            "CanceledHostOperationEvent" => {
-                x::downcast_box(object).ok().map(Self::CanceledHostOperationEvent)
-            }
-            "ClusterComplianceCheckedEvent" => {
-                x::downcast_box(object).ok().map(Self::ClusterComplianceCheckedEvent)
-            }
-            "ClusterCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::ClusterCreatedEvent)
-            }
-            "ClusterDestroyedEvent" => {
-                x::downcast_box(object).ok().map(Self::ClusterDestroyedEvent)
-            }
-            "ClusterEvent" => x::downcast_box(object).ok().map(Self::ClusterEvent),
-            "ClusterOvercommittedEvent" => {
-                x::downcast_box(object).ok().map(Self::ClusterOvercommittedEvent)
-            }
-            "ClusterReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::ClusterReconfiguredEvent)
-            }
-            "ClusterStatusChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::ClusterStatusChangedEvent)
-            }
-            "CustomFieldDefAddedEvent" => {
-                x::downcast_box(object).ok().map(Self::CustomFieldDefAddedEvent)
-            }
-            "CustomFieldDefEvent" => {
-                x::downcast_box(object).ok().map(Self::CustomFieldDefEvent)
-            }
-            "CustomFieldDefRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::CustomFieldDefRemovedEvent)
-            }
-            "CustomFieldDefRenamedEvent" => {
-                x::downcast_box(object).ok().map(Self::CustomFieldDefRenamedEvent)
-            }
-            "CustomFieldEvent" => {
-                x::downcast_box(object).ok().map(Self::CustomFieldEvent)
-            }
-            "CustomFieldValueChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::CustomFieldValueChangedEvent)
-            }
-            "CustomizationEvent" => {
-                x::downcast_box(object).ok().map(Self::CustomizationEvent)
-            }
-            "CustomizationFailed" => {
-                x::downcast_box(object).ok().map(Self::CustomizationFailed)
-            }
-            "CustomizationLinuxIdentityFailed" => {
-                x::downcast_box(object).ok().map(Self::CustomizationLinuxIdentityFailed)
-            }
-            "CustomizationNetworkSetupFailed" => {
-                x::downcast_box(object).ok().map(Self::CustomizationNetworkSetupFailed)
-            }
-            "CustomizationStartedEvent" => {
-                x::downcast_box(object).ok().map(Self::CustomizationStartedEvent)
-            }
-            "CustomizationSucceeded" => {
-                x::downcast_box(object).ok().map(Self::CustomizationSucceeded)
-            }
-            "CustomizationSysprepFailed" => {
-                x::downcast_box(object).ok().map(Self::CustomizationSysprepFailed)
-            }
-            "CustomizationUnknownFailure" => {
-                x::downcast_box(object).ok().map(Self::CustomizationUnknownFailure)
-            }
-            "DVPortgroupCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::DVPortgroupCreatedEvent)
-            }
-            "DVPortgroupDestroyedEvent" => {
-                x::downcast_box(object).ok().map(Self::DVPortgroupDestroyedEvent)
-            }
-            "DVPortgroupEvent" => {
-                x::downcast_box(object).ok().map(Self::DVPortgroupEvent)
-            }
-            "DVPortgroupReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::DVPortgroupReconfiguredEvent)
-            }
-            "DVPortgroupRenamedEvent" => {
-                x::downcast_box(object).ok().map(Self::DVPortgroupRenamedEvent)
-            }
-            "DasAdmissionControlDisabledEvent" => {
-                x::downcast_box(object).ok().map(Self::DasAdmissionControlDisabledEvent)
-            }
-            "DasAdmissionControlEnabledEvent" => {
-                x::downcast_box(object).ok().map(Self::DasAdmissionControlEnabledEvent)
-            }
-            "DasAgentFoundEvent" => {
-                x::downcast_box(object).ok().map(Self::DasAgentFoundEvent)
-            }
-            "DasAgentUnavailableEvent" => {
-                x::downcast_box(object).ok().map(Self::DasAgentUnavailableEvent)
-            }
-            "DasClusterIsolatedEvent" => {
-                x::downcast_box(object).ok().map(Self::DasClusterIsolatedEvent)
-            }
-            "DasDisabledEvent" => {
-                x::downcast_box(object).ok().map(Self::DasDisabledEvent)
-            }
-            "DasEnabledEvent" => x::downcast_box(object).ok().map(Self::DasEnabledEvent),
-            "DasHostFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::DasHostFailedEvent)
-            }
-            "DasHostIsolatedEvent" => {
-                x::downcast_box(object).ok().map(Self::DasHostIsolatedEvent)
-            }
-            "DatacenterCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatacenterCreatedEvent)
-            }
-            "DatacenterEvent" => x::downcast_box(object).ok().map(Self::DatacenterEvent),
-            "DatacenterRenamedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatacenterRenamedEvent)
-            }
-            "DatastoreCapacityIncreasedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreCapacityIncreasedEvent)
-            }
-            "DatastoreDestroyedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreDestroyedEvent)
-            }
-            "DatastoreDiscoveredEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreDiscoveredEvent)
-            }
-            "DatastoreDuplicatedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreDuplicatedEvent)
-            }
-            "DatastoreEvent" => x::downcast_box(object).ok().map(Self::DatastoreEvent),
-            "DatastoreFileCopiedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreFileCopiedEvent)
-            }
-            "DatastoreFileDeletedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreFileDeletedEvent)
-            }
-            "DatastoreFileEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreFileEvent)
-            }
-            "DatastoreFileMovedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreFileMovedEvent)
-            }
-            "DatastoreIORMReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreIORMReconfiguredEvent)
-            }
-            "DatastorePrincipalConfigured" => {
-                x::downcast_box(object).ok().map(Self::DatastorePrincipalConfigured)
-            }
-            "DatastoreRemovedOnHostEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreRemovedOnHostEvent)
-            }
-            "DatastoreRenamedEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreRenamedEvent)
-            }
-            "DatastoreRenamedOnHostEvent" => {
-                x::downcast_box(object).ok().map(Self::DatastoreRenamedOnHostEvent)
-            }
-            "DrsDisabledEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsDisabledEvent)
-            }
-            "DrsEnabledEvent" => x::downcast_box(object).ok().map(Self::DrsEnabledEvent),
-            "DrsEnteredStandbyModeEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsEnteredStandbyModeEvent)
-            }
-            "DrsEnteringStandbyModeEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsEnteringStandbyModeEvent)
-            }
-            "DrsExitStandbyModeFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsExitStandbyModeFailedEvent)
-            }
-            "DrsExitedStandbyModeEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsExitedStandbyModeEvent)
-            }
-            "DrsExitingStandbyModeEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsExitingStandbyModeEvent)
-            }
-            "DrsInvocationFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsInvocationFailedEvent)
-            }
-            "DrsRecoveredFromFailureEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsRecoveredFromFailureEvent)
-            }
-            "DrsResourceConfigureFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsResourceConfigureFailedEvent)
-            }
-            "DrsResourceConfigureSyncedEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsResourceConfigureSyncedEvent)
-            }
-            "DrsRuleComplianceEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsRuleComplianceEvent)
-            }
-            "DrsRuleViolationEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsRuleViolationEvent)
-            }
-            "DrsSoftRuleViolationEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsSoftRuleViolationEvent)
-            }
-            "DrsVmMigratedEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsVmMigratedEvent)
-            }
-            "DrsVmPoweredOnEvent" => {
-                x::downcast_box(object).ok().map(Self::DrsVmPoweredOnEvent)
-            }
-            "DuplicateIpDetectedEvent" => {
-                x::downcast_box(object).ok().map(Self::DuplicateIpDetectedEvent)
-            }
-            "DvpgImportEvent" => x::downcast_box(object).ok().map(Self::DvpgImportEvent),
-            "DvpgRestoreEvent" => {
-                x::downcast_box(object).ok().map(Self::DvpgRestoreEvent)
-            }
-            "DvsCreatedEvent" => x::downcast_box(object).ok().map(Self::DvsCreatedEvent),
-            "DvsDestroyedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsDestroyedEvent)
-            }
-            "DvsEvent" => x::downcast_box(object).ok().map(Self::DvsEvent),
-            "DvsHealthStatusChangeEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsHealthStatusChangeEvent)
-            }
-            "DvsHostBackInSyncEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsHostBackInSyncEvent)
-            }
-            "DvsHostJoinedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsHostJoinedEvent)
-            }
-            "DvsHostLeftEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsHostLeftEvent)
-            }
-            "DvsHostStatusUpdated" => {
-                x::downcast_box(object).ok().map(Self::DvsHostStatusUpdated)
-            }
-            "DvsHostWentOutOfSyncEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsHostWentOutOfSyncEvent)
-            }
-            "DvsImportEvent" => x::downcast_box(object).ok().map(Self::DvsImportEvent),
-            "DvsMergedEvent" => x::downcast_box(object).ok().map(Self::DvsMergedEvent),
-            "DvsPortBlockedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortBlockedEvent)
-            }
-            "DvsPortConnectedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortConnectedEvent)
-            }
-            "DvsPortCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortCreatedEvent)
-            }
-            "DvsPortDeletedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortDeletedEvent)
-            }
-            "DvsPortDisconnectedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortDisconnectedEvent)
-            }
-            "DvsPortEnteredPassthruEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortEnteredPassthruEvent)
-            }
-            "DvsPortExitedPassthruEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortExitedPassthruEvent)
-            }
-            "DvsPortJoinPortgroupEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortJoinPortgroupEvent)
-            }
-            "DvsPortLeavePortgroupEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortLeavePortgroupEvent)
-            }
-            "DvsPortLinkDownEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortLinkDownEvent)
-            }
-            "DvsPortLinkUpEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortLinkUpEvent)
-            }
-            "DvsPortReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortReconfiguredEvent)
-            }
-            "DvsPortRuntimeChangeEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortRuntimeChangeEvent)
-            }
-            "DvsPortUnblockedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsPortUnblockedEvent)
-            }
-            "DvsPortVendorSpecificStateChangeEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::DvsPortVendorSpecificStateChangeEvent)
-            }
-            "DvsReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsReconfiguredEvent)
-            }
-            "DvsRenamedEvent" => x::downcast_box(object).ok().map(Self::DvsRenamedEvent),
-            "DvsRestoreEvent" => x::downcast_box(object).ok().map(Self::DvsRestoreEvent),
-            "DvsUpgradeAvailableEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsUpgradeAvailableEvent)
-            }
-            "DvsUpgradeInProgressEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsUpgradeInProgressEvent)
-            }
-            "DvsUpgradeRejectedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsUpgradeRejectedEvent)
-            }
-            "DvsUpgradedEvent" => {
-                x::downcast_box(object).ok().map(Self::DvsUpgradedEvent)
-            }
-            "EnteredMaintenanceModeEvent" => {
-                x::downcast_box(object).ok().map(Self::EnteredMaintenanceModeEvent)
-            }
-            "EnteredStandbyModeEvent" => {
-                x::downcast_box(object).ok().map(Self::EnteredStandbyModeEvent)
-            }
-            "EnteringMaintenanceModeEvent" => {
-                x::downcast_box(object).ok().map(Self::EnteringMaintenanceModeEvent)
-            }
-            "EnteringStandbyModeEvent" => {
-                x::downcast_box(object).ok().map(Self::EnteringStandbyModeEvent)
-            }
-            "ErrorUpgradeEvent" => {
-                x::downcast_box(object).ok().map(Self::ErrorUpgradeEvent)
-            }
-            "EventEx" => x::downcast_box(object).ok().map(Self::EventEx),
-            "ExitMaintenanceModeEvent" => {
-                x::downcast_box(object).ok().map(Self::ExitMaintenanceModeEvent)
-            }
-            "ExitStandbyModeFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::ExitStandbyModeFailedEvent)
-            }
-            "ExitedStandbyModeEvent" => {
-                x::downcast_box(object).ok().map(Self::ExitedStandbyModeEvent)
-            }
-            "ExitingStandbyModeEvent" => {
-                x::downcast_box(object).ok().map(Self::ExitingStandbyModeEvent)
-            }
-            "ExtendedEvent" => x::downcast_box(object).ok().map(Self::ExtendedEvent),
-            "FailoverLevelRestored" => {
-                x::downcast_box(object).ok().map(Self::FailoverLevelRestored)
-            }
-            "GeneralEvent" => x::downcast_box(object).ok().map(Self::GeneralEvent),
-            "GeneralHostErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::GeneralHostErrorEvent)
-            }
-            "GeneralHostInfoEvent" => {
-                x::downcast_box(object).ok().map(Self::GeneralHostInfoEvent)
-            }
-            "GeneralHostWarningEvent" => {
-                x::downcast_box(object).ok().map(Self::GeneralHostWarningEvent)
-            }
-            "GeneralUserEvent" => {
-                x::downcast_box(object).ok().map(Self::GeneralUserEvent)
-            }
-            "GeneralVmErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::GeneralVmErrorEvent)
-            }
-            "GeneralVmInfoEvent" => {
-                x::downcast_box(object).ok().map(Self::GeneralVmInfoEvent)
-            }
-            "GeneralVmWarningEvent" => {
-                x::downcast_box(object).ok().map(Self::GeneralVmWarningEvent)
-            }
-            "GhostDvsProxySwitchDetectedEvent" => {
-                x::downcast_box(object).ok().map(Self::GhostDvsProxySwitchDetectedEvent)
-            }
-            "GhostDvsProxySwitchRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::GhostDvsProxySwitchRemovedEvent)
-            }
-            "GlobalMessageChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::GlobalMessageChangedEvent)
-            }
-            "HealthStatusChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::HealthStatusChangedEvent)
-            }
-            "HostAddFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostAddFailedEvent)
-            }
-            "HostAddedEvent" => x::downcast_box(object).ok().map(Self::HostAddedEvent),
-            "HostAdminDisableEvent" => {
-                x::downcast_box(object).ok().map(Self::HostAdminDisableEvent)
-            }
-            "HostAdminEnableEvent" => {
-                x::downcast_box(object).ok().map(Self::HostAdminEnableEvent)
-            }
-            "HostCnxFailedAccountFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedAccountFailedEvent)
-            }
-            "HostCnxFailedAlreadyManagedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedAlreadyManagedEvent)
-            }
-            "HostCnxFailedBadCcagentEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedBadCcagentEvent)
-            }
-            "HostCnxFailedBadUsernameEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedBadUsernameEvent)
-            }
-            "HostCnxFailedBadVersionEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedBadVersionEvent)
-            }
-            "HostCnxFailedCcagentUpgradeEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedCcagentUpgradeEvent)
-            }
-            "HostCnxFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedEvent)
-            }
-            "HostCnxFailedNetworkErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedNetworkErrorEvent)
-            }
-            "HostCnxFailedNoAccessEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedNoAccessEvent)
-            }
-            "HostCnxFailedNoConnectionEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedNoConnectionEvent)
-            }
-            "HostCnxFailedNoLicenseEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedNoLicenseEvent)
-            }
-            "HostCnxFailedNotFoundEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedNotFoundEvent)
-            }
-            "HostCnxFailedTimeoutEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCnxFailedTimeoutEvent)
-            }
-            "HostComplianceCheckedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostComplianceCheckedEvent)
-            }
-            "HostCompliantEvent" => {
-                x::downcast_box(object).ok().map(Self::HostCompliantEvent)
-            }
-            "HostConfigAppliedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostConfigAppliedEvent)
-            }
-            "HostConnectedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostConnectedEvent)
-            }
-            "HostConnectionLostEvent" => {
-                x::downcast_box(object).ok().map(Self::HostConnectionLostEvent)
-            }
-            "HostDasDisabledEvent" => {
-                x::downcast_box(object).ok().map(Self::HostDasDisabledEvent)
-            }
-            "HostDasDisablingEvent" => {
-                x::downcast_box(object).ok().map(Self::HostDasDisablingEvent)
-            }
-            "HostDasEnabledEvent" => {
-                x::downcast_box(object).ok().map(Self::HostDasEnabledEvent)
-            }
-            "HostDasEnablingEvent" => {
-                x::downcast_box(object).ok().map(Self::HostDasEnablingEvent)
-            }
-            "HostDasErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::HostDasErrorEvent)
-            }
-            "HostDasEvent" => x::downcast_box(object).ok().map(Self::HostDasEvent),
-            "HostDasOkEvent" => x::downcast_box(object).ok().map(Self::HostDasOkEvent),
-            "HostDisconnectedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostDisconnectedEvent)
-            }
-            "HostEnableAdminFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostEnableAdminFailedEvent)
-            }
-            "HostEvent" => x::downcast_box(object).ok().map(Self::HostEvent),
-            "HostExtraNetworksEvent" => {
-                x::downcast_box(object).ok().map(Self::HostExtraNetworksEvent)
-            }
-            "HostGetShortNameFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostGetShortNameFailedEvent)
-            }
-            "HostInAuditModeEvent" => {
-                x::downcast_box(object).ok().map(Self::HostInAuditModeEvent)
-            }
-            "HostInventoryFullEvent" => {
-                x::downcast_box(object).ok().map(Self::HostInventoryFullEvent)
-            }
-            "HostInventoryUnreadableEvent" => {
-                x::downcast_box(object).ok().map(Self::HostInventoryUnreadableEvent)
-            }
-            "HostIpChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostIpChangedEvent)
-            }
-            "HostIpInconsistentEvent" => {
-                x::downcast_box(object).ok().map(Self::HostIpInconsistentEvent)
-            }
-            "HostIpToShortNameFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostIpToShortNameFailedEvent)
-            }
-            "HostIsolationIpPingFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostIsolationIpPingFailedEvent)
-            }
-            "HostLicenseExpiredEvent" => {
-                x::downcast_box(object).ok().map(Self::HostLicenseExpiredEvent)
-            }
-            "HostLocalPortCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostLocalPortCreatedEvent)
-            }
-            "HostMissingNetworksEvent" => {
-                x::downcast_box(object).ok().map(Self::HostMissingNetworksEvent)
-            }
-            "HostMonitoringStateChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostMonitoringStateChangedEvent)
-            }
-            "HostNoAvailableNetworksEvent" => {
-                x::downcast_box(object).ok().map(Self::HostNoAvailableNetworksEvent)
-            }
-            "HostNoHAEnabledPortGroupsEvent" => {
-                x::downcast_box(object).ok().map(Self::HostNoHAEnabledPortGroupsEvent)
-            }
-            "HostNoRedundantManagementNetworkEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::HostNoRedundantManagementNetworkEvent)
-            }
-            "HostNonCompliantEvent" => {
-                x::downcast_box(object).ok().map(Self::HostNonCompliantEvent)
-            }
-            "HostNotInClusterEvent" => {
-                x::downcast_box(object).ok().map(Self::HostNotInClusterEvent)
-            }
-            "HostOvercommittedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostOvercommittedEvent)
-            }
-            "HostPrimaryAgentNotShortNameEvent" => {
-                x::downcast_box(object).ok().map(Self::HostPrimaryAgentNotShortNameEvent)
-            }
-            "HostProfileAppliedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostProfileAppliedEvent)
-            }
-            "HostReconnectionFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostReconnectionFailedEvent)
-            }
-            "HostRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostRemovedEvent)
-            }
-            "HostShortNameInconsistentEvent" => {
-                x::downcast_box(object).ok().map(Self::HostShortNameInconsistentEvent)
-            }
-            "HostShortNameToIpFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostShortNameToIpFailedEvent)
-            }
-            "HostShutdownEvent" => {
-                x::downcast_box(object).ok().map(Self::HostShutdownEvent)
-            }
-            "HostSpecificationChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostSpecificationChangedEvent)
-            }
-            "HostSpecificationRequireEvent" => {
-                x::downcast_box(object).ok().map(Self::HostSpecificationRequireEvent)
-            }
-            "HostSpecificationUpdateEvent" => {
-                x::downcast_box(object).ok().map(Self::HostSpecificationUpdateEvent)
-            }
-            "HostStatusChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostStatusChangedEvent)
-            }
-            "HostSubSpecificationDeleteEvent" => {
-                x::downcast_box(object).ok().map(Self::HostSubSpecificationDeleteEvent)
-            }
-            "HostSubSpecificationUpdateEvent" => {
-                x::downcast_box(object).ok().map(Self::HostSubSpecificationUpdateEvent)
-            }
-            "HostSyncFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostSyncFailedEvent)
-            }
-            "HostUpgradeFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostUpgradeFailedEvent)
-            }
-            "HostUserWorldSwapNotEnabledEvent" => {
-                x::downcast_box(object).ok().map(Self::HostUserWorldSwapNotEnabledEvent)
-            }
-            "HostVnicConnectedToCustomizedDVPortEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::HostVnicConnectedToCustomizedDVPortEvent)
-            }
-            "HostWwnChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::HostWwnChangedEvent)
-            }
-            "HostWwnConflictEvent" => {
-                x::downcast_box(object).ok().map(Self::HostWwnConflictEvent)
-            }
-            "IScsiBootFailureEvent" => {
-                x::downcast_box(object).ok().map(Self::IScsiBootFailureEvent)
-            }
-            "IncorrectHostInformationEvent" => {
-                x::downcast_box(object).ok().map(Self::IncorrectHostInformationEvent)
-            }
-            "InfoUpgradeEvent" => {
-                x::downcast_box(object).ok().map(Self::InfoUpgradeEvent)
-            }
-            "InsufficientFailoverResourcesEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::InsufficientFailoverResourcesEvent)
-            }
-            "InvalidEditionEvent" => {
-                x::downcast_box(object).ok().map(Self::InvalidEditionEvent)
-            }
-            "LicenseEvent" => x::downcast_box(object).ok().map(Self::LicenseEvent),
-            "LicenseExpiredEvent" => {
-                x::downcast_box(object).ok().map(Self::LicenseExpiredEvent)
-            }
-            "LicenseNonComplianceEvent" => {
-                x::downcast_box(object).ok().map(Self::LicenseNonComplianceEvent)
-            }
-            "LicenseRestrictedEvent" => {
-                x::downcast_box(object).ok().map(Self::LicenseRestrictedEvent)
-            }
-            "LicenseServerAvailableEvent" => {
-                x::downcast_box(object).ok().map(Self::LicenseServerAvailableEvent)
-            }
-            "LicenseServerUnavailableEvent" => {
-                x::downcast_box(object).ok().map(Self::LicenseServerUnavailableEvent)
-            }
-            "LocalDatastoreCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::LocalDatastoreCreatedEvent)
-            }
-            "LocalTSMEnabledEvent" => {
-                x::downcast_box(object).ok().map(Self::LocalTSMEnabledEvent)
-            }
-            "LockerMisconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::LockerMisconfiguredEvent)
-            }
-            "LockerReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::LockerReconfiguredEvent)
-            }
-            "MigrationErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::MigrationErrorEvent)
-            }
-            "MigrationEvent" => x::downcast_box(object).ok().map(Self::MigrationEvent),
-            "MigrationHostErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::MigrationHostErrorEvent)
-            }
-            "MigrationHostWarningEvent" => {
-                x::downcast_box(object).ok().map(Self::MigrationHostWarningEvent)
-            }
-            "MigrationResourceErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::MigrationResourceErrorEvent)
-            }
-            "MigrationResourceWarningEvent" => {
-                x::downcast_box(object).ok().map(Self::MigrationResourceWarningEvent)
-            }
-            "MigrationWarningEvent" => {
-                x::downcast_box(object).ok().map(Self::MigrationWarningEvent)
-            }
-            "MtuMatchEvent" => x::downcast_box(object).ok().map(Self::MtuMatchEvent),
-            "MtuMismatchEvent" => {
-                x::downcast_box(object).ok().map(Self::MtuMismatchEvent)
-            }
-            "NASDatastoreCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::NASDatastoreCreatedEvent)
-            }
-            "NetworkRollbackEvent" => {
-                x::downcast_box(object).ok().map(Self::NetworkRollbackEvent)
-            }
-            "NoAccessUserEvent" => {
-                x::downcast_box(object).ok().map(Self::NoAccessUserEvent)
-            }
-            "NoDatastoresConfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::NoDatastoresConfiguredEvent)
-            }
-            "NoLicenseEvent" => x::downcast_box(object).ok().map(Self::NoLicenseEvent),
-            "NoMaintenanceModeDrsRecommendationForVM" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::NoMaintenanceModeDrsRecommendationForVM)
-            }
-            "NonVIWorkloadDetectedOnDatastoreEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::NonVIWorkloadDetectedOnDatastoreEvent)
-            }
-            "NotEnoughResourcesToStartVmEvent" => {
-                x::downcast_box(object).ok().map(Self::NotEnoughResourcesToStartVmEvent)
-            }
-            "OutOfSyncDvsHost" => {
-                x::downcast_box(object).ok().map(Self::OutOfSyncDvsHost)
-            }
-            "PermissionAddedEvent" => {
-                x::downcast_box(object).ok().map(Self::PermissionAddedEvent)
-            }
-            "PermissionEvent" => x::downcast_box(object).ok().map(Self::PermissionEvent),
-            "PermissionRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::PermissionRemovedEvent)
-            }
-            "PermissionUpdatedEvent" => {
-                x::downcast_box(object).ok().map(Self::PermissionUpdatedEvent)
-            }
-            "ProfileAssociatedEvent" => {
-                x::downcast_box(object).ok().map(Self::ProfileAssociatedEvent)
-            }
-            "ProfileChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::ProfileChangedEvent)
-            }
-            "ProfileCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::ProfileCreatedEvent)
-            }
-            "ProfileDissociatedEvent" => {
-                x::downcast_box(object).ok().map(Self::ProfileDissociatedEvent)
-            }
-            "ProfileEvent" => x::downcast_box(object).ok().map(Self::ProfileEvent),
-            "ProfileReferenceHostChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::ProfileReferenceHostChangedEvent)
-            }
-            "ProfileRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::ProfileRemovedEvent)
-            }
-            "RecoveryEvent" => x::downcast_box(object).ok().map(Self::RecoveryEvent),
-            "RemoteTSMEnabledEvent" => {
-                x::downcast_box(object).ok().map(Self::RemoteTSMEnabledEvent)
-            }
-            "ResourcePoolCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::ResourcePoolCreatedEvent)
-            }
-            "ResourcePoolDestroyedEvent" => {
-                x::downcast_box(object).ok().map(Self::ResourcePoolDestroyedEvent)
-            }
-            "ResourcePoolEvent" => {
-                x::downcast_box(object).ok().map(Self::ResourcePoolEvent)
-            }
-            "ResourcePoolMovedEvent" => {
-                x::downcast_box(object).ok().map(Self::ResourcePoolMovedEvent)
-            }
-            "ResourcePoolReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::ResourcePoolReconfiguredEvent)
-            }
-            "ResourceViolatedEvent" => {
-                x::downcast_box(object).ok().map(Self::ResourceViolatedEvent)
-            }
-            "RoleAddedEvent" => x::downcast_box(object).ok().map(Self::RoleAddedEvent),
-            "RoleEvent" => x::downcast_box(object).ok().map(Self::RoleEvent),
-            "RoleRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::RoleRemovedEvent)
-            }
-            "RoleUpdatedEvent" => {
-                x::downcast_box(object).ok().map(Self::RoleUpdatedEvent)
-            }
-            "RollbackEvent" => x::downcast_box(object).ok().map(Self::RollbackEvent),
-            "ScheduledTaskCompletedEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskCompletedEvent)
-            }
-            "ScheduledTaskCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskCreatedEvent)
-            }
-            "ScheduledTaskEmailCompletedEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskEmailCompletedEvent)
-            }
-            "ScheduledTaskEmailFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskEmailFailedEvent)
-            }
-            "ScheduledTaskEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskEvent)
-            }
-            "ScheduledTaskFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskFailedEvent)
-            }
-            "ScheduledTaskReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskReconfiguredEvent)
-            }
-            "ScheduledTaskRemovedEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskRemovedEvent)
-            }
-            "ScheduledTaskStartedEvent" => {
-                x::downcast_box(object).ok().map(Self::ScheduledTaskStartedEvent)
-            }
-            "ServerLicenseExpiredEvent" => {
-                x::downcast_box(object).ok().map(Self::ServerLicenseExpiredEvent)
-            }
-            "ServerStartedSessionEvent" => {
-                x::downcast_box(object).ok().map(Self::ServerStartedSessionEvent)
-            }
-            "SessionEvent" => x::downcast_box(object).ok().map(Self::SessionEvent),
-            "SessionTerminatedEvent" => {
-                x::downcast_box(object).ok().map(Self::SessionTerminatedEvent)
-            }
-            "TaskEvent" => x::downcast_box(object).ok().map(Self::TaskEvent),
-            "TaskTimeoutEvent" => {
-                x::downcast_box(object).ok().map(Self::TaskTimeoutEvent)
-            }
-            "TeamingMatchEvent" => {
-                x::downcast_box(object).ok().map(Self::TeamingMatchEvent)
-            }
-            "TeamingMisMatchEvent" => {
-                x::downcast_box(object).ok().map(Self::TeamingMisMatchEvent)
-            }
-            "TemplateBeingUpgradedEvent" => {
-                x::downcast_box(object).ok().map(Self::TemplateBeingUpgradedEvent)
-            }
-            "TemplateUpgradeEvent" => {
-                x::downcast_box(object).ok().map(Self::TemplateUpgradeEvent)
-            }
-            "TemplateUpgradeFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::TemplateUpgradeFailedEvent)
-            }
-            "TemplateUpgradedEvent" => {
-                x::downcast_box(object).ok().map(Self::TemplateUpgradedEvent)
-            }
-            "TimedOutHostOperationEvent" => {
-                x::downcast_box(object).ok().map(Self::TimedOutHostOperationEvent)
-            }
-            "UnlicensedVirtualMachinesEvent" => {
-                x::downcast_box(object).ok().map(Self::UnlicensedVirtualMachinesEvent)
-            }
-            "UnlicensedVirtualMachinesFoundEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::UnlicensedVirtualMachinesFoundEvent)
-            }
-            "UpdatedAgentBeingRestartedEvent" => {
-                x::downcast_box(object).ok().map(Self::UpdatedAgentBeingRestartedEvent)
-            }
-            "UpgradeEvent" => x::downcast_box(object).ok().map(Self::UpgradeEvent),
-            "UplinkPortMtuNotSupportEvent" => {
-                x::downcast_box(object).ok().map(Self::UplinkPortMtuNotSupportEvent)
-            }
-            "UplinkPortMtuSupportEvent" => {
-                x::downcast_box(object).ok().map(Self::UplinkPortMtuSupportEvent)
-            }
-            "UplinkPortVlanTrunkedEvent" => {
-                x::downcast_box(object).ok().map(Self::UplinkPortVlanTrunkedEvent)
-            }
-            "UplinkPortVlanUntrunkedEvent" => {
-                x::downcast_box(object).ok().map(Self::UplinkPortVlanUntrunkedEvent)
-            }
-            "UserAssignedToGroup" => {
-                x::downcast_box(object).ok().map(Self::UserAssignedToGroup)
-            }
-            "UserLoginSessionEvent" => {
-                x::downcast_box(object).ok().map(Self::UserLoginSessionEvent)
-            }
-            "UserLogoutSessionEvent" => {
-                x::downcast_box(object).ok().map(Self::UserLogoutSessionEvent)
-            }
-            "UserPasswordChanged" => {
-                x::downcast_box(object).ok().map(Self::UserPasswordChanged)
-            }
-            "UserUnassignedFromGroup" => {
-                x::downcast_box(object).ok().map(Self::UserUnassignedFromGroup)
-            }
-            "UserUpgradeEvent" => {
-                x::downcast_box(object).ok().map(Self::UserUpgradeEvent)
-            }
-            "VMFSDatastoreCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::VMFSDatastoreCreatedEvent)
-            }
-            "VMFSDatastoreExpandedEvent" => {
-                x::downcast_box(object).ok().map(Self::VMFSDatastoreExpandedEvent)
-            }
-            "VMFSDatastoreExtendedEvent" => {
-                x::downcast_box(object).ok().map(Self::VMFSDatastoreExtendedEvent)
-            }
-            "VMotionLicenseExpiredEvent" => {
-                x::downcast_box(object).ok().map(Self::VMotionLicenseExpiredEvent)
-            }
-            "VcAgentUninstallFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VcAgentUninstallFailedEvent)
-            }
-            "VcAgentUninstalledEvent" => {
-                x::downcast_box(object).ok().map(Self::VcAgentUninstalledEvent)
-            }
-            "VcAgentUpgradeFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VcAgentUpgradeFailedEvent)
-            }
-            "VcAgentUpgradedEvent" => {
-                x::downcast_box(object).ok().map(Self::VcAgentUpgradedEvent)
-            }
-            "VimAccountPasswordChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::VimAccountPasswordChangedEvent)
-            }
-            "VmAcquiredMksTicketEvent" => {
-                x::downcast_box(object).ok().map(Self::VmAcquiredMksTicketEvent)
-            }
-            "VmAcquiredTicketEvent" => {
-                x::downcast_box(object).ok().map(Self::VmAcquiredTicketEvent)
-            }
-            "VmAutoRenameEvent" => {
-                x::downcast_box(object).ok().map(Self::VmAutoRenameEvent)
-            }
-            "VmBeingClonedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmBeingClonedEvent)
-            }
-            "VmBeingClonedNoFolderEvent" => {
-                x::downcast_box(object).ok().map(Self::VmBeingClonedNoFolderEvent)
-            }
-            "VmBeingCreatedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmBeingCreatedEvent)
-            }
-            "VmBeingDeployedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmBeingDeployedEvent)
-            }
-            "VmBeingHotMigratedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmBeingHotMigratedEvent)
-            }
-            "VmBeingMigratedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmBeingMigratedEvent)
-            }
-            "VmBeingRelocatedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmBeingRelocatedEvent)
-            }
-            "VmCloneEvent" => x::downcast_box(object).ok().map(Self::VmCloneEvent),
-            "VmCloneFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmCloneFailedEvent)
-            }
-            "VmClonedEvent" => x::downcast_box(object).ok().map(Self::VmClonedEvent),
-            "VmConfigMissingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmConfigMissingEvent)
-            }
-            "VmConnectedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmConnectedEvent)
-            }
-            "VmCreatedEvent" => x::downcast_box(object).ok().map(Self::VmCreatedEvent),
-            "VmDasBeingResetEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDasBeingResetEvent)
-            }
-            "VmDasBeingResetWithScreenshotEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmDasBeingResetWithScreenshotEvent)
-            }
-            "VmDasResetFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDasResetFailedEvent)
-            }
-            "VmDasUpdateErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDasUpdateErrorEvent)
-            }
-            "VmDasUpdateOkEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDasUpdateOkEvent)
-            }
-            "VmDateRolledBackEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDateRolledBackEvent)
-            }
-            "VmDeployFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDeployFailedEvent)
-            }
-            "VmDeployedEvent" => x::downcast_box(object).ok().map(Self::VmDeployedEvent),
-            "VmDisconnectedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDisconnectedEvent)
-            }
-            "VmDiscoveredEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDiscoveredEvent)
-            }
-            "VmDiskFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmDiskFailedEvent)
-            }
-            "VmEmigratingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmEmigratingEvent)
-            }
-            "VmEndRecordingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmEndRecordingEvent)
-            }
-            "VmEndReplayingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmEndReplayingEvent)
-            }
-            "VmEvent" => x::downcast_box(object).ok().map(Self::VmEvent),
-            "VmFailedMigrateEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedMigrateEvent)
-            }
-            "VmFailedRelayoutEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedRelayoutEvent)
-            }
-            "VmFailedRelayoutOnVmfs2DatastoreEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmFailedRelayoutOnVmfs2DatastoreEvent)
-            }
-            "VmFailedStartingSecondaryEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedStartingSecondaryEvent)
-            }
-            "VmFailedToPowerOffEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedToPowerOffEvent)
-            }
-            "VmFailedToPowerOnEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedToPowerOnEvent)
-            }
-            "VmFailedToRebootGuestEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedToRebootGuestEvent)
-            }
-            "VmFailedToResetEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedToResetEvent)
-            }
-            "VmFailedToShutdownGuestEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedToShutdownGuestEvent)
-            }
-            "VmFailedToStandbyGuestEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedToStandbyGuestEvent)
-            }
-            "VmFailedToSuspendEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFailedToSuspendEvent)
-            }
-            "VmFailedUpdatingSecondaryConfig" => {
-                x::downcast_box(object).ok().map(Self::VmFailedUpdatingSecondaryConfig)
-            }
-            "VmFailoverFailed" => {
-                x::downcast_box(object).ok().map(Self::VmFailoverFailed)
-            }
-            "VmFaultToleranceStateChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFaultToleranceStateChangedEvent)
-            }
-            "VmFaultToleranceTurnedOffEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFaultToleranceTurnedOffEvent)
-            }
-            "VmFaultToleranceVmTerminatedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmFaultToleranceVmTerminatedEvent)
-            }
-            "VmGuestOSCrashedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmGuestOSCrashedEvent)
-            }
-            "VmGuestRebootEvent" => {
-                x::downcast_box(object).ok().map(Self::VmGuestRebootEvent)
-            }
-            "VmGuestShutdownEvent" => {
-                x::downcast_box(object).ok().map(Self::VmGuestShutdownEvent)
-            }
-            "VmGuestStandbyEvent" => {
-                x::downcast_box(object).ok().map(Self::VmGuestStandbyEvent)
-            }
-            "VmHealthMonitoringStateChangedEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmHealthMonitoringStateChangedEvent)
-            }
-            "VmInstanceUuidAssignedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmInstanceUuidAssignedEvent)
-            }
-            "VmInstanceUuidChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmInstanceUuidChangedEvent)
-            }
-            "VmInstanceUuidConflictEvent" => {
-                x::downcast_box(object).ok().map(Self::VmInstanceUuidConflictEvent)
-            }
-            "VmMacAssignedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmMacAssignedEvent)
-            }
-            "VmMacChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmMacChangedEvent)
-            }
-            "VmMacConflictEvent" => {
-                x::downcast_box(object).ok().map(Self::VmMacConflictEvent)
-            }
-            "VmMaxFTRestartCountReached" => {
-                x::downcast_box(object).ok().map(Self::VmMaxFTRestartCountReached)
-            }
-            "VmMaxRestartCountReached" => {
-                x::downcast_box(object).ok().map(Self::VmMaxRestartCountReached)
-            }
-            "VmMessageErrorEvent" => {
-                x::downcast_box(object).ok().map(Self::VmMessageErrorEvent)
-            }
-            "VmMessageEvent" => x::downcast_box(object).ok().map(Self::VmMessageEvent),
-            "VmMessageWarningEvent" => {
-                x::downcast_box(object).ok().map(Self::VmMessageWarningEvent)
-            }
-            "VmMigratedEvent" => x::downcast_box(object).ok().map(Self::VmMigratedEvent),
-            "VmNoCompatibleHostForSecondaryEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmNoCompatibleHostForSecondaryEvent)
-            }
-            "VmNoNetworkAccessEvent" => {
-                x::downcast_box(object).ok().map(Self::VmNoNetworkAccessEvent)
-            }
-            "VmOrphanedEvent" => x::downcast_box(object).ok().map(Self::VmOrphanedEvent),
-            "VmPowerOffOnIsolationEvent" => {
-                x::downcast_box(object).ok().map(Self::VmPowerOffOnIsolationEvent)
-            }
-            "VmPoweredOffEvent" => {
-                x::downcast_box(object).ok().map(Self::VmPoweredOffEvent)
-            }
-            "VmPoweredOnEvent" => {
-                x::downcast_box(object).ok().map(Self::VmPoweredOnEvent)
-            }
-            "VmPoweringOnWithCustomizedDVPortEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmPoweringOnWithCustomizedDVPortEvent)
-            }
-            "VmPrimaryFailoverEvent" => {
-                x::downcast_box(object).ok().map(Self::VmPrimaryFailoverEvent)
-            }
-            "VmReconfiguredEvent" => {
-                x::downcast_box(object).ok().map(Self::VmReconfiguredEvent)
-            }
-            "VmRegisteredEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRegisteredEvent)
-            }
-            "VmRelayoutSuccessfulEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRelayoutSuccessfulEvent)
-            }
-            "VmRelayoutUpToDateEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRelayoutUpToDateEvent)
-            }
-            "VmReloadFromPathEvent" => {
-                x::downcast_box(object).ok().map(Self::VmReloadFromPathEvent)
-            }
-            "VmReloadFromPathFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmReloadFromPathFailedEvent)
-            }
-            "VmRelocateFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRelocateFailedEvent)
-            }
-            "VmRelocateSpecEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRelocateSpecEvent)
-            }
-            "VmRelocatedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRelocatedEvent)
-            }
-            "VmRemoteConsoleConnectedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRemoteConsoleConnectedEvent)
-            }
-            "VmRemoteConsoleDisconnectedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRemoteConsoleDisconnectedEvent)
-            }
-            "VmRemovedEvent" => x::downcast_box(object).ok().map(Self::VmRemovedEvent),
-            "VmRenamedEvent" => x::downcast_box(object).ok().map(Self::VmRenamedEvent),
-            "VmRequirementsExceedCurrentEVCModeEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmRequirementsExceedCurrentEVCModeEvent)
-            }
-            "VmResettingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmResettingEvent)
-            }
-            "VmResourcePoolMovedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmResourcePoolMovedEvent)
-            }
-            "VmResourceReallocatedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmResourceReallocatedEvent)
-            }
-            "VmRestartedOnAlternateHostEvent" => {
-                x::downcast_box(object).ok().map(Self::VmRestartedOnAlternateHostEvent)
-            }
-            "VmResumingEvent" => x::downcast_box(object).ok().map(Self::VmResumingEvent),
-            "VmSecondaryAddedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmSecondaryAddedEvent)
-            }
-            "VmSecondaryDisabledBySystemEvent" => {
-                x::downcast_box(object).ok().map(Self::VmSecondaryDisabledBySystemEvent)
-            }
-            "VmSecondaryDisabledEvent" => {
-                x::downcast_box(object).ok().map(Self::VmSecondaryDisabledEvent)
-            }
-            "VmSecondaryEnabledEvent" => {
-                x::downcast_box(object).ok().map(Self::VmSecondaryEnabledEvent)
-            }
-            "VmSecondaryStartedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmSecondaryStartedEvent)
-            }
-            "VmShutdownOnIsolationEvent" => {
-                x::downcast_box(object).ok().map(Self::VmShutdownOnIsolationEvent)
-            }
-            "VmStartRecordingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmStartRecordingEvent)
-            }
-            "VmStartReplayingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmStartReplayingEvent)
-            }
-            "VmStartingEvent" => x::downcast_box(object).ok().map(Self::VmStartingEvent),
-            "VmStartingSecondaryEvent" => {
-                x::downcast_box(object).ok().map(Self::VmStartingSecondaryEvent)
-            }
-            "VmStaticMacConflictEvent" => {
-                x::downcast_box(object).ok().map(Self::VmStaticMacConflictEvent)
-            }
-            "VmStoppingEvent" => x::downcast_box(object).ok().map(Self::VmStoppingEvent),
-            "VmSuspendedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmSuspendedEvent)
-            }
-            "VmSuspendingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmSuspendingEvent)
-            }
-            "VmTimedoutStartingSecondaryEvent" => {
-                x::downcast_box(object).ok().map(Self::VmTimedoutStartingSecondaryEvent)
-            }
-            "VmUnsupportedStartingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmUnsupportedStartingEvent)
-            }
-            "VmUpgradeCompleteEvent" => {
-                x::downcast_box(object).ok().map(Self::VmUpgradeCompleteEvent)
-            }
-            "VmUpgradeFailedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmUpgradeFailedEvent)
-            }
-            "VmUpgradingEvent" => {
-                x::downcast_box(object).ok().map(Self::VmUpgradingEvent)
-            }
-            "VmUuidAssignedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmUuidAssignedEvent)
-            }
-            "VmUuidChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmUuidChangedEvent)
-            }
-            "VmUuidConflictEvent" => {
-                x::downcast_box(object).ok().map(Self::VmUuidConflictEvent)
-            }
-            "VmVnicPoolReservationViolationClearEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmVnicPoolReservationViolationClearEvent)
-            }
-            "VmVnicPoolReservationViolationRaiseEvent" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmVnicPoolReservationViolationRaiseEvent)
-            }
-            "VmWwnAssignedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmWwnAssignedEvent)
-            }
-            "VmWwnChangedEvent" => {
-                x::downcast_box(object).ok().map(Self::VmWwnChangedEvent)
-            }
-            "VmWwnConflictEvent" => {
-                x::downcast_box(object).ok().map(Self::VmWwnConflictEvent)
-            }
-            "WarningUpgradeEvent" => {
-                x::downcast_box(object).ok().map(Self::WarningUpgradeEvent)
-            }
-            _ => None,
+    /// The value held, as a schema object (to downcast or inspect).
+    pub fn as_data_object(&self) -> &dyn x::DataObject {
+        match self {
+            Self::Event(value) => value.as_ref(),
+            Self::AccountCreatedEvent(value) => value.as_ref(),
+            Self::AccountRemovedEvent(value) => value.as_ref(),
+            Self::AccountUpdatedEvent(value) => value.as_ref(),
+            Self::AdminPasswordNotChangedEvent(value) => value.as_ref(),
+            Self::AlarmAcknowledgedEvent(value) => value.as_ref(),
+            Self::AlarmActionTriggeredEvent(value) => value.as_ref(),
+            Self::AlarmClearedEvent(value) => value.as_ref(),
+            Self::AlarmCreatedEvent(value) => value.as_ref(),
+            Self::AlarmEmailCompletedEvent(value) => value.as_ref(),
+            Self::AlarmEmailFailedEvent(value) => value.as_ref(),
+            Self::AlarmEvent(value) => value.as_ref(),
+            Self::AlarmReconfiguredEvent(value) => value.as_ref(),
+            Self::AlarmRemovedEvent(value) => value.as_ref(),
+            Self::AlarmScriptCompleteEvent(value) => value.as_ref(),
+            Self::AlarmScriptFailedEvent(value) => value.as_ref(),
+            Self::AlarmSnmpCompletedEvent(value) => value.as_ref(),
+            Self::AlarmSnmpFailedEvent(value) => value.as_ref(),
+            Self::AlarmStatusChangedEvent(value) => value.as_ref(),
+            Self::AllVirtualMachinesLicensedEvent(value) => value.as_ref(),
+            Self::AlreadyAuthenticatedSessionEvent(value) => value.as_ref(),
+            Self::AuthorizationEvent(value) => value.as_ref(),
+            Self::BadUsernameSessionEvent(value) => value.as_ref(),
+            Self::CanceledHostOperationEvent(value) => value.as_ref(),
+            Self::ClusterComplianceCheckedEvent(value) => value.as_ref(),
+            Self::ClusterCreatedEvent(value) => value.as_ref(),
+            Self::ClusterDestroyedEvent(value) => value.as_ref(),
+            Self::ClusterEvent(value) => value.as_ref(),
+            Self::ClusterOvercommittedEvent(value) => value.as_ref(),
+            Self::ClusterReconfiguredEvent(value) => value.as_ref(),
+            Self::ClusterStatusChangedEvent(value) => value.as_ref(),
+            Self::CustomFieldDefAddedEvent(value) => value.as_ref(),
+            Self::CustomFieldDefEvent(value) => value.as_ref(),
+            Self::CustomFieldDefRemovedEvent(value) => value.as_ref(),
+            Self::CustomFieldDefRenamedEvent(value) => value.as_ref(),
+            Self::CustomFieldEvent(value) => value.as_ref(),
+            Self::CustomFieldValueChangedEvent(value) => value.as_ref(),
+            Self::CustomizationEvent(value) => value.as_ref(),
+            Self::CustomizationFailed(value) => value.as_ref(),
+            Self::CustomizationLinuxIdentityFailed(value) => value.as_ref(),
+            Self::CustomizationNetworkSetupFailed(value) => value.as_ref(),
+            Self::CustomizationStartedEvent(value) => value.as_ref(),
+            Self::CustomizationSucceeded(value) => value.as_ref(),
+            Self::CustomizationSysprepFailed(value) => value.as_ref(),
+            Self::CustomizationUnknownFailure(value) => value.as_ref(),
+            Self::DVPortgroupCreatedEvent(value) => value.as_ref(),
+            Self::DVPortgroupDestroyedEvent(value) => value.as_ref(),
+            Self::DVPortgroupEvent(value) => value.as_ref(),
+            Self::DVPortgroupReconfiguredEvent(value) => value.as_ref(),
+            Self::DVPortgroupRenamedEvent(value) => value.as_ref(),
+            Self::DasAdmissionControlDisabledEvent(value) => value.as_ref(),
+            Self::DasAdmissionControlEnabledEvent(value) => value.as_ref(),
+            Self::DasAgentFoundEvent(value) => value.as_ref(),
+            Self::DasAgentUnavailableEvent(value) => value.as_ref(),
+            Self::DasClusterIsolatedEvent(value) => value.as_ref(),
+            Self::DasDisabledEvent(value) => value.as_ref(),
+            Self::DasEnabledEvent(value) => value.as_ref(),
+            Self::DasHostFailedEvent(value) => value.as_ref(),
+            Self::DasHostIsolatedEvent(value) => value.as_ref(),
+            Self::DatacenterCreatedEvent(value) => value.as_ref(),
+            Self::DatacenterEvent(value) => value.as_ref(),
+            Self::DatacenterRenamedEvent(value) => value.as_ref(),
+            Self::DatastoreCapacityIncreasedEvent(value) => value.as_ref(),
+            Self::DatastoreDestroyedEvent(value) => value.as_ref(),
+            Self::DatastoreDiscoveredEvent(value) => value.as_ref(),
+            Self::DatastoreDuplicatedEvent(value) => value.as_ref(),
+            Self::DatastoreEvent(value) => value.as_ref(),
+            Self::DatastoreFileCopiedEvent(value) => value.as_ref(),
+            Self::DatastoreFileDeletedEvent(value) => value.as_ref(),
+            Self::DatastoreFileEvent(value) => value.as_ref(),
+            Self::DatastoreFileMovedEvent(value) => value.as_ref(),
+            Self::DatastoreIORMReconfiguredEvent(value) => value.as_ref(),
+            Self::DatastorePrincipalConfigured(value) => value.as_ref(),
+            Self::DatastoreRemovedOnHostEvent(value) => value.as_ref(),
+            Self::DatastoreRenamedEvent(value) => value.as_ref(),
+            Self::DatastoreRenamedOnHostEvent(value) => value.as_ref(),
+            Self::DrsDisabledEvent(value) => value.as_ref(),
+            Self::DrsEnabledEvent(value) => value.as_ref(),
+            Self::DrsEnteredStandbyModeEvent(value) => value.as_ref(),
+            Self::DrsEnteringStandbyModeEvent(value) => value.as_ref(),
+            Self::DrsExitStandbyModeFailedEvent(value) => value.as_ref(),
+            Self::DrsExitedStandbyModeEvent(value) => value.as_ref(),
+            Self::DrsExitingStandbyModeEvent(value) => value.as_ref(),
+            Self::DrsInvocationFailedEvent(value) => value.as_ref(),
+            Self::DrsRecoveredFromFailureEvent(value) => value.as_ref(),
+            Self::DrsResourceConfigureFailedEvent(value) => value.as_ref(),
+            Self::DrsResourceConfigureSyncedEvent(value) => value.as_ref(),
+            Self::DrsRuleComplianceEvent(value) => value.as_ref(),
+            Self::DrsRuleViolationEvent(value) => value.as_ref(),
+            Self::DrsSoftRuleViolationEvent(value) => value.as_ref(),
+            Self::DrsVmMigratedEvent(value) => value.as_ref(),
+            Self::DrsVmPoweredOnEvent(value) => value.as_ref(),
+            Self::DuplicateIpDetectedEvent(value) => value.as_ref(),
+            Self::DvpgImportEvent(value) => value.as_ref(),
+            Self::DvpgRestoreEvent(value) => value.as_ref(),
+            Self::DvsCreatedEvent(value) => value.as_ref(),
+            Self::DvsDestroyedEvent(value) => value.as_ref(),
+            Self::DvsEvent(value) => value.as_ref(),
+            Self::DvsHealthStatusChangeEvent(value) => value.as_ref(),
+            Self::DvsHostBackInSyncEvent(value) => value.as_ref(),
+            Self::DvsHostJoinedEvent(value) => value.as_ref(),
+            Self::DvsHostLeftEvent(value) => value.as_ref(),
+            Self::DvsHostStatusUpdated(value) => value.as_ref(),
+            Self::DvsHostWentOutOfSyncEvent(value) => value.as_ref(),
+            Self::DvsImportEvent(value) => value.as_ref(),
+            Self::DvsMergedEvent(value) => value.as_ref(),
+            Self::DvsPortBlockedEvent(value) => value.as_ref(),
+            Self::DvsPortConnectedEvent(value) => value.as_ref(),
+            Self::DvsPortCreatedEvent(value) => value.as_ref(),
+            Self::DvsPortDeletedEvent(value) => value.as_ref(),
+            Self::DvsPortDisconnectedEvent(value) => value.as_ref(),
+            Self::DvsPortEnteredPassthruEvent(value) => value.as_ref(),
+            Self::DvsPortExitedPassthruEvent(value) => value.as_ref(),
+            Self::DvsPortJoinPortgroupEvent(value) => value.as_ref(),
+            Self::DvsPortLeavePortgroupEvent(value) => value.as_ref(),
+            Self::DvsPortLinkDownEvent(value) => value.as_ref(),
+            Self::DvsPortLinkUpEvent(value) => value.as_ref(),
+            Self::DvsPortReconfiguredEvent(value) => value.as_ref(),
+            Self::DvsPortRuntimeChangeEvent(value) => value.as_ref(),
+            Self::DvsPortUnblockedEvent(value) => value.as_ref(),
+            Self::DvsPortVendorSpecificStateChangeEvent(value) => value.as_ref(),
+            Self::DvsReconfiguredEvent(value) => value.as_ref(),
+            Self::DvsRenamedEvent(value) => value.as_ref(),
+            Self::DvsRestoreEvent(value) => value.as_ref(),
+            Self::DvsUpgradeAvailableEvent(value) => value.as_ref(),
+            Self::DvsUpgradeInProgressEvent(value) => value.as_ref(),
+            Self::DvsUpgradeRejectedEvent(value) => value.as_ref(),
+            Self::DvsUpgradedEvent(value) => value.as_ref(),
+            Self::EnteredMaintenanceModeEvent(value) => value.as_ref(),
+            Self::EnteredStandbyModeEvent(value) => value.as_ref(),
+            Self::EnteringMaintenanceModeEvent(value) => value.as_ref(),
+            Self::EnteringStandbyModeEvent(value) => value.as_ref(),
+            Self::ErrorUpgradeEvent(value) => value.as_ref(),
+            Self::EventEx(value) => value.as_ref(),
+            Self::ExitMaintenanceModeEvent(value) => value.as_ref(),
+            Self::ExitStandbyModeFailedEvent(value) => value.as_ref(),
+            Self::ExitedStandbyModeEvent(value) => value.as_ref(),
+            Self::ExitingStandbyModeEvent(value) => value.as_ref(),
+            Self::ExtendedEvent(value) => value.as_ref(),
+            Self::FailoverLevelRestored(value) => value.as_ref(),
+            Self::GeneralEvent(value) => value.as_ref(),
+            Self::GeneralHostErrorEvent(value) => value.as_ref(),
+            Self::GeneralHostInfoEvent(value) => value.as_ref(),
+            Self::GeneralHostWarningEvent(value) => value.as_ref(),
+            Self::GeneralUserEvent(value) => value.as_ref(),
+            Self::GeneralVmErrorEvent(value) => value.as_ref(),
+            Self::GeneralVmInfoEvent(value) => value.as_ref(),
+            Self::GeneralVmWarningEvent(value) => value.as_ref(),
+            Self::GhostDvsProxySwitchDetectedEvent(value) => value.as_ref(),
+            Self::GhostDvsProxySwitchRemovedEvent(value) => value.as_ref(),
+            Self::GlobalMessageChangedEvent(value) => value.as_ref(),
+            Self::HealthStatusChangedEvent(value) => value.as_ref(),
+            Self::HostAddFailedEvent(value) => value.as_ref(),
+            Self::HostAddedEvent(value) => value.as_ref(),
+            Self::HostAdminDisableEvent(value) => value.as_ref(),
+            Self::HostAdminEnableEvent(value) => value.as_ref(),
+            Self::HostCnxFailedAccountFailedEvent(value) => value.as_ref(),
+            Self::HostCnxFailedAlreadyManagedEvent(value) => value.as_ref(),
+            Self::HostCnxFailedBadCcagentEvent(value) => value.as_ref(),
+            Self::HostCnxFailedBadUsernameEvent(value) => value.as_ref(),
+            Self::HostCnxFailedBadVersionEvent(value) => value.as_ref(),
+            Self::HostCnxFailedCcagentUpgradeEvent(value) => value.as_ref(),
+            Self::HostCnxFailedEvent(value) => value.as_ref(),
+            Self::HostCnxFailedNetworkErrorEvent(value) => value.as_ref(),
+            Self::HostCnxFailedNoAccessEvent(value) => value.as_ref(),
+            Self::HostCnxFailedNoConnectionEvent(value) => value.as_ref(),
+            Self::HostCnxFailedNoLicenseEvent(value) => value.as_ref(),
+            Self::HostCnxFailedNotFoundEvent(value) => value.as_ref(),
+            Self::HostCnxFailedTimeoutEvent(value) => value.as_ref(),
+            Self::HostComplianceCheckedEvent(value) => value.as_ref(),
+            Self::HostCompliantEvent(value) => value.as_ref(),
+            Self::HostConfigAppliedEvent(value) => value.as_ref(),
+            Self::HostConnectedEvent(value) => value.as_ref(),
+            Self::HostConnectionLostEvent(value) => value.as_ref(),
+            Self::HostDasDisabledEvent(value) => value.as_ref(),
+            Self::HostDasDisablingEvent(value) => value.as_ref(),
+            Self::HostDasEnabledEvent(value) => value.as_ref(),
+            Self::HostDasEnablingEvent(value) => value.as_ref(),
+            Self::HostDasErrorEvent(value) => value.as_ref(),
+            Self::HostDasEvent(value) => value.as_ref(),
+            Self::HostDasOkEvent(value) => value.as_ref(),
+            Self::HostDisconnectedEvent(value) => value.as_ref(),
+            Self::HostEnableAdminFailedEvent(value) => value.as_ref(),
+            Self::HostEvent(value) => value.as_ref(),
+            Self::HostExtraNetworksEvent(value) => value.as_ref(),
+            Self::HostGetShortNameFailedEvent(value) => value.as_ref(),
+            Self::HostInAuditModeEvent(value) => value.as_ref(),
+            Self::HostInventoryFullEvent(value) => value.as_ref(),
+            Self::HostInventoryUnreadableEvent(value) => value.as_ref(),
+            Self::HostIpChangedEvent(value) => value.as_ref(),
+            Self::HostIpInconsistentEvent(value) => value.as_ref(),
+            Self::HostIpToShortNameFailedEvent(value) => value.as_ref(),
+            Self::HostIsolationIpPingFailedEvent(value) => value.as_ref(),
+            Self::HostLicenseExpiredEvent(value) => value.as_ref(),
+            Self::HostLocalPortCreatedEvent(value) => value.as_ref(),
+            Self::HostMissingNetworksEvent(value) => value.as_ref(),
+            Self::HostMonitoringStateChangedEvent(value) => value.as_ref(),
+            Self::HostNoAvailableNetworksEvent(value) => value.as_ref(),
+            Self::HostNoHAEnabledPortGroupsEvent(value) => value.as_ref(),
+            Self::HostNoRedundantManagementNetworkEvent(value) => value.as_ref(),
+            Self::HostNonCompliantEvent(value) => value.as_ref(),
+            Self::HostNotInClusterEvent(value) => value.as_ref(),
+            Self::HostOvercommittedEvent(value) => value.as_ref(),
+            Self::HostPrimaryAgentNotShortNameEvent(value) => value.as_ref(),
+            Self::HostProfileAppliedEvent(value) => value.as_ref(),
+            Self::HostReconnectionFailedEvent(value) => value.as_ref(),
+            Self::HostRemovedEvent(value) => value.as_ref(),
+            Self::HostShortNameInconsistentEvent(value) => value.as_ref(),
+            Self::HostShortNameToIpFailedEvent(value) => value.as_ref(),
+            Self::HostShutdownEvent(value) => value.as_ref(),
+            Self::HostSpecificationChangedEvent(value) => value.as_ref(),
+            Self::HostSpecificationRequireEvent(value) => value.as_ref(),
+            Self::HostSpecificationUpdateEvent(value) => value.as_ref(),
+            Self::HostStatusChangedEvent(value) => value.as_ref(),
+            Self::HostSubSpecificationDeleteEvent(value) => value.as_ref(),
+            Self::HostSubSpecificationUpdateEvent(value) => value.as_ref(),
+            Self::HostSyncFailedEvent(value) => value.as_ref(),
+            Self::HostUpgradeFailedEvent(value) => value.as_ref(),
+            Self::HostUserWorldSwapNotEnabledEvent(value) => value.as_ref(),
+            Self::HostVnicConnectedToCustomizedDVPortEvent(value) => value.as_ref(),
+            Self::HostWwnChangedEvent(value) => value.as_ref(),
+            Self::HostWwnConflictEvent(value) => value.as_ref(),
+            Self::IScsiBootFailureEvent(value) => value.as_ref(),
+            Self::IncorrectHostInformationEvent(value) => value.as_ref(),
+            Self::InfoUpgradeEvent(value) => value.as_ref(),
+            Self::InsufficientFailoverResourcesEvent(value) => value.as_ref(),
+            Self::InvalidEditionEvent(value) => value.as_ref(),
+            Self::LicenseEvent(value) => value.as_ref(),
+            Self::LicenseExpiredEvent(value) => value.as_ref(),
+            Self::LicenseNonComplianceEvent(value) => value.as_ref(),
+            Self::LicenseRestrictedEvent(value) => value.as_ref(),
+            Self::LicenseServerAvailableEvent(value) => value.as_ref(),
+            Self::LicenseServerUnavailableEvent(value) => value.as_ref(),
+            Self::LocalDatastoreCreatedEvent(value) => value.as_ref(),
+            Self::LocalTSMEnabledEvent(value) => value.as_ref(),
+            Self::LockerMisconfiguredEvent(value) => value.as_ref(),
+            Self::LockerReconfiguredEvent(value) => value.as_ref(),
+            Self::MigrationErrorEvent(value) => value.as_ref(),
+            Self::MigrationEvent(value) => value.as_ref(),
+            Self::MigrationHostErrorEvent(value) => value.as_ref(),
+            Self::MigrationHostWarningEvent(value) => value.as_ref(),
+            Self::MigrationResourceErrorEvent(value) => value.as_ref(),
+            Self::MigrationResourceWarningEvent(value) => value.as_ref(),
+            Self::MigrationWarningEvent(value) => value.as_ref(),
+            Self::MtuMatchEvent(value) => value.as_ref(),
+            Self::MtuMismatchEvent(value) => value.as_ref(),
+            Self::NASDatastoreCreatedEvent(value) => value.as_ref(),
+            Self::NetworkRollbackEvent(value) => value.as_ref(),
+            Self::NoAccessUserEvent(value) => value.as_ref(),
+            Self::NoDatastoresConfiguredEvent(value) => value.as_ref(),
+            Self::NoLicenseEvent(value) => value.as_ref(),
+            Self::NoMaintenanceModeDrsRecommendationForVM(value) => value.as_ref(),
+            Self::NonVIWorkloadDetectedOnDatastoreEvent(value) => value.as_ref(),
+            Self::NotEnoughResourcesToStartVmEvent(value) => value.as_ref(),
+            Self::OutOfSyncDvsHost(value) => value.as_ref(),
+            Self::PermissionAddedEvent(value) => value.as_ref(),
+            Self::PermissionEvent(value) => value.as_ref(),
+            Self::PermissionRemovedEvent(value) => value.as_ref(),
+            Self::PermissionUpdatedEvent(value) => value.as_ref(),
+            Self::ProfileAssociatedEvent(value) => value.as_ref(),
+            Self::ProfileChangedEvent(value) => value.as_ref(),
+            Self::ProfileCreatedEvent(value) => value.as_ref(),
+            Self::ProfileDissociatedEvent(value) => value.as_ref(),
+            Self::ProfileEvent(value) => value.as_ref(),
+            Self::ProfileReferenceHostChangedEvent(value) => value.as_ref(),
+            Self::ProfileRemovedEvent(value) => value.as_ref(),
+            Self::RecoveryEvent(value) => value.as_ref(),
+            Self::RemoteTSMEnabledEvent(value) => value.as_ref(),
+            Self::ResourcePoolCreatedEvent(value) => value.as_ref(),
+            Self::ResourcePoolDestroyedEvent(value) => value.as_ref(),
+            Self::ResourcePoolEvent(value) => value.as_ref(),
+            Self::ResourcePoolMovedEvent(value) => value.as_ref(),
+            Self::ResourcePoolReconfiguredEvent(value) => value.as_ref(),
+            Self::ResourceViolatedEvent(value) => value.as_ref(),
+            Self::RoleAddedEvent(value) => value.as_ref(),
+            Self::RoleEvent(value) => value.as_ref(),
+            Self::RoleRemovedEvent(value) => value.as_ref(),
+            Self::RoleUpdatedEvent(value) => value.as_ref(),
+            Self::RollbackEvent(value) => value.as_ref(),
+            Self::ScheduledTaskCompletedEvent(value) => value.as_ref(),
+            Self::ScheduledTaskCreatedEvent(value) => value.as_ref(),
+            Self::ScheduledTaskEmailCompletedEvent(value) => value.as_ref(),
+            Self::ScheduledTaskEmailFailedEvent(value) => value.as_ref(),
+            Self::ScheduledTaskEvent(value) => value.as_ref(),
+            Self::ScheduledTaskFailedEvent(value) => value.as_ref(),
+            Self::ScheduledTaskReconfiguredEvent(value) => value.as_ref(),
+            Self::ScheduledTaskRemovedEvent(value) => value.as_ref(),
+            Self::ScheduledTaskStartedEvent(value) => value.as_ref(),
+            Self::ServerLicenseExpiredEvent(value) => value.as_ref(),
+            Self::ServerStartedSessionEvent(value) => value.as_ref(),
+            Self::SessionEvent(value) => value.as_ref(),
+            Self::SessionTerminatedEvent(value) => value.as_ref(),
+            Self::TaskEvent(value) => value.as_ref(),
+            Self::TaskTimeoutEvent(value) => value.as_ref(),
+            Self::TeamingMatchEvent(value) => value.as_ref(),
+            Self::TeamingMisMatchEvent(value) => value.as_ref(),
+            Self::TemplateBeingUpgradedEvent(value) => value.as_ref(),
+            Self::TemplateUpgradeEvent(value) => value.as_ref(),
+            Self::TemplateUpgradeFailedEvent(value) => value.as_ref(),
+            Self::TemplateUpgradedEvent(value) => value.as_ref(),
+            Self::TimedOutHostOperationEvent(value) => value.as_ref(),
+            Self::UnlicensedVirtualMachinesEvent(value) => value.as_ref(),
+            Self::UnlicensedVirtualMachinesFoundEvent(value) => value.as_ref(),
+            Self::UpdatedAgentBeingRestartedEvent(value) => value.as_ref(),
+            Self::UpgradeEvent(value) => value.as_ref(),
+            Self::UplinkPortMtuNotSupportEvent(value) => value.as_ref(),
+            Self::UplinkPortMtuSupportEvent(value) => value.as_ref(),
+            Self::UplinkPortVlanTrunkedEvent(value) => value.as_ref(),
+            Self::UplinkPortVlanUntrunkedEvent(value) => value.as_ref(),
+            Self::UserAssignedToGroup(value) => value.as_ref(),
+            Self::UserLoginSessionEvent(value) => value.as_ref(),
+            Self::UserLogoutSessionEvent(value) => value.as_ref(),
+            Self::UserPasswordChanged(value) => value.as_ref(),
+            Self::UserUnassignedFromGroup(value) => value.as_ref(),
+            Self::UserUpgradeEvent(value) => value.as_ref(),
+            Self::VMFSDatastoreCreatedEvent(value) => value.as_ref(),
+            Self::VMFSDatastoreExpandedEvent(value) => value.as_ref(),
+            Self::VMFSDatastoreExtendedEvent(value) => value.as_ref(),
+            Self::VMotionLicenseExpiredEvent(value) => value.as_ref(),
+            Self::VcAgentUninstallFailedEvent(value) => value.as_ref(),
+            Self::VcAgentUninstalledEvent(value) => value.as_ref(),
+            Self::VcAgentUpgradeFailedEvent(value) => value.as_ref(),
+            Self::VcAgentUpgradedEvent(value) => value.as_ref(),
+            Self::VimAccountPasswordChangedEvent(value) => value.as_ref(),
+            Self::VmAcquiredMksTicketEvent(value) => value.as_ref(),
+            Self::VmAcquiredTicketEvent(value) => value.as_ref(),
+            Self::VmAutoRenameEvent(value) => value.as_ref(),
+            Self::VmBeingClonedEvent(value) => value.as_ref(),
+            Self::VmBeingClonedNoFolderEvent(value) => value.as_ref(),
+            Self::VmBeingCreatedEvent(value) => value.as_ref(),
+            Self::VmBeingDeployedEvent(value) => value.as_ref(),
+            Self::VmBeingHotMigratedEvent(value) => value.as_ref(),
+            Self::VmBeingMigratedEvent(value) => value.as_ref(),
+            Self::VmBeingRelocatedEvent(value) => value.as_ref(),
+            Self::VmCloneEvent(value) => value.as_ref(),
+            Self::VmCloneFailedEvent(value) => value.as_ref(),
+            Self::VmClonedEvent(value) => value.as_ref(),
+            Self::VmConfigMissingEvent(value) => value.as_ref(),
+            Self::VmConnectedEvent(value) => value.as_ref(),
+            Self::VmCreatedEvent(value) => value.as_ref(),
+            Self::VmDasBeingResetEvent(value) => value.as_ref(),
+            Self::VmDasBeingResetWithScreenshotEvent(value) => value.as_ref(),
+            Self::VmDasResetFailedEvent(value) => value.as_ref(),
+            Self::VmDasUpdateErrorEvent(value) => value.as_ref(),
+            Self::VmDasUpdateOkEvent(value) => value.as_ref(),
+            Self::VmDateRolledBackEvent(value) => value.as_ref(),
+            Self::VmDeployFailedEvent(value) => value.as_ref(),
+            Self::VmDeployedEvent(value) => value.as_ref(),
+            Self::VmDisconnectedEvent(value) => value.as_ref(),
+            Self::VmDiscoveredEvent(value) => value.as_ref(),
+            Self::VmDiskFailedEvent(value) => value.as_ref(),
+            Self::VmEmigratingEvent(value) => value.as_ref(),
+            Self::VmEndRecordingEvent(value) => value.as_ref(),
+            Self::VmEndReplayingEvent(value) => value.as_ref(),
+            Self::VmEvent(value) => value.as_ref(),
+            Self::VmFailedMigrateEvent(value) => value.as_ref(),
+            Self::VmFailedRelayoutEvent(value) => value.as_ref(),
+            Self::VmFailedRelayoutOnVmfs2DatastoreEvent(value) => value.as_ref(),
+            Self::VmFailedStartingSecondaryEvent(value) => value.as_ref(),
+            Self::VmFailedToPowerOffEvent(value) => value.as_ref(),
+            Self::VmFailedToPowerOnEvent(value) => value.as_ref(),
+            Self::VmFailedToRebootGuestEvent(value) => value.as_ref(),
+            Self::VmFailedToResetEvent(value) => value.as_ref(),
+            Self::VmFailedToShutdownGuestEvent(value) => value.as_ref(),
+            Self::VmFailedToStandbyGuestEvent(value) => value.as_ref(),
+            Self::VmFailedToSuspendEvent(value) => value.as_ref(),
+            Self::VmFailedUpdatingSecondaryConfig(value) => value.as_ref(),
+            Self::VmFailoverFailed(value) => value.as_ref(),
+            Self::VmFaultToleranceStateChangedEvent(value) => value.as_ref(),
+            Self::VmFaultToleranceTurnedOffEvent(value) => value.as_ref(),
+            Self::VmFaultToleranceVmTerminatedEvent(value) => value.as_ref(),
+            Self::VmGuestOSCrashedEvent(value) => value.as_ref(),
+            Self::VmGuestRebootEvent(value) => value.as_ref(),
+            Self::VmGuestShutdownEvent(value) => value.as_ref(),
+            Self::VmGuestStandbyEvent(value) => value.as_ref(),
+            Self::VmHealthMonitoringStateChangedEvent(value) => value.as_ref(),
+            Self::VmInstanceUuidAssignedEvent(value) => value.as_ref(),
+            Self::VmInstanceUuidChangedEvent(value) => value.as_ref(),
+            Self::VmInstanceUuidConflictEvent(value) => value.as_ref(),
+            Self::VmMacAssignedEvent(value) => value.as_ref(),
+            Self::VmMacChangedEvent(value) => value.as_ref(),
+            Self::VmMacConflictEvent(value) => value.as_ref(),
+            Self::VmMaxFTRestartCountReached(value) => value.as_ref(),
+            Self::VmMaxRestartCountReached(value) => value.as_ref(),
+            Self::VmMessageErrorEvent(value) => value.as_ref(),
+            Self::VmMessageEvent(value) => value.as_ref(),
+            Self::VmMessageWarningEvent(value) => value.as_ref(),
+            Self::VmMigratedEvent(value) => value.as_ref(),
+            Self::VmNoCompatibleHostForSecondaryEvent(value) => value.as_ref(),
+            Self::VmNoNetworkAccessEvent(value) => value.as_ref(),
+            Self::VmOrphanedEvent(value) => value.as_ref(),
+            Self::VmPowerOffOnIsolationEvent(value) => value.as_ref(),
+            Self::VmPoweredOffEvent(value) => value.as_ref(),
+            Self::VmPoweredOnEvent(value) => value.as_ref(),
+            Self::VmPoweringOnWithCustomizedDVPortEvent(value) => value.as_ref(),
+            Self::VmPrimaryFailoverEvent(value) => value.as_ref(),
+            Self::VmReconfiguredEvent(value) => value.as_ref(),
+            Self::VmRegisteredEvent(value) => value.as_ref(),
+            Self::VmRelayoutSuccessfulEvent(value) => value.as_ref(),
+            Self::VmRelayoutUpToDateEvent(value) => value.as_ref(),
+            Self::VmReloadFromPathEvent(value) => value.as_ref(),
+            Self::VmReloadFromPathFailedEvent(value) => value.as_ref(),
+            Self::VmRelocateFailedEvent(value) => value.as_ref(),
+            Self::VmRelocateSpecEvent(value) => value.as_ref(),
+            Self::VmRelocatedEvent(value) => value.as_ref(),
+            Self::VmRemoteConsoleConnectedEvent(value) => value.as_ref(),
+            Self::VmRemoteConsoleDisconnectedEvent(value) => value.as_ref(),
+            Self::VmRemovedEvent(value) => value.as_ref(),
+            Self::VmRenamedEvent(value) => value.as_ref(),
+            Self::VmRequirementsExceedCurrentEVCModeEvent(value) => value.as_ref(),
+            Self::VmResettingEvent(value) => value.as_ref(),
+            Self::VmResourcePoolMovedEvent(value) => value.as_ref(),
+            Self::VmResourceReallocatedEvent(value) => value.as_ref(),
+            Self::VmRestartedOnAlternateHostEvent(value) => value.as_ref(),
+            Self::VmResumingEvent(value) => value.as_ref(),
+            Self::VmSecondaryAddedEvent(value) => value.as_ref(),
+            Self::VmSecondaryDisabledBySystemEvent(value) => value.as_ref(),
+            Self::VmSecondaryDisabledEvent(value) => value.as_ref(),
+            Self::VmSecondaryEnabledEvent(value) => value.as_ref(),
+            Self::VmSecondaryStartedEvent(value) => value.as_ref(),
+            Self::VmShutdownOnIsolationEvent(value) => value.as_ref(),
+            Self::VmStartRecordingEvent(value) => value.as_ref(),
+            Self::VmStartReplayingEvent(value) => value.as_ref(),
+            Self::VmStartingEvent(value) => value.as_ref(),
+            Self::VmStartingSecondaryEvent(value) => value.as_ref(),
+            Self::VmStaticMacConflictEvent(value) => value.as_ref(),
+            Self::VmStoppingEvent(value) => value.as_ref(),
+            Self::VmSuspendedEvent(value) => value.as_ref(),
+            Self::VmSuspendingEvent(value) => value.as_ref(),
+            Self::VmTimedoutStartingSecondaryEvent(value) => value.as_ref(),
+            Self::VmUnsupportedStartingEvent(value) => value.as_ref(),
+            Self::VmUpgradeCompleteEvent(value) => value.as_ref(),
+            Self::VmUpgradeFailedEvent(value) => value.as_ref(),
+            Self::VmUpgradingEvent(value) => value.as_ref(),
+            Self::VmUuidAssignedEvent(value) => value.as_ref(),
+            Self::VmUuidChangedEvent(value) => value.as_ref(),
+            Self::VmUuidConflictEvent(value) => value.as_ref(),
+            Self::VmVnicPoolReservationViolationClearEvent(value) => value.as_ref(),
+            Self::VmVnicPoolReservationViolationRaiseEvent(value) => value.as_ref(),
+            Self::VmWwnAssignedEvent(value) => value.as_ref(),
+            Self::VmWwnChangedEvent(value) => value.as_ref(),
+            Self::VmWwnConflictEvent(value) => value.as_ref(),
+            Self::WarningUpgradeEvent(value) => value.as_ref(),
         }
     }
-}
-impl x::Decode for AnyEvent {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("AccountCreatedEvent") => Self::AccountCreatedEvent(r.read_boxed()?),
-                Some("AccountRemovedEvent") => Self::AccountRemovedEvent(r.read_boxed()?),
-                Some("AccountUpdatedEvent") => Self::AccountUpdatedEvent(r.read_boxed()?),
-                Some("AdminPasswordNotChangedEvent") => {
-                    Self::AdminPasswordNotChangedEvent(r.read_boxed()?)
-                }
-                Some("AlarmAcknowledgedEvent") => {
-                    Self::AlarmAcknowledgedEvent(r.read_boxed()?)
-                }
-                Some("AlarmActionTriggeredEvent") => {
-                    Self::AlarmActionTriggeredEvent(r.read_boxed()?)
-                }
-                Some("AlarmClearedEvent") => Self::AlarmClearedEvent(r.read_boxed()?),
-                Some("AlarmCreatedEvent") => Self::AlarmCreatedEvent(r.read_boxed()?),
-                Some("AlarmEmailCompletedEvent") => {
-                    Self::AlarmEmailCompletedEvent(r.read_boxed()?)
-                }
-                Some("AlarmEmailFailedEvent") => {
-                    Self::AlarmEmailFailedEvent(r.read_boxed()?)
-                }
-                Some("AlarmEvent") => Self::AlarmEvent(r.read_boxed()?),
-                Some("AlarmReconfiguredEvent") => {
-                    Self::AlarmReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("AlarmRemovedEvent") => Self::AlarmRemovedEvent(r.read_boxed()?),
-                Some("AlarmScriptCompleteEvent") => {
-                    Self::AlarmScriptCompleteEvent(r.read_boxed()?)
-                }
-                Some("AlarmScriptFailedEvent") => {
-                    Self::AlarmScriptFailedEvent(r.read_boxed()?)
-                }
-                Some("AlarmSnmpCompletedEvent") => {
-                    Self::AlarmSnmpCompletedEvent(r.read_boxed()?)
-                }
-                Some("AlarmSnmpFailedEvent") => {
-                    Self::AlarmSnmpFailedEvent(r.read_boxed()?)
-                }
-                Some("AlarmStatusChangedEvent") => {
-                    Self::AlarmStatusChangedEvent(r.read_boxed()?)
-                }
-                Some("AllVirtualMachinesLicensedEvent") => {
-                    Self::AllVirtualMachinesLicensedEvent(r.read_boxed()?)
-                }
-                Some("AlreadyAuthenticatedSessionEvent") => {
-                    Self::AlreadyAuthenticatedSessionEvent(r.read_boxed()?)
-                }
-                Some("AuthorizationEvent") => Self::AuthorizationEvent(r.read_boxed()?),
-                Some("BadUsernameSessionEvent") => {
-                    Self::BadUsernameSessionEvent(r.read_boxed()?)
-                }
-                Some("CanceledHostOperationEvent") => {
-                    Self::CanceledHostOperationEvent(r.read_boxed()?)
-                }
-                Some("ClusterComplianceCheckedEvent") => {
-                    Self::ClusterComplianceCheckedEvent(r.read_boxed()?)
-                }
-                Some("ClusterCreatedEvent") => Self::ClusterCreatedEvent(r.read_boxed()?),
-                Some("ClusterDestroyedEvent") => {
-                    Self::ClusterDestroyedEvent(r.read_boxed()?)
-                }
-                Some("ClusterEvent") => Self::ClusterEvent(r.read_boxed()?),
-                Some("ClusterOvercommittedEvent") => {
-                    Self::ClusterOvercommittedEvent(r.read_boxed()?)
-                }
-                Some("ClusterReconfiguredEvent") => {
-                    Self::ClusterReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("ClusterStatusChangedEvent") => {
-                    Self::ClusterStatusChangedEvent(r.read_boxed()?)
-                }
-                Some("CustomFieldDefAddedEvent") => {
-                    Self::CustomFieldDefAddedEvent(r.read_boxed()?)
-                }
-                Some("CustomFieldDefEvent") => Self::CustomFieldDefEvent(r.read_boxed()?),
-                Some("CustomFieldDefRemovedEvent") => {
-                    Self::CustomFieldDefRemovedEvent(r.read_boxed()?)
-                }
-                Some("CustomFieldDefRenamedEvent") => {
-                    Self::CustomFieldDefRenamedEvent(r.read_boxed()?)
-                }
-                Some("CustomFieldEvent") => Self::CustomFieldEvent(r.read_boxed()?),
-                Some("CustomFieldValueChangedEvent") => {
-                    Self::CustomFieldValueChangedEvent(r.read_boxed()?)
-                }
-                Some("CustomizationEvent") => Self::CustomizationEvent(r.read_boxed()?),
-                Some("CustomizationFailed") => Self::CustomizationFailed(r.read_boxed()?),
-                Some("CustomizationLinuxIdentityFailed") => {
-                    Self::CustomizationLinuxIdentityFailed(r.read_boxed()?)
-                }
-                Some("CustomizationNetworkSetupFailed") => {
-                    Self::CustomizationNetworkSetupFailed(r.read_boxed()?)
-                }
-                Some("CustomizationStartedEvent") => {
-                    Self::CustomizationStartedEvent(r.read_boxed()?)
-                }
-                Some("CustomizationSucceeded") => {
-                    Self::CustomizationSucceeded(r.read_boxed()?)
-                }
-                Some("CustomizationSysprepFailed") => {
-                    Self::CustomizationSysprepFailed(r.read_boxed()?)
-                }
-                Some("CustomizationUnknownFailure") => {
-                    Self::CustomizationUnknownFailure(r.read_boxed()?)
-                }
-                Some("DVPortgroupCreatedEvent") => {
-                    Self::DVPortgroupCreatedEvent(r.read_boxed()?)
-                }
-                Some("DVPortgroupDestroyedEvent") => {
-                    Self::DVPortgroupDestroyedEvent(r.read_boxed()?)
-                }
-                Some("DVPortgroupEvent") => Self::DVPortgroupEvent(r.read_boxed()?),
-                Some("DVPortgroupReconfiguredEvent") => {
-                    Self::DVPortgroupReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("DVPortgroupRenamedEvent") => {
-                    Self::DVPortgroupRenamedEvent(r.read_boxed()?)
-                }
-                Some("DasAdmissionControlDisabledEvent") => {
-                    Self::DasAdmissionControlDisabledEvent(r.read_boxed()?)
-                }
-                Some("DasAdmissionControlEnabledEvent") => {
-                    Self::DasAdmissionControlEnabledEvent(r.read_boxed()?)
-                }
-                Some("DasAgentFoundEvent") => Self::DasAgentFoundEvent(r.read_boxed()?),
-                Some("DasAgentUnavailableEvent") => {
-                    Self::DasAgentUnavailableEvent(r.read_boxed()?)
-                }
-                Some("DasClusterIsolatedEvent") => {
-                    Self::DasClusterIsolatedEvent(r.read_boxed()?)
-                }
-                Some("DasDisabledEvent") => Self::DasDisabledEvent(r.read_boxed()?),
-                Some("DasEnabledEvent") => Self::DasEnabledEvent(r.read_boxed()?),
-                Some("DasHostFailedEvent") => Self::DasHostFailedEvent(r.read_boxed()?),
-                Some("DasHostIsolatedEvent") => {
-                    Self::DasHostIsolatedEvent(r.read_boxed()?)
-                }
-                Some("DatacenterCreatedEvent") => {
-                    Self::DatacenterCreatedEvent(r.read_boxed()?)
-                }
-                Some("DatacenterEvent") => Self::DatacenterEvent(r.read_boxed()?),
-                Some("DatacenterRenamedEvent") => {
-                    Self::DatacenterRenamedEvent(r.read_boxed()?)
-                }
-                Some("DatastoreCapacityIncreasedEvent") => {
-                    Self::DatastoreCapacityIncreasedEvent(r.read_boxed()?)
-                }
-                Some("DatastoreDestroyedEvent") => {
-                    Self::DatastoreDestroyedEvent(r.read_boxed()?)
-                }
-                Some("DatastoreDiscoveredEvent") => {
-                    Self::DatastoreDiscoveredEvent(r.read_boxed()?)
-                }
-                Some("DatastoreDuplicatedEvent") => {
-                    Self::DatastoreDuplicatedEvent(r.read_boxed()?)
-                }
-                Some("DatastoreEvent") => Self::DatastoreEvent(r.read_boxed()?),
-                Some("DatastoreFileCopiedEvent") => {
-                    Self::DatastoreFileCopiedEvent(r.read_boxed()?)
-                }
-                Some("DatastoreFileDeletedEvent") => {
-                    Self::DatastoreFileDeletedEvent(r.read_boxed()?)
-                }
-                Some("DatastoreFileEvent") => Self::DatastoreFileEvent(r.read_boxed()?),
-                Some("DatastoreFileMovedEvent") => {
-                    Self::DatastoreFileMovedEvent(r.read_boxed()?)
-                }
-                Some("DatastoreIORMReconfiguredEvent") => {
-                    Self::DatastoreIORMReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("DatastorePrincipalConfigured") => {
-                    Self::DatastorePrincipalConfigured(r.read_boxed()?)
-                }
-                Some("DatastoreRemovedOnHostEvent") => {
-                    Self::DatastoreRemovedOnHostEvent(r.read_boxed()?)
-                }
-                Some("DatastoreRenamedEvent") => {
-                    Self::DatastoreRenamedEvent(r.read_boxed()?)
-                }
-                Some("DatastoreRenamedOnHostEvent") => {
-                    Self::DatastoreRenamedOnHostEvent(r.read_boxed()?)
-                }
-                Some("DrsDisabledEvent") => Self::DrsDisabledEvent(r.read_boxed()?),
-                Some("DrsEnabledEvent") => Self::DrsEnabledEvent(r.read_boxed()?),
-                Some("DrsEnteredStandbyModeEvent") => {
-                    Self::DrsEnteredStandbyModeEvent(r.read_boxed()?)
-                }
-                Some("DrsEnteringStandbyModeEvent") => {
-                    Self::DrsEnteringStandbyModeEvent(r.read_boxed()?)
-                }
-                Some("DrsExitStandbyModeFailedEvent") => {
-                    Self::DrsExitStandbyModeFailedEvent(r.read_boxed()?)
-                }
-                Some("DrsExitedStandbyModeEvent") => {
-                    Self::DrsExitedStandbyModeEvent(r.read_boxed()?)
-                }
-                Some("DrsExitingStandbyModeEvent") => {
-                    Self::DrsExitingStandbyModeEvent(r.read_boxed()?)
-                }
-                Some("DrsInvocationFailedEvent") => {
-                    Self::DrsInvocationFailedEvent(r.read_boxed()?)
-                }
-                Some("DrsRecoveredFromFailureEvent") => {
-                    Self::DrsRecoveredFromFailureEvent(r.read_boxed()?)
-                }
-                Some("DrsResourceConfigureFailedEvent") => {
-                    Self::DrsResourceConfigureFailedEvent(r.read_boxed()?)
-                }
-                Some("DrsResourceConfigureSyncedEvent") => {
-                    Self::DrsResourceConfigureSyncedEvent(r.read_boxed()?)
-                }
-                Some("DrsRuleComplianceEvent") => {
-                    Self::DrsRuleComplianceEvent(r.read_boxed()?)
-                }
-                Some("DrsRuleViolationEvent") => {
-                    Self::DrsRuleViolationEvent(r.read_boxed()?)
-                }
-                Some("DrsSoftRuleViolationEvent") => {
-                    Self::DrsSoftRuleViolationEvent(r.read_boxed()?)
-                }
-                Some("DrsVmMigratedEvent") => Self::DrsVmMigratedEvent(r.read_boxed()?),
-                Some("DrsVmPoweredOnEvent") => Self::DrsVmPoweredOnEvent(r.read_boxed()?),
-                Some("DuplicateIpDetectedEvent") => {
-                    Self::DuplicateIpDetectedEvent(r.read_boxed()?)
-                }
-                Some("DvpgImportEvent") => Self::DvpgImportEvent(r.read_boxed()?),
-                Some("DvpgRestoreEvent") => Self::DvpgRestoreEvent(r.read_boxed()?),
-                Some("DvsCreatedEvent") => Self::DvsCreatedEvent(r.read_boxed()?),
-                Some("DvsDestroyedEvent") => Self::DvsDestroyedEvent(r.read_boxed()?),
-                Some("DvsEvent") => Self::DvsEvent(r.read_boxed()?),
-                Some("DvsHealthStatusChangeEvent") => {
-                    Self::DvsHealthStatusChangeEvent(r.read_boxed()?)
-                }
-                Some("DvsHostBackInSyncEvent") => {
-                    Self::DvsHostBackInSyncEvent(r.read_boxed()?)
-                }
-                Some("DvsHostJoinedEvent") => Self::DvsHostJoinedEvent(r.read_boxed()?),
-                Some("DvsHostLeftEvent") => Self::DvsHostLeftEvent(r.read_boxed()?),
-                Some("DvsHostStatusUpdated") => {
-                    Self::DvsHostStatusUpdated(r.read_boxed()?)
-                }
-                Some("DvsHostWentOutOfSyncEvent") => {
-                    Self::DvsHostWentOutOfSyncEvent(r.read_boxed()?)
-                }
-                Some("DvsImportEvent") => Self::DvsImportEvent(r.read_boxed()?),
-                Some("DvsMergedEvent") => Self::DvsMergedEvent(r.read_boxed()?),
-                Some("DvsPortBlockedEvent") => Self::DvsPortBlockedEvent(r.read_boxed()?),
-                Some("DvsPortConnectedEvent") => {
-                    Self::DvsPortConnectedEvent(r.read_boxed()?)
-                }
-                Some("DvsPortCreatedEvent") => Self::DvsPortCreatedEvent(r.read_boxed()?),
-                Some("DvsPortDeletedEvent") => Self::DvsPortDeletedEvent(r.read_boxed()?),
-                Some("DvsPortDisconnectedEvent") => {
-                    Self::DvsPortDisconnectedEvent(r.read_boxed()?)
-                }
-                Some("DvsPortEnteredPassthruEvent") => {
-                    Self::DvsPortEnteredPassthruEvent(r.read_boxed()?)
-                }
-                Some("DvsPortExitedPassthruEvent") => {
-                    Self::DvsPortExitedPassthruEvent(r.read_boxed()?)
-                }
-                Some("DvsPortJoinPortgroupEvent") => {
-                    Self::DvsPortJoinPortgroupEvent(r.read_boxed()?)
-                }
-                Some("DvsPortLeavePortgroupEvent") => {
-                    Self::DvsPortLeavePortgroupEvent(r.read_boxed()?)
-                }
-                Some("DvsPortLinkDownEvent") => {
-                    Self::DvsPortLinkDownEvent(r.read_boxed()?)
-                }
-                Some("DvsPortLinkUpEvent") => Self::DvsPortLinkUpEvent(r.read_boxed()?),
-                Some("DvsPortReconfiguredEvent") => {
-                    Self::DvsPortReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("DvsPortRuntimeChangeEvent") => {
-                    Self::DvsPortRuntimeChangeEvent(r.read_boxed()?)
-                }
-                Some("DvsPortUnblockedEvent") => {
-                    Self::DvsPortUnblockedEvent(r.read_boxed()?)
-                }
-                Some("DvsPortVendorSpecificStateChangeEvent") => {
-                    Self::DvsPortVendorSpecificStateChangeEvent(r.read_boxed()?)
-                }
-                Some("DvsReconfiguredEvent") => {
-                    Self::DvsReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("DvsRenamedEvent") => Self::DvsRenamedEvent(r.read_boxed()?),
-                Some("DvsRestoreEvent") => Self::DvsRestoreEvent(r.read_boxed()?),
-                Some("DvsUpgradeAvailableEvent") => {
-                    Self::DvsUpgradeAvailableEvent(r.read_boxed()?)
-                }
-                Some("DvsUpgradeInProgressEvent") => {
-                    Self::DvsUpgradeInProgressEvent(r.read_boxed()?)
-                }
-                Some("DvsUpgradeRejectedEvent") => {
-                    Self::DvsUpgradeRejectedEvent(r.read_boxed()?)
-                }
-                Some("DvsUpgradedEvent") => Self::DvsUpgradedEvent(r.read_boxed()?),
-                Some("EnteredMaintenanceModeEvent") => {
-                    Self::EnteredMaintenanceModeEvent(r.read_boxed()?)
-                }
-                Some("EnteredStandbyModeEvent") => {
-                    Self::EnteredStandbyModeEvent(r.read_boxed()?)
-                }
-                Some("EnteringMaintenanceModeEvent") => {
-                    Self::EnteringMaintenanceModeEvent(r.read_boxed()?)
-                }
-                Some("EnteringStandbyModeEvent") => {
-                    Self::EnteringStandbyModeEvent(r.read_boxed()?)
-                }
-                Some("ErrorUpgradeEvent") => Self::ErrorUpgradeEvent(r.read_boxed()?),
-                Some("EventEx") => Self::EventEx(r.read_boxed()?),
-                Some("ExitMaintenanceModeEvent") => {
-                    Self::ExitMaintenanceModeEvent(r.read_boxed()?)
-                }
-                Some("ExitStandbyModeFailedEvent") => {
-                    Self::ExitStandbyModeFailedEvent(r.read_boxed()?)
-                }
-                Some("ExitedStandbyModeEvent") => {
-                    Self::ExitedStandbyModeEvent(r.read_boxed()?)
-                }
-                Some("ExitingStandbyModeEvent") => {
-                    Self::ExitingStandbyModeEvent(r.read_boxed()?)
-                }
-                Some("ExtendedEvent") => Self::ExtendedEvent(r.read_boxed()?),
-                Some("FailoverLevelRestored") => {
-                    Self::FailoverLevelRestored(r.read_boxed()?)
-                }
-                Some("GeneralEvent") => Self::GeneralEvent(r.read_boxed()?),
-                Some("GeneralHostErrorEvent") => {
-                    Self::GeneralHostErrorEvent(r.read_boxed()?)
-                }
-                Some("GeneralHostInfoEvent") => {
-                    Self::GeneralHostInfoEvent(r.read_boxed()?)
-                }
-                Some("GeneralHostWarningEvent") => {
-                    Self::GeneralHostWarningEvent(r.read_boxed()?)
-                }
-                Some("GeneralUserEvent") => Self::GeneralUserEvent(r.read_boxed()?),
-                Some("GeneralVmErrorEvent") => Self::GeneralVmErrorEvent(r.read_boxed()?),
-                Some("GeneralVmInfoEvent") => Self::GeneralVmInfoEvent(r.read_boxed()?),
-                Some("GeneralVmWarningEvent") => {
-                    Self::GeneralVmWarningEvent(r.read_boxed()?)
-                }
-                Some("GhostDvsProxySwitchDetectedEvent") => {
-                    Self::GhostDvsProxySwitchDetectedEvent(r.read_boxed()?)
-                }
-                Some("GhostDvsProxySwitchRemovedEvent") => {
-                    Self::GhostDvsProxySwitchRemovedEvent(r.read_boxed()?)
-                }
-                Some("GlobalMessageChangedEvent") => {
-                    Self::GlobalMessageChangedEvent(r.read_boxed()?)
-                }
-                Some("HealthStatusChangedEvent") => {
-                    Self::HealthStatusChangedEvent(r.read_boxed()?)
-                }
-                Some("HostAddFailedEvent") => Self::HostAddFailedEvent(r.read_boxed()?),
-                Some("HostAddedEvent") => Self::HostAddedEvent(r.read_boxed()?),
-                Some("HostAdminDisableEvent") => {
-                    Self::HostAdminDisableEvent(r.read_boxed()?)
-                }
-                Some("HostAdminEnableEvent") => {
-                    Self::HostAdminEnableEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedAccountFailedEvent") => {
-                    Self::HostCnxFailedAccountFailedEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedAlreadyManagedEvent") => {
-                    Self::HostCnxFailedAlreadyManagedEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedBadCcagentEvent") => {
-                    Self::HostCnxFailedBadCcagentEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedBadUsernameEvent") => {
-                    Self::HostCnxFailedBadUsernameEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedBadVersionEvent") => {
-                    Self::HostCnxFailedBadVersionEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedCcagentUpgradeEvent") => {
-                    Self::HostCnxFailedCcagentUpgradeEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedEvent") => Self::HostCnxFailedEvent(r.read_boxed()?),
-                Some("HostCnxFailedNetworkErrorEvent") => {
-                    Self::HostCnxFailedNetworkErrorEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedNoAccessEvent") => {
-                    Self::HostCnxFailedNoAccessEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedNoConnectionEvent") => {
-                    Self::HostCnxFailedNoConnectionEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedNoLicenseEvent") => {
-                    Self::HostCnxFailedNoLicenseEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedNotFoundEvent") => {
-                    Self::HostCnxFailedNotFoundEvent(r.read_boxed()?)
-                }
-                Some("HostCnxFailedTimeoutEvent") => {
-                    Self::HostCnxFailedTimeoutEvent(r.read_boxed()?)
-                }
-                Some("HostComplianceCheckedEvent") => {
-                    Self::HostComplianceCheckedEvent(r.read_boxed()?)
-                }
-                Some("HostCompliantEvent") => Self::HostCompliantEvent(r.read_boxed()?),
-                Some("HostConfigAppliedEvent") => {
-                    Self::HostConfigAppliedEvent(r.read_boxed()?)
-                }
-                Some("HostConnectedEvent") => Self::HostConnectedEvent(r.read_boxed()?),
-                Some("HostConnectionLostEvent") => {
-                    Self::HostConnectionLostEvent(r.read_boxed()?)
-                }
-                Some("HostDasDisabledEvent") => {
-                    Self::HostDasDisabledEvent(r.read_boxed()?)
-                }
-                Some("HostDasDisablingEvent") => {
-                    Self::HostDasDisablingEvent(r.read_boxed()?)
-                }
-                Some("HostDasEnabledEvent") => Self::HostDasEnabledEvent(r.read_boxed()?),
-                Some("HostDasEnablingEvent") => {
-                    Self::HostDasEnablingEvent(r.read_boxed()?)
-                }
-                Some("HostDasErrorEvent") => Self::HostDasErrorEvent(r.read_boxed()?),
-                Some("HostDasEvent") => Self::HostDasEvent(r.read_boxed()?),
-                Some("HostDasOkEvent") => Self::HostDasOkEvent(r.read_boxed()?),
-                Some("HostDisconnectedEvent") => {
-                    Self::HostDisconnectedEvent(r.read_boxed()?)
-                }
-                Some("HostEnableAdminFailedEvent") => {
-                    Self::HostEnableAdminFailedEvent(r.read_boxed()?)
-                }
-                Some("HostEvent") => Self::HostEvent(r.read_boxed()?),
-                Some("HostExtraNetworksEvent") => {
-                    Self::HostExtraNetworksEvent(r.read_boxed()?)
-                }
-                Some("HostGetShortNameFailedEvent") => {
-                    Self::HostGetShortNameFailedEvent(r.read_boxed()?)
-                }
-                Some("HostInAuditModeEvent") => {
-                    Self::HostInAuditModeEvent(r.read_boxed()?)
-                }
-                Some("HostInventoryFullEvent") => {
-                    Self::HostInventoryFullEvent(r.read_boxed()?)
-                }
-                Some("HostInventoryUnreadableEvent") => {
-                    Self::HostInventoryUnreadableEvent(r.read_boxed()?)
-                }
-                Some("HostIpChangedEvent") => Self::HostIpChangedEvent(r.read_boxed()?),
-                Some("HostIpInconsistentEvent") => {
-                    Self::HostIpInconsistentEvent(r.read_boxed()?)
-                }
-                Some("HostIpToShortNameFailedEvent") => {
-                    Self::HostIpToShortNameFailedEvent(r.read_boxed()?)
-                }
-                Some("HostIsolationIpPingFailedEvent") => {
-                    Self::HostIsolationIpPingFailedEvent(r.read_boxed()?)
-                }
-                Some("HostLicenseExpiredEvent") => {
-                    Self::HostLicenseExpiredEvent(r.read_boxed()?)
-                }
-                Some("HostLocalPortCreatedEvent") => {
-                    Self::HostLocalPortCreatedEvent(r.read_boxed()?)
-                }
-                Some("HostMissingNetworksEvent") => {
-                    Self::HostMissingNetworksEvent(r.read_boxed()?)
-                }
-                Some("HostMonitoringStateChangedEvent") => {
-                    Self::HostMonitoringStateChangedEvent(r.read_boxed()?)
-                }
-                Some("HostNoAvailableNetworksEvent") => {
-                    Self::HostNoAvailableNetworksEvent(r.read_boxed()?)
-                }
-                Some("HostNoHAEnabledPortGroupsEvent") => {
-                    Self::HostNoHAEnabledPortGroupsEvent(r.read_boxed()?)
-                }
-                Some("HostNoRedundantManagementNetworkEvent") => {
-                    Self::HostNoRedundantManagementNetworkEvent(r.read_boxed()?)
-                }
-                Some("HostNonCompliantEvent") => {
-                    Self::HostNonCompliantEvent(r.read_boxed()?)
-                }
-                Some("HostNotInClusterEvent") => {
-                    Self::HostNotInClusterEvent(r.read_boxed()?)
-                }
-                Some("HostOvercommittedEvent") => {
-                    Self::HostOvercommittedEvent(r.read_boxed()?)
-                }
-                Some("HostPrimaryAgentNotShortNameEvent") => {
-                    Self::HostPrimaryAgentNotShortNameEvent(r.read_boxed()?)
-                }
-                Some("HostProfileAppliedEvent") => {
-                    Self::HostProfileAppliedEvent(r.read_boxed()?)
-                }
-                Some("HostReconnectionFailedEvent") => {
-                    Self::HostReconnectionFailedEvent(r.read_boxed()?)
-                }
-                Some("HostRemovedEvent") => Self::HostRemovedEvent(r.read_boxed()?),
-                Some("HostShortNameInconsistentEvent") => {
-                    Self::HostShortNameInconsistentEvent(r.read_boxed()?)
-                }
-                Some("HostShortNameToIpFailedEvent") => {
-                    Self::HostShortNameToIpFailedEvent(r.read_boxed()?)
-                }
-                Some("HostShutdownEvent") => Self::HostShutdownEvent(r.read_boxed()?),
-                Some("HostSpecificationChangedEvent") => {
-                    Self::HostSpecificationChangedEvent(r.read_boxed()?)
-                }
-                Some("HostSpecificationRequireEvent") => {
-                    Self::HostSpecificationRequireEvent(r.read_boxed()?)
-                }
-                Some("HostSpecificationUpdateEvent") => {
-                    Self::HostSpecificationUpdateEvent(r.read_boxed()?)
-                }
-                Some("HostStatusChangedEvent") => {
-                    Self::HostStatusChangedEvent(r.read_boxed()?)
-                }
-                Some("HostSubSpecificationDeleteEvent") => {
-                    Self::HostSubSpecificationDeleteEvent(r.read_boxed()?)
-                }
-                Some("HostSubSpecificationUpdateEvent") => {
-                    Self::HostSubSpecificationUpdateEvent(r.read_boxed()?)
-                }
-                Some("HostSyncFailedEvent") => Self::HostSyncFailedEvent(r.read_boxed()?),
-                Some("HostUpgradeFailedEvent") => {
-                    Self::HostUpgradeFailedEvent(r.read_boxed()?)
-                }
-                Some("HostUserWorldSwapNotEnabledEvent") => {
-                    Self::HostUserWorldSwapNotEnabledEvent(r.read_boxed()?)
-                }
-                Some("HostVnicConnectedToCustomizedDVPortEvent") => {
-                    Self::HostVnicConnectedToCustomizedDVPortEvent(r.read_boxed()?)
-                }
-                Some("HostWwnChangedEvent") => Self::HostWwnChangedEvent(r.read_boxed()?),
-                Some("HostWwnConflictEvent") => {
-                    Self::HostWwnConflictEvent(r.read_boxed()?)
-                }
-                Some("IScsiBootFailureEvent") => {
-                    Self::IScsiBootFailureEvent(r.read_boxed()?)
-                }
-                Some("IncorrectHostInformationEvent") => {
-                    Self::IncorrectHostInformationEvent(r.read_boxed()?)
-                }
-                Some("InfoUpgradeEvent") => Self::InfoUpgradeEvent(r.read_boxed()?),
-                Some("InsufficientFailoverResourcesEvent") => {
-                    Self::InsufficientFailoverResourcesEvent(r.read_boxed()?)
-                }
-                Some("InvalidEditionEvent") => Self::InvalidEditionEvent(r.read_boxed()?),
-                Some("LicenseEvent") => Self::LicenseEvent(r.read_boxed()?),
-                Some("LicenseExpiredEvent") => Self::LicenseExpiredEvent(r.read_boxed()?),
-                Some("LicenseNonComplianceEvent") => {
-                    Self::LicenseNonComplianceEvent(r.read_boxed()?)
-                }
-                Some("LicenseRestrictedEvent") => {
-                    Self::LicenseRestrictedEvent(r.read_boxed()?)
-                }
-                Some("LicenseServerAvailableEvent") => {
-                    Self::LicenseServerAvailableEvent(r.read_boxed()?)
-                }
-                Some("LicenseServerUnavailableEvent") => {
-                    Self::LicenseServerUnavailableEvent(r.read_boxed()?)
-                }
-                Some("LocalDatastoreCreatedEvent") => {
-                    Self::LocalDatastoreCreatedEvent(r.read_boxed()?)
-                }
-                Some("LocalTSMEnabledEvent") => {
-                    Self::LocalTSMEnabledEvent(r.read_boxed()?)
-                }
-                Some("LockerMisconfiguredEvent") => {
-                    Self::LockerMisconfiguredEvent(r.read_boxed()?)
-                }
-                Some("LockerReconfiguredEvent") => {
-                    Self::LockerReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("MigrationErrorEvent") => Self::MigrationErrorEvent(r.read_boxed()?),
-                Some("MigrationEvent") => Self::MigrationEvent(r.read_boxed()?),
-                Some("MigrationHostErrorEvent") => {
-                    Self::MigrationHostErrorEvent(r.read_boxed()?)
-                }
-                Some("MigrationHostWarningEvent") => {
-                    Self::MigrationHostWarningEvent(r.read_boxed()?)
-                }
-                Some("MigrationResourceErrorEvent") => {
-                    Self::MigrationResourceErrorEvent(r.read_boxed()?)
-                }
-                Some("MigrationResourceWarningEvent") => {
-                    Self::MigrationResourceWarningEvent(r.read_boxed()?)
-                }
-                Some("MigrationWarningEvent") => {
-                    Self::MigrationWarningEvent(r.read_boxed()?)
-                }
-                Some("MtuMatchEvent") => Self::MtuMatchEvent(r.read_boxed()?),
-                Some("MtuMismatchEvent") => Self::MtuMismatchEvent(r.read_boxed()?),
-                Some("NASDatastoreCreatedEvent") => {
-                    Self::NASDatastoreCreatedEvent(r.read_boxed()?)
-                }
-                Some("NetworkRollbackEvent") => {
-                    Self::NetworkRollbackEvent(r.read_boxed()?)
-                }
-                Some("NoAccessUserEvent") => Self::NoAccessUserEvent(r.read_boxed()?),
-                Some("NoDatastoresConfiguredEvent") => {
-                    Self::NoDatastoresConfiguredEvent(r.read_boxed()?)
-                }
-                Some("NoLicenseEvent") => Self::NoLicenseEvent(r.read_boxed()?),
-                Some("NoMaintenanceModeDrsRecommendationForVM") => {
-                    Self::NoMaintenanceModeDrsRecommendationForVM(r.read_boxed()?)
-                }
-                Some("NonVIWorkloadDetectedOnDatastoreEvent") => {
-                    Self::NonVIWorkloadDetectedOnDatastoreEvent(r.read_boxed()?)
-                }
-                Some("NotEnoughResourcesToStartVmEvent") => {
-                    Self::NotEnoughResourcesToStartVmEvent(r.read_boxed()?)
-                }
-                Some("OutOfSyncDvsHost") => Self::OutOfSyncDvsHost(r.read_boxed()?),
-                Some("PermissionAddedEvent") => {
-                    Self::PermissionAddedEvent(r.read_boxed()?)
-                }
-                Some("PermissionEvent") => Self::PermissionEvent(r.read_boxed()?),
-                Some("PermissionRemovedEvent") => {
-                    Self::PermissionRemovedEvent(r.read_boxed()?)
-                }
-                Some("PermissionUpdatedEvent") => {
-                    Self::PermissionUpdatedEvent(r.read_boxed()?)
-                }
-                Some("ProfileAssociatedEvent") => {
-                    Self::ProfileAssociatedEvent(r.read_boxed()?)
-                }
-                Some("ProfileChangedEvent") => Self::ProfileChangedEvent(r.read_boxed()?),
-                Some("ProfileCreatedEvent") => Self::ProfileCreatedEvent(r.read_boxed()?),
-                Some("ProfileDissociatedEvent") => {
-                    Self::ProfileDissociatedEvent(r.read_boxed()?)
-                }
-                Some("ProfileEvent") => Self::ProfileEvent(r.read_boxed()?),
-                Some("ProfileReferenceHostChangedEvent") => {
-                    Self::ProfileReferenceHostChangedEvent(r.read_boxed()?)
-                }
-                Some("ProfileRemovedEvent") => Self::ProfileRemovedEvent(r.read_boxed()?),
-                Some("RecoveryEvent") => Self::RecoveryEvent(r.read_boxed()?),
-                Some("RemoteTSMEnabledEvent") => {
-                    Self::RemoteTSMEnabledEvent(r.read_boxed()?)
-                }
-                Some("ResourcePoolCreatedEvent") => {
-                    Self::ResourcePoolCreatedEvent(r.read_boxed()?)
-                }
-                Some("ResourcePoolDestroyedEvent") => {
-                    Self::ResourcePoolDestroyedEvent(r.read_boxed()?)
-                }
-                Some("ResourcePoolEvent") => Self::ResourcePoolEvent(r.read_boxed()?),
-                Some("ResourcePoolMovedEvent") => {
-                    Self::ResourcePoolMovedEvent(r.read_boxed()?)
-                }
-                Some("ResourcePoolReconfiguredEvent") => {
-                    Self::ResourcePoolReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("ResourceViolatedEvent") => {
-                    Self::ResourceViolatedEvent(r.read_boxed()?)
-                }
-                Some("RoleAddedEvent") => Self::RoleAddedEvent(r.read_boxed()?),
-                Some("RoleEvent") => Self::RoleEvent(r.read_boxed()?),
-                Some("RoleRemovedEvent") => Self::RoleRemovedEvent(r.read_boxed()?),
-                Some("RoleUpdatedEvent") => Self::RoleUpdatedEvent(r.read_boxed()?),
-                Some("RollbackEvent") => Self::RollbackEvent(r.read_boxed()?),
-                Some("ScheduledTaskCompletedEvent") => {
-                    Self::ScheduledTaskCompletedEvent(r.read_boxed()?)
-                }
-                Some("ScheduledTaskCreatedEvent") => {
-                    Self::ScheduledTaskCreatedEvent(r.read_boxed()?)
-                }
-                Some("ScheduledTaskEmailCompletedEvent") => {
-                    Self::ScheduledTaskEmailCompletedEvent(r.read_boxed()?)
-                }
-                Some("ScheduledTaskEmailFailedEvent") => {
-                    Self::ScheduledTaskEmailFailedEvent(r.read_boxed()?)
-                }
-                Some("ScheduledTaskEvent") => Self::ScheduledTaskEvent(r.read_boxed()?),
-                Some("ScheduledTaskFailedEvent") => {
-                    Self::ScheduledTaskFailedEvent(r.read_boxed()?)
-                }
-                Some("ScheduledTaskReconfiguredEvent") => {
-                    Self::ScheduledTaskReconfiguredEvent(r.read_boxed()?)
-                }
-                Some("ScheduledTaskRemovedEvent") => {
-                    Self::ScheduledTaskRemovedEvent(r.read_boxed()?)
-                }
-                Some("ScheduledTaskStartedEvent") => {
-                    Self::ScheduledTaskStartedEvent(r.read_boxed()?)
-                }
-                Some("ServerLicenseExpiredEvent") => {
-                    Self::ServerLicenseExpiredEvent(r.read_boxed()?)
-                }
-                Some("ServerStartedSessionEvent") => {
-                    Self::ServerStartedSessionEvent(r.read_boxed()?)
-                }
-                Some("SessionEvent") => Self::SessionEvent(r.read_boxed()?),
-                Some("SessionTerminatedEvent") => {
-                    Self::SessionTerminatedEvent(r.read_boxed()?)
-                }
-                Some("TaskEvent") => Self::TaskEvent(r.read_boxed()?),
-                Some("TaskTimeoutEvent") => Self::TaskTimeoutEvent(r.read_boxed()?),
-                Some("TeamingMatchEvent") => Self::TeamingMatchEvent(r.read_boxed()?),
-                Some("TeamingMisMatchEvent") => {
-                    Self::TeamingMisMatchEvent(r.read_boxed()?)
-                }
-                Some("TemplateBeingUpgradedEvent") => {
-                    Self::TemplateBeingUpgradedEvent(r.read_boxed()?)
-                }
-                Some("TemplateUpgradeEvent") => {
-                    Self::TemplateUpgradeEvent(r.read_boxed()?)
-                }
-                Some("TemplateUpgradeFailedEvent") => {
-                    Self::TemplateUpgradeFailedEvent(r.read_boxed()?)
-                }
-                Some("TemplateUpgradedEvent") => {
-                    Self::TemplateUpgradedEvent(r.read_boxed()?)
-                }
-                Some("TimedOutHostOperationEvent") => {
-                    Self::TimedOutHostOperationEvent(r.read_boxed()?)
-                }
-                Some("UnlicensedVirtualMachinesEvent") => {
-                    Self::UnlicensedVirtualMachinesEvent(r.read_boxed()?)
-                }
-                Some("UnlicensedVirtualMachinesFoundEvent") => {
-                    Self::UnlicensedVirtualMachinesFoundEvent(r.read_boxed()?)
-                }
-                Some("UpdatedAgentBeingRestartedEvent") => {
-                    Self::UpdatedAgentBeingRestartedEvent(r.read_boxed()?)
-                }
-                Some("UpgradeEvent") => Self::UpgradeEvent(r.read_boxed()?),
-                Some("UplinkPortMtuNotSupportEvent") => {
-                    Self::UplinkPortMtuNotSupportEvent(r.read_boxed()?)
-                }
-                Some("UplinkPortMtuSupportEvent") => {
-                    Self::UplinkPortMtuSupportEvent(r.read_boxed()?)
-                }
-                Some("UplinkPortVlanTrunkedEvent") => {
-                    Self::UplinkPortVlanTrunkedEvent(r.read_boxed()?)
-                }
-                Some("UplinkPortVlanUntrunkedEvent") => {
-                    Self::UplinkPortVlanUntrunkedEvent(r.read_boxed()?)
-                }
-                Some("UserAssignedToGroup") => Self::UserAssignedToGroup(r.read_boxed()?),
-                Some("UserLoginSessionEvent") => {
-                    Self::UserLoginSessionEvent(r.read_boxed()?)
-                }
-                Some("UserLogoutSessionEvent") => {
-                    Self::UserLogoutSessionEvent(r.read_boxed()?)
-                }
-                Some("UserPasswordChanged") => Self::UserPasswordChanged(r.read_boxed()?),
-                Some("UserUnassignedFromGroup") => {
-                    Self::UserUnassignedFromGroup(r.read_boxed()?)
-                }
-                Some("UserUpgradeEvent") => Self::UserUpgradeEvent(r.read_boxed()?),
-                Some("VMFSDatastoreCreatedEvent") => {
-                    Self::VMFSDatastoreCreatedEvent(r.read_boxed()?)
-                }
-                Some("VMFSDatastoreExpandedEvent") => {
-                    Self::VMFSDatastoreExpandedEvent(r.read_boxed()?)
-                }
-                Some("VMFSDatastoreExtendedEvent") => {
-                    Self::VMFSDatastoreExtendedEvent(r.read_boxed()?)
-                }
-                Some("VMotionLicenseExpiredEvent") => {
-                    Self::VMotionLicenseExpiredEvent(r.read_boxed()?)
-                }
-                Some("VcAgentUninstallFailedEvent") => {
-                    Self::VcAgentUninstallFailedEvent(r.read_boxed()?)
-                }
-                Some("VcAgentUninstalledEvent") => {
-                    Self::VcAgentUninstalledEvent(r.read_boxed()?)
-                }
-                Some("VcAgentUpgradeFailedEvent") => {
-                    Self::VcAgentUpgradeFailedEvent(r.read_boxed()?)
-                }
-                Some("VcAgentUpgradedEvent") => {
-                    Self::VcAgentUpgradedEvent(r.read_boxed()?)
-                }
-                Some("VimAccountPasswordChangedEvent") => {
-                    Self::VimAccountPasswordChangedEvent(r.read_boxed()?)
-                }
-                Some("VmAcquiredMksTicketEvent") => {
-                    Self::VmAcquiredMksTicketEvent(r.read_boxed()?)
-                }
-                Some("VmAcquiredTicketEvent") => {
-                    Self::VmAcquiredTicketEvent(r.read_boxed()?)
-                }
-                Some("VmAutoRenameEvent") => Self::VmAutoRenameEvent(r.read_boxed()?),
-                Some("VmBeingClonedEvent") => Self::VmBeingClonedEvent(r.read_boxed()?),
-                Some("VmBeingClonedNoFolderEvent") => {
-                    Self::VmBeingClonedNoFolderEvent(r.read_boxed()?)
-                }
-                Some("VmBeingCreatedEvent") => Self::VmBeingCreatedEvent(r.read_boxed()?),
-                Some("VmBeingDeployedEvent") => {
-                    Self::VmBeingDeployedEvent(r.read_boxed()?)
-                }
-                Some("VmBeingHotMigratedEvent") => {
-                    Self::VmBeingHotMigratedEvent(r.read_boxed()?)
-                }
-                Some("VmBeingMigratedEvent") => {
-                    Self::VmBeingMigratedEvent(r.read_boxed()?)
-                }
-                Some("VmBeingRelocatedEvent") => {
-                    Self::VmBeingRelocatedEvent(r.read_boxed()?)
-                }
-                Some("VmCloneEvent") => Self::VmCloneEvent(r.read_boxed()?),
-                Some("VmCloneFailedEvent") => Self::VmCloneFailedEvent(r.read_boxed()?),
-                Some("VmClonedEvent") => Self::VmClonedEvent(r.read_boxed()?),
-                Some("VmConfigMissingEvent") => {
-                    Self::VmConfigMissingEvent(r.read_boxed()?)
-                }
-                Some("VmConnectedEvent") => Self::VmConnectedEvent(r.read_boxed()?),
-                Some("VmCreatedEvent") => Self::VmCreatedEvent(r.read_boxed()?),
-                Some("VmDasBeingResetEvent") => {
-                    Self::VmDasBeingResetEvent(r.read_boxed()?)
-                }
-                Some("VmDasBeingResetWithScreenshotEvent") => {
-                    Self::VmDasBeingResetWithScreenshotEvent(r.read_boxed()?)
-                }
-                Some("VmDasResetFailedEvent") => {
-                    Self::VmDasResetFailedEvent(r.read_boxed()?)
-                }
-                Some("VmDasUpdateErrorEvent") => {
-                    Self::VmDasUpdateErrorEvent(r.read_boxed()?)
-                }
-                Some("VmDasUpdateOkEvent") => Self::VmDasUpdateOkEvent(r.read_boxed()?),
-                Some("VmDateRolledBackEvent") => {
-                    Self::VmDateRolledBackEvent(r.read_boxed()?)
-                }
-                Some("VmDeployFailedEvent") => Self::VmDeployFailedEvent(r.read_boxed()?),
-                Some("VmDeployedEvent") => Self::VmDeployedEvent(r.read_boxed()?),
-                Some("VmDisconnectedEvent") => Self::VmDisconnectedEvent(r.read_boxed()?),
-                Some("VmDiscoveredEvent") => Self::VmDiscoveredEvent(r.read_boxed()?),
-                Some("VmDiskFailedEvent") => Self::VmDiskFailedEvent(r.read_boxed()?),
-                Some("VmEmigratingEvent") => Self::VmEmigratingEvent(r.read_boxed()?),
-                Some("VmEndRecordingEvent") => Self::VmEndRecordingEvent(r.read_boxed()?),
-                Some("VmEndReplayingEvent") => Self::VmEndReplayingEvent(r.read_boxed()?),
-                Some("VmEvent") => Self::VmEvent(r.read_boxed()?),
-                Some("VmFailedMigrateEvent") => {
-                    Self::VmFailedMigrateEvent(r.read_boxed()?)
-                }
-                Some("VmFailedRelayoutEvent") => {
-                    Self::VmFailedRelayoutEvent(r.read_boxed()?)
-                }
-                Some("VmFailedRelayoutOnVmfs2DatastoreEvent") => {
-                    Self::VmFailedRelayoutOnVmfs2DatastoreEvent(r.read_boxed()?)
-                }
-                Some("VmFailedStartingSecondaryEvent") => {
-                    Self::VmFailedStartingSecondaryEvent(r.read_boxed()?)
-                }
-                Some("VmFailedToPowerOffEvent") => {
-                    Self::VmFailedToPowerOffEvent(r.read_boxed()?)
-                }
-                Some("VmFailedToPowerOnEvent") => {
-                    Self::VmFailedToPowerOnEvent(r.read_boxed()?)
-                }
-                Some("VmFailedToRebootGuestEvent") => {
-                    Self::VmFailedToRebootGuestEvent(r.read_boxed()?)
-                }
-                Some("VmFailedToResetEvent") => {
-                    Self::VmFailedToResetEvent(r.read_boxed()?)
-                }
-                Some("VmFailedToShutdownGuestEvent") => {
-                    Self::VmFailedToShutdownGuestEvent(r.read_boxed()?)
-                }
-                Some("VmFailedToStandbyGuestEvent") => {
-                    Self::VmFailedToStandbyGuestEvent(r.read_boxed()?)
-                }
-                Some("VmFailedToSuspendEvent") => {
-                    Self::VmFailedToSuspendEvent(r.read_boxed()?)
-                }
-                Some("VmFailedUpdatingSecondaryConfig") => {
-                    Self::VmFailedUpdatingSecondaryConfig(r.read_boxed()?)
-                }
-                Some("VmFailoverFailed") => Self::VmFailoverFailed(r.read_boxed()?),
-                Some("VmFaultToleranceStateChangedEvent") => {
-                    Self::VmFaultToleranceStateChangedEvent(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceTurnedOffEvent") => {
-                    Self::VmFaultToleranceTurnedOffEvent(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceVmTerminatedEvent") => {
-                    Self::VmFaultToleranceVmTerminatedEvent(r.read_boxed()?)
-                }
-                Some("VmGuestOSCrashedEvent") => {
-                    Self::VmGuestOSCrashedEvent(r.read_boxed()?)
-                }
-                Some("VmGuestRebootEvent") => Self::VmGuestRebootEvent(r.read_boxed()?),
-                Some("VmGuestShutdownEvent") => {
-                    Self::VmGuestShutdownEvent(r.read_boxed()?)
-                }
-                Some("VmGuestStandbyEvent") => Self::VmGuestStandbyEvent(r.read_boxed()?),
-                Some("VmHealthMonitoringStateChangedEvent") => {
-                    Self::VmHealthMonitoringStateChangedEvent(r.read_boxed()?)
-                }
-                Some("VmInstanceUuidAssignedEvent") => {
-                    Self::VmInstanceUuidAssignedEvent(r.read_boxed()?)
-                }
-                Some("VmInstanceUuidChangedEvent") => {
-                    Self::VmInstanceUuidChangedEvent(r.read_boxed()?)
-                }
-                Some("VmInstanceUuidConflictEvent") => {
-                    Self::VmInstanceUuidConflictEvent(r.read_boxed()?)
-                }
-                Some("VmMacAssignedEvent") => Self::VmMacAssignedEvent(r.read_boxed()?),
-                Some("VmMacChangedEvent") => Self::VmMacChangedEvent(r.read_boxed()?),
-                Some("VmMacConflictEvent") => Self::VmMacConflictEvent(r.read_boxed()?),
-                Some("VmMaxFTRestartCountReached") => {
-                    Self::VmMaxFTRestartCountReached(r.read_boxed()?)
-                }
-                Some("VmMaxRestartCountReached") => {
-                    Self::VmMaxRestartCountReached(r.read_boxed()?)
-                }
-                Some("VmMessageErrorEvent") => Self::VmMessageErrorEvent(r.read_boxed()?),
-                Some("VmMessageEvent") => Self::VmMessageEvent(r.read_boxed()?),
-                Some("VmMessageWarningEvent") => {
-                    Self::VmMessageWarningEvent(r.read_boxed()?)
-                }
-                Some("VmMigratedEvent") => Self::VmMigratedEvent(r.read_boxed()?),
-                Some("VmNoCompatibleHostForSecondaryEvent") => {
-                    Self::VmNoCompatibleHostForSecondaryEvent(r.read_boxed()?)
-                }
-                Some("VmNoNetworkAccessEvent") => {
-                    Self::VmNoNetworkAccessEvent(r.read_boxed()?)
-                }
-                Some("VmOrphanedEvent") => Self::VmOrphanedEvent(r.read_boxed()?),
-                Some("VmPowerOffOnIsolationEvent") => {
-                    Self::VmPowerOffOnIsolationEvent(r.read_boxed()?)
-                }
-                Some("VmPoweredOffEvent") => Self::VmPoweredOffEvent(r.read_boxed()?),
-                Some("VmPoweredOnEvent") => Self::VmPoweredOnEvent(r.read_boxed()?),
-                Some("VmPoweringOnWithCustomizedDVPortEvent") => {
-                    Self::VmPoweringOnWithCustomizedDVPortEvent(r.read_boxed()?)
-                }
-                Some("VmPrimaryFailoverEvent") => {
-                    Self::VmPrimaryFailoverEvent(r.read_boxed()?)
-                }
-                Some("VmReconfiguredEvent") => Self::VmReconfiguredEvent(r.read_boxed()?),
-                Some("VmRegisteredEvent") => Self::VmRegisteredEvent(r.read_boxed()?),
-                Some("VmRelayoutSuccessfulEvent") => {
-                    Self::VmRelayoutSuccessfulEvent(r.read_boxed()?)
-                }
-                Some("VmRelayoutUpToDateEvent") => {
-                    Self::VmRelayoutUpToDateEvent(r.read_boxed()?)
-                }
-                Some("VmReloadFromPathEvent") => {
-                    Self::VmReloadFromPathEvent(r.read_boxed()?)
-                }
-                Some("VmReloadFromPathFailedEvent") => {
-                    Self::VmReloadFromPathFailedEvent(r.read_boxed()?)
-                }
-                Some("VmRelocateFailedEvent") => {
-                    Self::VmRelocateFailedEvent(r.read_boxed()?)
-                }
-                Some("VmRelocateSpecEvent") => Self::VmRelocateSpecEvent(r.read_boxed()?),
-                Some("VmRelocatedEvent") => Self::VmRelocatedEvent(r.read_boxed()?),
-                Some("VmRemoteConsoleConnectedEvent") => {
-                    Self::VmRemoteConsoleConnectedEvent(r.read_boxed()?)
-                }
-                Some("VmRemoteConsoleDisconnectedEvent") => {
-                    Self::VmRemoteConsoleDisconnectedEvent(r.read_boxed()?)
-                }
-                Some("VmRemovedEvent") => Self::VmRemovedEvent(r.read_boxed()?),
-                Some("VmRenamedEvent") => Self::VmRenamedEvent(r.read_boxed()?),
-                Some("VmRequirementsExceedCurrentEVCModeEvent") => {
-                    Self::VmRequirementsExceedCurrentEVCModeEvent(r.read_boxed()?)
-                }
-                Some("VmResettingEvent") => Self::VmResettingEvent(r.read_boxed()?),
-                Some("VmResourcePoolMovedEvent") => {
-                    Self::VmResourcePoolMovedEvent(r.read_boxed()?)
-                }
-                Some("VmResourceReallocatedEvent") => {
-                    Self::VmResourceReallocatedEvent(r.read_boxed()?)
-                }
-                Some("VmRestartedOnAlternateHostEvent") => {
-                    Self::VmRestartedOnAlternateHostEvent(r.read_boxed()?)
-                }
-                Some("VmResumingEvent") => Self::VmResumingEvent(r.read_boxed()?),
-                Some("VmSecondaryAddedEvent") => {
-                    Self::VmSecondaryAddedEvent(r.read_boxed()?)
-                }
-                Some("VmSecondaryDisabledBySystemEvent") => {
-                    Self::VmSecondaryDisabledBySystemEvent(r.read_boxed()?)
-                }
-                Some("VmSecondaryDisabledEvent") => {
-                    Self::VmSecondaryDisabledEvent(r.read_boxed()?)
-                }
-                Some("VmSecondaryEnabledEvent") => {
-                    Self::VmSecondaryEnabledEvent(r.read_boxed()?)
-                }
-                Some("VmSecondaryStartedEvent") => {
-                    Self::VmSecondaryStartedEvent(r.read_boxed()?)
-                }
-                Some("VmShutdownOnIsolationEvent") => {
-                    Self::VmShutdownOnIsolationEvent(r.read_boxed()?)
-                }
-                Some("VmStartRecordingEvent") => {
-                    Self::VmStartRecordingEvent(r.read_boxed()?)
-                }
-                Some("VmStartReplayingEvent") => {
-                    Self::VmStartReplayingEvent(r.read_boxed()?)
-                }
-                Some("VmStartingEvent") => Self::VmStartingEvent(r.read_boxed()?),
-                Some("VmStartingSecondaryEvent") => {
-                    Self::VmStartingSecondaryEvent(r.read_boxed()?)
-                }
-                Some("VmStaticMacConflictEvent") => {
-                    Self::VmStaticMacConflictEvent(r.read_boxed()?)
-                }
-                Some("VmStoppingEvent") => Self::VmStoppingEvent(r.read_boxed()?),
-                Some("VmSuspendedEvent") => Self::VmSuspendedEvent(r.read_boxed()?),
-                Some("VmSuspendingEvent") => Self::VmSuspendingEvent(r.read_boxed()?),
-                Some("VmTimedoutStartingSecondaryEvent") => {
-                    Self::VmTimedoutStartingSecondaryEvent(r.read_boxed()?)
-                }
-                Some("VmUnsupportedStartingEvent") => {
-                    Self::VmUnsupportedStartingEvent(r.read_boxed()?)
-                }
-                Some("VmUpgradeCompleteEvent") => {
-                    Self::VmUpgradeCompleteEvent(r.read_boxed()?)
-                }
-                Some("VmUpgradeFailedEvent") => {
-                    Self::VmUpgradeFailedEvent(r.read_boxed()?)
-                }
-                Some("VmUpgradingEvent") => Self::VmUpgradingEvent(r.read_boxed()?),
-                Some("VmUuidAssignedEvent") => Self::VmUuidAssignedEvent(r.read_boxed()?),
-                Some("VmUuidChangedEvent") => Self::VmUuidChangedEvent(r.read_boxed()?),
-                Some("VmUuidConflictEvent") => Self::VmUuidConflictEvent(r.read_boxed()?),
-                Some("VmVnicPoolReservationViolationClearEvent") => {
-                    Self::VmVnicPoolReservationViolationClearEvent(r.read_boxed()?)
-                }
-                Some("VmVnicPoolReservationViolationRaiseEvent") => {
-                    Self::VmVnicPoolReservationViolationRaiseEvent(r.read_boxed()?)
-                }
-                Some("VmWwnAssignedEvent") => Self::VmWwnAssignedEvent(r.read_boxed()?),
-                Some("VmWwnChangedEvent") => Self::VmWwnChangedEvent(r.read_boxed()?),
-                Some("VmWwnConflictEvent") => Self::VmWwnConflictEvent(r.read_boxed()?),
-                Some("WarningUpgradeEvent") => Self::WarningUpgradeEvent(r.read_boxed()?),
-                _ => Self::Event(r.read_boxed()?),
-            },
-        )
+    /// The XML type name of the value held.
+    pub fn type_name(&self) -> &'static str {
+        self.as_data_object().type_name()
+    }
+    /// The value held as `T`, if it is one.
+    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
+        self.as_data_object().downcast_ref()
     }
 }
+impl x::Encode for AnyEvent {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        let object = self.as_data_object();
+        let xsi_type = match self {
+            Self::Event(_) => None,
+            _ => Some(object.type_name()),
+        };
+        object.encode_dyn(w, tag, xsi_type);
+    }
+}
+impl x::FromValue for AnyEvent {
+    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
+        x::any_from_value(value, "Event", Self::from_data_object)
+    }
+}
+impl x::ArrayItem for AnyEvent {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfEvent";
+    const ITEM_TAG: &'static str = "Event";
+}
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyEvent {}
+// SAFETY: as above.
+unsafe impl Sync for AnyEvent {}

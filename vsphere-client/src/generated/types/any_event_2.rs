@@ -5,2218 +5,2669 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl From<Event> for AnyEvent {
-    fn from(value: Event) -> Self {
-        Self::Event(Box::new(value))
-    }
-}
-impl From<AccountCreatedEvent> for AnyEvent {
-    fn from(value: AccountCreatedEvent) -> Self {
-        Self::AccountCreatedEvent(Box::new(value))
-    }
-}
-impl From<AccountRemovedEvent> for AnyEvent {
-    fn from(value: AccountRemovedEvent) -> Self {
-        Self::AccountRemovedEvent(Box::new(value))
-    }
-}
-impl From<AccountUpdatedEvent> for AnyEvent {
-    fn from(value: AccountUpdatedEvent) -> Self {
-        Self::AccountUpdatedEvent(Box::new(value))
-    }
-}
-impl From<AdminPasswordNotChangedEvent> for AnyEvent {
-    fn from(value: AdminPasswordNotChangedEvent) -> Self {
-        Self::AdminPasswordNotChangedEvent(Box::new(value))
-    }
-}
-impl From<AlarmAcknowledgedEvent> for AnyEvent {
-    fn from(value: AlarmAcknowledgedEvent) -> Self {
-        Self::AlarmAcknowledgedEvent(Box::new(value))
-    }
-}
-impl From<AlarmActionTriggeredEvent> for AnyEvent {
-    fn from(value: AlarmActionTriggeredEvent) -> Self {
-        Self::AlarmActionTriggeredEvent(Box::new(value))
-    }
-}
-impl From<AlarmClearedEvent> for AnyEvent {
-    fn from(value: AlarmClearedEvent) -> Self {
-        Self::AlarmClearedEvent(Box::new(value))
-    }
-}
-impl From<AlarmCreatedEvent> for AnyEvent {
-    fn from(value: AlarmCreatedEvent) -> Self {
-        Self::AlarmCreatedEvent(Box::new(value))
-    }
-}
-impl From<AlarmEmailCompletedEvent> for AnyEvent {
-    fn from(value: AlarmEmailCompletedEvent) -> Self {
-        Self::AlarmEmailCompletedEvent(Box::new(value))
-    }
-}
-impl From<AlarmEmailFailedEvent> for AnyEvent {
-    fn from(value: AlarmEmailFailedEvent) -> Self {
-        Self::AlarmEmailFailedEvent(Box::new(value))
-    }
-}
-impl From<AlarmEvent> for AnyEvent {
-    fn from(value: AlarmEvent) -> Self {
-        Self::AlarmEvent(Box::new(value))
-    }
-}
-impl From<AlarmReconfiguredEvent> for AnyEvent {
-    fn from(value: AlarmReconfiguredEvent) -> Self {
-        Self::AlarmReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<AlarmRemovedEvent> for AnyEvent {
-    fn from(value: AlarmRemovedEvent) -> Self {
-        Self::AlarmRemovedEvent(Box::new(value))
-    }
-}
-impl From<AlarmScriptCompleteEvent> for AnyEvent {
-    fn from(value: AlarmScriptCompleteEvent) -> Self {
-        Self::AlarmScriptCompleteEvent(Box::new(value))
-    }
-}
-impl From<AlarmScriptFailedEvent> for AnyEvent {
-    fn from(value: AlarmScriptFailedEvent) -> Self {
-        Self::AlarmScriptFailedEvent(Box::new(value))
-    }
-}
-impl From<AlarmSnmpCompletedEvent> for AnyEvent {
-    fn from(value: AlarmSnmpCompletedEvent) -> Self {
-        Self::AlarmSnmpCompletedEvent(Box::new(value))
-    }
-}
-impl From<AlarmSnmpFailedEvent> for AnyEvent {
-    fn from(value: AlarmSnmpFailedEvent) -> Self {
-        Self::AlarmSnmpFailedEvent(Box::new(value))
-    }
-}
-impl From<AlarmStatusChangedEvent> for AnyEvent {
-    fn from(value: AlarmStatusChangedEvent) -> Self {
-        Self::AlarmStatusChangedEvent(Box::new(value))
-    }
-}
-impl From<AllVirtualMachinesLicensedEvent> for AnyEvent {
-    fn from(value: AllVirtualMachinesLicensedEvent) -> Self {
-        Self::AllVirtualMachinesLicensedEvent(Box::new(value))
-    }
-}
-impl From<AlreadyAuthenticatedSessionEvent> for AnyEvent {
-    fn from(value: AlreadyAuthenticatedSessionEvent) -> Self {
-        Self::AlreadyAuthenticatedSessionEvent(Box::new(value))
-    }
-}
-impl From<AuthorizationEvent> for AnyEvent {
-    fn from(value: AuthorizationEvent) -> Self {
-        Self::AuthorizationEvent(Box::new(value))
-    }
-}
-impl From<BadUsernameSessionEvent> for AnyEvent {
-    fn from(value: BadUsernameSessionEvent) -> Self {
-        Self::BadUsernameSessionEvent(Box::new(value))
-    }
-}
-impl From<CanceledHostOperationEvent> for AnyEvent {
-    fn from(value: CanceledHostOperationEvent) -> Self {
-        Self::CanceledHostOperationEvent(Box::new(value))
-    }
-}
-impl From<ClusterComplianceCheckedEvent> for AnyEvent {
-    fn from(value: ClusterComplianceCheckedEvent) -> Self {
-        Self::ClusterComplianceCheckedEvent(Box::new(value))
-    }
-}
-impl From<ClusterCreatedEvent> for AnyEvent {
-    fn from(value: ClusterCreatedEvent) -> Self {
-        Self::ClusterCreatedEvent(Box::new(value))
-    }
-}
-impl From<ClusterDestroyedEvent> for AnyEvent {
-    fn from(value: ClusterDestroyedEvent) -> Self {
-        Self::ClusterDestroyedEvent(Box::new(value))
-    }
-}
-impl From<ClusterEvent> for AnyEvent {
-    fn from(value: ClusterEvent) -> Self {
-        Self::ClusterEvent(Box::new(value))
-    }
-}
-impl From<ClusterOvercommittedEvent> for AnyEvent {
-    fn from(value: ClusterOvercommittedEvent) -> Self {
-        Self::ClusterOvercommittedEvent(Box::new(value))
-    }
-}
-impl From<ClusterReconfiguredEvent> for AnyEvent {
-    fn from(value: ClusterReconfiguredEvent) -> Self {
-        Self::ClusterReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<ClusterStatusChangedEvent> for AnyEvent {
-    fn from(value: ClusterStatusChangedEvent) -> Self {
-        Self::ClusterStatusChangedEvent(Box::new(value))
-    }
-}
-impl From<CustomFieldDefAddedEvent> for AnyEvent {
-    fn from(value: CustomFieldDefAddedEvent) -> Self {
-        Self::CustomFieldDefAddedEvent(Box::new(value))
-    }
-}
-impl From<CustomFieldDefEvent> for AnyEvent {
-    fn from(value: CustomFieldDefEvent) -> Self {
-        Self::CustomFieldDefEvent(Box::new(value))
-    }
-}
-impl From<CustomFieldDefRemovedEvent> for AnyEvent {
-    fn from(value: CustomFieldDefRemovedEvent) -> Self {
-        Self::CustomFieldDefRemovedEvent(Box::new(value))
-    }
-}
-impl From<CustomFieldDefRenamedEvent> for AnyEvent {
-    fn from(value: CustomFieldDefRenamedEvent) -> Self {
-        Self::CustomFieldDefRenamedEvent(Box::new(value))
-    }
-}
-impl From<CustomFieldEvent> for AnyEvent {
-    fn from(value: CustomFieldEvent) -> Self {
-        Self::CustomFieldEvent(Box::new(value))
-    }
-}
-impl From<CustomFieldValueChangedEvent> for AnyEvent {
-    fn from(value: CustomFieldValueChangedEvent) -> Self {
-        Self::CustomFieldValueChangedEvent(Box::new(value))
-    }
-}
-impl From<CustomizationEvent> for AnyEvent {
-    fn from(value: CustomizationEvent) -> Self {
-        Self::CustomizationEvent(Box::new(value))
-    }
-}
-impl From<CustomizationFailed> for AnyEvent {
-    fn from(value: CustomizationFailed) -> Self {
-        Self::CustomizationFailed(Box::new(value))
-    }
-}
-impl From<CustomizationLinuxIdentityFailed> for AnyEvent {
-    fn from(value: CustomizationLinuxIdentityFailed) -> Self {
-        Self::CustomizationLinuxIdentityFailed(Box::new(value))
-    }
-}
-impl From<CustomizationNetworkSetupFailed> for AnyEvent {
-    fn from(value: CustomizationNetworkSetupFailed) -> Self {
-        Self::CustomizationNetworkSetupFailed(Box::new(value))
-    }
-}
-impl From<CustomizationStartedEvent> for AnyEvent {
-    fn from(value: CustomizationStartedEvent) -> Self {
-        Self::CustomizationStartedEvent(Box::new(value))
-    }
-}
-impl From<CustomizationSucceeded> for AnyEvent {
-    fn from(value: CustomizationSucceeded) -> Self {
-        Self::CustomizationSucceeded(Box::new(value))
-    }
-}
-impl From<CustomizationSysprepFailed> for AnyEvent {
-    fn from(value: CustomizationSysprepFailed) -> Self {
-        Self::CustomizationSysprepFailed(Box::new(value))
-    }
-}
-impl From<CustomizationUnknownFailure> for AnyEvent {
-    fn from(value: CustomizationUnknownFailure) -> Self {
-        Self::CustomizationUnknownFailure(Box::new(value))
-    }
-}
-impl From<DVPortgroupCreatedEvent> for AnyEvent {
-    fn from(value: DVPortgroupCreatedEvent) -> Self {
-        Self::DVPortgroupCreatedEvent(Box::new(value))
-    }
-}
-impl From<DVPortgroupDestroyedEvent> for AnyEvent {
-    fn from(value: DVPortgroupDestroyedEvent) -> Self {
-        Self::DVPortgroupDestroyedEvent(Box::new(value))
-    }
-}
-impl From<DVPortgroupEvent> for AnyEvent {
-    fn from(value: DVPortgroupEvent) -> Self {
-        Self::DVPortgroupEvent(Box::new(value))
-    }
-}
-impl From<DVPortgroupReconfiguredEvent> for AnyEvent {
-    fn from(value: DVPortgroupReconfiguredEvent) -> Self {
-        Self::DVPortgroupReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<DVPortgroupRenamedEvent> for AnyEvent {
-    fn from(value: DVPortgroupRenamedEvent) -> Self {
-        Self::DVPortgroupRenamedEvent(Box::new(value))
-    }
-}
-impl From<DasAdmissionControlDisabledEvent> for AnyEvent {
-    fn from(value: DasAdmissionControlDisabledEvent) -> Self {
-        Self::DasAdmissionControlDisabledEvent(Box::new(value))
-    }
-}
-impl From<DasAdmissionControlEnabledEvent> for AnyEvent {
-    fn from(value: DasAdmissionControlEnabledEvent) -> Self {
-        Self::DasAdmissionControlEnabledEvent(Box::new(value))
-    }
-}
-impl From<DasAgentFoundEvent> for AnyEvent {
-    fn from(value: DasAgentFoundEvent) -> Self {
-        Self::DasAgentFoundEvent(Box::new(value))
-    }
-}
-impl From<DasAgentUnavailableEvent> for AnyEvent {
-    fn from(value: DasAgentUnavailableEvent) -> Self {
-        Self::DasAgentUnavailableEvent(Box::new(value))
-    }
-}
-impl From<DasClusterIsolatedEvent> for AnyEvent {
-    fn from(value: DasClusterIsolatedEvent) -> Self {
-        Self::DasClusterIsolatedEvent(Box::new(value))
-    }
-}
-impl From<DasDisabledEvent> for AnyEvent {
-    fn from(value: DasDisabledEvent) -> Self {
-        Self::DasDisabledEvent(Box::new(value))
-    }
-}
-impl From<DasEnabledEvent> for AnyEvent {
-    fn from(value: DasEnabledEvent) -> Self {
-        Self::DasEnabledEvent(Box::new(value))
-    }
-}
-impl From<DasHostFailedEvent> for AnyEvent {
-    fn from(value: DasHostFailedEvent) -> Self {
-        Self::DasHostFailedEvent(Box::new(value))
-    }
-}
-impl From<DasHostIsolatedEvent> for AnyEvent {
-    fn from(value: DasHostIsolatedEvent) -> Self {
-        Self::DasHostIsolatedEvent(Box::new(value))
-    }
-}
-impl From<DatacenterCreatedEvent> for AnyEvent {
-    fn from(value: DatacenterCreatedEvent) -> Self {
-        Self::DatacenterCreatedEvent(Box::new(value))
-    }
-}
-impl From<DatacenterEvent> for AnyEvent {
-    fn from(value: DatacenterEvent) -> Self {
-        Self::DatacenterEvent(Box::new(value))
-    }
-}
-impl From<DatacenterRenamedEvent> for AnyEvent {
-    fn from(value: DatacenterRenamedEvent) -> Self {
-        Self::DatacenterRenamedEvent(Box::new(value))
-    }
-}
-impl From<DatastoreCapacityIncreasedEvent> for AnyEvent {
-    fn from(value: DatastoreCapacityIncreasedEvent) -> Self {
-        Self::DatastoreCapacityIncreasedEvent(Box::new(value))
-    }
-}
-impl From<DatastoreDestroyedEvent> for AnyEvent {
-    fn from(value: DatastoreDestroyedEvent) -> Self {
-        Self::DatastoreDestroyedEvent(Box::new(value))
-    }
-}
-impl From<DatastoreDiscoveredEvent> for AnyEvent {
-    fn from(value: DatastoreDiscoveredEvent) -> Self {
-        Self::DatastoreDiscoveredEvent(Box::new(value))
-    }
-}
-impl From<DatastoreDuplicatedEvent> for AnyEvent {
-    fn from(value: DatastoreDuplicatedEvent) -> Self {
-        Self::DatastoreDuplicatedEvent(Box::new(value))
-    }
-}
-impl From<DatastoreEvent> for AnyEvent {
-    fn from(value: DatastoreEvent) -> Self {
-        Self::DatastoreEvent(Box::new(value))
-    }
-}
-impl From<DatastoreFileCopiedEvent> for AnyEvent {
-    fn from(value: DatastoreFileCopiedEvent) -> Self {
-        Self::DatastoreFileCopiedEvent(Box::new(value))
-    }
-}
-impl From<DatastoreFileDeletedEvent> for AnyEvent {
-    fn from(value: DatastoreFileDeletedEvent) -> Self {
-        Self::DatastoreFileDeletedEvent(Box::new(value))
-    }
-}
-impl From<DatastoreFileEvent> for AnyEvent {
-    fn from(value: DatastoreFileEvent) -> Self {
-        Self::DatastoreFileEvent(Box::new(value))
-    }
-}
-impl From<DatastoreFileMovedEvent> for AnyEvent {
-    fn from(value: DatastoreFileMovedEvent) -> Self {
-        Self::DatastoreFileMovedEvent(Box::new(value))
-    }
-}
-impl From<DatastoreIORMReconfiguredEvent> for AnyEvent {
-    fn from(value: DatastoreIORMReconfiguredEvent) -> Self {
-        Self::DatastoreIORMReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<DatastorePrincipalConfigured> for AnyEvent {
-    fn from(value: DatastorePrincipalConfigured) -> Self {
-        Self::DatastorePrincipalConfigured(Box::new(value))
-    }
-}
-impl From<DatastoreRemovedOnHostEvent> for AnyEvent {
-    fn from(value: DatastoreRemovedOnHostEvent) -> Self {
-        Self::DatastoreRemovedOnHostEvent(Box::new(value))
-    }
-}
-impl From<DatastoreRenamedEvent> for AnyEvent {
-    fn from(value: DatastoreRenamedEvent) -> Self {
-        Self::DatastoreRenamedEvent(Box::new(value))
-    }
-}
-impl From<DatastoreRenamedOnHostEvent> for AnyEvent {
-    fn from(value: DatastoreRenamedOnHostEvent) -> Self {
-        Self::DatastoreRenamedOnHostEvent(Box::new(value))
-    }
-}
-impl From<DrsDisabledEvent> for AnyEvent {
-    fn from(value: DrsDisabledEvent) -> Self {
-        Self::DrsDisabledEvent(Box::new(value))
-    }
-}
-impl From<DrsEnabledEvent> for AnyEvent {
-    fn from(value: DrsEnabledEvent) -> Self {
-        Self::DrsEnabledEvent(Box::new(value))
-    }
-}
-impl From<DrsEnteredStandbyModeEvent> for AnyEvent {
-    fn from(value: DrsEnteredStandbyModeEvent) -> Self {
-        Self::DrsEnteredStandbyModeEvent(Box::new(value))
-    }
-}
-impl From<DrsEnteringStandbyModeEvent> for AnyEvent {
-    fn from(value: DrsEnteringStandbyModeEvent) -> Self {
-        Self::DrsEnteringStandbyModeEvent(Box::new(value))
-    }
-}
-impl From<DrsExitStandbyModeFailedEvent> for AnyEvent {
-    fn from(value: DrsExitStandbyModeFailedEvent) -> Self {
-        Self::DrsExitStandbyModeFailedEvent(Box::new(value))
-    }
-}
-impl From<DrsExitedStandbyModeEvent> for AnyEvent {
-    fn from(value: DrsExitedStandbyModeEvent) -> Self {
-        Self::DrsExitedStandbyModeEvent(Box::new(value))
-    }
-}
-impl From<DrsExitingStandbyModeEvent> for AnyEvent {
-    fn from(value: DrsExitingStandbyModeEvent) -> Self {
-        Self::DrsExitingStandbyModeEvent(Box::new(value))
-    }
-}
-impl From<DrsInvocationFailedEvent> for AnyEvent {
-    fn from(value: DrsInvocationFailedEvent) -> Self {
-        Self::DrsInvocationFailedEvent(Box::new(value))
-    }
-}
-impl From<DrsRecoveredFromFailureEvent> for AnyEvent {
-    fn from(value: DrsRecoveredFromFailureEvent) -> Self {
-        Self::DrsRecoveredFromFailureEvent(Box::new(value))
-    }
-}
-impl From<DrsResourceConfigureFailedEvent> for AnyEvent {
-    fn from(value: DrsResourceConfigureFailedEvent) -> Self {
-        Self::DrsResourceConfigureFailedEvent(Box::new(value))
-    }
-}
-impl From<DrsResourceConfigureSyncedEvent> for AnyEvent {
-    fn from(value: DrsResourceConfigureSyncedEvent) -> Self {
-        Self::DrsResourceConfigureSyncedEvent(Box::new(value))
-    }
-}
-impl From<DrsRuleComplianceEvent> for AnyEvent {
-    fn from(value: DrsRuleComplianceEvent) -> Self {
-        Self::DrsRuleComplianceEvent(Box::new(value))
-    }
-}
-impl From<DrsRuleViolationEvent> for AnyEvent {
-    fn from(value: DrsRuleViolationEvent) -> Self {
-        Self::DrsRuleViolationEvent(Box::new(value))
-    }
-}
-impl From<DrsSoftRuleViolationEvent> for AnyEvent {
-    fn from(value: DrsSoftRuleViolationEvent) -> Self {
-        Self::DrsSoftRuleViolationEvent(Box::new(value))
-    }
-}
-impl From<DrsVmMigratedEvent> for AnyEvent {
-    fn from(value: DrsVmMigratedEvent) -> Self {
-        Self::DrsVmMigratedEvent(Box::new(value))
-    }
-}
-impl From<DrsVmPoweredOnEvent> for AnyEvent {
-    fn from(value: DrsVmPoweredOnEvent) -> Self {
-        Self::DrsVmPoweredOnEvent(Box::new(value))
-    }
-}
-impl From<DuplicateIpDetectedEvent> for AnyEvent {
-    fn from(value: DuplicateIpDetectedEvent) -> Self {
-        Self::DuplicateIpDetectedEvent(Box::new(value))
-    }
-}
-impl From<DvpgImportEvent> for AnyEvent {
-    fn from(value: DvpgImportEvent) -> Self {
-        Self::DvpgImportEvent(Box::new(value))
-    }
-}
-impl From<DvpgRestoreEvent> for AnyEvent {
-    fn from(value: DvpgRestoreEvent) -> Self {
-        Self::DvpgRestoreEvent(Box::new(value))
-    }
-}
-impl From<DvsCreatedEvent> for AnyEvent {
-    fn from(value: DvsCreatedEvent) -> Self {
-        Self::DvsCreatedEvent(Box::new(value))
-    }
-}
-impl From<DvsDestroyedEvent> for AnyEvent {
-    fn from(value: DvsDestroyedEvent) -> Self {
-        Self::DvsDestroyedEvent(Box::new(value))
-    }
-}
-impl From<DvsEvent> for AnyEvent {
-    fn from(value: DvsEvent) -> Self {
-        Self::DvsEvent(Box::new(value))
-    }
-}
-impl From<DvsHealthStatusChangeEvent> for AnyEvent {
-    fn from(value: DvsHealthStatusChangeEvent) -> Self {
-        Self::DvsHealthStatusChangeEvent(Box::new(value))
-    }
-}
-impl From<DvsHostBackInSyncEvent> for AnyEvent {
-    fn from(value: DvsHostBackInSyncEvent) -> Self {
-        Self::DvsHostBackInSyncEvent(Box::new(value))
-    }
-}
-impl From<DvsHostJoinedEvent> for AnyEvent {
-    fn from(value: DvsHostJoinedEvent) -> Self {
-        Self::DvsHostJoinedEvent(Box::new(value))
-    }
-}
-impl From<DvsHostLeftEvent> for AnyEvent {
-    fn from(value: DvsHostLeftEvent) -> Self {
-        Self::DvsHostLeftEvent(Box::new(value))
-    }
-}
-impl From<DvsHostStatusUpdated> for AnyEvent {
-    fn from(value: DvsHostStatusUpdated) -> Self {
-        Self::DvsHostStatusUpdated(Box::new(value))
-    }
-}
-impl From<DvsHostWentOutOfSyncEvent> for AnyEvent {
-    fn from(value: DvsHostWentOutOfSyncEvent) -> Self {
-        Self::DvsHostWentOutOfSyncEvent(Box::new(value))
-    }
-}
-impl From<DvsImportEvent> for AnyEvent {
-    fn from(value: DvsImportEvent) -> Self {
-        Self::DvsImportEvent(Box::new(value))
-    }
-}
-impl From<DvsMergedEvent> for AnyEvent {
-    fn from(value: DvsMergedEvent) -> Self {
-        Self::DvsMergedEvent(Box::new(value))
-    }
-}
-impl From<DvsPortBlockedEvent> for AnyEvent {
-    fn from(value: DvsPortBlockedEvent) -> Self {
-        Self::DvsPortBlockedEvent(Box::new(value))
-    }
-}
-impl From<DvsPortConnectedEvent> for AnyEvent {
-    fn from(value: DvsPortConnectedEvent) -> Self {
-        Self::DvsPortConnectedEvent(Box::new(value))
-    }
-}
-impl From<DvsPortCreatedEvent> for AnyEvent {
-    fn from(value: DvsPortCreatedEvent) -> Self {
-        Self::DvsPortCreatedEvent(Box::new(value))
-    }
-}
-impl From<DvsPortDeletedEvent> for AnyEvent {
-    fn from(value: DvsPortDeletedEvent) -> Self {
-        Self::DvsPortDeletedEvent(Box::new(value))
-    }
-}
-impl From<DvsPortDisconnectedEvent> for AnyEvent {
-    fn from(value: DvsPortDisconnectedEvent) -> Self {
-        Self::DvsPortDisconnectedEvent(Box::new(value))
-    }
-}
-impl From<DvsPortEnteredPassthruEvent> for AnyEvent {
-    fn from(value: DvsPortEnteredPassthruEvent) -> Self {
-        Self::DvsPortEnteredPassthruEvent(Box::new(value))
-    }
-}
-impl From<DvsPortExitedPassthruEvent> for AnyEvent {
-    fn from(value: DvsPortExitedPassthruEvent) -> Self {
-        Self::DvsPortExitedPassthruEvent(Box::new(value))
-    }
-}
-impl From<DvsPortJoinPortgroupEvent> for AnyEvent {
-    fn from(value: DvsPortJoinPortgroupEvent) -> Self {
-        Self::DvsPortJoinPortgroupEvent(Box::new(value))
-    }
-}
-impl From<DvsPortLeavePortgroupEvent> for AnyEvent {
-    fn from(value: DvsPortLeavePortgroupEvent) -> Self {
-        Self::DvsPortLeavePortgroupEvent(Box::new(value))
-    }
-}
-impl From<DvsPortLinkDownEvent> for AnyEvent {
-    fn from(value: DvsPortLinkDownEvent) -> Self {
-        Self::DvsPortLinkDownEvent(Box::new(value))
-    }
-}
-impl From<DvsPortLinkUpEvent> for AnyEvent {
-    fn from(value: DvsPortLinkUpEvent) -> Self {
-        Self::DvsPortLinkUpEvent(Box::new(value))
-    }
-}
-impl From<DvsPortReconfiguredEvent> for AnyEvent {
-    fn from(value: DvsPortReconfiguredEvent) -> Self {
-        Self::DvsPortReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<DvsPortRuntimeChangeEvent> for AnyEvent {
-    fn from(value: DvsPortRuntimeChangeEvent) -> Self {
-        Self::DvsPortRuntimeChangeEvent(Box::new(value))
-    }
-}
-impl From<DvsPortUnblockedEvent> for AnyEvent {
-    fn from(value: DvsPortUnblockedEvent) -> Self {
-        Self::DvsPortUnblockedEvent(Box::new(value))
-    }
-}
-impl From<DvsPortVendorSpecificStateChangeEvent> for AnyEvent {
-    fn from(value: DvsPortVendorSpecificStateChangeEvent) -> Self {
-        Self::DvsPortVendorSpecificStateChangeEvent(Box::new(value))
-    }
-}
-impl From<DvsReconfiguredEvent> for AnyEvent {
-    fn from(value: DvsReconfiguredEvent) -> Self {
-        Self::DvsReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<DvsRenamedEvent> for AnyEvent {
-    fn from(value: DvsRenamedEvent) -> Self {
-        Self::DvsRenamedEvent(Box::new(value))
-    }
-}
-impl From<DvsRestoreEvent> for AnyEvent {
-    fn from(value: DvsRestoreEvent) -> Self {
-        Self::DvsRestoreEvent(Box::new(value))
-    }
-}
-impl From<DvsUpgradeAvailableEvent> for AnyEvent {
-    fn from(value: DvsUpgradeAvailableEvent) -> Self {
-        Self::DvsUpgradeAvailableEvent(Box::new(value))
-    }
-}
-impl From<DvsUpgradeInProgressEvent> for AnyEvent {
-    fn from(value: DvsUpgradeInProgressEvent) -> Self {
-        Self::DvsUpgradeInProgressEvent(Box::new(value))
-    }
-}
-impl From<DvsUpgradeRejectedEvent> for AnyEvent {
-    fn from(value: DvsUpgradeRejectedEvent) -> Self {
-        Self::DvsUpgradeRejectedEvent(Box::new(value))
-    }
-}
-impl From<DvsUpgradedEvent> for AnyEvent {
-    fn from(value: DvsUpgradedEvent) -> Self {
-        Self::DvsUpgradedEvent(Box::new(value))
-    }
-}
-impl From<EnteredMaintenanceModeEvent> for AnyEvent {
-    fn from(value: EnteredMaintenanceModeEvent) -> Self {
-        Self::EnteredMaintenanceModeEvent(Box::new(value))
-    }
-}
-impl From<EnteredStandbyModeEvent> for AnyEvent {
-    fn from(value: EnteredStandbyModeEvent) -> Self {
-        Self::EnteredStandbyModeEvent(Box::new(value))
-    }
-}
-impl From<EnteringMaintenanceModeEvent> for AnyEvent {
-    fn from(value: EnteringMaintenanceModeEvent) -> Self {
-        Self::EnteringMaintenanceModeEvent(Box::new(value))
-    }
-}
-impl From<EnteringStandbyModeEvent> for AnyEvent {
-    fn from(value: EnteringStandbyModeEvent) -> Self {
-        Self::EnteringStandbyModeEvent(Box::new(value))
-    }
-}
-impl From<ErrorUpgradeEvent> for AnyEvent {
-    fn from(value: ErrorUpgradeEvent) -> Self {
-        Self::ErrorUpgradeEvent(Box::new(value))
-    }
-}
-impl From<EventEx> for AnyEvent {
-    fn from(value: EventEx) -> Self {
-        Self::EventEx(Box::new(value))
-    }
-}
-impl From<ExitMaintenanceModeEvent> for AnyEvent {
-    fn from(value: ExitMaintenanceModeEvent) -> Self {
-        Self::ExitMaintenanceModeEvent(Box::new(value))
-    }
-}
-impl From<ExitStandbyModeFailedEvent> for AnyEvent {
-    fn from(value: ExitStandbyModeFailedEvent) -> Self {
-        Self::ExitStandbyModeFailedEvent(Box::new(value))
-    }
-}
-impl From<ExitedStandbyModeEvent> for AnyEvent {
-    fn from(value: ExitedStandbyModeEvent) -> Self {
-        Self::ExitedStandbyModeEvent(Box::new(value))
-    }
-}
-impl From<ExitingStandbyModeEvent> for AnyEvent {
-    fn from(value: ExitingStandbyModeEvent) -> Self {
-        Self::ExitingStandbyModeEvent(Box::new(value))
-    }
-}
-impl From<ExtendedEvent> for AnyEvent {
-    fn from(value: ExtendedEvent) -> Self {
-        Self::ExtendedEvent(Box::new(value))
-    }
-}
-impl From<FailoverLevelRestored> for AnyEvent {
-    fn from(value: FailoverLevelRestored) -> Self {
-        Self::FailoverLevelRestored(Box::new(value))
-    }
-}
-impl From<GeneralEvent> for AnyEvent {
-    fn from(value: GeneralEvent) -> Self {
-        Self::GeneralEvent(Box::new(value))
-    }
-}
-impl From<GeneralHostErrorEvent> for AnyEvent {
-    fn from(value: GeneralHostErrorEvent) -> Self {
-        Self::GeneralHostErrorEvent(Box::new(value))
-    }
-}
-impl From<GeneralHostInfoEvent> for AnyEvent {
-    fn from(value: GeneralHostInfoEvent) -> Self {
-        Self::GeneralHostInfoEvent(Box::new(value))
-    }
-}
-impl From<GeneralHostWarningEvent> for AnyEvent {
-    fn from(value: GeneralHostWarningEvent) -> Self {
-        Self::GeneralHostWarningEvent(Box::new(value))
-    }
-}
-impl From<GeneralUserEvent> for AnyEvent {
-    fn from(value: GeneralUserEvent) -> Self {
-        Self::GeneralUserEvent(Box::new(value))
-    }
-}
-impl From<GeneralVmErrorEvent> for AnyEvent {
-    fn from(value: GeneralVmErrorEvent) -> Self {
-        Self::GeneralVmErrorEvent(Box::new(value))
-    }
-}
-impl From<GeneralVmInfoEvent> for AnyEvent {
-    fn from(value: GeneralVmInfoEvent) -> Self {
-        Self::GeneralVmInfoEvent(Box::new(value))
-    }
-}
-impl From<GeneralVmWarningEvent> for AnyEvent {
-    fn from(value: GeneralVmWarningEvent) -> Self {
-        Self::GeneralVmWarningEvent(Box::new(value))
-    }
-}
-impl From<GhostDvsProxySwitchDetectedEvent> for AnyEvent {
-    fn from(value: GhostDvsProxySwitchDetectedEvent) -> Self {
-        Self::GhostDvsProxySwitchDetectedEvent(Box::new(value))
-    }
-}
-impl From<GhostDvsProxySwitchRemovedEvent> for AnyEvent {
-    fn from(value: GhostDvsProxySwitchRemovedEvent) -> Self {
-        Self::GhostDvsProxySwitchRemovedEvent(Box::new(value))
-    }
-}
-impl From<GlobalMessageChangedEvent> for AnyEvent {
-    fn from(value: GlobalMessageChangedEvent) -> Self {
-        Self::GlobalMessageChangedEvent(Box::new(value))
-    }
-}
-impl From<HealthStatusChangedEvent> for AnyEvent {
-    fn from(value: HealthStatusChangedEvent) -> Self {
-        Self::HealthStatusChangedEvent(Box::new(value))
-    }
-}
-impl From<HostAddFailedEvent> for AnyEvent {
-    fn from(value: HostAddFailedEvent) -> Self {
-        Self::HostAddFailedEvent(Box::new(value))
-    }
-}
-impl From<HostAddedEvent> for AnyEvent {
-    fn from(value: HostAddedEvent) -> Self {
-        Self::HostAddedEvent(Box::new(value))
-    }
-}
-impl From<HostAdminDisableEvent> for AnyEvent {
-    fn from(value: HostAdminDisableEvent) -> Self {
-        Self::HostAdminDisableEvent(Box::new(value))
-    }
-}
-impl From<HostAdminEnableEvent> for AnyEvent {
-    fn from(value: HostAdminEnableEvent) -> Self {
-        Self::HostAdminEnableEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedAccountFailedEvent> for AnyEvent {
-    fn from(value: HostCnxFailedAccountFailedEvent) -> Self {
-        Self::HostCnxFailedAccountFailedEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedAlreadyManagedEvent> for AnyEvent {
-    fn from(value: HostCnxFailedAlreadyManagedEvent) -> Self {
-        Self::HostCnxFailedAlreadyManagedEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedBadCcagentEvent> for AnyEvent {
-    fn from(value: HostCnxFailedBadCcagentEvent) -> Self {
-        Self::HostCnxFailedBadCcagentEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedBadUsernameEvent> for AnyEvent {
-    fn from(value: HostCnxFailedBadUsernameEvent) -> Self {
-        Self::HostCnxFailedBadUsernameEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedBadVersionEvent> for AnyEvent {
-    fn from(value: HostCnxFailedBadVersionEvent) -> Self {
-        Self::HostCnxFailedBadVersionEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedCcagentUpgradeEvent> for AnyEvent {
-    fn from(value: HostCnxFailedCcagentUpgradeEvent) -> Self {
-        Self::HostCnxFailedCcagentUpgradeEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedEvent> for AnyEvent {
-    fn from(value: HostCnxFailedEvent) -> Self {
-        Self::HostCnxFailedEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedNetworkErrorEvent> for AnyEvent {
-    fn from(value: HostCnxFailedNetworkErrorEvent) -> Self {
-        Self::HostCnxFailedNetworkErrorEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedNoAccessEvent> for AnyEvent {
-    fn from(value: HostCnxFailedNoAccessEvent) -> Self {
-        Self::HostCnxFailedNoAccessEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedNoConnectionEvent> for AnyEvent {
-    fn from(value: HostCnxFailedNoConnectionEvent) -> Self {
-        Self::HostCnxFailedNoConnectionEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedNoLicenseEvent> for AnyEvent {
-    fn from(value: HostCnxFailedNoLicenseEvent) -> Self {
-        Self::HostCnxFailedNoLicenseEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedNotFoundEvent> for AnyEvent {
-    fn from(value: HostCnxFailedNotFoundEvent) -> Self {
-        Self::HostCnxFailedNotFoundEvent(Box::new(value))
-    }
-}
-impl From<HostCnxFailedTimeoutEvent> for AnyEvent {
-    fn from(value: HostCnxFailedTimeoutEvent) -> Self {
-        Self::HostCnxFailedTimeoutEvent(Box::new(value))
-    }
-}
-impl From<HostComplianceCheckedEvent> for AnyEvent {
-    fn from(value: HostComplianceCheckedEvent) -> Self {
-        Self::HostComplianceCheckedEvent(Box::new(value))
-    }
-}
-impl From<HostCompliantEvent> for AnyEvent {
-    fn from(value: HostCompliantEvent) -> Self {
-        Self::HostCompliantEvent(Box::new(value))
-    }
-}
-impl From<HostConfigAppliedEvent> for AnyEvent {
-    fn from(value: HostConfigAppliedEvent) -> Self {
-        Self::HostConfigAppliedEvent(Box::new(value))
-    }
-}
-impl From<HostConnectedEvent> for AnyEvent {
-    fn from(value: HostConnectedEvent) -> Self {
-        Self::HostConnectedEvent(Box::new(value))
-    }
-}
-impl From<HostConnectionLostEvent> for AnyEvent {
-    fn from(value: HostConnectionLostEvent) -> Self {
-        Self::HostConnectionLostEvent(Box::new(value))
-    }
-}
-impl From<HostDasDisabledEvent> for AnyEvent {
-    fn from(value: HostDasDisabledEvent) -> Self {
-        Self::HostDasDisabledEvent(Box::new(value))
-    }
-}
-impl From<HostDasDisablingEvent> for AnyEvent {
-    fn from(value: HostDasDisablingEvent) -> Self {
-        Self::HostDasDisablingEvent(Box::new(value))
-    }
-}
-impl From<HostDasEnabledEvent> for AnyEvent {
-    fn from(value: HostDasEnabledEvent) -> Self {
-        Self::HostDasEnabledEvent(Box::new(value))
-    }
-}
-impl From<HostDasEnablingEvent> for AnyEvent {
-    fn from(value: HostDasEnablingEvent) -> Self {
-        Self::HostDasEnablingEvent(Box::new(value))
-    }
-}
-impl From<HostDasErrorEvent> for AnyEvent {
-    fn from(value: HostDasErrorEvent) -> Self {
-        Self::HostDasErrorEvent(Box::new(value))
-    }
-}
-impl From<HostDasEvent> for AnyEvent {
-    fn from(value: HostDasEvent) -> Self {
-        Self::HostDasEvent(Box::new(value))
-    }
-}
-impl From<HostDasOkEvent> for AnyEvent {
-    fn from(value: HostDasOkEvent) -> Self {
-        Self::HostDasOkEvent(Box::new(value))
-    }
-}
-impl From<HostDisconnectedEvent> for AnyEvent {
-    fn from(value: HostDisconnectedEvent) -> Self {
-        Self::HostDisconnectedEvent(Box::new(value))
-    }
-}
-impl From<HostEnableAdminFailedEvent> for AnyEvent {
-    fn from(value: HostEnableAdminFailedEvent) -> Self {
-        Self::HostEnableAdminFailedEvent(Box::new(value))
-    }
-}
-impl From<HostEvent> for AnyEvent {
-    fn from(value: HostEvent) -> Self {
-        Self::HostEvent(Box::new(value))
-    }
-}
-impl From<HostExtraNetworksEvent> for AnyEvent {
-    fn from(value: HostExtraNetworksEvent) -> Self {
-        Self::HostExtraNetworksEvent(Box::new(value))
-    }
-}
-impl From<HostGetShortNameFailedEvent> for AnyEvent {
-    fn from(value: HostGetShortNameFailedEvent) -> Self {
-        Self::HostGetShortNameFailedEvent(Box::new(value))
-    }
-}
-impl From<HostInAuditModeEvent> for AnyEvent {
-    fn from(value: HostInAuditModeEvent) -> Self {
-        Self::HostInAuditModeEvent(Box::new(value))
-    }
-}
-impl From<HostInventoryFullEvent> for AnyEvent {
-    fn from(value: HostInventoryFullEvent) -> Self {
-        Self::HostInventoryFullEvent(Box::new(value))
-    }
-}
-impl From<HostInventoryUnreadableEvent> for AnyEvent {
-    fn from(value: HostInventoryUnreadableEvent) -> Self {
-        Self::HostInventoryUnreadableEvent(Box::new(value))
-    }
-}
-impl From<HostIpChangedEvent> for AnyEvent {
-    fn from(value: HostIpChangedEvent) -> Self {
-        Self::HostIpChangedEvent(Box::new(value))
-    }
-}
-impl From<HostIpInconsistentEvent> for AnyEvent {
-    fn from(value: HostIpInconsistentEvent) -> Self {
-        Self::HostIpInconsistentEvent(Box::new(value))
-    }
-}
-impl From<HostIpToShortNameFailedEvent> for AnyEvent {
-    fn from(value: HostIpToShortNameFailedEvent) -> Self {
-        Self::HostIpToShortNameFailedEvent(Box::new(value))
-    }
-}
-impl From<HostIsolationIpPingFailedEvent> for AnyEvent {
-    fn from(value: HostIsolationIpPingFailedEvent) -> Self {
-        Self::HostIsolationIpPingFailedEvent(Box::new(value))
-    }
-}
-impl From<HostLicenseExpiredEvent> for AnyEvent {
-    fn from(value: HostLicenseExpiredEvent) -> Self {
-        Self::HostLicenseExpiredEvent(Box::new(value))
-    }
-}
-impl From<HostLocalPortCreatedEvent> for AnyEvent {
-    fn from(value: HostLocalPortCreatedEvent) -> Self {
-        Self::HostLocalPortCreatedEvent(Box::new(value))
-    }
-}
-impl From<HostMissingNetworksEvent> for AnyEvent {
-    fn from(value: HostMissingNetworksEvent) -> Self {
-        Self::HostMissingNetworksEvent(Box::new(value))
-    }
-}
-impl From<HostMonitoringStateChangedEvent> for AnyEvent {
-    fn from(value: HostMonitoringStateChangedEvent) -> Self {
-        Self::HostMonitoringStateChangedEvent(Box::new(value))
-    }
-}
-impl From<HostNoAvailableNetworksEvent> for AnyEvent {
-    fn from(value: HostNoAvailableNetworksEvent) -> Self {
-        Self::HostNoAvailableNetworksEvent(Box::new(value))
-    }
-}
-impl From<HostNoHAEnabledPortGroupsEvent> for AnyEvent {
-    fn from(value: HostNoHAEnabledPortGroupsEvent) -> Self {
-        Self::HostNoHAEnabledPortGroupsEvent(Box::new(value))
-    }
-}
-impl From<HostNoRedundantManagementNetworkEvent> for AnyEvent {
-    fn from(value: HostNoRedundantManagementNetworkEvent) -> Self {
-        Self::HostNoRedundantManagementNetworkEvent(Box::new(value))
-    }
-}
-impl From<HostNonCompliantEvent> for AnyEvent {
-    fn from(value: HostNonCompliantEvent) -> Self {
-        Self::HostNonCompliantEvent(Box::new(value))
-    }
-}
-impl From<HostNotInClusterEvent> for AnyEvent {
-    fn from(value: HostNotInClusterEvent) -> Self {
-        Self::HostNotInClusterEvent(Box::new(value))
-    }
-}
-impl From<HostOvercommittedEvent> for AnyEvent {
-    fn from(value: HostOvercommittedEvent) -> Self {
-        Self::HostOvercommittedEvent(Box::new(value))
-    }
-}
-impl From<HostPrimaryAgentNotShortNameEvent> for AnyEvent {
-    fn from(value: HostPrimaryAgentNotShortNameEvent) -> Self {
-        Self::HostPrimaryAgentNotShortNameEvent(Box::new(value))
-    }
-}
-impl From<HostProfileAppliedEvent> for AnyEvent {
-    fn from(value: HostProfileAppliedEvent) -> Self {
-        Self::HostProfileAppliedEvent(Box::new(value))
-    }
-}
-impl From<HostReconnectionFailedEvent> for AnyEvent {
-    fn from(value: HostReconnectionFailedEvent) -> Self {
-        Self::HostReconnectionFailedEvent(Box::new(value))
-    }
-}
-impl From<HostRemovedEvent> for AnyEvent {
-    fn from(value: HostRemovedEvent) -> Self {
-        Self::HostRemovedEvent(Box::new(value))
-    }
-}
-impl From<HostShortNameInconsistentEvent> for AnyEvent {
-    fn from(value: HostShortNameInconsistentEvent) -> Self {
-        Self::HostShortNameInconsistentEvent(Box::new(value))
-    }
-}
-impl From<HostShortNameToIpFailedEvent> for AnyEvent {
-    fn from(value: HostShortNameToIpFailedEvent) -> Self {
-        Self::HostShortNameToIpFailedEvent(Box::new(value))
-    }
-}
-impl From<HostShutdownEvent> for AnyEvent {
-    fn from(value: HostShutdownEvent) -> Self {
-        Self::HostShutdownEvent(Box::new(value))
-    }
-}
-impl From<HostSpecificationChangedEvent> for AnyEvent {
-    fn from(value: HostSpecificationChangedEvent) -> Self {
-        Self::HostSpecificationChangedEvent(Box::new(value))
-    }
-}
-impl From<HostSpecificationRequireEvent> for AnyEvent {
-    fn from(value: HostSpecificationRequireEvent) -> Self {
-        Self::HostSpecificationRequireEvent(Box::new(value))
-    }
-}
-impl From<HostSpecificationUpdateEvent> for AnyEvent {
-    fn from(value: HostSpecificationUpdateEvent) -> Self {
-        Self::HostSpecificationUpdateEvent(Box::new(value))
-    }
-}
-impl From<HostStatusChangedEvent> for AnyEvent {
-    fn from(value: HostStatusChangedEvent) -> Self {
-        Self::HostStatusChangedEvent(Box::new(value))
-    }
-}
-impl From<HostSubSpecificationDeleteEvent> for AnyEvent {
-    fn from(value: HostSubSpecificationDeleteEvent) -> Self {
-        Self::HostSubSpecificationDeleteEvent(Box::new(value))
-    }
-}
-impl From<HostSubSpecificationUpdateEvent> for AnyEvent {
-    fn from(value: HostSubSpecificationUpdateEvent) -> Self {
-        Self::HostSubSpecificationUpdateEvent(Box::new(value))
-    }
-}
-impl From<HostSyncFailedEvent> for AnyEvent {
-    fn from(value: HostSyncFailedEvent) -> Self {
-        Self::HostSyncFailedEvent(Box::new(value))
-    }
-}
-impl From<HostUpgradeFailedEvent> for AnyEvent {
-    fn from(value: HostUpgradeFailedEvent) -> Self {
-        Self::HostUpgradeFailedEvent(Box::new(value))
-    }
-}
-impl From<HostUserWorldSwapNotEnabledEvent> for AnyEvent {
-    fn from(value: HostUserWorldSwapNotEnabledEvent) -> Self {
-        Self::HostUserWorldSwapNotEnabledEvent(Box::new(value))
-    }
-}
-impl From<HostVnicConnectedToCustomizedDVPortEvent> for AnyEvent {
-    fn from(value: HostVnicConnectedToCustomizedDVPortEvent) -> Self {
-        Self::HostVnicConnectedToCustomizedDVPortEvent(Box::new(value))
-    }
-}
-impl From<HostWwnChangedEvent> for AnyEvent {
-    fn from(value: HostWwnChangedEvent) -> Self {
-        Self::HostWwnChangedEvent(Box::new(value))
-    }
-}
-impl From<HostWwnConflictEvent> for AnyEvent {
-    fn from(value: HostWwnConflictEvent) -> Self {
-        Self::HostWwnConflictEvent(Box::new(value))
-    }
-}
-impl From<IScsiBootFailureEvent> for AnyEvent {
-    fn from(value: IScsiBootFailureEvent) -> Self {
-        Self::IScsiBootFailureEvent(Box::new(value))
-    }
-}
-impl From<IncorrectHostInformationEvent> for AnyEvent {
-    fn from(value: IncorrectHostInformationEvent) -> Self {
-        Self::IncorrectHostInformationEvent(Box::new(value))
-    }
-}
-impl From<InfoUpgradeEvent> for AnyEvent {
-    fn from(value: InfoUpgradeEvent) -> Self {
-        Self::InfoUpgradeEvent(Box::new(value))
-    }
-}
-impl From<InsufficientFailoverResourcesEvent> for AnyEvent {
-    fn from(value: InsufficientFailoverResourcesEvent) -> Self {
-        Self::InsufficientFailoverResourcesEvent(Box::new(value))
-    }
-}
-impl From<InvalidEditionEvent> for AnyEvent {
-    fn from(value: InvalidEditionEvent) -> Self {
-        Self::InvalidEditionEvent(Box::new(value))
-    }
-}
-impl From<LicenseEvent> for AnyEvent {
-    fn from(value: LicenseEvent) -> Self {
-        Self::LicenseEvent(Box::new(value))
-    }
-}
-impl From<LicenseExpiredEvent> for AnyEvent {
-    fn from(value: LicenseExpiredEvent) -> Self {
-        Self::LicenseExpiredEvent(Box::new(value))
-    }
-}
-impl From<LicenseNonComplianceEvent> for AnyEvent {
-    fn from(value: LicenseNonComplianceEvent) -> Self {
-        Self::LicenseNonComplianceEvent(Box::new(value))
-    }
-}
-impl From<LicenseRestrictedEvent> for AnyEvent {
-    fn from(value: LicenseRestrictedEvent) -> Self {
-        Self::LicenseRestrictedEvent(Box::new(value))
-    }
-}
-impl From<LicenseServerAvailableEvent> for AnyEvent {
-    fn from(value: LicenseServerAvailableEvent) -> Self {
-        Self::LicenseServerAvailableEvent(Box::new(value))
-    }
-}
-impl From<LicenseServerUnavailableEvent> for AnyEvent {
-    fn from(value: LicenseServerUnavailableEvent) -> Self {
-        Self::LicenseServerUnavailableEvent(Box::new(value))
-    }
-}
-impl From<LocalDatastoreCreatedEvent> for AnyEvent {
-    fn from(value: LocalDatastoreCreatedEvent) -> Self {
-        Self::LocalDatastoreCreatedEvent(Box::new(value))
-    }
-}
-impl From<LocalTSMEnabledEvent> for AnyEvent {
-    fn from(value: LocalTSMEnabledEvent) -> Self {
-        Self::LocalTSMEnabledEvent(Box::new(value))
-    }
-}
-impl From<LockerMisconfiguredEvent> for AnyEvent {
-    fn from(value: LockerMisconfiguredEvent) -> Self {
-        Self::LockerMisconfiguredEvent(Box::new(value))
-    }
-}
-impl From<LockerReconfiguredEvent> for AnyEvent {
-    fn from(value: LockerReconfiguredEvent) -> Self {
-        Self::LockerReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<MigrationErrorEvent> for AnyEvent {
-    fn from(value: MigrationErrorEvent) -> Self {
-        Self::MigrationErrorEvent(Box::new(value))
-    }
-}
-impl From<MigrationEvent> for AnyEvent {
-    fn from(value: MigrationEvent) -> Self {
-        Self::MigrationEvent(Box::new(value))
-    }
-}
-impl From<MigrationHostErrorEvent> for AnyEvent {
-    fn from(value: MigrationHostErrorEvent) -> Self {
-        Self::MigrationHostErrorEvent(Box::new(value))
-    }
-}
-impl From<MigrationHostWarningEvent> for AnyEvent {
-    fn from(value: MigrationHostWarningEvent) -> Self {
-        Self::MigrationHostWarningEvent(Box::new(value))
-    }
-}
-impl From<MigrationResourceErrorEvent> for AnyEvent {
-    fn from(value: MigrationResourceErrorEvent) -> Self {
-        Self::MigrationResourceErrorEvent(Box::new(value))
-    }
-}
-impl From<MigrationResourceWarningEvent> for AnyEvent {
-    fn from(value: MigrationResourceWarningEvent) -> Self {
-        Self::MigrationResourceWarningEvent(Box::new(value))
-    }
-}
-impl From<MigrationWarningEvent> for AnyEvent {
-    fn from(value: MigrationWarningEvent) -> Self {
-        Self::MigrationWarningEvent(Box::new(value))
-    }
-}
-impl From<MtuMatchEvent> for AnyEvent {
-    fn from(value: MtuMatchEvent) -> Self {
-        Self::MtuMatchEvent(Box::new(value))
-    }
-}
-impl From<MtuMismatchEvent> for AnyEvent {
-    fn from(value: MtuMismatchEvent) -> Self {
-        Self::MtuMismatchEvent(Box::new(value))
-    }
-}
-impl From<NASDatastoreCreatedEvent> for AnyEvent {
-    fn from(value: NASDatastoreCreatedEvent) -> Self {
-        Self::NASDatastoreCreatedEvent(Box::new(value))
-    }
-}
-impl From<NetworkRollbackEvent> for AnyEvent {
-    fn from(value: NetworkRollbackEvent) -> Self {
-        Self::NetworkRollbackEvent(Box::new(value))
-    }
-}
-impl From<NoAccessUserEvent> for AnyEvent {
-    fn from(value: NoAccessUserEvent) -> Self {
-        Self::NoAccessUserEvent(Box::new(value))
-    }
-}
-impl From<NoDatastoresConfiguredEvent> for AnyEvent {
-    fn from(value: NoDatastoresConfiguredEvent) -> Self {
-        Self::NoDatastoresConfiguredEvent(Box::new(value))
-    }
-}
-impl From<NoLicenseEvent> for AnyEvent {
-    fn from(value: NoLicenseEvent) -> Self {
-        Self::NoLicenseEvent(Box::new(value))
-    }
-}
-impl From<NoMaintenanceModeDrsRecommendationForVM> for AnyEvent {
-    fn from(value: NoMaintenanceModeDrsRecommendationForVM) -> Self {
-        Self::NoMaintenanceModeDrsRecommendationForVM(Box::new(value))
-    }
-}
-impl From<NonVIWorkloadDetectedOnDatastoreEvent> for AnyEvent {
-    fn from(value: NonVIWorkloadDetectedOnDatastoreEvent) -> Self {
-        Self::NonVIWorkloadDetectedOnDatastoreEvent(Box::new(value))
-    }
-}
-impl From<NotEnoughResourcesToStartVmEvent> for AnyEvent {
-    fn from(value: NotEnoughResourcesToStartVmEvent) -> Self {
-        Self::NotEnoughResourcesToStartVmEvent(Box::new(value))
-    }
-}
-impl From<OutOfSyncDvsHost> for AnyEvent {
-    fn from(value: OutOfSyncDvsHost) -> Self {
-        Self::OutOfSyncDvsHost(Box::new(value))
-    }
-}
-impl From<PermissionAddedEvent> for AnyEvent {
-    fn from(value: PermissionAddedEvent) -> Self {
-        Self::PermissionAddedEvent(Box::new(value))
-    }
-}
-impl From<PermissionEvent> for AnyEvent {
-    fn from(value: PermissionEvent) -> Self {
-        Self::PermissionEvent(Box::new(value))
-    }
-}
-impl From<PermissionRemovedEvent> for AnyEvent {
-    fn from(value: PermissionRemovedEvent) -> Self {
-        Self::PermissionRemovedEvent(Box::new(value))
-    }
-}
-impl From<PermissionUpdatedEvent> for AnyEvent {
-    fn from(value: PermissionUpdatedEvent) -> Self {
-        Self::PermissionUpdatedEvent(Box::new(value))
-    }
-}
-impl From<ProfileAssociatedEvent> for AnyEvent {
-    fn from(value: ProfileAssociatedEvent) -> Self {
-        Self::ProfileAssociatedEvent(Box::new(value))
-    }
-}
-impl From<ProfileChangedEvent> for AnyEvent {
-    fn from(value: ProfileChangedEvent) -> Self {
-        Self::ProfileChangedEvent(Box::new(value))
-    }
-}
-impl From<ProfileCreatedEvent> for AnyEvent {
-    fn from(value: ProfileCreatedEvent) -> Self {
-        Self::ProfileCreatedEvent(Box::new(value))
-    }
-}
-impl From<ProfileDissociatedEvent> for AnyEvent {
-    fn from(value: ProfileDissociatedEvent) -> Self {
-        Self::ProfileDissociatedEvent(Box::new(value))
-    }
-}
-impl From<ProfileEvent> for AnyEvent {
-    fn from(value: ProfileEvent) -> Self {
-        Self::ProfileEvent(Box::new(value))
-    }
-}
-impl From<ProfileReferenceHostChangedEvent> for AnyEvent {
-    fn from(value: ProfileReferenceHostChangedEvent) -> Self {
-        Self::ProfileReferenceHostChangedEvent(Box::new(value))
-    }
-}
-impl From<ProfileRemovedEvent> for AnyEvent {
-    fn from(value: ProfileRemovedEvent) -> Self {
-        Self::ProfileRemovedEvent(Box::new(value))
-    }
-}
-impl From<RecoveryEvent> for AnyEvent {
-    fn from(value: RecoveryEvent) -> Self {
-        Self::RecoveryEvent(Box::new(value))
-    }
-}
-impl From<RemoteTSMEnabledEvent> for AnyEvent {
-    fn from(value: RemoteTSMEnabledEvent) -> Self {
-        Self::RemoteTSMEnabledEvent(Box::new(value))
-    }
-}
-impl From<ResourcePoolCreatedEvent> for AnyEvent {
-    fn from(value: ResourcePoolCreatedEvent) -> Self {
-        Self::ResourcePoolCreatedEvent(Box::new(value))
-    }
-}
-impl From<ResourcePoolDestroyedEvent> for AnyEvent {
-    fn from(value: ResourcePoolDestroyedEvent) -> Self {
-        Self::ResourcePoolDestroyedEvent(Box::new(value))
-    }
-}
-impl From<ResourcePoolEvent> for AnyEvent {
-    fn from(value: ResourcePoolEvent) -> Self {
-        Self::ResourcePoolEvent(Box::new(value))
-    }
-}
-impl From<ResourcePoolMovedEvent> for AnyEvent {
-    fn from(value: ResourcePoolMovedEvent) -> Self {
-        Self::ResourcePoolMovedEvent(Box::new(value))
-    }
-}
-impl From<ResourcePoolReconfiguredEvent> for AnyEvent {
-    fn from(value: ResourcePoolReconfiguredEvent) -> Self {
-        Self::ResourcePoolReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<ResourceViolatedEvent> for AnyEvent {
-    fn from(value: ResourceViolatedEvent) -> Self {
-        Self::ResourceViolatedEvent(Box::new(value))
-    }
-}
-impl From<RoleAddedEvent> for AnyEvent {
-    fn from(value: RoleAddedEvent) -> Self {
-        Self::RoleAddedEvent(Box::new(value))
-    }
-}
-impl From<RoleEvent> for AnyEvent {
-    fn from(value: RoleEvent) -> Self {
-        Self::RoleEvent(Box::new(value))
-    }
-}
-impl From<RoleRemovedEvent> for AnyEvent {
-    fn from(value: RoleRemovedEvent) -> Self {
-        Self::RoleRemovedEvent(Box::new(value))
-    }
-}
-impl From<RoleUpdatedEvent> for AnyEvent {
-    fn from(value: RoleUpdatedEvent) -> Self {
-        Self::RoleUpdatedEvent(Box::new(value))
-    }
-}
-impl From<RollbackEvent> for AnyEvent {
-    fn from(value: RollbackEvent) -> Self {
-        Self::RollbackEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskCompletedEvent> for AnyEvent {
-    fn from(value: ScheduledTaskCompletedEvent) -> Self {
-        Self::ScheduledTaskCompletedEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskCreatedEvent> for AnyEvent {
-    fn from(value: ScheduledTaskCreatedEvent) -> Self {
-        Self::ScheduledTaskCreatedEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskEmailCompletedEvent> for AnyEvent {
-    fn from(value: ScheduledTaskEmailCompletedEvent) -> Self {
-        Self::ScheduledTaskEmailCompletedEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskEmailFailedEvent> for AnyEvent {
-    fn from(value: ScheduledTaskEmailFailedEvent) -> Self {
-        Self::ScheduledTaskEmailFailedEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskEvent> for AnyEvent {
-    fn from(value: ScheduledTaskEvent) -> Self {
-        Self::ScheduledTaskEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskFailedEvent> for AnyEvent {
-    fn from(value: ScheduledTaskFailedEvent) -> Self {
-        Self::ScheduledTaskFailedEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskReconfiguredEvent> for AnyEvent {
-    fn from(value: ScheduledTaskReconfiguredEvent) -> Self {
-        Self::ScheduledTaskReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskRemovedEvent> for AnyEvent {
-    fn from(value: ScheduledTaskRemovedEvent) -> Self {
-        Self::ScheduledTaskRemovedEvent(Box::new(value))
-    }
-}
-impl From<ScheduledTaskStartedEvent> for AnyEvent {
-    fn from(value: ScheduledTaskStartedEvent) -> Self {
-        Self::ScheduledTaskStartedEvent(Box::new(value))
-    }
-}
-impl From<ServerLicenseExpiredEvent> for AnyEvent {
-    fn from(value: ServerLicenseExpiredEvent) -> Self {
-        Self::ServerLicenseExpiredEvent(Box::new(value))
-    }
-}
-impl From<ServerStartedSessionEvent> for AnyEvent {
-    fn from(value: ServerStartedSessionEvent) -> Self {
-        Self::ServerStartedSessionEvent(Box::new(value))
-    }
-}
-impl From<SessionEvent> for AnyEvent {
-    fn from(value: SessionEvent) -> Self {
-        Self::SessionEvent(Box::new(value))
-    }
-}
-impl From<SessionTerminatedEvent> for AnyEvent {
-    fn from(value: SessionTerminatedEvent) -> Self {
-        Self::SessionTerminatedEvent(Box::new(value))
-    }
-}
-impl From<TaskEvent> for AnyEvent {
-    fn from(value: TaskEvent) -> Self {
-        Self::TaskEvent(Box::new(value))
-    }
-}
-impl From<TaskTimeoutEvent> for AnyEvent {
-    fn from(value: TaskTimeoutEvent) -> Self {
-        Self::TaskTimeoutEvent(Box::new(value))
-    }
-}
-impl From<TeamingMatchEvent> for AnyEvent {
-    fn from(value: TeamingMatchEvent) -> Self {
-        Self::TeamingMatchEvent(Box::new(value))
-    }
-}
-impl From<TeamingMisMatchEvent> for AnyEvent {
-    fn from(value: TeamingMisMatchEvent) -> Self {
-        Self::TeamingMisMatchEvent(Box::new(value))
-    }
-}
-impl From<TemplateBeingUpgradedEvent> for AnyEvent {
-    fn from(value: TemplateBeingUpgradedEvent) -> Self {
-        Self::TemplateBeingUpgradedEvent(Box::new(value))
-    }
-}
-impl From<TemplateUpgradeEvent> for AnyEvent {
-    fn from(value: TemplateUpgradeEvent) -> Self {
-        Self::TemplateUpgradeEvent(Box::new(value))
-    }
-}
-impl From<TemplateUpgradeFailedEvent> for AnyEvent {
-    fn from(value: TemplateUpgradeFailedEvent) -> Self {
-        Self::TemplateUpgradeFailedEvent(Box::new(value))
-    }
-}
-impl From<TemplateUpgradedEvent> for AnyEvent {
-    fn from(value: TemplateUpgradedEvent) -> Self {
-        Self::TemplateUpgradedEvent(Box::new(value))
-    }
-}
-impl From<TimedOutHostOperationEvent> for AnyEvent {
-    fn from(value: TimedOutHostOperationEvent) -> Self {
-        Self::TimedOutHostOperationEvent(Box::new(value))
-    }
-}
-impl From<UnlicensedVirtualMachinesEvent> for AnyEvent {
-    fn from(value: UnlicensedVirtualMachinesEvent) -> Self {
-        Self::UnlicensedVirtualMachinesEvent(Box::new(value))
-    }
-}
-impl From<UnlicensedVirtualMachinesFoundEvent> for AnyEvent {
-    fn from(value: UnlicensedVirtualMachinesFoundEvent) -> Self {
-        Self::UnlicensedVirtualMachinesFoundEvent(Box::new(value))
-    }
-}
-impl From<UpdatedAgentBeingRestartedEvent> for AnyEvent {
-    fn from(value: UpdatedAgentBeingRestartedEvent) -> Self {
-        Self::UpdatedAgentBeingRestartedEvent(Box::new(value))
-    }
-}
-impl From<UpgradeEvent> for AnyEvent {
-    fn from(value: UpgradeEvent) -> Self {
-        Self::UpgradeEvent(Box::new(value))
-    }
-}
-impl From<UplinkPortMtuNotSupportEvent> for AnyEvent {
-    fn from(value: UplinkPortMtuNotSupportEvent) -> Self {
-        Self::UplinkPortMtuNotSupportEvent(Box::new(value))
-    }
-}
-impl From<UplinkPortMtuSupportEvent> for AnyEvent {
-    fn from(value: UplinkPortMtuSupportEvent) -> Self {
-        Self::UplinkPortMtuSupportEvent(Box::new(value))
-    }
-}
-impl From<UplinkPortVlanTrunkedEvent> for AnyEvent {
-    fn from(value: UplinkPortVlanTrunkedEvent) -> Self {
-        Self::UplinkPortVlanTrunkedEvent(Box::new(value))
-    }
-}
-impl From<UplinkPortVlanUntrunkedEvent> for AnyEvent {
-    fn from(value: UplinkPortVlanUntrunkedEvent) -> Self {
-        Self::UplinkPortVlanUntrunkedEvent(Box::new(value))
-    }
-}
-impl From<UserAssignedToGroup> for AnyEvent {
-    fn from(value: UserAssignedToGroup) -> Self {
-        Self::UserAssignedToGroup(Box::new(value))
-    }
-}
-impl From<UserLoginSessionEvent> for AnyEvent {
-    fn from(value: UserLoginSessionEvent) -> Self {
-        Self::UserLoginSessionEvent(Box::new(value))
-    }
-}
-impl From<UserLogoutSessionEvent> for AnyEvent {
-    fn from(value: UserLogoutSessionEvent) -> Self {
-        Self::UserLogoutSessionEvent(Box::new(value))
-    }
-}
-impl From<UserPasswordChanged> for AnyEvent {
-    fn from(value: UserPasswordChanged) -> Self {
-        Self::UserPasswordChanged(Box::new(value))
-    }
-}
-impl From<UserUnassignedFromGroup> for AnyEvent {
-    fn from(value: UserUnassignedFromGroup) -> Self {
-        Self::UserUnassignedFromGroup(Box::new(value))
-    }
-}
-impl From<UserUpgradeEvent> for AnyEvent {
-    fn from(value: UserUpgradeEvent) -> Self {
-        Self::UserUpgradeEvent(Box::new(value))
-    }
-}
-impl From<VMFSDatastoreCreatedEvent> for AnyEvent {
-    fn from(value: VMFSDatastoreCreatedEvent) -> Self {
-        Self::VMFSDatastoreCreatedEvent(Box::new(value))
-    }
-}
-impl From<VMFSDatastoreExpandedEvent> for AnyEvent {
-    fn from(value: VMFSDatastoreExpandedEvent) -> Self {
-        Self::VMFSDatastoreExpandedEvent(Box::new(value))
-    }
-}
-impl From<VMFSDatastoreExtendedEvent> for AnyEvent {
-    fn from(value: VMFSDatastoreExtendedEvent) -> Self {
-        Self::VMFSDatastoreExtendedEvent(Box::new(value))
-    }
-}
-impl From<VMotionLicenseExpiredEvent> for AnyEvent {
-    fn from(value: VMotionLicenseExpiredEvent) -> Self {
-        Self::VMotionLicenseExpiredEvent(Box::new(value))
-    }
-}
-impl From<VcAgentUninstallFailedEvent> for AnyEvent {
-    fn from(value: VcAgentUninstallFailedEvent) -> Self {
-        Self::VcAgentUninstallFailedEvent(Box::new(value))
-    }
-}
-impl From<VcAgentUninstalledEvent> for AnyEvent {
-    fn from(value: VcAgentUninstalledEvent) -> Self {
-        Self::VcAgentUninstalledEvent(Box::new(value))
-    }
-}
-impl From<VcAgentUpgradeFailedEvent> for AnyEvent {
-    fn from(value: VcAgentUpgradeFailedEvent) -> Self {
-        Self::VcAgentUpgradeFailedEvent(Box::new(value))
-    }
-}
-impl From<VcAgentUpgradedEvent> for AnyEvent {
-    fn from(value: VcAgentUpgradedEvent) -> Self {
-        Self::VcAgentUpgradedEvent(Box::new(value))
-    }
-}
-impl From<VimAccountPasswordChangedEvent> for AnyEvent {
-    fn from(value: VimAccountPasswordChangedEvent) -> Self {
-        Self::VimAccountPasswordChangedEvent(Box::new(value))
-    }
-}
-impl From<VmAcquiredMksTicketEvent> for AnyEvent {
-    fn from(value: VmAcquiredMksTicketEvent) -> Self {
-        Self::VmAcquiredMksTicketEvent(Box::new(value))
-    }
-}
-impl From<VmAcquiredTicketEvent> for AnyEvent {
-    fn from(value: VmAcquiredTicketEvent) -> Self {
-        Self::VmAcquiredTicketEvent(Box::new(value))
-    }
-}
-impl From<VmAutoRenameEvent> for AnyEvent {
-    fn from(value: VmAutoRenameEvent) -> Self {
-        Self::VmAutoRenameEvent(Box::new(value))
-    }
-}
-impl From<VmBeingClonedEvent> for AnyEvent {
-    fn from(value: VmBeingClonedEvent) -> Self {
-        Self::VmBeingClonedEvent(Box::new(value))
-    }
-}
-impl From<VmBeingClonedNoFolderEvent> for AnyEvent {
-    fn from(value: VmBeingClonedNoFolderEvent) -> Self {
-        Self::VmBeingClonedNoFolderEvent(Box::new(value))
-    }
-}
-impl From<VmBeingCreatedEvent> for AnyEvent {
-    fn from(value: VmBeingCreatedEvent) -> Self {
-        Self::VmBeingCreatedEvent(Box::new(value))
-    }
-}
-impl From<VmBeingDeployedEvent> for AnyEvent {
-    fn from(value: VmBeingDeployedEvent) -> Self {
-        Self::VmBeingDeployedEvent(Box::new(value))
-    }
-}
-impl From<VmBeingHotMigratedEvent> for AnyEvent {
-    fn from(value: VmBeingHotMigratedEvent) -> Self {
-        Self::VmBeingHotMigratedEvent(Box::new(value))
-    }
-}
-impl From<VmBeingMigratedEvent> for AnyEvent {
-    fn from(value: VmBeingMigratedEvent) -> Self {
-        Self::VmBeingMigratedEvent(Box::new(value))
-    }
-}
-impl From<VmBeingRelocatedEvent> for AnyEvent {
-    fn from(value: VmBeingRelocatedEvent) -> Self {
-        Self::VmBeingRelocatedEvent(Box::new(value))
-    }
-}
-impl From<VmCloneEvent> for AnyEvent {
-    fn from(value: VmCloneEvent) -> Self {
-        Self::VmCloneEvent(Box::new(value))
-    }
-}
-impl From<VmCloneFailedEvent> for AnyEvent {
-    fn from(value: VmCloneFailedEvent) -> Self {
-        Self::VmCloneFailedEvent(Box::new(value))
-    }
-}
-impl From<VmClonedEvent> for AnyEvent {
-    fn from(value: VmClonedEvent) -> Self {
-        Self::VmClonedEvent(Box::new(value))
-    }
-}
-impl From<VmConfigMissingEvent> for AnyEvent {
-    fn from(value: VmConfigMissingEvent) -> Self {
-        Self::VmConfigMissingEvent(Box::new(value))
-    }
-}
-impl From<VmConnectedEvent> for AnyEvent {
-    fn from(value: VmConnectedEvent) -> Self {
-        Self::VmConnectedEvent(Box::new(value))
-    }
-}
-impl From<VmCreatedEvent> for AnyEvent {
-    fn from(value: VmCreatedEvent) -> Self {
-        Self::VmCreatedEvent(Box::new(value))
-    }
-}
-impl From<VmDasBeingResetEvent> for AnyEvent {
-    fn from(value: VmDasBeingResetEvent) -> Self {
-        Self::VmDasBeingResetEvent(Box::new(value))
-    }
-}
-impl From<VmDasBeingResetWithScreenshotEvent> for AnyEvent {
-    fn from(value: VmDasBeingResetWithScreenshotEvent) -> Self {
-        Self::VmDasBeingResetWithScreenshotEvent(Box::new(value))
-    }
-}
-impl From<VmDasResetFailedEvent> for AnyEvent {
-    fn from(value: VmDasResetFailedEvent) -> Self {
-        Self::VmDasResetFailedEvent(Box::new(value))
-    }
-}
-impl From<VmDasUpdateErrorEvent> for AnyEvent {
-    fn from(value: VmDasUpdateErrorEvent) -> Self {
-        Self::VmDasUpdateErrorEvent(Box::new(value))
-    }
-}
-impl From<VmDasUpdateOkEvent> for AnyEvent {
-    fn from(value: VmDasUpdateOkEvent) -> Self {
-        Self::VmDasUpdateOkEvent(Box::new(value))
-    }
-}
-impl From<VmDateRolledBackEvent> for AnyEvent {
-    fn from(value: VmDateRolledBackEvent) -> Self {
-        Self::VmDateRolledBackEvent(Box::new(value))
-    }
-}
-impl From<VmDeployFailedEvent> for AnyEvent {
-    fn from(value: VmDeployFailedEvent) -> Self {
-        Self::VmDeployFailedEvent(Box::new(value))
-    }
-}
-impl From<VmDeployedEvent> for AnyEvent {
-    fn from(value: VmDeployedEvent) -> Self {
-        Self::VmDeployedEvent(Box::new(value))
-    }
-}
-impl From<VmDisconnectedEvent> for AnyEvent {
-    fn from(value: VmDisconnectedEvent) -> Self {
-        Self::VmDisconnectedEvent(Box::new(value))
-    }
-}
-impl From<VmDiscoveredEvent> for AnyEvent {
-    fn from(value: VmDiscoveredEvent) -> Self {
-        Self::VmDiscoveredEvent(Box::new(value))
-    }
-}
-impl From<VmDiskFailedEvent> for AnyEvent {
-    fn from(value: VmDiskFailedEvent) -> Self {
-        Self::VmDiskFailedEvent(Box::new(value))
-    }
-}
-impl From<VmEmigratingEvent> for AnyEvent {
-    fn from(value: VmEmigratingEvent) -> Self {
-        Self::VmEmigratingEvent(Box::new(value))
-    }
-}
-impl From<VmEndRecordingEvent> for AnyEvent {
-    fn from(value: VmEndRecordingEvent) -> Self {
-        Self::VmEndRecordingEvent(Box::new(value))
-    }
-}
-impl From<VmEndReplayingEvent> for AnyEvent {
-    fn from(value: VmEndReplayingEvent) -> Self {
-        Self::VmEndReplayingEvent(Box::new(value))
-    }
-}
-impl From<VmEvent> for AnyEvent {
-    fn from(value: VmEvent) -> Self {
-        Self::VmEvent(Box::new(value))
-    }
-}
-impl From<VmFailedMigrateEvent> for AnyEvent {
-    fn from(value: VmFailedMigrateEvent) -> Self {
-        Self::VmFailedMigrateEvent(Box::new(value))
-    }
-}
-impl From<VmFailedRelayoutEvent> for AnyEvent {
-    fn from(value: VmFailedRelayoutEvent) -> Self {
-        Self::VmFailedRelayoutEvent(Box::new(value))
-    }
-}
-impl From<VmFailedRelayoutOnVmfs2DatastoreEvent> for AnyEvent {
-    fn from(value: VmFailedRelayoutOnVmfs2DatastoreEvent) -> Self {
-        Self::VmFailedRelayoutOnVmfs2DatastoreEvent(Box::new(value))
-    }
-}
-impl From<VmFailedStartingSecondaryEvent> for AnyEvent {
-    fn from(value: VmFailedStartingSecondaryEvent) -> Self {
-        Self::VmFailedStartingSecondaryEvent(Box::new(value))
-    }
-}
-impl From<VmFailedToPowerOffEvent> for AnyEvent {
-    fn from(value: VmFailedToPowerOffEvent) -> Self {
-        Self::VmFailedToPowerOffEvent(Box::new(value))
-    }
-}
-impl From<VmFailedToPowerOnEvent> for AnyEvent {
-    fn from(value: VmFailedToPowerOnEvent) -> Self {
-        Self::VmFailedToPowerOnEvent(Box::new(value))
-    }
-}
-impl From<VmFailedToRebootGuestEvent> for AnyEvent {
-    fn from(value: VmFailedToRebootGuestEvent) -> Self {
-        Self::VmFailedToRebootGuestEvent(Box::new(value))
-    }
-}
-impl From<VmFailedToResetEvent> for AnyEvent {
-    fn from(value: VmFailedToResetEvent) -> Self {
-        Self::VmFailedToResetEvent(Box::new(value))
-    }
-}
-impl From<VmFailedToShutdownGuestEvent> for AnyEvent {
-    fn from(value: VmFailedToShutdownGuestEvent) -> Self {
-        Self::VmFailedToShutdownGuestEvent(Box::new(value))
-    }
-}
-impl From<VmFailedToStandbyGuestEvent> for AnyEvent {
-    fn from(value: VmFailedToStandbyGuestEvent) -> Self {
-        Self::VmFailedToStandbyGuestEvent(Box::new(value))
-    }
-}
-impl From<VmFailedToSuspendEvent> for AnyEvent {
-    fn from(value: VmFailedToSuspendEvent) -> Self {
-        Self::VmFailedToSuspendEvent(Box::new(value))
-    }
-}
-impl From<VmFailedUpdatingSecondaryConfig> for AnyEvent {
-    fn from(value: VmFailedUpdatingSecondaryConfig) -> Self {
-        Self::VmFailedUpdatingSecondaryConfig(Box::new(value))
-    }
-}
-impl From<VmFailoverFailed> for AnyEvent {
-    fn from(value: VmFailoverFailed) -> Self {
-        Self::VmFailoverFailed(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceStateChangedEvent> for AnyEvent {
-    fn from(value: VmFaultToleranceStateChangedEvent) -> Self {
-        Self::VmFaultToleranceStateChangedEvent(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceTurnedOffEvent> for AnyEvent {
-    fn from(value: VmFaultToleranceTurnedOffEvent) -> Self {
-        Self::VmFaultToleranceTurnedOffEvent(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceVmTerminatedEvent> for AnyEvent {
-    fn from(value: VmFaultToleranceVmTerminatedEvent) -> Self {
-        Self::VmFaultToleranceVmTerminatedEvent(Box::new(value))
-    }
-}
-impl From<VmGuestOSCrashedEvent> for AnyEvent {
-    fn from(value: VmGuestOSCrashedEvent) -> Self {
-        Self::VmGuestOSCrashedEvent(Box::new(value))
-    }
-}
-impl From<VmGuestRebootEvent> for AnyEvent {
-    fn from(value: VmGuestRebootEvent) -> Self {
-        Self::VmGuestRebootEvent(Box::new(value))
-    }
-}
-impl From<VmGuestShutdownEvent> for AnyEvent {
-    fn from(value: VmGuestShutdownEvent) -> Self {
-        Self::VmGuestShutdownEvent(Box::new(value))
-    }
-}
-impl From<VmGuestStandbyEvent> for AnyEvent {
-    fn from(value: VmGuestStandbyEvent) -> Self {
-        Self::VmGuestStandbyEvent(Box::new(value))
-    }
-}
-impl From<VmHealthMonitoringStateChangedEvent> for AnyEvent {
-    fn from(value: VmHealthMonitoringStateChangedEvent) -> Self {
-        Self::VmHealthMonitoringStateChangedEvent(Box::new(value))
-    }
-}
-impl From<VmInstanceUuidAssignedEvent> for AnyEvent {
-    fn from(value: VmInstanceUuidAssignedEvent) -> Self {
-        Self::VmInstanceUuidAssignedEvent(Box::new(value))
-    }
-}
-impl From<VmInstanceUuidChangedEvent> for AnyEvent {
-    fn from(value: VmInstanceUuidChangedEvent) -> Self {
-        Self::VmInstanceUuidChangedEvent(Box::new(value))
-    }
-}
-impl From<VmInstanceUuidConflictEvent> for AnyEvent {
-    fn from(value: VmInstanceUuidConflictEvent) -> Self {
-        Self::VmInstanceUuidConflictEvent(Box::new(value))
-    }
-}
-impl From<VmMacAssignedEvent> for AnyEvent {
-    fn from(value: VmMacAssignedEvent) -> Self {
-        Self::VmMacAssignedEvent(Box::new(value))
-    }
-}
-impl From<VmMacChangedEvent> for AnyEvent {
-    fn from(value: VmMacChangedEvent) -> Self {
-        Self::VmMacChangedEvent(Box::new(value))
-    }
-}
-impl From<VmMacConflictEvent> for AnyEvent {
-    fn from(value: VmMacConflictEvent) -> Self {
-        Self::VmMacConflictEvent(Box::new(value))
-    }
-}
-impl From<VmMaxFTRestartCountReached> for AnyEvent {
-    fn from(value: VmMaxFTRestartCountReached) -> Self {
-        Self::VmMaxFTRestartCountReached(Box::new(value))
-    }
-}
-impl From<VmMaxRestartCountReached> for AnyEvent {
-    fn from(value: VmMaxRestartCountReached) -> Self {
-        Self::VmMaxRestartCountReached(Box::new(value))
-    }
-}
-impl From<VmMessageErrorEvent> for AnyEvent {
-    fn from(value: VmMessageErrorEvent) -> Self {
-        Self::VmMessageErrorEvent(Box::new(value))
-    }
-}
-impl From<VmMessageEvent> for AnyEvent {
-    fn from(value: VmMessageEvent) -> Self {
-        Self::VmMessageEvent(Box::new(value))
-    }
-}
-impl From<VmMessageWarningEvent> for AnyEvent {
-    fn from(value: VmMessageWarningEvent) -> Self {
-        Self::VmMessageWarningEvent(Box::new(value))
-    }
-}
-impl From<VmMigratedEvent> for AnyEvent {
-    fn from(value: VmMigratedEvent) -> Self {
-        Self::VmMigratedEvent(Box::new(value))
-    }
-}
-impl From<VmNoCompatibleHostForSecondaryEvent> for AnyEvent {
-    fn from(value: VmNoCompatibleHostForSecondaryEvent) -> Self {
-        Self::VmNoCompatibleHostForSecondaryEvent(Box::new(value))
-    }
-}
-impl From<VmNoNetworkAccessEvent> for AnyEvent {
-    fn from(value: VmNoNetworkAccessEvent) -> Self {
-        Self::VmNoNetworkAccessEvent(Box::new(value))
-    }
-}
-impl From<VmOrphanedEvent> for AnyEvent {
-    fn from(value: VmOrphanedEvent) -> Self {
-        Self::VmOrphanedEvent(Box::new(value))
-    }
-}
-impl From<VmPowerOffOnIsolationEvent> for AnyEvent {
-    fn from(value: VmPowerOffOnIsolationEvent) -> Self {
-        Self::VmPowerOffOnIsolationEvent(Box::new(value))
-    }
-}
-impl From<VmPoweredOffEvent> for AnyEvent {
-    fn from(value: VmPoweredOffEvent) -> Self {
-        Self::VmPoweredOffEvent(Box::new(value))
-    }
-}
-impl From<VmPoweredOnEvent> for AnyEvent {
-    fn from(value: VmPoweredOnEvent) -> Self {
-        Self::VmPoweredOnEvent(Box::new(value))
-    }
-}
-impl From<VmPoweringOnWithCustomizedDVPortEvent> for AnyEvent {
-    fn from(value: VmPoweringOnWithCustomizedDVPortEvent) -> Self {
-        Self::VmPoweringOnWithCustomizedDVPortEvent(Box::new(value))
-    }
-}
-impl From<VmPrimaryFailoverEvent> for AnyEvent {
-    fn from(value: VmPrimaryFailoverEvent) -> Self {
-        Self::VmPrimaryFailoverEvent(Box::new(value))
-    }
-}
-impl From<VmReconfiguredEvent> for AnyEvent {
-    fn from(value: VmReconfiguredEvent) -> Self {
-        Self::VmReconfiguredEvent(Box::new(value))
-    }
-}
-impl From<VmRegisteredEvent> for AnyEvent {
-    fn from(value: VmRegisteredEvent) -> Self {
-        Self::VmRegisteredEvent(Box::new(value))
-    }
-}
-impl From<VmRelayoutSuccessfulEvent> for AnyEvent {
-    fn from(value: VmRelayoutSuccessfulEvent) -> Self {
-        Self::VmRelayoutSuccessfulEvent(Box::new(value))
-    }
-}
-impl From<VmRelayoutUpToDateEvent> for AnyEvent {
-    fn from(value: VmRelayoutUpToDateEvent) -> Self {
-        Self::VmRelayoutUpToDateEvent(Box::new(value))
-    }
-}
-impl From<VmReloadFromPathEvent> for AnyEvent {
-    fn from(value: VmReloadFromPathEvent) -> Self {
-        Self::VmReloadFromPathEvent(Box::new(value))
-    }
-}
-impl From<VmReloadFromPathFailedEvent> for AnyEvent {
-    fn from(value: VmReloadFromPathFailedEvent) -> Self {
-        Self::VmReloadFromPathFailedEvent(Box::new(value))
-    }
-}
-impl From<VmRelocateFailedEvent> for AnyEvent {
-    fn from(value: VmRelocateFailedEvent) -> Self {
-        Self::VmRelocateFailedEvent(Box::new(value))
-    }
-}
-impl From<VmRelocateSpecEvent> for AnyEvent {
-    fn from(value: VmRelocateSpecEvent) -> Self {
-        Self::VmRelocateSpecEvent(Box::new(value))
-    }
-}
-impl From<VmRelocatedEvent> for AnyEvent {
-    fn from(value: VmRelocatedEvent) -> Self {
-        Self::VmRelocatedEvent(Box::new(value))
-    }
-}
-impl From<VmRemoteConsoleConnectedEvent> for AnyEvent {
-    fn from(value: VmRemoteConsoleConnectedEvent) -> Self {
-        Self::VmRemoteConsoleConnectedEvent(Box::new(value))
-    }
-}
-impl From<VmRemoteConsoleDisconnectedEvent> for AnyEvent {
-    fn from(value: VmRemoteConsoleDisconnectedEvent) -> Self {
-        Self::VmRemoteConsoleDisconnectedEvent(Box::new(value))
-    }
-}
-impl From<VmRemovedEvent> for AnyEvent {
-    fn from(value: VmRemovedEvent) -> Self {
-        Self::VmRemovedEvent(Box::new(value))
-    }
-}
-impl From<VmRenamedEvent> for AnyEvent {
-    fn from(value: VmRenamedEvent) -> Self {
-        Self::VmRenamedEvent(Box::new(value))
-    }
-}
-impl From<VmRequirementsExceedCurrentEVCModeEvent> for AnyEvent {
-    fn from(value: VmRequirementsExceedCurrentEVCModeEvent) -> Self {
-        Self::VmRequirementsExceedCurrentEVCModeEvent(Box::new(value))
-    }
-}
-impl From<VmResettingEvent> for AnyEvent {
-    fn from(value: VmResettingEvent) -> Self {
-        Self::VmResettingEvent(Box::new(value))
-    }
-}
-impl From<VmResourcePoolMovedEvent> for AnyEvent {
-    fn from(value: VmResourcePoolMovedEvent) -> Self {
-        Self::VmResourcePoolMovedEvent(Box::new(value))
-    }
-}
-impl From<VmResourceReallocatedEvent> for AnyEvent {
-    fn from(value: VmResourceReallocatedEvent) -> Self {
-        Self::VmResourceReallocatedEvent(Box::new(value))
-    }
-}
-impl From<VmRestartedOnAlternateHostEvent> for AnyEvent {
-    fn from(value: VmRestartedOnAlternateHostEvent) -> Self {
-        Self::VmRestartedOnAlternateHostEvent(Box::new(value))
-    }
-}
-impl From<VmResumingEvent> for AnyEvent {
-    fn from(value: VmResumingEvent) -> Self {
-        Self::VmResumingEvent(Box::new(value))
-    }
-}
-impl From<VmSecondaryAddedEvent> for AnyEvent {
-    fn from(value: VmSecondaryAddedEvent) -> Self {
-        Self::VmSecondaryAddedEvent(Box::new(value))
-    }
-}
-impl From<VmSecondaryDisabledBySystemEvent> for AnyEvent {
-    fn from(value: VmSecondaryDisabledBySystemEvent) -> Self {
-        Self::VmSecondaryDisabledBySystemEvent(Box::new(value))
-    }
-}
-impl From<VmSecondaryDisabledEvent> for AnyEvent {
-    fn from(value: VmSecondaryDisabledEvent) -> Self {
-        Self::VmSecondaryDisabledEvent(Box::new(value))
-    }
-}
-impl From<VmSecondaryEnabledEvent> for AnyEvent {
-    fn from(value: VmSecondaryEnabledEvent) -> Self {
-        Self::VmSecondaryEnabledEvent(Box::new(value))
-    }
-}
-impl From<VmSecondaryStartedEvent> for AnyEvent {
-    fn from(value: VmSecondaryStartedEvent) -> Self {
-        Self::VmSecondaryStartedEvent(Box::new(value))
-    }
-}
-impl From<VmShutdownOnIsolationEvent> for AnyEvent {
-    fn from(value: VmShutdownOnIsolationEvent) -> Self {
-        Self::VmShutdownOnIsolationEvent(Box::new(value))
-    }
-}
-impl From<VmStartRecordingEvent> for AnyEvent {
-    fn from(value: VmStartRecordingEvent) -> Self {
-        Self::VmStartRecordingEvent(Box::new(value))
-    }
-}
-impl From<VmStartReplayingEvent> for AnyEvent {
-    fn from(value: VmStartReplayingEvent) -> Self {
-        Self::VmStartReplayingEvent(Box::new(value))
-    }
-}
-impl From<VmStartingEvent> for AnyEvent {
-    fn from(value: VmStartingEvent) -> Self {
-        Self::VmStartingEvent(Box::new(value))
-    }
-}
-impl From<VmStartingSecondaryEvent> for AnyEvent {
-    fn from(value: VmStartingSecondaryEvent) -> Self {
-        Self::VmStartingSecondaryEvent(Box::new(value))
-    }
-}
-impl From<VmStaticMacConflictEvent> for AnyEvent {
-    fn from(value: VmStaticMacConflictEvent) -> Self {
-        Self::VmStaticMacConflictEvent(Box::new(value))
-    }
-}
-impl From<VmStoppingEvent> for AnyEvent {
-    fn from(value: VmStoppingEvent) -> Self {
-        Self::VmStoppingEvent(Box::new(value))
-    }
-}
-impl From<VmSuspendedEvent> for AnyEvent {
-    fn from(value: VmSuspendedEvent) -> Self {
-        Self::VmSuspendedEvent(Box::new(value))
-    }
-}
-impl From<VmSuspendingEvent> for AnyEvent {
-    fn from(value: VmSuspendingEvent) -> Self {
-        Self::VmSuspendingEvent(Box::new(value))
-    }
-}
-impl From<VmTimedoutStartingSecondaryEvent> for AnyEvent {
-    fn from(value: VmTimedoutStartingSecondaryEvent) -> Self {
-        Self::VmTimedoutStartingSecondaryEvent(Box::new(value))
-    }
-}
-impl From<VmUnsupportedStartingEvent> for AnyEvent {
-    fn from(value: VmUnsupportedStartingEvent) -> Self {
-        Self::VmUnsupportedStartingEvent(Box::new(value))
-    }
-}
-impl From<VmUpgradeCompleteEvent> for AnyEvent {
-    fn from(value: VmUpgradeCompleteEvent) -> Self {
-        Self::VmUpgradeCompleteEvent(Box::new(value))
-    }
-}
-impl From<VmUpgradeFailedEvent> for AnyEvent {
-    fn from(value: VmUpgradeFailedEvent) -> Self {
-        Self::VmUpgradeFailedEvent(Box::new(value))
-    }
-}
-impl From<VmUpgradingEvent> for AnyEvent {
-    fn from(value: VmUpgradingEvent) -> Self {
-        Self::VmUpgradingEvent(Box::new(value))
-    }
-}
-impl From<VmUuidAssignedEvent> for AnyEvent {
-    fn from(value: VmUuidAssignedEvent) -> Self {
-        Self::VmUuidAssignedEvent(Box::new(value))
-    }
-}
-impl From<VmUuidChangedEvent> for AnyEvent {
-    fn from(value: VmUuidChangedEvent) -> Self {
-        Self::VmUuidChangedEvent(Box::new(value))
-    }
-}
-impl From<VmUuidConflictEvent> for AnyEvent {
-    fn from(value: VmUuidConflictEvent) -> Self {
-        Self::VmUuidConflictEvent(Box::new(value))
-    }
-}
-impl From<VmVnicPoolReservationViolationClearEvent> for AnyEvent {
-    fn from(value: VmVnicPoolReservationViolationClearEvent) -> Self {
-        Self::VmVnicPoolReservationViolationClearEvent(Box::new(value))
-    }
-}
-impl From<VmVnicPoolReservationViolationRaiseEvent> for AnyEvent {
-    fn from(value: VmVnicPoolReservationViolationRaiseEvent) -> Self {
-        Self::VmVnicPoolReservationViolationRaiseEvent(Box::new(value))
-    }
-}
-impl From<VmWwnAssignedEvent> for AnyEvent {
-    fn from(value: VmWwnAssignedEvent) -> Self {
-        Self::VmWwnAssignedEvent(Box::new(value))
-    }
-}
-impl From<VmWwnChangedEvent> for AnyEvent {
-    fn from(value: VmWwnChangedEvent) -> Self {
-        Self::VmWwnChangedEvent(Box::new(value))
-    }
-}
-impl From<VmWwnConflictEvent> for AnyEvent {
-    fn from(value: VmWwnConflictEvent) -> Self {
-        Self::VmWwnConflictEvent(Box::new(value))
-    }
-}
-impl From<WarningUpgradeEvent> for AnyEvent {
-    fn from(value: WarningUpgradeEvent) -> Self {
-        Self::WarningUpgradeEvent(Box::new(value))
+impl AnyEvent {
+    /// Wraps a boxed schema object of this type or one of its subtypes.
+    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+        match object.type_name() {
+            "Event" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::Event(v)),
+                    Err(_) => None,
+                }
+            }
+            "AccountCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AccountCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AccountRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AccountRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AccountUpdatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AccountUpdatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AdminPasswordNotChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AdminPasswordNotChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmAcknowledgedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmAcknowledgedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmActionTriggeredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmActionTriggeredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmClearedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmClearedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmEmailCompletedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmEmailCompletedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmEmailFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmEmailFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmScriptCompleteEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmScriptCompleteEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmScriptFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmScriptFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmSnmpCompletedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmSnmpCompletedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmSnmpFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmSnmpFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlarmStatusChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlarmStatusChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AllVirtualMachinesLicensedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AllVirtualMachinesLicensedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlreadyAuthenticatedSessionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlreadyAuthenticatedSessionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "AuthorizationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AuthorizationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "BadUsernameSessionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::BadUsernameSessionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CanceledHostOperationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CanceledHostOperationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClusterComplianceCheckedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterComplianceCheckedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClusterCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClusterDestroyedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterDestroyedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClusterEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClusterOvercommittedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterOvercommittedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClusterReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClusterStatusChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClusterStatusChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomFieldDefAddedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomFieldDefAddedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomFieldDefEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomFieldDefEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomFieldDefRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomFieldDefRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomFieldDefRenamedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomFieldDefRenamedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomFieldEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomFieldEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomFieldValueChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomFieldValueChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationLinuxIdentityFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationLinuxIdentityFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationNetworkSetupFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationNetworkSetupFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationStartedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationStartedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationSucceeded" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationSucceeded(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationSysprepFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationSysprepFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationUnknownFailure" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationUnknownFailure(v)),
+                    Err(_) => None,
+                }
+            }
+            "DVPortgroupCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DVPortgroupCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DVPortgroupDestroyedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DVPortgroupDestroyedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DVPortgroupEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DVPortgroupEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DVPortgroupReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DVPortgroupReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DVPortgroupRenamedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DVPortgroupRenamedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasAdmissionControlDisabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasAdmissionControlDisabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasAdmissionControlEnabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasAdmissionControlEnabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasAgentFoundEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasAgentFoundEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasAgentUnavailableEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasAgentUnavailableEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasClusterIsolatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasClusterIsolatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasDisabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasDisabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasEnabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasEnabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasHostFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasHostFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasHostIsolatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasHostIsolatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatacenterCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatacenterCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatacenterEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatacenterEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatacenterRenamedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatacenterRenamedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreCapacityIncreasedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreCapacityIncreasedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreDestroyedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreDestroyedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreDiscoveredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreDiscoveredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreDuplicatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreDuplicatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreFileCopiedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreFileCopiedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreFileDeletedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreFileDeletedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreFileEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreFileEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreFileMovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreFileMovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreIORMReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreIORMReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastorePrincipalConfigured" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastorePrincipalConfigured(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreRemovedOnHostEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreRemovedOnHostEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreRenamedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreRenamedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreRenamedOnHostEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreRenamedOnHostEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsDisabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsDisabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsEnabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsEnabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsEnteredStandbyModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsEnteredStandbyModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsEnteringStandbyModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsEnteringStandbyModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsExitStandbyModeFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsExitStandbyModeFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsExitedStandbyModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsExitedStandbyModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsExitingStandbyModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsExitingStandbyModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsInvocationFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsInvocationFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsRecoveredFromFailureEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsRecoveredFromFailureEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsResourceConfigureFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsResourceConfigureFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsResourceConfigureSyncedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsResourceConfigureSyncedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsRuleComplianceEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsRuleComplianceEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsRuleViolationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsRuleViolationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsSoftRuleViolationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsSoftRuleViolationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsVmMigratedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsVmMigratedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsVmPoweredOnEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsVmPoweredOnEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DuplicateIpDetectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DuplicateIpDetectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvpgImportEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvpgImportEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvpgRestoreEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvpgRestoreEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsDestroyedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsDestroyedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsHealthStatusChangeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsHealthStatusChangeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsHostBackInSyncEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsHostBackInSyncEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsHostJoinedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsHostJoinedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsHostLeftEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsHostLeftEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsHostStatusUpdated" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsHostStatusUpdated(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsHostWentOutOfSyncEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsHostWentOutOfSyncEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsImportEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsImportEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsMergedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsMergedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortBlockedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortBlockedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortConnectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortConnectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortDeletedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortDeletedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortDisconnectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortDisconnectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortEnteredPassthruEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortEnteredPassthruEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortExitedPassthruEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortExitedPassthruEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortJoinPortgroupEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortJoinPortgroupEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortLeavePortgroupEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortLeavePortgroupEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortLinkDownEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortLinkDownEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortLinkUpEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortLinkUpEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortRuntimeChangeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortRuntimeChangeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortUnblockedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortUnblockedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsPortVendorSpecificStateChangeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsPortVendorSpecificStateChangeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsRenamedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsRenamedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsRestoreEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsRestoreEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsUpgradeAvailableEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsUpgradeAvailableEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsUpgradeInProgressEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsUpgradeInProgressEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsUpgradeRejectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsUpgradeRejectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsUpgradedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsUpgradedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "EnteredMaintenanceModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EnteredMaintenanceModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "EnteredStandbyModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EnteredStandbyModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "EnteringMaintenanceModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EnteringMaintenanceModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "EnteringStandbyModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EnteringStandbyModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ErrorUpgradeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ErrorUpgradeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "EventEx" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EventEx(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExitMaintenanceModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExitMaintenanceModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExitStandbyModeFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExitStandbyModeFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExitedStandbyModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExitedStandbyModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExitingStandbyModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExitingStandbyModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExtendedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExtendedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "FailoverLevelRestored" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FailoverLevelRestored(v)),
+                    Err(_) => None,
+                }
+            }
+            "GeneralEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GeneralEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GeneralHostErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GeneralHostErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GeneralHostInfoEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GeneralHostInfoEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GeneralHostWarningEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GeneralHostWarningEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GeneralUserEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GeneralUserEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GeneralVmErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GeneralVmErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GeneralVmInfoEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GeneralVmInfoEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GeneralVmWarningEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GeneralVmWarningEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GhostDvsProxySwitchDetectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GhostDvsProxySwitchDetectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GhostDvsProxySwitchRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GhostDvsProxySwitchRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "GlobalMessageChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GlobalMessageChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HealthStatusChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HealthStatusChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostAddFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostAddFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostAddedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostAddedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostAdminDisableEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostAdminDisableEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostAdminEnableEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostAdminEnableEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedAccountFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedAccountFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedAlreadyManagedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedAlreadyManagedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedBadCcagentEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedBadCcagentEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedBadUsernameEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedBadUsernameEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedBadVersionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedBadVersionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedCcagentUpgradeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedCcagentUpgradeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedNetworkErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedNetworkErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedNoAccessEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedNoAccessEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedNoConnectionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedNoConnectionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedNoLicenseEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedNoLicenseEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedNotFoundEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedNotFoundEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCnxFailedTimeoutEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCnxFailedTimeoutEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostComplianceCheckedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostComplianceCheckedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCompliantEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCompliantEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostConfigAppliedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostConfigAppliedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostConnectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostConnectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostConnectionLostEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostConnectionLostEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostDasDisabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostDasDisabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostDasDisablingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostDasDisablingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostDasEnabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostDasEnabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostDasEnablingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostDasEnablingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostDasErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostDasErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostDasEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostDasEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostDasOkEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostDasOkEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostDisconnectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostDisconnectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostEnableAdminFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostEnableAdminFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostExtraNetworksEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostExtraNetworksEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostGetShortNameFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostGetShortNameFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostInAuditModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostInAuditModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostInventoryFullEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostInventoryFullEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostInventoryUnreadableEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostInventoryUnreadableEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostIpChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostIpChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostIpInconsistentEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostIpInconsistentEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostIpToShortNameFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostIpToShortNameFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostIsolationIpPingFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostIsolationIpPingFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostLicenseExpiredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostLicenseExpiredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostLocalPortCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostLocalPortCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostMissingNetworksEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostMissingNetworksEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostMonitoringStateChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostMonitoringStateChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostNoAvailableNetworksEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostNoAvailableNetworksEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostNoHAEnabledPortGroupsEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostNoHAEnabledPortGroupsEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostNoRedundantManagementNetworkEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostNoRedundantManagementNetworkEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostNonCompliantEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostNonCompliantEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostNotInClusterEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostNotInClusterEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostOvercommittedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostOvercommittedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostPrimaryAgentNotShortNameEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostPrimaryAgentNotShortNameEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostProfileAppliedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostProfileAppliedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostReconnectionFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostReconnectionFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostShortNameInconsistentEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostShortNameInconsistentEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostShortNameToIpFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostShortNameToIpFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostShutdownEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostShutdownEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostSpecificationChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostSpecificationChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostSpecificationRequireEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostSpecificationRequireEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostSpecificationUpdateEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostSpecificationUpdateEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostStatusChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostStatusChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostSubSpecificationDeleteEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostSubSpecificationDeleteEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostSubSpecificationUpdateEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostSubSpecificationUpdateEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostSyncFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostSyncFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostUpgradeFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostUpgradeFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostUserWorldSwapNotEnabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostUserWorldSwapNotEnabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostVnicConnectedToCustomizedDVPortEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostVnicConnectedToCustomizedDVPortEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostWwnChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostWwnChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostWwnConflictEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostWwnConflictEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "IScsiBootFailureEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IScsiBootFailureEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "IncorrectHostInformationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IncorrectHostInformationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "InfoUpgradeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InfoUpgradeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientFailoverResourcesEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientFailoverResourcesEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidEditionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidEditionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseExpiredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseExpiredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseNonComplianceEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseNonComplianceEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseRestrictedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseRestrictedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseServerAvailableEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseServerAvailableEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseServerUnavailableEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseServerUnavailableEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LocalDatastoreCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LocalDatastoreCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LocalTSMEnabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LocalTSMEnabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LockerMisconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LockerMisconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "LockerReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LockerReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationHostErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationHostErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationHostWarningEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationHostWarningEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationResourceErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationResourceErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationResourceWarningEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationResourceWarningEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationWarningEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationWarningEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MtuMatchEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MtuMatchEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "MtuMismatchEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MtuMismatchEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "NASDatastoreCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NASDatastoreCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "NetworkRollbackEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetworkRollbackEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoAccessUserEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoAccessUserEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoDatastoresConfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoDatastoresConfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoLicenseEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoLicenseEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoMaintenanceModeDrsRecommendationForVM" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoMaintenanceModeDrsRecommendationForVM(v)),
+                    Err(_) => None,
+                }
+            }
+            "NonVIWorkloadDetectedOnDatastoreEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NonVIWorkloadDetectedOnDatastoreEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotEnoughResourcesToStartVmEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotEnoughResourcesToStartVmEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "OutOfSyncDvsHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OutOfSyncDvsHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "PermissionAddedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PermissionAddedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "PermissionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PermissionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "PermissionRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PermissionRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "PermissionUpdatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PermissionUpdatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ProfileAssociatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileAssociatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ProfileChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ProfileCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ProfileDissociatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileDissociatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ProfileEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ProfileReferenceHostChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileReferenceHostChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ProfileRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "RecoveryEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RecoveryEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "RemoteTSMEnabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RemoteTSMEnabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ResourcePoolCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ResourcePoolCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ResourcePoolDestroyedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ResourcePoolDestroyedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ResourcePoolEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ResourcePoolEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ResourcePoolMovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ResourcePoolMovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ResourcePoolReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ResourcePoolReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ResourceViolatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ResourceViolatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "RoleAddedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RoleAddedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "RoleEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RoleEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "RoleRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RoleRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "RoleUpdatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RoleUpdatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "RollbackEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RollbackEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskCompletedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskCompletedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskEmailCompletedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskEmailCompletedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskEmailFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskEmailFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ScheduledTaskStartedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ScheduledTaskStartedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ServerLicenseExpiredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ServerLicenseExpiredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "ServerStartedSessionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ServerStartedSessionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "SessionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SessionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "SessionTerminatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SessionTerminatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TaskEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TaskEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TaskTimeoutEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TaskTimeoutEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TeamingMatchEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TeamingMatchEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TeamingMisMatchEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TeamingMisMatchEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TemplateBeingUpgradedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TemplateBeingUpgradedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TemplateUpgradeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TemplateUpgradeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TemplateUpgradeFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TemplateUpgradeFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TemplateUpgradedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TemplateUpgradedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "TimedOutHostOperationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TimedOutHostOperationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnlicensedVirtualMachinesEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnlicensedVirtualMachinesEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnlicensedVirtualMachinesFoundEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnlicensedVirtualMachinesFoundEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UpdatedAgentBeingRestartedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UpdatedAgentBeingRestartedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UpgradeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UpgradeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UplinkPortMtuNotSupportEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UplinkPortMtuNotSupportEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UplinkPortMtuSupportEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UplinkPortMtuSupportEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UplinkPortVlanTrunkedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UplinkPortVlanTrunkedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UplinkPortVlanUntrunkedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UplinkPortVlanUntrunkedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UserAssignedToGroup" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserAssignedToGroup(v)),
+                    Err(_) => None,
+                }
+            }
+            "UserLoginSessionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserLoginSessionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UserLogoutSessionEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserLogoutSessionEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "UserPasswordChanged" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserPasswordChanged(v)),
+                    Err(_) => None,
+                }
+            }
+            "UserUnassignedFromGroup" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserUnassignedFromGroup(v)),
+                    Err(_) => None,
+                }
+            }
+            "UserUpgradeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserUpgradeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMFSDatastoreCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMFSDatastoreCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMFSDatastoreExpandedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMFSDatastoreExpandedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMFSDatastoreExtendedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMFSDatastoreExtendedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionLicenseExpiredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionLicenseExpiredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VcAgentUninstallFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VcAgentUninstallFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VcAgentUninstalledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VcAgentUninstalledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VcAgentUpgradeFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VcAgentUpgradeFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VcAgentUpgradedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VcAgentUpgradedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VimAccountPasswordChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VimAccountPasswordChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmAcquiredMksTicketEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmAcquiredMksTicketEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmAcquiredTicketEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmAcquiredTicketEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmAutoRenameEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmAutoRenameEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmBeingClonedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmBeingClonedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmBeingClonedNoFolderEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmBeingClonedNoFolderEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmBeingCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmBeingCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmBeingDeployedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmBeingDeployedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmBeingHotMigratedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmBeingHotMigratedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmBeingMigratedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmBeingMigratedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmBeingRelocatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmBeingRelocatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmCloneEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmCloneEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmCloneFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmCloneFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmClonedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmClonedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmConfigMissingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmConfigMissingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmConnectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmConnectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmCreatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmCreatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDasBeingResetEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDasBeingResetEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDasBeingResetWithScreenshotEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDasBeingResetWithScreenshotEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDasResetFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDasResetFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDasUpdateErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDasUpdateErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDasUpdateOkEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDasUpdateOkEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDateRolledBackEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDateRolledBackEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDeployFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDeployFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDeployedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDeployedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDisconnectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDisconnectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDiscoveredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDiscoveredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmDiskFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmDiskFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmEmigratingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmEmigratingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmEndRecordingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmEndRecordingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmEndReplayingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmEndReplayingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedMigrateEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedMigrateEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedRelayoutEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedRelayoutEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedRelayoutOnVmfs2DatastoreEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedRelayoutOnVmfs2DatastoreEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedStartingSecondaryEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedStartingSecondaryEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedToPowerOffEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedToPowerOffEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedToPowerOnEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedToPowerOnEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedToRebootGuestEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedToRebootGuestEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedToResetEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedToResetEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedToShutdownGuestEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedToShutdownGuestEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedToStandbyGuestEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedToStandbyGuestEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedToSuspendEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedToSuspendEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailedUpdatingSecondaryConfig" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailedUpdatingSecondaryConfig(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFailoverFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFailoverFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceStateChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceStateChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceTurnedOffEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceTurnedOffEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceVmTerminatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceVmTerminatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmGuestOSCrashedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmGuestOSCrashedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmGuestRebootEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmGuestRebootEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmGuestShutdownEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmGuestShutdownEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmGuestStandbyEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmGuestStandbyEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmHealthMonitoringStateChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmHealthMonitoringStateChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmInstanceUuidAssignedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmInstanceUuidAssignedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmInstanceUuidChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmInstanceUuidChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmInstanceUuidConflictEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmInstanceUuidConflictEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMacAssignedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMacAssignedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMacChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMacChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMacConflictEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMacConflictEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMaxFTRestartCountReached" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMaxFTRestartCountReached(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMaxRestartCountReached" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMaxRestartCountReached(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMessageErrorEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMessageErrorEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMessageEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMessageEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMessageWarningEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMessageWarningEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMigratedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMigratedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmNoCompatibleHostForSecondaryEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmNoCompatibleHostForSecondaryEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmNoNetworkAccessEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmNoNetworkAccessEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmOrphanedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmOrphanedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmPowerOffOnIsolationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmPowerOffOnIsolationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmPoweredOffEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmPoweredOffEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmPoweredOnEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmPoweredOnEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmPoweringOnWithCustomizedDVPortEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmPoweringOnWithCustomizedDVPortEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmPrimaryFailoverEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmPrimaryFailoverEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmReconfiguredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmReconfiguredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRegisteredEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRegisteredEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRelayoutSuccessfulEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRelayoutSuccessfulEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRelayoutUpToDateEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRelayoutUpToDateEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmReloadFromPathEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmReloadFromPathEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmReloadFromPathFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmReloadFromPathFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRelocateFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRelocateFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRelocateSpecEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRelocateSpecEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRelocatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRelocatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRemoteConsoleConnectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRemoteConsoleConnectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRemoteConsoleDisconnectedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRemoteConsoleDisconnectedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRemovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRemovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRenamedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRenamedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRequirementsExceedCurrentEVCModeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRequirementsExceedCurrentEVCModeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmResettingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmResettingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmResourcePoolMovedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmResourcePoolMovedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmResourceReallocatedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmResourceReallocatedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmRestartedOnAlternateHostEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmRestartedOnAlternateHostEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmResumingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmResumingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmSecondaryAddedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmSecondaryAddedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmSecondaryDisabledBySystemEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmSecondaryDisabledBySystemEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmSecondaryDisabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmSecondaryDisabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmSecondaryEnabledEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmSecondaryEnabledEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmSecondaryStartedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmSecondaryStartedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmShutdownOnIsolationEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmShutdownOnIsolationEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmStartRecordingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmStartRecordingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmStartReplayingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmStartReplayingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmStartingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmStartingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmStartingSecondaryEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmStartingSecondaryEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmStaticMacConflictEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmStaticMacConflictEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmStoppingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmStoppingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmSuspendedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmSuspendedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmSuspendingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmSuspendingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmTimedoutStartingSecondaryEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmTimedoutStartingSecondaryEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmUnsupportedStartingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmUnsupportedStartingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmUpgradeCompleteEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmUpgradeCompleteEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmUpgradeFailedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmUpgradeFailedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmUpgradingEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmUpgradingEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmUuidAssignedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmUuidAssignedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmUuidChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmUuidChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmUuidConflictEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmUuidConflictEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmVnicPoolReservationViolationClearEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmVnicPoolReservationViolationClearEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmVnicPoolReservationViolationRaiseEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmVnicPoolReservationViolationRaiseEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmWwnAssignedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmWwnAssignedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmWwnChangedEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmWwnChangedEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmWwnConflictEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmWwnConflictEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "WarningUpgradeEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::WarningUpgradeEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            _ => None,
+        }
     }
 }

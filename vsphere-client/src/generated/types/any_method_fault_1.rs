@@ -5,1919 +5,1474 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl AnyMethodFault {
-    /// Wraps a boxed schema object of this type or one of its subtypes.
-    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
-        match object.type_name() {
-            "MethodFault" => x::downcast_box(object).ok().map(Self::MethodFault),
-            "ActiveDirectoryFault" => {
-                x::downcast_box(object).ok().map(Self::ActiveDirectoryFault)
-            }
-            "ActiveVMsBlockingEVC" => {
-                x::downcast_box(object).ok().map(Self::ActiveVMsBlockingEVC)
-            }
-            "AdminDisabled" => x::downcast_box(object).ok().map(Self::AdminDisabled),
-            "AdminNotDisabled" => {
-                x::downcast_box(object).ok().map(Self::AdminNotDisabled)
-            }
-            "AffinityConfigured" => {
-                x::downcast_box(object).ok().map(Self::AffinityConfigured)
-            }
-            "AgentInstallFailed" => {
-                x::downcast_box(object).ok().map(Self::AgentInstallFailed)
-            }
-            "AlreadyBeingManaged" => {
-                x::downcast_box(object).ok().map(Self::AlreadyBeingManaged)
-            }
-            "AlreadyConnected" => {
-                x::downcast_box(object).ok().map(Self::AlreadyConnected)
-            }
-            "AlreadyExists" => x::downcast_box(object).ok().map(Self::AlreadyExists),
-            "AlreadyUpgraded" => x::downcast_box(object).ok().map(Self::AlreadyUpgraded),
-            "AnswerFileUpdateFailed" => {
-                x::downcast_box(object).ok().map(Self::AnswerFileUpdateFailed)
-            }
-            "ApplicationQuiesceFault" => {
-                x::downcast_box(object).ok().map(Self::ApplicationQuiesceFault)
-            }
-            "AuthMinimumAdminPermission" => {
-                x::downcast_box(object).ok().map(Self::AuthMinimumAdminPermission)
-            }
-            "BackupBlobReadFailure" => {
-                x::downcast_box(object).ok().map(Self::BackupBlobReadFailure)
-            }
-            "BackupBlobWriteFailure" => {
-                x::downcast_box(object).ok().map(Self::BackupBlobWriteFailure)
-            }
-            "BlockedByFirewall" => {
-                x::downcast_box(object).ok().map(Self::BlockedByFirewall)
-            }
-            "CAMServerRefusedConnection" => {
-                x::downcast_box(object).ok().map(Self::CAMServerRefusedConnection)
-            }
-            "CannotAccessFile" => {
-                x::downcast_box(object).ok().map(Self::CannotAccessFile)
-            }
-            "CannotAccessLocalSource" => {
-                x::downcast_box(object).ok().map(Self::CannotAccessLocalSource)
-            }
-            "CannotAccessNetwork" => {
-                x::downcast_box(object).ok().map(Self::CannotAccessNetwork)
-            }
-            "CannotAccessVmComponent" => {
-                x::downcast_box(object).ok().map(Self::CannotAccessVmComponent)
-            }
-            "CannotAccessVmConfig" => {
-                x::downcast_box(object).ok().map(Self::CannotAccessVmConfig)
-            }
-            "CannotAccessVmDevice" => {
-                x::downcast_box(object).ok().map(Self::CannotAccessVmDevice)
-            }
-            "CannotAccessVmDisk" => {
-                x::downcast_box(object).ok().map(Self::CannotAccessVmDisk)
-            }
-            "CannotAddHostWithFTVmAsStandalone" => {
-                x::downcast_box(object).ok().map(Self::CannotAddHostWithFTVmAsStandalone)
-            }
-            "CannotAddHostWithFTVmToDifferentCluster" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotAddHostWithFTVmToDifferentCluster)
-            }
-            "CannotAddHostWithFTVmToNonHACluster" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotAddHostWithFTVmToNonHACluster)
-            }
-            "CannotChangeDrsBehaviorForFtSecondary" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotChangeDrsBehaviorForFtSecondary)
-            }
-            "CannotChangeHaSettingsForFtSecondary" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotChangeHaSettingsForFtSecondary)
-            }
-            "CannotChangeVsanClusterUuid" => {
-                x::downcast_box(object).ok().map(Self::CannotChangeVsanClusterUuid)
-            }
-            "CannotChangeVsanNodeUuid" => {
-                x::downcast_box(object).ok().map(Self::CannotChangeVsanNodeUuid)
-            }
-            "CannotComputeFTCompatibleHosts" => {
-                x::downcast_box(object).ok().map(Self::CannotComputeFTCompatibleHosts)
-            }
-            "CannotCreateFile" => {
-                x::downcast_box(object).ok().map(Self::CannotCreateFile)
-            }
-            "CannotDecryptPasswords" => {
-                x::downcast_box(object).ok().map(Self::CannotDecryptPasswords)
-            }
-            "CannotDeleteFile" => {
-                x::downcast_box(object).ok().map(Self::CannotDeleteFile)
-            }
-            "CannotDisableDrsOnClustersWithVApps" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotDisableDrsOnClustersWithVApps)
-            }
-            "CannotDisableSnapshot" => {
-                x::downcast_box(object).ok().map(Self::CannotDisableSnapshot)
-            }
-            "CannotDisconnectHostWithFaultToleranceVm" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotDisconnectHostWithFaultToleranceVm)
-            }
-            "CannotEnableVmcpForCluster" => {
-                x::downcast_box(object).ok().map(Self::CannotEnableVmcpForCluster)
-            }
-            "CannotModifyConfigCpuRequirements" => {
-                x::downcast_box(object).ok().map(Self::CannotModifyConfigCpuRequirements)
-            }
-            "CannotMoveFaultToleranceVm" => {
-                x::downcast_box(object).ok().map(Self::CannotMoveFaultToleranceVm)
-            }
-            "CannotMoveHostWithFaultToleranceVm" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotMoveHostWithFaultToleranceVm)
-            }
-            "CannotMoveVmWithDeltaDisk" => {
-                x::downcast_box(object).ok().map(Self::CannotMoveVmWithDeltaDisk)
-            }
-            "CannotMoveVmWithNativeDeltaDisk" => {
-                x::downcast_box(object).ok().map(Self::CannotMoveVmWithNativeDeltaDisk)
-            }
-            "CannotMoveVsanEnabledHost" => {
-                x::downcast_box(object).ok().map(Self::CannotMoveVsanEnabledHost)
-            }
-            "CannotPlaceWithoutPrerequisiteMoves" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotPlaceWithoutPrerequisiteMoves)
-            }
-            "CannotPowerOffVmInCluster" => {
-                x::downcast_box(object).ok().map(Self::CannotPowerOffVmInCluster)
-            }
-            "CannotReconfigureVsanWhenHaEnabled" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::CannotReconfigureVsanWhenHaEnabled)
-            }
-            "CannotUseNetwork" => {
-                x::downcast_box(object).ok().map(Self::CannotUseNetwork)
-            }
-            "ClockSkew" => x::downcast_box(object).ok().map(Self::ClockSkew),
-            "CloneFromSnapshotNotSupported" => {
-                x::downcast_box(object).ok().map(Self::CloneFromSnapshotNotSupported)
-            }
-            "CollectorAddressUnset" => {
-                x::downcast_box(object).ok().map(Self::CollectorAddressUnset)
-            }
-            "ConcurrentAccess" => {
-                x::downcast_box(object).ok().map(Self::ConcurrentAccess)
-            }
-            "ConflictingConfiguration" => {
-                x::downcast_box(object).ok().map(Self::ConflictingConfiguration)
-            }
-            "ConflictingDatastoreFound" => {
-                x::downcast_box(object).ok().map(Self::ConflictingDatastoreFound)
-            }
-            "ConnectedIso" => x::downcast_box(object).ok().map(Self::ConnectedIso),
-            "CpuCompatibilityUnknown" => {
-                x::downcast_box(object).ok().map(Self::CpuCompatibilityUnknown)
-            }
-            "CpuHotPlugNotSupported" => {
-                x::downcast_box(object).ok().map(Self::CpuHotPlugNotSupported)
-            }
-            "CpuIncompatible" => x::downcast_box(object).ok().map(Self::CpuIncompatible),
-            "CpuIncompatible1ECX" => {
-                x::downcast_box(object).ok().map(Self::CpuIncompatible1ECX)
-            }
-            "CpuIncompatible81EDX" => {
-                x::downcast_box(object).ok().map(Self::CpuIncompatible81EDX)
-            }
-            "CustomizationFault" => {
-                x::downcast_box(object).ok().map(Self::CustomizationFault)
-            }
-            "CustomizationPending" => {
-                x::downcast_box(object).ok().map(Self::CustomizationPending)
-            }
-            "DVPortNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DVPortNotSupported)
-            }
-            "DasConfigFault" => x::downcast_box(object).ok().map(Self::DasConfigFault),
-            "DatabaseError" => x::downcast_box(object).ok().map(Self::DatabaseError),
-            "DatacenterMismatch" => {
-                x::downcast_box(object).ok().map(Self::DatacenterMismatch)
-            }
-            "DatastoreNotWritableOnHost" => {
-                x::downcast_box(object).ok().map(Self::DatastoreNotWritableOnHost)
-            }
-            "DeltaDiskFormatNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DeltaDiskFormatNotSupported)
-            }
-            "DestinationSwitchFull" => {
-                x::downcast_box(object).ok().map(Self::DestinationSwitchFull)
-            }
-            "DestinationVsanDisabled" => {
-                x::downcast_box(object).ok().map(Self::DestinationVsanDisabled)
-            }
-            "DeviceBackingNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DeviceBackingNotSupported)
-            }
-            "DeviceControllerNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DeviceControllerNotSupported)
-            }
-            "DeviceHotPlugNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DeviceHotPlugNotSupported)
-            }
-            "DeviceNotFound" => x::downcast_box(object).ok().map(Self::DeviceNotFound),
-            "DeviceNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DeviceNotSupported)
-            }
-            "DeviceUnsupportedForVmPlatform" => {
-                x::downcast_box(object).ok().map(Self::DeviceUnsupportedForVmPlatform)
-            }
-            "DeviceUnsupportedForVmVersion" => {
-                x::downcast_box(object).ok().map(Self::DeviceUnsupportedForVmVersion)
-            }
-            "DigestNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DigestNotSupported)
-            }
-            "DirectoryNotEmpty" => {
-                x::downcast_box(object).ok().map(Self::DirectoryNotEmpty)
-            }
-            "DisableAdminNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DisableAdminNotSupported)
-            }
-            "DisallowedChangeByService" => {
-                x::downcast_box(object).ok().map(Self::DisallowedChangeByService)
-            }
-            "DisallowedDiskModeChange" => {
-                x::downcast_box(object).ok().map(Self::DisallowedDiskModeChange)
-            }
-            "DisallowedMigrationDeviceAttached" => {
-                x::downcast_box(object).ok().map(Self::DisallowedMigrationDeviceAttached)
-            }
-            "DisallowedOperationOnFailoverHost" => {
-                x::downcast_box(object).ok().map(Self::DisallowedOperationOnFailoverHost)
-            }
-            "DisconnectedHostsBlockingEVC" => {
-                x::downcast_box(object).ok().map(Self::DisconnectedHostsBlockingEVC)
-            }
-            "DiskHasPartitions" => {
-                x::downcast_box(object).ok().map(Self::DiskHasPartitions)
-            }
-            "DiskIsLastRemainingNonSSD" => {
-                x::downcast_box(object).ok().map(Self::DiskIsLastRemainingNonSSD)
-            }
-            "DiskIsNonLocal" => x::downcast_box(object).ok().map(Self::DiskIsNonLocal),
-            "DiskIsUSB" => x::downcast_box(object).ok().map(Self::DiskIsUSB),
-            "DiskMoveTypeNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DiskMoveTypeNotSupported)
-            }
-            "DiskNotSupported" => {
-                x::downcast_box(object).ok().map(Self::DiskNotSupported)
-            }
-            "DiskTooSmall" => x::downcast_box(object).ok().map(Self::DiskTooSmall),
-            "DomainNotFound" => x::downcast_box(object).ok().map(Self::DomainNotFound),
-            "DrsDisabledOnVm" => x::downcast_box(object).ok().map(Self::DrsDisabledOnVm),
-            "DrsVmotionIncompatibleFault" => {
-                x::downcast_box(object).ok().map(Self::DrsVmotionIncompatibleFault)
-            }
-            "DuplicateDisks" => x::downcast_box(object).ok().map(Self::DuplicateDisks),
-            "DuplicateName" => x::downcast_box(object).ok().map(Self::DuplicateName),
-            "DuplicateVsanNetworkInterface" => {
-                x::downcast_box(object).ok().map(Self::DuplicateVsanNetworkInterface)
-            }
-            "DvsApplyOperationFault" => {
-                x::downcast_box(object).ok().map(Self::DvsApplyOperationFault)
-            }
-            "DvsFault" => x::downcast_box(object).ok().map(Self::DvsFault),
-            "DvsNotAuthorized" => {
-                x::downcast_box(object).ok().map(Self::DvsNotAuthorized)
-            }
-            "DvsOperationBulkFault" => {
-                x::downcast_box(object).ok().map(Self::DvsOperationBulkFault)
-            }
-            "DvsScopeViolated" => {
-                x::downcast_box(object).ok().map(Self::DvsScopeViolated)
-            }
-            "EVCAdmissionFailed" => {
-                x::downcast_box(object).ok().map(Self::EVCAdmissionFailed)
-            }
-            "EVCAdmissionFailedCPUFeaturesForMode" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::EVCAdmissionFailedCPUFeaturesForMode)
-            }
-            "EVCAdmissionFailedCPUModel" => {
-                x::downcast_box(object).ok().map(Self::EVCAdmissionFailedCPUModel)
-            }
-            "EVCAdmissionFailedCPUModelForMode" => {
-                x::downcast_box(object).ok().map(Self::EVCAdmissionFailedCPUModelForMode)
-            }
-            "EVCAdmissionFailedCPUVendor" => {
-                x::downcast_box(object).ok().map(Self::EVCAdmissionFailedCPUVendor)
-            }
-            "EVCAdmissionFailedCPUVendorUnknown" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::EVCAdmissionFailedCPUVendorUnknown)
-            }
-            "EVCAdmissionFailedHostDisconnected" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::EVCAdmissionFailedHostDisconnected)
-            }
-            "EVCAdmissionFailedHostSoftware" => {
-                x::downcast_box(object).ok().map(Self::EVCAdmissionFailedHostSoftware)
-            }
-            "EVCAdmissionFailedHostSoftwareForMode" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::EVCAdmissionFailedHostSoftwareForMode)
-            }
-            "EVCAdmissionFailedVmActive" => {
-                x::downcast_box(object).ok().map(Self::EVCAdmissionFailedVmActive)
-            }
-            "EVCConfigFault" => x::downcast_box(object).ok().map(Self::EVCConfigFault),
-            "EVCModeIllegalByVendor" => {
-                x::downcast_box(object).ok().map(Self::EVCModeIllegalByVendor)
-            }
-            "EVCModeUnsupportedByHosts" => {
-                x::downcast_box(object).ok().map(Self::EVCModeUnsupportedByHosts)
-            }
-            "EVCUnsupportedByHostHardware" => {
-                x::downcast_box(object).ok().map(Self::EVCUnsupportedByHostHardware)
-            }
-            "EVCUnsupportedByHostSoftware" => {
-                x::downcast_box(object).ok().map(Self::EVCUnsupportedByHostSoftware)
-            }
-            "EightHostLimitViolated" => {
-                x::downcast_box(object).ok().map(Self::EightHostLimitViolated)
-            }
-            "EncryptionKeyRequired" => {
-                x::downcast_box(object).ok().map(Self::EncryptionKeyRequired)
-            }
-            "ExpiredAddonLicense" => {
-                x::downcast_box(object).ok().map(Self::ExpiredAddonLicense)
-            }
-            "ExpiredEditionLicense" => {
-                x::downcast_box(object).ok().map(Self::ExpiredEditionLicense)
-            }
-            "ExpiredFeatureLicense" => {
-                x::downcast_box(object).ok().map(Self::ExpiredFeatureLicense)
-            }
-            "ExtendedFault" => x::downcast_box(object).ok().map(Self::ExtendedFault),
-            "FailToEnableSPBM" => {
-                x::downcast_box(object).ok().map(Self::FailToEnableSPBM)
-            }
-            "FailToLockFaultToleranceVMs" => {
-                x::downcast_box(object).ok().map(Self::FailToLockFaultToleranceVMs)
-            }
-            "FaultToleranceAntiAffinityViolated" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::FaultToleranceAntiAffinityViolated)
-            }
-            "FaultToleranceCannotEditMem" => {
-                x::downcast_box(object).ok().map(Self::FaultToleranceCannotEditMem)
-            }
-            "FaultToleranceCpuIncompatible" => {
-                x::downcast_box(object).ok().map(Self::FaultToleranceCpuIncompatible)
-            }
-            "FaultToleranceNeedsThickDisk" => {
-                x::downcast_box(object).ok().map(Self::FaultToleranceNeedsThickDisk)
-            }
-            "FaultToleranceNotLicensed" => {
-                x::downcast_box(object).ok().map(Self::FaultToleranceNotLicensed)
-            }
-            "FaultToleranceNotSameBuild" => {
-                x::downcast_box(object).ok().map(Self::FaultToleranceNotSameBuild)
-            }
-            "FaultTolerancePrimaryPowerOnNotAttempted" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::FaultTolerancePrimaryPowerOnNotAttempted)
-            }
-            "FaultToleranceVmNotDasProtected" => {
-                x::downcast_box(object).ok().map(Self::FaultToleranceVmNotDasProtected)
-            }
-            "FcoeFault" => x::downcast_box(object).ok().map(Self::FcoeFault),
-            "FcoeFaultPnicHasNoPortSet" => {
-                x::downcast_box(object).ok().map(Self::FcoeFaultPnicHasNoPortSet)
-            }
-            "FeatureRequirementsNotMet" => {
-                x::downcast_box(object).ok().map(Self::FeatureRequirementsNotMet)
-            }
-            "FileAlreadyExists" => {
-                x::downcast_box(object).ok().map(Self::FileAlreadyExists)
-            }
-            "FileBackedPortNotSupported" => {
-                x::downcast_box(object).ok().map(Self::FileBackedPortNotSupported)
-            }
-            "FileFault" => x::downcast_box(object).ok().map(Self::FileFault),
-            "FileLocked" => x::downcast_box(object).ok().map(Self::FileLocked),
-            "FileNameTooLong" => x::downcast_box(object).ok().map(Self::FileNameTooLong),
-            "FileNotFound" => x::downcast_box(object).ok().map(Self::FileNotFound),
-            "FileNotWritable" => x::downcast_box(object).ok().map(Self::FileNotWritable),
-            "FileTooLarge" => x::downcast_box(object).ok().map(Self::FileTooLarge),
-            "FilesystemQuiesceFault" => {
-                x::downcast_box(object).ok().map(Self::FilesystemQuiesceFault)
-            }
-            "FilterInUse" => x::downcast_box(object).ok().map(Self::FilterInUse),
-            "FtIssuesOnHost" => x::downcast_box(object).ok().map(Self::FtIssuesOnHost),
-            "FullStorageVMotionNotSupported" => {
-                x::downcast_box(object).ok().map(Self::FullStorageVMotionNotSupported)
-            }
-            "GatewayConnectFault" => {
-                x::downcast_box(object).ok().map(Self::GatewayConnectFault)
-            }
-            "GatewayHostNotReachable" => {
-                x::downcast_box(object).ok().map(Self::GatewayHostNotReachable)
-            }
-            "GatewayNotFound" => x::downcast_box(object).ok().map(Self::GatewayNotFound),
-            "GatewayNotReachable" => {
-                x::downcast_box(object).ok().map(Self::GatewayNotReachable)
-            }
-            "GatewayOperationRefused" => {
-                x::downcast_box(object).ok().map(Self::GatewayOperationRefused)
-            }
-            "GatewayToHostAuthFault" => {
-                x::downcast_box(object).ok().map(Self::GatewayToHostAuthFault)
-            }
-            "GatewayToHostConnectFault" => {
-                x::downcast_box(object).ok().map(Self::GatewayToHostConnectFault)
-            }
-            "GatewayToHostTrustVerifyFault" => {
-                x::downcast_box(object).ok().map(Self::GatewayToHostTrustVerifyFault)
-            }
-            "GenericDrsFault" => x::downcast_box(object).ok().map(Self::GenericDrsFault),
-            "GenericVmConfigFault" => {
-                x::downcast_box(object).ok().map(Self::GenericVmConfigFault)
-            }
-            "GuestAuthenticationChallenge" => {
-                x::downcast_box(object).ok().map(Self::GuestAuthenticationChallenge)
-            }
-            "GuestComponentsOutOfDate" => {
-                x::downcast_box(object).ok().map(Self::GuestComponentsOutOfDate)
-            }
-            "GuestMultipleMappings" => {
-                x::downcast_box(object).ok().map(Self::GuestMultipleMappings)
-            }
-            "GuestOperationsFault" => {
-                x::downcast_box(object).ok().map(Self::GuestOperationsFault)
-            }
-            "GuestOperationsUnavailable" => {
-                x::downcast_box(object).ok().map(Self::GuestOperationsUnavailable)
-            }
-            "GuestPermissionDenied" => {
-                x::downcast_box(object).ok().map(Self::GuestPermissionDenied)
-            }
-            "GuestProcessNotFound" => {
-                x::downcast_box(object).ok().map(Self::GuestProcessNotFound)
-            }
-            "GuestRegistryFault" => {
-                x::downcast_box(object).ok().map(Self::GuestRegistryFault)
-            }
-            "GuestRegistryKeyAlreadyExists" => {
-                x::downcast_box(object).ok().map(Self::GuestRegistryKeyAlreadyExists)
-            }
-            "GuestRegistryKeyFault" => {
-                x::downcast_box(object).ok().map(Self::GuestRegistryKeyFault)
-            }
-            "GuestRegistryKeyHasSubkeys" => {
-                x::downcast_box(object).ok().map(Self::GuestRegistryKeyHasSubkeys)
-            }
-            "GuestRegistryKeyInvalid" => {
-                x::downcast_box(object).ok().map(Self::GuestRegistryKeyInvalid)
-            }
-            "GuestRegistryKeyParentVolatile" => {
-                x::downcast_box(object).ok().map(Self::GuestRegistryKeyParentVolatile)
-            }
-            "GuestRegistryValueFault" => {
-                x::downcast_box(object).ok().map(Self::GuestRegistryValueFault)
-            }
-            "GuestRegistryValueNotFound" => {
-                x::downcast_box(object).ok().map(Self::GuestRegistryValueNotFound)
-            }
-            "HAErrorsAtDest" => x::downcast_box(object).ok().map(Self::HAErrorsAtDest),
-            "HeterogenousHostsBlockingEVC" => {
-                x::downcast_box(object).ok().map(Self::HeterogenousHostsBlockingEVC)
-            }
-            "HostAccessRestrictedToManagementServer" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::HostAccessRestrictedToManagementServer)
-            }
-            "HostCommunication" => {
-                x::downcast_box(object).ok().map(Self::HostCommunication)
-            }
-            "HostConfigFailed" => {
-                x::downcast_box(object).ok().map(Self::HostConfigFailed)
-            }
-            "HostConfigFault" => x::downcast_box(object).ok().map(Self::HostConfigFault),
-            "HostConnectFault" => {
-                x::downcast_box(object).ok().map(Self::HostConnectFault)
-            }
-            "HostHasComponentFailure" => {
-                x::downcast_box(object).ok().map(Self::HostHasComponentFailure)
-            }
-            "HostInDomain" => x::downcast_box(object).ok().map(Self::HostInDomain),
-            "HostIncompatibleForFaultTolerance" => {
-                x::downcast_box(object).ok().map(Self::HostIncompatibleForFaultTolerance)
-            }
-            "HostIncompatibleForRecordReplay" => {
-                x::downcast_box(object).ok().map(Self::HostIncompatibleForRecordReplay)
-            }
-            "HostInventoryFull" => {
-                x::downcast_box(object).ok().map(Self::HostInventoryFull)
-            }
-            "HostNotConnected" => {
-                x::downcast_box(object).ok().map(Self::HostNotConnected)
-            }
-            "HostNotReachable" => {
-                x::downcast_box(object).ok().map(Self::HostNotReachable)
-            }
-            "HostPowerOpFailed" => {
-                x::downcast_box(object).ok().map(Self::HostPowerOpFailed)
-            }
-            "HostSpecificationOperationFailed" => {
-                x::downcast_box(object).ok().map(Self::HostSpecificationOperationFailed)
-            }
-            "HotSnapshotMoveNotSupported" => {
-                x::downcast_box(object).ok().map(Self::HotSnapshotMoveNotSupported)
-            }
-            "HttpFault" => x::downcast_box(object).ok().map(Self::HttpFault),
-            "IDEDiskNotSupported" => {
-                x::downcast_box(object).ok().map(Self::IDEDiskNotSupported)
-            }
-            "IORMNotSupportedHostOnDatastore" => {
-                x::downcast_box(object).ok().map(Self::IORMNotSupportedHostOnDatastore)
-            }
-            "ImportHostAddFailure" => {
-                x::downcast_box(object).ok().map(Self::ImportHostAddFailure)
-            }
-            "ImportOperationBulkFault" => {
-                x::downcast_box(object).ok().map(Self::ImportOperationBulkFault)
-            }
-            "InUseFeatureManipulationDisallowed" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::InUseFeatureManipulationDisallowed)
-            }
-            "InaccessibleDatastore" => {
-                x::downcast_box(object).ok().map(Self::InaccessibleDatastore)
-            }
-            "InaccessibleFTMetadataDatastore" => {
-                x::downcast_box(object).ok().map(Self::InaccessibleFTMetadataDatastore)
-            }
-            "InaccessibleVFlashSource" => {
-                x::downcast_box(object).ok().map(Self::InaccessibleVFlashSource)
-            }
-            "IncompatibleDefaultDevice" => {
-                x::downcast_box(object).ok().map(Self::IncompatibleDefaultDevice)
-            }
-            "IncompatibleHostForFtSecondary" => {
-                x::downcast_box(object).ok().map(Self::IncompatibleHostForFtSecondary)
-            }
-            "IncompatibleHostForVmReplication" => {
-                x::downcast_box(object).ok().map(Self::IncompatibleHostForVmReplication)
-            }
-            "IncompatibleSetting" => {
-                x::downcast_box(object).ok().map(Self::IncompatibleSetting)
-            }
-            "IncorrectFileType" => {
-                x::downcast_box(object).ok().map(Self::IncorrectFileType)
-            }
-            "IncorrectHostInformation" => {
-                x::downcast_box(object).ok().map(Self::IncorrectHostInformation)
-            }
-            "IndependentDiskVMotionNotSupported" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::IndependentDiskVMotionNotSupported)
-            }
-            "InsufficientAgentVmsDeployed" => {
-                x::downcast_box(object).ok().map(Self::InsufficientAgentVmsDeployed)
-            }
-            "InsufficientCpuResourcesFault" => {
-                x::downcast_box(object).ok().map(Self::InsufficientCpuResourcesFault)
-            }
-            "InsufficientDisks" => {
-                x::downcast_box(object).ok().map(Self::InsufficientDisks)
-            }
-            "InsufficientFailoverResourcesFault" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::InsufficientFailoverResourcesFault)
-            }
-            "InsufficientGraphicsResourcesFault" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::InsufficientGraphicsResourcesFault)
-            }
-            "InsufficientHostCapacityFault" => {
-                x::downcast_box(object).ok().map(Self::InsufficientHostCapacityFault)
-            }
-            "InsufficientHostCpuCapacityFault" => {
-                x::downcast_box(object).ok().map(Self::InsufficientHostCpuCapacityFault)
-            }
-            "InsufficientHostMemoryCapacityFault" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::InsufficientHostMemoryCapacityFault)
-            }
-            "InsufficientMemoryResourcesFault" => {
-                x::downcast_box(object).ok().map(Self::InsufficientMemoryResourcesFault)
-            }
-            "InsufficientNetworkCapacity" => {
-                x::downcast_box(object).ok().map(Self::InsufficientNetworkCapacity)
-            }
-            "InsufficientNetworkResourcePoolCapacity" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::InsufficientNetworkResourcePoolCapacity)
-            }
-            "InsufficientPerCpuCapacity" => {
-                x::downcast_box(object).ok().map(Self::InsufficientPerCpuCapacity)
-            }
-            "InsufficientResourcesFault" => {
-                x::downcast_box(object).ok().map(Self::InsufficientResourcesFault)
-            }
-            "InsufficientStandbyCpuResource" => {
-                x::downcast_box(object).ok().map(Self::InsufficientStandbyCpuResource)
-            }
-            "InsufficientStandbyMemoryResource" => {
-                x::downcast_box(object).ok().map(Self::InsufficientStandbyMemoryResource)
-            }
-            "InsufficientStandbyResource" => {
-                x::downcast_box(object).ok().map(Self::InsufficientStandbyResource)
-            }
-            "InsufficientStorageIops" => {
-                x::downcast_box(object).ok().map(Self::InsufficientStorageIops)
-            }
-            "InsufficientStorageSpace" => {
-                x::downcast_box(object).ok().map(Self::InsufficientStorageSpace)
-            }
-            "InsufficientVFlashResourcesFault" => {
-                x::downcast_box(object).ok().map(Self::InsufficientVFlashResourcesFault)
-            }
-            "InvalidAffinitySettingFault" => {
-                x::downcast_box(object).ok().map(Self::InvalidAffinitySettingFault)
-            }
-            "InvalidArgument" => x::downcast_box(object).ok().map(Self::InvalidArgument),
-            "InvalidBmcRole" => x::downcast_box(object).ok().map(Self::InvalidBmcRole),
-            "InvalidBundle" => x::downcast_box(object).ok().map(Self::InvalidBundle),
-            "InvalidCAMCertificate" => {
-                x::downcast_box(object).ok().map(Self::InvalidCAMCertificate)
-            }
-            "InvalidCAMServer" => {
-                x::downcast_box(object).ok().map(Self::InvalidCAMServer)
-            }
-            "InvalidClientCertificate" => {
-                x::downcast_box(object).ok().map(Self::InvalidClientCertificate)
-            }
-            "InvalidCollectorVersion" => {
-                x::downcast_box(object).ok().map(Self::InvalidCollectorVersion)
-            }
-            "InvalidController" => {
-                x::downcast_box(object).ok().map(Self::InvalidController)
-            }
-            "InvalidDasConfigArgument" => {
-                x::downcast_box(object).ok().map(Self::InvalidDasConfigArgument)
-            }
-            "InvalidDasRestartPriorityForFtVm" => {
-                x::downcast_box(object).ok().map(Self::InvalidDasRestartPriorityForFtVm)
-            }
-            "InvalidDatastore" => {
-                x::downcast_box(object).ok().map(Self::InvalidDatastore)
-            }
-            "InvalidDatastorePath" => {
-                x::downcast_box(object).ok().map(Self::InvalidDatastorePath)
-            }
-            "InvalidDatastoreState" => {
-                x::downcast_box(object).ok().map(Self::InvalidDatastoreState)
-            }
-            "InvalidDeviceBacking" => {
-                x::downcast_box(object).ok().map(Self::InvalidDeviceBacking)
-            }
-            "InvalidDeviceOperation" => {
-                x::downcast_box(object).ok().map(Self::InvalidDeviceOperation)
-            }
-            "InvalidDeviceSpec" => {
-                x::downcast_box(object).ok().map(Self::InvalidDeviceSpec)
-            }
-            "InvalidDiskFormat" => {
-                x::downcast_box(object).ok().map(Self::InvalidDiskFormat)
-            }
-            "InvalidDrsBehaviorForFtVm" => {
-                x::downcast_box(object).ok().map(Self::InvalidDrsBehaviorForFtVm)
-            }
-            "InvalidEditionLicense" => {
-                x::downcast_box(object).ok().map(Self::InvalidEditionLicense)
-            }
-            "InvalidEvent" => x::downcast_box(object).ok().map(Self::InvalidEvent),
-            "InvalidFolder" => x::downcast_box(object).ok().map(Self::InvalidFolder),
-            "InvalidFormat" => x::downcast_box(object).ok().map(Self::InvalidFormat),
-            "InvalidGuestLogin" => {
-                x::downcast_box(object).ok().map(Self::InvalidGuestLogin)
-            }
-            "InvalidHostConnectionState" => {
-                x::downcast_box(object).ok().map(Self::InvalidHostConnectionState)
-            }
-            "InvalidHostName" => x::downcast_box(object).ok().map(Self::InvalidHostName),
-            "InvalidHostState" => {
-                x::downcast_box(object).ok().map(Self::InvalidHostState)
-            }
-            "InvalidIndexArgument" => {
-                x::downcast_box(object).ok().map(Self::InvalidIndexArgument)
-            }
-            "InvalidIpfixConfig" => {
-                x::downcast_box(object).ok().map(Self::InvalidIpfixConfig)
-            }
-            "InvalidIpmiLoginInfo" => {
-                x::downcast_box(object).ok().map(Self::InvalidIpmiLoginInfo)
-            }
-            "InvalidIpmiMacAddress" => {
-                x::downcast_box(object).ok().map(Self::InvalidIpmiMacAddress)
-            }
-            "InvalidLicense" => x::downcast_box(object).ok().map(Self::InvalidLicense),
-            "InvalidLocale" => x::downcast_box(object).ok().map(Self::InvalidLocale),
-            "InvalidLogin" => x::downcast_box(object).ok().map(Self::InvalidLogin),
-            "InvalidName" => x::downcast_box(object).ok().map(Self::InvalidName),
-            "InvalidNasCredentials" => {
-                x::downcast_box(object).ok().map(Self::InvalidNasCredentials)
-            }
-            "InvalidNetworkInType" => {
-                x::downcast_box(object).ok().map(Self::InvalidNetworkInType)
-            }
-            "InvalidNetworkResource" => {
-                x::downcast_box(object).ok().map(Self::InvalidNetworkResource)
-            }
-            "InvalidOperationOnSecondaryVm" => {
-                x::downcast_box(object).ok().map(Self::InvalidOperationOnSecondaryVm)
-            }
-            "InvalidPowerState" => {
-                x::downcast_box(object).ok().map(Self::InvalidPowerState)
-            }
-            "InvalidPrivilege" => {
-                x::downcast_box(object).ok().map(Self::InvalidPrivilege)
-            }
-            "InvalidProfileReferenceHost" => {
-                x::downcast_box(object).ok().map(Self::InvalidProfileReferenceHost)
-            }
-            "InvalidProperty" => x::downcast_box(object).ok().map(Self::InvalidProperty),
-            "InvalidPropertyType" => {
-                x::downcast_box(object).ok().map(Self::InvalidPropertyType)
-            }
-            "InvalidPropertyValue" => {
-                x::downcast_box(object).ok().map(Self::InvalidPropertyValue)
-            }
-            "InvalidRequest" => x::downcast_box(object).ok().map(Self::InvalidRequest),
-            "InvalidResourcePoolStructureFault" => {
-                x::downcast_box(object).ok().map(Self::InvalidResourcePoolStructureFault)
-            }
-            "InvalidSnapshotFormat" => {
-                x::downcast_box(object).ok().map(Self::InvalidSnapshotFormat)
-            }
-            "InvalidState" => x::downcast_box(object).ok().map(Self::InvalidState),
-            "InvalidType" => x::downcast_box(object).ok().map(Self::InvalidType),
-            "InvalidVmConfig" => x::downcast_box(object).ok().map(Self::InvalidVmConfig),
-            "InvalidVmState" => x::downcast_box(object).ok().map(Self::InvalidVmState),
-            "InventoryHasStandardAloneHosts" => {
-                x::downcast_box(object).ok().map(Self::InventoryHasStandardAloneHosts)
-            }
-            "IpHostnameGeneratorError" => {
-                x::downcast_box(object).ok().map(Self::IpHostnameGeneratorError)
-            }
-            "IscsiFault" => x::downcast_box(object).ok().map(Self::IscsiFault),
-            "IscsiFaultInvalidVnic" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultInvalidVnic)
-            }
-            "IscsiFaultPnicInUse" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultPnicInUse)
-            }
-            "IscsiFaultVnicAlreadyBound" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicAlreadyBound)
-            }
-            "IscsiFaultVnicHasActivePaths" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicHasActivePaths)
-            }
-            "IscsiFaultVnicHasMultipleUplinks" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicHasMultipleUplinks)
-            }
-            "IscsiFaultVnicHasNoUplinks" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicHasNoUplinks)
-            }
-            "IscsiFaultVnicHasWrongUplink" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicHasWrongUplink)
-            }
-            "IscsiFaultVnicInUse" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicInUse)
-            }
-            "IscsiFaultVnicIsLastPath" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicIsLastPath)
-            }
-            "IscsiFaultVnicNotBound" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicNotBound)
-            }
-            "IscsiFaultVnicNotFound" => {
-                x::downcast_box(object).ok().map(Self::IscsiFaultVnicNotFound)
-            }
-            "KeyNotFound" => x::downcast_box(object).ok().map(Self::KeyNotFound),
-            "LargeRDMConversionNotSupported" => {
-                x::downcast_box(object).ok().map(Self::LargeRDMConversionNotSupported)
-            }
-            "LargeRDMNotSupportedOnDatastore" => {
-                x::downcast_box(object).ok().map(Self::LargeRDMNotSupportedOnDatastore)
-            }
-            "LegacyNetworkInterfaceInUse" => {
-                x::downcast_box(object).ok().map(Self::LegacyNetworkInterfaceInUse)
-            }
-            "LicenseAssignmentFailed" => {
-                x::downcast_box(object).ok().map(Self::LicenseAssignmentFailed)
-            }
-            "LicenseDowngradeDisallowed" => {
-                x::downcast_box(object).ok().map(Self::LicenseDowngradeDisallowed)
-            }
-            "LicenseEntityNotFound" => {
-                x::downcast_box(object).ok().map(Self::LicenseEntityNotFound)
-            }
-            "LicenseExpired" => x::downcast_box(object).ok().map(Self::LicenseExpired),
-            "LicenseKeyEntityMismatch" => {
-                x::downcast_box(object).ok().map(Self::LicenseKeyEntityMismatch)
-            }
-            "LicenseRestricted" => {
-                x::downcast_box(object).ok().map(Self::LicenseRestricted)
-            }
-            "LicenseServerUnavailable" => {
-                x::downcast_box(object).ok().map(Self::LicenseServerUnavailable)
-            }
-            "LicenseSourceUnavailable" => {
-                x::downcast_box(object).ok().map(Self::LicenseSourceUnavailable)
-            }
-            "LimitExceeded" => x::downcast_box(object).ok().map(Self::LimitExceeded),
-            "LinuxVolumeNotClean" => {
-                x::downcast_box(object).ok().map(Self::LinuxVolumeNotClean)
-            }
-            "LogBundlingFailed" => {
-                x::downcast_box(object).ok().map(Self::LogBundlingFailed)
-            }
-            "MaintenanceModeFileMove" => {
-                x::downcast_box(object).ok().map(Self::MaintenanceModeFileMove)
-            }
-            "ManagedObjectNotFound" => {
-                x::downcast_box(object).ok().map(Self::ManagedObjectNotFound)
-            }
-            "MemoryFileFormatNotSupportedByDatastore" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::MemoryFileFormatNotSupportedByDatastore)
-            }
-            "MemoryHotPlugNotSupported" => {
-                x::downcast_box(object).ok().map(Self::MemoryHotPlugNotSupported)
-            }
-            "MemorySizeNotRecommended" => {
-                x::downcast_box(object).ok().map(Self::MemorySizeNotRecommended)
-            }
-            "MemorySizeNotSupported" => {
-                x::downcast_box(object).ok().map(Self::MemorySizeNotSupported)
-            }
-            "MemorySizeNotSupportedByDatastore" => {
-                x::downcast_box(object).ok().map(Self::MemorySizeNotSupportedByDatastore)
-            }
-            "MemorySnapshotOnIndependentDisk" => {
-                x::downcast_box(object).ok().map(Self::MemorySnapshotOnIndependentDisk)
-            }
-            "MethodAlreadyDisabledFault" => {
-                x::downcast_box(object).ok().map(Self::MethodAlreadyDisabledFault)
-            }
-            "MethodDisabled" => x::downcast_box(object).ok().map(Self::MethodDisabled),
-            "MethodNotFound" => x::downcast_box(object).ok().map(Self::MethodNotFound),
-            "MigrationDisabled" => {
-                x::downcast_box(object).ok().map(Self::MigrationDisabled)
-            }
-            "MigrationFault" => x::downcast_box(object).ok().map(Self::MigrationFault),
-            "MigrationFeatureNotSupported" => {
-                x::downcast_box(object).ok().map(Self::MigrationFeatureNotSupported)
-            }
-            "MigrationNotReady" => {
-                x::downcast_box(object).ok().map(Self::MigrationNotReady)
-            }
-            "MismatchedBundle" => {
-                x::downcast_box(object).ok().map(Self::MismatchedBundle)
-            }
-            "MismatchedNetworkPolicies" => {
-                x::downcast_box(object).ok().map(Self::MismatchedNetworkPolicies)
-            }
-            "MismatchedVMotionNetworkNames" => {
-                x::downcast_box(object).ok().map(Self::MismatchedVMotionNetworkNames)
-            }
-            "MissingBmcSupport" => {
-                x::downcast_box(object).ok().map(Self::MissingBmcSupport)
-            }
-            "MissingController" => {
-                x::downcast_box(object).ok().map(Self::MissingController)
-            }
-            "MissingIpPool" => x::downcast_box(object).ok().map(Self::MissingIpPool),
-            "MissingLinuxCustResources" => {
-                x::downcast_box(object).ok().map(Self::MissingLinuxCustResources)
-            }
-            "MissingNetworkIpConfig" => {
-                x::downcast_box(object).ok().map(Self::MissingNetworkIpConfig)
-            }
-            "MissingPowerOffConfiguration" => {
-                x::downcast_box(object).ok().map(Self::MissingPowerOffConfiguration)
-            }
-            "MissingPowerOnConfiguration" => {
-                x::downcast_box(object).ok().map(Self::MissingPowerOnConfiguration)
-            }
-            "MissingWindowsCustResources" => {
-                x::downcast_box(object).ok().map(Self::MissingWindowsCustResources)
-            }
-            "MksConnectionLimitReached" => {
-                x::downcast_box(object).ok().map(Self::MksConnectionLimitReached)
-            }
-            "MountError" => x::downcast_box(object).ok().map(Self::MountError),
-            "MultiWriterNotSupported" => {
-                x::downcast_box(object).ok().map(Self::MultiWriterNotSupported)
-            }
-            "MultipleCertificatesVerifyFault" => {
-                x::downcast_box(object).ok().map(Self::MultipleCertificatesVerifyFault)
-            }
-            "MultipleSnapshotsNotSupported" => {
-                x::downcast_box(object).ok().map(Self::MultipleSnapshotsNotSupported)
-            }
-            "NamespaceFull" => x::downcast_box(object).ok().map(Self::NamespaceFull),
-            "NamespaceLimitReached" => {
-                x::downcast_box(object).ok().map(Self::NamespaceLimitReached)
-            }
-            "NamespaceWriteProtected" => {
-                x::downcast_box(object).ok().map(Self::NamespaceWriteProtected)
-            }
-            "NasConfigFault" => x::downcast_box(object).ok().map(Self::NasConfigFault),
-            "NasConnectionLimitReached" => {
-                x::downcast_box(object).ok().map(Self::NasConnectionLimitReached)
-            }
-            "NasSessionCredentialConflict" => {
-                x::downcast_box(object).ok().map(Self::NasSessionCredentialConflict)
-            }
-            "NasVolumeNotMounted" => {
-                x::downcast_box(object).ok().map(Self::NasVolumeNotMounted)
-            }
-            "NetworkCopyFault" => {
-                x::downcast_box(object).ok().map(Self::NetworkCopyFault)
-            }
-            "NetworkDisruptedAndConfigRolledBack" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::NetworkDisruptedAndConfigRolledBack)
-            }
-            "NetworkInaccessible" => {
-                x::downcast_box(object).ok().map(Self::NetworkInaccessible)
-            }
-            "NetworksMayNotBeTheSame" => {
-                x::downcast_box(object).ok().map(Self::NetworksMayNotBeTheSame)
-            }
-            "NicSettingMismatch" => {
-                x::downcast_box(object).ok().map(Self::NicSettingMismatch)
-            }
-            "NoActiveHostInCluster" => {
-                x::downcast_box(object).ok().map(Self::NoActiveHostInCluster)
-            }
-            "NoAvailableIp" => x::downcast_box(object).ok().map(Self::NoAvailableIp),
-            "NoClientCertificate" => {
-                x::downcast_box(object).ok().map(Self::NoClientCertificate)
-            }
-            "NoCompatibleDatastore" => {
-                x::downcast_box(object).ok().map(Self::NoCompatibleDatastore)
-            }
-            "NoCompatibleHardAffinityHost" => {
-                x::downcast_box(object).ok().map(Self::NoCompatibleHardAffinityHost)
-            }
-            "NoCompatibleHost" => {
-                x::downcast_box(object).ok().map(Self::NoCompatibleHost)
-            }
-            "NoCompatibleHostWithAccessToDevice" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::NoCompatibleHostWithAccessToDevice)
-            }
-            "NoCompatibleSoftAffinityHost" => {
-                x::downcast_box(object).ok().map(Self::NoCompatibleSoftAffinityHost)
-            }
-            "NoConnectedDatastore" => {
-                x::downcast_box(object).ok().map(Self::NoConnectedDatastore)
-            }
-            "NoDiskFound" => x::downcast_box(object).ok().map(Self::NoDiskFound),
-            "NoDiskSpace" => x::downcast_box(object).ok().map(Self::NoDiskSpace),
-            "NoDisksToCustomize" => {
-                x::downcast_box(object).ok().map(Self::NoDisksToCustomize)
-            }
-            "NoGateway" => x::downcast_box(object).ok().map(Self::NoGateway),
-            "NoGuestHeartbeat" => {
-                x::downcast_box(object).ok().map(Self::NoGuestHeartbeat)
-            }
-            "NoHost" => x::downcast_box(object).ok().map(Self::NoHost),
-            "NoHostSuitableForFtSecondary" => {
-                x::downcast_box(object).ok().map(Self::NoHostSuitableForFtSecondary)
-            }
-            "NoLicenseServerConfigured" => {
-                x::downcast_box(object).ok().map(Self::NoLicenseServerConfigured)
-            }
-            "NoPeerHostFound" => x::downcast_box(object).ok().map(Self::NoPeerHostFound),
-            "NoPermission" => x::downcast_box(object).ok().map(Self::NoPermission),
-            "NoPermissionOnAD" => {
-                x::downcast_box(object).ok().map(Self::NoPermissionOnAD)
-            }
-            "NoPermissionOnHost" => {
-                x::downcast_box(object).ok().map(Self::NoPermissionOnHost)
-            }
-            "NoPermissionOnNasVolume" => {
-                x::downcast_box(object).ok().map(Self::NoPermissionOnNasVolume)
-            }
-            "NoSubjectName" => x::downcast_box(object).ok().map(Self::NoSubjectName),
-            "NoVcManagedIpConfigured" => {
-                x::downcast_box(object).ok().map(Self::NoVcManagedIpConfigured)
-            }
-            "NoVirtualNic" => x::downcast_box(object).ok().map(Self::NoVirtualNic),
-            "NoVmInVApp" => x::downcast_box(object).ok().map(Self::NoVmInVApp),
-            "NonADUserRequired" => {
-                x::downcast_box(object).ok().map(Self::NonADUserRequired)
-            }
-            "NonHomeRDMVMotionNotSupported" => {
-                x::downcast_box(object).ok().map(Self::NonHomeRDMVMotionNotSupported)
-            }
-            "NonPersistentDisksNotSupported" => {
-                x::downcast_box(object).ok().map(Self::NonPersistentDisksNotSupported)
-            }
-            "NonVmwareOuiMacNotSupportedHost" => {
-                x::downcast_box(object).ok().map(Self::NonVmwareOuiMacNotSupportedHost)
-            }
-            "NotADirectory" => x::downcast_box(object).ok().map(Self::NotADirectory),
-            "NotAFile" => x::downcast_box(object).ok().map(Self::NotAFile),
-            "NotAuthenticated" => {
-                x::downcast_box(object).ok().map(Self::NotAuthenticated)
-            }
-            "NotEnoughCpus" => x::downcast_box(object).ok().map(Self::NotEnoughCpus),
-            "NotEnoughLicenses" => {
-                x::downcast_box(object).ok().map(Self::NotEnoughLicenses)
-            }
-            "NotEnoughLogicalCpus" => {
-                x::downcast_box(object).ok().map(Self::NotEnoughLogicalCpus)
-            }
-            "NotFound" => x::downcast_box(object).ok().map(Self::NotFound),
-            "NotImplemented" => x::downcast_box(object).ok().map(Self::NotImplemented),
-            "NotSupported" => x::downcast_box(object).ok().map(Self::NotSupported),
-            "NotSupportedDeviceForFT" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedDeviceForFT)
-            }
-            "NotSupportedHost" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHost)
-            }
-            "NotSupportedHostForChecksum" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHostForChecksum)
-            }
-            "NotSupportedHostForVFlash" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHostForVFlash)
-            }
-            "NotSupportedHostForVmcp" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHostForVmcp)
-            }
-            "NotSupportedHostForVmemFile" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHostForVmemFile)
-            }
-            "NotSupportedHostForVsan" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHostForVsan)
-            }
-            "NotSupportedHostInCluster" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHostInCluster)
-            }
-            "NotSupportedHostInDvs" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHostInDvs)
-            }
-            "NotSupportedHostInHACluster" => {
-                x::downcast_box(object).ok().map(Self::NotSupportedHostInHACluster)
-            }
-            "NotUserConfigurableProperty" => {
-                x::downcast_box(object).ok().map(Self::NotUserConfigurableProperty)
-            }
-            "NumVirtualCoresPerSocketNotSupported" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::NumVirtualCoresPerSocketNotSupported)
-            }
-            "NumVirtualCpusExceedsLimit" => {
-                x::downcast_box(object).ok().map(Self::NumVirtualCpusExceedsLimit)
-            }
-            "NumVirtualCpusIncompatible" => {
-                x::downcast_box(object).ok().map(Self::NumVirtualCpusIncompatible)
-            }
-            "NumVirtualCpusNotSupported" => {
-                x::downcast_box(object).ok().map(Self::NumVirtualCpusNotSupported)
-            }
-            "OperationDisabledByGuest" => {
-                x::downcast_box(object).ok().map(Self::OperationDisabledByGuest)
-            }
-            "OperationDisallowedOnHost" => {
-                x::downcast_box(object).ok().map(Self::OperationDisallowedOnHost)
-            }
-            "OperationNotSupportedByGuest" => {
-                x::downcast_box(object).ok().map(Self::OperationNotSupportedByGuest)
-            }
-            "OutOfBounds" => x::downcast_box(object).ok().map(Self::OutOfBounds),
-            "OvfAttribute" => x::downcast_box(object).ok().map(Self::OvfAttribute),
-            "OvfConnectedDevice" => {
-                x::downcast_box(object).ok().map(Self::OvfConnectedDevice)
-            }
-            "OvfConnectedDeviceFloppy" => {
-                x::downcast_box(object).ok().map(Self::OvfConnectedDeviceFloppy)
-            }
-            "OvfConnectedDeviceIso" => {
-                x::downcast_box(object).ok().map(Self::OvfConnectedDeviceIso)
-            }
-            "OvfConstraint" => x::downcast_box(object).ok().map(Self::OvfConstraint),
-            "OvfConsumerCallbackFault" => {
-                x::downcast_box(object).ok().map(Self::OvfConsumerCallbackFault)
-            }
-            "OvfConsumerCommunicationError" => {
-                x::downcast_box(object).ok().map(Self::OvfConsumerCommunicationError)
-            }
-            "OvfConsumerFault" => {
-                x::downcast_box(object).ok().map(Self::OvfConsumerFault)
-            }
-            "OvfConsumerInvalidSection" => {
-                x::downcast_box(object).ok().map(Self::OvfConsumerInvalidSection)
-            }
-            "OvfConsumerPowerOnFault" => {
-                x::downcast_box(object).ok().map(Self::OvfConsumerPowerOnFault)
-            }
-            "OvfConsumerUndeclaredSection" => {
-                x::downcast_box(object).ok().map(Self::OvfConsumerUndeclaredSection)
-            }
-            "OvfConsumerUndefinedPrefix" => {
-                x::downcast_box(object).ok().map(Self::OvfConsumerUndefinedPrefix)
-            }
-            "OvfConsumerValidationFault" => {
-                x::downcast_box(object).ok().map(Self::OvfConsumerValidationFault)
-            }
-            "OvfCpuCompatibility" => {
-                x::downcast_box(object).ok().map(Self::OvfCpuCompatibility)
-            }
-            "OvfCpuCompatibilityCheckNotSupported" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::OvfCpuCompatibilityCheckNotSupported)
-            }
-            "OvfDiskMappingNotFound" => {
-                x::downcast_box(object).ok().map(Self::OvfDiskMappingNotFound)
-            }
-            "OvfDiskOrderConstraint" => {
-                x::downcast_box(object).ok().map(Self::OvfDiskOrderConstraint)
-            }
-            "OvfDuplicateElement" => {
-                x::downcast_box(object).ok().map(Self::OvfDuplicateElement)
-            }
-            "OvfDuplicatedElementBoundary" => {
-                x::downcast_box(object).ok().map(Self::OvfDuplicatedElementBoundary)
-            }
-            "OvfDuplicatedPropertyIdExport" => {
-                x::downcast_box(object).ok().map(Self::OvfDuplicatedPropertyIdExport)
-            }
-            "OvfDuplicatedPropertyIdImport" => {
-                x::downcast_box(object).ok().map(Self::OvfDuplicatedPropertyIdImport)
-            }
-            "OvfElement" => x::downcast_box(object).ok().map(Self::OvfElement),
-            "OvfElementInvalidValue" => {
-                x::downcast_box(object).ok().map(Self::OvfElementInvalidValue)
-            }
-            "OvfExport" => x::downcast_box(object).ok().map(Self::OvfExport),
-            "OvfExportFailed" => x::downcast_box(object).ok().map(Self::OvfExportFailed),
-            "OvfFault" => x::downcast_box(object).ok().map(Self::OvfFault),
-            "OvfHardwareCheck" => {
-                x::downcast_box(object).ok().map(Self::OvfHardwareCheck)
-            }
-            "OvfHardwareExport" => {
-                x::downcast_box(object).ok().map(Self::OvfHardwareExport)
-            }
-            "OvfHostResourceConstraint" => {
-                x::downcast_box(object).ok().map(Self::OvfHostResourceConstraint)
-            }
-            "OvfHostValueNotParsed" => {
-                x::downcast_box(object).ok().map(Self::OvfHostValueNotParsed)
-            }
-            "OvfImport" => x::downcast_box(object).ok().map(Self::OvfImport),
-            "OvfImportFailed" => x::downcast_box(object).ok().map(Self::OvfImportFailed),
-            "OvfInternalError" => {
-                x::downcast_box(object).ok().map(Self::OvfInternalError)
-            }
-            "OvfInvalidPackage" => {
-                x::downcast_box(object).ok().map(Self::OvfInvalidPackage)
-            }
-            "OvfInvalidValue" => x::downcast_box(object).ok().map(Self::OvfInvalidValue),
-            "OvfInvalidValueConfiguration" => {
-                x::downcast_box(object).ok().map(Self::OvfInvalidValueConfiguration)
-            }
-            "OvfInvalidValueEmpty" => {
-                x::downcast_box(object).ok().map(Self::OvfInvalidValueEmpty)
-            }
-            "OvfInvalidValueFormatMalformed" => {
-                x::downcast_box(object).ok().map(Self::OvfInvalidValueFormatMalformed)
-            }
-            "OvfInvalidValueReference" => {
-                x::downcast_box(object).ok().map(Self::OvfInvalidValueReference)
-            }
-            "OvfInvalidVmName" => {
-                x::downcast_box(object).ok().map(Self::OvfInvalidVmName)
-            }
-            "OvfMappedOsId" => x::downcast_box(object).ok().map(Self::OvfMappedOsId),
-            "OvfMissingAttribute" => {
-                x::downcast_box(object).ok().map(Self::OvfMissingAttribute)
-            }
-            "OvfMissingElement" => {
-                x::downcast_box(object).ok().map(Self::OvfMissingElement)
-            }
-            "OvfMissingElementNormalBoundary" => {
-                x::downcast_box(object).ok().map(Self::OvfMissingElementNormalBoundary)
-            }
-            "OvfMissingHardware" => {
-                x::downcast_box(object).ok().map(Self::OvfMissingHardware)
-            }
-            "OvfNetworkMappingNotSupported" => {
-                x::downcast_box(object).ok().map(Self::OvfNetworkMappingNotSupported)
-            }
-            "OvfNoHostNic" => x::downcast_box(object).ok().map(Self::OvfNoHostNic),
-            "OvfNoSpaceOnController" => {
-                x::downcast_box(object).ok().map(Self::OvfNoSpaceOnController)
-            }
-            "OvfNoSupportedHardwareFamily" => {
-                x::downcast_box(object).ok().map(Self::OvfNoSupportedHardwareFamily)
-            }
-            "OvfProperty" => x::downcast_box(object).ok().map(Self::OvfProperty),
-            "OvfPropertyExport" => {
-                x::downcast_box(object).ok().map(Self::OvfPropertyExport)
-            }
-            "OvfPropertyNetwork" => {
-                x::downcast_box(object).ok().map(Self::OvfPropertyNetwork)
-            }
-            "OvfPropertyNetworkExport" => {
-                x::downcast_box(object).ok().map(Self::OvfPropertyNetworkExport)
-            }
-            "OvfPropertyQualifier" => {
-                x::downcast_box(object).ok().map(Self::OvfPropertyQualifier)
-            }
-            "OvfPropertyQualifierDuplicate" => {
-                x::downcast_box(object).ok().map(Self::OvfPropertyQualifierDuplicate)
-            }
-            "OvfPropertyQualifierIgnored" => {
-                x::downcast_box(object).ok().map(Self::OvfPropertyQualifierIgnored)
-            }
-            "OvfPropertyType" => x::downcast_box(object).ok().map(Self::OvfPropertyType),
-            "OvfPropertyValue" => {
-                x::downcast_box(object).ok().map(Self::OvfPropertyValue)
-            }
-            "OvfSystemFault" => x::downcast_box(object).ok().map(Self::OvfSystemFault),
-            "OvfToXmlUnsupportedElement" => {
-                x::downcast_box(object).ok().map(Self::OvfToXmlUnsupportedElement)
-            }
-            "OvfUnableToExportDisk" => {
-                x::downcast_box(object).ok().map(Self::OvfUnableToExportDisk)
-            }
-            "OvfUnexpectedElement" => {
-                x::downcast_box(object).ok().map(Self::OvfUnexpectedElement)
-            }
-            "OvfUnknownDevice" => {
-                x::downcast_box(object).ok().map(Self::OvfUnknownDevice)
-            }
-            "OvfUnknownDeviceBacking" => {
-                x::downcast_box(object).ok().map(Self::OvfUnknownDeviceBacking)
-            }
-            "OvfUnknownEntity" => {
-                x::downcast_box(object).ok().map(Self::OvfUnknownEntity)
-            }
-            "OvfUnsupportedAttribute" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedAttribute)
-            }
-            "OvfUnsupportedAttributeValue" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedAttributeValue)
-            }
-            "OvfUnsupportedDeviceBackingInfo" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedDeviceBackingInfo)
-            }
-            "OvfUnsupportedDeviceBackingOption" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedDeviceBackingOption)
-            }
-            "OvfUnsupportedDeviceExport" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedDeviceExport)
-            }
-            "OvfUnsupportedDiskProvisioning" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedDiskProvisioning)
-            }
-            "OvfUnsupportedElement" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedElement)
-            }
-            "OvfUnsupportedElementValue" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedElementValue)
-            }
-            "OvfUnsupportedPackage" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedPackage)
-            }
-            "OvfUnsupportedSection" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedSection)
-            }
-            "OvfUnsupportedSubType" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedSubType)
-            }
-            "OvfUnsupportedType" => {
-                x::downcast_box(object).ok().map(Self::OvfUnsupportedType)
-            }
-            "OvfWrongElement" => x::downcast_box(object).ok().map(Self::OvfWrongElement),
-            "OvfWrongNamespace" => {
-                x::downcast_box(object).ok().map(Self::OvfWrongNamespace)
-            }
-            "OvfXmlFormat" => x::downcast_box(object).ok().map(Self::OvfXmlFormat),
-            "PasswordExpired" => x::downcast_box(object).ok().map(Self::PasswordExpired),
-            "PatchAlreadyInstalled" => {
-                x::downcast_box(object).ok().map(Self::PatchAlreadyInstalled)
-            }
-            "PatchBinariesNotFound" => {
-                x::downcast_box(object).ok().map(Self::PatchBinariesNotFound)
-            }
-            "PatchInstallFailed" => {
-                x::downcast_box(object).ok().map(Self::PatchInstallFailed)
-            }
-            "PatchIntegrityError" => {
-                x::downcast_box(object).ok().map(Self::PatchIntegrityError)
-            }
-            "PatchMetadataCorrupted" => {
-                x::downcast_box(object).ok().map(Self::PatchMetadataCorrupted)
-            }
-            "PatchMetadataInvalid" => {
-                x::downcast_box(object).ok().map(Self::PatchMetadataInvalid)
-            }
-            "PatchMetadataNotFound" => {
-                x::downcast_box(object).ok().map(Self::PatchMetadataNotFound)
-            }
-            "PatchMissingDependencies" => {
-                x::downcast_box(object).ok().map(Self::PatchMissingDependencies)
-            }
-            "PatchNotApplicable" => {
-                x::downcast_box(object).ok().map(Self::PatchNotApplicable)
-            }
-            "PatchSuperseded" => x::downcast_box(object).ok().map(Self::PatchSuperseded),
-            "PhysCompatRDMNotSupported" => {
-                x::downcast_box(object).ok().map(Self::PhysCompatRDMNotSupported)
-            }
-            "PlatformConfigFault" => {
-                x::downcast_box(object).ok().map(Self::PlatformConfigFault)
-            }
-            "PowerOnFtSecondaryFailed" => {
-                x::downcast_box(object).ok().map(Self::PowerOnFtSecondaryFailed)
-            }
-            "PowerOnFtSecondaryTimedout" => {
-                x::downcast_box(object).ok().map(Self::PowerOnFtSecondaryTimedout)
-            }
-            "ProfileUpdateFailed" => {
-                x::downcast_box(object).ok().map(Self::ProfileUpdateFailed)
-            }
-            "QuarantineModeFault" => {
-                x::downcast_box(object).ok().map(Self::QuarantineModeFault)
-            }
-            "QuestionPending" => x::downcast_box(object).ok().map(Self::QuestionPending),
-            "QuiesceDatastoreIOForHAFailed" => {
-                x::downcast_box(object).ok().map(Self::QuiesceDatastoreIOForHAFailed)
-            }
-            "RDMConversionNotSupported" => {
-                x::downcast_box(object).ok().map(Self::RDMConversionNotSupported)
-            }
-            "RDMNotPreserved" => x::downcast_box(object).ok().map(Self::RDMNotPreserved),
-            "RDMNotSupported" => x::downcast_box(object).ok().map(Self::RDMNotSupported),
-            "RDMNotSupportedOnDatastore" => {
-                x::downcast_box(object).ok().map(Self::RDMNotSupportedOnDatastore)
-            }
-            "RDMPointsToInaccessibleDisk" => {
-                x::downcast_box(object).ok().map(Self::RDMPointsToInaccessibleDisk)
-            }
-            "RawDiskNotSupported" => {
-                x::downcast_box(object).ok().map(Self::RawDiskNotSupported)
-            }
-            "ReadHostResourcePoolTreeFailed" => {
-                x::downcast_box(object).ok().map(Self::ReadHostResourcePoolTreeFailed)
-            }
-            "ReadOnlyDisksWithLegacyDestination" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::ReadOnlyDisksWithLegacyDestination)
-            }
-            "RebootRequired" => x::downcast_box(object).ok().map(Self::RebootRequired),
-            "RecordReplayDisabled" => {
-                x::downcast_box(object).ok().map(Self::RecordReplayDisabled)
-            }
-            "RemoteDeviceNotSupported" => {
-                x::downcast_box(object).ok().map(Self::RemoteDeviceNotSupported)
-            }
-            "RemoveFailed" => x::downcast_box(object).ok().map(Self::RemoveFailed),
-            "ReplicationConfigFault" => {
-                x::downcast_box(object).ok().map(Self::ReplicationConfigFault)
-            }
-            "ReplicationDiskConfigFault" => {
-                x::downcast_box(object).ok().map(Self::ReplicationDiskConfigFault)
-            }
-            "ReplicationFault" => {
-                x::downcast_box(object).ok().map(Self::ReplicationFault)
-            }
-            "ReplicationIncompatibleWithFT" => {
-                x::downcast_box(object).ok().map(Self::ReplicationIncompatibleWithFT)
-            }
-            "ReplicationInvalidOptions" => {
-                x::downcast_box(object).ok().map(Self::ReplicationInvalidOptions)
-            }
-            "ReplicationNotSupportedOnHost" => {
-                x::downcast_box(object).ok().map(Self::ReplicationNotSupportedOnHost)
-            }
-            "ReplicationVmConfigFault" => {
-                x::downcast_box(object).ok().map(Self::ReplicationVmConfigFault)
-            }
-            "ReplicationVmFault" => {
-                x::downcast_box(object).ok().map(Self::ReplicationVmFault)
-            }
-            "ReplicationVmInProgressFault" => {
-                x::downcast_box(object).ok().map(Self::ReplicationVmInProgressFault)
-            }
-            "RequestCanceled" => x::downcast_box(object).ok().map(Self::RequestCanceled),
-            "ResourceInUse" => x::downcast_box(object).ok().map(Self::ResourceInUse),
-            "ResourceNotAvailable" => {
-                x::downcast_box(object).ok().map(Self::ResourceNotAvailable)
-            }
-            "RestrictedByAdministrator" => {
-                x::downcast_box(object).ok().map(Self::RestrictedByAdministrator)
-            }
-            "RestrictedVersion" => {
-                x::downcast_box(object).ok().map(Self::RestrictedVersion)
-            }
-            "RollbackFailure" => x::downcast_box(object).ok().map(Self::RollbackFailure),
-            "RuleViolation" => x::downcast_box(object).ok().map(Self::RuleViolation),
-            "RuntimeFault" => x::downcast_box(object).ok().map(Self::RuntimeFault),
-            "SSLDisabledFault" => {
-                x::downcast_box(object).ok().map(Self::SSLDisabledFault)
-            }
-            "SSLVerifyFault" => x::downcast_box(object).ok().map(Self::SSLVerifyFault),
-            "SSPIChallenge" => x::downcast_box(object).ok().map(Self::SSPIChallenge),
-            "SecondaryVmAlreadyDisabled" => {
-                x::downcast_box(object).ok().map(Self::SecondaryVmAlreadyDisabled)
-            }
-            "SecondaryVmAlreadyEnabled" => {
-                x::downcast_box(object).ok().map(Self::SecondaryVmAlreadyEnabled)
-            }
-            "SecondaryVmAlreadyRegistered" => {
-                x::downcast_box(object).ok().map(Self::SecondaryVmAlreadyRegistered)
-            }
-            "SecondaryVmNotRegistered" => {
-                x::downcast_box(object).ok().map(Self::SecondaryVmNotRegistered)
-            }
-            "SecurityError" => x::downcast_box(object).ok().map(Self::SecurityError),
-            "SharedBusControllerNotSupported" => {
-                x::downcast_box(object).ok().map(Self::SharedBusControllerNotSupported)
-            }
-            "ShrinkDiskFault" => x::downcast_box(object).ok().map(Self::ShrinkDiskFault),
-            "SnapshotCloneNotSupported" => {
-                x::downcast_box(object).ok().map(Self::SnapshotCloneNotSupported)
-            }
-            "SnapshotCopyNotSupported" => {
-                x::downcast_box(object).ok().map(Self::SnapshotCopyNotSupported)
-            }
-            "SnapshotDisabled" => {
-                x::downcast_box(object).ok().map(Self::SnapshotDisabled)
-            }
-            "SnapshotFault" => x::downcast_box(object).ok().map(Self::SnapshotFault),
-            "SnapshotIncompatibleDeviceInVm" => {
-                x::downcast_box(object).ok().map(Self::SnapshotIncompatibleDeviceInVm)
-            }
-            "SnapshotLocked" => x::downcast_box(object).ok().map(Self::SnapshotLocked),
-            "SnapshotMoveFromNonHomeNotSupported" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::SnapshotMoveFromNonHomeNotSupported)
-            }
-            "SnapshotMoveNotSupported" => {
-                x::downcast_box(object).ok().map(Self::SnapshotMoveNotSupported)
-            }
-            "SnapshotMoveToNonHomeNotSupported" => {
-                x::downcast_box(object).ok().map(Self::SnapshotMoveToNonHomeNotSupported)
-            }
-            "SnapshotNoChange" => {
-                x::downcast_box(object).ok().map(Self::SnapshotNoChange)
-            }
-            "SnapshotRevertIssue" => {
-                x::downcast_box(object).ok().map(Self::SnapshotRevertIssue)
-            }
-            "SoftRuleVioCorrectionDisallowed" => {
-                x::downcast_box(object).ok().map(Self::SoftRuleVioCorrectionDisallowed)
-            }
-            "SoftRuleVioCorrectionImpact" => {
-                x::downcast_box(object).ok().map(Self::SoftRuleVioCorrectionImpact)
-            }
-            "SolutionUserRequired" => {
-                x::downcast_box(object).ok().map(Self::SolutionUserRequired)
-            }
-            "SsdDiskNotAvailable" => {
-                x::downcast_box(object).ok().map(Self::SsdDiskNotAvailable)
-            }
-            "StorageDrsCannotMoveDiskInMultiWriterMode" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::StorageDrsCannotMoveDiskInMultiWriterMode)
-            }
-            "StorageDrsCannotMoveFTVm" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsCannotMoveFTVm)
-            }
-            "StorageDrsCannotMoveIndependentDisk" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::StorageDrsCannotMoveIndependentDisk)
-            }
-            "StorageDrsCannotMoveManuallyPlacedSwapFile" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::StorageDrsCannotMoveManuallyPlacedSwapFile)
-            }
-            "StorageDrsCannotMoveManuallyPlacedVm" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::StorageDrsCannotMoveManuallyPlacedVm)
-            }
-            "StorageDrsCannotMoveSharedDisk" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsCannotMoveSharedDisk)
-            }
-            "StorageDrsCannotMoveTemplate" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsCannotMoveTemplate)
-            }
-            "StorageDrsCannotMoveVmInUserFolder" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::StorageDrsCannotMoveVmInUserFolder)
-            }
-            "StorageDrsCannotMoveVmWithMountedCDROM" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::StorageDrsCannotMoveVmWithMountedCDROM)
-            }
-            "StorageDrsCannotMoveVmWithNoFilesInLayout" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::StorageDrsCannotMoveVmWithNoFilesInLayout)
-            }
-            "StorageDrsDatacentersCannotShareDatastore" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::StorageDrsDatacentersCannotShareDatastore)
-            }
-            "StorageDrsDisabledOnVm" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsDisabledOnVm)
-            }
-            "StorageDrsHbrDiskNotMovable" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsHbrDiskNotMovable)
-            }
-            "StorageDrsHmsMoveInProgress" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsHmsMoveInProgress)
-            }
-            "StorageDrsHmsUnreachable" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsHmsUnreachable)
-            }
-            "StorageDrsIolbDisabledInternally" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsIolbDisabledInternally)
-            }
-            "StorageDrsRelocateDisabled" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsRelocateDisabled)
-            }
-            "StorageDrsStaleHmsCollection" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsStaleHmsCollection)
-            }
-            "StorageDrsUnableToMoveFiles" => {
-                x::downcast_box(object).ok().map(Self::StorageDrsUnableToMoveFiles)
-            }
-            "StorageVMotionNotSupported" => {
-                x::downcast_box(object).ok().map(Self::StorageVMotionNotSupported)
-            }
-            "StorageVmotionIncompatible" => {
-                x::downcast_box(object).ok().map(Self::StorageVmotionIncompatible)
-            }
-            "SuspendedRelocateNotSupported" => {
-                x::downcast_box(object).ok().map(Self::SuspendedRelocateNotSupported)
-            }
-            "SwapDatastoreNotWritableOnHost" => {
-                x::downcast_box(object).ok().map(Self::SwapDatastoreNotWritableOnHost)
-            }
-            "SwapDatastoreUnset" => {
-                x::downcast_box(object).ok().map(Self::SwapDatastoreUnset)
-            }
-            "SwapPlacementOverrideNotSupported" => {
-                x::downcast_box(object).ok().map(Self::SwapPlacementOverrideNotSupported)
-            }
-            "SwitchIpUnset" => x::downcast_box(object).ok().map(Self::SwitchIpUnset),
-            "SwitchNotInUpgradeMode" => {
-                x::downcast_box(object).ok().map(Self::SwitchNotInUpgradeMode)
-            }
-            "SystemError" => x::downcast_box(object).ok().map(Self::SystemError),
-            "TaskInProgress" => x::downcast_box(object).ok().map(Self::TaskInProgress),
-            "ThirdPartyLicenseAssignmentFailed" => {
-                x::downcast_box(object).ok().map(Self::ThirdPartyLicenseAssignmentFailed)
-            }
-            "Timedout" => x::downcast_box(object).ok().map(Self::Timedout),
-            "TooManyConcurrentNativeClones" => {
-                x::downcast_box(object).ok().map(Self::TooManyConcurrentNativeClones)
-            }
-            "TooManyConsecutiveOverrides" => {
-                x::downcast_box(object).ok().map(Self::TooManyConsecutiveOverrides)
-            }
-            "TooManyDevices" => x::downcast_box(object).ok().map(Self::TooManyDevices),
-            "TooManyDisksOnLegacyHost" => {
-                x::downcast_box(object).ok().map(Self::TooManyDisksOnLegacyHost)
-            }
-            "TooManyGuestLogons" => {
-                x::downcast_box(object).ok().map(Self::TooManyGuestLogons)
-            }
-            "TooManyHosts" => x::downcast_box(object).ok().map(Self::TooManyHosts),
-            "TooManyNativeCloneLevels" => {
-                x::downcast_box(object).ok().map(Self::TooManyNativeCloneLevels)
-            }
-            "TooManyNativeClonesOnFile" => {
-                x::downcast_box(object).ok().map(Self::TooManyNativeClonesOnFile)
-            }
-            "TooManySnapshotLevels" => {
-                x::downcast_box(object).ok().map(Self::TooManySnapshotLevels)
-            }
-            "ToolsAlreadyUpgraded" => {
-                x::downcast_box(object).ok().map(Self::ToolsAlreadyUpgraded)
-            }
-            "ToolsAutoUpgradeNotSupported" => {
-                x::downcast_box(object).ok().map(Self::ToolsAutoUpgradeNotSupported)
-            }
-            "ToolsImageCopyFailed" => {
-                x::downcast_box(object).ok().map(Self::ToolsImageCopyFailed)
-            }
-            "ToolsImageNotAvailable" => {
-                x::downcast_box(object).ok().map(Self::ToolsImageNotAvailable)
-            }
-            "ToolsImageSignatureCheckFailed" => {
-                x::downcast_box(object).ok().map(Self::ToolsImageSignatureCheckFailed)
-            }
-            "ToolsInstallationInProgress" => {
-                x::downcast_box(object).ok().map(Self::ToolsInstallationInProgress)
-            }
-            "ToolsUnavailable" => {
-                x::downcast_box(object).ok().map(Self::ToolsUnavailable)
-            }
-            "ToolsUpgradeCancelled" => {
-                x::downcast_box(object).ok().map(Self::ToolsUpgradeCancelled)
-            }
-            "UnSupportedDatastoreForVFlash" => {
-                x::downcast_box(object).ok().map(Self::UnSupportedDatastoreForVFlash)
-            }
-            "UncommittedUndoableDisk" => {
-                x::downcast_box(object).ok().map(Self::UncommittedUndoableDisk)
-            }
-            "UnconfiguredPropertyValue" => {
-                x::downcast_box(object).ok().map(Self::UnconfiguredPropertyValue)
-            }
-            "UncustomizableGuest" => {
-                x::downcast_box(object).ok().map(Self::UncustomizableGuest)
-            }
-            "UnexpectedCustomizationFault" => {
-                x::downcast_box(object).ok().map(Self::UnexpectedCustomizationFault)
-            }
-            "UnexpectedFault" => x::downcast_box(object).ok().map(Self::UnexpectedFault),
-            "UnrecognizedHost" => {
-                x::downcast_box(object).ok().map(Self::UnrecognizedHost)
-            }
-            "UnsharedSwapVMotionNotSupported" => {
-                x::downcast_box(object).ok().map(Self::UnsharedSwapVMotionNotSupported)
-            }
-            "UnsupportedDatastore" => {
-                x::downcast_box(object).ok().map(Self::UnsupportedDatastore)
-            }
-            "UnsupportedGuest" => {
-                x::downcast_box(object).ok().map(Self::UnsupportedGuest)
-            }
-            "UnsupportedVimApiVersion" => {
-                x::downcast_box(object).ok().map(Self::UnsupportedVimApiVersion)
-            }
-            "UnsupportedVmxLocation" => {
-                x::downcast_box(object).ok().map(Self::UnsupportedVmxLocation)
-            }
-            "UnusedVirtualDiskBlocksNotScrubbed" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::UnusedVirtualDiskBlocksNotScrubbed)
-            }
-            "UserNotFound" => x::downcast_box(object).ok().map(Self::UserNotFound),
-            "VAppConfigFault" => x::downcast_box(object).ok().map(Self::VAppConfigFault),
-            "VAppNotRunning" => x::downcast_box(object).ok().map(Self::VAppNotRunning),
-            "VAppOperationInProgress" => {
-                x::downcast_box(object).ok().map(Self::VAppOperationInProgress)
-            }
-            "VAppPropertyFault" => {
-                x::downcast_box(object).ok().map(Self::VAppPropertyFault)
-            }
-            "VAppTaskInProgress" => {
-                x::downcast_box(object).ok().map(Self::VAppTaskInProgress)
-            }
-            "VFlashCacheHotConfigNotSupported" => {
-                x::downcast_box(object).ok().map(Self::VFlashCacheHotConfigNotSupported)
-            }
-            "VFlashModuleNotSupported" => {
-                x::downcast_box(object).ok().map(Self::VFlashModuleNotSupported)
-            }
-            "VFlashModuleVersionIncompatible" => {
-                x::downcast_box(object).ok().map(Self::VFlashModuleVersionIncompatible)
-            }
-            "VMINotSupported" => x::downcast_box(object).ok().map(Self::VMINotSupported),
-            "VMOnConflictDVPort" => {
-                x::downcast_box(object).ok().map(Self::VMOnConflictDVPort)
-            }
-            "VMOnVirtualIntranet" => {
-                x::downcast_box(object).ok().map(Self::VMOnVirtualIntranet)
-            }
-            "VMotionAcrossNetworkNotSupported" => {
-                x::downcast_box(object).ok().map(Self::VMotionAcrossNetworkNotSupported)
-            }
-            "VMotionInterfaceIssue" => {
-                x::downcast_box(object).ok().map(Self::VMotionInterfaceIssue)
-            }
-            "VMotionLinkCapacityLow" => {
-                x::downcast_box(object).ok().map(Self::VMotionLinkCapacityLow)
-            }
-            "VMotionLinkDown" => x::downcast_box(object).ok().map(Self::VMotionLinkDown),
-            "VMotionNotConfigured" => {
-                x::downcast_box(object).ok().map(Self::VMotionNotConfigured)
-            }
-            "VMotionNotLicensed" => {
-                x::downcast_box(object).ok().map(Self::VMotionNotLicensed)
-            }
-            "VMotionNotSupported" => {
-                x::downcast_box(object).ok().map(Self::VMotionNotSupported)
-            }
-            "VMotionProtocolIncompatible" => {
-                x::downcast_box(object).ok().map(Self::VMotionProtocolIncompatible)
-            }
-            "VimFault" => x::downcast_box(object).ok().map(Self::VimFault),
-            "VirtualDiskBlocksNotFullyProvisioned" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VirtualDiskBlocksNotFullyProvisioned)
-            }
-            "VirtualDiskModeNotSupported" => {
-                x::downcast_box(object).ok().map(Self::VirtualDiskModeNotSupported)
-            }
-            "VirtualEthernetCardNotSupported" => {
-                x::downcast_box(object).ok().map(Self::VirtualEthernetCardNotSupported)
-            }
-            "VirtualHardwareCompatibilityIssue" => {
-                x::downcast_box(object).ok().map(Self::VirtualHardwareCompatibilityIssue)
-            }
-            "VirtualHardwareVersionNotSupported" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VirtualHardwareVersionNotSupported)
-            }
-            "VmAlreadyExistsInDatacenter" => {
-                x::downcast_box(object).ok().map(Self::VmAlreadyExistsInDatacenter)
-            }
-            "VmConfigFault" => x::downcast_box(object).ok().map(Self::VmConfigFault),
-            "VmConfigIncompatibleForFaultTolerance" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmConfigIncompatibleForFaultTolerance)
-            }
-            "VmConfigIncompatibleForRecordReplay" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmConfigIncompatibleForRecordReplay)
-            }
-            "VmFaultToleranceConfigIssue" => {
-                x::downcast_box(object).ok().map(Self::VmFaultToleranceConfigIssue)
-            }
-            "VmFaultToleranceConfigIssueWrapper" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmFaultToleranceConfigIssueWrapper)
-            }
-            "VmFaultToleranceInvalidFileBacking" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmFaultToleranceInvalidFileBacking)
-            }
-            "VmFaultToleranceIssue" => {
-                x::downcast_box(object).ok().map(Self::VmFaultToleranceIssue)
-            }
-            "VmFaultToleranceOpIssuesList" => {
-                x::downcast_box(object).ok().map(Self::VmFaultToleranceOpIssuesList)
-            }
-            "VmFaultToleranceTooManyFtVcpusOnHost" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmFaultToleranceTooManyFtVcpusOnHost)
-            }
-            "VmFaultToleranceTooManyVMsOnHost" => {
-                x::downcast_box(object).ok().map(Self::VmFaultToleranceTooManyVMsOnHost)
-            }
-            "VmHostAffinityRuleViolation" => {
-                x::downcast_box(object).ok().map(Self::VmHostAffinityRuleViolation)
-            }
-            "VmLimitLicense" => x::downcast_box(object).ok().map(Self::VmLimitLicense),
-            "VmMetadataManagerFault" => {
-                x::downcast_box(object).ok().map(Self::VmMetadataManagerFault)
-            }
-            "VmMonitorIncompatibleForFaultTolerance" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmMonitorIncompatibleForFaultTolerance)
-            }
-            "VmPowerOnDisabled" => {
-                x::downcast_box(object).ok().map(Self::VmPowerOnDisabled)
-            }
-            "VmSmpFaultToleranceTooManyVMsOnHost" => {
-                x::downcast_box(object)
-                    .ok()
-                    .map(Self::VmSmpFaultToleranceTooManyVMsOnHost)
-            }
-            "VmToolsUpgradeFault" => {
-                x::downcast_box(object).ok().map(Self::VmToolsUpgradeFault)
-            }
-            "VmValidateMaxDevice" => {
-                x::downcast_box(object).ok().map(Self::VmValidateMaxDevice)
-            }
-            "VmWwnConflict" => x::downcast_box(object).ok().map(Self::VmWwnConflict),
-            "VmfsAlreadyMounted" => {
-                x::downcast_box(object).ok().map(Self::VmfsAlreadyMounted)
-            }
-            "VmfsAmbiguousMount" => {
-                x::downcast_box(object).ok().map(Self::VmfsAmbiguousMount)
-            }
-            "VmfsMountFault" => x::downcast_box(object).ok().map(Self::VmfsMountFault),
-            "VmotionInterfaceNotEnabled" => {
-                x::downcast_box(object).ok().map(Self::VmotionInterfaceNotEnabled)
-            }
-            "VolumeEditorError" => {
-                x::downcast_box(object).ok().map(Self::VolumeEditorError)
-            }
-            "VramLimitLicense" => {
-                x::downcast_box(object).ok().map(Self::VramLimitLicense)
-            }
-            "VsanClusterUuidMismatch" => {
-                x::downcast_box(object).ok().map(Self::VsanClusterUuidMismatch)
-            }
-            "VsanDiskFault" => x::downcast_box(object).ok().map(Self::VsanDiskFault),
-            "VsanFault" => x::downcast_box(object).ok().map(Self::VsanFault),
-            "VsanIncompatibleDiskMapping" => {
-                x::downcast_box(object).ok().map(Self::VsanIncompatibleDiskMapping)
-            }
-            "VspanDestPortConflict" => {
-                x::downcast_box(object).ok().map(Self::VspanDestPortConflict)
-            }
-            "VspanPortConflict" => {
-                x::downcast_box(object).ok().map(Self::VspanPortConflict)
-            }
-            "VspanPortMoveFault" => {
-                x::downcast_box(object).ok().map(Self::VspanPortMoveFault)
-            }
-            "VspanPortPromiscChangeFault" => {
-                x::downcast_box(object).ok().map(Self::VspanPortPromiscChangeFault)
-            }
-            "VspanPortgroupPromiscChangeFault" => {
-                x::downcast_box(object).ok().map(Self::VspanPortgroupPromiscChangeFault)
-            }
-            "VspanPortgroupTypeChangeFault" => {
-                x::downcast_box(object).ok().map(Self::VspanPortgroupTypeChangeFault)
-            }
-            "VspanPromiscuousPortNotSupported" => {
-                x::downcast_box(object).ok().map(Self::VspanPromiscuousPortNotSupported)
-            }
-            "VspanSameSessionPortConflict" => {
-                x::downcast_box(object).ok().map(Self::VspanSameSessionPortConflict)
-            }
-            "WakeOnLanNotSupported" => {
-                x::downcast_box(object).ok().map(Self::WakeOnLanNotSupported)
-            }
-            "WakeOnLanNotSupportedByVmotionNIC" => {
-                x::downcast_box(object).ok().map(Self::WakeOnLanNotSupportedByVmotionNIC)
-            }
-            "WillLoseHAProtection" => {
-                x::downcast_box(object).ok().map(Self::WillLoseHAProtection)
-            }
-            "WillModifyConfigCpuRequirements" => {
-                x::downcast_box(object).ok().map(Self::WillModifyConfigCpuRequirements)
-            }
-            "WillResetSnapshotDirectory" => {
-                x::downcast_box(object).ok().map(Self::WillResetSnapshotDirectory)
-            }
-            "WipeDiskFault" => x::downcast_box(object).ok().map(Self::WipeDiskFault),
-            _ => None,
-        }
+/// `MethodFault` or one of its 693 subtypes, chosen by `xsi:type` when decoding.
+///
+/// An `xsi:type` this version does not know decodes as [`AnyMethodFault::MethodFault`].
+#[non_exhaustive]
+pub enum AnyMethodFault {
+    MethodFault(Box<MethodFault>),
+    ActiveDirectoryFault(Box<ActiveDirectoryFault>),
+    ActiveVMsBlockingEVC(Box<ActiveVMsBlockingEVC>),
+    AdminDisabled(Box<AdminDisabled>),
+    AdminNotDisabled(Box<AdminNotDisabled>),
+    AffinityConfigured(Box<AffinityConfigured>),
+    AgentInstallFailed(Box<AgentInstallFailed>),
+    AlreadyBeingManaged(Box<AlreadyBeingManaged>),
+    AlreadyConnected(Box<AlreadyConnected>),
+    AlreadyExists(Box<AlreadyExists>),
+    AlreadyUpgraded(Box<AlreadyUpgraded>),
+    AnswerFileUpdateFailed(Box<AnswerFileUpdateFailed>),
+    ApplicationQuiesceFault(Box<ApplicationQuiesceFault>),
+    AuthMinimumAdminPermission(Box<AuthMinimumAdminPermission>),
+    BackupBlobReadFailure(Box<BackupBlobReadFailure>),
+    BackupBlobWriteFailure(Box<BackupBlobWriteFailure>),
+    BlockedByFirewall(Box<BlockedByFirewall>),
+    CAMServerRefusedConnection(Box<CAMServerRefusedConnection>),
+    CannotAccessFile(Box<CannotAccessFile>),
+    CannotAccessLocalSource(Box<CannotAccessLocalSource>),
+    CannotAccessNetwork(Box<CannotAccessNetwork>),
+    CannotAccessVmComponent(Box<CannotAccessVmComponent>),
+    CannotAccessVmConfig(Box<CannotAccessVmConfig>),
+    CannotAccessVmDevice(Box<CannotAccessVmDevice>),
+    CannotAccessVmDisk(Box<CannotAccessVmDisk>),
+    CannotAddHostWithFTVmAsStandalone(Box<CannotAddHostWithFTVmAsStandalone>),
+    CannotAddHostWithFTVmToDifferentCluster(
+        Box<CannotAddHostWithFTVmToDifferentCluster>,
+    ),
+    CannotAddHostWithFTVmToNonHACluster(Box<CannotAddHostWithFTVmToNonHACluster>),
+    CannotChangeDrsBehaviorForFtSecondary(Box<CannotChangeDrsBehaviorForFtSecondary>),
+    CannotChangeHaSettingsForFtSecondary(Box<CannotChangeHaSettingsForFtSecondary>),
+    CannotChangeVsanClusterUuid(Box<CannotChangeVsanClusterUuid>),
+    CannotChangeVsanNodeUuid(Box<CannotChangeVsanNodeUuid>),
+    CannotComputeFTCompatibleHosts(Box<CannotComputeFTCompatibleHosts>),
+    CannotCreateFile(Box<CannotCreateFile>),
+    CannotDecryptPasswords(Box<CannotDecryptPasswords>),
+    CannotDeleteFile(Box<CannotDeleteFile>),
+    CannotDisableDrsOnClustersWithVApps(Box<CannotDisableDrsOnClustersWithVApps>),
+    CannotDisableSnapshot(Box<CannotDisableSnapshot>),
+    CannotDisconnectHostWithFaultToleranceVm(
+        Box<CannotDisconnectHostWithFaultToleranceVm>,
+    ),
+    CannotEnableVmcpForCluster(Box<CannotEnableVmcpForCluster>),
+    CannotModifyConfigCpuRequirements(Box<CannotModifyConfigCpuRequirements>),
+    CannotMoveFaultToleranceVm(Box<CannotMoveFaultToleranceVm>),
+    CannotMoveHostWithFaultToleranceVm(Box<CannotMoveHostWithFaultToleranceVm>),
+    CannotMoveVmWithDeltaDisk(Box<CannotMoveVmWithDeltaDisk>),
+    CannotMoveVmWithNativeDeltaDisk(Box<CannotMoveVmWithNativeDeltaDisk>),
+    CannotMoveVsanEnabledHost(Box<CannotMoveVsanEnabledHost>),
+    CannotPlaceWithoutPrerequisiteMoves(Box<CannotPlaceWithoutPrerequisiteMoves>),
+    CannotPowerOffVmInCluster(Box<CannotPowerOffVmInCluster>),
+    CannotReconfigureVsanWhenHaEnabled(Box<CannotReconfigureVsanWhenHaEnabled>),
+    CannotUseNetwork(Box<CannotUseNetwork>),
+    ClockSkew(Box<ClockSkew>),
+    CloneFromSnapshotNotSupported(Box<CloneFromSnapshotNotSupported>),
+    CollectorAddressUnset(Box<CollectorAddressUnset>),
+    ConcurrentAccess(Box<ConcurrentAccess>),
+    ConflictingConfiguration(Box<ConflictingConfiguration>),
+    ConflictingDatastoreFound(Box<ConflictingDatastoreFound>),
+    ConnectedIso(Box<ConnectedIso>),
+    CpuCompatibilityUnknown(Box<CpuCompatibilityUnknown>),
+    CpuHotPlugNotSupported(Box<CpuHotPlugNotSupported>),
+    CpuIncompatible(Box<CpuIncompatible>),
+    CpuIncompatible1ECX(Box<CpuIncompatible1ECX>),
+    CpuIncompatible81EDX(Box<CpuIncompatible81EDX>),
+    CustomizationFault(Box<CustomizationFault>),
+    CustomizationPending(Box<CustomizationPending>),
+    DVPortNotSupported(Box<DVPortNotSupported>),
+    DasConfigFault(Box<DasConfigFault>),
+    DatabaseError(Box<DatabaseError>),
+    DatacenterMismatch(Box<DatacenterMismatch>),
+    DatastoreNotWritableOnHost(Box<DatastoreNotWritableOnHost>),
+    DeltaDiskFormatNotSupported(Box<DeltaDiskFormatNotSupported>),
+    DestinationSwitchFull(Box<DestinationSwitchFull>),
+    DestinationVsanDisabled(Box<DestinationVsanDisabled>),
+    DeviceBackingNotSupported(Box<DeviceBackingNotSupported>),
+    DeviceControllerNotSupported(Box<DeviceControllerNotSupported>),
+    DeviceHotPlugNotSupported(Box<DeviceHotPlugNotSupported>),
+    DeviceNotFound(Box<DeviceNotFound>),
+    DeviceNotSupported(Box<DeviceNotSupported>),
+    DeviceUnsupportedForVmPlatform(Box<DeviceUnsupportedForVmPlatform>),
+    DeviceUnsupportedForVmVersion(Box<DeviceUnsupportedForVmVersion>),
+    DigestNotSupported(Box<DigestNotSupported>),
+    DirectoryNotEmpty(Box<DirectoryNotEmpty>),
+    DisableAdminNotSupported(Box<DisableAdminNotSupported>),
+    DisallowedChangeByService(Box<DisallowedChangeByService>),
+    DisallowedDiskModeChange(Box<DisallowedDiskModeChange>),
+    DisallowedMigrationDeviceAttached(Box<DisallowedMigrationDeviceAttached>),
+    DisallowedOperationOnFailoverHost(Box<DisallowedOperationOnFailoverHost>),
+    DisconnectedHostsBlockingEVC(Box<DisconnectedHostsBlockingEVC>),
+    DiskHasPartitions(Box<DiskHasPartitions>),
+    DiskIsLastRemainingNonSSD(Box<DiskIsLastRemainingNonSSD>),
+    DiskIsNonLocal(Box<DiskIsNonLocal>),
+    DiskIsUSB(Box<DiskIsUSB>),
+    DiskMoveTypeNotSupported(Box<DiskMoveTypeNotSupported>),
+    DiskNotSupported(Box<DiskNotSupported>),
+    DiskTooSmall(Box<DiskTooSmall>),
+    DomainNotFound(Box<DomainNotFound>),
+    DrsDisabledOnVm(Box<DrsDisabledOnVm>),
+    DrsVmotionIncompatibleFault(Box<DrsVmotionIncompatibleFault>),
+    DuplicateDisks(Box<DuplicateDisks>),
+    DuplicateName(Box<DuplicateName>),
+    DuplicateVsanNetworkInterface(Box<DuplicateVsanNetworkInterface>),
+    DvsApplyOperationFault(Box<DvsApplyOperationFault>),
+    DvsFault(Box<DvsFault>),
+    DvsNotAuthorized(Box<DvsNotAuthorized>),
+    DvsOperationBulkFault(Box<DvsOperationBulkFault>),
+    DvsScopeViolated(Box<DvsScopeViolated>),
+    EVCAdmissionFailed(Box<EVCAdmissionFailed>),
+    EVCAdmissionFailedCPUFeaturesForMode(Box<EVCAdmissionFailedCPUFeaturesForMode>),
+    EVCAdmissionFailedCPUModel(Box<EVCAdmissionFailedCPUModel>),
+    EVCAdmissionFailedCPUModelForMode(Box<EVCAdmissionFailedCPUModelForMode>),
+    EVCAdmissionFailedCPUVendor(Box<EVCAdmissionFailedCPUVendor>),
+    EVCAdmissionFailedCPUVendorUnknown(Box<EVCAdmissionFailedCPUVendorUnknown>),
+    EVCAdmissionFailedHostDisconnected(Box<EVCAdmissionFailedHostDisconnected>),
+    EVCAdmissionFailedHostSoftware(Box<EVCAdmissionFailedHostSoftware>),
+    EVCAdmissionFailedHostSoftwareForMode(Box<EVCAdmissionFailedHostSoftwareForMode>),
+    EVCAdmissionFailedVmActive(Box<EVCAdmissionFailedVmActive>),
+    EVCConfigFault(Box<EVCConfigFault>),
+    EVCModeIllegalByVendor(Box<EVCModeIllegalByVendor>),
+    EVCModeUnsupportedByHosts(Box<EVCModeUnsupportedByHosts>),
+    EVCUnsupportedByHostHardware(Box<EVCUnsupportedByHostHardware>),
+    EVCUnsupportedByHostSoftware(Box<EVCUnsupportedByHostSoftware>),
+    EightHostLimitViolated(Box<EightHostLimitViolated>),
+    EncryptionKeyRequired(Box<EncryptionKeyRequired>),
+    ExpiredAddonLicense(Box<ExpiredAddonLicense>),
+    ExpiredEditionLicense(Box<ExpiredEditionLicense>),
+    ExpiredFeatureLicense(Box<ExpiredFeatureLicense>),
+    ExtendedFault(Box<ExtendedFault>),
+    FailToEnableSPBM(Box<FailToEnableSPBM>),
+    FailToLockFaultToleranceVMs(Box<FailToLockFaultToleranceVMs>),
+    FaultToleranceAntiAffinityViolated(Box<FaultToleranceAntiAffinityViolated>),
+    FaultToleranceCannotEditMem(Box<FaultToleranceCannotEditMem>),
+    FaultToleranceCpuIncompatible(Box<FaultToleranceCpuIncompatible>),
+    FaultToleranceNeedsThickDisk(Box<FaultToleranceNeedsThickDisk>),
+    FaultToleranceNotLicensed(Box<FaultToleranceNotLicensed>),
+    FaultToleranceNotSameBuild(Box<FaultToleranceNotSameBuild>),
+    FaultTolerancePrimaryPowerOnNotAttempted(
+        Box<FaultTolerancePrimaryPowerOnNotAttempted>,
+    ),
+    FaultToleranceVmNotDasProtected(Box<FaultToleranceVmNotDasProtected>),
+    FcoeFault(Box<FcoeFault>),
+    FcoeFaultPnicHasNoPortSet(Box<FcoeFaultPnicHasNoPortSet>),
+    FeatureRequirementsNotMet(Box<FeatureRequirementsNotMet>),
+    FileAlreadyExists(Box<FileAlreadyExists>),
+    FileBackedPortNotSupported(Box<FileBackedPortNotSupported>),
+    FileFault(Box<FileFault>),
+    FileLocked(Box<FileLocked>),
+    FileNameTooLong(Box<FileNameTooLong>),
+    FileNotFound(Box<FileNotFound>),
+    FileNotWritable(Box<FileNotWritable>),
+    FileTooLarge(Box<FileTooLarge>),
+    FilesystemQuiesceFault(Box<FilesystemQuiesceFault>),
+    FilterInUse(Box<FilterInUse>),
+    FtIssuesOnHost(Box<FtIssuesOnHost>),
+    FullStorageVMotionNotSupported(Box<FullStorageVMotionNotSupported>),
+    GatewayConnectFault(Box<GatewayConnectFault>),
+    GatewayHostNotReachable(Box<GatewayHostNotReachable>),
+    GatewayNotFound(Box<GatewayNotFound>),
+    GatewayNotReachable(Box<GatewayNotReachable>),
+    GatewayOperationRefused(Box<GatewayOperationRefused>),
+    GatewayToHostAuthFault(Box<GatewayToHostAuthFault>),
+    GatewayToHostConnectFault(Box<GatewayToHostConnectFault>),
+    GatewayToHostTrustVerifyFault(Box<GatewayToHostTrustVerifyFault>),
+    GenericDrsFault(Box<GenericDrsFault>),
+    GenericVmConfigFault(Box<GenericVmConfigFault>),
+    GuestAuthenticationChallenge(Box<GuestAuthenticationChallenge>),
+    GuestComponentsOutOfDate(Box<GuestComponentsOutOfDate>),
+    GuestMultipleMappings(Box<GuestMultipleMappings>),
+    GuestOperationsFault(Box<GuestOperationsFault>),
+    GuestOperationsUnavailable(Box<GuestOperationsUnavailable>),
+    GuestPermissionDenied(Box<GuestPermissionDenied>),
+    GuestProcessNotFound(Box<GuestProcessNotFound>),
+    GuestRegistryFault(Box<GuestRegistryFault>),
+    GuestRegistryKeyAlreadyExists(Box<GuestRegistryKeyAlreadyExists>),
+    GuestRegistryKeyFault(Box<GuestRegistryKeyFault>),
+    GuestRegistryKeyHasSubkeys(Box<GuestRegistryKeyHasSubkeys>),
+    GuestRegistryKeyInvalid(Box<GuestRegistryKeyInvalid>),
+    GuestRegistryKeyParentVolatile(Box<GuestRegistryKeyParentVolatile>),
+    GuestRegistryValueFault(Box<GuestRegistryValueFault>),
+    GuestRegistryValueNotFound(Box<GuestRegistryValueNotFound>),
+    HAErrorsAtDest(Box<HAErrorsAtDest>),
+    HeterogenousHostsBlockingEVC(Box<HeterogenousHostsBlockingEVC>),
+    HostAccessRestrictedToManagementServer(Box<HostAccessRestrictedToManagementServer>),
+    HostCommunication(Box<HostCommunication>),
+    HostConfigFailed(Box<HostConfigFailed>),
+    HostConfigFault(Box<HostConfigFault>),
+    HostConnectFault(Box<HostConnectFault>),
+    HostHasComponentFailure(Box<HostHasComponentFailure>),
+    HostInDomain(Box<HostInDomain>),
+    HostIncompatibleForFaultTolerance(Box<HostIncompatibleForFaultTolerance>),
+    HostIncompatibleForRecordReplay(Box<HostIncompatibleForRecordReplay>),
+    HostInventoryFull(Box<HostInventoryFull>),
+    HostNotConnected(Box<HostNotConnected>),
+    HostNotReachable(Box<HostNotReachable>),
+    HostPowerOpFailed(Box<HostPowerOpFailed>),
+    HostSpecificationOperationFailed(Box<HostSpecificationOperationFailed>),
+    HotSnapshotMoveNotSupported(Box<HotSnapshotMoveNotSupported>),
+    HttpFault(Box<HttpFault>),
+    IDEDiskNotSupported(Box<IDEDiskNotSupported>),
+    IORMNotSupportedHostOnDatastore(Box<IORMNotSupportedHostOnDatastore>),
+    ImportHostAddFailure(Box<ImportHostAddFailure>),
+    ImportOperationBulkFault(Box<ImportOperationBulkFault>),
+    InUseFeatureManipulationDisallowed(Box<InUseFeatureManipulationDisallowed>),
+    InaccessibleDatastore(Box<InaccessibleDatastore>),
+    InaccessibleFTMetadataDatastore(Box<InaccessibleFTMetadataDatastore>),
+    InaccessibleVFlashSource(Box<InaccessibleVFlashSource>),
+    IncompatibleDefaultDevice(Box<IncompatibleDefaultDevice>),
+    IncompatibleHostForFtSecondary(Box<IncompatibleHostForFtSecondary>),
+    IncompatibleHostForVmReplication(Box<IncompatibleHostForVmReplication>),
+    IncompatibleSetting(Box<IncompatibleSetting>),
+    IncorrectFileType(Box<IncorrectFileType>),
+    IncorrectHostInformation(Box<IncorrectHostInformation>),
+    IndependentDiskVMotionNotSupported(Box<IndependentDiskVMotionNotSupported>),
+    InsufficientAgentVmsDeployed(Box<InsufficientAgentVmsDeployed>),
+    InsufficientCpuResourcesFault(Box<InsufficientCpuResourcesFault>),
+    InsufficientDisks(Box<InsufficientDisks>),
+    InsufficientFailoverResourcesFault(Box<InsufficientFailoverResourcesFault>),
+    InsufficientGraphicsResourcesFault(Box<InsufficientGraphicsResourcesFault>),
+    InsufficientHostCapacityFault(Box<InsufficientHostCapacityFault>),
+    InsufficientHostCpuCapacityFault(Box<InsufficientHostCpuCapacityFault>),
+    InsufficientHostMemoryCapacityFault(Box<InsufficientHostMemoryCapacityFault>),
+    InsufficientMemoryResourcesFault(Box<InsufficientMemoryResourcesFault>),
+    InsufficientNetworkCapacity(Box<InsufficientNetworkCapacity>),
+    InsufficientNetworkResourcePoolCapacity(
+        Box<InsufficientNetworkResourcePoolCapacity>,
+    ),
+    InsufficientPerCpuCapacity(Box<InsufficientPerCpuCapacity>),
+    InsufficientResourcesFault(Box<InsufficientResourcesFault>),
+    InsufficientStandbyCpuResource(Box<InsufficientStandbyCpuResource>),
+    InsufficientStandbyMemoryResource(Box<InsufficientStandbyMemoryResource>),
+    InsufficientStandbyResource(Box<InsufficientStandbyResource>),
+    InsufficientStorageIops(Box<InsufficientStorageIops>),
+    InsufficientStorageSpace(Box<InsufficientStorageSpace>),
+    InsufficientVFlashResourcesFault(Box<InsufficientVFlashResourcesFault>),
+    InvalidAffinitySettingFault(Box<InvalidAffinitySettingFault>),
+    InvalidArgument(Box<InvalidArgument>),
+    InvalidBmcRole(Box<InvalidBmcRole>),
+    InvalidBundle(Box<InvalidBundle>),
+    InvalidCAMCertificate(Box<InvalidCAMCertificate>),
+    InvalidCAMServer(Box<InvalidCAMServer>),
+    InvalidClientCertificate(Box<InvalidClientCertificate>),
+    InvalidCollectorVersion(Box<InvalidCollectorVersion>),
+    InvalidController(Box<InvalidController>),
+    InvalidDasConfigArgument(Box<InvalidDasConfigArgument>),
+    InvalidDasRestartPriorityForFtVm(Box<InvalidDasRestartPriorityForFtVm>),
+    InvalidDatastore(Box<InvalidDatastore>),
+    InvalidDatastorePath(Box<InvalidDatastorePath>),
+    InvalidDatastoreState(Box<InvalidDatastoreState>),
+    InvalidDeviceBacking(Box<InvalidDeviceBacking>),
+    InvalidDeviceOperation(Box<InvalidDeviceOperation>),
+    InvalidDeviceSpec(Box<InvalidDeviceSpec>),
+    InvalidDiskFormat(Box<InvalidDiskFormat>),
+    InvalidDrsBehaviorForFtVm(Box<InvalidDrsBehaviorForFtVm>),
+    InvalidEditionLicense(Box<InvalidEditionLicense>),
+    InvalidEvent(Box<InvalidEvent>),
+    InvalidFolder(Box<InvalidFolder>),
+    InvalidFormat(Box<InvalidFormat>),
+    InvalidGuestLogin(Box<InvalidGuestLogin>),
+    InvalidHostConnectionState(Box<InvalidHostConnectionState>),
+    InvalidHostName(Box<InvalidHostName>),
+    InvalidHostState(Box<InvalidHostState>),
+    InvalidIndexArgument(Box<InvalidIndexArgument>),
+    InvalidIpfixConfig(Box<InvalidIpfixConfig>),
+    InvalidIpmiLoginInfo(Box<InvalidIpmiLoginInfo>),
+    InvalidIpmiMacAddress(Box<InvalidIpmiMacAddress>),
+    InvalidLicense(Box<InvalidLicense>),
+    InvalidLocale(Box<InvalidLocale>),
+    InvalidLogin(Box<InvalidLogin>),
+    InvalidName(Box<InvalidName>),
+    InvalidNasCredentials(Box<InvalidNasCredentials>),
+    InvalidNetworkInType(Box<InvalidNetworkInType>),
+    InvalidNetworkResource(Box<InvalidNetworkResource>),
+    InvalidOperationOnSecondaryVm(Box<InvalidOperationOnSecondaryVm>),
+    InvalidPowerState(Box<InvalidPowerState>),
+    InvalidPrivilege(Box<InvalidPrivilege>),
+    InvalidProfileReferenceHost(Box<InvalidProfileReferenceHost>),
+    InvalidProperty(Box<InvalidProperty>),
+    InvalidPropertyType(Box<InvalidPropertyType>),
+    InvalidPropertyValue(Box<InvalidPropertyValue>),
+    InvalidRequest(Box<InvalidRequest>),
+    InvalidResourcePoolStructureFault(Box<InvalidResourcePoolStructureFault>),
+    InvalidSnapshotFormat(Box<InvalidSnapshotFormat>),
+    InvalidState(Box<InvalidState>),
+    InvalidType(Box<InvalidType>),
+    InvalidVmConfig(Box<InvalidVmConfig>),
+    InvalidVmState(Box<InvalidVmState>),
+    InventoryHasStandardAloneHosts(Box<InventoryHasStandardAloneHosts>),
+    IpHostnameGeneratorError(Box<IpHostnameGeneratorError>),
+    IscsiFault(Box<IscsiFault>),
+    IscsiFaultInvalidVnic(Box<IscsiFaultInvalidVnic>),
+    IscsiFaultPnicInUse(Box<IscsiFaultPnicInUse>),
+    IscsiFaultVnicAlreadyBound(Box<IscsiFaultVnicAlreadyBound>),
+    IscsiFaultVnicHasActivePaths(Box<IscsiFaultVnicHasActivePaths>),
+    IscsiFaultVnicHasMultipleUplinks(Box<IscsiFaultVnicHasMultipleUplinks>),
+    IscsiFaultVnicHasNoUplinks(Box<IscsiFaultVnicHasNoUplinks>),
+    IscsiFaultVnicHasWrongUplink(Box<IscsiFaultVnicHasWrongUplink>),
+    IscsiFaultVnicInUse(Box<IscsiFaultVnicInUse>),
+    IscsiFaultVnicIsLastPath(Box<IscsiFaultVnicIsLastPath>),
+    IscsiFaultVnicNotBound(Box<IscsiFaultVnicNotBound>),
+    IscsiFaultVnicNotFound(Box<IscsiFaultVnicNotFound>),
+    KeyNotFound(Box<KeyNotFound>),
+    LargeRDMConversionNotSupported(Box<LargeRDMConversionNotSupported>),
+    LargeRDMNotSupportedOnDatastore(Box<LargeRDMNotSupportedOnDatastore>),
+    LegacyNetworkInterfaceInUse(Box<LegacyNetworkInterfaceInUse>),
+    LicenseAssignmentFailed(Box<LicenseAssignmentFailed>),
+    LicenseDowngradeDisallowed(Box<LicenseDowngradeDisallowed>),
+    LicenseEntityNotFound(Box<LicenseEntityNotFound>),
+    LicenseExpired(Box<LicenseExpired>),
+    LicenseKeyEntityMismatch(Box<LicenseKeyEntityMismatch>),
+    LicenseRestricted(Box<LicenseRestricted>),
+    LicenseServerUnavailable(Box<LicenseServerUnavailable>),
+    LicenseSourceUnavailable(Box<LicenseSourceUnavailable>),
+    LimitExceeded(Box<LimitExceeded>),
+    LinuxVolumeNotClean(Box<LinuxVolumeNotClean>),
+    LogBundlingFailed(Box<LogBundlingFailed>),
+    MaintenanceModeFileMove(Box<MaintenanceModeFileMove>),
+    ManagedObjectNotFound(Box<ManagedObjectNotFound>),
+    MemoryFileFormatNotSupportedByDatastore(
+        Box<MemoryFileFormatNotSupportedByDatastore>,
+    ),
+    MemoryHotPlugNotSupported(Box<MemoryHotPlugNotSupported>),
+    MemorySizeNotRecommended(Box<MemorySizeNotRecommended>),
+    MemorySizeNotSupported(Box<MemorySizeNotSupported>),
+    MemorySizeNotSupportedByDatastore(Box<MemorySizeNotSupportedByDatastore>),
+    MemorySnapshotOnIndependentDisk(Box<MemorySnapshotOnIndependentDisk>),
+    MethodAlreadyDisabledFault(Box<MethodAlreadyDisabledFault>),
+    MethodDisabled(Box<MethodDisabled>),
+    MethodNotFound(Box<MethodNotFound>),
+    MigrationDisabled(Box<MigrationDisabled>),
+    MigrationFault(Box<MigrationFault>),
+    MigrationFeatureNotSupported(Box<MigrationFeatureNotSupported>),
+    MigrationNotReady(Box<MigrationNotReady>),
+    MismatchedBundle(Box<MismatchedBundle>),
+    MismatchedNetworkPolicies(Box<MismatchedNetworkPolicies>),
+    MismatchedVMotionNetworkNames(Box<MismatchedVMotionNetworkNames>),
+    MissingBmcSupport(Box<MissingBmcSupport>),
+    MissingController(Box<MissingController>),
+    MissingIpPool(Box<MissingIpPool>),
+    MissingLinuxCustResources(Box<MissingLinuxCustResources>),
+    MissingNetworkIpConfig(Box<MissingNetworkIpConfig>),
+    MissingPowerOffConfiguration(Box<MissingPowerOffConfiguration>),
+    MissingPowerOnConfiguration(Box<MissingPowerOnConfiguration>),
+    MissingWindowsCustResources(Box<MissingWindowsCustResources>),
+    MksConnectionLimitReached(Box<MksConnectionLimitReached>),
+    MountError(Box<MountError>),
+    MultiWriterNotSupported(Box<MultiWriterNotSupported>),
+    MultipleCertificatesVerifyFault(Box<MultipleCertificatesVerifyFault>),
+    MultipleSnapshotsNotSupported(Box<MultipleSnapshotsNotSupported>),
+    NamespaceFull(Box<NamespaceFull>),
+    NamespaceLimitReached(Box<NamespaceLimitReached>),
+    NamespaceWriteProtected(Box<NamespaceWriteProtected>),
+    NasConfigFault(Box<NasConfigFault>),
+    NasConnectionLimitReached(Box<NasConnectionLimitReached>),
+    NasSessionCredentialConflict(Box<NasSessionCredentialConflict>),
+    NasVolumeNotMounted(Box<NasVolumeNotMounted>),
+    NetworkCopyFault(Box<NetworkCopyFault>),
+    NetworkDisruptedAndConfigRolledBack(Box<NetworkDisruptedAndConfigRolledBack>),
+    NetworkInaccessible(Box<NetworkInaccessible>),
+    NetworksMayNotBeTheSame(Box<NetworksMayNotBeTheSame>),
+    NicSettingMismatch(Box<NicSettingMismatch>),
+    NoActiveHostInCluster(Box<NoActiveHostInCluster>),
+    NoAvailableIp(Box<NoAvailableIp>),
+    NoClientCertificate(Box<NoClientCertificate>),
+    NoCompatibleDatastore(Box<NoCompatibleDatastore>),
+    NoCompatibleHardAffinityHost(Box<NoCompatibleHardAffinityHost>),
+    NoCompatibleHost(Box<NoCompatibleHost>),
+    NoCompatibleHostWithAccessToDevice(Box<NoCompatibleHostWithAccessToDevice>),
+    NoCompatibleSoftAffinityHost(Box<NoCompatibleSoftAffinityHost>),
+    NoConnectedDatastore(Box<NoConnectedDatastore>),
+    NoDiskFound(Box<NoDiskFound>),
+    NoDiskSpace(Box<NoDiskSpace>),
+    NoDisksToCustomize(Box<NoDisksToCustomize>),
+    NoGateway(Box<NoGateway>),
+    NoGuestHeartbeat(Box<NoGuestHeartbeat>),
+    NoHost(Box<NoHost>),
+    NoHostSuitableForFtSecondary(Box<NoHostSuitableForFtSecondary>),
+    NoLicenseServerConfigured(Box<NoLicenseServerConfigured>),
+    NoPeerHostFound(Box<NoPeerHostFound>),
+    NoPermission(Box<NoPermission>),
+    NoPermissionOnAD(Box<NoPermissionOnAD>),
+    NoPermissionOnHost(Box<NoPermissionOnHost>),
+    NoPermissionOnNasVolume(Box<NoPermissionOnNasVolume>),
+    NoSubjectName(Box<NoSubjectName>),
+    NoVcManagedIpConfigured(Box<NoVcManagedIpConfigured>),
+    NoVirtualNic(Box<NoVirtualNic>),
+    NoVmInVApp(Box<NoVmInVApp>),
+    NonADUserRequired(Box<NonADUserRequired>),
+    NonHomeRDMVMotionNotSupported(Box<NonHomeRDMVMotionNotSupported>),
+    NonPersistentDisksNotSupported(Box<NonPersistentDisksNotSupported>),
+    NonVmwareOuiMacNotSupportedHost(Box<NonVmwareOuiMacNotSupportedHost>),
+    NotADirectory(Box<NotADirectory>),
+    NotAFile(Box<NotAFile>),
+    NotAuthenticated(Box<NotAuthenticated>),
+    NotEnoughCpus(Box<NotEnoughCpus>),
+    NotEnoughLicenses(Box<NotEnoughLicenses>),
+    NotEnoughLogicalCpus(Box<NotEnoughLogicalCpus>),
+    NotFound(Box<NotFound>),
+    NotImplemented(Box<NotImplemented>),
+    NotSupported(Box<NotSupported>),
+    NotSupportedDeviceForFT(Box<NotSupportedDeviceForFT>),
+    NotSupportedHost(Box<NotSupportedHost>),
+    NotSupportedHostForChecksum(Box<NotSupportedHostForChecksum>),
+    NotSupportedHostForVFlash(Box<NotSupportedHostForVFlash>),
+    NotSupportedHostForVmcp(Box<NotSupportedHostForVmcp>),
+    NotSupportedHostForVmemFile(Box<NotSupportedHostForVmemFile>),
+    NotSupportedHostForVsan(Box<NotSupportedHostForVsan>),
+    NotSupportedHostInCluster(Box<NotSupportedHostInCluster>),
+    NotSupportedHostInDvs(Box<NotSupportedHostInDvs>),
+    NotSupportedHostInHACluster(Box<NotSupportedHostInHACluster>),
+    NotUserConfigurableProperty(Box<NotUserConfigurableProperty>),
+    NumVirtualCoresPerSocketNotSupported(Box<NumVirtualCoresPerSocketNotSupported>),
+    NumVirtualCpusExceedsLimit(Box<NumVirtualCpusExceedsLimit>),
+    NumVirtualCpusIncompatible(Box<NumVirtualCpusIncompatible>),
+    NumVirtualCpusNotSupported(Box<NumVirtualCpusNotSupported>),
+    OperationDisabledByGuest(Box<OperationDisabledByGuest>),
+    OperationDisallowedOnHost(Box<OperationDisallowedOnHost>),
+    OperationNotSupportedByGuest(Box<OperationNotSupportedByGuest>),
+    OutOfBounds(Box<OutOfBounds>),
+    OvfAttribute(Box<OvfAttribute>),
+    OvfConnectedDevice(Box<OvfConnectedDevice>),
+    OvfConnectedDeviceFloppy(Box<OvfConnectedDeviceFloppy>),
+    OvfConnectedDeviceIso(Box<OvfConnectedDeviceIso>),
+    OvfConstraint(Box<OvfConstraint>),
+    OvfConsumerCallbackFault(Box<OvfConsumerCallbackFault>),
+    OvfConsumerCommunicationError(Box<OvfConsumerCommunicationError>),
+    OvfConsumerFault(Box<OvfConsumerFault>),
+    OvfConsumerInvalidSection(Box<OvfConsumerInvalidSection>),
+    OvfConsumerPowerOnFault(Box<OvfConsumerPowerOnFault>),
+    OvfConsumerUndeclaredSection(Box<OvfConsumerUndeclaredSection>),
+    OvfConsumerUndefinedPrefix(Box<OvfConsumerUndefinedPrefix>),
+    OvfConsumerValidationFault(Box<OvfConsumerValidationFault>),
+    OvfCpuCompatibility(Box<OvfCpuCompatibility>),
+    OvfCpuCompatibilityCheckNotSupported(Box<OvfCpuCompatibilityCheckNotSupported>),
+    OvfDiskMappingNotFound(Box<OvfDiskMappingNotFound>),
+    OvfDiskOrderConstraint(Box<OvfDiskOrderConstraint>),
+    OvfDuplicateElement(Box<OvfDuplicateElement>),
+    OvfDuplicatedElementBoundary(Box<OvfDuplicatedElementBoundary>),
+    OvfDuplicatedPropertyIdExport(Box<OvfDuplicatedPropertyIdExport>),
+    OvfDuplicatedPropertyIdImport(Box<OvfDuplicatedPropertyIdImport>),
+    OvfElement(Box<OvfElement>),
+    OvfElementInvalidValue(Box<OvfElementInvalidValue>),
+    OvfExport(Box<OvfExport>),
+    OvfExportFailed(Box<OvfExportFailed>),
+    OvfFault(Box<OvfFault>),
+    OvfHardwareCheck(Box<OvfHardwareCheck>),
+    OvfHardwareExport(Box<OvfHardwareExport>),
+    OvfHostResourceConstraint(Box<OvfHostResourceConstraint>),
+    OvfHostValueNotParsed(Box<OvfHostValueNotParsed>),
+    OvfImport(Box<OvfImport>),
+    OvfImportFailed(Box<OvfImportFailed>),
+    OvfInternalError(Box<OvfInternalError>),
+    OvfInvalidPackage(Box<OvfInvalidPackage>),
+    OvfInvalidValue(Box<OvfInvalidValue>),
+    OvfInvalidValueConfiguration(Box<OvfInvalidValueConfiguration>),
+    OvfInvalidValueEmpty(Box<OvfInvalidValueEmpty>),
+    OvfInvalidValueFormatMalformed(Box<OvfInvalidValueFormatMalformed>),
+    OvfInvalidValueReference(Box<OvfInvalidValueReference>),
+    OvfInvalidVmName(Box<OvfInvalidVmName>),
+    OvfMappedOsId(Box<OvfMappedOsId>),
+    OvfMissingAttribute(Box<OvfMissingAttribute>),
+    OvfMissingElement(Box<OvfMissingElement>),
+    OvfMissingElementNormalBoundary(Box<OvfMissingElementNormalBoundary>),
+    OvfMissingHardware(Box<OvfMissingHardware>),
+    OvfNetworkMappingNotSupported(Box<OvfNetworkMappingNotSupported>),
+    OvfNoHostNic(Box<OvfNoHostNic>),
+    OvfNoSpaceOnController(Box<OvfNoSpaceOnController>),
+    OvfNoSupportedHardwareFamily(Box<OvfNoSupportedHardwareFamily>),
+    OvfProperty(Box<OvfProperty>),
+    OvfPropertyExport(Box<OvfPropertyExport>),
+    OvfPropertyNetwork(Box<OvfPropertyNetwork>),
+    OvfPropertyNetworkExport(Box<OvfPropertyNetworkExport>),
+    OvfPropertyQualifier(Box<OvfPropertyQualifier>),
+    OvfPropertyQualifierDuplicate(Box<OvfPropertyQualifierDuplicate>),
+    OvfPropertyQualifierIgnored(Box<OvfPropertyQualifierIgnored>),
+    OvfPropertyType(Box<OvfPropertyType>),
+    OvfPropertyValue(Box<OvfPropertyValue>),
+    OvfSystemFault(Box<OvfSystemFault>),
+    OvfToXmlUnsupportedElement(Box<OvfToXmlUnsupportedElement>),
+    OvfUnableToExportDisk(Box<OvfUnableToExportDisk>),
+    OvfUnexpectedElement(Box<OvfUnexpectedElement>),
+    OvfUnknownDevice(Box<OvfUnknownDevice>),
+    OvfUnknownDeviceBacking(Box<OvfUnknownDeviceBacking>),
+    OvfUnknownEntity(Box<OvfUnknownEntity>),
+    OvfUnsupportedAttribute(Box<OvfUnsupportedAttribute>),
+    OvfUnsupportedAttributeValue(Box<OvfUnsupportedAttributeValue>),
+    OvfUnsupportedDeviceBackingInfo(Box<OvfUnsupportedDeviceBackingInfo>),
+    OvfUnsupportedDeviceBackingOption(Box<OvfUnsupportedDeviceBackingOption>),
+    OvfUnsupportedDeviceExport(Box<OvfUnsupportedDeviceExport>),
+    OvfUnsupportedDiskProvisioning(Box<OvfUnsupportedDiskProvisioning>),
+    OvfUnsupportedElement(Box<OvfUnsupportedElement>),
+    OvfUnsupportedElementValue(Box<OvfUnsupportedElementValue>),
+    OvfUnsupportedPackage(Box<OvfUnsupportedPackage>),
+    OvfUnsupportedSection(Box<OvfUnsupportedSection>),
+    OvfUnsupportedSubType(Box<OvfUnsupportedSubType>),
+    OvfUnsupportedType(Box<OvfUnsupportedType>),
+    OvfWrongElement(Box<OvfWrongElement>),
+    OvfWrongNamespace(Box<OvfWrongNamespace>),
+    OvfXmlFormat(Box<OvfXmlFormat>),
+    PasswordExpired(Box<PasswordExpired>),
+    PatchAlreadyInstalled(Box<PatchAlreadyInstalled>),
+    PatchBinariesNotFound(Box<PatchBinariesNotFound>),
+    PatchInstallFailed(Box<PatchInstallFailed>),
+    PatchIntegrityError(Box<PatchIntegrityError>),
+    PatchMetadataCorrupted(Box<PatchMetadataCorrupted>),
+    PatchMetadataInvalid(Box<PatchMetadataInvalid>),
+    PatchMetadataNotFound(Box<PatchMetadataNotFound>),
+    PatchMissingDependencies(Box<PatchMissingDependencies>),
+    PatchNotApplicable(Box<PatchNotApplicable>),
+    PatchSuperseded(Box<PatchSuperseded>),
+    PhysCompatRDMNotSupported(Box<PhysCompatRDMNotSupported>),
+    PlatformConfigFault(Box<PlatformConfigFault>),
+    PowerOnFtSecondaryFailed(Box<PowerOnFtSecondaryFailed>),
+    PowerOnFtSecondaryTimedout(Box<PowerOnFtSecondaryTimedout>),
+    ProfileUpdateFailed(Box<ProfileUpdateFailed>),
+    QuarantineModeFault(Box<QuarantineModeFault>),
+    QuestionPending(Box<QuestionPending>),
+    QuiesceDatastoreIOForHAFailed(Box<QuiesceDatastoreIOForHAFailed>),
+    RDMConversionNotSupported(Box<RDMConversionNotSupported>),
+    RDMNotPreserved(Box<RDMNotPreserved>),
+    RDMNotSupported(Box<RDMNotSupported>),
+    RDMNotSupportedOnDatastore(Box<RDMNotSupportedOnDatastore>),
+    RDMPointsToInaccessibleDisk(Box<RDMPointsToInaccessibleDisk>),
+    RawDiskNotSupported(Box<RawDiskNotSupported>),
+    ReadHostResourcePoolTreeFailed(Box<ReadHostResourcePoolTreeFailed>),
+    ReadOnlyDisksWithLegacyDestination(Box<ReadOnlyDisksWithLegacyDestination>),
+    RebootRequired(Box<RebootRequired>),
+    RecordReplayDisabled(Box<RecordReplayDisabled>),
+    RemoteDeviceNotSupported(Box<RemoteDeviceNotSupported>),
+    RemoveFailed(Box<RemoveFailed>),
+    ReplicationConfigFault(Box<ReplicationConfigFault>),
+    ReplicationDiskConfigFault(Box<ReplicationDiskConfigFault>),
+    ReplicationFault(Box<ReplicationFault>),
+    ReplicationIncompatibleWithFT(Box<ReplicationIncompatibleWithFT>),
+    ReplicationInvalidOptions(Box<ReplicationInvalidOptions>),
+    ReplicationNotSupportedOnHost(Box<ReplicationNotSupportedOnHost>),
+    ReplicationVmConfigFault(Box<ReplicationVmConfigFault>),
+    ReplicationVmFault(Box<ReplicationVmFault>),
+    ReplicationVmInProgressFault(Box<ReplicationVmInProgressFault>),
+    RequestCanceled(Box<RequestCanceled>),
+    ResourceInUse(Box<ResourceInUse>),
+    ResourceNotAvailable(Box<ResourceNotAvailable>),
+    RestrictedByAdministrator(Box<RestrictedByAdministrator>),
+    RestrictedVersion(Box<RestrictedVersion>),
+    RollbackFailure(Box<RollbackFailure>),
+    RuleViolation(Box<RuleViolation>),
+    RuntimeFault(Box<RuntimeFault>),
+    SSLDisabledFault(Box<SSLDisabledFault>),
+    SSLVerifyFault(Box<SSLVerifyFault>),
+    SSPIChallenge(Box<SSPIChallenge>),
+    SecondaryVmAlreadyDisabled(Box<SecondaryVmAlreadyDisabled>),
+    SecondaryVmAlreadyEnabled(Box<SecondaryVmAlreadyEnabled>),
+    SecondaryVmAlreadyRegistered(Box<SecondaryVmAlreadyRegistered>),
+    SecondaryVmNotRegistered(Box<SecondaryVmNotRegistered>),
+    SecurityError(Box<SecurityError>),
+    SharedBusControllerNotSupported(Box<SharedBusControllerNotSupported>),
+    ShrinkDiskFault(Box<ShrinkDiskFault>),
+    SnapshotCloneNotSupported(Box<SnapshotCloneNotSupported>),
+    SnapshotCopyNotSupported(Box<SnapshotCopyNotSupported>),
+    SnapshotDisabled(Box<SnapshotDisabled>),
+    SnapshotFault(Box<SnapshotFault>),
+    SnapshotIncompatibleDeviceInVm(Box<SnapshotIncompatibleDeviceInVm>),
+    SnapshotLocked(Box<SnapshotLocked>),
+    SnapshotMoveFromNonHomeNotSupported(Box<SnapshotMoveFromNonHomeNotSupported>),
+    SnapshotMoveNotSupported(Box<SnapshotMoveNotSupported>),
+    SnapshotMoveToNonHomeNotSupported(Box<SnapshotMoveToNonHomeNotSupported>),
+    SnapshotNoChange(Box<SnapshotNoChange>),
+    SnapshotRevertIssue(Box<SnapshotRevertIssue>),
+    SoftRuleVioCorrectionDisallowed(Box<SoftRuleVioCorrectionDisallowed>),
+    SoftRuleVioCorrectionImpact(Box<SoftRuleVioCorrectionImpact>),
+    SolutionUserRequired(Box<SolutionUserRequired>),
+    SsdDiskNotAvailable(Box<SsdDiskNotAvailable>),
+    StorageDrsCannotMoveDiskInMultiWriterMode(
+        Box<StorageDrsCannotMoveDiskInMultiWriterMode>,
+    ),
+    StorageDrsCannotMoveFTVm(Box<StorageDrsCannotMoveFTVm>),
+    StorageDrsCannotMoveIndependentDisk(Box<StorageDrsCannotMoveIndependentDisk>),
+    StorageDrsCannotMoveManuallyPlacedSwapFile(
+        Box<StorageDrsCannotMoveManuallyPlacedSwapFile>,
+    ),
+    StorageDrsCannotMoveManuallyPlacedVm(Box<StorageDrsCannotMoveManuallyPlacedVm>),
+    StorageDrsCannotMoveSharedDisk(Box<StorageDrsCannotMoveSharedDisk>),
+    StorageDrsCannotMoveTemplate(Box<StorageDrsCannotMoveTemplate>),
+    StorageDrsCannotMoveVmInUserFolder(Box<StorageDrsCannotMoveVmInUserFolder>),
+    StorageDrsCannotMoveVmWithMountedCDROM(Box<StorageDrsCannotMoveVmWithMountedCDROM>),
+    StorageDrsCannotMoveVmWithNoFilesInLayout(
+        Box<StorageDrsCannotMoveVmWithNoFilesInLayout>,
+    ),
+    StorageDrsDatacentersCannotShareDatastore(
+        Box<StorageDrsDatacentersCannotShareDatastore>,
+    ),
+    StorageDrsDisabledOnVm(Box<StorageDrsDisabledOnVm>),
+    StorageDrsHbrDiskNotMovable(Box<StorageDrsHbrDiskNotMovable>),
+    StorageDrsHmsMoveInProgress(Box<StorageDrsHmsMoveInProgress>),
+    StorageDrsHmsUnreachable(Box<StorageDrsHmsUnreachable>),
+    StorageDrsIolbDisabledInternally(Box<StorageDrsIolbDisabledInternally>),
+    StorageDrsRelocateDisabled(Box<StorageDrsRelocateDisabled>),
+    StorageDrsStaleHmsCollection(Box<StorageDrsStaleHmsCollection>),
+    StorageDrsUnableToMoveFiles(Box<StorageDrsUnableToMoveFiles>),
+    StorageVMotionNotSupported(Box<StorageVMotionNotSupported>),
+    StorageVmotionIncompatible(Box<StorageVmotionIncompatible>),
+    SuspendedRelocateNotSupported(Box<SuspendedRelocateNotSupported>),
+    SwapDatastoreNotWritableOnHost(Box<SwapDatastoreNotWritableOnHost>),
+    SwapDatastoreUnset(Box<SwapDatastoreUnset>),
+    SwapPlacementOverrideNotSupported(Box<SwapPlacementOverrideNotSupported>),
+    SwitchIpUnset(Box<SwitchIpUnset>),
+    SwitchNotInUpgradeMode(Box<SwitchNotInUpgradeMode>),
+    SystemError(Box<SystemError>),
+    TaskInProgress(Box<TaskInProgress>),
+    ThirdPartyLicenseAssignmentFailed(Box<ThirdPartyLicenseAssignmentFailed>),
+    Timedout(Box<Timedout>),
+    TooManyConcurrentNativeClones(Box<TooManyConcurrentNativeClones>),
+    TooManyConsecutiveOverrides(Box<TooManyConsecutiveOverrides>),
+    TooManyDevices(Box<TooManyDevices>),
+    TooManyDisksOnLegacyHost(Box<TooManyDisksOnLegacyHost>),
+    TooManyGuestLogons(Box<TooManyGuestLogons>),
+    TooManyHosts(Box<TooManyHosts>),
+    TooManyNativeCloneLevels(Box<TooManyNativeCloneLevels>),
+    TooManyNativeClonesOnFile(Box<TooManyNativeClonesOnFile>),
+    TooManySnapshotLevels(Box<TooManySnapshotLevels>),
+    ToolsAlreadyUpgraded(Box<ToolsAlreadyUpgraded>),
+    ToolsAutoUpgradeNotSupported(Box<ToolsAutoUpgradeNotSupported>),
+    ToolsImageCopyFailed(Box<ToolsImageCopyFailed>),
+    ToolsImageNotAvailable(Box<ToolsImageNotAvailable>),
+    ToolsImageSignatureCheckFailed(Box<ToolsImageSignatureCheckFailed>),
+    ToolsInstallationInProgress(Box<ToolsInstallationInProgress>),
+    ToolsUnavailable(Box<ToolsUnavailable>),
+    ToolsUpgradeCancelled(Box<ToolsUpgradeCancelled>),
+    UnSupportedDatastoreForVFlash(Box<UnSupportedDatastoreForVFlash>),
+    UncommittedUndoableDisk(Box<UncommittedUndoableDisk>),
+    UnconfiguredPropertyValue(Box<UnconfiguredPropertyValue>),
+    UncustomizableGuest(Box<UncustomizableGuest>),
+    UnexpectedCustomizationFault(Box<UnexpectedCustomizationFault>),
+    UnexpectedFault(Box<UnexpectedFault>),
+    UnrecognizedHost(Box<UnrecognizedHost>),
+    UnsharedSwapVMotionNotSupported(Box<UnsharedSwapVMotionNotSupported>),
+    UnsupportedDatastore(Box<UnsupportedDatastore>),
+    UnsupportedGuest(Box<UnsupportedGuest>),
+    UnsupportedVimApiVersion(Box<UnsupportedVimApiVersion>),
+    UnsupportedVmxLocation(Box<UnsupportedVmxLocation>),
+    UnusedVirtualDiskBlocksNotScrubbed(Box<UnusedVirtualDiskBlocksNotScrubbed>),
+    UserNotFound(Box<UserNotFound>),
+    VAppConfigFault(Box<VAppConfigFault>),
+    VAppNotRunning(Box<VAppNotRunning>),
+    VAppOperationInProgress(Box<VAppOperationInProgress>),
+    VAppPropertyFault(Box<VAppPropertyFault>),
+    VAppTaskInProgress(Box<VAppTaskInProgress>),
+    VFlashCacheHotConfigNotSupported(Box<VFlashCacheHotConfigNotSupported>),
+    VFlashModuleNotSupported(Box<VFlashModuleNotSupported>),
+    VFlashModuleVersionIncompatible(Box<VFlashModuleVersionIncompatible>),
+    VMINotSupported(Box<VMINotSupported>),
+    VMOnConflictDVPort(Box<VMOnConflictDVPort>),
+    VMOnVirtualIntranet(Box<VMOnVirtualIntranet>),
+    VMotionAcrossNetworkNotSupported(Box<VMotionAcrossNetworkNotSupported>),
+    VMotionInterfaceIssue(Box<VMotionInterfaceIssue>),
+    VMotionLinkCapacityLow(Box<VMotionLinkCapacityLow>),
+    VMotionLinkDown(Box<VMotionLinkDown>),
+    VMotionNotConfigured(Box<VMotionNotConfigured>),
+    VMotionNotLicensed(Box<VMotionNotLicensed>),
+    VMotionNotSupported(Box<VMotionNotSupported>),
+    VMotionProtocolIncompatible(Box<VMotionProtocolIncompatible>),
+    VimFault(Box<VimFault>),
+    VirtualDiskBlocksNotFullyProvisioned(Box<VirtualDiskBlocksNotFullyProvisioned>),
+    VirtualDiskModeNotSupported(Box<VirtualDiskModeNotSupported>),
+    VirtualEthernetCardNotSupported(Box<VirtualEthernetCardNotSupported>),
+    VirtualHardwareCompatibilityIssue(Box<VirtualHardwareCompatibilityIssue>),
+    VirtualHardwareVersionNotSupported(Box<VirtualHardwareVersionNotSupported>),
+    VmAlreadyExistsInDatacenter(Box<VmAlreadyExistsInDatacenter>),
+    VmConfigFault(Box<VmConfigFault>),
+    VmConfigIncompatibleForFaultTolerance(Box<VmConfigIncompatibleForFaultTolerance>),
+    VmConfigIncompatibleForRecordReplay(Box<VmConfigIncompatibleForRecordReplay>),
+    VmFaultToleranceConfigIssue(Box<VmFaultToleranceConfigIssue>),
+    VmFaultToleranceConfigIssueWrapper(Box<VmFaultToleranceConfigIssueWrapper>),
+    VmFaultToleranceInvalidFileBacking(Box<VmFaultToleranceInvalidFileBacking>),
+    VmFaultToleranceIssue(Box<VmFaultToleranceIssue>),
+    VmFaultToleranceOpIssuesList(Box<VmFaultToleranceOpIssuesList>),
+    VmFaultToleranceTooManyFtVcpusOnHost(Box<VmFaultToleranceTooManyFtVcpusOnHost>),
+    VmFaultToleranceTooManyVMsOnHost(Box<VmFaultToleranceTooManyVMsOnHost>),
+    VmHostAffinityRuleViolation(Box<VmHostAffinityRuleViolation>),
+    VmLimitLicense(Box<VmLimitLicense>),
+    VmMetadataManagerFault(Box<VmMetadataManagerFault>),
+    VmMonitorIncompatibleForFaultTolerance(Box<VmMonitorIncompatibleForFaultTolerance>),
+    VmPowerOnDisabled(Box<VmPowerOnDisabled>),
+    VmSmpFaultToleranceTooManyVMsOnHost(Box<VmSmpFaultToleranceTooManyVMsOnHost>),
+    VmToolsUpgradeFault(Box<VmToolsUpgradeFault>),
+    VmValidateMaxDevice(Box<VmValidateMaxDevice>),
+    VmWwnConflict(Box<VmWwnConflict>),
+    VmfsAlreadyMounted(Box<VmfsAlreadyMounted>),
+    VmfsAmbiguousMount(Box<VmfsAmbiguousMount>),
+    VmfsMountFault(Box<VmfsMountFault>),
+    VmotionInterfaceNotEnabled(Box<VmotionInterfaceNotEnabled>),
+    VolumeEditorError(Box<VolumeEditorError>),
+    VramLimitLicense(Box<VramLimitLicense>),
+    VsanClusterUuidMismatch(Box<VsanClusterUuidMismatch>),
+    VsanDiskFault(Box<VsanDiskFault>),
+    VsanFault(Box<VsanFault>),
+    VsanIncompatibleDiskMapping(Box<VsanIncompatibleDiskMapping>),
+    VspanDestPortConflict(Box<VspanDestPortConflict>),
+    VspanPortConflict(Box<VspanPortConflict>),
+    VspanPortMoveFault(Box<VspanPortMoveFault>),
+    VspanPortPromiscChangeFault(Box<VspanPortPromiscChangeFault>),
+    VspanPortgroupPromiscChangeFault(Box<VspanPortgroupPromiscChangeFault>),
+    VspanPortgroupTypeChangeFault(Box<VspanPortgroupTypeChangeFault>),
+    VspanPromiscuousPortNotSupported(Box<VspanPromiscuousPortNotSupported>),
+    VspanSameSessionPortConflict(Box<VspanSameSessionPortConflict>),
+    WakeOnLanNotSupported(Box<WakeOnLanNotSupported>),
+    WakeOnLanNotSupportedByVmotionNIC(Box<WakeOnLanNotSupportedByVmotionNIC>),
+    WillLoseHAProtection(Box<WillLoseHAProtection>),
+    WillModifyConfigCpuRequirements(Box<WillModifyConfigCpuRequirements>),
+    WillResetSnapshotDirectory(Box<WillResetSnapshotDirectory>),
+    WipeDiskFault(Box<WipeDiskFault>),
+}
+impl Default for AnyMethodFault {
+    fn default() -> Self {
+        Self::MethodFault(Box::default())
     }
 }
+impl std::fmt::Debug for AnyMethodFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_data_object().fmt(f)
+    }
+}
+impl PartialEq for AnyMethodFault {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_data_object().eq_dyn(other.as_data_object())
+    }
+}
+impl Clone for AnyMethodFault {
+    fn clone(&self) -> Self {
+        Self::from_data_object(self.as_data_object().clone_box()).unwrap_or_default()
+    }
+}
+impl AnyMethodFault {
+    /// The value held, as a schema object (to downcast or inspect).
+    pub fn as_data_object(&self) -> &dyn x::DataObject {
+        match self {
+            Self::MethodFault(value) => value.as_ref(),
+            Self::ActiveDirectoryFault(value) => value.as_ref(),
+            Self::ActiveVMsBlockingEVC(value) => value.as_ref(),
+            Self::AdminDisabled(value) => value.as_ref(),
+            Self::AdminNotDisabled(value) => value.as_ref(),
+            Self::AffinityConfigured(value) => value.as_ref(),
+            Self::AgentInstallFailed(value) => value.as_ref(),
+            Self::AlreadyBeingManaged(value) => value.as_ref(),
+            Self::AlreadyConnected(value) => value.as_ref(),
+            Self::AlreadyExists(value) => value.as_ref(),
+            Self::AlreadyUpgraded(value) => value.as_ref(),
+            Self::AnswerFileUpdateFailed(value) => value.as_ref(),
+            Self::ApplicationQuiesceFault(value) => value.as_ref(),
+            Self::AuthMinimumAdminPermission(value) => value.as_ref(),
+            Self::BackupBlobReadFailure(value) => value.as_ref(),
+            Self::BackupBlobWriteFailure(value) => value.as_ref(),
+            Self::BlockedByFirewall(value) => value.as_ref(),
+            Self::CAMServerRefusedConnection(value) => value.as_ref(),
+            Self::CannotAccessFile(value) => value.as_ref(),
+            Self::CannotAccessLocalSource(value) => value.as_ref(),
+            Self::CannotAccessNetwork(value) => value.as_ref(),
+            Self::CannotAccessVmComponent(value) => value.as_ref(),
+            Self::CannotAccessVmConfig(value) => value.as_ref(),
+            Self::CannotAccessVmDevice(value) => value.as_ref(),
+            Self::CannotAccessVmDisk(value) => value.as_ref(),
+            Self::CannotAddHostWithFTVmAsStandalone(value) => value.as_ref(),
+            Self::CannotAddHostWithFTVmToDifferentCluster(value) => value.as_ref(),
+            Self::CannotAddHostWithFTVmToNonHACluster(value) => value.as_ref(),
+            Self::CannotChangeDrsBehaviorForFtSecondary(value) => value.as_ref(),
+            Self::CannotChangeHaSettingsForFtSecondary(value) => value.as_ref(),
+            Self::CannotChangeVsanClusterUuid(value) => value.as_ref(),
+            Self::CannotChangeVsanNodeUuid(value) => value.as_ref(),
+            Self::CannotComputeFTCompatibleHosts(value) => value.as_ref(),
+            Self::CannotCreateFile(value) => value.as_ref(),
+            Self::CannotDecryptPasswords(value) => value.as_ref(),
+            Self::CannotDeleteFile(value) => value.as_ref(),
+            Self::CannotDisableDrsOnClustersWithVApps(value) => value.as_ref(),
+            Self::CannotDisableSnapshot(value) => value.as_ref(),
+            Self::CannotDisconnectHostWithFaultToleranceVm(value) => value.as_ref(),
+            Self::CannotEnableVmcpForCluster(value) => value.as_ref(),
+            Self::CannotModifyConfigCpuRequirements(value) => value.as_ref(),
+            Self::CannotMoveFaultToleranceVm(value) => value.as_ref(),
+            Self::CannotMoveHostWithFaultToleranceVm(value) => value.as_ref(),
+            Self::CannotMoveVmWithDeltaDisk(value) => value.as_ref(),
+            Self::CannotMoveVmWithNativeDeltaDisk(value) => value.as_ref(),
+            Self::CannotMoveVsanEnabledHost(value) => value.as_ref(),
+            Self::CannotPlaceWithoutPrerequisiteMoves(value) => value.as_ref(),
+            Self::CannotPowerOffVmInCluster(value) => value.as_ref(),
+            Self::CannotReconfigureVsanWhenHaEnabled(value) => value.as_ref(),
+            Self::CannotUseNetwork(value) => value.as_ref(),
+            Self::ClockSkew(value) => value.as_ref(),
+            Self::CloneFromSnapshotNotSupported(value) => value.as_ref(),
+            Self::CollectorAddressUnset(value) => value.as_ref(),
+            Self::ConcurrentAccess(value) => value.as_ref(),
+            Self::ConflictingConfiguration(value) => value.as_ref(),
+            Self::ConflictingDatastoreFound(value) => value.as_ref(),
+            Self::ConnectedIso(value) => value.as_ref(),
+            Self::CpuCompatibilityUnknown(value) => value.as_ref(),
+            Self::CpuHotPlugNotSupported(value) => value.as_ref(),
+            Self::CpuIncompatible(value) => value.as_ref(),
+            Self::CpuIncompatible1ECX(value) => value.as_ref(),
+            Self::CpuIncompatible81EDX(value) => value.as_ref(),
+            Self::CustomizationFault(value) => value.as_ref(),
+            Self::CustomizationPending(value) => value.as_ref(),
+            Self::DVPortNotSupported(value) => value.as_ref(),
+            Self::DasConfigFault(value) => value.as_ref(),
+            Self::DatabaseError(value) => value.as_ref(),
+            Self::DatacenterMismatch(value) => value.as_ref(),
+            Self::DatastoreNotWritableOnHost(value) => value.as_ref(),
+            Self::DeltaDiskFormatNotSupported(value) => value.as_ref(),
+            Self::DestinationSwitchFull(value) => value.as_ref(),
+            Self::DestinationVsanDisabled(value) => value.as_ref(),
+            Self::DeviceBackingNotSupported(value) => value.as_ref(),
+            Self::DeviceControllerNotSupported(value) => value.as_ref(),
+            Self::DeviceHotPlugNotSupported(value) => value.as_ref(),
+            Self::DeviceNotFound(value) => value.as_ref(),
+            Self::DeviceNotSupported(value) => value.as_ref(),
+            Self::DeviceUnsupportedForVmPlatform(value) => value.as_ref(),
+            Self::DeviceUnsupportedForVmVersion(value) => value.as_ref(),
+            Self::DigestNotSupported(value) => value.as_ref(),
+            Self::DirectoryNotEmpty(value) => value.as_ref(),
+            Self::DisableAdminNotSupported(value) => value.as_ref(),
+            Self::DisallowedChangeByService(value) => value.as_ref(),
+            Self::DisallowedDiskModeChange(value) => value.as_ref(),
+            Self::DisallowedMigrationDeviceAttached(value) => value.as_ref(),
+            Self::DisallowedOperationOnFailoverHost(value) => value.as_ref(),
+            Self::DisconnectedHostsBlockingEVC(value) => value.as_ref(),
+            Self::DiskHasPartitions(value) => value.as_ref(),
+            Self::DiskIsLastRemainingNonSSD(value) => value.as_ref(),
+            Self::DiskIsNonLocal(value) => value.as_ref(),
+            Self::DiskIsUSB(value) => value.as_ref(),
+            Self::DiskMoveTypeNotSupported(value) => value.as_ref(),
+            Self::DiskNotSupported(value) => value.as_ref(),
+            Self::DiskTooSmall(value) => value.as_ref(),
+            Self::DomainNotFound(value) => value.as_ref(),
+            Self::DrsDisabledOnVm(value) => value.as_ref(),
+            Self::DrsVmotionIncompatibleFault(value) => value.as_ref(),
+            Self::DuplicateDisks(value) => value.as_ref(),
+            Self::DuplicateName(value) => value.as_ref(),
+            Self::DuplicateVsanNetworkInterface(value) => value.as_ref(),
+            Self::DvsApplyOperationFault(value) => value.as_ref(),
+            Self::DvsFault(value) => value.as_ref(),
+            Self::DvsNotAuthorized(value) => value.as_ref(),
+            Self::DvsOperationBulkFault(value) => value.as_ref(),
+            Self::DvsScopeViolated(value) => value.as_ref(),
+            Self::EVCAdmissionFailed(value) => value.as_ref(),
+            Self::EVCAdmissionFailedCPUFeaturesForMode(value) => value.as_ref(),
+            Self::EVCAdmissionFailedCPUModel(value) => value.as_ref(),
+            Self::EVCAdmissionFailedCPUModelForMode(value) => value.as_ref(),
+            Self::EVCAdmissionFailedCPUVendor(value) => value.as_ref(),
+            Self::EVCAdmissionFailedCPUVendorUnknown(value) => value.as_ref(),
+            Self::EVCAdmissionFailedHostDisconnected(value) => value.as_ref(),
+            Self::EVCAdmissionFailedHostSoftware(value) => value.as_ref(),
+            Self::EVCAdmissionFailedHostSoftwareForMode(value) => value.as_ref(),
+            Self::EVCAdmissionFailedVmActive(value) => value.as_ref(),
+            Self::EVCConfigFault(value) => value.as_ref(),
+            Self::EVCModeIllegalByVendor(value) => value.as_ref(),
+            Self::EVCModeUnsupportedByHosts(value) => value.as_ref(),
+            Self::EVCUnsupportedByHostHardware(value) => value.as_ref(),
+            Self::EVCUnsupportedByHostSoftware(value) => value.as_ref(),
+            Self::EightHostLimitViolated(value) => value.as_ref(),
+            Self::EncryptionKeyRequired(value) => value.as_ref(),
+            Self::ExpiredAddonLicense(value) => value.as_ref(),
+            Self::ExpiredEditionLicense(value) => value.as_ref(),
+            Self::ExpiredFeatureLicense(value) => value.as_ref(),
+            Self::ExtendedFault(value) => value.as_ref(),
+            Self::FailToEnableSPBM(value) => value.as_ref(),
+            Self::FailToLockFaultToleranceVMs(value) => value.as_ref(),
+            Self::FaultToleranceAntiAffinityViolated(value) => value.as_ref(),
+            Self::FaultToleranceCannotEditMem(value) => value.as_ref(),
+            Self::FaultToleranceCpuIncompatible(value) => value.as_ref(),
+            Self::FaultToleranceNeedsThickDisk(value) => value.as_ref(),
+            Self::FaultToleranceNotLicensed(value) => value.as_ref(),
+            Self::FaultToleranceNotSameBuild(value) => value.as_ref(),
+            Self::FaultTolerancePrimaryPowerOnNotAttempted(value) => value.as_ref(),
+            Self::FaultToleranceVmNotDasProtected(value) => value.as_ref(),
+            Self::FcoeFault(value) => value.as_ref(),
+            Self::FcoeFaultPnicHasNoPortSet(value) => value.as_ref(),
+            Self::FeatureRequirementsNotMet(value) => value.as_ref(),
+            Self::FileAlreadyExists(value) => value.as_ref(),
+            Self::FileBackedPortNotSupported(value) => value.as_ref(),
+            Self::FileFault(value) => value.as_ref(),
+            Self::FileLocked(value) => value.as_ref(),
+            Self::FileNameTooLong(value) => value.as_ref(),
+            Self::FileNotFound(value) => value.as_ref(),
+            Self::FileNotWritable(value) => value.as_ref(),
+            Self::FileTooLarge(value) => value.as_ref(),
+            Self::FilesystemQuiesceFault(value) => value.as_ref(),
+            Self::FilterInUse(value) => value.as_ref(),
+            Self::FtIssuesOnHost(value) => value.as_ref(),
+            Self::FullStorageVMotionNotSupported(value) => value.as_ref(),
+            Self::GatewayConnectFault(value) => value.as_ref(),
+            Self::GatewayHostNotReachable(value) => value.as_ref(),
+            Self::GatewayNotFound(value) => value.as_ref(),
+            Self::GatewayNotReachable(value) => value.as_ref(),
+            Self::GatewayOperationRefused(value) => value.as_ref(),
+            Self::GatewayToHostAuthFault(value) => value.as_ref(),
+            Self::GatewayToHostConnectFault(value) => value.as_ref(),
+            Self::GatewayToHostTrustVerifyFault(value) => value.as_ref(),
+            Self::GenericDrsFault(value) => value.as_ref(),
+            Self::GenericVmConfigFault(value) => value.as_ref(),
+            Self::GuestAuthenticationChallenge(value) => value.as_ref(),
+            Self::GuestComponentsOutOfDate(value) => value.as_ref(),
+            Self::GuestMultipleMappings(value) => value.as_ref(),
+            Self::GuestOperationsFault(value) => value.as_ref(),
+            Self::GuestOperationsUnavailable(value) => value.as_ref(),
+            Self::GuestPermissionDenied(value) => value.as_ref(),
+            Self::GuestProcessNotFound(value) => value.as_ref(),
+            Self::GuestRegistryFault(value) => value.as_ref(),
+            Self::GuestRegistryKeyAlreadyExists(value) => value.as_ref(),
+            Self::GuestRegistryKeyFault(value) => value.as_ref(),
+            Self::GuestRegistryKeyHasSubkeys(value) => value.as_ref(),
+            Self::GuestRegistryKeyInvalid(value) => value.as_ref(),
+            Self::GuestRegistryKeyParentVolatile(value) => value.as_ref(),
+            Self::GuestRegistryValueFault(value) => value.as_ref(),
+            Self::GuestRegistryValueNotFound(value) => value.as_ref(),
+            Self::HAErrorsAtDest(value) => value.as_ref(),
+            Self::HeterogenousHostsBlockingEVC(value) => value.as_ref(),
+            Self::HostAccessRestrictedToManagementServer(value) => value.as_ref(),
+            Self::HostCommunication(value) => value.as_ref(),
+            Self::HostConfigFailed(value) => value.as_ref(),
+            Self::HostConfigFault(value) => value.as_ref(),
+            Self::HostConnectFault(value) => value.as_ref(),
+            Self::HostHasComponentFailure(value) => value.as_ref(),
+            Self::HostInDomain(value) => value.as_ref(),
+            Self::HostIncompatibleForFaultTolerance(value) => value.as_ref(),
+            Self::HostIncompatibleForRecordReplay(value) => value.as_ref(),
+            Self::HostInventoryFull(value) => value.as_ref(),
+            Self::HostNotConnected(value) => value.as_ref(),
+            Self::HostNotReachable(value) => value.as_ref(),
+            Self::HostPowerOpFailed(value) => value.as_ref(),
+            Self::HostSpecificationOperationFailed(value) => value.as_ref(),
+            Self::HotSnapshotMoveNotSupported(value) => value.as_ref(),
+            Self::HttpFault(value) => value.as_ref(),
+            Self::IDEDiskNotSupported(value) => value.as_ref(),
+            Self::IORMNotSupportedHostOnDatastore(value) => value.as_ref(),
+            Self::ImportHostAddFailure(value) => value.as_ref(),
+            Self::ImportOperationBulkFault(value) => value.as_ref(),
+            Self::InUseFeatureManipulationDisallowed(value) => value.as_ref(),
+            Self::InaccessibleDatastore(value) => value.as_ref(),
+            Self::InaccessibleFTMetadataDatastore(value) => value.as_ref(),
+            Self::InaccessibleVFlashSource(value) => value.as_ref(),
+            Self::IncompatibleDefaultDevice(value) => value.as_ref(),
+            Self::IncompatibleHostForFtSecondary(value) => value.as_ref(),
+            Self::IncompatibleHostForVmReplication(value) => value.as_ref(),
+            Self::IncompatibleSetting(value) => value.as_ref(),
+            Self::IncorrectFileType(value) => value.as_ref(),
+            Self::IncorrectHostInformation(value) => value.as_ref(),
+            Self::IndependentDiskVMotionNotSupported(value) => value.as_ref(),
+            Self::InsufficientAgentVmsDeployed(value) => value.as_ref(),
+            Self::InsufficientCpuResourcesFault(value) => value.as_ref(),
+            Self::InsufficientDisks(value) => value.as_ref(),
+            Self::InsufficientFailoverResourcesFault(value) => value.as_ref(),
+            Self::InsufficientGraphicsResourcesFault(value) => value.as_ref(),
+            Self::InsufficientHostCapacityFault(value) => value.as_ref(),
+            Self::InsufficientHostCpuCapacityFault(value) => value.as_ref(),
+            Self::InsufficientHostMemoryCapacityFault(value) => value.as_ref(),
+            Self::InsufficientMemoryResourcesFault(value) => value.as_ref(),
+            Self::InsufficientNetworkCapacity(value) => value.as_ref(),
+            Self::InsufficientNetworkResourcePoolCapacity(value) => value.as_ref(),
+            Self::InsufficientPerCpuCapacity(value) => value.as_ref(),
+            Self::InsufficientResourcesFault(value) => value.as_ref(),
+            Self::InsufficientStandbyCpuResource(value) => value.as_ref(),
+            Self::InsufficientStandbyMemoryResource(value) => value.as_ref(),
+            Self::InsufficientStandbyResource(value) => value.as_ref(),
+            Self::InsufficientStorageIops(value) => value.as_ref(),
+            Self::InsufficientStorageSpace(value) => value.as_ref(),
+            Self::InsufficientVFlashResourcesFault(value) => value.as_ref(),
+            Self::InvalidAffinitySettingFault(value) => value.as_ref(),
+            Self::InvalidArgument(value) => value.as_ref(),
+            Self::InvalidBmcRole(value) => value.as_ref(),
+            Self::InvalidBundle(value) => value.as_ref(),
+            Self::InvalidCAMCertificate(value) => value.as_ref(),
+            Self::InvalidCAMServer(value) => value.as_ref(),
+            Self::InvalidClientCertificate(value) => value.as_ref(),
+            Self::InvalidCollectorVersion(value) => value.as_ref(),
+            Self::InvalidController(value) => value.as_ref(),
+            Self::InvalidDasConfigArgument(value) => value.as_ref(),
+            Self::InvalidDasRestartPriorityForFtVm(value) => value.as_ref(),
+            Self::InvalidDatastore(value) => value.as_ref(),
+            Self::InvalidDatastorePath(value) => value.as_ref(),
+            Self::InvalidDatastoreState(value) => value.as_ref(),
+            Self::InvalidDeviceBacking(value) => value.as_ref(),
+            Self::InvalidDeviceOperation(value) => value.as_ref(),
+            Self::InvalidDeviceSpec(value) => value.as_ref(),
+            Self::InvalidDiskFormat(value) => value.as_ref(),
+            Self::InvalidDrsBehaviorForFtVm(value) => value.as_ref(),
+            Self::InvalidEditionLicense(value) => value.as_ref(),
+            Self::InvalidEvent(value) => value.as_ref(),
+            Self::InvalidFolder(value) => value.as_ref(),
+            Self::InvalidFormat(value) => value.as_ref(),
+            Self::InvalidGuestLogin(value) => value.as_ref(),
+            Self::InvalidHostConnectionState(value) => value.as_ref(),
+            Self::InvalidHostName(value) => value.as_ref(),
+            Self::InvalidHostState(value) => value.as_ref(),
+            Self::InvalidIndexArgument(value) => value.as_ref(),
+            Self::InvalidIpfixConfig(value) => value.as_ref(),
+            Self::InvalidIpmiLoginInfo(value) => value.as_ref(),
+            Self::InvalidIpmiMacAddress(value) => value.as_ref(),
+            Self::InvalidLicense(value) => value.as_ref(),
+            Self::InvalidLocale(value) => value.as_ref(),
+            Self::InvalidLogin(value) => value.as_ref(),
+            Self::InvalidName(value) => value.as_ref(),
+            Self::InvalidNasCredentials(value) => value.as_ref(),
+            Self::InvalidNetworkInType(value) => value.as_ref(),
+            Self::InvalidNetworkResource(value) => value.as_ref(),
+            Self::InvalidOperationOnSecondaryVm(value) => value.as_ref(),
+            Self::InvalidPowerState(value) => value.as_ref(),
+            Self::InvalidPrivilege(value) => value.as_ref(),
+            Self::InvalidProfileReferenceHost(value) => value.as_ref(),
+            Self::InvalidProperty(value) => value.as_ref(),
+            Self::InvalidPropertyType(value) => value.as_ref(),
+            Self::InvalidPropertyValue(value) => value.as_ref(),
+            Self::InvalidRequest(value) => value.as_ref(),
+            Self::InvalidResourcePoolStructureFault(value) => value.as_ref(),
+            Self::InvalidSnapshotFormat(value) => value.as_ref(),
+            Self::InvalidState(value) => value.as_ref(),
+            Self::InvalidType(value) => value.as_ref(),
+            Self::InvalidVmConfig(value) => value.as_ref(),
+            Self::InvalidVmState(value) => value.as_ref(),
+            Self::InventoryHasStandardAloneHosts(value) => value.as_ref(),
+            Self::IpHostnameGeneratorError(value) => value.as_ref(),
+            Self::IscsiFault(value) => value.as_ref(),
+            Self::IscsiFaultInvalidVnic(value) => value.as_ref(),
+            Self::IscsiFaultPnicInUse(value) => value.as_ref(),
+            Self::IscsiFaultVnicAlreadyBound(value) => value.as_ref(),
+            Self::IscsiFaultVnicHasActivePaths(value) => value.as_ref(),
+            Self::IscsiFaultVnicHasMultipleUplinks(value) => value.as_ref(),
+            Self::IscsiFaultVnicHasNoUplinks(value) => value.as_ref(),
+            Self::IscsiFaultVnicHasWrongUplink(value) => value.as_ref(),
+            Self::IscsiFaultVnicInUse(value) => value.as_ref(),
+            Self::IscsiFaultVnicIsLastPath(value) => value.as_ref(),
+            Self::IscsiFaultVnicNotBound(value) => value.as_ref(),
+            Self::IscsiFaultVnicNotFound(value) => value.as_ref(),
+            Self::KeyNotFound(value) => value.as_ref(),
+            Self::LargeRDMConversionNotSupported(value) => value.as_ref(),
+            Self::LargeRDMNotSupportedOnDatastore(value) => value.as_ref(),
+            Self::LegacyNetworkInterfaceInUse(value) => value.as_ref(),
+            Self::LicenseAssignmentFailed(value) => value.as_ref(),
+            Self::LicenseDowngradeDisallowed(value) => value.as_ref(),
+            Self::LicenseEntityNotFound(value) => value.as_ref(),
+            Self::LicenseExpired(value) => value.as_ref(),
+            Self::LicenseKeyEntityMismatch(value) => value.as_ref(),
+            Self::LicenseRestricted(value) => value.as_ref(),
+            Self::LicenseServerUnavailable(value) => value.as_ref(),
+            Self::LicenseSourceUnavailable(value) => value.as_ref(),
+            Self::LimitExceeded(value) => value.as_ref(),
+            Self::LinuxVolumeNotClean(value) => value.as_ref(),
+            Self::LogBundlingFailed(value) => value.as_ref(),
+            Self::MaintenanceModeFileMove(value) => value.as_ref(),
+            Self::ManagedObjectNotFound(value) => value.as_ref(),
+            Self::MemoryFileFormatNotSupportedByDatastore(value) => value.as_ref(),
+            Self::MemoryHotPlugNotSupported(value) => value.as_ref(),
+            Self::MemorySizeNotRecommended(value) => value.as_ref(),
+            Self::MemorySizeNotSupported(value) => value.as_ref(),
+            Self::MemorySizeNotSupportedByDatastore(value) => value.as_ref(),
+            Self::MemorySnapshotOnIndependentDisk(value) => value.as_ref(),
+            Self::MethodAlreadyDisabledFault(value) => value.as_ref(),
+            Self::MethodDisabled(value) => value.as_ref(),
+            Self::MethodNotFound(value) => value.as_ref(),
+            Self::MigrationDisabled(value) => value.as_ref(),
+            Self::MigrationFault(value) => value.as_ref(),
+            Self::MigrationFeatureNotSupported(value) => value.as_ref(),
+            Self::MigrationNotReady(value) => value.as_ref(),
+            Self::MismatchedBundle(value) => value.as_ref(),
+            Self::MismatchedNetworkPolicies(value) => value.as_ref(),
+            Self::MismatchedVMotionNetworkNames(value) => value.as_ref(),
+            Self::MissingBmcSupport(value) => value.as_ref(),
+            Self::MissingController(value) => value.as_ref(),
+            Self::MissingIpPool(value) => value.as_ref(),
+            Self::MissingLinuxCustResources(value) => value.as_ref(),
+            Self::MissingNetworkIpConfig(value) => value.as_ref(),
+            Self::MissingPowerOffConfiguration(value) => value.as_ref(),
+            Self::MissingPowerOnConfiguration(value) => value.as_ref(),
+            Self::MissingWindowsCustResources(value) => value.as_ref(),
+            Self::MksConnectionLimitReached(value) => value.as_ref(),
+            Self::MountError(value) => value.as_ref(),
+            Self::MultiWriterNotSupported(value) => value.as_ref(),
+            Self::MultipleCertificatesVerifyFault(value) => value.as_ref(),
+            Self::MultipleSnapshotsNotSupported(value) => value.as_ref(),
+            Self::NamespaceFull(value) => value.as_ref(),
+            Self::NamespaceLimitReached(value) => value.as_ref(),
+            Self::NamespaceWriteProtected(value) => value.as_ref(),
+            Self::NasConfigFault(value) => value.as_ref(),
+            Self::NasConnectionLimitReached(value) => value.as_ref(),
+            Self::NasSessionCredentialConflict(value) => value.as_ref(),
+            Self::NasVolumeNotMounted(value) => value.as_ref(),
+            Self::NetworkCopyFault(value) => value.as_ref(),
+            Self::NetworkDisruptedAndConfigRolledBack(value) => value.as_ref(),
+            Self::NetworkInaccessible(value) => value.as_ref(),
+            Self::NetworksMayNotBeTheSame(value) => value.as_ref(),
+            Self::NicSettingMismatch(value) => value.as_ref(),
+            Self::NoActiveHostInCluster(value) => value.as_ref(),
+            Self::NoAvailableIp(value) => value.as_ref(),
+            Self::NoClientCertificate(value) => value.as_ref(),
+            Self::NoCompatibleDatastore(value) => value.as_ref(),
+            Self::NoCompatibleHardAffinityHost(value) => value.as_ref(),
+            Self::NoCompatibleHost(value) => value.as_ref(),
+            Self::NoCompatibleHostWithAccessToDevice(value) => value.as_ref(),
+            Self::NoCompatibleSoftAffinityHost(value) => value.as_ref(),
+            Self::NoConnectedDatastore(value) => value.as_ref(),
+            Self::NoDiskFound(value) => value.as_ref(),
+            Self::NoDiskSpace(value) => value.as_ref(),
+            Self::NoDisksToCustomize(value) => value.as_ref(),
+            Self::NoGateway(value) => value.as_ref(),
+            Self::NoGuestHeartbeat(value) => value.as_ref(),
+            Self::NoHost(value) => value.as_ref(),
+            Self::NoHostSuitableForFtSecondary(value) => value.as_ref(),
+            Self::NoLicenseServerConfigured(value) => value.as_ref(),
+            Self::NoPeerHostFound(value) => value.as_ref(),
+            Self::NoPermission(value) => value.as_ref(),
+            Self::NoPermissionOnAD(value) => value.as_ref(),
+            Self::NoPermissionOnHost(value) => value.as_ref(),
+            Self::NoPermissionOnNasVolume(value) => value.as_ref(),
+            Self::NoSubjectName(value) => value.as_ref(),
+            Self::NoVcManagedIpConfigured(value) => value.as_ref(),
+            Self::NoVirtualNic(value) => value.as_ref(),
+            Self::NoVmInVApp(value) => value.as_ref(),
+            Self::NonADUserRequired(value) => value.as_ref(),
+            Self::NonHomeRDMVMotionNotSupported(value) => value.as_ref(),
+            Self::NonPersistentDisksNotSupported(value) => value.as_ref(),
+            Self::NonVmwareOuiMacNotSupportedHost(value) => value.as_ref(),
+            Self::NotADirectory(value) => value.as_ref(),
+            Self::NotAFile(value) => value.as_ref(),
+            Self::NotAuthenticated(value) => value.as_ref(),
+            Self::NotEnoughCpus(value) => value.as_ref(),
+            Self::NotEnoughLicenses(value) => value.as_ref(),
+            Self::NotEnoughLogicalCpus(value) => value.as_ref(),
+            Self::NotFound(value) => value.as_ref(),
+            Self::NotImplemented(value) => value.as_ref(),
+            Self::NotSupported(value) => value.as_ref(),
+            Self::NotSupportedDeviceForFT(value) => value.as_ref(),
+            Self::NotSupportedHost(value) => value.as_ref(),
+            Self::NotSupportedHostForChecksum(value) => value.as_ref(),
+            Self::NotSupportedHostForVFlash(value) => value.as_ref(),
+            Self::NotSupportedHostForVmcp(value) => value.as_ref(),
+            Self::NotSupportedHostForVmemFile(value) => value.as_ref(),
+            Self::NotSupportedHostForVsan(value) => value.as_ref(),
+            Self::NotSupportedHostInCluster(value) => value.as_ref(),
+            Self::NotSupportedHostInDvs(value) => value.as_ref(),
+            Self::NotSupportedHostInHACluster(value) => value.as_ref(),
+            Self::NotUserConfigurableProperty(value) => value.as_ref(),
+            Self::NumVirtualCoresPerSocketNotSupported(value) => value.as_ref(),
+            Self::NumVirtualCpusExceedsLimit(value) => value.as_ref(),
+            Self::NumVirtualCpusIncompatible(value) => value.as_ref(),
+            Self::NumVirtualCpusNotSupported(value) => value.as_ref(),
+            Self::OperationDisabledByGuest(value) => value.as_ref(),
+            Self::OperationDisallowedOnHost(value) => value.as_ref(),
+            Self::OperationNotSupportedByGuest(value) => value.as_ref(),
+            Self::OutOfBounds(value) => value.as_ref(),
+            Self::OvfAttribute(value) => value.as_ref(),
+            Self::OvfConnectedDevice(value) => value.as_ref(),
+            Self::OvfConnectedDeviceFloppy(value) => value.as_ref(),
+            Self::OvfConnectedDeviceIso(value) => value.as_ref(),
+            Self::OvfConstraint(value) => value.as_ref(),
+            Self::OvfConsumerCallbackFault(value) => value.as_ref(),
+            Self::OvfConsumerCommunicationError(value) => value.as_ref(),
+            Self::OvfConsumerFault(value) => value.as_ref(),
+            Self::OvfConsumerInvalidSection(value) => value.as_ref(),
+            Self::OvfConsumerPowerOnFault(value) => value.as_ref(),
+            Self::OvfConsumerUndeclaredSection(value) => value.as_ref(),
+            Self::OvfConsumerUndefinedPrefix(value) => value.as_ref(),
+            Self::OvfConsumerValidationFault(value) => value.as_ref(),
+            Self::OvfCpuCompatibility(value) => value.as_ref(),
+            Self::OvfCpuCompatibilityCheckNotSupported(value) => value.as_ref(),
+            Self::OvfDiskMappingNotFound(value) => value.as_ref(),
+            Self::OvfDiskOrderConstraint(value) => value.as_ref(),
+            Self::OvfDuplicateElement(value) => value.as_ref(),
+            Self::OvfDuplicatedElementBoundary(value) => value.as_ref(),
+            Self::OvfDuplicatedPropertyIdExport(value) => value.as_ref(),
+            Self::OvfDuplicatedPropertyIdImport(value) => value.as_ref(),
+            Self::OvfElement(value) => value.as_ref(),
+            Self::OvfElementInvalidValue(value) => value.as_ref(),
+            Self::OvfExport(value) => value.as_ref(),
+            Self::OvfExportFailed(value) => value.as_ref(),
+            Self::OvfFault(value) => value.as_ref(),
+            Self::OvfHardwareCheck(value) => value.as_ref(),
+            Self::OvfHardwareExport(value) => value.as_ref(),
+            Self::OvfHostResourceConstraint(value) => value.as_ref(),
+            Self::OvfHostValueNotParsed(value) => value.as_ref(),
+            Self::OvfImport(value) => value.as_ref(),
+            Self::OvfImportFailed(value) => value.as_ref(),
+            Self::OvfInternalError(value) => value.as_ref(),
+            Self::OvfInvalidPackage(value) => value.as_ref(),
+            Self::OvfInvalidValue(value) => value.as_ref(),
+            Self::OvfInvalidValueConfiguration(value) => value.as_ref(),
+            Self::OvfInvalidValueEmpty(value) => value.as_ref(),
+            Self::OvfInvalidValueFormatMalformed(value) => value.as_ref(),
+            Self::OvfInvalidValueReference(value) => value.as_ref(),
+            Self::OvfInvalidVmName(value) => value.as_ref(),
+            Self::OvfMappedOsId(value) => value.as_ref(),
+            Self::OvfMissingAttribute(value) => value.as_ref(),
+            Self::OvfMissingElement(value) => value.as_ref(),
+            Self::OvfMissingElementNormalBoundary(value) => value.as_ref(),
+            Self::OvfMissingHardware(value) => value.as_ref(),
+            Self::OvfNetworkMappingNotSupported(value) => value.as_ref(),
+            Self::OvfNoHostNic(value) => value.as_ref(),
+            Self::OvfNoSpaceOnController(value) => value.as_ref(),
+            Self::OvfNoSupportedHardwareFamily(value) => value.as_ref(),
+            Self::OvfProperty(value) => value.as_ref(),
+            Self::OvfPropertyExport(value) => value.as_ref(),
+            Self::OvfPropertyNetwork(value) => value.as_ref(),
+            Self::OvfPropertyNetworkExport(value) => value.as_ref(),
+            Self::OvfPropertyQualifier(value) => value.as_ref(),
+            Self::OvfPropertyQualifierDuplicate(value) => value.as_ref(),
+            Self::OvfPropertyQualifierIgnored(value) => value.as_ref(),
+            Self::OvfPropertyType(value) => value.as_ref(),
+            Self::OvfPropertyValue(value) => value.as_ref(),
+            Self::OvfSystemFault(value) => value.as_ref(),
+            Self::OvfToXmlUnsupportedElement(value) => value.as_ref(),
+            Self::OvfUnableToExportDisk(value) => value.as_ref(),
+            Self::OvfUnexpectedElement(value) => value.as_ref(),
+            Self::OvfUnknownDevice(value) => value.as_ref(),
+            Self::OvfUnknownDeviceBacking(value) => value.as_ref(),
+            Self::OvfUnknownEntity(value) => value.as_ref(),
+            Self::OvfUnsupportedAttribute(value) => value.as_ref(),
+            Self::OvfUnsupportedAttributeValue(value) => value.as_ref(),
+            Self::OvfUnsupportedDeviceBackingInfo(value) => value.as_ref(),
+            Self::OvfUnsupportedDeviceBackingOption(value) => value.as_ref(),
+            Self::OvfUnsupportedDeviceExport(value) => value.as_ref(),
+            Self::OvfUnsupportedDiskProvisioning(value) => value.as_ref(),
+            Self::OvfUnsupportedElement(value) => value.as_ref(),
+            Self::OvfUnsupportedElementValue(value) => value.as_ref(),
+            Self::OvfUnsupportedPackage(value) => value.as_ref(),
+            Self::OvfUnsupportedSection(value) => value.as_ref(),
+            Self::OvfUnsupportedSubType(value) => value.as_ref(),
+            Self::OvfUnsupportedType(value) => value.as_ref(),
+            Self::OvfWrongElement(value) => value.as_ref(),
+            Self::OvfWrongNamespace(value) => value.as_ref(),
+            Self::OvfXmlFormat(value) => value.as_ref(),
+            Self::PasswordExpired(value) => value.as_ref(),
+            Self::PatchAlreadyInstalled(value) => value.as_ref(),
+            Self::PatchBinariesNotFound(value) => value.as_ref(),
+            Self::PatchInstallFailed(value) => value.as_ref(),
+            Self::PatchIntegrityError(value) => value.as_ref(),
+            Self::PatchMetadataCorrupted(value) => value.as_ref(),
+            Self::PatchMetadataInvalid(value) => value.as_ref(),
+            Self::PatchMetadataNotFound(value) => value.as_ref(),
+            Self::PatchMissingDependencies(value) => value.as_ref(),
+            Self::PatchNotApplicable(value) => value.as_ref(),
+            Self::PatchSuperseded(value) => value.as_ref(),
+            Self::PhysCompatRDMNotSupported(value) => value.as_ref(),
+            Self::PlatformConfigFault(value) => value.as_ref(),
+            Self::PowerOnFtSecondaryFailed(value) => value.as_ref(),
+            Self::PowerOnFtSecondaryTimedout(value) => value.as_ref(),
+            Self::ProfileUpdateFailed(value) => value.as_ref(),
+            Self::QuarantineModeFault(value) => value.as_ref(),
+            Self::QuestionPending(value) => value.as_ref(),
+            Self::QuiesceDatastoreIOForHAFailed(value) => value.as_ref(),
+            Self::RDMConversionNotSupported(value) => value.as_ref(),
+            Self::RDMNotPreserved(value) => value.as_ref(),
+            Self::RDMNotSupported(value) => value.as_ref(),
+            Self::RDMNotSupportedOnDatastore(value) => value.as_ref(),
+            Self::RDMPointsToInaccessibleDisk(value) => value.as_ref(),
+            Self::RawDiskNotSupported(value) => value.as_ref(),
+            Self::ReadHostResourcePoolTreeFailed(value) => value.as_ref(),
+            Self::ReadOnlyDisksWithLegacyDestination(value) => value.as_ref(),
+            Self::RebootRequired(value) => value.as_ref(),
+            Self::RecordReplayDisabled(value) => value.as_ref(),
+            Self::RemoteDeviceNotSupported(value) => value.as_ref(),
+            Self::RemoveFailed(value) => value.as_ref(),
+            Self::ReplicationConfigFault(value) => value.as_ref(),
+            Self::ReplicationDiskConfigFault(value) => value.as_ref(),
+            Self::ReplicationFault(value) => value.as_ref(),
+            Self::ReplicationIncompatibleWithFT(value) => value.as_ref(),
+            Self::ReplicationInvalidOptions(value) => value.as_ref(),
+            Self::ReplicationNotSupportedOnHost(value) => value.as_ref(),
+            Self::ReplicationVmConfigFault(value) => value.as_ref(),
+            Self::ReplicationVmFault(value) => value.as_ref(),
+            Self::ReplicationVmInProgressFault(value) => value.as_ref(),
+            Self::RequestCanceled(value) => value.as_ref(),
+            Self::ResourceInUse(value) => value.as_ref(),
+            Self::ResourceNotAvailable(value) => value.as_ref(),
+            Self::RestrictedByAdministrator(value) => value.as_ref(),
+            Self::RestrictedVersion(value) => value.as_ref(),
+            Self::RollbackFailure(value) => value.as_ref(),
+            Self::RuleViolation(value) => value.as_ref(),
+            Self::RuntimeFault(value) => value.as_ref(),
+            Self::SSLDisabledFault(value) => value.as_ref(),
+            Self::SSLVerifyFault(value) => value.as_ref(),
+            Self::SSPIChallenge(value) => value.as_ref(),
+            Self::SecondaryVmAlreadyDisabled(value) => value.as_ref(),
+            Self::SecondaryVmAlreadyEnabled(value) => value.as_ref(),
+            Self::SecondaryVmAlreadyRegistered(value) => value.as_ref(),
+            Self::SecondaryVmNotRegistered(value) => value.as_ref(),
+            Self::SecurityError(value) => value.as_ref(),
+            Self::SharedBusControllerNotSupported(value) => value.as_ref(),
+            Self::ShrinkDiskFault(value) => value.as_ref(),
+            Self::SnapshotCloneNotSupported(value) => value.as_ref(),
+            Self::SnapshotCopyNotSupported(value) => value.as_ref(),
+            Self::SnapshotDisabled(value) => value.as_ref(),
+            Self::SnapshotFault(value) => value.as_ref(),
+            Self::SnapshotIncompatibleDeviceInVm(value) => value.as_ref(),
+            Self::SnapshotLocked(value) => value.as_ref(),
+            Self::SnapshotMoveFromNonHomeNotSupported(value) => value.as_ref(),
+            Self::SnapshotMoveNotSupported(value) => value.as_ref(),
+            Self::SnapshotMoveToNonHomeNotSupported(value) => value.as_ref(),
+            Self::SnapshotNoChange(value) => value.as_ref(),
+            Self::SnapshotRevertIssue(value) => value.as_ref(),
+            Self::SoftRuleVioCorrectionDisallowed(value) => value.as_ref(),
+            Self::SoftRuleVioCorrectionImpact(value) => value.as_ref(),
+            Self::SolutionUserRequired(value) => value.as_ref(),
+            Self::SsdDiskNotAvailable(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveDiskInMultiWriterMode(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveFTVm(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveIndependentDisk(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveManuallyPlacedSwapFile(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveManuallyPlacedVm(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveSharedDisk(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveTemplate(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveVmInUserFolder(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveVmWithMountedCDROM(value) => value.as_ref(),
+            Self::StorageDrsCannotMoveVmWithNoFilesInLayout(value) => value.as_ref(),
+            Self::StorageDrsDatacentersCannotShareDatastore(value) => value.as_ref(),
+            Self::StorageDrsDisabledOnVm(value) => value.as_ref(),
+            Self::StorageDrsHbrDiskNotMovable(value) => value.as_ref(),
+            Self::StorageDrsHmsMoveInProgress(value) => value.as_ref(),
+            Self::StorageDrsHmsUnreachable(value) => value.as_ref(),
+            Self::StorageDrsIolbDisabledInternally(value) => value.as_ref(),
+            Self::StorageDrsRelocateDisabled(value) => value.as_ref(),
+            Self::StorageDrsStaleHmsCollection(value) => value.as_ref(),
+            Self::StorageDrsUnableToMoveFiles(value) => value.as_ref(),
+            Self::StorageVMotionNotSupported(value) => value.as_ref(),
+            Self::StorageVmotionIncompatible(value) => value.as_ref(),
+            Self::SuspendedRelocateNotSupported(value) => value.as_ref(),
+            Self::SwapDatastoreNotWritableOnHost(value) => value.as_ref(),
+            Self::SwapDatastoreUnset(value) => value.as_ref(),
+            Self::SwapPlacementOverrideNotSupported(value) => value.as_ref(),
+            Self::SwitchIpUnset(value) => value.as_ref(),
+            Self::SwitchNotInUpgradeMode(value) => value.as_ref(),
+            Self::SystemError(value) => value.as_ref(),
+            Self::TaskInProgress(value) => value.as_ref(),
+            Self::ThirdPartyLicenseAssignmentFailed(value) => value.as_ref(),
+            Self::Timedout(value) => value.as_ref(),
+            Self::TooManyConcurrentNativeClones(value) => value.as_ref(),
+            Self::TooManyConsecutiveOverrides(value) => value.as_ref(),
+            Self::TooManyDevices(value) => value.as_ref(),
+            Self::TooManyDisksOnLegacyHost(value) => value.as_ref(),
+            Self::TooManyGuestLogons(value) => value.as_ref(),
+            Self::TooManyHosts(value) => value.as_ref(),
+            Self::TooManyNativeCloneLevels(value) => value.as_ref(),
+            Self::TooManyNativeClonesOnFile(value) => value.as_ref(),
+            Self::TooManySnapshotLevels(value) => value.as_ref(),
+            Self::ToolsAlreadyUpgraded(value) => value.as_ref(),
+            Self::ToolsAutoUpgradeNotSupported(value) => value.as_ref(),
+            Self::ToolsImageCopyFailed(value) => value.as_ref(),
+            Self::ToolsImageNotAvailable(value) => value.as_ref(),
+            Self::ToolsImageSignatureCheckFailed(value) => value.as_ref(),
+            Self::ToolsInstallationInProgress(value) => value.as_ref(),
+            Self::ToolsUnavailable(value) => value.as_ref(),
+            Self::ToolsUpgradeCancelled(value) => value.as_ref(),
+            Self::UnSupportedDatastoreForVFlash(value) => value.as_ref(),
+            Self::UncommittedUndoableDisk(value) => value.as_ref(),
+            Self::UnconfiguredPropertyValue(value) => value.as_ref(),
+            Self::UncustomizableGuest(value) => value.as_ref(),
+            Self::UnexpectedCustomizationFault(value) => value.as_ref(),
+            Self::UnexpectedFault(value) => value.as_ref(),
+            Self::UnrecognizedHost(value) => value.as_ref(),
+            Self::UnsharedSwapVMotionNotSupported(value) => value.as_ref(),
+            Self::UnsupportedDatastore(value) => value.as_ref(),
+            Self::UnsupportedGuest(value) => value.as_ref(),
+            Self::UnsupportedVimApiVersion(value) => value.as_ref(),
+            Self::UnsupportedVmxLocation(value) => value.as_ref(),
+            Self::UnusedVirtualDiskBlocksNotScrubbed(value) => value.as_ref(),
+            Self::UserNotFound(value) => value.as_ref(),
+            Self::VAppConfigFault(value) => value.as_ref(),
+            Self::VAppNotRunning(value) => value.as_ref(),
+            Self::VAppOperationInProgress(value) => value.as_ref(),
+            Self::VAppPropertyFault(value) => value.as_ref(),
+            Self::VAppTaskInProgress(value) => value.as_ref(),
+            Self::VFlashCacheHotConfigNotSupported(value) => value.as_ref(),
+            Self::VFlashModuleNotSupported(value) => value.as_ref(),
+            Self::VFlashModuleVersionIncompatible(value) => value.as_ref(),
+            Self::VMINotSupported(value) => value.as_ref(),
+            Self::VMOnConflictDVPort(value) => value.as_ref(),
+            Self::VMOnVirtualIntranet(value) => value.as_ref(),
+            Self::VMotionAcrossNetworkNotSupported(value) => value.as_ref(),
+            Self::VMotionInterfaceIssue(value) => value.as_ref(),
+            Self::VMotionLinkCapacityLow(value) => value.as_ref(),
+            Self::VMotionLinkDown(value) => value.as_ref(),
+            Self::VMotionNotConfigured(value) => value.as_ref(),
+            Self::VMotionNotLicensed(value) => value.as_ref(),
+            Self::VMotionNotSupported(value) => value.as_ref(),
+            Self::VMotionProtocolIncompatible(value) => value.as_ref(),
+            Self::VimFault(value) => value.as_ref(),
+            Self::VirtualDiskBlocksNotFullyProvisioned(value) => value.as_ref(),
+            Self::VirtualDiskModeNotSupported(value) => value.as_ref(),
+            Self::VirtualEthernetCardNotSupported(value) => value.as_ref(),
+            Self::VirtualHardwareCompatibilityIssue(value) => value.as_ref(),
+            Self::VirtualHardwareVersionNotSupported(value) => value.as_ref(),
+            Self::VmAlreadyExistsInDatacenter(value) => value.as_ref(),
+            Self::VmConfigFault(value) => value.as_ref(),
+            Self::VmConfigIncompatibleForFaultTolerance(value) => value.as_ref(),
+            Self::VmConfigIncompatibleForRecordReplay(value) => value.as_ref(),
+            Self::VmFaultToleranceConfigIssue(value) => value.as_ref(),
+            Self::VmFaultToleranceConfigIssueWrapper(value) => value.as_ref(),
+            Self::VmFaultToleranceInvalidFileBacking(value) => value.as_ref(),
+            Self::VmFaultToleranceIssue(value) => value.as_ref(),
+            Self::VmFaultToleranceOpIssuesList(value) => value.as_ref(),
+            Self::VmFaultToleranceTooManyFtVcpusOnHost(value) => value.as_ref(),
+            Self::VmFaultToleranceTooManyVMsOnHost(value) => value.as_ref(),
+            Self::VmHostAffinityRuleViolation(value) => value.as_ref(),
+            Self::VmLimitLicense(value) => value.as_ref(),
+            Self::VmMetadataManagerFault(value) => value.as_ref(),
+            Self::VmMonitorIncompatibleForFaultTolerance(value) => value.as_ref(),
+            Self::VmPowerOnDisabled(value) => value.as_ref(),
+            Self::VmSmpFaultToleranceTooManyVMsOnHost(value) => value.as_ref(),
+            Self::VmToolsUpgradeFault(value) => value.as_ref(),
+            Self::VmValidateMaxDevice(value) => value.as_ref(),
+            Self::VmWwnConflict(value) => value.as_ref(),
+            Self::VmfsAlreadyMounted(value) => value.as_ref(),
+            Self::VmfsAmbiguousMount(value) => value.as_ref(),
+            Self::VmfsMountFault(value) => value.as_ref(),
+            Self::VmotionInterfaceNotEnabled(value) => value.as_ref(),
+            Self::VolumeEditorError(value) => value.as_ref(),
+            Self::VramLimitLicense(value) => value.as_ref(),
+            Self::VsanClusterUuidMismatch(value) => value.as_ref(),
+            Self::VsanDiskFault(value) => value.as_ref(),
+            Self::VsanFault(value) => value.as_ref(),
+            Self::VsanIncompatibleDiskMapping(value) => value.as_ref(),
+            Self::VspanDestPortConflict(value) => value.as_ref(),
+            Self::VspanPortConflict(value) => value.as_ref(),
+            Self::VspanPortMoveFault(value) => value.as_ref(),
+            Self::VspanPortPromiscChangeFault(value) => value.as_ref(),
+            Self::VspanPortgroupPromiscChangeFault(value) => value.as_ref(),
+            Self::VspanPortgroupTypeChangeFault(value) => value.as_ref(),
+            Self::VspanPromiscuousPortNotSupported(value) => value.as_ref(),
+            Self::VspanSameSessionPortConflict(value) => value.as_ref(),
+            Self::WakeOnLanNotSupported(value) => value.as_ref(),
+            Self::WakeOnLanNotSupportedByVmotionNIC(value) => value.as_ref(),
+            Self::WillLoseHAProtection(value) => value.as_ref(),
+            Self::WillModifyConfigCpuRequirements(value) => value.as_ref(),
+            Self::WillResetSnapshotDirectory(value) => value.as_ref(),
+            Self::WipeDiskFault(value) => value.as_ref(),
+        }
+    }
+    /// The XML type name of the value held.
+    pub fn type_name(&self) -> &'static str {
+        self.as_data_object().type_name()
+    }
+    /// The value held as `T`, if it is one.
+    pub fn downcast_ref<T: x::DataObject>(&self) -> Option<&T> {
+        self.as_data_object().downcast_ref()
+    }
+}
+impl x::Encode for AnyMethodFault {
+    fn encode_as(&self, w: &mut x::XmlWriter, tag: &str, _xsi_type: Option<&str>) {
+        let object = self.as_data_object();
+        let xsi_type = match self {
+            Self::MethodFault(_) => None,
+            _ => Some(object.type_name()),
+        };
+        object.encode_dyn(w, tag, xsi_type);
+    }
+}
+impl x::FromValue for AnyMethodFault {
+    fn from_value(value: x::Value) -> Result<Self, x::ValueTypeError> {
+        x::any_from_value(value, "MethodFault", Self::from_data_object)
+    }
+}
+impl x::ArrayItem for AnyMethodFault {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfMethodFault";
+    const ITEM_TAG: &'static str = "MethodFault";
+}
+// SAFETY: every variant is a Box of a generated type whose fields are all
+// Send + Sync (asserted for each variant type by the generated thread_safety test).
+unsafe impl Send for AnyMethodFault {}
+// SAFETY: as above.
+unsafe impl Sync for AnyMethodFault {}

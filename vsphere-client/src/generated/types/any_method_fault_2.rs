@@ -5,2561 +5,4175 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl x::Decode for AnyMethodFault {
-    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
-        Ok(
-            match r.xsi_type() {
-                Some("ActiveDirectoryFault") => {
-                    Self::ActiveDirectoryFault(r.read_boxed()?)
-                }
-                Some("ActiveVMsBlockingEVC") => {
-                    Self::ActiveVMsBlockingEVC(r.read_boxed()?)
-                }
-                Some("AdminDisabled") => Self::AdminDisabled(r.read_boxed()?),
-                Some("AdminNotDisabled") => Self::AdminNotDisabled(r.read_boxed()?),
-                Some("AffinityConfigured") => Self::AffinityConfigured(r.read_boxed()?),
-                Some("AgentInstallFailed") => Self::AgentInstallFailed(r.read_boxed()?),
-                Some("AlreadyBeingManaged") => Self::AlreadyBeingManaged(r.read_boxed()?),
-                Some("AlreadyConnected") => Self::AlreadyConnected(r.read_boxed()?),
-                Some("AlreadyExists") => Self::AlreadyExists(r.read_boxed()?),
-                Some("AlreadyUpgraded") => Self::AlreadyUpgraded(r.read_boxed()?),
-                Some("AnswerFileUpdateFailed") => {
-                    Self::AnswerFileUpdateFailed(r.read_boxed()?)
-                }
-                Some("ApplicationQuiesceFault") => {
-                    Self::ApplicationQuiesceFault(r.read_boxed()?)
-                }
-                Some("AuthMinimumAdminPermission") => {
-                    Self::AuthMinimumAdminPermission(r.read_boxed()?)
-                }
-                Some("BackupBlobReadFailure") => {
-                    Self::BackupBlobReadFailure(r.read_boxed()?)
-                }
-                Some("BackupBlobWriteFailure") => {
-                    Self::BackupBlobWriteFailure(r.read_boxed()?)
-                }
-                Some("BlockedByFirewall") => Self::BlockedByFirewall(r.read_boxed()?),
-                Some("CAMServerRefusedConnection") => {
-                    Self::CAMServerRefusedConnection(r.read_boxed()?)
-                }
-                Some("CannotAccessFile") => Self::CannotAccessFile(r.read_boxed()?),
-                Some("CannotAccessLocalSource") => {
-                    Self::CannotAccessLocalSource(r.read_boxed()?)
-                }
-                Some("CannotAccessNetwork") => Self::CannotAccessNetwork(r.read_boxed()?),
-                Some("CannotAccessVmComponent") => {
-                    Self::CannotAccessVmComponent(r.read_boxed()?)
-                }
-                Some("CannotAccessVmConfig") => {
-                    Self::CannotAccessVmConfig(r.read_boxed()?)
-                }
-                Some("CannotAccessVmDevice") => {
-                    Self::CannotAccessVmDevice(r.read_boxed()?)
-                }
-                Some("CannotAccessVmDisk") => Self::CannotAccessVmDisk(r.read_boxed()?),
-                Some("CannotAddHostWithFTVmAsStandalone") => {
-                    Self::CannotAddHostWithFTVmAsStandalone(r.read_boxed()?)
-                }
-                Some("CannotAddHostWithFTVmToDifferentCluster") => {
-                    Self::CannotAddHostWithFTVmToDifferentCluster(r.read_boxed()?)
-                }
-                Some("CannotAddHostWithFTVmToNonHACluster") => {
-                    Self::CannotAddHostWithFTVmToNonHACluster(r.read_boxed()?)
-                }
-                Some("CannotChangeDrsBehaviorForFtSecondary") => {
-                    Self::CannotChangeDrsBehaviorForFtSecondary(r.read_boxed()?)
-                }
-                Some("CannotChangeHaSettingsForFtSecondary") => {
-                    Self::CannotChangeHaSettingsForFtSecondary(r.read_boxed()?)
-                }
-                Some("CannotChangeVsanClusterUuid") => {
-                    Self::CannotChangeVsanClusterUuid(r.read_boxed()?)
-                }
-                Some("CannotChangeVsanNodeUuid") => {
-                    Self::CannotChangeVsanNodeUuid(r.read_boxed()?)
-                }
-                Some("CannotComputeFTCompatibleHosts") => {
-                    Self::CannotComputeFTCompatibleHosts(r.read_boxed()?)
-                }
-                Some("CannotCreateFile") => Self::CannotCreateFile(r.read_boxed()?),
-                Some("CannotDecryptPasswords") => {
-                    Self::CannotDecryptPasswords(r.read_boxed()?)
-                }
-                Some("CannotDeleteFile") => Self::CannotDeleteFile(r.read_boxed()?),
-                Some("CannotDisableDrsOnClustersWithVApps") => {
-                    Self::CannotDisableDrsOnClustersWithVApps(r.read_boxed()?)
-                }
-                Some("CannotDisableSnapshot") => {
-                    Self::CannotDisableSnapshot(r.read_boxed()?)
-                }
-                Some("CannotDisconnectHostWithFaultToleranceVm") => {
-                    Self::CannotDisconnectHostWithFaultToleranceVm(r.read_boxed()?)
-                }
-                Some("CannotEnableVmcpForCluster") => {
-                    Self::CannotEnableVmcpForCluster(r.read_boxed()?)
-                }
-                Some("CannotModifyConfigCpuRequirements") => {
-                    Self::CannotModifyConfigCpuRequirements(r.read_boxed()?)
-                }
-                Some("CannotMoveFaultToleranceVm") => {
-                    Self::CannotMoveFaultToleranceVm(r.read_boxed()?)
-                }
-                Some("CannotMoveHostWithFaultToleranceVm") => {
-                    Self::CannotMoveHostWithFaultToleranceVm(r.read_boxed()?)
-                }
-                Some("CannotMoveVmWithDeltaDisk") => {
-                    Self::CannotMoveVmWithDeltaDisk(r.read_boxed()?)
-                }
-                Some("CannotMoveVmWithNativeDeltaDisk") => {
-                    Self::CannotMoveVmWithNativeDeltaDisk(r.read_boxed()?)
-                }
-                Some("CannotMoveVsanEnabledHost") => {
-                    Self::CannotMoveVsanEnabledHost(r.read_boxed()?)
-                }
-                Some("CannotPlaceWithoutPrerequisiteMoves") => {
-                    Self::CannotPlaceWithoutPrerequisiteMoves(r.read_boxed()?)
-                }
-                Some("CannotPowerOffVmInCluster") => {
-                    Self::CannotPowerOffVmInCluster(r.read_boxed()?)
-                }
-                Some("CannotReconfigureVsanWhenHaEnabled") => {
-                    Self::CannotReconfigureVsanWhenHaEnabled(r.read_boxed()?)
-                }
-                Some("CannotUseNetwork") => Self::CannotUseNetwork(r.read_boxed()?),
-                Some("ClockSkew") => Self::ClockSkew(r.read_boxed()?),
-                Some("CloneFromSnapshotNotSupported") => {
-                    Self::CloneFromSnapshotNotSupported(r.read_boxed()?)
-                }
-                Some("CollectorAddressUnset") => {
-                    Self::CollectorAddressUnset(r.read_boxed()?)
-                }
-                Some("ConcurrentAccess") => Self::ConcurrentAccess(r.read_boxed()?),
-                Some("ConflictingConfiguration") => {
-                    Self::ConflictingConfiguration(r.read_boxed()?)
-                }
-                Some("ConflictingDatastoreFound") => {
-                    Self::ConflictingDatastoreFound(r.read_boxed()?)
-                }
-                Some("ConnectedIso") => Self::ConnectedIso(r.read_boxed()?),
-                Some("CpuCompatibilityUnknown") => {
-                    Self::CpuCompatibilityUnknown(r.read_boxed()?)
-                }
-                Some("CpuHotPlugNotSupported") => {
-                    Self::CpuHotPlugNotSupported(r.read_boxed()?)
-                }
-                Some("CpuIncompatible") => Self::CpuIncompatible(r.read_boxed()?),
-                Some("CpuIncompatible1ECX") => Self::CpuIncompatible1ECX(r.read_boxed()?),
-                Some("CpuIncompatible81EDX") => {
-                    Self::CpuIncompatible81EDX(r.read_boxed()?)
-                }
-                Some("CustomizationFault") => Self::CustomizationFault(r.read_boxed()?),
-                Some("CustomizationPending") => {
-                    Self::CustomizationPending(r.read_boxed()?)
-                }
-                Some("DVPortNotSupported") => Self::DVPortNotSupported(r.read_boxed()?),
-                Some("DasConfigFault") => Self::DasConfigFault(r.read_boxed()?),
-                Some("DatabaseError") => Self::DatabaseError(r.read_boxed()?),
-                Some("DatacenterMismatch") => Self::DatacenterMismatch(r.read_boxed()?),
-                Some("DatastoreNotWritableOnHost") => {
-                    Self::DatastoreNotWritableOnHost(r.read_boxed()?)
-                }
-                Some("DeltaDiskFormatNotSupported") => {
-                    Self::DeltaDiskFormatNotSupported(r.read_boxed()?)
-                }
-                Some("DestinationSwitchFull") => {
-                    Self::DestinationSwitchFull(r.read_boxed()?)
-                }
-                Some("DestinationVsanDisabled") => {
-                    Self::DestinationVsanDisabled(r.read_boxed()?)
-                }
-                Some("DeviceBackingNotSupported") => {
-                    Self::DeviceBackingNotSupported(r.read_boxed()?)
-                }
-                Some("DeviceControllerNotSupported") => {
-                    Self::DeviceControllerNotSupported(r.read_boxed()?)
-                }
-                Some("DeviceHotPlugNotSupported") => {
-                    Self::DeviceHotPlugNotSupported(r.read_boxed()?)
-                }
-                Some("DeviceNotFound") => Self::DeviceNotFound(r.read_boxed()?),
-                Some("DeviceNotSupported") => Self::DeviceNotSupported(r.read_boxed()?),
-                Some("DeviceUnsupportedForVmPlatform") => {
-                    Self::DeviceUnsupportedForVmPlatform(r.read_boxed()?)
-                }
-                Some("DeviceUnsupportedForVmVersion") => {
-                    Self::DeviceUnsupportedForVmVersion(r.read_boxed()?)
-                }
-                Some("DigestNotSupported") => Self::DigestNotSupported(r.read_boxed()?),
-                Some("DirectoryNotEmpty") => Self::DirectoryNotEmpty(r.read_boxed()?),
-                Some("DisableAdminNotSupported") => {
-                    Self::DisableAdminNotSupported(r.read_boxed()?)
-                }
-                Some("DisallowedChangeByService") => {
-                    Self::DisallowedChangeByService(r.read_boxed()?)
-                }
-                Some("DisallowedDiskModeChange") => {
-                    Self::DisallowedDiskModeChange(r.read_boxed()?)
-                }
-                Some("DisallowedMigrationDeviceAttached") => {
-                    Self::DisallowedMigrationDeviceAttached(r.read_boxed()?)
-                }
-                Some("DisallowedOperationOnFailoverHost") => {
-                    Self::DisallowedOperationOnFailoverHost(r.read_boxed()?)
-                }
-                Some("DisconnectedHostsBlockingEVC") => {
-                    Self::DisconnectedHostsBlockingEVC(r.read_boxed()?)
-                }
-                Some("DiskHasPartitions") => Self::DiskHasPartitions(r.read_boxed()?),
-                Some("DiskIsLastRemainingNonSSD") => {
-                    Self::DiskIsLastRemainingNonSSD(r.read_boxed()?)
-                }
-                Some("DiskIsNonLocal") => Self::DiskIsNonLocal(r.read_boxed()?),
-                Some("DiskIsUSB") => Self::DiskIsUSB(r.read_boxed()?),
-                Some("DiskMoveTypeNotSupported") => {
-                    Self::DiskMoveTypeNotSupported(r.read_boxed()?)
-                }
-                Some("DiskNotSupported") => Self::DiskNotSupported(r.read_boxed()?),
-                Some("DiskTooSmall") => Self::DiskTooSmall(r.read_boxed()?),
-                Some("DomainNotFound") => Self::DomainNotFound(r.read_boxed()?),
-                Some("DrsDisabledOnVm") => Self::DrsDisabledOnVm(r.read_boxed()?),
-                Some("DrsVmotionIncompatibleFault") => {
-                    Self::DrsVmotionIncompatibleFault(r.read_boxed()?)
-                }
-                Some("DuplicateDisks") => Self::DuplicateDisks(r.read_boxed()?),
-                Some("DuplicateName") => Self::DuplicateName(r.read_boxed()?),
-                Some("DuplicateVsanNetworkInterface") => {
-                    Self::DuplicateVsanNetworkInterface(r.read_boxed()?)
-                }
-                Some("DvsApplyOperationFault") => {
-                    Self::DvsApplyOperationFault(r.read_boxed()?)
-                }
-                Some("DvsFault") => Self::DvsFault(r.read_boxed()?),
-                Some("DvsNotAuthorized") => Self::DvsNotAuthorized(r.read_boxed()?),
-                Some("DvsOperationBulkFault") => {
-                    Self::DvsOperationBulkFault(r.read_boxed()?)
-                }
-                Some("DvsScopeViolated") => Self::DvsScopeViolated(r.read_boxed()?),
-                Some("EVCAdmissionFailed") => Self::EVCAdmissionFailed(r.read_boxed()?),
-                Some("EVCAdmissionFailedCPUFeaturesForMode") => {
-                    Self::EVCAdmissionFailedCPUFeaturesForMode(r.read_boxed()?)
-                }
-                Some("EVCAdmissionFailedCPUModel") => {
-                    Self::EVCAdmissionFailedCPUModel(r.read_boxed()?)
-                }
-                Some("EVCAdmissionFailedCPUModelForMode") => {
-                    Self::EVCAdmissionFailedCPUModelForMode(r.read_boxed()?)
-                }
-                Some("EVCAdmissionFailedCPUVendor") => {
-                    Self::EVCAdmissionFailedCPUVendor(r.read_boxed()?)
-                }
-                Some("EVCAdmissionFailedCPUVendorUnknown") => {
-                    Self::EVCAdmissionFailedCPUVendorUnknown(r.read_boxed()?)
-                }
-                Some("EVCAdmissionFailedHostDisconnected") => {
-                    Self::EVCAdmissionFailedHostDisconnected(r.read_boxed()?)
-                }
-                Some("EVCAdmissionFailedHostSoftware") => {
-                    Self::EVCAdmissionFailedHostSoftware(r.read_boxed()?)
-                }
-                Some("EVCAdmissionFailedHostSoftwareForMode") => {
-                    Self::EVCAdmissionFailedHostSoftwareForMode(r.read_boxed()?)
-                }
-                Some("EVCAdmissionFailedVmActive") => {
-                    Self::EVCAdmissionFailedVmActive(r.read_boxed()?)
-                }
-                Some("EVCConfigFault") => Self::EVCConfigFault(r.read_boxed()?),
-                Some("EVCModeIllegalByVendor") => {
-                    Self::EVCModeIllegalByVendor(r.read_boxed()?)
-                }
-                Some("EVCModeUnsupportedByHosts") => {
-                    Self::EVCModeUnsupportedByHosts(r.read_boxed()?)
-                }
-                Some("EVCUnsupportedByHostHardware") => {
-                    Self::EVCUnsupportedByHostHardware(r.read_boxed()?)
-                }
-                Some("EVCUnsupportedByHostSoftware") => {
-                    Self::EVCUnsupportedByHostSoftware(r.read_boxed()?)
-                }
-                Some("EightHostLimitViolated") => {
-                    Self::EightHostLimitViolated(r.read_boxed()?)
-                }
-                Some("EncryptionKeyRequired") => {
-                    Self::EncryptionKeyRequired(r.read_boxed()?)
-                }
-                Some("ExpiredAddonLicense") => Self::ExpiredAddonLicense(r.read_boxed()?),
-                Some("ExpiredEditionLicense") => {
-                    Self::ExpiredEditionLicense(r.read_boxed()?)
-                }
-                Some("ExpiredFeatureLicense") => {
-                    Self::ExpiredFeatureLicense(r.read_boxed()?)
-                }
-                Some("ExtendedFault") => Self::ExtendedFault(r.read_boxed()?),
-                Some("FailToEnableSPBM") => Self::FailToEnableSPBM(r.read_boxed()?),
-                Some("FailToLockFaultToleranceVMs") => {
-                    Self::FailToLockFaultToleranceVMs(r.read_boxed()?)
-                }
-                Some("FaultToleranceAntiAffinityViolated") => {
-                    Self::FaultToleranceAntiAffinityViolated(r.read_boxed()?)
-                }
-                Some("FaultToleranceCannotEditMem") => {
-                    Self::FaultToleranceCannotEditMem(r.read_boxed()?)
-                }
-                Some("FaultToleranceCpuIncompatible") => {
-                    Self::FaultToleranceCpuIncompatible(r.read_boxed()?)
-                }
-                Some("FaultToleranceNeedsThickDisk") => {
-                    Self::FaultToleranceNeedsThickDisk(r.read_boxed()?)
-                }
-                Some("FaultToleranceNotLicensed") => {
-                    Self::FaultToleranceNotLicensed(r.read_boxed()?)
-                }
-                Some("FaultToleranceNotSameBuild") => {
-                    Self::FaultToleranceNotSameBuild(r.read_boxed()?)
-                }
-                Some("FaultTolerancePrimaryPowerOnNotAttempted") => {
-                    Self::FaultTolerancePrimaryPowerOnNotAttempted(r.read_boxed()?)
-                }
-                Some("FaultToleranceVmNotDasProtected") => {
-                    Self::FaultToleranceVmNotDasProtected(r.read_boxed()?)
-                }
-                Some("FcoeFault") => Self::FcoeFault(r.read_boxed()?),
-                Some("FcoeFaultPnicHasNoPortSet") => {
-                    Self::FcoeFaultPnicHasNoPortSet(r.read_boxed()?)
-                }
-                Some("FeatureRequirementsNotMet") => {
-                    Self::FeatureRequirementsNotMet(r.read_boxed()?)
-                }
-                Some("FileAlreadyExists") => Self::FileAlreadyExists(r.read_boxed()?),
-                Some("FileBackedPortNotSupported") => {
-                    Self::FileBackedPortNotSupported(r.read_boxed()?)
-                }
-                Some("FileFault") => Self::FileFault(r.read_boxed()?),
-                Some("FileLocked") => Self::FileLocked(r.read_boxed()?),
-                Some("FileNameTooLong") => Self::FileNameTooLong(r.read_boxed()?),
-                Some("FileNotFound") => Self::FileNotFound(r.read_boxed()?),
-                Some("FileNotWritable") => Self::FileNotWritable(r.read_boxed()?),
-                Some("FileTooLarge") => Self::FileTooLarge(r.read_boxed()?),
-                Some("FilesystemQuiesceFault") => {
-                    Self::FilesystemQuiesceFault(r.read_boxed()?)
-                }
-                Some("FilterInUse") => Self::FilterInUse(r.read_boxed()?),
-                Some("FtIssuesOnHost") => Self::FtIssuesOnHost(r.read_boxed()?),
-                Some("FullStorageVMotionNotSupported") => {
-                    Self::FullStorageVMotionNotSupported(r.read_boxed()?)
-                }
-                Some("GatewayConnectFault") => Self::GatewayConnectFault(r.read_boxed()?),
-                Some("GatewayHostNotReachable") => {
-                    Self::GatewayHostNotReachable(r.read_boxed()?)
-                }
-                Some("GatewayNotFound") => Self::GatewayNotFound(r.read_boxed()?),
-                Some("GatewayNotReachable") => Self::GatewayNotReachable(r.read_boxed()?),
-                Some("GatewayOperationRefused") => {
-                    Self::GatewayOperationRefused(r.read_boxed()?)
-                }
-                Some("GatewayToHostAuthFault") => {
-                    Self::GatewayToHostAuthFault(r.read_boxed()?)
-                }
-                Some("GatewayToHostConnectFault") => {
-                    Self::GatewayToHostConnectFault(r.read_boxed()?)
-                }
-                Some("GatewayToHostTrustVerifyFault") => {
-                    Self::GatewayToHostTrustVerifyFault(r.read_boxed()?)
-                }
-                Some("GenericDrsFault") => Self::GenericDrsFault(r.read_boxed()?),
-                Some("GenericVmConfigFault") => {
-                    Self::GenericVmConfigFault(r.read_boxed()?)
-                }
-                Some("GuestAuthenticationChallenge") => {
-                    Self::GuestAuthenticationChallenge(r.read_boxed()?)
-                }
-                Some("GuestComponentsOutOfDate") => {
-                    Self::GuestComponentsOutOfDate(r.read_boxed()?)
-                }
-                Some("GuestMultipleMappings") => {
-                    Self::GuestMultipleMappings(r.read_boxed()?)
-                }
-                Some("GuestOperationsFault") => {
-                    Self::GuestOperationsFault(r.read_boxed()?)
-                }
-                Some("GuestOperationsUnavailable") => {
-                    Self::GuestOperationsUnavailable(r.read_boxed()?)
-                }
-                Some("GuestPermissionDenied") => {
-                    Self::GuestPermissionDenied(r.read_boxed()?)
-                }
-                Some("GuestProcessNotFound") => {
-                    Self::GuestProcessNotFound(r.read_boxed()?)
-                }
-                Some("GuestRegistryFault") => Self::GuestRegistryFault(r.read_boxed()?),
-                Some("GuestRegistryKeyAlreadyExists") => {
-                    Self::GuestRegistryKeyAlreadyExists(r.read_boxed()?)
-                }
-                Some("GuestRegistryKeyFault") => {
-                    Self::GuestRegistryKeyFault(r.read_boxed()?)
-                }
-                Some("GuestRegistryKeyHasSubkeys") => {
-                    Self::GuestRegistryKeyHasSubkeys(r.read_boxed()?)
-                }
-                Some("GuestRegistryKeyInvalid") => {
-                    Self::GuestRegistryKeyInvalid(r.read_boxed()?)
-                }
-                Some("GuestRegistryKeyParentVolatile") => {
-                    Self::GuestRegistryKeyParentVolatile(r.read_boxed()?)
-                }
-                Some("GuestRegistryValueFault") => {
-                    Self::GuestRegistryValueFault(r.read_boxed()?)
-                }
-                Some("GuestRegistryValueNotFound") => {
-                    Self::GuestRegistryValueNotFound(r.read_boxed()?)
-                }
-                Some("HAErrorsAtDest") => Self::HAErrorsAtDest(r.read_boxed()?),
-                Some("HeterogenousHostsBlockingEVC") => {
-                    Self::HeterogenousHostsBlockingEVC(r.read_boxed()?)
-                }
-                Some("HostAccessRestrictedToManagementServer") => {
-                    Self::HostAccessRestrictedToManagementServer(r.read_boxed()?)
-                }
-                Some("HostCommunication") => Self::HostCommunication(r.read_boxed()?),
-                Some("HostConfigFailed") => Self::HostConfigFailed(r.read_boxed()?),
-                Some("HostConfigFault") => Self::HostConfigFault(r.read_boxed()?),
-                Some("HostConnectFault") => Self::HostConnectFault(r.read_boxed()?),
-                Some("HostHasComponentFailure") => {
-                    Self::HostHasComponentFailure(r.read_boxed()?)
-                }
-                Some("HostInDomain") => Self::HostInDomain(r.read_boxed()?),
-                Some("HostIncompatibleForFaultTolerance") => {
-                    Self::HostIncompatibleForFaultTolerance(r.read_boxed()?)
-                }
-                Some("HostIncompatibleForRecordReplay") => {
-                    Self::HostIncompatibleForRecordReplay(r.read_boxed()?)
-                }
-                Some("HostInventoryFull") => Self::HostInventoryFull(r.read_boxed()?),
-                Some("HostNotConnected") => Self::HostNotConnected(r.read_boxed()?),
-                Some("HostNotReachable") => Self::HostNotReachable(r.read_boxed()?),
-                Some("HostPowerOpFailed") => Self::HostPowerOpFailed(r.read_boxed()?),
-                Some("HostSpecificationOperationFailed") => {
-                    Self::HostSpecificationOperationFailed(r.read_boxed()?)
-                }
-                Some("HotSnapshotMoveNotSupported") => {
-                    Self::HotSnapshotMoveNotSupported(r.read_boxed()?)
-                }
-                Some("HttpFault") => Self::HttpFault(r.read_boxed()?),
-                Some("IDEDiskNotSupported") => Self::IDEDiskNotSupported(r.read_boxed()?),
-                Some("IORMNotSupportedHostOnDatastore") => {
-                    Self::IORMNotSupportedHostOnDatastore(r.read_boxed()?)
-                }
-                Some("ImportHostAddFailure") => {
-                    Self::ImportHostAddFailure(r.read_boxed()?)
-                }
-                Some("ImportOperationBulkFault") => {
-                    Self::ImportOperationBulkFault(r.read_boxed()?)
-                }
-                Some("InUseFeatureManipulationDisallowed") => {
-                    Self::InUseFeatureManipulationDisallowed(r.read_boxed()?)
-                }
-                Some("InaccessibleDatastore") => {
-                    Self::InaccessibleDatastore(r.read_boxed()?)
-                }
-                Some("InaccessibleFTMetadataDatastore") => {
-                    Self::InaccessibleFTMetadataDatastore(r.read_boxed()?)
-                }
-                Some("InaccessibleVFlashSource") => {
-                    Self::InaccessibleVFlashSource(r.read_boxed()?)
-                }
-                Some("IncompatibleDefaultDevice") => {
-                    Self::IncompatibleDefaultDevice(r.read_boxed()?)
-                }
-                Some("IncompatibleHostForFtSecondary") => {
-                    Self::IncompatibleHostForFtSecondary(r.read_boxed()?)
-                }
-                Some("IncompatibleHostForVmReplication") => {
-                    Self::IncompatibleHostForVmReplication(r.read_boxed()?)
-                }
-                Some("IncompatibleSetting") => Self::IncompatibleSetting(r.read_boxed()?),
-                Some("IncorrectFileType") => Self::IncorrectFileType(r.read_boxed()?),
-                Some("IncorrectHostInformation") => {
-                    Self::IncorrectHostInformation(r.read_boxed()?)
-                }
-                Some("IndependentDiskVMotionNotSupported") => {
-                    Self::IndependentDiskVMotionNotSupported(r.read_boxed()?)
-                }
-                Some("InsufficientAgentVmsDeployed") => {
-                    Self::InsufficientAgentVmsDeployed(r.read_boxed()?)
-                }
-                Some("InsufficientCpuResourcesFault") => {
-                    Self::InsufficientCpuResourcesFault(r.read_boxed()?)
-                }
-                Some("InsufficientDisks") => Self::InsufficientDisks(r.read_boxed()?),
-                Some("InsufficientFailoverResourcesFault") => {
-                    Self::InsufficientFailoverResourcesFault(r.read_boxed()?)
-                }
-                Some("InsufficientGraphicsResourcesFault") => {
-                    Self::InsufficientGraphicsResourcesFault(r.read_boxed()?)
-                }
-                Some("InsufficientHostCapacityFault") => {
-                    Self::InsufficientHostCapacityFault(r.read_boxed()?)
-                }
-                Some("InsufficientHostCpuCapacityFault") => {
-                    Self::InsufficientHostCpuCapacityFault(r.read_boxed()?)
-                }
-                Some("InsufficientHostMemoryCapacityFault") => {
-                    Self::InsufficientHostMemoryCapacityFault(r.read_boxed()?)
-                }
-                Some("InsufficientMemoryResourcesFault") => {
-                    Self::InsufficientMemoryResourcesFault(r.read_boxed()?)
-                }
-                Some("InsufficientNetworkCapacity") => {
-                    Self::InsufficientNetworkCapacity(r.read_boxed()?)
-                }
-                Some("InsufficientNetworkResourcePoolCapacity") => {
-                    Self::InsufficientNetworkResourcePoolCapacity(r.read_boxed()?)
-                }
-                Some("InsufficientPerCpuCapacity") => {
-                    Self::InsufficientPerCpuCapacity(r.read_boxed()?)
-                }
-                Some("InsufficientResourcesFault") => {
-                    Self::InsufficientResourcesFault(r.read_boxed()?)
-                }
-                Some("InsufficientStandbyCpuResource") => {
-                    Self::InsufficientStandbyCpuResource(r.read_boxed()?)
-                }
-                Some("InsufficientStandbyMemoryResource") => {
-                    Self::InsufficientStandbyMemoryResource(r.read_boxed()?)
-                }
-                Some("InsufficientStandbyResource") => {
-                    Self::InsufficientStandbyResource(r.read_boxed()?)
-                }
-                Some("InsufficientStorageIops") => {
-                    Self::InsufficientStorageIops(r.read_boxed()?)
-                }
-                Some("InsufficientStorageSpace") => {
-                    Self::InsufficientStorageSpace(r.read_boxed()?)
-                }
-                Some("InsufficientVFlashResourcesFault") => {
-                    Self::InsufficientVFlashResourcesFault(r.read_boxed()?)
-                }
-                Some("InvalidAffinitySettingFault") => {
-                    Self::InvalidAffinitySettingFault(r.read_boxed()?)
-                }
-                Some("InvalidArgument") => Self::InvalidArgument(r.read_boxed()?),
-                Some("InvalidBmcRole") => Self::InvalidBmcRole(r.read_boxed()?),
-                Some("InvalidBundle") => Self::InvalidBundle(r.read_boxed()?),
-                Some("InvalidCAMCertificate") => {
-                    Self::InvalidCAMCertificate(r.read_boxed()?)
-                }
-                Some("InvalidCAMServer") => Self::InvalidCAMServer(r.read_boxed()?),
-                Some("InvalidClientCertificate") => {
-                    Self::InvalidClientCertificate(r.read_boxed()?)
-                }
-                Some("InvalidCollectorVersion") => {
-                    Self::InvalidCollectorVersion(r.read_boxed()?)
-                }
-                Some("InvalidController") => Self::InvalidController(r.read_boxed()?),
-                Some("InvalidDasConfigArgument") => {
-                    Self::InvalidDasConfigArgument(r.read_boxed()?)
-                }
-                Some("InvalidDasRestartPriorityForFtVm") => {
-                    Self::InvalidDasRestartPriorityForFtVm(r.read_boxed()?)
-                }
-                Some("InvalidDatastore") => Self::InvalidDatastore(r.read_boxed()?),
-                Some("InvalidDatastorePath") => {
-                    Self::InvalidDatastorePath(r.read_boxed()?)
-                }
-                Some("InvalidDatastoreState") => {
-                    Self::InvalidDatastoreState(r.read_boxed()?)
-                }
-                Some("InvalidDeviceBacking") => {
-                    Self::InvalidDeviceBacking(r.read_boxed()?)
-                }
-                Some("InvalidDeviceOperation") => {
-                    Self::InvalidDeviceOperation(r.read_boxed()?)
-                }
-                Some("InvalidDeviceSpec") => Self::InvalidDeviceSpec(r.read_boxed()?),
-                Some("InvalidDiskFormat") => Self::InvalidDiskFormat(r.read_boxed()?),
-                Some("InvalidDrsBehaviorForFtVm") => {
-                    Self::InvalidDrsBehaviorForFtVm(r.read_boxed()?)
-                }
-                Some("InvalidEditionLicense") => {
-                    Self::InvalidEditionLicense(r.read_boxed()?)
-                }
-                Some("InvalidEvent") => Self::InvalidEvent(r.read_boxed()?),
-                Some("InvalidFolder") => Self::InvalidFolder(r.read_boxed()?),
-                Some("InvalidFormat") => Self::InvalidFormat(r.read_boxed()?),
-                Some("InvalidGuestLogin") => Self::InvalidGuestLogin(r.read_boxed()?),
-                Some("InvalidHostConnectionState") => {
-                    Self::InvalidHostConnectionState(r.read_boxed()?)
-                }
-                Some("InvalidHostName") => Self::InvalidHostName(r.read_boxed()?),
-                Some("InvalidHostState") => Self::InvalidHostState(r.read_boxed()?),
-                Some("InvalidIndexArgument") => {
-                    Self::InvalidIndexArgument(r.read_boxed()?)
-                }
-                Some("InvalidIpfixConfig") => Self::InvalidIpfixConfig(r.read_boxed()?),
-                Some("InvalidIpmiLoginInfo") => {
-                    Self::InvalidIpmiLoginInfo(r.read_boxed()?)
-                }
-                Some("InvalidIpmiMacAddress") => {
-                    Self::InvalidIpmiMacAddress(r.read_boxed()?)
-                }
-                Some("InvalidLicense") => Self::InvalidLicense(r.read_boxed()?),
-                Some("InvalidLocale") => Self::InvalidLocale(r.read_boxed()?),
-                Some("InvalidLogin") => Self::InvalidLogin(r.read_boxed()?),
-                Some("InvalidName") => Self::InvalidName(r.read_boxed()?),
-                Some("InvalidNasCredentials") => {
-                    Self::InvalidNasCredentials(r.read_boxed()?)
-                }
-                Some("InvalidNetworkInType") => {
-                    Self::InvalidNetworkInType(r.read_boxed()?)
-                }
-                Some("InvalidNetworkResource") => {
-                    Self::InvalidNetworkResource(r.read_boxed()?)
-                }
-                Some("InvalidOperationOnSecondaryVm") => {
-                    Self::InvalidOperationOnSecondaryVm(r.read_boxed()?)
-                }
-                Some("InvalidPowerState") => Self::InvalidPowerState(r.read_boxed()?),
-                Some("InvalidPrivilege") => Self::InvalidPrivilege(r.read_boxed()?),
-                Some("InvalidProfileReferenceHost") => {
-                    Self::InvalidProfileReferenceHost(r.read_boxed()?)
-                }
-                Some("InvalidProperty") => Self::InvalidProperty(r.read_boxed()?),
-                Some("InvalidPropertyType") => Self::InvalidPropertyType(r.read_boxed()?),
-                Some("InvalidPropertyValue") => {
-                    Self::InvalidPropertyValue(r.read_boxed()?)
-                }
-                Some("InvalidRequest") => Self::InvalidRequest(r.read_boxed()?),
-                Some("InvalidResourcePoolStructureFault") => {
-                    Self::InvalidResourcePoolStructureFault(r.read_boxed()?)
-                }
-                Some("InvalidSnapshotFormat") => {
-                    Self::InvalidSnapshotFormat(r.read_boxed()?)
-                }
-                Some("InvalidState") => Self::InvalidState(r.read_boxed()?),
-                Some("InvalidType") => Self::InvalidType(r.read_boxed()?),
-                Some("InvalidVmConfig") => Self::InvalidVmConfig(r.read_boxed()?),
-                Some("InvalidVmState") => Self::InvalidVmState(r.read_boxed()?),
-                Some("InventoryHasStandardAloneHosts") => {
-                    Self::InventoryHasStandardAloneHosts(r.read_boxed()?)
-                }
-                Some("IpHostnameGeneratorError") => {
-                    Self::IpHostnameGeneratorError(r.read_boxed()?)
-                }
-                Some("IscsiFault") => Self::IscsiFault(r.read_boxed()?),
-                Some("IscsiFaultInvalidVnic") => {
-                    Self::IscsiFaultInvalidVnic(r.read_boxed()?)
-                }
-                Some("IscsiFaultPnicInUse") => Self::IscsiFaultPnicInUse(r.read_boxed()?),
-                Some("IscsiFaultVnicAlreadyBound") => {
-                    Self::IscsiFaultVnicAlreadyBound(r.read_boxed()?)
-                }
-                Some("IscsiFaultVnicHasActivePaths") => {
-                    Self::IscsiFaultVnicHasActivePaths(r.read_boxed()?)
-                }
-                Some("IscsiFaultVnicHasMultipleUplinks") => {
-                    Self::IscsiFaultVnicHasMultipleUplinks(r.read_boxed()?)
-                }
-                Some("IscsiFaultVnicHasNoUplinks") => {
-                    Self::IscsiFaultVnicHasNoUplinks(r.read_boxed()?)
-                }
-                Some("IscsiFaultVnicHasWrongUplink") => {
-                    Self::IscsiFaultVnicHasWrongUplink(r.read_boxed()?)
-                }
-                Some("IscsiFaultVnicInUse") => Self::IscsiFaultVnicInUse(r.read_boxed()?),
-                Some("IscsiFaultVnicIsLastPath") => {
-                    Self::IscsiFaultVnicIsLastPath(r.read_boxed()?)
-                }
-                Some("IscsiFaultVnicNotBound") => {
-                    Self::IscsiFaultVnicNotBound(r.read_boxed()?)
-                }
-                Some("IscsiFaultVnicNotFound") => {
-                    Self::IscsiFaultVnicNotFound(r.read_boxed()?)
-                }
-                Some("KeyNotFound") => Self::KeyNotFound(r.read_boxed()?),
-                Some("LargeRDMConversionNotSupported") => {
-                    Self::LargeRDMConversionNotSupported(r.read_boxed()?)
-                }
-                Some("LargeRDMNotSupportedOnDatastore") => {
-                    Self::LargeRDMNotSupportedOnDatastore(r.read_boxed()?)
-                }
-                Some("LegacyNetworkInterfaceInUse") => {
-                    Self::LegacyNetworkInterfaceInUse(r.read_boxed()?)
-                }
-                Some("LicenseAssignmentFailed") => {
-                    Self::LicenseAssignmentFailed(r.read_boxed()?)
-                }
-                Some("LicenseDowngradeDisallowed") => {
-                    Self::LicenseDowngradeDisallowed(r.read_boxed()?)
-                }
-                Some("LicenseEntityNotFound") => {
-                    Self::LicenseEntityNotFound(r.read_boxed()?)
-                }
-                Some("LicenseExpired") => Self::LicenseExpired(r.read_boxed()?),
-                Some("LicenseKeyEntityMismatch") => {
-                    Self::LicenseKeyEntityMismatch(r.read_boxed()?)
-                }
-                Some("LicenseRestricted") => Self::LicenseRestricted(r.read_boxed()?),
-                Some("LicenseServerUnavailable") => {
-                    Self::LicenseServerUnavailable(r.read_boxed()?)
-                }
-                Some("LicenseSourceUnavailable") => {
-                    Self::LicenseSourceUnavailable(r.read_boxed()?)
-                }
-                Some("LimitExceeded") => Self::LimitExceeded(r.read_boxed()?),
-                Some("LinuxVolumeNotClean") => Self::LinuxVolumeNotClean(r.read_boxed()?),
-                Some("LogBundlingFailed") => Self::LogBundlingFailed(r.read_boxed()?),
-                Some("MaintenanceModeFileMove") => {
-                    Self::MaintenanceModeFileMove(r.read_boxed()?)
-                }
-                Some("ManagedObjectNotFound") => {
-                    Self::ManagedObjectNotFound(r.read_boxed()?)
-                }
-                Some("MemoryFileFormatNotSupportedByDatastore") => {
-                    Self::MemoryFileFormatNotSupportedByDatastore(r.read_boxed()?)
-                }
-                Some("MemoryHotPlugNotSupported") => {
-                    Self::MemoryHotPlugNotSupported(r.read_boxed()?)
-                }
-                Some("MemorySizeNotRecommended") => {
-                    Self::MemorySizeNotRecommended(r.read_boxed()?)
-                }
-                Some("MemorySizeNotSupported") => {
-                    Self::MemorySizeNotSupported(r.read_boxed()?)
-                }
-                Some("MemorySizeNotSupportedByDatastore") => {
-                    Self::MemorySizeNotSupportedByDatastore(r.read_boxed()?)
-                }
-                Some("MemorySnapshotOnIndependentDisk") => {
-                    Self::MemorySnapshotOnIndependentDisk(r.read_boxed()?)
-                }
-                Some("MethodAlreadyDisabledFault") => {
-                    Self::MethodAlreadyDisabledFault(r.read_boxed()?)
-                }
-                Some("MethodDisabled") => Self::MethodDisabled(r.read_boxed()?),
-                Some("MethodNotFound") => Self::MethodNotFound(r.read_boxed()?),
-                Some("MigrationDisabled") => Self::MigrationDisabled(r.read_boxed()?),
-                Some("MigrationFault") => Self::MigrationFault(r.read_boxed()?),
-                Some("MigrationFeatureNotSupported") => {
-                    Self::MigrationFeatureNotSupported(r.read_boxed()?)
-                }
-                Some("MigrationNotReady") => Self::MigrationNotReady(r.read_boxed()?),
-                Some("MismatchedBundle") => Self::MismatchedBundle(r.read_boxed()?),
-                Some("MismatchedNetworkPolicies") => {
-                    Self::MismatchedNetworkPolicies(r.read_boxed()?)
-                }
-                Some("MismatchedVMotionNetworkNames") => {
-                    Self::MismatchedVMotionNetworkNames(r.read_boxed()?)
-                }
-                Some("MissingBmcSupport") => Self::MissingBmcSupport(r.read_boxed()?),
-                Some("MissingController") => Self::MissingController(r.read_boxed()?),
-                Some("MissingIpPool") => Self::MissingIpPool(r.read_boxed()?),
-                Some("MissingLinuxCustResources") => {
-                    Self::MissingLinuxCustResources(r.read_boxed()?)
-                }
-                Some("MissingNetworkIpConfig") => {
-                    Self::MissingNetworkIpConfig(r.read_boxed()?)
-                }
-                Some("MissingPowerOffConfiguration") => {
-                    Self::MissingPowerOffConfiguration(r.read_boxed()?)
-                }
-                Some("MissingPowerOnConfiguration") => {
-                    Self::MissingPowerOnConfiguration(r.read_boxed()?)
-                }
-                Some("MissingWindowsCustResources") => {
-                    Self::MissingWindowsCustResources(r.read_boxed()?)
-                }
-                Some("MksConnectionLimitReached") => {
-                    Self::MksConnectionLimitReached(r.read_boxed()?)
-                }
-                Some("MountError") => Self::MountError(r.read_boxed()?),
-                Some("MultiWriterNotSupported") => {
-                    Self::MultiWriterNotSupported(r.read_boxed()?)
-                }
-                Some("MultipleCertificatesVerifyFault") => {
-                    Self::MultipleCertificatesVerifyFault(r.read_boxed()?)
-                }
-                Some("MultipleSnapshotsNotSupported") => {
-                    Self::MultipleSnapshotsNotSupported(r.read_boxed()?)
-                }
-                Some("NamespaceFull") => Self::NamespaceFull(r.read_boxed()?),
-                Some("NamespaceLimitReached") => {
-                    Self::NamespaceLimitReached(r.read_boxed()?)
-                }
-                Some("NamespaceWriteProtected") => {
-                    Self::NamespaceWriteProtected(r.read_boxed()?)
-                }
-                Some("NasConfigFault") => Self::NasConfigFault(r.read_boxed()?),
-                Some("NasConnectionLimitReached") => {
-                    Self::NasConnectionLimitReached(r.read_boxed()?)
-                }
-                Some("NasSessionCredentialConflict") => {
-                    Self::NasSessionCredentialConflict(r.read_boxed()?)
-                }
-                Some("NasVolumeNotMounted") => Self::NasVolumeNotMounted(r.read_boxed()?),
-                Some("NetworkCopyFault") => Self::NetworkCopyFault(r.read_boxed()?),
-                Some("NetworkDisruptedAndConfigRolledBack") => {
-                    Self::NetworkDisruptedAndConfigRolledBack(r.read_boxed()?)
-                }
-                Some("NetworkInaccessible") => Self::NetworkInaccessible(r.read_boxed()?),
-                Some("NetworksMayNotBeTheSame") => {
-                    Self::NetworksMayNotBeTheSame(r.read_boxed()?)
-                }
-                Some("NicSettingMismatch") => Self::NicSettingMismatch(r.read_boxed()?),
-                Some("NoActiveHostInCluster") => {
-                    Self::NoActiveHostInCluster(r.read_boxed()?)
-                }
-                Some("NoAvailableIp") => Self::NoAvailableIp(r.read_boxed()?),
-                Some("NoClientCertificate") => Self::NoClientCertificate(r.read_boxed()?),
-                Some("NoCompatibleDatastore") => {
-                    Self::NoCompatibleDatastore(r.read_boxed()?)
-                }
-                Some("NoCompatibleHardAffinityHost") => {
-                    Self::NoCompatibleHardAffinityHost(r.read_boxed()?)
-                }
-                Some("NoCompatibleHost") => Self::NoCompatibleHost(r.read_boxed()?),
-                Some("NoCompatibleHostWithAccessToDevice") => {
-                    Self::NoCompatibleHostWithAccessToDevice(r.read_boxed()?)
-                }
-                Some("NoCompatibleSoftAffinityHost") => {
-                    Self::NoCompatibleSoftAffinityHost(r.read_boxed()?)
-                }
-                Some("NoConnectedDatastore") => {
-                    Self::NoConnectedDatastore(r.read_boxed()?)
-                }
-                Some("NoDiskFound") => Self::NoDiskFound(r.read_boxed()?),
-                Some("NoDiskSpace") => Self::NoDiskSpace(r.read_boxed()?),
-                Some("NoDisksToCustomize") => Self::NoDisksToCustomize(r.read_boxed()?),
-                Some("NoGateway") => Self::NoGateway(r.read_boxed()?),
-                Some("NoGuestHeartbeat") => Self::NoGuestHeartbeat(r.read_boxed()?),
-                Some("NoHost") => Self::NoHost(r.read_boxed()?),
-                Some("NoHostSuitableForFtSecondary") => {
-                    Self::NoHostSuitableForFtSecondary(r.read_boxed()?)
-                }
-                Some("NoLicenseServerConfigured") => {
-                    Self::NoLicenseServerConfigured(r.read_boxed()?)
-                }
-                Some("NoPeerHostFound") => Self::NoPeerHostFound(r.read_boxed()?),
-                Some("NoPermission") => Self::NoPermission(r.read_boxed()?),
-                Some("NoPermissionOnAD") => Self::NoPermissionOnAD(r.read_boxed()?),
-                Some("NoPermissionOnHost") => Self::NoPermissionOnHost(r.read_boxed()?),
-                Some("NoPermissionOnNasVolume") => {
-                    Self::NoPermissionOnNasVolume(r.read_boxed()?)
-                }
-                Some("NoSubjectName") => Self::NoSubjectName(r.read_boxed()?),
-                Some("NoVcManagedIpConfigured") => {
-                    Self::NoVcManagedIpConfigured(r.read_boxed()?)
-                }
-                Some("NoVirtualNic") => Self::NoVirtualNic(r.read_boxed()?),
-                Some("NoVmInVApp") => Self::NoVmInVApp(r.read_boxed()?),
-                Some("NonADUserRequired") => Self::NonADUserRequired(r.read_boxed()?),
-                Some("NonHomeRDMVMotionNotSupported") => {
-                    Self::NonHomeRDMVMotionNotSupported(r.read_boxed()?)
-                }
-                Some("NonPersistentDisksNotSupported") => {
-                    Self::NonPersistentDisksNotSupported(r.read_boxed()?)
-                }
-                Some("NonVmwareOuiMacNotSupportedHost") => {
-                    Self::NonVmwareOuiMacNotSupportedHost(r.read_boxed()?)
-                }
-                Some("NotADirectory") => Self::NotADirectory(r.read_boxed()?),
-                Some("NotAFile") => Self::NotAFile(r.read_boxed()?),
-                Some("NotAuthenticated") => Self::NotAuthenticated(r.read_boxed()?),
-                Some("NotEnoughCpus") => Self::NotEnoughCpus(r.read_boxed()?),
-                Some("NotEnoughLicenses") => Self::NotEnoughLicenses(r.read_boxed()?),
-                Some("NotEnoughLogicalCpus") => {
-                    Self::NotEnoughLogicalCpus(r.read_boxed()?)
-                }
-                Some("NotFound") => Self::NotFound(r.read_boxed()?),
-                Some("NotImplemented") => Self::NotImplemented(r.read_boxed()?),
-                Some("NotSupported") => Self::NotSupported(r.read_boxed()?),
-                Some("NotSupportedDeviceForFT") => {
-                    Self::NotSupportedDeviceForFT(r.read_boxed()?)
-                }
-                Some("NotSupportedHost") => Self::NotSupportedHost(r.read_boxed()?),
-                Some("NotSupportedHostForChecksum") => {
-                    Self::NotSupportedHostForChecksum(r.read_boxed()?)
-                }
-                Some("NotSupportedHostForVFlash") => {
-                    Self::NotSupportedHostForVFlash(r.read_boxed()?)
-                }
-                Some("NotSupportedHostForVmcp") => {
-                    Self::NotSupportedHostForVmcp(r.read_boxed()?)
-                }
-                Some("NotSupportedHostForVmemFile") => {
-                    Self::NotSupportedHostForVmemFile(r.read_boxed()?)
-                }
-                Some("NotSupportedHostForVsan") => {
-                    Self::NotSupportedHostForVsan(r.read_boxed()?)
-                }
-                Some("NotSupportedHostInCluster") => {
-                    Self::NotSupportedHostInCluster(r.read_boxed()?)
-                }
-                Some("NotSupportedHostInDvs") => {
-                    Self::NotSupportedHostInDvs(r.read_boxed()?)
-                }
-                Some("NotSupportedHostInHACluster") => {
-                    Self::NotSupportedHostInHACluster(r.read_boxed()?)
-                }
-                Some("NotUserConfigurableProperty") => {
-                    Self::NotUserConfigurableProperty(r.read_boxed()?)
-                }
-                Some("NumVirtualCoresPerSocketNotSupported") => {
-                    Self::NumVirtualCoresPerSocketNotSupported(r.read_boxed()?)
-                }
-                Some("NumVirtualCpusExceedsLimit") => {
-                    Self::NumVirtualCpusExceedsLimit(r.read_boxed()?)
-                }
-                Some("NumVirtualCpusIncompatible") => {
-                    Self::NumVirtualCpusIncompatible(r.read_boxed()?)
-                }
-                Some("NumVirtualCpusNotSupported") => {
-                    Self::NumVirtualCpusNotSupported(r.read_boxed()?)
-                }
-                Some("OperationDisabledByGuest") => {
-                    Self::OperationDisabledByGuest(r.read_boxed()?)
-                }
-                Some("OperationDisallowedOnHost") => {
-                    Self::OperationDisallowedOnHost(r.read_boxed()?)
-                }
-                Some("OperationNotSupportedByGuest") => {
-                    Self::OperationNotSupportedByGuest(r.read_boxed()?)
-                }
-                Some("OutOfBounds") => Self::OutOfBounds(r.read_boxed()?),
-                Some("OvfAttribute") => Self::OvfAttribute(r.read_boxed()?),
-                Some("OvfConnectedDevice") => Self::OvfConnectedDevice(r.read_boxed()?),
-                Some("OvfConnectedDeviceFloppy") => {
-                    Self::OvfConnectedDeviceFloppy(r.read_boxed()?)
-                }
-                Some("OvfConnectedDeviceIso") => {
-                    Self::OvfConnectedDeviceIso(r.read_boxed()?)
-                }
-                Some("OvfConstraint") => Self::OvfConstraint(r.read_boxed()?),
-                Some("OvfConsumerCallbackFault") => {
-                    Self::OvfConsumerCallbackFault(r.read_boxed()?)
-                }
-                Some("OvfConsumerCommunicationError") => {
-                    Self::OvfConsumerCommunicationError(r.read_boxed()?)
-                }
-                Some("OvfConsumerFault") => Self::OvfConsumerFault(r.read_boxed()?),
-                Some("OvfConsumerInvalidSection") => {
-                    Self::OvfConsumerInvalidSection(r.read_boxed()?)
-                }
-                Some("OvfConsumerPowerOnFault") => {
-                    Self::OvfConsumerPowerOnFault(r.read_boxed()?)
-                }
-                Some("OvfConsumerUndeclaredSection") => {
-                    Self::OvfConsumerUndeclaredSection(r.read_boxed()?)
-                }
-                Some("OvfConsumerUndefinedPrefix") => {
-                    Self::OvfConsumerUndefinedPrefix(r.read_boxed()?)
-                }
-                Some("OvfConsumerValidationFault") => {
-                    Self::OvfConsumerValidationFault(r.read_boxed()?)
-                }
-                Some("OvfCpuCompatibility") => Self::OvfCpuCompatibility(r.read_boxed()?),
-                Some("OvfCpuCompatibilityCheckNotSupported") => {
-                    Self::OvfCpuCompatibilityCheckNotSupported(r.read_boxed()?)
-                }
-                Some("OvfDiskMappingNotFound") => {
-                    Self::OvfDiskMappingNotFound(r.read_boxed()?)
-                }
-                Some("OvfDiskOrderConstraint") => {
-                    Self::OvfDiskOrderConstraint(r.read_boxed()?)
-                }
-                Some("OvfDuplicateElement") => Self::OvfDuplicateElement(r.read_boxed()?),
-                Some("OvfDuplicatedElementBoundary") => {
-                    Self::OvfDuplicatedElementBoundary(r.read_boxed()?)
-                }
-                Some("OvfDuplicatedPropertyIdExport") => {
-                    Self::OvfDuplicatedPropertyIdExport(r.read_boxed()?)
-                }
-                Some("OvfDuplicatedPropertyIdImport") => {
-                    Self::OvfDuplicatedPropertyIdImport(r.read_boxed()?)
-                }
-                Some("OvfElement") => Self::OvfElement(r.read_boxed()?),
-                Some("OvfElementInvalidValue") => {
-                    Self::OvfElementInvalidValue(r.read_boxed()?)
-                }
-                Some("OvfExport") => Self::OvfExport(r.read_boxed()?),
-                Some("OvfExportFailed") => Self::OvfExportFailed(r.read_boxed()?),
-                Some("OvfFault") => Self::OvfFault(r.read_boxed()?),
-                Some("OvfHardwareCheck") => Self::OvfHardwareCheck(r.read_boxed()?),
-                Some("OvfHardwareExport") => Self::OvfHardwareExport(r.read_boxed()?),
-                Some("OvfHostResourceConstraint") => {
-                    Self::OvfHostResourceConstraint(r.read_boxed()?)
-                }
-                Some("OvfHostValueNotParsed") => {
-                    Self::OvfHostValueNotParsed(r.read_boxed()?)
-                }
-                Some("OvfImport") => Self::OvfImport(r.read_boxed()?),
-                Some("OvfImportFailed") => Self::OvfImportFailed(r.read_boxed()?),
-                Some("OvfInternalError") => Self::OvfInternalError(r.read_boxed()?),
-                Some("OvfInvalidPackage") => Self::OvfInvalidPackage(r.read_boxed()?),
-                Some("OvfInvalidValue") => Self::OvfInvalidValue(r.read_boxed()?),
-                Some("OvfInvalidValueConfiguration") => {
-                    Self::OvfInvalidValueConfiguration(r.read_boxed()?)
-                }
-                Some("OvfInvalidValueEmpty") => {
-                    Self::OvfInvalidValueEmpty(r.read_boxed()?)
-                }
-                Some("OvfInvalidValueFormatMalformed") => {
-                    Self::OvfInvalidValueFormatMalformed(r.read_boxed()?)
-                }
-                Some("OvfInvalidValueReference") => {
-                    Self::OvfInvalidValueReference(r.read_boxed()?)
-                }
-                Some("OvfInvalidVmName") => Self::OvfInvalidVmName(r.read_boxed()?),
-                Some("OvfMappedOsId") => Self::OvfMappedOsId(r.read_boxed()?),
-                Some("OvfMissingAttribute") => Self::OvfMissingAttribute(r.read_boxed()?),
-                Some("OvfMissingElement") => Self::OvfMissingElement(r.read_boxed()?),
-                Some("OvfMissingElementNormalBoundary") => {
-                    Self::OvfMissingElementNormalBoundary(r.read_boxed()?)
-                }
-                Some("OvfMissingHardware") => Self::OvfMissingHardware(r.read_boxed()?),
-                Some("OvfNetworkMappingNotSupported") => {
-                    Self::OvfNetworkMappingNotSupported(r.read_boxed()?)
-                }
-                Some("OvfNoHostNic") => Self::OvfNoHostNic(r.read_boxed()?),
-                Some("OvfNoSpaceOnController") => {
-                    Self::OvfNoSpaceOnController(r.read_boxed()?)
-                }
-                Some("OvfNoSupportedHardwareFamily") => {
-                    Self::OvfNoSupportedHardwareFamily(r.read_boxed()?)
-                }
-                Some("OvfProperty") => Self::OvfProperty(r.read_boxed()?),
-                Some("OvfPropertyExport") => Self::OvfPropertyExport(r.read_boxed()?),
-                Some("OvfPropertyNetwork") => Self::OvfPropertyNetwork(r.read_boxed()?),
-                Some("OvfPropertyNetworkExport") => {
-                    Self::OvfPropertyNetworkExport(r.read_boxed()?)
-                }
-                Some("OvfPropertyQualifier") => {
-                    Self::OvfPropertyQualifier(r.read_boxed()?)
-                }
-                Some("OvfPropertyQualifierDuplicate") => {
-                    Self::OvfPropertyQualifierDuplicate(r.read_boxed()?)
-                }
-                Some("OvfPropertyQualifierIgnored") => {
-                    Self::OvfPropertyQualifierIgnored(r.read_boxed()?)
-                }
-                Some("OvfPropertyType") => Self::OvfPropertyType(r.read_boxed()?),
-                Some("OvfPropertyValue") => Self::OvfPropertyValue(r.read_boxed()?),
-                Some("OvfSystemFault") => Self::OvfSystemFault(r.read_boxed()?),
-                Some("OvfToXmlUnsupportedElement") => {
-                    Self::OvfToXmlUnsupportedElement(r.read_boxed()?)
-                }
-                Some("OvfUnableToExportDisk") => {
-                    Self::OvfUnableToExportDisk(r.read_boxed()?)
-                }
-                Some("OvfUnexpectedElement") => {
-                    Self::OvfUnexpectedElement(r.read_boxed()?)
-                }
-                Some("OvfUnknownDevice") => Self::OvfUnknownDevice(r.read_boxed()?),
-                Some("OvfUnknownDeviceBacking") => {
-                    Self::OvfUnknownDeviceBacking(r.read_boxed()?)
-                }
-                Some("OvfUnknownEntity") => Self::OvfUnknownEntity(r.read_boxed()?),
-                Some("OvfUnsupportedAttribute") => {
-                    Self::OvfUnsupportedAttribute(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedAttributeValue") => {
-                    Self::OvfUnsupportedAttributeValue(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedDeviceBackingInfo") => {
-                    Self::OvfUnsupportedDeviceBackingInfo(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedDeviceBackingOption") => {
-                    Self::OvfUnsupportedDeviceBackingOption(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedDeviceExport") => {
-                    Self::OvfUnsupportedDeviceExport(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedDiskProvisioning") => {
-                    Self::OvfUnsupportedDiskProvisioning(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedElement") => {
-                    Self::OvfUnsupportedElement(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedElementValue") => {
-                    Self::OvfUnsupportedElementValue(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedPackage") => {
-                    Self::OvfUnsupportedPackage(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedSection") => {
-                    Self::OvfUnsupportedSection(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedSubType") => {
-                    Self::OvfUnsupportedSubType(r.read_boxed()?)
-                }
-                Some("OvfUnsupportedType") => Self::OvfUnsupportedType(r.read_boxed()?),
-                Some("OvfWrongElement") => Self::OvfWrongElement(r.read_boxed()?),
-                Some("OvfWrongNamespace") => Self::OvfWrongNamespace(r.read_boxed()?),
-                Some("OvfXmlFormat") => Self::OvfXmlFormat(r.read_boxed()?),
-                Some("PasswordExpired") => Self::PasswordExpired(r.read_boxed()?),
-                Some("PatchAlreadyInstalled") => {
-                    Self::PatchAlreadyInstalled(r.read_boxed()?)
-                }
-                Some("PatchBinariesNotFound") => {
-                    Self::PatchBinariesNotFound(r.read_boxed()?)
-                }
-                Some("PatchInstallFailed") => Self::PatchInstallFailed(r.read_boxed()?),
-                Some("PatchIntegrityError") => Self::PatchIntegrityError(r.read_boxed()?),
-                Some("PatchMetadataCorrupted") => {
-                    Self::PatchMetadataCorrupted(r.read_boxed()?)
-                }
-                Some("PatchMetadataInvalid") => {
-                    Self::PatchMetadataInvalid(r.read_boxed()?)
-                }
-                Some("PatchMetadataNotFound") => {
-                    Self::PatchMetadataNotFound(r.read_boxed()?)
-                }
-                Some("PatchMissingDependencies") => {
-                    Self::PatchMissingDependencies(r.read_boxed()?)
-                }
-                Some("PatchNotApplicable") => Self::PatchNotApplicable(r.read_boxed()?),
-                Some("PatchSuperseded") => Self::PatchSuperseded(r.read_boxed()?),
-                Some("PhysCompatRDMNotSupported") => {
-                    Self::PhysCompatRDMNotSupported(r.read_boxed()?)
-                }
-                Some("PlatformConfigFault") => Self::PlatformConfigFault(r.read_boxed()?),
-                Some("PowerOnFtSecondaryFailed") => {
-                    Self::PowerOnFtSecondaryFailed(r.read_boxed()?)
-                }
-                Some("PowerOnFtSecondaryTimedout") => {
-                    Self::PowerOnFtSecondaryTimedout(r.read_boxed()?)
-                }
-                Some("ProfileUpdateFailed") => Self::ProfileUpdateFailed(r.read_boxed()?),
-                Some("QuarantineModeFault") => Self::QuarantineModeFault(r.read_boxed()?),
-                Some("QuestionPending") => Self::QuestionPending(r.read_boxed()?),
-                Some("QuiesceDatastoreIOForHAFailed") => {
-                    Self::QuiesceDatastoreIOForHAFailed(r.read_boxed()?)
-                }
-                Some("RDMConversionNotSupported") => {
-                    Self::RDMConversionNotSupported(r.read_boxed()?)
-                }
-                Some("RDMNotPreserved") => Self::RDMNotPreserved(r.read_boxed()?),
-                Some("RDMNotSupported") => Self::RDMNotSupported(r.read_boxed()?),
-                Some("RDMNotSupportedOnDatastore") => {
-                    Self::RDMNotSupportedOnDatastore(r.read_boxed()?)
-                }
-                Some("RDMPointsToInaccessibleDisk") => {
-                    Self::RDMPointsToInaccessibleDisk(r.read_boxed()?)
-                }
-                Some("RawDiskNotSupported") => Self::RawDiskNotSupported(r.read_boxed()?),
-                Some("ReadHostResourcePoolTreeFailed") => {
-                    Self::ReadHostResourcePoolTreeFailed(r.read_boxed()?)
-                }
-                Some("ReadOnlyDisksWithLegacyDestination") => {
-                    Self::ReadOnlyDisksWithLegacyDestination(r.read_boxed()?)
-                }
-                Some("RebootRequired") => Self::RebootRequired(r.read_boxed()?),
-                Some("RecordReplayDisabled") => {
-                    Self::RecordReplayDisabled(r.read_boxed()?)
-                }
-                Some("RemoteDeviceNotSupported") => {
-                    Self::RemoteDeviceNotSupported(r.read_boxed()?)
-                }
-                Some("RemoveFailed") => Self::RemoveFailed(r.read_boxed()?),
-                Some("ReplicationConfigFault") => {
-                    Self::ReplicationConfigFault(r.read_boxed()?)
-                }
-                Some("ReplicationDiskConfigFault") => {
-                    Self::ReplicationDiskConfigFault(r.read_boxed()?)
-                }
-                Some("ReplicationFault") => Self::ReplicationFault(r.read_boxed()?),
-                Some("ReplicationIncompatibleWithFT") => {
-                    Self::ReplicationIncompatibleWithFT(r.read_boxed()?)
-                }
-                Some("ReplicationInvalidOptions") => {
-                    Self::ReplicationInvalidOptions(r.read_boxed()?)
-                }
-                Some("ReplicationNotSupportedOnHost") => {
-                    Self::ReplicationNotSupportedOnHost(r.read_boxed()?)
-                }
-                Some("ReplicationVmConfigFault") => {
-                    Self::ReplicationVmConfigFault(r.read_boxed()?)
-                }
-                Some("ReplicationVmFault") => Self::ReplicationVmFault(r.read_boxed()?),
-                Some("ReplicationVmInProgressFault") => {
-                    Self::ReplicationVmInProgressFault(r.read_boxed()?)
-                }
-                Some("RequestCanceled") => Self::RequestCanceled(r.read_boxed()?),
-                Some("ResourceInUse") => Self::ResourceInUse(r.read_boxed()?),
-                Some("ResourceNotAvailable") => {
-                    Self::ResourceNotAvailable(r.read_boxed()?)
-                }
-                Some("RestrictedByAdministrator") => {
-                    Self::RestrictedByAdministrator(r.read_boxed()?)
-                }
-                Some("RestrictedVersion") => Self::RestrictedVersion(r.read_boxed()?),
-                Some("RollbackFailure") => Self::RollbackFailure(r.read_boxed()?),
-                Some("RuleViolation") => Self::RuleViolation(r.read_boxed()?),
-                Some("RuntimeFault") => Self::RuntimeFault(r.read_boxed()?),
-                Some("SSLDisabledFault") => Self::SSLDisabledFault(r.read_boxed()?),
-                Some("SSLVerifyFault") => Self::SSLVerifyFault(r.read_boxed()?),
-                Some("SSPIChallenge") => Self::SSPIChallenge(r.read_boxed()?),
-                Some("SecondaryVmAlreadyDisabled") => {
-                    Self::SecondaryVmAlreadyDisabled(r.read_boxed()?)
-                }
-                Some("SecondaryVmAlreadyEnabled") => {
-                    Self::SecondaryVmAlreadyEnabled(r.read_boxed()?)
-                }
-                Some("SecondaryVmAlreadyRegistered") => {
-                    Self::SecondaryVmAlreadyRegistered(r.read_boxed()?)
-                }
-                Some("SecondaryVmNotRegistered") => {
-                    Self::SecondaryVmNotRegistered(r.read_boxed()?)
-                }
-                Some("SecurityError") => Self::SecurityError(r.read_boxed()?),
-                Some("SharedBusControllerNotSupported") => {
-                    Self::SharedBusControllerNotSupported(r.read_boxed()?)
-                }
-                Some("ShrinkDiskFault") => Self::ShrinkDiskFault(r.read_boxed()?),
-                Some("SnapshotCloneNotSupported") => {
-                    Self::SnapshotCloneNotSupported(r.read_boxed()?)
-                }
-                Some("SnapshotCopyNotSupported") => {
-                    Self::SnapshotCopyNotSupported(r.read_boxed()?)
-                }
-                Some("SnapshotDisabled") => Self::SnapshotDisabled(r.read_boxed()?),
-                Some("SnapshotFault") => Self::SnapshotFault(r.read_boxed()?),
-                Some("SnapshotIncompatibleDeviceInVm") => {
-                    Self::SnapshotIncompatibleDeviceInVm(r.read_boxed()?)
-                }
-                Some("SnapshotLocked") => Self::SnapshotLocked(r.read_boxed()?),
-                Some("SnapshotMoveFromNonHomeNotSupported") => {
-                    Self::SnapshotMoveFromNonHomeNotSupported(r.read_boxed()?)
-                }
-                Some("SnapshotMoveNotSupported") => {
-                    Self::SnapshotMoveNotSupported(r.read_boxed()?)
-                }
-                Some("SnapshotMoveToNonHomeNotSupported") => {
-                    Self::SnapshotMoveToNonHomeNotSupported(r.read_boxed()?)
-                }
-                Some("SnapshotNoChange") => Self::SnapshotNoChange(r.read_boxed()?),
-                Some("SnapshotRevertIssue") => Self::SnapshotRevertIssue(r.read_boxed()?),
-                Some("SoftRuleVioCorrectionDisallowed") => {
-                    Self::SoftRuleVioCorrectionDisallowed(r.read_boxed()?)
-                }
-                Some("SoftRuleVioCorrectionImpact") => {
-                    Self::SoftRuleVioCorrectionImpact(r.read_boxed()?)
-                }
-                Some("SolutionUserRequired") => {
-                    Self::SolutionUserRequired(r.read_boxed()?)
-                }
-                Some("SsdDiskNotAvailable") => Self::SsdDiskNotAvailable(r.read_boxed()?),
-                Some("StorageDrsCannotMoveDiskInMultiWriterMode") => {
-                    Self::StorageDrsCannotMoveDiskInMultiWriterMode(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveFTVm") => {
-                    Self::StorageDrsCannotMoveFTVm(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveIndependentDisk") => {
-                    Self::StorageDrsCannotMoveIndependentDisk(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveManuallyPlacedSwapFile") => {
-                    Self::StorageDrsCannotMoveManuallyPlacedSwapFile(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveManuallyPlacedVm") => {
-                    Self::StorageDrsCannotMoveManuallyPlacedVm(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveSharedDisk") => {
-                    Self::StorageDrsCannotMoveSharedDisk(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveTemplate") => {
-                    Self::StorageDrsCannotMoveTemplate(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveVmInUserFolder") => {
-                    Self::StorageDrsCannotMoveVmInUserFolder(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveVmWithMountedCDROM") => {
-                    Self::StorageDrsCannotMoveVmWithMountedCDROM(r.read_boxed()?)
-                }
-                Some("StorageDrsCannotMoveVmWithNoFilesInLayout") => {
-                    Self::StorageDrsCannotMoveVmWithNoFilesInLayout(r.read_boxed()?)
-                }
-                Some("StorageDrsDatacentersCannotShareDatastore") => {
-                    Self::StorageDrsDatacentersCannotShareDatastore(r.read_boxed()?)
-                }
-                Some("StorageDrsDisabledOnVm") => {
-                    Self::StorageDrsDisabledOnVm(r.read_boxed()?)
-                }
-                Some("StorageDrsHbrDiskNotMovable") => {
-                    Self::StorageDrsHbrDiskNotMovable(r.read_boxed()?)
-                }
-                Some("StorageDrsHmsMoveInProgress") => {
-                    Self::StorageDrsHmsMoveInProgress(r.read_boxed()?)
-                }
-                Some("StorageDrsHmsUnreachable") => {
-                    Self::StorageDrsHmsUnreachable(r.read_boxed()?)
-                }
-                Some("StorageDrsIolbDisabledInternally") => {
-                    Self::StorageDrsIolbDisabledInternally(r.read_boxed()?)
-                }
-                Some("StorageDrsRelocateDisabled") => {
-                    Self::StorageDrsRelocateDisabled(r.read_boxed()?)
-                }
-                Some("StorageDrsStaleHmsCollection") => {
-                    Self::StorageDrsStaleHmsCollection(r.read_boxed()?)
-                }
-                Some("StorageDrsUnableToMoveFiles") => {
-                    Self::StorageDrsUnableToMoveFiles(r.read_boxed()?)
-                }
-                Some("StorageVMotionNotSupported") => {
-                    Self::StorageVMotionNotSupported(r.read_boxed()?)
-                }
-                Some("StorageVmotionIncompatible") => {
-                    Self::StorageVmotionIncompatible(r.read_boxed()?)
-                }
-                Some("SuspendedRelocateNotSupported") => {
-                    Self::SuspendedRelocateNotSupported(r.read_boxed()?)
-                }
-                Some("SwapDatastoreNotWritableOnHost") => {
-                    Self::SwapDatastoreNotWritableOnHost(r.read_boxed()?)
-                }
-                Some("SwapDatastoreUnset") => Self::SwapDatastoreUnset(r.read_boxed()?),
-                Some("SwapPlacementOverrideNotSupported") => {
-                    Self::SwapPlacementOverrideNotSupported(r.read_boxed()?)
-                }
-                Some("SwitchIpUnset") => Self::SwitchIpUnset(r.read_boxed()?),
-                Some("SwitchNotInUpgradeMode") => {
-                    Self::SwitchNotInUpgradeMode(r.read_boxed()?)
-                }
-                Some("SystemError") => Self::SystemError(r.read_boxed()?),
-                Some("TaskInProgress") => Self::TaskInProgress(r.read_boxed()?),
-                Some("ThirdPartyLicenseAssignmentFailed") => {
-                    Self::ThirdPartyLicenseAssignmentFailed(r.read_boxed()?)
-                }
-                Some("Timedout") => Self::Timedout(r.read_boxed()?),
-                Some("TooManyConcurrentNativeClones") => {
-                    Self::TooManyConcurrentNativeClones(r.read_boxed()?)
-                }
-                Some("TooManyConsecutiveOverrides") => {
-                    Self::TooManyConsecutiveOverrides(r.read_boxed()?)
-                }
-                Some("TooManyDevices") => Self::TooManyDevices(r.read_boxed()?),
-                Some("TooManyDisksOnLegacyHost") => {
-                    Self::TooManyDisksOnLegacyHost(r.read_boxed()?)
-                }
-                Some("TooManyGuestLogons") => Self::TooManyGuestLogons(r.read_boxed()?),
-                Some("TooManyHosts") => Self::TooManyHosts(r.read_boxed()?),
-                Some("TooManyNativeCloneLevels") => {
-                    Self::TooManyNativeCloneLevels(r.read_boxed()?)
-                }
-                Some("TooManyNativeClonesOnFile") => {
-                    Self::TooManyNativeClonesOnFile(r.read_boxed()?)
-                }
-                Some("TooManySnapshotLevels") => {
-                    Self::TooManySnapshotLevels(r.read_boxed()?)
-                }
-                Some("ToolsAlreadyUpgraded") => {
-                    Self::ToolsAlreadyUpgraded(r.read_boxed()?)
-                }
-                Some("ToolsAutoUpgradeNotSupported") => {
-                    Self::ToolsAutoUpgradeNotSupported(r.read_boxed()?)
-                }
-                Some("ToolsImageCopyFailed") => {
-                    Self::ToolsImageCopyFailed(r.read_boxed()?)
-                }
-                Some("ToolsImageNotAvailable") => {
-                    Self::ToolsImageNotAvailable(r.read_boxed()?)
-                }
-                Some("ToolsImageSignatureCheckFailed") => {
-                    Self::ToolsImageSignatureCheckFailed(r.read_boxed()?)
-                }
-                Some("ToolsInstallationInProgress") => {
-                    Self::ToolsInstallationInProgress(r.read_boxed()?)
-                }
-                Some("ToolsUnavailable") => Self::ToolsUnavailable(r.read_boxed()?),
-                Some("ToolsUpgradeCancelled") => {
-                    Self::ToolsUpgradeCancelled(r.read_boxed()?)
-                }
-                Some("UnSupportedDatastoreForVFlash") => {
-                    Self::UnSupportedDatastoreForVFlash(r.read_boxed()?)
-                }
-                Some("UncommittedUndoableDisk") => {
-                    Self::UncommittedUndoableDisk(r.read_boxed()?)
-                }
-                Some("UnconfiguredPropertyValue") => {
-                    Self::UnconfiguredPropertyValue(r.read_boxed()?)
-                }
-                Some("UncustomizableGuest") => Self::UncustomizableGuest(r.read_boxed()?),
-                Some("UnexpectedCustomizationFault") => {
-                    Self::UnexpectedCustomizationFault(r.read_boxed()?)
-                }
-                Some("UnexpectedFault") => Self::UnexpectedFault(r.read_boxed()?),
-                Some("UnrecognizedHost") => Self::UnrecognizedHost(r.read_boxed()?),
-                Some("UnsharedSwapVMotionNotSupported") => {
-                    Self::UnsharedSwapVMotionNotSupported(r.read_boxed()?)
-                }
-                Some("UnsupportedDatastore") => {
-                    Self::UnsupportedDatastore(r.read_boxed()?)
-                }
-                Some("UnsupportedGuest") => Self::UnsupportedGuest(r.read_boxed()?),
-                Some("UnsupportedVimApiVersion") => {
-                    Self::UnsupportedVimApiVersion(r.read_boxed()?)
-                }
-                Some("UnsupportedVmxLocation") => {
-                    Self::UnsupportedVmxLocation(r.read_boxed()?)
-                }
-                Some("UnusedVirtualDiskBlocksNotScrubbed") => {
-                    Self::UnusedVirtualDiskBlocksNotScrubbed(r.read_boxed()?)
-                }
-                Some("UserNotFound") => Self::UserNotFound(r.read_boxed()?),
-                Some("VAppConfigFault") => Self::VAppConfigFault(r.read_boxed()?),
-                Some("VAppNotRunning") => Self::VAppNotRunning(r.read_boxed()?),
-                Some("VAppOperationInProgress") => {
-                    Self::VAppOperationInProgress(r.read_boxed()?)
-                }
-                Some("VAppPropertyFault") => Self::VAppPropertyFault(r.read_boxed()?),
-                Some("VAppTaskInProgress") => Self::VAppTaskInProgress(r.read_boxed()?),
-                Some("VFlashCacheHotConfigNotSupported") => {
-                    Self::VFlashCacheHotConfigNotSupported(r.read_boxed()?)
-                }
-                Some("VFlashModuleNotSupported") => {
-                    Self::VFlashModuleNotSupported(r.read_boxed()?)
-                }
-                Some("VFlashModuleVersionIncompatible") => {
-                    Self::VFlashModuleVersionIncompatible(r.read_boxed()?)
-                }
-                Some("VMINotSupported") => Self::VMINotSupported(r.read_boxed()?),
-                Some("VMOnConflictDVPort") => Self::VMOnConflictDVPort(r.read_boxed()?),
-                Some("VMOnVirtualIntranet") => Self::VMOnVirtualIntranet(r.read_boxed()?),
-                Some("VMotionAcrossNetworkNotSupported") => {
-                    Self::VMotionAcrossNetworkNotSupported(r.read_boxed()?)
-                }
-                Some("VMotionInterfaceIssue") => {
-                    Self::VMotionInterfaceIssue(r.read_boxed()?)
-                }
-                Some("VMotionLinkCapacityLow") => {
-                    Self::VMotionLinkCapacityLow(r.read_boxed()?)
-                }
-                Some("VMotionLinkDown") => Self::VMotionLinkDown(r.read_boxed()?),
-                Some("VMotionNotConfigured") => {
-                    Self::VMotionNotConfigured(r.read_boxed()?)
-                }
-                Some("VMotionNotLicensed") => Self::VMotionNotLicensed(r.read_boxed()?),
-                Some("VMotionNotSupported") => Self::VMotionNotSupported(r.read_boxed()?),
-                Some("VMotionProtocolIncompatible") => {
-                    Self::VMotionProtocolIncompatible(r.read_boxed()?)
-                }
-                Some("VimFault") => Self::VimFault(r.read_boxed()?),
-                Some("VirtualDiskBlocksNotFullyProvisioned") => {
-                    Self::VirtualDiskBlocksNotFullyProvisioned(r.read_boxed()?)
-                }
-                Some("VirtualDiskModeNotSupported") => {
-                    Self::VirtualDiskModeNotSupported(r.read_boxed()?)
-                }
-                Some("VirtualEthernetCardNotSupported") => {
-                    Self::VirtualEthernetCardNotSupported(r.read_boxed()?)
-                }
-                Some("VirtualHardwareCompatibilityIssue") => {
-                    Self::VirtualHardwareCompatibilityIssue(r.read_boxed()?)
-                }
-                Some("VirtualHardwareVersionNotSupported") => {
-                    Self::VirtualHardwareVersionNotSupported(r.read_boxed()?)
-                }
-                Some("VmAlreadyExistsInDatacenter") => {
-                    Self::VmAlreadyExistsInDatacenter(r.read_boxed()?)
-                }
-                Some("VmConfigFault") => Self::VmConfigFault(r.read_boxed()?),
-                Some("VmConfigIncompatibleForFaultTolerance") => {
-                    Self::VmConfigIncompatibleForFaultTolerance(r.read_boxed()?)
-                }
-                Some("VmConfigIncompatibleForRecordReplay") => {
-                    Self::VmConfigIncompatibleForRecordReplay(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceConfigIssue") => {
-                    Self::VmFaultToleranceConfigIssue(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceConfigIssueWrapper") => {
-                    Self::VmFaultToleranceConfigIssueWrapper(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceInvalidFileBacking") => {
-                    Self::VmFaultToleranceInvalidFileBacking(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceIssue") => {
-                    Self::VmFaultToleranceIssue(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceOpIssuesList") => {
-                    Self::VmFaultToleranceOpIssuesList(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceTooManyFtVcpusOnHost") => {
-                    Self::VmFaultToleranceTooManyFtVcpusOnHost(r.read_boxed()?)
-                }
-                Some("VmFaultToleranceTooManyVMsOnHost") => {
-                    Self::VmFaultToleranceTooManyVMsOnHost(r.read_boxed()?)
-                }
-                Some("VmHostAffinityRuleViolation") => {
-                    Self::VmHostAffinityRuleViolation(r.read_boxed()?)
-                }
-                Some("VmLimitLicense") => Self::VmLimitLicense(r.read_boxed()?),
-                Some("VmMetadataManagerFault") => {
-                    Self::VmMetadataManagerFault(r.read_boxed()?)
-                }
-                Some("VmMonitorIncompatibleForFaultTolerance") => {
-                    Self::VmMonitorIncompatibleForFaultTolerance(r.read_boxed()?)
-                }
-                Some("VmPowerOnDisabled") => Self::VmPowerOnDisabled(r.read_boxed()?),
-                Some("VmSmpFaultToleranceTooManyVMsOnHost") => {
-                    Self::VmSmpFaultToleranceTooManyVMsOnHost(r.read_boxed()?)
-                }
-                Some("VmToolsUpgradeFault") => Self::VmToolsUpgradeFault(r.read_boxed()?),
-                Some("VmValidateMaxDevice") => Self::VmValidateMaxDevice(r.read_boxed()?),
-                Some("VmWwnConflict") => Self::VmWwnConflict(r.read_boxed()?),
-                Some("VmfsAlreadyMounted") => Self::VmfsAlreadyMounted(r.read_boxed()?),
-                Some("VmfsAmbiguousMount") => Self::VmfsAmbiguousMount(r.read_boxed()?),
-                Some("VmfsMountFault") => Self::VmfsMountFault(r.read_boxed()?),
-                Some("VmotionInterfaceNotEnabled") => {
-                    Self::VmotionInterfaceNotEnabled(r.read_boxed()?)
-                }
-                Some("VolumeEditorError") => Self::VolumeEditorError(r.read_boxed()?),
-                Some("VramLimitLicense") => Self::VramLimitLicense(r.read_boxed()?),
-                Some("VsanClusterUuidMismatch") => {
-                    Self::VsanClusterUuidMismatch(r.read_boxed()?)
-                }
-                Some("VsanDiskFault") => Self::VsanDiskFault(r.read_boxed()?),
-                Some("VsanFault") => Self::VsanFault(r.read_boxed()?),
-                Some("VsanIncompatibleDiskMapping") => {
-                    Self::VsanIncompatibleDiskMapping(r.read_boxed()?)
-                }
-                Some("VspanDestPortConflict") => {
-                    Self::VspanDestPortConflict(r.read_boxed()?)
-                }
-                Some("VspanPortConflict") => Self::VspanPortConflict(r.read_boxed()?),
-                Some("VspanPortMoveFault") => Self::VspanPortMoveFault(r.read_boxed()?),
-                Some("VspanPortPromiscChangeFault") => {
-                    Self::VspanPortPromiscChangeFault(r.read_boxed()?)
-                }
-                Some("VspanPortgroupPromiscChangeFault") => {
-                    Self::VspanPortgroupPromiscChangeFault(r.read_boxed()?)
-                }
-                Some("VspanPortgroupTypeChangeFault") => {
-                    Self::VspanPortgroupTypeChangeFault(r.read_boxed()?)
-                }
-                Some("VspanPromiscuousPortNotSupported") => {
-                    Self::VspanPromiscuousPortNotSupported(r.read_boxed()?)
-                }
-                Some("VspanSameSessionPortConflict") => {
-                    Self::VspanSameSessionPortConflict(r.read_boxed()?)
-                }
-                Some("WakeOnLanNotSupported") => {
-                    Self::WakeOnLanNotSupported(r.read_boxed()?)
-                }
-                Some("WakeOnLanNotSupportedByVmotionNIC") => {
-                    Self::WakeOnLanNotSupportedByVmotionNIC(r.read_boxed()?)
-                }
-                Some("WillLoseHAProtection") => {
-                    Self::WillLoseHAProtection(r.read_boxed()?)
-                }
-                Some("WillModifyConfigCpuRequirements") => {
-                    Self::WillModifyConfigCpuRequirements(r.read_boxed()?)
-                }
-                Some("WillResetSnapshotDirectory") => {
-                    Self::WillResetSnapshotDirectory(r.read_boxed()?)
-                }
-                Some("WipeDiskFault") => Self::WipeDiskFault(r.read_boxed()?),
-                _ => Self::MethodFault(r.read_boxed()?),
-            },
-        )
-    }
-}
-impl From<MethodFault> for AnyMethodFault {
-    fn from(value: MethodFault) -> Self {
-        Self::MethodFault(Box::new(value))
-    }
-}
-impl From<ActiveDirectoryFault> for AnyMethodFault {
-    fn from(value: ActiveDirectoryFault) -> Self {
-        Self::ActiveDirectoryFault(Box::new(value))
-    }
-}
-impl From<ActiveVMsBlockingEVC> for AnyMethodFault {
-    fn from(value: ActiveVMsBlockingEVC) -> Self {
-        Self::ActiveVMsBlockingEVC(Box::new(value))
-    }
-}
-impl From<AdminDisabled> for AnyMethodFault {
-    fn from(value: AdminDisabled) -> Self {
-        Self::AdminDisabled(Box::new(value))
-    }
-}
-impl From<AdminNotDisabled> for AnyMethodFault {
-    fn from(value: AdminNotDisabled) -> Self {
-        Self::AdminNotDisabled(Box::new(value))
-    }
-}
-impl From<AffinityConfigured> for AnyMethodFault {
-    fn from(value: AffinityConfigured) -> Self {
-        Self::AffinityConfigured(Box::new(value))
-    }
-}
-impl From<AgentInstallFailed> for AnyMethodFault {
-    fn from(value: AgentInstallFailed) -> Self {
-        Self::AgentInstallFailed(Box::new(value))
-    }
-}
-impl From<AlreadyBeingManaged> for AnyMethodFault {
-    fn from(value: AlreadyBeingManaged) -> Self {
-        Self::AlreadyBeingManaged(Box::new(value))
-    }
-}
-impl From<AlreadyConnected> for AnyMethodFault {
-    fn from(value: AlreadyConnected) -> Self {
-        Self::AlreadyConnected(Box::new(value))
-    }
-}
-impl From<AlreadyExists> for AnyMethodFault {
-    fn from(value: AlreadyExists) -> Self {
-        Self::AlreadyExists(Box::new(value))
-    }
-}
-impl From<AlreadyUpgraded> for AnyMethodFault {
-    fn from(value: AlreadyUpgraded) -> Self {
-        Self::AlreadyUpgraded(Box::new(value))
-    }
-}
-impl From<AnswerFileUpdateFailed> for AnyMethodFault {
-    fn from(value: AnswerFileUpdateFailed) -> Self {
-        Self::AnswerFileUpdateFailed(Box::new(value))
-    }
-}
-impl From<ApplicationQuiesceFault> for AnyMethodFault {
-    fn from(value: ApplicationQuiesceFault) -> Self {
-        Self::ApplicationQuiesceFault(Box::new(value))
-    }
-}
-impl From<AuthMinimumAdminPermission> for AnyMethodFault {
-    fn from(value: AuthMinimumAdminPermission) -> Self {
-        Self::AuthMinimumAdminPermission(Box::new(value))
-    }
-}
-impl From<BackupBlobReadFailure> for AnyMethodFault {
-    fn from(value: BackupBlobReadFailure) -> Self {
-        Self::BackupBlobReadFailure(Box::new(value))
-    }
-}
-impl From<BackupBlobWriteFailure> for AnyMethodFault {
-    fn from(value: BackupBlobWriteFailure) -> Self {
-        Self::BackupBlobWriteFailure(Box::new(value))
-    }
-}
-impl From<BlockedByFirewall> for AnyMethodFault {
-    fn from(value: BlockedByFirewall) -> Self {
-        Self::BlockedByFirewall(Box::new(value))
-    }
-}
-impl From<CAMServerRefusedConnection> for AnyMethodFault {
-    fn from(value: CAMServerRefusedConnection) -> Self {
-        Self::CAMServerRefusedConnection(Box::new(value))
-    }
-}
-impl From<CannotAccessFile> for AnyMethodFault {
-    fn from(value: CannotAccessFile) -> Self {
-        Self::CannotAccessFile(Box::new(value))
-    }
-}
-impl From<CannotAccessLocalSource> for AnyMethodFault {
-    fn from(value: CannotAccessLocalSource) -> Self {
-        Self::CannotAccessLocalSource(Box::new(value))
-    }
-}
-impl From<CannotAccessNetwork> for AnyMethodFault {
-    fn from(value: CannotAccessNetwork) -> Self {
-        Self::CannotAccessNetwork(Box::new(value))
-    }
-}
-impl From<CannotAccessVmComponent> for AnyMethodFault {
-    fn from(value: CannotAccessVmComponent) -> Self {
-        Self::CannotAccessVmComponent(Box::new(value))
-    }
-}
-impl From<CannotAccessVmConfig> for AnyMethodFault {
-    fn from(value: CannotAccessVmConfig) -> Self {
-        Self::CannotAccessVmConfig(Box::new(value))
-    }
-}
-impl From<CannotAccessVmDevice> for AnyMethodFault {
-    fn from(value: CannotAccessVmDevice) -> Self {
-        Self::CannotAccessVmDevice(Box::new(value))
-    }
-}
-impl From<CannotAccessVmDisk> for AnyMethodFault {
-    fn from(value: CannotAccessVmDisk) -> Self {
-        Self::CannotAccessVmDisk(Box::new(value))
-    }
-}
-impl From<CannotAddHostWithFTVmAsStandalone> for AnyMethodFault {
-    fn from(value: CannotAddHostWithFTVmAsStandalone) -> Self {
-        Self::CannotAddHostWithFTVmAsStandalone(Box::new(value))
-    }
-}
-impl From<CannotAddHostWithFTVmToDifferentCluster> for AnyMethodFault {
-    fn from(value: CannotAddHostWithFTVmToDifferentCluster) -> Self {
-        Self::CannotAddHostWithFTVmToDifferentCluster(Box::new(value))
-    }
-}
-impl From<CannotAddHostWithFTVmToNonHACluster> for AnyMethodFault {
-    fn from(value: CannotAddHostWithFTVmToNonHACluster) -> Self {
-        Self::CannotAddHostWithFTVmToNonHACluster(Box::new(value))
-    }
-}
-impl From<CannotChangeDrsBehaviorForFtSecondary> for AnyMethodFault {
-    fn from(value: CannotChangeDrsBehaviorForFtSecondary) -> Self {
-        Self::CannotChangeDrsBehaviorForFtSecondary(Box::new(value))
-    }
-}
-impl From<CannotChangeHaSettingsForFtSecondary> for AnyMethodFault {
-    fn from(value: CannotChangeHaSettingsForFtSecondary) -> Self {
-        Self::CannotChangeHaSettingsForFtSecondary(Box::new(value))
-    }
-}
-impl From<CannotChangeVsanClusterUuid> for AnyMethodFault {
-    fn from(value: CannotChangeVsanClusterUuid) -> Self {
-        Self::CannotChangeVsanClusterUuid(Box::new(value))
-    }
-}
-impl From<CannotChangeVsanNodeUuid> for AnyMethodFault {
-    fn from(value: CannotChangeVsanNodeUuid) -> Self {
-        Self::CannotChangeVsanNodeUuid(Box::new(value))
-    }
-}
-impl From<CannotComputeFTCompatibleHosts> for AnyMethodFault {
-    fn from(value: CannotComputeFTCompatibleHosts) -> Self {
-        Self::CannotComputeFTCompatibleHosts(Box::new(value))
-    }
-}
-impl From<CannotCreateFile> for AnyMethodFault {
-    fn from(value: CannotCreateFile) -> Self {
-        Self::CannotCreateFile(Box::new(value))
-    }
-}
-impl From<CannotDecryptPasswords> for AnyMethodFault {
-    fn from(value: CannotDecryptPasswords) -> Self {
-        Self::CannotDecryptPasswords(Box::new(value))
-    }
-}
-impl From<CannotDeleteFile> for AnyMethodFault {
-    fn from(value: CannotDeleteFile) -> Self {
-        Self::CannotDeleteFile(Box::new(value))
-    }
-}
-impl From<CannotDisableDrsOnClustersWithVApps> for AnyMethodFault {
-    fn from(value: CannotDisableDrsOnClustersWithVApps) -> Self {
-        Self::CannotDisableDrsOnClustersWithVApps(Box::new(value))
-    }
-}
-impl From<CannotDisableSnapshot> for AnyMethodFault {
-    fn from(value: CannotDisableSnapshot) -> Self {
-        Self::CannotDisableSnapshot(Box::new(value))
-    }
-}
-impl From<CannotDisconnectHostWithFaultToleranceVm> for AnyMethodFault {
-    fn from(value: CannotDisconnectHostWithFaultToleranceVm) -> Self {
-        Self::CannotDisconnectHostWithFaultToleranceVm(Box::new(value))
-    }
-}
-impl From<CannotEnableVmcpForCluster> for AnyMethodFault {
-    fn from(value: CannotEnableVmcpForCluster) -> Self {
-        Self::CannotEnableVmcpForCluster(Box::new(value))
-    }
-}
-impl From<CannotModifyConfigCpuRequirements> for AnyMethodFault {
-    fn from(value: CannotModifyConfigCpuRequirements) -> Self {
-        Self::CannotModifyConfigCpuRequirements(Box::new(value))
-    }
-}
-impl From<CannotMoveFaultToleranceVm> for AnyMethodFault {
-    fn from(value: CannotMoveFaultToleranceVm) -> Self {
-        Self::CannotMoveFaultToleranceVm(Box::new(value))
-    }
-}
-impl From<CannotMoveHostWithFaultToleranceVm> for AnyMethodFault {
-    fn from(value: CannotMoveHostWithFaultToleranceVm) -> Self {
-        Self::CannotMoveHostWithFaultToleranceVm(Box::new(value))
-    }
-}
-impl From<CannotMoveVmWithDeltaDisk> for AnyMethodFault {
-    fn from(value: CannotMoveVmWithDeltaDisk) -> Self {
-        Self::CannotMoveVmWithDeltaDisk(Box::new(value))
-    }
-}
-impl From<CannotMoveVmWithNativeDeltaDisk> for AnyMethodFault {
-    fn from(value: CannotMoveVmWithNativeDeltaDisk) -> Self {
-        Self::CannotMoveVmWithNativeDeltaDisk(Box::new(value))
-    }
-}
-impl From<CannotMoveVsanEnabledHost> for AnyMethodFault {
-    fn from(value: CannotMoveVsanEnabledHost) -> Self {
-        Self::CannotMoveVsanEnabledHost(Box::new(value))
-    }
-}
-impl From<CannotPlaceWithoutPrerequisiteMoves> for AnyMethodFault {
-    fn from(value: CannotPlaceWithoutPrerequisiteMoves) -> Self {
-        Self::CannotPlaceWithoutPrerequisiteMoves(Box::new(value))
-    }
-}
-impl From<CannotPowerOffVmInCluster> for AnyMethodFault {
-    fn from(value: CannotPowerOffVmInCluster) -> Self {
-        Self::CannotPowerOffVmInCluster(Box::new(value))
-    }
-}
-impl From<CannotReconfigureVsanWhenHaEnabled> for AnyMethodFault {
-    fn from(value: CannotReconfigureVsanWhenHaEnabled) -> Self {
-        Self::CannotReconfigureVsanWhenHaEnabled(Box::new(value))
-    }
-}
-impl From<CannotUseNetwork> for AnyMethodFault {
-    fn from(value: CannotUseNetwork) -> Self {
-        Self::CannotUseNetwork(Box::new(value))
-    }
-}
-impl From<ClockSkew> for AnyMethodFault {
-    fn from(value: ClockSkew) -> Self {
-        Self::ClockSkew(Box::new(value))
-    }
-}
-impl From<CloneFromSnapshotNotSupported> for AnyMethodFault {
-    fn from(value: CloneFromSnapshotNotSupported) -> Self {
-        Self::CloneFromSnapshotNotSupported(Box::new(value))
-    }
-}
-impl From<CollectorAddressUnset> for AnyMethodFault {
-    fn from(value: CollectorAddressUnset) -> Self {
-        Self::CollectorAddressUnset(Box::new(value))
-    }
-}
-impl From<ConcurrentAccess> for AnyMethodFault {
-    fn from(value: ConcurrentAccess) -> Self {
-        Self::ConcurrentAccess(Box::new(value))
-    }
-}
-impl From<ConflictingConfiguration> for AnyMethodFault {
-    fn from(value: ConflictingConfiguration) -> Self {
-        Self::ConflictingConfiguration(Box::new(value))
-    }
-}
-impl From<ConflictingDatastoreFound> for AnyMethodFault {
-    fn from(value: ConflictingDatastoreFound) -> Self {
-        Self::ConflictingDatastoreFound(Box::new(value))
-    }
-}
-impl From<ConnectedIso> for AnyMethodFault {
-    fn from(value: ConnectedIso) -> Self {
-        Self::ConnectedIso(Box::new(value))
-    }
-}
-impl From<CpuCompatibilityUnknown> for AnyMethodFault {
-    fn from(value: CpuCompatibilityUnknown) -> Self {
-        Self::CpuCompatibilityUnknown(Box::new(value))
-    }
-}
-impl From<CpuHotPlugNotSupported> for AnyMethodFault {
-    fn from(value: CpuHotPlugNotSupported) -> Self {
-        Self::CpuHotPlugNotSupported(Box::new(value))
-    }
-}
-impl From<CpuIncompatible> for AnyMethodFault {
-    fn from(value: CpuIncompatible) -> Self {
-        Self::CpuIncompatible(Box::new(value))
-    }
-}
-impl From<CpuIncompatible1ECX> for AnyMethodFault {
-    fn from(value: CpuIncompatible1ECX) -> Self {
-        Self::CpuIncompatible1ECX(Box::new(value))
-    }
-}
-impl From<CpuIncompatible81EDX> for AnyMethodFault {
-    fn from(value: CpuIncompatible81EDX) -> Self {
-        Self::CpuIncompatible81EDX(Box::new(value))
-    }
-}
-impl From<CustomizationFault> for AnyMethodFault {
-    fn from(value: CustomizationFault) -> Self {
-        Self::CustomizationFault(Box::new(value))
-    }
-}
-impl From<CustomizationPending> for AnyMethodFault {
-    fn from(value: CustomizationPending) -> Self {
-        Self::CustomizationPending(Box::new(value))
-    }
-}
-impl From<DVPortNotSupported> for AnyMethodFault {
-    fn from(value: DVPortNotSupported) -> Self {
-        Self::DVPortNotSupported(Box::new(value))
-    }
-}
-impl From<DasConfigFault> for AnyMethodFault {
-    fn from(value: DasConfigFault) -> Self {
-        Self::DasConfigFault(Box::new(value))
-    }
-}
-impl From<DatabaseError> for AnyMethodFault {
-    fn from(value: DatabaseError) -> Self {
-        Self::DatabaseError(Box::new(value))
-    }
-}
-impl From<DatacenterMismatch> for AnyMethodFault {
-    fn from(value: DatacenterMismatch) -> Self {
-        Self::DatacenterMismatch(Box::new(value))
-    }
-}
-impl From<DatastoreNotWritableOnHost> for AnyMethodFault {
-    fn from(value: DatastoreNotWritableOnHost) -> Self {
-        Self::DatastoreNotWritableOnHost(Box::new(value))
-    }
-}
-impl From<DeltaDiskFormatNotSupported> for AnyMethodFault {
-    fn from(value: DeltaDiskFormatNotSupported) -> Self {
-        Self::DeltaDiskFormatNotSupported(Box::new(value))
-    }
-}
-impl From<DestinationSwitchFull> for AnyMethodFault {
-    fn from(value: DestinationSwitchFull) -> Self {
-        Self::DestinationSwitchFull(Box::new(value))
-    }
-}
-impl From<DestinationVsanDisabled> for AnyMethodFault {
-    fn from(value: DestinationVsanDisabled) -> Self {
-        Self::DestinationVsanDisabled(Box::new(value))
-    }
-}
-impl From<DeviceBackingNotSupported> for AnyMethodFault {
-    fn from(value: DeviceBackingNotSupported) -> Self {
-        Self::DeviceBackingNotSupported(Box::new(value))
-    }
-}
-impl From<DeviceControllerNotSupported> for AnyMethodFault {
-    fn from(value: DeviceControllerNotSupported) -> Self {
-        Self::DeviceControllerNotSupported(Box::new(value))
-    }
-}
-impl From<DeviceHotPlugNotSupported> for AnyMethodFault {
-    fn from(value: DeviceHotPlugNotSupported) -> Self {
-        Self::DeviceHotPlugNotSupported(Box::new(value))
-    }
-}
-impl From<DeviceNotFound> for AnyMethodFault {
-    fn from(value: DeviceNotFound) -> Self {
-        Self::DeviceNotFound(Box::new(value))
-    }
-}
-impl From<DeviceNotSupported> for AnyMethodFault {
-    fn from(value: DeviceNotSupported) -> Self {
-        Self::DeviceNotSupported(Box::new(value))
-    }
-}
-impl From<DeviceUnsupportedForVmPlatform> for AnyMethodFault {
-    fn from(value: DeviceUnsupportedForVmPlatform) -> Self {
-        Self::DeviceUnsupportedForVmPlatform(Box::new(value))
-    }
-}
-impl From<DeviceUnsupportedForVmVersion> for AnyMethodFault {
-    fn from(value: DeviceUnsupportedForVmVersion) -> Self {
-        Self::DeviceUnsupportedForVmVersion(Box::new(value))
-    }
-}
-impl From<DigestNotSupported> for AnyMethodFault {
-    fn from(value: DigestNotSupported) -> Self {
-        Self::DigestNotSupported(Box::new(value))
-    }
-}
-impl From<DirectoryNotEmpty> for AnyMethodFault {
-    fn from(value: DirectoryNotEmpty) -> Self {
-        Self::DirectoryNotEmpty(Box::new(value))
-    }
-}
-impl From<DisableAdminNotSupported> for AnyMethodFault {
-    fn from(value: DisableAdminNotSupported) -> Self {
-        Self::DisableAdminNotSupported(Box::new(value))
-    }
-}
-impl From<DisallowedChangeByService> for AnyMethodFault {
-    fn from(value: DisallowedChangeByService) -> Self {
-        Self::DisallowedChangeByService(Box::new(value))
-    }
-}
-impl From<DisallowedDiskModeChange> for AnyMethodFault {
-    fn from(value: DisallowedDiskModeChange) -> Self {
-        Self::DisallowedDiskModeChange(Box::new(value))
-    }
-}
-impl From<DisallowedMigrationDeviceAttached> for AnyMethodFault {
-    fn from(value: DisallowedMigrationDeviceAttached) -> Self {
-        Self::DisallowedMigrationDeviceAttached(Box::new(value))
-    }
-}
-impl From<DisallowedOperationOnFailoverHost> for AnyMethodFault {
-    fn from(value: DisallowedOperationOnFailoverHost) -> Self {
-        Self::DisallowedOperationOnFailoverHost(Box::new(value))
-    }
-}
-impl From<DisconnectedHostsBlockingEVC> for AnyMethodFault {
-    fn from(value: DisconnectedHostsBlockingEVC) -> Self {
-        Self::DisconnectedHostsBlockingEVC(Box::new(value))
-    }
-}
-impl From<DiskHasPartitions> for AnyMethodFault {
-    fn from(value: DiskHasPartitions) -> Self {
-        Self::DiskHasPartitions(Box::new(value))
-    }
-}
-impl From<DiskIsLastRemainingNonSSD> for AnyMethodFault {
-    fn from(value: DiskIsLastRemainingNonSSD) -> Self {
-        Self::DiskIsLastRemainingNonSSD(Box::new(value))
-    }
-}
-impl From<DiskIsNonLocal> for AnyMethodFault {
-    fn from(value: DiskIsNonLocal) -> Self {
-        Self::DiskIsNonLocal(Box::new(value))
-    }
-}
-impl From<DiskIsUSB> for AnyMethodFault {
-    fn from(value: DiskIsUSB) -> Self {
-        Self::DiskIsUSB(Box::new(value))
-    }
-}
-impl From<DiskMoveTypeNotSupported> for AnyMethodFault {
-    fn from(value: DiskMoveTypeNotSupported) -> Self {
-        Self::DiskMoveTypeNotSupported(Box::new(value))
-    }
-}
-impl From<DiskNotSupported> for AnyMethodFault {
-    fn from(value: DiskNotSupported) -> Self {
-        Self::DiskNotSupported(Box::new(value))
-    }
-}
-impl From<DiskTooSmall> for AnyMethodFault {
-    fn from(value: DiskTooSmall) -> Self {
-        Self::DiskTooSmall(Box::new(value))
-    }
-}
-impl From<DomainNotFound> for AnyMethodFault {
-    fn from(value: DomainNotFound) -> Self {
-        Self::DomainNotFound(Box::new(value))
-    }
-}
-impl From<DrsDisabledOnVm> for AnyMethodFault {
-    fn from(value: DrsDisabledOnVm) -> Self {
-        Self::DrsDisabledOnVm(Box::new(value))
-    }
-}
-impl From<DrsVmotionIncompatibleFault> for AnyMethodFault {
-    fn from(value: DrsVmotionIncompatibleFault) -> Self {
-        Self::DrsVmotionIncompatibleFault(Box::new(value))
-    }
-}
-impl From<DuplicateDisks> for AnyMethodFault {
-    fn from(value: DuplicateDisks) -> Self {
-        Self::DuplicateDisks(Box::new(value))
-    }
-}
-impl From<DuplicateName> for AnyMethodFault {
-    fn from(value: DuplicateName) -> Self {
-        Self::DuplicateName(Box::new(value))
-    }
-}
-impl From<DuplicateVsanNetworkInterface> for AnyMethodFault {
-    fn from(value: DuplicateVsanNetworkInterface) -> Self {
-        Self::DuplicateVsanNetworkInterface(Box::new(value))
-    }
-}
-impl From<DvsApplyOperationFault> for AnyMethodFault {
-    fn from(value: DvsApplyOperationFault) -> Self {
-        Self::DvsApplyOperationFault(Box::new(value))
-    }
-}
-impl From<DvsFault> for AnyMethodFault {
-    fn from(value: DvsFault) -> Self {
-        Self::DvsFault(Box::new(value))
-    }
-}
-impl From<DvsNotAuthorized> for AnyMethodFault {
-    fn from(value: DvsNotAuthorized) -> Self {
-        Self::DvsNotAuthorized(Box::new(value))
-    }
-}
-impl From<DvsOperationBulkFault> for AnyMethodFault {
-    fn from(value: DvsOperationBulkFault) -> Self {
-        Self::DvsOperationBulkFault(Box::new(value))
-    }
-}
-impl From<DvsScopeViolated> for AnyMethodFault {
-    fn from(value: DvsScopeViolated) -> Self {
-        Self::DvsScopeViolated(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailed> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailed) -> Self {
-        Self::EVCAdmissionFailed(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedCPUFeaturesForMode> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedCPUFeaturesForMode) -> Self {
-        Self::EVCAdmissionFailedCPUFeaturesForMode(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedCPUModel> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedCPUModel) -> Self {
-        Self::EVCAdmissionFailedCPUModel(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedCPUModelForMode> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedCPUModelForMode) -> Self {
-        Self::EVCAdmissionFailedCPUModelForMode(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedCPUVendor> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedCPUVendor) -> Self {
-        Self::EVCAdmissionFailedCPUVendor(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedCPUVendorUnknown> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedCPUVendorUnknown) -> Self {
-        Self::EVCAdmissionFailedCPUVendorUnknown(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedHostDisconnected> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedHostDisconnected) -> Self {
-        Self::EVCAdmissionFailedHostDisconnected(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedHostSoftware> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedHostSoftware) -> Self {
-        Self::EVCAdmissionFailedHostSoftware(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedHostSoftwareForMode> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedHostSoftwareForMode) -> Self {
-        Self::EVCAdmissionFailedHostSoftwareForMode(Box::new(value))
-    }
-}
-impl From<EVCAdmissionFailedVmActive> for AnyMethodFault {
-    fn from(value: EVCAdmissionFailedVmActive) -> Self {
-        Self::EVCAdmissionFailedVmActive(Box::new(value))
-    }
-}
-impl From<EVCConfigFault> for AnyMethodFault {
-    fn from(value: EVCConfigFault) -> Self {
-        Self::EVCConfigFault(Box::new(value))
-    }
-}
-impl From<EVCModeIllegalByVendor> for AnyMethodFault {
-    fn from(value: EVCModeIllegalByVendor) -> Self {
-        Self::EVCModeIllegalByVendor(Box::new(value))
-    }
-}
-impl From<EVCModeUnsupportedByHosts> for AnyMethodFault {
-    fn from(value: EVCModeUnsupportedByHosts) -> Self {
-        Self::EVCModeUnsupportedByHosts(Box::new(value))
-    }
-}
-impl From<EVCUnsupportedByHostHardware> for AnyMethodFault {
-    fn from(value: EVCUnsupportedByHostHardware) -> Self {
-        Self::EVCUnsupportedByHostHardware(Box::new(value))
-    }
-}
-impl From<EVCUnsupportedByHostSoftware> for AnyMethodFault {
-    fn from(value: EVCUnsupportedByHostSoftware) -> Self {
-        Self::EVCUnsupportedByHostSoftware(Box::new(value))
-    }
-}
-impl From<EightHostLimitViolated> for AnyMethodFault {
-    fn from(value: EightHostLimitViolated) -> Self {
-        Self::EightHostLimitViolated(Box::new(value))
-    }
-}
-impl From<EncryptionKeyRequired> for AnyMethodFault {
-    fn from(value: EncryptionKeyRequired) -> Self {
-        Self::EncryptionKeyRequired(Box::new(value))
-    }
-}
-impl From<ExpiredAddonLicense> for AnyMethodFault {
-    fn from(value: ExpiredAddonLicense) -> Self {
-        Self::ExpiredAddonLicense(Box::new(value))
-    }
-}
-impl From<ExpiredEditionLicense> for AnyMethodFault {
-    fn from(value: ExpiredEditionLicense) -> Self {
-        Self::ExpiredEditionLicense(Box::new(value))
-    }
-}
-impl From<ExpiredFeatureLicense> for AnyMethodFault {
-    fn from(value: ExpiredFeatureLicense) -> Self {
-        Self::ExpiredFeatureLicense(Box::new(value))
-    }
-}
-impl From<ExtendedFault> for AnyMethodFault {
-    fn from(value: ExtendedFault) -> Self {
-        Self::ExtendedFault(Box::new(value))
-    }
-}
-impl From<FailToEnableSPBM> for AnyMethodFault {
-    fn from(value: FailToEnableSPBM) -> Self {
-        Self::FailToEnableSPBM(Box::new(value))
-    }
-}
-impl From<FailToLockFaultToleranceVMs> for AnyMethodFault {
-    fn from(value: FailToLockFaultToleranceVMs) -> Self {
-        Self::FailToLockFaultToleranceVMs(Box::new(value))
-    }
-}
-impl From<FaultToleranceAntiAffinityViolated> for AnyMethodFault {
-    fn from(value: FaultToleranceAntiAffinityViolated) -> Self {
-        Self::FaultToleranceAntiAffinityViolated(Box::new(value))
-    }
-}
-impl From<FaultToleranceCannotEditMem> for AnyMethodFault {
-    fn from(value: FaultToleranceCannotEditMem) -> Self {
-        Self::FaultToleranceCannotEditMem(Box::new(value))
-    }
-}
-impl From<FaultToleranceCpuIncompatible> for AnyMethodFault {
-    fn from(value: FaultToleranceCpuIncompatible) -> Self {
-        Self::FaultToleranceCpuIncompatible(Box::new(value))
-    }
-}
-impl From<FaultToleranceNeedsThickDisk> for AnyMethodFault {
-    fn from(value: FaultToleranceNeedsThickDisk) -> Self {
-        Self::FaultToleranceNeedsThickDisk(Box::new(value))
-    }
-}
-impl From<FaultToleranceNotLicensed> for AnyMethodFault {
-    fn from(value: FaultToleranceNotLicensed) -> Self {
-        Self::FaultToleranceNotLicensed(Box::new(value))
-    }
-}
-impl From<FaultToleranceNotSameBuild> for AnyMethodFault {
-    fn from(value: FaultToleranceNotSameBuild) -> Self {
-        Self::FaultToleranceNotSameBuild(Box::new(value))
-    }
-}
-impl From<FaultTolerancePrimaryPowerOnNotAttempted> for AnyMethodFault {
-    fn from(value: FaultTolerancePrimaryPowerOnNotAttempted) -> Self {
-        Self::FaultTolerancePrimaryPowerOnNotAttempted(Box::new(value))
-    }
-}
-impl From<FaultToleranceVmNotDasProtected> for AnyMethodFault {
-    fn from(value: FaultToleranceVmNotDasProtected) -> Self {
-        Self::FaultToleranceVmNotDasProtected(Box::new(value))
-    }
-}
-impl From<FcoeFault> for AnyMethodFault {
-    fn from(value: FcoeFault) -> Self {
-        Self::FcoeFault(Box::new(value))
-    }
-}
-impl From<FcoeFaultPnicHasNoPortSet> for AnyMethodFault {
-    fn from(value: FcoeFaultPnicHasNoPortSet) -> Self {
-        Self::FcoeFaultPnicHasNoPortSet(Box::new(value))
-    }
-}
-impl From<FeatureRequirementsNotMet> for AnyMethodFault {
-    fn from(value: FeatureRequirementsNotMet) -> Self {
-        Self::FeatureRequirementsNotMet(Box::new(value))
-    }
-}
-impl From<FileAlreadyExists> for AnyMethodFault {
-    fn from(value: FileAlreadyExists) -> Self {
-        Self::FileAlreadyExists(Box::new(value))
-    }
-}
-impl From<FileBackedPortNotSupported> for AnyMethodFault {
-    fn from(value: FileBackedPortNotSupported) -> Self {
-        Self::FileBackedPortNotSupported(Box::new(value))
-    }
-}
-impl From<FileFault> for AnyMethodFault {
-    fn from(value: FileFault) -> Self {
-        Self::FileFault(Box::new(value))
-    }
-}
-impl From<FileLocked> for AnyMethodFault {
-    fn from(value: FileLocked) -> Self {
-        Self::FileLocked(Box::new(value))
-    }
-}
-impl From<FileNameTooLong> for AnyMethodFault {
-    fn from(value: FileNameTooLong) -> Self {
-        Self::FileNameTooLong(Box::new(value))
-    }
-}
-impl From<FileNotFound> for AnyMethodFault {
-    fn from(value: FileNotFound) -> Self {
-        Self::FileNotFound(Box::new(value))
-    }
-}
-impl From<FileNotWritable> for AnyMethodFault {
-    fn from(value: FileNotWritable) -> Self {
-        Self::FileNotWritable(Box::new(value))
-    }
-}
-impl From<FileTooLarge> for AnyMethodFault {
-    fn from(value: FileTooLarge) -> Self {
-        Self::FileTooLarge(Box::new(value))
-    }
-}
-impl From<FilesystemQuiesceFault> for AnyMethodFault {
-    fn from(value: FilesystemQuiesceFault) -> Self {
-        Self::FilesystemQuiesceFault(Box::new(value))
-    }
-}
-impl From<FilterInUse> for AnyMethodFault {
-    fn from(value: FilterInUse) -> Self {
-        Self::FilterInUse(Box::new(value))
-    }
-}
-impl From<FtIssuesOnHost> for AnyMethodFault {
-    fn from(value: FtIssuesOnHost) -> Self {
-        Self::FtIssuesOnHost(Box::new(value))
-    }
-}
-impl From<FullStorageVMotionNotSupported> for AnyMethodFault {
-    fn from(value: FullStorageVMotionNotSupported) -> Self {
-        Self::FullStorageVMotionNotSupported(Box::new(value))
-    }
-}
-impl From<GatewayConnectFault> for AnyMethodFault {
-    fn from(value: GatewayConnectFault) -> Self {
-        Self::GatewayConnectFault(Box::new(value))
-    }
-}
-impl From<GatewayHostNotReachable> for AnyMethodFault {
-    fn from(value: GatewayHostNotReachable) -> Self {
-        Self::GatewayHostNotReachable(Box::new(value))
-    }
-}
-impl From<GatewayNotFound> for AnyMethodFault {
-    fn from(value: GatewayNotFound) -> Self {
-        Self::GatewayNotFound(Box::new(value))
-    }
-}
-impl From<GatewayNotReachable> for AnyMethodFault {
-    fn from(value: GatewayNotReachable) -> Self {
-        Self::GatewayNotReachable(Box::new(value))
-    }
-}
-impl From<GatewayOperationRefused> for AnyMethodFault {
-    fn from(value: GatewayOperationRefused) -> Self {
-        Self::GatewayOperationRefused(Box::new(value))
-    }
-}
-impl From<GatewayToHostAuthFault> for AnyMethodFault {
-    fn from(value: GatewayToHostAuthFault) -> Self {
-        Self::GatewayToHostAuthFault(Box::new(value))
-    }
-}
-impl From<GatewayToHostConnectFault> for AnyMethodFault {
-    fn from(value: GatewayToHostConnectFault) -> Self {
-        Self::GatewayToHostConnectFault(Box::new(value))
-    }
-}
-impl From<GatewayToHostTrustVerifyFault> for AnyMethodFault {
-    fn from(value: GatewayToHostTrustVerifyFault) -> Self {
-        Self::GatewayToHostTrustVerifyFault(Box::new(value))
-    }
-}
-impl From<GenericDrsFault> for AnyMethodFault {
-    fn from(value: GenericDrsFault) -> Self {
-        Self::GenericDrsFault(Box::new(value))
-    }
-}
-impl From<GenericVmConfigFault> for AnyMethodFault {
-    fn from(value: GenericVmConfigFault) -> Self {
-        Self::GenericVmConfigFault(Box::new(value))
-    }
-}
-impl From<GuestAuthenticationChallenge> for AnyMethodFault {
-    fn from(value: GuestAuthenticationChallenge) -> Self {
-        Self::GuestAuthenticationChallenge(Box::new(value))
-    }
-}
-impl From<GuestComponentsOutOfDate> for AnyMethodFault {
-    fn from(value: GuestComponentsOutOfDate) -> Self {
-        Self::GuestComponentsOutOfDate(Box::new(value))
-    }
-}
-impl From<GuestMultipleMappings> for AnyMethodFault {
-    fn from(value: GuestMultipleMappings) -> Self {
-        Self::GuestMultipleMappings(Box::new(value))
-    }
-}
-impl From<GuestOperationsFault> for AnyMethodFault {
-    fn from(value: GuestOperationsFault) -> Self {
-        Self::GuestOperationsFault(Box::new(value))
-    }
-}
-impl From<GuestOperationsUnavailable> for AnyMethodFault {
-    fn from(value: GuestOperationsUnavailable) -> Self {
-        Self::GuestOperationsUnavailable(Box::new(value))
-    }
-}
-impl From<GuestPermissionDenied> for AnyMethodFault {
-    fn from(value: GuestPermissionDenied) -> Self {
-        Self::GuestPermissionDenied(Box::new(value))
-    }
-}
-impl From<GuestProcessNotFound> for AnyMethodFault {
-    fn from(value: GuestProcessNotFound) -> Self {
-        Self::GuestProcessNotFound(Box::new(value))
-    }
-}
-impl From<GuestRegistryFault> for AnyMethodFault {
-    fn from(value: GuestRegistryFault) -> Self {
-        Self::GuestRegistryFault(Box::new(value))
-    }
-}
-impl From<GuestRegistryKeyAlreadyExists> for AnyMethodFault {
-    fn from(value: GuestRegistryKeyAlreadyExists) -> Self {
-        Self::GuestRegistryKeyAlreadyExists(Box::new(value))
-    }
-}
-impl From<GuestRegistryKeyFault> for AnyMethodFault {
-    fn from(value: GuestRegistryKeyFault) -> Self {
-        Self::GuestRegistryKeyFault(Box::new(value))
-    }
-}
-impl From<GuestRegistryKeyHasSubkeys> for AnyMethodFault {
-    fn from(value: GuestRegistryKeyHasSubkeys) -> Self {
-        Self::GuestRegistryKeyHasSubkeys(Box::new(value))
-    }
-}
-impl From<GuestRegistryKeyInvalid> for AnyMethodFault {
-    fn from(value: GuestRegistryKeyInvalid) -> Self {
-        Self::GuestRegistryKeyInvalid(Box::new(value))
-    }
-}
-impl From<GuestRegistryKeyParentVolatile> for AnyMethodFault {
-    fn from(value: GuestRegistryKeyParentVolatile) -> Self {
-        Self::GuestRegistryKeyParentVolatile(Box::new(value))
-    }
-}
-impl From<GuestRegistryValueFault> for AnyMethodFault {
-    fn from(value: GuestRegistryValueFault) -> Self {
-        Self::GuestRegistryValueFault(Box::new(value))
-    }
-}
-impl From<GuestRegistryValueNotFound> for AnyMethodFault {
-    fn from(value: GuestRegistryValueNotFound) -> Self {
-        Self::GuestRegistryValueNotFound(Box::new(value))
-    }
-}
-impl From<HAErrorsAtDest> for AnyMethodFault {
-    fn from(value: HAErrorsAtDest) -> Self {
-        Self::HAErrorsAtDest(Box::new(value))
-    }
-}
-impl From<HeterogenousHostsBlockingEVC> for AnyMethodFault {
-    fn from(value: HeterogenousHostsBlockingEVC) -> Self {
-        Self::HeterogenousHostsBlockingEVC(Box::new(value))
-    }
-}
-impl From<HostAccessRestrictedToManagementServer> for AnyMethodFault {
-    fn from(value: HostAccessRestrictedToManagementServer) -> Self {
-        Self::HostAccessRestrictedToManagementServer(Box::new(value))
-    }
-}
-impl From<HostCommunication> for AnyMethodFault {
-    fn from(value: HostCommunication) -> Self {
-        Self::HostCommunication(Box::new(value))
-    }
-}
-impl From<HostConfigFailed> for AnyMethodFault {
-    fn from(value: HostConfigFailed) -> Self {
-        Self::HostConfigFailed(Box::new(value))
-    }
-}
-impl From<HostConfigFault> for AnyMethodFault {
-    fn from(value: HostConfigFault) -> Self {
-        Self::HostConfigFault(Box::new(value))
-    }
-}
-impl From<HostConnectFault> for AnyMethodFault {
-    fn from(value: HostConnectFault) -> Self {
-        Self::HostConnectFault(Box::new(value))
-    }
-}
-impl From<HostHasComponentFailure> for AnyMethodFault {
-    fn from(value: HostHasComponentFailure) -> Self {
-        Self::HostHasComponentFailure(Box::new(value))
-    }
-}
-impl From<HostInDomain> for AnyMethodFault {
-    fn from(value: HostInDomain) -> Self {
-        Self::HostInDomain(Box::new(value))
-    }
-}
-impl From<HostIncompatibleForFaultTolerance> for AnyMethodFault {
-    fn from(value: HostIncompatibleForFaultTolerance) -> Self {
-        Self::HostIncompatibleForFaultTolerance(Box::new(value))
-    }
-}
-impl From<HostIncompatibleForRecordReplay> for AnyMethodFault {
-    fn from(value: HostIncompatibleForRecordReplay) -> Self {
-        Self::HostIncompatibleForRecordReplay(Box::new(value))
-    }
-}
-impl From<HostInventoryFull> for AnyMethodFault {
-    fn from(value: HostInventoryFull) -> Self {
-        Self::HostInventoryFull(Box::new(value))
-    }
-}
-impl From<HostNotConnected> for AnyMethodFault {
-    fn from(value: HostNotConnected) -> Self {
-        Self::HostNotConnected(Box::new(value))
-    }
-}
-impl From<HostNotReachable> for AnyMethodFault {
-    fn from(value: HostNotReachable) -> Self {
-        Self::HostNotReachable(Box::new(value))
-    }
-}
-impl From<HostPowerOpFailed> for AnyMethodFault {
-    fn from(value: HostPowerOpFailed) -> Self {
-        Self::HostPowerOpFailed(Box::new(value))
-    }
-}
-impl From<HostSpecificationOperationFailed> for AnyMethodFault {
-    fn from(value: HostSpecificationOperationFailed) -> Self {
-        Self::HostSpecificationOperationFailed(Box::new(value))
-    }
-}
-impl From<HotSnapshotMoveNotSupported> for AnyMethodFault {
-    fn from(value: HotSnapshotMoveNotSupported) -> Self {
-        Self::HotSnapshotMoveNotSupported(Box::new(value))
-    }
-}
-impl From<HttpFault> for AnyMethodFault {
-    fn from(value: HttpFault) -> Self {
-        Self::HttpFault(Box::new(value))
-    }
-}
-impl From<IDEDiskNotSupported> for AnyMethodFault {
-    fn from(value: IDEDiskNotSupported) -> Self {
-        Self::IDEDiskNotSupported(Box::new(value))
-    }
-}
-impl From<IORMNotSupportedHostOnDatastore> for AnyMethodFault {
-    fn from(value: IORMNotSupportedHostOnDatastore) -> Self {
-        Self::IORMNotSupportedHostOnDatastore(Box::new(value))
-    }
-}
-impl From<ImportHostAddFailure> for AnyMethodFault {
-    fn from(value: ImportHostAddFailure) -> Self {
-        Self::ImportHostAddFailure(Box::new(value))
-    }
-}
-impl From<ImportOperationBulkFault> for AnyMethodFault {
-    fn from(value: ImportOperationBulkFault) -> Self {
-        Self::ImportOperationBulkFault(Box::new(value))
-    }
-}
-impl From<InUseFeatureManipulationDisallowed> for AnyMethodFault {
-    fn from(value: InUseFeatureManipulationDisallowed) -> Self {
-        Self::InUseFeatureManipulationDisallowed(Box::new(value))
-    }
-}
-impl From<InaccessibleDatastore> for AnyMethodFault {
-    fn from(value: InaccessibleDatastore) -> Self {
-        Self::InaccessibleDatastore(Box::new(value))
+impl AnyMethodFault {
+    /// Wraps a boxed schema object of this type or one of its subtypes.
+    pub fn from_data_object(object: Box<dyn x::DataObject>) -> Option<Self> {
+        match object.type_name() {
+            "MethodFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MethodFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "ActiveDirectoryFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ActiveDirectoryFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "ActiveVMsBlockingEVC" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ActiveVMsBlockingEVC(v)),
+                    Err(_) => None,
+                }
+            }
+            "AdminDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AdminDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "AdminNotDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AdminNotDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "AffinityConfigured" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AffinityConfigured(v)),
+                    Err(_) => None,
+                }
+            }
+            "AgentInstallFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AgentInstallFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlreadyBeingManaged" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlreadyBeingManaged(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlreadyConnected" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlreadyConnected(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlreadyExists" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlreadyExists(v)),
+                    Err(_) => None,
+                }
+            }
+            "AlreadyUpgraded" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AlreadyUpgraded(v)),
+                    Err(_) => None,
+                }
+            }
+            "AnswerFileUpdateFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AnswerFileUpdateFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "ApplicationQuiesceFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ApplicationQuiesceFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "AuthMinimumAdminPermission" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::AuthMinimumAdminPermission(v)),
+                    Err(_) => None,
+                }
+            }
+            "BackupBlobReadFailure" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::BackupBlobReadFailure(v)),
+                    Err(_) => None,
+                }
+            }
+            "BackupBlobWriteFailure" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::BackupBlobWriteFailure(v)),
+                    Err(_) => None,
+                }
+            }
+            "BlockedByFirewall" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::BlockedByFirewall(v)),
+                    Err(_) => None,
+                }
+            }
+            "CAMServerRefusedConnection" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CAMServerRefusedConnection(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAccessFile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAccessFile(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAccessLocalSource" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAccessLocalSource(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAccessNetwork" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAccessNetwork(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAccessVmComponent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAccessVmComponent(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAccessVmConfig" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAccessVmConfig(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAccessVmDevice" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAccessVmDevice(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAccessVmDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAccessVmDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAddHostWithFTVmAsStandalone" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAddHostWithFTVmAsStandalone(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAddHostWithFTVmToDifferentCluster" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAddHostWithFTVmToDifferentCluster(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotAddHostWithFTVmToNonHACluster" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotAddHostWithFTVmToNonHACluster(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotChangeDrsBehaviorForFtSecondary" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotChangeDrsBehaviorForFtSecondary(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotChangeHaSettingsForFtSecondary" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotChangeHaSettingsForFtSecondary(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotChangeVsanClusterUuid" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotChangeVsanClusterUuid(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotChangeVsanNodeUuid" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotChangeVsanNodeUuid(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotComputeFTCompatibleHosts" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotComputeFTCompatibleHosts(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotCreateFile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotCreateFile(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotDecryptPasswords" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotDecryptPasswords(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotDeleteFile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotDeleteFile(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotDisableDrsOnClustersWithVApps" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotDisableDrsOnClustersWithVApps(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotDisableSnapshot" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotDisableSnapshot(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotDisconnectHostWithFaultToleranceVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotDisconnectHostWithFaultToleranceVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotEnableVmcpForCluster" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotEnableVmcpForCluster(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotModifyConfigCpuRequirements" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotModifyConfigCpuRequirements(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotMoveFaultToleranceVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotMoveFaultToleranceVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotMoveHostWithFaultToleranceVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotMoveHostWithFaultToleranceVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotMoveVmWithDeltaDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotMoveVmWithDeltaDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotMoveVmWithNativeDeltaDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotMoveVmWithNativeDeltaDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotMoveVsanEnabledHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotMoveVsanEnabledHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotPlaceWithoutPrerequisiteMoves" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotPlaceWithoutPrerequisiteMoves(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotPowerOffVmInCluster" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotPowerOffVmInCluster(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotReconfigureVsanWhenHaEnabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotReconfigureVsanWhenHaEnabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "CannotUseNetwork" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CannotUseNetwork(v)),
+                    Err(_) => None,
+                }
+            }
+            "ClockSkew" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ClockSkew(v)),
+                    Err(_) => None,
+                }
+            }
+            "CloneFromSnapshotNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CloneFromSnapshotNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "CollectorAddressUnset" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CollectorAddressUnset(v)),
+                    Err(_) => None,
+                }
+            }
+            "ConcurrentAccess" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ConcurrentAccess(v)),
+                    Err(_) => None,
+                }
+            }
+            "ConflictingConfiguration" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ConflictingConfiguration(v)),
+                    Err(_) => None,
+                }
+            }
+            "ConflictingDatastoreFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ConflictingDatastoreFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "ConnectedIso" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ConnectedIso(v)),
+                    Err(_) => None,
+                }
+            }
+            "CpuCompatibilityUnknown" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CpuCompatibilityUnknown(v)),
+                    Err(_) => None,
+                }
+            }
+            "CpuHotPlugNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CpuHotPlugNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "CpuIncompatible" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CpuIncompatible(v)),
+                    Err(_) => None,
+                }
+            }
+            "CpuIncompatible1ECX" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CpuIncompatible1ECX(v)),
+                    Err(_) => None,
+                }
+            }
+            "CpuIncompatible81EDX" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CpuIncompatible81EDX(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "CustomizationPending" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::CustomizationPending(v)),
+                    Err(_) => None,
+                }
+            }
+            "DVPortNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DVPortNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DasConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DasConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatabaseError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatabaseError(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatacenterMismatch" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatacenterMismatch(v)),
+                    Err(_) => None,
+                }
+            }
+            "DatastoreNotWritableOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DatastoreNotWritableOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "DeltaDiskFormatNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DeltaDiskFormatNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DestinationSwitchFull" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DestinationSwitchFull(v)),
+                    Err(_) => None,
+                }
+            }
+            "DestinationVsanDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DestinationVsanDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "DeviceBackingNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DeviceBackingNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DeviceControllerNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DeviceControllerNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DeviceHotPlugNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DeviceHotPlugNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DeviceNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DeviceNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "DeviceNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DeviceNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DeviceUnsupportedForVmPlatform" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DeviceUnsupportedForVmPlatform(v)),
+                    Err(_) => None,
+                }
+            }
+            "DeviceUnsupportedForVmVersion" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DeviceUnsupportedForVmVersion(v)),
+                    Err(_) => None,
+                }
+            }
+            "DigestNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DigestNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DirectoryNotEmpty" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DirectoryNotEmpty(v)),
+                    Err(_) => None,
+                }
+            }
+            "DisableAdminNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DisableAdminNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DisallowedChangeByService" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DisallowedChangeByService(v)),
+                    Err(_) => None,
+                }
+            }
+            "DisallowedDiskModeChange" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DisallowedDiskModeChange(v)),
+                    Err(_) => None,
+                }
+            }
+            "DisallowedMigrationDeviceAttached" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DisallowedMigrationDeviceAttached(v)),
+                    Err(_) => None,
+                }
+            }
+            "DisallowedOperationOnFailoverHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DisallowedOperationOnFailoverHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "DisconnectedHostsBlockingEVC" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DisconnectedHostsBlockingEVC(v)),
+                    Err(_) => None,
+                }
+            }
+            "DiskHasPartitions" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DiskHasPartitions(v)),
+                    Err(_) => None,
+                }
+            }
+            "DiskIsLastRemainingNonSSD" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DiskIsLastRemainingNonSSD(v)),
+                    Err(_) => None,
+                }
+            }
+            "DiskIsNonLocal" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DiskIsNonLocal(v)),
+                    Err(_) => None,
+                }
+            }
+            "DiskIsUSB" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DiskIsUSB(v)),
+                    Err(_) => None,
+                }
+            }
+            "DiskMoveTypeNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DiskMoveTypeNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DiskNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DiskNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "DiskTooSmall" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DiskTooSmall(v)),
+                    Err(_) => None,
+                }
+            }
+            "DomainNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DomainNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsDisabledOnVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsDisabledOnVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "DrsVmotionIncompatibleFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DrsVmotionIncompatibleFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "DuplicateDisks" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DuplicateDisks(v)),
+                    Err(_) => None,
+                }
+            }
+            "DuplicateName" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DuplicateName(v)),
+                    Err(_) => None,
+                }
+            }
+            "DuplicateVsanNetworkInterface" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DuplicateVsanNetworkInterface(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsApplyOperationFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsApplyOperationFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsNotAuthorized" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsNotAuthorized(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsOperationBulkFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsOperationBulkFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "DvsScopeViolated" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::DvsScopeViolated(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedCPUFeaturesForMode" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedCPUFeaturesForMode(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedCPUModel" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedCPUModel(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedCPUModelForMode" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedCPUModelForMode(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedCPUVendor" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedCPUVendor(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedCPUVendorUnknown" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedCPUVendorUnknown(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedHostDisconnected" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedHostDisconnected(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedHostSoftware" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedHostSoftware(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedHostSoftwareForMode" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedHostSoftwareForMode(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCAdmissionFailedVmActive" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCAdmissionFailedVmActive(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCModeIllegalByVendor" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCModeIllegalByVendor(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCModeUnsupportedByHosts" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCModeUnsupportedByHosts(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCUnsupportedByHostHardware" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCUnsupportedByHostHardware(v)),
+                    Err(_) => None,
+                }
+            }
+            "EVCUnsupportedByHostSoftware" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EVCUnsupportedByHostSoftware(v)),
+                    Err(_) => None,
+                }
+            }
+            "EightHostLimitViolated" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EightHostLimitViolated(v)),
+                    Err(_) => None,
+                }
+            }
+            "EncryptionKeyRequired" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::EncryptionKeyRequired(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExpiredAddonLicense" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExpiredAddonLicense(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExpiredEditionLicense" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExpiredEditionLicense(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExpiredFeatureLicense" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExpiredFeatureLicense(v)),
+                    Err(_) => None,
+                }
+            }
+            "ExtendedFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ExtendedFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "FailToEnableSPBM" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FailToEnableSPBM(v)),
+                    Err(_) => None,
+                }
+            }
+            "FailToLockFaultToleranceVMs" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FailToLockFaultToleranceVMs(v)),
+                    Err(_) => None,
+                }
+            }
+            "FaultToleranceAntiAffinityViolated" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FaultToleranceAntiAffinityViolated(v)),
+                    Err(_) => None,
+                }
+            }
+            "FaultToleranceCannotEditMem" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FaultToleranceCannotEditMem(v)),
+                    Err(_) => None,
+                }
+            }
+            "FaultToleranceCpuIncompatible" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FaultToleranceCpuIncompatible(v)),
+                    Err(_) => None,
+                }
+            }
+            "FaultToleranceNeedsThickDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FaultToleranceNeedsThickDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "FaultToleranceNotLicensed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FaultToleranceNotLicensed(v)),
+                    Err(_) => None,
+                }
+            }
+            "FaultToleranceNotSameBuild" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FaultToleranceNotSameBuild(v)),
+                    Err(_) => None,
+                }
+            }
+            "FaultTolerancePrimaryPowerOnNotAttempted" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FaultTolerancePrimaryPowerOnNotAttempted(v)),
+                    Err(_) => None,
+                }
+            }
+            "FaultToleranceVmNotDasProtected" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FaultToleranceVmNotDasProtected(v)),
+                    Err(_) => None,
+                }
+            }
+            "FcoeFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FcoeFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "FcoeFaultPnicHasNoPortSet" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FcoeFaultPnicHasNoPortSet(v)),
+                    Err(_) => None,
+                }
+            }
+            "FeatureRequirementsNotMet" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FeatureRequirementsNotMet(v)),
+                    Err(_) => None,
+                }
+            }
+            "FileAlreadyExists" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FileAlreadyExists(v)),
+                    Err(_) => None,
+                }
+            }
+            "FileBackedPortNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FileBackedPortNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "FileFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FileFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "FileLocked" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FileLocked(v)),
+                    Err(_) => None,
+                }
+            }
+            "FileNameTooLong" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FileNameTooLong(v)),
+                    Err(_) => None,
+                }
+            }
+            "FileNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FileNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "FileNotWritable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FileNotWritable(v)),
+                    Err(_) => None,
+                }
+            }
+            "FileTooLarge" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FileTooLarge(v)),
+                    Err(_) => None,
+                }
+            }
+            "FilesystemQuiesceFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FilesystemQuiesceFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "FilterInUse" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FilterInUse(v)),
+                    Err(_) => None,
+                }
+            }
+            "FtIssuesOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FtIssuesOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "FullStorageVMotionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::FullStorageVMotionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "GatewayConnectFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GatewayConnectFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GatewayHostNotReachable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GatewayHostNotReachable(v)),
+                    Err(_) => None,
+                }
+            }
+            "GatewayNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GatewayNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "GatewayNotReachable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GatewayNotReachable(v)),
+                    Err(_) => None,
+                }
+            }
+            "GatewayOperationRefused" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GatewayOperationRefused(v)),
+                    Err(_) => None,
+                }
+            }
+            "GatewayToHostAuthFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GatewayToHostAuthFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GatewayToHostConnectFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GatewayToHostConnectFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GatewayToHostTrustVerifyFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GatewayToHostTrustVerifyFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GenericDrsFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GenericDrsFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GenericVmConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GenericVmConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestAuthenticationChallenge" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestAuthenticationChallenge(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestComponentsOutOfDate" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestComponentsOutOfDate(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestMultipleMappings" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestMultipleMappings(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestOperationsFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestOperationsFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestOperationsUnavailable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestOperationsUnavailable(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestPermissionDenied" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestPermissionDenied(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestProcessNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestProcessNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestRegistryFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestRegistryFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestRegistryKeyAlreadyExists" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestRegistryKeyAlreadyExists(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestRegistryKeyFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestRegistryKeyFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestRegistryKeyHasSubkeys" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestRegistryKeyHasSubkeys(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestRegistryKeyInvalid" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestRegistryKeyInvalid(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestRegistryKeyParentVolatile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestRegistryKeyParentVolatile(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestRegistryValueFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestRegistryValueFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "GuestRegistryValueNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::GuestRegistryValueNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "HAErrorsAtDest" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HAErrorsAtDest(v)),
+                    Err(_) => None,
+                }
+            }
+            "HeterogenousHostsBlockingEVC" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HeterogenousHostsBlockingEVC(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostAccessRestrictedToManagementServer" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostAccessRestrictedToManagementServer(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostCommunication" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostCommunication(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostConfigFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostConfigFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostConnectFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostConnectFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostHasComponentFailure" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostHasComponentFailure(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostInDomain" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostInDomain(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostIncompatibleForFaultTolerance" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostIncompatibleForFaultTolerance(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostIncompatibleForRecordReplay" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostIncompatibleForRecordReplay(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostInventoryFull" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostInventoryFull(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostNotConnected" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostNotConnected(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostNotReachable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostNotReachable(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostPowerOpFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostPowerOpFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "HostSpecificationOperationFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HostSpecificationOperationFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "HotSnapshotMoveNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HotSnapshotMoveNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "HttpFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::HttpFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "IDEDiskNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IDEDiskNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "IORMNotSupportedHostOnDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IORMNotSupportedHostOnDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "ImportHostAddFailure" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ImportHostAddFailure(v)),
+                    Err(_) => None,
+                }
+            }
+            "ImportOperationBulkFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ImportOperationBulkFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InUseFeatureManipulationDisallowed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InUseFeatureManipulationDisallowed(v)),
+                    Err(_) => None,
+                }
+            }
+            "InaccessibleDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InaccessibleDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "InaccessibleFTMetadataDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InaccessibleFTMetadataDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "InaccessibleVFlashSource" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InaccessibleVFlashSource(v)),
+                    Err(_) => None,
+                }
+            }
+            "IncompatibleDefaultDevice" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IncompatibleDefaultDevice(v)),
+                    Err(_) => None,
+                }
+            }
+            "IncompatibleHostForFtSecondary" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IncompatibleHostForFtSecondary(v)),
+                    Err(_) => None,
+                }
+            }
+            "IncompatibleHostForVmReplication" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IncompatibleHostForVmReplication(v)),
+                    Err(_) => None,
+                }
+            }
+            "IncompatibleSetting" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IncompatibleSetting(v)),
+                    Err(_) => None,
+                }
+            }
+            "IncorrectFileType" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IncorrectFileType(v)),
+                    Err(_) => None,
+                }
+            }
+            "IncorrectHostInformation" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IncorrectHostInformation(v)),
+                    Err(_) => None,
+                }
+            }
+            "IndependentDiskVMotionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IndependentDiskVMotionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientAgentVmsDeployed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientAgentVmsDeployed(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientCpuResourcesFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientCpuResourcesFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientDisks" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientDisks(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientFailoverResourcesFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientFailoverResourcesFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientGraphicsResourcesFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientGraphicsResourcesFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientHostCapacityFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientHostCapacityFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientHostCpuCapacityFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientHostCpuCapacityFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientHostMemoryCapacityFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientHostMemoryCapacityFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientMemoryResourcesFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientMemoryResourcesFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientNetworkCapacity" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientNetworkCapacity(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientNetworkResourcePoolCapacity" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientNetworkResourcePoolCapacity(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientPerCpuCapacity" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientPerCpuCapacity(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientResourcesFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientResourcesFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientStandbyCpuResource" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientStandbyCpuResource(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientStandbyMemoryResource" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientStandbyMemoryResource(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientStandbyResource" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientStandbyResource(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientStorageIops" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientStorageIops(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientStorageSpace" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientStorageSpace(v)),
+                    Err(_) => None,
+                }
+            }
+            "InsufficientVFlashResourcesFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InsufficientVFlashResourcesFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidAffinitySettingFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidAffinitySettingFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidArgument" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidArgument(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidBmcRole" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidBmcRole(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidBundle" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidBundle(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidCAMCertificate" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidCAMCertificate(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidCAMServer" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidCAMServer(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidClientCertificate" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidClientCertificate(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidCollectorVersion" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidCollectorVersion(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidController" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidController(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDasConfigArgument" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDasConfigArgument(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDasRestartPriorityForFtVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDasRestartPriorityForFtVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDatastorePath" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDatastorePath(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDatastoreState" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDatastoreState(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDeviceBacking" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDeviceBacking(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDeviceOperation" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDeviceOperation(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDeviceSpec" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDeviceSpec(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDiskFormat" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDiskFormat(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidDrsBehaviorForFtVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidDrsBehaviorForFtVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidEditionLicense" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidEditionLicense(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidEvent" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidEvent(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidFolder" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidFolder(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidFormat" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidFormat(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidGuestLogin" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidGuestLogin(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidHostConnectionState" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidHostConnectionState(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidHostName" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidHostName(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidHostState" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidHostState(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidIndexArgument" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidIndexArgument(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidIpfixConfig" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidIpfixConfig(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidIpmiLoginInfo" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidIpmiLoginInfo(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidIpmiMacAddress" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidIpmiMacAddress(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidLicense" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidLicense(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidLocale" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidLocale(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidLogin" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidLogin(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidName" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidName(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidNasCredentials" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidNasCredentials(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidNetworkInType" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidNetworkInType(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidNetworkResource" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidNetworkResource(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidOperationOnSecondaryVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidOperationOnSecondaryVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidPowerState" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidPowerState(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidPrivilege" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidPrivilege(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidProfileReferenceHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidProfileReferenceHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidProperty" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidProperty(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidPropertyType" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidPropertyType(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidPropertyValue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidPropertyValue(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidRequest" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidRequest(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidResourcePoolStructureFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidResourcePoolStructureFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidSnapshotFormat" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidSnapshotFormat(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidState" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidState(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidType" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidType(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidVmConfig" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidVmConfig(v)),
+                    Err(_) => None,
+                }
+            }
+            "InvalidVmState" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InvalidVmState(v)),
+                    Err(_) => None,
+                }
+            }
+            "InventoryHasStandardAloneHosts" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::InventoryHasStandardAloneHosts(v)),
+                    Err(_) => None,
+                }
+            }
+            "IpHostnameGeneratorError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IpHostnameGeneratorError(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultInvalidVnic" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultInvalidVnic(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultPnicInUse" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultPnicInUse(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicAlreadyBound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicAlreadyBound(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicHasActivePaths" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicHasActivePaths(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicHasMultipleUplinks" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicHasMultipleUplinks(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicHasNoUplinks" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicHasNoUplinks(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicHasWrongUplink" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicHasWrongUplink(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicInUse" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicInUse(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicIsLastPath" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicIsLastPath(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicNotBound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicNotBound(v)),
+                    Err(_) => None,
+                }
+            }
+            "IscsiFaultVnicNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::IscsiFaultVnicNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "KeyNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::KeyNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "LargeRDMConversionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LargeRDMConversionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "LargeRDMNotSupportedOnDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LargeRDMNotSupportedOnDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "LegacyNetworkInterfaceInUse" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LegacyNetworkInterfaceInUse(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseAssignmentFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseAssignmentFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseDowngradeDisallowed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseDowngradeDisallowed(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseEntityNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseEntityNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseExpired" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseExpired(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseKeyEntityMismatch" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseKeyEntityMismatch(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseRestricted" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseRestricted(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseServerUnavailable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseServerUnavailable(v)),
+                    Err(_) => None,
+                }
+            }
+            "LicenseSourceUnavailable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LicenseSourceUnavailable(v)),
+                    Err(_) => None,
+                }
+            }
+            "LimitExceeded" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LimitExceeded(v)),
+                    Err(_) => None,
+                }
+            }
+            "LinuxVolumeNotClean" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LinuxVolumeNotClean(v)),
+                    Err(_) => None,
+                }
+            }
+            "LogBundlingFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::LogBundlingFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "MaintenanceModeFileMove" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MaintenanceModeFileMove(v)),
+                    Err(_) => None,
+                }
+            }
+            "ManagedObjectNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ManagedObjectNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "MemoryFileFormatNotSupportedByDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MemoryFileFormatNotSupportedByDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "MemoryHotPlugNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MemoryHotPlugNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "MemorySizeNotRecommended" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MemorySizeNotRecommended(v)),
+                    Err(_) => None,
+                }
+            }
+            "MemorySizeNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MemorySizeNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "MemorySizeNotSupportedByDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MemorySizeNotSupportedByDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "MemorySnapshotOnIndependentDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MemorySnapshotOnIndependentDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "MethodAlreadyDisabledFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MethodAlreadyDisabledFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "MethodDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MethodDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "MethodNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MethodNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationFeatureNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationFeatureNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "MigrationNotReady" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MigrationNotReady(v)),
+                    Err(_) => None,
+                }
+            }
+            "MismatchedBundle" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MismatchedBundle(v)),
+                    Err(_) => None,
+                }
+            }
+            "MismatchedNetworkPolicies" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MismatchedNetworkPolicies(v)),
+                    Err(_) => None,
+                }
+            }
+            "MismatchedVMotionNetworkNames" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MismatchedVMotionNetworkNames(v)),
+                    Err(_) => None,
+                }
+            }
+            "MissingBmcSupport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MissingBmcSupport(v)),
+                    Err(_) => None,
+                }
+            }
+            "MissingController" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MissingController(v)),
+                    Err(_) => None,
+                }
+            }
+            "MissingIpPool" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MissingIpPool(v)),
+                    Err(_) => None,
+                }
+            }
+            "MissingLinuxCustResources" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MissingLinuxCustResources(v)),
+                    Err(_) => None,
+                }
+            }
+            "MissingNetworkIpConfig" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MissingNetworkIpConfig(v)),
+                    Err(_) => None,
+                }
+            }
+            "MissingPowerOffConfiguration" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MissingPowerOffConfiguration(v)),
+                    Err(_) => None,
+                }
+            }
+            "MissingPowerOnConfiguration" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MissingPowerOnConfiguration(v)),
+                    Err(_) => None,
+                }
+            }
+            "MissingWindowsCustResources" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MissingWindowsCustResources(v)),
+                    Err(_) => None,
+                }
+            }
+            "MksConnectionLimitReached" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MksConnectionLimitReached(v)),
+                    Err(_) => None,
+                }
+            }
+            "MountError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MountError(v)),
+                    Err(_) => None,
+                }
+            }
+            "MultiWriterNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MultiWriterNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "MultipleCertificatesVerifyFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MultipleCertificatesVerifyFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "MultipleSnapshotsNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::MultipleSnapshotsNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "NamespaceFull" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NamespaceFull(v)),
+                    Err(_) => None,
+                }
+            }
+            "NamespaceLimitReached" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NamespaceLimitReached(v)),
+                    Err(_) => None,
+                }
+            }
+            "NamespaceWriteProtected" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NamespaceWriteProtected(v)),
+                    Err(_) => None,
+                }
+            }
+            "NasConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NasConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "NasConnectionLimitReached" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NasConnectionLimitReached(v)),
+                    Err(_) => None,
+                }
+            }
+            "NasSessionCredentialConflict" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NasSessionCredentialConflict(v)),
+                    Err(_) => None,
+                }
+            }
+            "NasVolumeNotMounted" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NasVolumeNotMounted(v)),
+                    Err(_) => None,
+                }
+            }
+            "NetworkCopyFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetworkCopyFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "NetworkDisruptedAndConfigRolledBack" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetworkDisruptedAndConfigRolledBack(v)),
+                    Err(_) => None,
+                }
+            }
+            "NetworkInaccessible" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetworkInaccessible(v)),
+                    Err(_) => None,
+                }
+            }
+            "NetworksMayNotBeTheSame" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NetworksMayNotBeTheSame(v)),
+                    Err(_) => None,
+                }
+            }
+            "NicSettingMismatch" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NicSettingMismatch(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoActiveHostInCluster" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoActiveHostInCluster(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoAvailableIp" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoAvailableIp(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoClientCertificate" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoClientCertificate(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoCompatibleDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoCompatibleDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoCompatibleHardAffinityHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoCompatibleHardAffinityHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoCompatibleHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoCompatibleHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoCompatibleHostWithAccessToDevice" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoCompatibleHostWithAccessToDevice(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoCompatibleSoftAffinityHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoCompatibleSoftAffinityHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoConnectedDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoConnectedDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoDiskFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoDiskFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoDiskSpace" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoDiskSpace(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoDisksToCustomize" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoDisksToCustomize(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoGateway" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoGateway(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoGuestHeartbeat" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoGuestHeartbeat(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoHostSuitableForFtSecondary" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoHostSuitableForFtSecondary(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoLicenseServerConfigured" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoLicenseServerConfigured(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoPeerHostFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoPeerHostFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoPermission" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoPermission(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoPermissionOnAD" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoPermissionOnAD(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoPermissionOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoPermissionOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoPermissionOnNasVolume" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoPermissionOnNasVolume(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoSubjectName" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoSubjectName(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoVcManagedIpConfigured" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoVcManagedIpConfigured(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoVirtualNic" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoVirtualNic(v)),
+                    Err(_) => None,
+                }
+            }
+            "NoVmInVApp" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NoVmInVApp(v)),
+                    Err(_) => None,
+                }
+            }
+            "NonADUserRequired" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NonADUserRequired(v)),
+                    Err(_) => None,
+                }
+            }
+            "NonHomeRDMVMotionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NonHomeRDMVMotionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "NonPersistentDisksNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NonPersistentDisksNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "NonVmwareOuiMacNotSupportedHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NonVmwareOuiMacNotSupportedHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotADirectory" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotADirectory(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotAFile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotAFile(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotAuthenticated" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotAuthenticated(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotEnoughCpus" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotEnoughCpus(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotEnoughLicenses" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotEnoughLicenses(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotEnoughLogicalCpus" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotEnoughLogicalCpus(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotImplemented" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotImplemented(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedDeviceForFT" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedDeviceForFT(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHostForChecksum" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHostForChecksum(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHostForVFlash" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHostForVFlash(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHostForVmcp" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHostForVmcp(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHostForVmemFile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHostForVmemFile(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHostForVsan" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHostForVsan(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHostInCluster" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHostInCluster(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHostInDvs" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHostInDvs(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotSupportedHostInHACluster" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotSupportedHostInHACluster(v)),
+                    Err(_) => None,
+                }
+            }
+            "NotUserConfigurableProperty" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NotUserConfigurableProperty(v)),
+                    Err(_) => None,
+                }
+            }
+            "NumVirtualCoresPerSocketNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NumVirtualCoresPerSocketNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "NumVirtualCpusExceedsLimit" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NumVirtualCpusExceedsLimit(v)),
+                    Err(_) => None,
+                }
+            }
+            "NumVirtualCpusIncompatible" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NumVirtualCpusIncompatible(v)),
+                    Err(_) => None,
+                }
+            }
+            "NumVirtualCpusNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::NumVirtualCpusNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "OperationDisabledByGuest" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OperationDisabledByGuest(v)),
+                    Err(_) => None,
+                }
+            }
+            "OperationDisallowedOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OperationDisallowedOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "OperationNotSupportedByGuest" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OperationNotSupportedByGuest(v)),
+                    Err(_) => None,
+                }
+            }
+            "OutOfBounds" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OutOfBounds(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfAttribute" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfAttribute(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConnectedDevice" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConnectedDevice(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConnectedDeviceFloppy" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConnectedDeviceFloppy(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConnectedDeviceIso" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConnectedDeviceIso(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConstraint" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConstraint(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConsumerCallbackFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConsumerCallbackFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConsumerCommunicationError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConsumerCommunicationError(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConsumerFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConsumerFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConsumerInvalidSection" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConsumerInvalidSection(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConsumerPowerOnFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConsumerPowerOnFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConsumerUndeclaredSection" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConsumerUndeclaredSection(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConsumerUndefinedPrefix" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConsumerUndefinedPrefix(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfConsumerValidationFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfConsumerValidationFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfCpuCompatibility" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfCpuCompatibility(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfCpuCompatibilityCheckNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfCpuCompatibilityCheckNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfDiskMappingNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfDiskMappingNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfDiskOrderConstraint" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfDiskOrderConstraint(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfDuplicateElement" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfDuplicateElement(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfDuplicatedElementBoundary" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfDuplicatedElementBoundary(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfDuplicatedPropertyIdExport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfDuplicatedPropertyIdExport(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfDuplicatedPropertyIdImport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfDuplicatedPropertyIdImport(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfElement" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfElement(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfElementInvalidValue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfElementInvalidValue(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfExport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfExport(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfExportFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfExportFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfHardwareCheck" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfHardwareCheck(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfHardwareExport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfHardwareExport(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfHostResourceConstraint" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfHostResourceConstraint(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfHostValueNotParsed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfHostValueNotParsed(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfImport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfImport(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfImportFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfImportFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfInternalError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfInternalError(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfInvalidPackage" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfInvalidPackage(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfInvalidValue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfInvalidValue(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfInvalidValueConfiguration" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfInvalidValueConfiguration(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfInvalidValueEmpty" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfInvalidValueEmpty(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfInvalidValueFormatMalformed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfInvalidValueFormatMalformed(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfInvalidValueReference" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfInvalidValueReference(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfInvalidVmName" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfInvalidVmName(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfMappedOsId" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfMappedOsId(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfMissingAttribute" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfMissingAttribute(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfMissingElement" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfMissingElement(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfMissingElementNormalBoundary" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfMissingElementNormalBoundary(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfMissingHardware" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfMissingHardware(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfNetworkMappingNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfNetworkMappingNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfNoHostNic" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfNoHostNic(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfNoSpaceOnController" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfNoSpaceOnController(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfNoSupportedHardwareFamily" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfNoSupportedHardwareFamily(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfProperty" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfProperty(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfPropertyExport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfPropertyExport(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfPropertyNetwork" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfPropertyNetwork(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfPropertyNetworkExport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfPropertyNetworkExport(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfPropertyQualifier" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfPropertyQualifier(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfPropertyQualifierDuplicate" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfPropertyQualifierDuplicate(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfPropertyQualifierIgnored" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfPropertyQualifierIgnored(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfPropertyType" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfPropertyType(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfPropertyValue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfPropertyValue(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfSystemFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfSystemFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfToXmlUnsupportedElement" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfToXmlUnsupportedElement(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnableToExportDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnableToExportDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnexpectedElement" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnexpectedElement(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnknownDevice" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnknownDevice(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnknownDeviceBacking" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnknownDeviceBacking(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnknownEntity" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnknownEntity(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedAttribute" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedAttribute(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedAttributeValue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedAttributeValue(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedDeviceBackingInfo" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedDeviceBackingInfo(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedDeviceBackingOption" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedDeviceBackingOption(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedDeviceExport" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedDeviceExport(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedDiskProvisioning" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedDiskProvisioning(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedElement" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedElement(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedElementValue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedElementValue(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedPackage" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedPackage(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedSection" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedSection(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedSubType" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedSubType(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfUnsupportedType" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfUnsupportedType(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfWrongElement" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfWrongElement(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfWrongNamespace" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfWrongNamespace(v)),
+                    Err(_) => None,
+                }
+            }
+            "OvfXmlFormat" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::OvfXmlFormat(v)),
+                    Err(_) => None,
+                }
+            }
+            "PasswordExpired" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PasswordExpired(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchAlreadyInstalled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchAlreadyInstalled(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchBinariesNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchBinariesNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchInstallFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchInstallFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchIntegrityError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchIntegrityError(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchMetadataCorrupted" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchMetadataCorrupted(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchMetadataInvalid" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchMetadataInvalid(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchMetadataNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchMetadataNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchMissingDependencies" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchMissingDependencies(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchNotApplicable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchNotApplicable(v)),
+                    Err(_) => None,
+                }
+            }
+            "PatchSuperseded" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PatchSuperseded(v)),
+                    Err(_) => None,
+                }
+            }
+            "PhysCompatRDMNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PhysCompatRDMNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "PlatformConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PlatformConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "PowerOnFtSecondaryFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PowerOnFtSecondaryFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "PowerOnFtSecondaryTimedout" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::PowerOnFtSecondaryTimedout(v)),
+                    Err(_) => None,
+                }
+            }
+            "ProfileUpdateFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ProfileUpdateFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "QuarantineModeFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::QuarantineModeFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "QuestionPending" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::QuestionPending(v)),
+                    Err(_) => None,
+                }
+            }
+            "QuiesceDatastoreIOForHAFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::QuiesceDatastoreIOForHAFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "RDMConversionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RDMConversionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "RDMNotPreserved" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RDMNotPreserved(v)),
+                    Err(_) => None,
+                }
+            }
+            "RDMNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RDMNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "RDMNotSupportedOnDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RDMNotSupportedOnDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "RDMPointsToInaccessibleDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RDMPointsToInaccessibleDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "RawDiskNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RawDiskNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReadHostResourcePoolTreeFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReadHostResourcePoolTreeFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReadOnlyDisksWithLegacyDestination" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReadOnlyDisksWithLegacyDestination(v)),
+                    Err(_) => None,
+                }
+            }
+            "RebootRequired" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RebootRequired(v)),
+                    Err(_) => None,
+                }
+            }
+            "RecordReplayDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RecordReplayDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "RemoteDeviceNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RemoteDeviceNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "RemoveFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RemoveFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationDiskConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationDiskConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationIncompatibleWithFT" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationIncompatibleWithFT(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationInvalidOptions" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationInvalidOptions(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationNotSupportedOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationNotSupportedOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationVmConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationVmConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationVmFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationVmFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "ReplicationVmInProgressFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ReplicationVmInProgressFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "RequestCanceled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RequestCanceled(v)),
+                    Err(_) => None,
+                }
+            }
+            "ResourceInUse" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ResourceInUse(v)),
+                    Err(_) => None,
+                }
+            }
+            "ResourceNotAvailable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ResourceNotAvailable(v)),
+                    Err(_) => None,
+                }
+            }
+            "RestrictedByAdministrator" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RestrictedByAdministrator(v)),
+                    Err(_) => None,
+                }
+            }
+            "RestrictedVersion" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RestrictedVersion(v)),
+                    Err(_) => None,
+                }
+            }
+            "RollbackFailure" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RollbackFailure(v)),
+                    Err(_) => None,
+                }
+            }
+            "RuleViolation" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RuleViolation(v)),
+                    Err(_) => None,
+                }
+            }
+            "RuntimeFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::RuntimeFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "SSLDisabledFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SSLDisabledFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "SSLVerifyFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SSLVerifyFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "SSPIChallenge" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SSPIChallenge(v)),
+                    Err(_) => None,
+                }
+            }
+            "SecondaryVmAlreadyDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SecondaryVmAlreadyDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "SecondaryVmAlreadyEnabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SecondaryVmAlreadyEnabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "SecondaryVmAlreadyRegistered" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SecondaryVmAlreadyRegistered(v)),
+                    Err(_) => None,
+                }
+            }
+            "SecondaryVmNotRegistered" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SecondaryVmNotRegistered(v)),
+                    Err(_) => None,
+                }
+            }
+            "SecurityError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SecurityError(v)),
+                    Err(_) => None,
+                }
+            }
+            "SharedBusControllerNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SharedBusControllerNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "ShrinkDiskFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ShrinkDiskFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotCloneNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotCloneNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotCopyNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotCopyNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotIncompatibleDeviceInVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotIncompatibleDeviceInVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotLocked" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotLocked(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotMoveFromNonHomeNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotMoveFromNonHomeNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotMoveNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotMoveNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotMoveToNonHomeNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotMoveToNonHomeNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotNoChange" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotNoChange(v)),
+                    Err(_) => None,
+                }
+            }
+            "SnapshotRevertIssue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SnapshotRevertIssue(v)),
+                    Err(_) => None,
+                }
+            }
+            "SoftRuleVioCorrectionDisallowed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SoftRuleVioCorrectionDisallowed(v)),
+                    Err(_) => None,
+                }
+            }
+            "SoftRuleVioCorrectionImpact" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SoftRuleVioCorrectionImpact(v)),
+                    Err(_) => None,
+                }
+            }
+            "SolutionUserRequired" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SolutionUserRequired(v)),
+                    Err(_) => None,
+                }
+            }
+            "SsdDiskNotAvailable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SsdDiskNotAvailable(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveDiskInMultiWriterMode" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveDiskInMultiWriterMode(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveFTVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveFTVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveIndependentDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveIndependentDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveManuallyPlacedSwapFile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveManuallyPlacedVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveManuallyPlacedVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveSharedDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveSharedDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveTemplate" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveTemplate(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveVmInUserFolder" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveVmInUserFolder(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveVmWithMountedCDROM" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveVmWithMountedCDROM(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsCannotMoveVmWithNoFilesInLayout" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsDatacentersCannotShareDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsDatacentersCannotShareDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsDisabledOnVm" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsDisabledOnVm(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsHbrDiskNotMovable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsHbrDiskNotMovable(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsHmsMoveInProgress" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsHmsMoveInProgress(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsHmsUnreachable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsHmsUnreachable(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsIolbDisabledInternally" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsIolbDisabledInternally(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsRelocateDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsRelocateDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsStaleHmsCollection" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsStaleHmsCollection(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageDrsUnableToMoveFiles" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageDrsUnableToMoveFiles(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageVMotionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageVMotionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "StorageVmotionIncompatible" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::StorageVmotionIncompatible(v)),
+                    Err(_) => None,
+                }
+            }
+            "SuspendedRelocateNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SuspendedRelocateNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "SwapDatastoreNotWritableOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SwapDatastoreNotWritableOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "SwapDatastoreUnset" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SwapDatastoreUnset(v)),
+                    Err(_) => None,
+                }
+            }
+            "SwapPlacementOverrideNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SwapPlacementOverrideNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "SwitchIpUnset" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SwitchIpUnset(v)),
+                    Err(_) => None,
+                }
+            }
+            "SwitchNotInUpgradeMode" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SwitchNotInUpgradeMode(v)),
+                    Err(_) => None,
+                }
+            }
+            "SystemError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::SystemError(v)),
+                    Err(_) => None,
+                }
+            }
+            "TaskInProgress" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TaskInProgress(v)),
+                    Err(_) => None,
+                }
+            }
+            "ThirdPartyLicenseAssignmentFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ThirdPartyLicenseAssignmentFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "Timedout" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::Timedout(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManyConcurrentNativeClones" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManyConcurrentNativeClones(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManyConsecutiveOverrides" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManyConsecutiveOverrides(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManyDevices" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManyDevices(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManyDisksOnLegacyHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManyDisksOnLegacyHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManyGuestLogons" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManyGuestLogons(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManyHosts" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManyHosts(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManyNativeCloneLevels" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManyNativeCloneLevels(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManyNativeClonesOnFile" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManyNativeClonesOnFile(v)),
+                    Err(_) => None,
+                }
+            }
+            "TooManySnapshotLevels" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::TooManySnapshotLevels(v)),
+                    Err(_) => None,
+                }
+            }
+            "ToolsAlreadyUpgraded" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ToolsAlreadyUpgraded(v)),
+                    Err(_) => None,
+                }
+            }
+            "ToolsAutoUpgradeNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ToolsAutoUpgradeNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "ToolsImageCopyFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ToolsImageCopyFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "ToolsImageNotAvailable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ToolsImageNotAvailable(v)),
+                    Err(_) => None,
+                }
+            }
+            "ToolsImageSignatureCheckFailed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ToolsImageSignatureCheckFailed(v)),
+                    Err(_) => None,
+                }
+            }
+            "ToolsInstallationInProgress" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ToolsInstallationInProgress(v)),
+                    Err(_) => None,
+                }
+            }
+            "ToolsUnavailable" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ToolsUnavailable(v)),
+                    Err(_) => None,
+                }
+            }
+            "ToolsUpgradeCancelled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::ToolsUpgradeCancelled(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnSupportedDatastoreForVFlash" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnSupportedDatastoreForVFlash(v)),
+                    Err(_) => None,
+                }
+            }
+            "UncommittedUndoableDisk" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UncommittedUndoableDisk(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnconfiguredPropertyValue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnconfiguredPropertyValue(v)),
+                    Err(_) => None,
+                }
+            }
+            "UncustomizableGuest" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UncustomizableGuest(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnexpectedCustomizationFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnexpectedCustomizationFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnexpectedFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnexpectedFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnrecognizedHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnrecognizedHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnsharedSwapVMotionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnsharedSwapVMotionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnsupportedDatastore" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnsupportedDatastore(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnsupportedGuest" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnsupportedGuest(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnsupportedVimApiVersion" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnsupportedVimApiVersion(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnsupportedVmxLocation" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnsupportedVmxLocation(v)),
+                    Err(_) => None,
+                }
+            }
+            "UnusedVirtualDiskBlocksNotScrubbed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UnusedVirtualDiskBlocksNotScrubbed(v)),
+                    Err(_) => None,
+                }
+            }
+            "UserNotFound" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::UserNotFound(v)),
+                    Err(_) => None,
+                }
+            }
+            "VAppConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VAppConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VAppNotRunning" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VAppNotRunning(v)),
+                    Err(_) => None,
+                }
+            }
+            "VAppOperationInProgress" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VAppOperationInProgress(v)),
+                    Err(_) => None,
+                }
+            }
+            "VAppPropertyFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VAppPropertyFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VAppTaskInProgress" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VAppTaskInProgress(v)),
+                    Err(_) => None,
+                }
+            }
+            "VFlashCacheHotConfigNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VFlashCacheHotConfigNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VFlashModuleNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VFlashModuleNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VFlashModuleVersionIncompatible" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VFlashModuleVersionIncompatible(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMINotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMINotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMOnConflictDVPort" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMOnConflictDVPort(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMOnVirtualIntranet" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMOnVirtualIntranet(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionAcrossNetworkNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionAcrossNetworkNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionInterfaceIssue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionInterfaceIssue(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionLinkCapacityLow" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionLinkCapacityLow(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionLinkDown" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionLinkDown(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionNotConfigured" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionNotConfigured(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionNotLicensed" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionNotLicensed(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VMotionProtocolIncompatible" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VMotionProtocolIncompatible(v)),
+                    Err(_) => None,
+                }
+            }
+            "VimFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VimFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VirtualDiskBlocksNotFullyProvisioned" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VirtualDiskBlocksNotFullyProvisioned(v)),
+                    Err(_) => None,
+                }
+            }
+            "VirtualDiskModeNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VirtualDiskModeNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VirtualEthernetCardNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VirtualEthernetCardNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VirtualHardwareCompatibilityIssue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VirtualHardwareCompatibilityIssue(v)),
+                    Err(_) => None,
+                }
+            }
+            "VirtualHardwareVersionNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VirtualHardwareVersionNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmAlreadyExistsInDatacenter" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmAlreadyExistsInDatacenter(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmConfigFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmConfigFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmConfigIncompatibleForFaultTolerance" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmConfigIncompatibleForFaultTolerance(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmConfigIncompatibleForRecordReplay" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmConfigIncompatibleForRecordReplay(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceConfigIssue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceConfigIssue(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceConfigIssueWrapper" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceConfigIssueWrapper(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceInvalidFileBacking" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceInvalidFileBacking(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceIssue" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceIssue(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceOpIssuesList" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceOpIssuesList(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceTooManyFtVcpusOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceTooManyFtVcpusOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmFaultToleranceTooManyVMsOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmFaultToleranceTooManyVMsOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmHostAffinityRuleViolation" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmHostAffinityRuleViolation(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmLimitLicense" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmLimitLicense(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMetadataManagerFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMetadataManagerFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmMonitorIncompatibleForFaultTolerance" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmMonitorIncompatibleForFaultTolerance(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmPowerOnDisabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmPowerOnDisabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmSmpFaultToleranceTooManyVMsOnHost" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmSmpFaultToleranceTooManyVMsOnHost(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmToolsUpgradeFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmToolsUpgradeFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmValidateMaxDevice" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmValidateMaxDevice(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmWwnConflict" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmWwnConflict(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmfsAlreadyMounted" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmfsAlreadyMounted(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmfsAmbiguousMount" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmfsAmbiguousMount(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmfsMountFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmfsMountFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VmotionInterfaceNotEnabled" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VmotionInterfaceNotEnabled(v)),
+                    Err(_) => None,
+                }
+            }
+            "VolumeEditorError" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VolumeEditorError(v)),
+                    Err(_) => None,
+                }
+            }
+            "VramLimitLicense" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VramLimitLicense(v)),
+                    Err(_) => None,
+                }
+            }
+            "VsanClusterUuidMismatch" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VsanClusterUuidMismatch(v)),
+                    Err(_) => None,
+                }
+            }
+            "VsanDiskFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VsanDiskFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VsanFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VsanFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VsanIncompatibleDiskMapping" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VsanIncompatibleDiskMapping(v)),
+                    Err(_) => None,
+                }
+            }
+            "VspanDestPortConflict" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VspanDestPortConflict(v)),
+                    Err(_) => None,
+                }
+            }
+            "VspanPortConflict" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VspanPortConflict(v)),
+                    Err(_) => None,
+                }
+            }
+            "VspanPortMoveFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VspanPortMoveFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VspanPortPromiscChangeFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VspanPortPromiscChangeFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VspanPortgroupPromiscChangeFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VspanPortgroupPromiscChangeFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VspanPortgroupTypeChangeFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VspanPortgroupTypeChangeFault(v)),
+                    Err(_) => None,
+                }
+            }
+            "VspanPromiscuousPortNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VspanPromiscuousPortNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "VspanSameSessionPortConflict" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::VspanSameSessionPortConflict(v)),
+                    Err(_) => None,
+                }
+            }
+            "WakeOnLanNotSupported" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::WakeOnLanNotSupported(v)),
+                    Err(_) => None,
+                }
+            }
+            "WakeOnLanNotSupportedByVmotionNIC" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::WakeOnLanNotSupportedByVmotionNIC(v)),
+                    Err(_) => None,
+                }
+            }
+            "WillLoseHAProtection" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::WillLoseHAProtection(v)),
+                    Err(_) => None,
+                }
+            }
+            "WillModifyConfigCpuRequirements" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::WillModifyConfigCpuRequirements(v)),
+                    Err(_) => None,
+                }
+            }
+            "WillResetSnapshotDirectory" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::WillResetSnapshotDirectory(v)),
+                    Err(_) => None,
+                }
+            }
+            "WipeDiskFault" => {
+                match x::downcast_box(object) {
+                    Ok(v) => Some(Self::WipeDiskFault(v)),
+                    Err(_) => None,
+                }
+            }
+            _ => None,
+        }
     }
 }

@@ -5,2473 +5,4175 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
-impl From<InaccessibleFTMetadataDatastore> for AnyMethodFault {
-    fn from(value: InaccessibleFTMetadataDatastore) -> Self {
-        Self::InaccessibleFTMetadataDatastore(Box::new(value))
-    }
-}
-impl From<InaccessibleVFlashSource> for AnyMethodFault {
-    fn from(value: InaccessibleVFlashSource) -> Self {
-        Self::InaccessibleVFlashSource(Box::new(value))
-    }
-}
-impl From<IncompatibleDefaultDevice> for AnyMethodFault {
-    fn from(value: IncompatibleDefaultDevice) -> Self {
-        Self::IncompatibleDefaultDevice(Box::new(value))
-    }
-}
-impl From<IncompatibleHostForFtSecondary> for AnyMethodFault {
-    fn from(value: IncompatibleHostForFtSecondary) -> Self {
-        Self::IncompatibleHostForFtSecondary(Box::new(value))
-    }
-}
-impl From<IncompatibleHostForVmReplication> for AnyMethodFault {
-    fn from(value: IncompatibleHostForVmReplication) -> Self {
-        Self::IncompatibleHostForVmReplication(Box::new(value))
-    }
-}
-impl From<IncompatibleSetting> for AnyMethodFault {
-    fn from(value: IncompatibleSetting) -> Self {
-        Self::IncompatibleSetting(Box::new(value))
-    }
-}
-impl From<IncorrectFileType> for AnyMethodFault {
-    fn from(value: IncorrectFileType) -> Self {
-        Self::IncorrectFileType(Box::new(value))
-    }
-}
-impl From<IncorrectHostInformation> for AnyMethodFault {
-    fn from(value: IncorrectHostInformation) -> Self {
-        Self::IncorrectHostInformation(Box::new(value))
-    }
-}
-impl From<IndependentDiskVMotionNotSupported> for AnyMethodFault {
-    fn from(value: IndependentDiskVMotionNotSupported) -> Self {
-        Self::IndependentDiskVMotionNotSupported(Box::new(value))
-    }
-}
-impl From<InsufficientAgentVmsDeployed> for AnyMethodFault {
-    fn from(value: InsufficientAgentVmsDeployed) -> Self {
-        Self::InsufficientAgentVmsDeployed(Box::new(value))
-    }
-}
-impl From<InsufficientCpuResourcesFault> for AnyMethodFault {
-    fn from(value: InsufficientCpuResourcesFault) -> Self {
-        Self::InsufficientCpuResourcesFault(Box::new(value))
-    }
-}
-impl From<InsufficientDisks> for AnyMethodFault {
-    fn from(value: InsufficientDisks) -> Self {
-        Self::InsufficientDisks(Box::new(value))
-    }
-}
-impl From<InsufficientFailoverResourcesFault> for AnyMethodFault {
-    fn from(value: InsufficientFailoverResourcesFault) -> Self {
-        Self::InsufficientFailoverResourcesFault(Box::new(value))
-    }
-}
-impl From<InsufficientGraphicsResourcesFault> for AnyMethodFault {
-    fn from(value: InsufficientGraphicsResourcesFault) -> Self {
-        Self::InsufficientGraphicsResourcesFault(Box::new(value))
-    }
-}
-impl From<InsufficientHostCapacityFault> for AnyMethodFault {
-    fn from(value: InsufficientHostCapacityFault) -> Self {
-        Self::InsufficientHostCapacityFault(Box::new(value))
-    }
-}
-impl From<InsufficientHostCpuCapacityFault> for AnyMethodFault {
-    fn from(value: InsufficientHostCpuCapacityFault) -> Self {
-        Self::InsufficientHostCpuCapacityFault(Box::new(value))
-    }
-}
-impl From<InsufficientHostMemoryCapacityFault> for AnyMethodFault {
-    fn from(value: InsufficientHostMemoryCapacityFault) -> Self {
-        Self::InsufficientHostMemoryCapacityFault(Box::new(value))
-    }
-}
-impl From<InsufficientMemoryResourcesFault> for AnyMethodFault {
-    fn from(value: InsufficientMemoryResourcesFault) -> Self {
-        Self::InsufficientMemoryResourcesFault(Box::new(value))
-    }
-}
-impl From<InsufficientNetworkCapacity> for AnyMethodFault {
-    fn from(value: InsufficientNetworkCapacity) -> Self {
-        Self::InsufficientNetworkCapacity(Box::new(value))
-    }
-}
-impl From<InsufficientNetworkResourcePoolCapacity> for AnyMethodFault {
-    fn from(value: InsufficientNetworkResourcePoolCapacity) -> Self {
-        Self::InsufficientNetworkResourcePoolCapacity(Box::new(value))
-    }
-}
-impl From<InsufficientPerCpuCapacity> for AnyMethodFault {
-    fn from(value: InsufficientPerCpuCapacity) -> Self {
-        Self::InsufficientPerCpuCapacity(Box::new(value))
-    }
-}
-impl From<InsufficientResourcesFault> for AnyMethodFault {
-    fn from(value: InsufficientResourcesFault) -> Self {
-        Self::InsufficientResourcesFault(Box::new(value))
-    }
-}
-impl From<InsufficientStandbyCpuResource> for AnyMethodFault {
-    fn from(value: InsufficientStandbyCpuResource) -> Self {
-        Self::InsufficientStandbyCpuResource(Box::new(value))
-    }
-}
-impl From<InsufficientStandbyMemoryResource> for AnyMethodFault {
-    fn from(value: InsufficientStandbyMemoryResource) -> Self {
-        Self::InsufficientStandbyMemoryResource(Box::new(value))
-    }
-}
-impl From<InsufficientStandbyResource> for AnyMethodFault {
-    fn from(value: InsufficientStandbyResource) -> Self {
-        Self::InsufficientStandbyResource(Box::new(value))
-    }
-}
-impl From<InsufficientStorageIops> for AnyMethodFault {
-    fn from(value: InsufficientStorageIops) -> Self {
-        Self::InsufficientStorageIops(Box::new(value))
-    }
-}
-impl From<InsufficientStorageSpace> for AnyMethodFault {
-    fn from(value: InsufficientStorageSpace) -> Self {
-        Self::InsufficientStorageSpace(Box::new(value))
-    }
-}
-impl From<InsufficientVFlashResourcesFault> for AnyMethodFault {
-    fn from(value: InsufficientVFlashResourcesFault) -> Self {
-        Self::InsufficientVFlashResourcesFault(Box::new(value))
-    }
-}
-impl From<InvalidAffinitySettingFault> for AnyMethodFault {
-    fn from(value: InvalidAffinitySettingFault) -> Self {
-        Self::InvalidAffinitySettingFault(Box::new(value))
-    }
-}
-impl From<InvalidArgument> for AnyMethodFault {
-    fn from(value: InvalidArgument) -> Self {
-        Self::InvalidArgument(Box::new(value))
-    }
-}
-impl From<InvalidBmcRole> for AnyMethodFault {
-    fn from(value: InvalidBmcRole) -> Self {
-        Self::InvalidBmcRole(Box::new(value))
-    }
-}
-impl From<InvalidBundle> for AnyMethodFault {
-    fn from(value: InvalidBundle) -> Self {
-        Self::InvalidBundle(Box::new(value))
-    }
-}
-impl From<InvalidCAMCertificate> for AnyMethodFault {
-    fn from(value: InvalidCAMCertificate) -> Self {
-        Self::InvalidCAMCertificate(Box::new(value))
-    }
-}
-impl From<InvalidCAMServer> for AnyMethodFault {
-    fn from(value: InvalidCAMServer) -> Self {
-        Self::InvalidCAMServer(Box::new(value))
-    }
-}
-impl From<InvalidClientCertificate> for AnyMethodFault {
-    fn from(value: InvalidClientCertificate) -> Self {
-        Self::InvalidClientCertificate(Box::new(value))
-    }
-}
-impl From<InvalidCollectorVersion> for AnyMethodFault {
-    fn from(value: InvalidCollectorVersion) -> Self {
-        Self::InvalidCollectorVersion(Box::new(value))
-    }
-}
-impl From<InvalidController> for AnyMethodFault {
-    fn from(value: InvalidController) -> Self {
-        Self::InvalidController(Box::new(value))
-    }
-}
-impl From<InvalidDasConfigArgument> for AnyMethodFault {
-    fn from(value: InvalidDasConfigArgument) -> Self {
-        Self::InvalidDasConfigArgument(Box::new(value))
-    }
-}
-impl From<InvalidDasRestartPriorityForFtVm> for AnyMethodFault {
-    fn from(value: InvalidDasRestartPriorityForFtVm) -> Self {
-        Self::InvalidDasRestartPriorityForFtVm(Box::new(value))
-    }
-}
-impl From<InvalidDatastore> for AnyMethodFault {
-    fn from(value: InvalidDatastore) -> Self {
-        Self::InvalidDatastore(Box::new(value))
-    }
-}
-impl From<InvalidDatastorePath> for AnyMethodFault {
-    fn from(value: InvalidDatastorePath) -> Self {
-        Self::InvalidDatastorePath(Box::new(value))
-    }
-}
-impl From<InvalidDatastoreState> for AnyMethodFault {
-    fn from(value: InvalidDatastoreState) -> Self {
-        Self::InvalidDatastoreState(Box::new(value))
-    }
-}
-impl From<InvalidDeviceBacking> for AnyMethodFault {
-    fn from(value: InvalidDeviceBacking) -> Self {
-        Self::InvalidDeviceBacking(Box::new(value))
-    }
-}
-impl From<InvalidDeviceOperation> for AnyMethodFault {
-    fn from(value: InvalidDeviceOperation) -> Self {
-        Self::InvalidDeviceOperation(Box::new(value))
-    }
-}
-impl From<InvalidDeviceSpec> for AnyMethodFault {
-    fn from(value: InvalidDeviceSpec) -> Self {
-        Self::InvalidDeviceSpec(Box::new(value))
-    }
-}
-impl From<InvalidDiskFormat> for AnyMethodFault {
-    fn from(value: InvalidDiskFormat) -> Self {
-        Self::InvalidDiskFormat(Box::new(value))
-    }
-}
-impl From<InvalidDrsBehaviorForFtVm> for AnyMethodFault {
-    fn from(value: InvalidDrsBehaviorForFtVm) -> Self {
-        Self::InvalidDrsBehaviorForFtVm(Box::new(value))
-    }
-}
-impl From<InvalidEditionLicense> for AnyMethodFault {
-    fn from(value: InvalidEditionLicense) -> Self {
-        Self::InvalidEditionLicense(Box::new(value))
-    }
-}
-impl From<InvalidEvent> for AnyMethodFault {
-    fn from(value: InvalidEvent) -> Self {
-        Self::InvalidEvent(Box::new(value))
-    }
-}
-impl From<InvalidFolder> for AnyMethodFault {
-    fn from(value: InvalidFolder) -> Self {
-        Self::InvalidFolder(Box::new(value))
-    }
-}
-impl From<InvalidFormat> for AnyMethodFault {
-    fn from(value: InvalidFormat) -> Self {
-        Self::InvalidFormat(Box::new(value))
-    }
-}
-impl From<InvalidGuestLogin> for AnyMethodFault {
-    fn from(value: InvalidGuestLogin) -> Self {
-        Self::InvalidGuestLogin(Box::new(value))
-    }
-}
-impl From<InvalidHostConnectionState> for AnyMethodFault {
-    fn from(value: InvalidHostConnectionState) -> Self {
-        Self::InvalidHostConnectionState(Box::new(value))
-    }
-}
-impl From<InvalidHostName> for AnyMethodFault {
-    fn from(value: InvalidHostName) -> Self {
-        Self::InvalidHostName(Box::new(value))
-    }
-}
-impl From<InvalidHostState> for AnyMethodFault {
-    fn from(value: InvalidHostState) -> Self {
-        Self::InvalidHostState(Box::new(value))
-    }
-}
-impl From<InvalidIndexArgument> for AnyMethodFault {
-    fn from(value: InvalidIndexArgument) -> Self {
-        Self::InvalidIndexArgument(Box::new(value))
-    }
-}
-impl From<InvalidIpfixConfig> for AnyMethodFault {
-    fn from(value: InvalidIpfixConfig) -> Self {
-        Self::InvalidIpfixConfig(Box::new(value))
-    }
-}
-impl From<InvalidIpmiLoginInfo> for AnyMethodFault {
-    fn from(value: InvalidIpmiLoginInfo) -> Self {
-        Self::InvalidIpmiLoginInfo(Box::new(value))
-    }
-}
-impl From<InvalidIpmiMacAddress> for AnyMethodFault {
-    fn from(value: InvalidIpmiMacAddress) -> Self {
-        Self::InvalidIpmiMacAddress(Box::new(value))
-    }
-}
-impl From<InvalidLicense> for AnyMethodFault {
-    fn from(value: InvalidLicense) -> Self {
-        Self::InvalidLicense(Box::new(value))
-    }
-}
-impl From<InvalidLocale> for AnyMethodFault {
-    fn from(value: InvalidLocale) -> Self {
-        Self::InvalidLocale(Box::new(value))
-    }
-}
-impl From<InvalidLogin> for AnyMethodFault {
-    fn from(value: InvalidLogin) -> Self {
-        Self::InvalidLogin(Box::new(value))
-    }
-}
-impl From<InvalidName> for AnyMethodFault {
-    fn from(value: InvalidName) -> Self {
-        Self::InvalidName(Box::new(value))
-    }
-}
-impl From<InvalidNasCredentials> for AnyMethodFault {
-    fn from(value: InvalidNasCredentials) -> Self {
-        Self::InvalidNasCredentials(Box::new(value))
-    }
-}
-impl From<InvalidNetworkInType> for AnyMethodFault {
-    fn from(value: InvalidNetworkInType) -> Self {
-        Self::InvalidNetworkInType(Box::new(value))
-    }
-}
-impl From<InvalidNetworkResource> for AnyMethodFault {
-    fn from(value: InvalidNetworkResource) -> Self {
-        Self::InvalidNetworkResource(Box::new(value))
-    }
-}
-impl From<InvalidOperationOnSecondaryVm> for AnyMethodFault {
-    fn from(value: InvalidOperationOnSecondaryVm) -> Self {
-        Self::InvalidOperationOnSecondaryVm(Box::new(value))
-    }
-}
-impl From<InvalidPowerState> for AnyMethodFault {
-    fn from(value: InvalidPowerState) -> Self {
-        Self::InvalidPowerState(Box::new(value))
-    }
-}
-impl From<InvalidPrivilege> for AnyMethodFault {
-    fn from(value: InvalidPrivilege) -> Self {
-        Self::InvalidPrivilege(Box::new(value))
-    }
-}
-impl From<InvalidProfileReferenceHost> for AnyMethodFault {
-    fn from(value: InvalidProfileReferenceHost) -> Self {
-        Self::InvalidProfileReferenceHost(Box::new(value))
-    }
-}
-impl From<InvalidProperty> for AnyMethodFault {
-    fn from(value: InvalidProperty) -> Self {
-        Self::InvalidProperty(Box::new(value))
-    }
-}
-impl From<InvalidPropertyType> for AnyMethodFault {
-    fn from(value: InvalidPropertyType) -> Self {
-        Self::InvalidPropertyType(Box::new(value))
-    }
-}
-impl From<InvalidPropertyValue> for AnyMethodFault {
-    fn from(value: InvalidPropertyValue) -> Self {
-        Self::InvalidPropertyValue(Box::new(value))
-    }
-}
-impl From<InvalidRequest> for AnyMethodFault {
-    fn from(value: InvalidRequest) -> Self {
-        Self::InvalidRequest(Box::new(value))
-    }
-}
-impl From<InvalidResourcePoolStructureFault> for AnyMethodFault {
-    fn from(value: InvalidResourcePoolStructureFault) -> Self {
-        Self::InvalidResourcePoolStructureFault(Box::new(value))
-    }
-}
-impl From<InvalidSnapshotFormat> for AnyMethodFault {
-    fn from(value: InvalidSnapshotFormat) -> Self {
-        Self::InvalidSnapshotFormat(Box::new(value))
-    }
-}
-impl From<InvalidState> for AnyMethodFault {
-    fn from(value: InvalidState) -> Self {
-        Self::InvalidState(Box::new(value))
-    }
-}
-impl From<InvalidType> for AnyMethodFault {
-    fn from(value: InvalidType) -> Self {
-        Self::InvalidType(Box::new(value))
-    }
-}
-impl From<InvalidVmConfig> for AnyMethodFault {
-    fn from(value: InvalidVmConfig) -> Self {
-        Self::InvalidVmConfig(Box::new(value))
-    }
-}
-impl From<InvalidVmState> for AnyMethodFault {
-    fn from(value: InvalidVmState) -> Self {
-        Self::InvalidVmState(Box::new(value))
-    }
-}
-impl From<InventoryHasStandardAloneHosts> for AnyMethodFault {
-    fn from(value: InventoryHasStandardAloneHosts) -> Self {
-        Self::InventoryHasStandardAloneHosts(Box::new(value))
-    }
-}
-impl From<IpHostnameGeneratorError> for AnyMethodFault {
-    fn from(value: IpHostnameGeneratorError) -> Self {
-        Self::IpHostnameGeneratorError(Box::new(value))
-    }
-}
-impl From<IscsiFault> for AnyMethodFault {
-    fn from(value: IscsiFault) -> Self {
-        Self::IscsiFault(Box::new(value))
-    }
-}
-impl From<IscsiFaultInvalidVnic> for AnyMethodFault {
-    fn from(value: IscsiFaultInvalidVnic) -> Self {
-        Self::IscsiFaultInvalidVnic(Box::new(value))
-    }
-}
-impl From<IscsiFaultPnicInUse> for AnyMethodFault {
-    fn from(value: IscsiFaultPnicInUse) -> Self {
-        Self::IscsiFaultPnicInUse(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicAlreadyBound> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicAlreadyBound) -> Self {
-        Self::IscsiFaultVnicAlreadyBound(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicHasActivePaths> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicHasActivePaths) -> Self {
-        Self::IscsiFaultVnicHasActivePaths(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicHasMultipleUplinks> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicHasMultipleUplinks) -> Self {
-        Self::IscsiFaultVnicHasMultipleUplinks(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicHasNoUplinks> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicHasNoUplinks) -> Self {
-        Self::IscsiFaultVnicHasNoUplinks(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicHasWrongUplink> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicHasWrongUplink) -> Self {
-        Self::IscsiFaultVnicHasWrongUplink(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicInUse> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicInUse) -> Self {
-        Self::IscsiFaultVnicInUse(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicIsLastPath> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicIsLastPath) -> Self {
-        Self::IscsiFaultVnicIsLastPath(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicNotBound> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicNotBound) -> Self {
-        Self::IscsiFaultVnicNotBound(Box::new(value))
-    }
-}
-impl From<IscsiFaultVnicNotFound> for AnyMethodFault {
-    fn from(value: IscsiFaultVnicNotFound) -> Self {
-        Self::IscsiFaultVnicNotFound(Box::new(value))
-    }
-}
-impl From<KeyNotFound> for AnyMethodFault {
-    fn from(value: KeyNotFound) -> Self {
-        Self::KeyNotFound(Box::new(value))
-    }
-}
-impl From<LargeRDMConversionNotSupported> for AnyMethodFault {
-    fn from(value: LargeRDMConversionNotSupported) -> Self {
-        Self::LargeRDMConversionNotSupported(Box::new(value))
-    }
-}
-impl From<LargeRDMNotSupportedOnDatastore> for AnyMethodFault {
-    fn from(value: LargeRDMNotSupportedOnDatastore) -> Self {
-        Self::LargeRDMNotSupportedOnDatastore(Box::new(value))
-    }
-}
-impl From<LegacyNetworkInterfaceInUse> for AnyMethodFault {
-    fn from(value: LegacyNetworkInterfaceInUse) -> Self {
-        Self::LegacyNetworkInterfaceInUse(Box::new(value))
-    }
-}
-impl From<LicenseAssignmentFailed> for AnyMethodFault {
-    fn from(value: LicenseAssignmentFailed) -> Self {
-        Self::LicenseAssignmentFailed(Box::new(value))
-    }
-}
-impl From<LicenseDowngradeDisallowed> for AnyMethodFault {
-    fn from(value: LicenseDowngradeDisallowed) -> Self {
-        Self::LicenseDowngradeDisallowed(Box::new(value))
-    }
-}
-impl From<LicenseEntityNotFound> for AnyMethodFault {
-    fn from(value: LicenseEntityNotFound) -> Self {
-        Self::LicenseEntityNotFound(Box::new(value))
-    }
-}
-impl From<LicenseExpired> for AnyMethodFault {
-    fn from(value: LicenseExpired) -> Self {
-        Self::LicenseExpired(Box::new(value))
-    }
-}
-impl From<LicenseKeyEntityMismatch> for AnyMethodFault {
-    fn from(value: LicenseKeyEntityMismatch) -> Self {
-        Self::LicenseKeyEntityMismatch(Box::new(value))
-    }
-}
-impl From<LicenseRestricted> for AnyMethodFault {
-    fn from(value: LicenseRestricted) -> Self {
-        Self::LicenseRestricted(Box::new(value))
-    }
-}
-impl From<LicenseServerUnavailable> for AnyMethodFault {
-    fn from(value: LicenseServerUnavailable) -> Self {
-        Self::LicenseServerUnavailable(Box::new(value))
-    }
-}
-impl From<LicenseSourceUnavailable> for AnyMethodFault {
-    fn from(value: LicenseSourceUnavailable) -> Self {
-        Self::LicenseSourceUnavailable(Box::new(value))
-    }
-}
-impl From<LimitExceeded> for AnyMethodFault {
-    fn from(value: LimitExceeded) -> Self {
-        Self::LimitExceeded(Box::new(value))
-    }
-}
-impl From<LinuxVolumeNotClean> for AnyMethodFault {
-    fn from(value: LinuxVolumeNotClean) -> Self {
-        Self::LinuxVolumeNotClean(Box::new(value))
-    }
-}
-impl From<LogBundlingFailed> for AnyMethodFault {
-    fn from(value: LogBundlingFailed) -> Self {
-        Self::LogBundlingFailed(Box::new(value))
-    }
-}
-impl From<MaintenanceModeFileMove> for AnyMethodFault {
-    fn from(value: MaintenanceModeFileMove) -> Self {
-        Self::MaintenanceModeFileMove(Box::new(value))
-    }
-}
-impl From<ManagedObjectNotFound> for AnyMethodFault {
-    fn from(value: ManagedObjectNotFound) -> Self {
-        Self::ManagedObjectNotFound(Box::new(value))
-    }
-}
-impl From<MemoryFileFormatNotSupportedByDatastore> for AnyMethodFault {
-    fn from(value: MemoryFileFormatNotSupportedByDatastore) -> Self {
-        Self::MemoryFileFormatNotSupportedByDatastore(Box::new(value))
-    }
-}
-impl From<MemoryHotPlugNotSupported> for AnyMethodFault {
-    fn from(value: MemoryHotPlugNotSupported) -> Self {
-        Self::MemoryHotPlugNotSupported(Box::new(value))
-    }
-}
-impl From<MemorySizeNotRecommended> for AnyMethodFault {
-    fn from(value: MemorySizeNotRecommended) -> Self {
-        Self::MemorySizeNotRecommended(Box::new(value))
-    }
-}
-impl From<MemorySizeNotSupported> for AnyMethodFault {
-    fn from(value: MemorySizeNotSupported) -> Self {
-        Self::MemorySizeNotSupported(Box::new(value))
-    }
-}
-impl From<MemorySizeNotSupportedByDatastore> for AnyMethodFault {
-    fn from(value: MemorySizeNotSupportedByDatastore) -> Self {
-        Self::MemorySizeNotSupportedByDatastore(Box::new(value))
-    }
-}
-impl From<MemorySnapshotOnIndependentDisk> for AnyMethodFault {
-    fn from(value: MemorySnapshotOnIndependentDisk) -> Self {
-        Self::MemorySnapshotOnIndependentDisk(Box::new(value))
-    }
-}
-impl From<MethodAlreadyDisabledFault> for AnyMethodFault {
-    fn from(value: MethodAlreadyDisabledFault) -> Self {
-        Self::MethodAlreadyDisabledFault(Box::new(value))
-    }
-}
-impl From<MethodDisabled> for AnyMethodFault {
-    fn from(value: MethodDisabled) -> Self {
-        Self::MethodDisabled(Box::new(value))
-    }
-}
-impl From<MethodNotFound> for AnyMethodFault {
-    fn from(value: MethodNotFound) -> Self {
-        Self::MethodNotFound(Box::new(value))
-    }
-}
-impl From<MigrationDisabled> for AnyMethodFault {
-    fn from(value: MigrationDisabled) -> Self {
-        Self::MigrationDisabled(Box::new(value))
-    }
-}
-impl From<MigrationFault> for AnyMethodFault {
-    fn from(value: MigrationFault) -> Self {
-        Self::MigrationFault(Box::new(value))
-    }
-}
-impl From<MigrationFeatureNotSupported> for AnyMethodFault {
-    fn from(value: MigrationFeatureNotSupported) -> Self {
-        Self::MigrationFeatureNotSupported(Box::new(value))
-    }
-}
-impl From<MigrationNotReady> for AnyMethodFault {
-    fn from(value: MigrationNotReady) -> Self {
-        Self::MigrationNotReady(Box::new(value))
-    }
-}
-impl From<MismatchedBundle> for AnyMethodFault {
-    fn from(value: MismatchedBundle) -> Self {
-        Self::MismatchedBundle(Box::new(value))
-    }
-}
-impl From<MismatchedNetworkPolicies> for AnyMethodFault {
-    fn from(value: MismatchedNetworkPolicies) -> Self {
-        Self::MismatchedNetworkPolicies(Box::new(value))
-    }
-}
-impl From<MismatchedVMotionNetworkNames> for AnyMethodFault {
-    fn from(value: MismatchedVMotionNetworkNames) -> Self {
-        Self::MismatchedVMotionNetworkNames(Box::new(value))
-    }
-}
-impl From<MissingBmcSupport> for AnyMethodFault {
-    fn from(value: MissingBmcSupport) -> Self {
-        Self::MissingBmcSupport(Box::new(value))
-    }
-}
-impl From<MissingController> for AnyMethodFault {
-    fn from(value: MissingController) -> Self {
-        Self::MissingController(Box::new(value))
-    }
-}
-impl From<MissingIpPool> for AnyMethodFault {
-    fn from(value: MissingIpPool) -> Self {
-        Self::MissingIpPool(Box::new(value))
-    }
-}
-impl From<MissingLinuxCustResources> for AnyMethodFault {
-    fn from(value: MissingLinuxCustResources) -> Self {
-        Self::MissingLinuxCustResources(Box::new(value))
-    }
-}
-impl From<MissingNetworkIpConfig> for AnyMethodFault {
-    fn from(value: MissingNetworkIpConfig) -> Self {
-        Self::MissingNetworkIpConfig(Box::new(value))
-    }
-}
-impl From<MissingPowerOffConfiguration> for AnyMethodFault {
-    fn from(value: MissingPowerOffConfiguration) -> Self {
-        Self::MissingPowerOffConfiguration(Box::new(value))
-    }
-}
-impl From<MissingPowerOnConfiguration> for AnyMethodFault {
-    fn from(value: MissingPowerOnConfiguration) -> Self {
-        Self::MissingPowerOnConfiguration(Box::new(value))
-    }
-}
-impl From<MissingWindowsCustResources> for AnyMethodFault {
-    fn from(value: MissingWindowsCustResources) -> Self {
-        Self::MissingWindowsCustResources(Box::new(value))
-    }
-}
-impl From<MksConnectionLimitReached> for AnyMethodFault {
-    fn from(value: MksConnectionLimitReached) -> Self {
-        Self::MksConnectionLimitReached(Box::new(value))
-    }
-}
-impl From<MountError> for AnyMethodFault {
-    fn from(value: MountError) -> Self {
-        Self::MountError(Box::new(value))
-    }
-}
-impl From<MultiWriterNotSupported> for AnyMethodFault {
-    fn from(value: MultiWriterNotSupported) -> Self {
-        Self::MultiWriterNotSupported(Box::new(value))
-    }
-}
-impl From<MultipleCertificatesVerifyFault> for AnyMethodFault {
-    fn from(value: MultipleCertificatesVerifyFault) -> Self {
-        Self::MultipleCertificatesVerifyFault(Box::new(value))
-    }
-}
-impl From<MultipleSnapshotsNotSupported> for AnyMethodFault {
-    fn from(value: MultipleSnapshotsNotSupported) -> Self {
-        Self::MultipleSnapshotsNotSupported(Box::new(value))
-    }
-}
-impl From<NamespaceFull> for AnyMethodFault {
-    fn from(value: NamespaceFull) -> Self {
-        Self::NamespaceFull(Box::new(value))
-    }
-}
-impl From<NamespaceLimitReached> for AnyMethodFault {
-    fn from(value: NamespaceLimitReached) -> Self {
-        Self::NamespaceLimitReached(Box::new(value))
-    }
-}
-impl From<NamespaceWriteProtected> for AnyMethodFault {
-    fn from(value: NamespaceWriteProtected) -> Self {
-        Self::NamespaceWriteProtected(Box::new(value))
-    }
-}
-impl From<NasConfigFault> for AnyMethodFault {
-    fn from(value: NasConfigFault) -> Self {
-        Self::NasConfigFault(Box::new(value))
-    }
-}
-impl From<NasConnectionLimitReached> for AnyMethodFault {
-    fn from(value: NasConnectionLimitReached) -> Self {
-        Self::NasConnectionLimitReached(Box::new(value))
-    }
-}
-impl From<NasSessionCredentialConflict> for AnyMethodFault {
-    fn from(value: NasSessionCredentialConflict) -> Self {
-        Self::NasSessionCredentialConflict(Box::new(value))
-    }
-}
-impl From<NasVolumeNotMounted> for AnyMethodFault {
-    fn from(value: NasVolumeNotMounted) -> Self {
-        Self::NasVolumeNotMounted(Box::new(value))
-    }
-}
-impl From<NetworkCopyFault> for AnyMethodFault {
-    fn from(value: NetworkCopyFault) -> Self {
-        Self::NetworkCopyFault(Box::new(value))
-    }
-}
-impl From<NetworkDisruptedAndConfigRolledBack> for AnyMethodFault {
-    fn from(value: NetworkDisruptedAndConfigRolledBack) -> Self {
-        Self::NetworkDisruptedAndConfigRolledBack(Box::new(value))
-    }
-}
-impl From<NetworkInaccessible> for AnyMethodFault {
-    fn from(value: NetworkInaccessible) -> Self {
-        Self::NetworkInaccessible(Box::new(value))
-    }
-}
-impl From<NetworksMayNotBeTheSame> for AnyMethodFault {
-    fn from(value: NetworksMayNotBeTheSame) -> Self {
-        Self::NetworksMayNotBeTheSame(Box::new(value))
-    }
-}
-impl From<NicSettingMismatch> for AnyMethodFault {
-    fn from(value: NicSettingMismatch) -> Self {
-        Self::NicSettingMismatch(Box::new(value))
-    }
-}
-impl From<NoActiveHostInCluster> for AnyMethodFault {
-    fn from(value: NoActiveHostInCluster) -> Self {
-        Self::NoActiveHostInCluster(Box::new(value))
-    }
-}
-impl From<NoAvailableIp> for AnyMethodFault {
-    fn from(value: NoAvailableIp) -> Self {
-        Self::NoAvailableIp(Box::new(value))
-    }
-}
-impl From<NoClientCertificate> for AnyMethodFault {
-    fn from(value: NoClientCertificate) -> Self {
-        Self::NoClientCertificate(Box::new(value))
-    }
-}
-impl From<NoCompatibleDatastore> for AnyMethodFault {
-    fn from(value: NoCompatibleDatastore) -> Self {
-        Self::NoCompatibleDatastore(Box::new(value))
-    }
-}
-impl From<NoCompatibleHardAffinityHost> for AnyMethodFault {
-    fn from(value: NoCompatibleHardAffinityHost) -> Self {
-        Self::NoCompatibleHardAffinityHost(Box::new(value))
-    }
-}
-impl From<NoCompatibleHost> for AnyMethodFault {
-    fn from(value: NoCompatibleHost) -> Self {
-        Self::NoCompatibleHost(Box::new(value))
-    }
-}
-impl From<NoCompatibleHostWithAccessToDevice> for AnyMethodFault {
-    fn from(value: NoCompatibleHostWithAccessToDevice) -> Self {
-        Self::NoCompatibleHostWithAccessToDevice(Box::new(value))
-    }
-}
-impl From<NoCompatibleSoftAffinityHost> for AnyMethodFault {
-    fn from(value: NoCompatibleSoftAffinityHost) -> Self {
-        Self::NoCompatibleSoftAffinityHost(Box::new(value))
-    }
-}
-impl From<NoConnectedDatastore> for AnyMethodFault {
-    fn from(value: NoConnectedDatastore) -> Self {
-        Self::NoConnectedDatastore(Box::new(value))
-    }
-}
-impl From<NoDiskFound> for AnyMethodFault {
-    fn from(value: NoDiskFound) -> Self {
-        Self::NoDiskFound(Box::new(value))
-    }
-}
-impl From<NoDiskSpace> for AnyMethodFault {
-    fn from(value: NoDiskSpace) -> Self {
-        Self::NoDiskSpace(Box::new(value))
-    }
-}
-impl From<NoDisksToCustomize> for AnyMethodFault {
-    fn from(value: NoDisksToCustomize) -> Self {
-        Self::NoDisksToCustomize(Box::new(value))
-    }
-}
-impl From<NoGateway> for AnyMethodFault {
-    fn from(value: NoGateway) -> Self {
-        Self::NoGateway(Box::new(value))
-    }
-}
-impl From<NoGuestHeartbeat> for AnyMethodFault {
-    fn from(value: NoGuestHeartbeat) -> Self {
-        Self::NoGuestHeartbeat(Box::new(value))
-    }
-}
-impl From<NoHost> for AnyMethodFault {
-    fn from(value: NoHost) -> Self {
-        Self::NoHost(Box::new(value))
-    }
-}
-impl From<NoHostSuitableForFtSecondary> for AnyMethodFault {
-    fn from(value: NoHostSuitableForFtSecondary) -> Self {
-        Self::NoHostSuitableForFtSecondary(Box::new(value))
-    }
-}
-impl From<NoLicenseServerConfigured> for AnyMethodFault {
-    fn from(value: NoLicenseServerConfigured) -> Self {
-        Self::NoLicenseServerConfigured(Box::new(value))
-    }
-}
-impl From<NoPeerHostFound> for AnyMethodFault {
-    fn from(value: NoPeerHostFound) -> Self {
-        Self::NoPeerHostFound(Box::new(value))
-    }
-}
-impl From<NoPermission> for AnyMethodFault {
-    fn from(value: NoPermission) -> Self {
-        Self::NoPermission(Box::new(value))
-    }
-}
-impl From<NoPermissionOnAD> for AnyMethodFault {
-    fn from(value: NoPermissionOnAD) -> Self {
-        Self::NoPermissionOnAD(Box::new(value))
-    }
-}
-impl From<NoPermissionOnHost> for AnyMethodFault {
-    fn from(value: NoPermissionOnHost) -> Self {
-        Self::NoPermissionOnHost(Box::new(value))
-    }
-}
-impl From<NoPermissionOnNasVolume> for AnyMethodFault {
-    fn from(value: NoPermissionOnNasVolume) -> Self {
-        Self::NoPermissionOnNasVolume(Box::new(value))
-    }
-}
-impl From<NoSubjectName> for AnyMethodFault {
-    fn from(value: NoSubjectName) -> Self {
-        Self::NoSubjectName(Box::new(value))
-    }
-}
-impl From<NoVcManagedIpConfigured> for AnyMethodFault {
-    fn from(value: NoVcManagedIpConfigured) -> Self {
-        Self::NoVcManagedIpConfigured(Box::new(value))
-    }
-}
-impl From<NoVirtualNic> for AnyMethodFault {
-    fn from(value: NoVirtualNic) -> Self {
-        Self::NoVirtualNic(Box::new(value))
-    }
-}
-impl From<NoVmInVApp> for AnyMethodFault {
-    fn from(value: NoVmInVApp) -> Self {
-        Self::NoVmInVApp(Box::new(value))
-    }
-}
-impl From<NonADUserRequired> for AnyMethodFault {
-    fn from(value: NonADUserRequired) -> Self {
-        Self::NonADUserRequired(Box::new(value))
-    }
-}
-impl From<NonHomeRDMVMotionNotSupported> for AnyMethodFault {
-    fn from(value: NonHomeRDMVMotionNotSupported) -> Self {
-        Self::NonHomeRDMVMotionNotSupported(Box::new(value))
-    }
-}
-impl From<NonPersistentDisksNotSupported> for AnyMethodFault {
-    fn from(value: NonPersistentDisksNotSupported) -> Self {
-        Self::NonPersistentDisksNotSupported(Box::new(value))
-    }
-}
-impl From<NonVmwareOuiMacNotSupportedHost> for AnyMethodFault {
-    fn from(value: NonVmwareOuiMacNotSupportedHost) -> Self {
-        Self::NonVmwareOuiMacNotSupportedHost(Box::new(value))
-    }
-}
-impl From<NotADirectory> for AnyMethodFault {
-    fn from(value: NotADirectory) -> Self {
-        Self::NotADirectory(Box::new(value))
-    }
-}
-impl From<NotAFile> for AnyMethodFault {
-    fn from(value: NotAFile) -> Self {
-        Self::NotAFile(Box::new(value))
-    }
-}
-impl From<NotAuthenticated> for AnyMethodFault {
-    fn from(value: NotAuthenticated) -> Self {
-        Self::NotAuthenticated(Box::new(value))
-    }
-}
-impl From<NotEnoughCpus> for AnyMethodFault {
-    fn from(value: NotEnoughCpus) -> Self {
-        Self::NotEnoughCpus(Box::new(value))
-    }
-}
-impl From<NotEnoughLicenses> for AnyMethodFault {
-    fn from(value: NotEnoughLicenses) -> Self {
-        Self::NotEnoughLicenses(Box::new(value))
-    }
-}
-impl From<NotEnoughLogicalCpus> for AnyMethodFault {
-    fn from(value: NotEnoughLogicalCpus) -> Self {
-        Self::NotEnoughLogicalCpus(Box::new(value))
-    }
-}
-impl From<NotFound> for AnyMethodFault {
-    fn from(value: NotFound) -> Self {
-        Self::NotFound(Box::new(value))
-    }
-}
-impl From<NotImplemented> for AnyMethodFault {
-    fn from(value: NotImplemented) -> Self {
-        Self::NotImplemented(Box::new(value))
-    }
-}
-impl From<NotSupported> for AnyMethodFault {
-    fn from(value: NotSupported) -> Self {
-        Self::NotSupported(Box::new(value))
-    }
-}
-impl From<NotSupportedDeviceForFT> for AnyMethodFault {
-    fn from(value: NotSupportedDeviceForFT) -> Self {
-        Self::NotSupportedDeviceForFT(Box::new(value))
-    }
-}
-impl From<NotSupportedHost> for AnyMethodFault {
-    fn from(value: NotSupportedHost) -> Self {
-        Self::NotSupportedHost(Box::new(value))
-    }
-}
-impl From<NotSupportedHostForChecksum> for AnyMethodFault {
-    fn from(value: NotSupportedHostForChecksum) -> Self {
-        Self::NotSupportedHostForChecksum(Box::new(value))
-    }
-}
-impl From<NotSupportedHostForVFlash> for AnyMethodFault {
-    fn from(value: NotSupportedHostForVFlash) -> Self {
-        Self::NotSupportedHostForVFlash(Box::new(value))
-    }
-}
-impl From<NotSupportedHostForVmcp> for AnyMethodFault {
-    fn from(value: NotSupportedHostForVmcp) -> Self {
-        Self::NotSupportedHostForVmcp(Box::new(value))
-    }
-}
-impl From<NotSupportedHostForVmemFile> for AnyMethodFault {
-    fn from(value: NotSupportedHostForVmemFile) -> Self {
-        Self::NotSupportedHostForVmemFile(Box::new(value))
-    }
-}
-impl From<NotSupportedHostForVsan> for AnyMethodFault {
-    fn from(value: NotSupportedHostForVsan) -> Self {
-        Self::NotSupportedHostForVsan(Box::new(value))
-    }
-}
-impl From<NotSupportedHostInCluster> for AnyMethodFault {
-    fn from(value: NotSupportedHostInCluster) -> Self {
-        Self::NotSupportedHostInCluster(Box::new(value))
-    }
-}
-impl From<NotSupportedHostInDvs> for AnyMethodFault {
-    fn from(value: NotSupportedHostInDvs) -> Self {
-        Self::NotSupportedHostInDvs(Box::new(value))
-    }
-}
-impl From<NotSupportedHostInHACluster> for AnyMethodFault {
-    fn from(value: NotSupportedHostInHACluster) -> Self {
-        Self::NotSupportedHostInHACluster(Box::new(value))
-    }
-}
-impl From<NotUserConfigurableProperty> for AnyMethodFault {
-    fn from(value: NotUserConfigurableProperty) -> Self {
-        Self::NotUserConfigurableProperty(Box::new(value))
-    }
-}
-impl From<NumVirtualCoresPerSocketNotSupported> for AnyMethodFault {
-    fn from(value: NumVirtualCoresPerSocketNotSupported) -> Self {
-        Self::NumVirtualCoresPerSocketNotSupported(Box::new(value))
-    }
-}
-impl From<NumVirtualCpusExceedsLimit> for AnyMethodFault {
-    fn from(value: NumVirtualCpusExceedsLimit) -> Self {
-        Self::NumVirtualCpusExceedsLimit(Box::new(value))
-    }
-}
-impl From<NumVirtualCpusIncompatible> for AnyMethodFault {
-    fn from(value: NumVirtualCpusIncompatible) -> Self {
-        Self::NumVirtualCpusIncompatible(Box::new(value))
-    }
-}
-impl From<NumVirtualCpusNotSupported> for AnyMethodFault {
-    fn from(value: NumVirtualCpusNotSupported) -> Self {
-        Self::NumVirtualCpusNotSupported(Box::new(value))
-    }
-}
-impl From<OperationDisabledByGuest> for AnyMethodFault {
-    fn from(value: OperationDisabledByGuest) -> Self {
-        Self::OperationDisabledByGuest(Box::new(value))
-    }
-}
-impl From<OperationDisallowedOnHost> for AnyMethodFault {
-    fn from(value: OperationDisallowedOnHost) -> Self {
-        Self::OperationDisallowedOnHost(Box::new(value))
-    }
-}
-impl From<OperationNotSupportedByGuest> for AnyMethodFault {
-    fn from(value: OperationNotSupportedByGuest) -> Self {
-        Self::OperationNotSupportedByGuest(Box::new(value))
-    }
-}
-impl From<OutOfBounds> for AnyMethodFault {
-    fn from(value: OutOfBounds) -> Self {
-        Self::OutOfBounds(Box::new(value))
-    }
-}
-impl From<OvfAttribute> for AnyMethodFault {
-    fn from(value: OvfAttribute) -> Self {
-        Self::OvfAttribute(Box::new(value))
-    }
-}
-impl From<OvfConnectedDevice> for AnyMethodFault {
-    fn from(value: OvfConnectedDevice) -> Self {
-        Self::OvfConnectedDevice(Box::new(value))
-    }
-}
-impl From<OvfConnectedDeviceFloppy> for AnyMethodFault {
-    fn from(value: OvfConnectedDeviceFloppy) -> Self {
-        Self::OvfConnectedDeviceFloppy(Box::new(value))
-    }
-}
-impl From<OvfConnectedDeviceIso> for AnyMethodFault {
-    fn from(value: OvfConnectedDeviceIso) -> Self {
-        Self::OvfConnectedDeviceIso(Box::new(value))
-    }
-}
-impl From<OvfConstraint> for AnyMethodFault {
-    fn from(value: OvfConstraint) -> Self {
-        Self::OvfConstraint(Box::new(value))
-    }
-}
-impl From<OvfConsumerCallbackFault> for AnyMethodFault {
-    fn from(value: OvfConsumerCallbackFault) -> Self {
-        Self::OvfConsumerCallbackFault(Box::new(value))
-    }
-}
-impl From<OvfConsumerCommunicationError> for AnyMethodFault {
-    fn from(value: OvfConsumerCommunicationError) -> Self {
-        Self::OvfConsumerCommunicationError(Box::new(value))
-    }
-}
-impl From<OvfConsumerFault> for AnyMethodFault {
-    fn from(value: OvfConsumerFault) -> Self {
-        Self::OvfConsumerFault(Box::new(value))
-    }
-}
-impl From<OvfConsumerInvalidSection> for AnyMethodFault {
-    fn from(value: OvfConsumerInvalidSection) -> Self {
-        Self::OvfConsumerInvalidSection(Box::new(value))
-    }
-}
-impl From<OvfConsumerPowerOnFault> for AnyMethodFault {
-    fn from(value: OvfConsumerPowerOnFault) -> Self {
-        Self::OvfConsumerPowerOnFault(Box::new(value))
-    }
-}
-impl From<OvfConsumerUndeclaredSection> for AnyMethodFault {
-    fn from(value: OvfConsumerUndeclaredSection) -> Self {
-        Self::OvfConsumerUndeclaredSection(Box::new(value))
-    }
-}
-impl From<OvfConsumerUndefinedPrefix> for AnyMethodFault {
-    fn from(value: OvfConsumerUndefinedPrefix) -> Self {
-        Self::OvfConsumerUndefinedPrefix(Box::new(value))
-    }
-}
-impl From<OvfConsumerValidationFault> for AnyMethodFault {
-    fn from(value: OvfConsumerValidationFault) -> Self {
-        Self::OvfConsumerValidationFault(Box::new(value))
-    }
-}
-impl From<OvfCpuCompatibility> for AnyMethodFault {
-    fn from(value: OvfCpuCompatibility) -> Self {
-        Self::OvfCpuCompatibility(Box::new(value))
-    }
-}
-impl From<OvfCpuCompatibilityCheckNotSupported> for AnyMethodFault {
-    fn from(value: OvfCpuCompatibilityCheckNotSupported) -> Self {
-        Self::OvfCpuCompatibilityCheckNotSupported(Box::new(value))
-    }
-}
-impl From<OvfDiskMappingNotFound> for AnyMethodFault {
-    fn from(value: OvfDiskMappingNotFound) -> Self {
-        Self::OvfDiskMappingNotFound(Box::new(value))
-    }
-}
-impl From<OvfDiskOrderConstraint> for AnyMethodFault {
-    fn from(value: OvfDiskOrderConstraint) -> Self {
-        Self::OvfDiskOrderConstraint(Box::new(value))
-    }
-}
-impl From<OvfDuplicateElement> for AnyMethodFault {
-    fn from(value: OvfDuplicateElement) -> Self {
-        Self::OvfDuplicateElement(Box::new(value))
-    }
-}
-impl From<OvfDuplicatedElementBoundary> for AnyMethodFault {
-    fn from(value: OvfDuplicatedElementBoundary) -> Self {
-        Self::OvfDuplicatedElementBoundary(Box::new(value))
-    }
-}
-impl From<OvfDuplicatedPropertyIdExport> for AnyMethodFault {
-    fn from(value: OvfDuplicatedPropertyIdExport) -> Self {
-        Self::OvfDuplicatedPropertyIdExport(Box::new(value))
-    }
-}
-impl From<OvfDuplicatedPropertyIdImport> for AnyMethodFault {
-    fn from(value: OvfDuplicatedPropertyIdImport) -> Self {
-        Self::OvfDuplicatedPropertyIdImport(Box::new(value))
-    }
-}
-impl From<OvfElement> for AnyMethodFault {
-    fn from(value: OvfElement) -> Self {
-        Self::OvfElement(Box::new(value))
-    }
-}
-impl From<OvfElementInvalidValue> for AnyMethodFault {
-    fn from(value: OvfElementInvalidValue) -> Self {
-        Self::OvfElementInvalidValue(Box::new(value))
-    }
-}
-impl From<OvfExport> for AnyMethodFault {
-    fn from(value: OvfExport) -> Self {
-        Self::OvfExport(Box::new(value))
-    }
-}
-impl From<OvfExportFailed> for AnyMethodFault {
-    fn from(value: OvfExportFailed) -> Self {
-        Self::OvfExportFailed(Box::new(value))
-    }
-}
-impl From<OvfFault> for AnyMethodFault {
-    fn from(value: OvfFault) -> Self {
-        Self::OvfFault(Box::new(value))
-    }
-}
-impl From<OvfHardwareCheck> for AnyMethodFault {
-    fn from(value: OvfHardwareCheck) -> Self {
-        Self::OvfHardwareCheck(Box::new(value))
-    }
-}
-impl From<OvfHardwareExport> for AnyMethodFault {
-    fn from(value: OvfHardwareExport) -> Self {
-        Self::OvfHardwareExport(Box::new(value))
-    }
-}
-impl From<OvfHostResourceConstraint> for AnyMethodFault {
-    fn from(value: OvfHostResourceConstraint) -> Self {
-        Self::OvfHostResourceConstraint(Box::new(value))
-    }
-}
-impl From<OvfHostValueNotParsed> for AnyMethodFault {
-    fn from(value: OvfHostValueNotParsed) -> Self {
-        Self::OvfHostValueNotParsed(Box::new(value))
-    }
-}
-impl From<OvfImport> for AnyMethodFault {
-    fn from(value: OvfImport) -> Self {
-        Self::OvfImport(Box::new(value))
-    }
-}
-impl From<OvfImportFailed> for AnyMethodFault {
-    fn from(value: OvfImportFailed) -> Self {
-        Self::OvfImportFailed(Box::new(value))
-    }
-}
-impl From<OvfInternalError> for AnyMethodFault {
-    fn from(value: OvfInternalError) -> Self {
-        Self::OvfInternalError(Box::new(value))
-    }
-}
-impl From<OvfInvalidPackage> for AnyMethodFault {
-    fn from(value: OvfInvalidPackage) -> Self {
-        Self::OvfInvalidPackage(Box::new(value))
-    }
-}
-impl From<OvfInvalidValue> for AnyMethodFault {
-    fn from(value: OvfInvalidValue) -> Self {
-        Self::OvfInvalidValue(Box::new(value))
-    }
-}
-impl From<OvfInvalidValueConfiguration> for AnyMethodFault {
-    fn from(value: OvfInvalidValueConfiguration) -> Self {
-        Self::OvfInvalidValueConfiguration(Box::new(value))
-    }
-}
-impl From<OvfInvalidValueEmpty> for AnyMethodFault {
-    fn from(value: OvfInvalidValueEmpty) -> Self {
-        Self::OvfInvalidValueEmpty(Box::new(value))
-    }
-}
-impl From<OvfInvalidValueFormatMalformed> for AnyMethodFault {
-    fn from(value: OvfInvalidValueFormatMalformed) -> Self {
-        Self::OvfInvalidValueFormatMalformed(Box::new(value))
-    }
-}
-impl From<OvfInvalidValueReference> for AnyMethodFault {
-    fn from(value: OvfInvalidValueReference) -> Self {
-        Self::OvfInvalidValueReference(Box::new(value))
-    }
-}
-impl From<OvfInvalidVmName> for AnyMethodFault {
-    fn from(value: OvfInvalidVmName) -> Self {
-        Self::OvfInvalidVmName(Box::new(value))
-    }
-}
-impl From<OvfMappedOsId> for AnyMethodFault {
-    fn from(value: OvfMappedOsId) -> Self {
-        Self::OvfMappedOsId(Box::new(value))
-    }
-}
-impl From<OvfMissingAttribute> for AnyMethodFault {
-    fn from(value: OvfMissingAttribute) -> Self {
-        Self::OvfMissingAttribute(Box::new(value))
-    }
-}
-impl From<OvfMissingElement> for AnyMethodFault {
-    fn from(value: OvfMissingElement) -> Self {
-        Self::OvfMissingElement(Box::new(value))
-    }
-}
-impl From<OvfMissingElementNormalBoundary> for AnyMethodFault {
-    fn from(value: OvfMissingElementNormalBoundary) -> Self {
-        Self::OvfMissingElementNormalBoundary(Box::new(value))
-    }
-}
-impl From<OvfMissingHardware> for AnyMethodFault {
-    fn from(value: OvfMissingHardware) -> Self {
-        Self::OvfMissingHardware(Box::new(value))
-    }
-}
-impl From<OvfNetworkMappingNotSupported> for AnyMethodFault {
-    fn from(value: OvfNetworkMappingNotSupported) -> Self {
-        Self::OvfNetworkMappingNotSupported(Box::new(value))
-    }
-}
-impl From<OvfNoHostNic> for AnyMethodFault {
-    fn from(value: OvfNoHostNic) -> Self {
-        Self::OvfNoHostNic(Box::new(value))
-    }
-}
-impl From<OvfNoSpaceOnController> for AnyMethodFault {
-    fn from(value: OvfNoSpaceOnController) -> Self {
-        Self::OvfNoSpaceOnController(Box::new(value))
-    }
-}
-impl From<OvfNoSupportedHardwareFamily> for AnyMethodFault {
-    fn from(value: OvfNoSupportedHardwareFamily) -> Self {
-        Self::OvfNoSupportedHardwareFamily(Box::new(value))
-    }
-}
-impl From<OvfProperty> for AnyMethodFault {
-    fn from(value: OvfProperty) -> Self {
-        Self::OvfProperty(Box::new(value))
-    }
-}
-impl From<OvfPropertyExport> for AnyMethodFault {
-    fn from(value: OvfPropertyExport) -> Self {
-        Self::OvfPropertyExport(Box::new(value))
-    }
-}
-impl From<OvfPropertyNetwork> for AnyMethodFault {
-    fn from(value: OvfPropertyNetwork) -> Self {
-        Self::OvfPropertyNetwork(Box::new(value))
-    }
-}
-impl From<OvfPropertyNetworkExport> for AnyMethodFault {
-    fn from(value: OvfPropertyNetworkExport) -> Self {
-        Self::OvfPropertyNetworkExport(Box::new(value))
-    }
-}
-impl From<OvfPropertyQualifier> for AnyMethodFault {
-    fn from(value: OvfPropertyQualifier) -> Self {
-        Self::OvfPropertyQualifier(Box::new(value))
-    }
-}
-impl From<OvfPropertyQualifierDuplicate> for AnyMethodFault {
-    fn from(value: OvfPropertyQualifierDuplicate) -> Self {
-        Self::OvfPropertyQualifierDuplicate(Box::new(value))
-    }
-}
-impl From<OvfPropertyQualifierIgnored> for AnyMethodFault {
-    fn from(value: OvfPropertyQualifierIgnored) -> Self {
-        Self::OvfPropertyQualifierIgnored(Box::new(value))
-    }
-}
-impl From<OvfPropertyType> for AnyMethodFault {
-    fn from(value: OvfPropertyType) -> Self {
-        Self::OvfPropertyType(Box::new(value))
-    }
-}
-impl From<OvfPropertyValue> for AnyMethodFault {
-    fn from(value: OvfPropertyValue) -> Self {
-        Self::OvfPropertyValue(Box::new(value))
-    }
-}
-impl From<OvfSystemFault> for AnyMethodFault {
-    fn from(value: OvfSystemFault) -> Self {
-        Self::OvfSystemFault(Box::new(value))
-    }
-}
-impl From<OvfToXmlUnsupportedElement> for AnyMethodFault {
-    fn from(value: OvfToXmlUnsupportedElement) -> Self {
-        Self::OvfToXmlUnsupportedElement(Box::new(value))
-    }
-}
-impl From<OvfUnableToExportDisk> for AnyMethodFault {
-    fn from(value: OvfUnableToExportDisk) -> Self {
-        Self::OvfUnableToExportDisk(Box::new(value))
-    }
-}
-impl From<OvfUnexpectedElement> for AnyMethodFault {
-    fn from(value: OvfUnexpectedElement) -> Self {
-        Self::OvfUnexpectedElement(Box::new(value))
-    }
-}
-impl From<OvfUnknownDevice> for AnyMethodFault {
-    fn from(value: OvfUnknownDevice) -> Self {
-        Self::OvfUnknownDevice(Box::new(value))
-    }
-}
-impl From<OvfUnknownDeviceBacking> for AnyMethodFault {
-    fn from(value: OvfUnknownDeviceBacking) -> Self {
-        Self::OvfUnknownDeviceBacking(Box::new(value))
-    }
-}
-impl From<OvfUnknownEntity> for AnyMethodFault {
-    fn from(value: OvfUnknownEntity) -> Self {
-        Self::OvfUnknownEntity(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedAttribute> for AnyMethodFault {
-    fn from(value: OvfUnsupportedAttribute) -> Self {
-        Self::OvfUnsupportedAttribute(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedAttributeValue> for AnyMethodFault {
-    fn from(value: OvfUnsupportedAttributeValue) -> Self {
-        Self::OvfUnsupportedAttributeValue(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedDeviceBackingInfo> for AnyMethodFault {
-    fn from(value: OvfUnsupportedDeviceBackingInfo) -> Self {
-        Self::OvfUnsupportedDeviceBackingInfo(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedDeviceBackingOption> for AnyMethodFault {
-    fn from(value: OvfUnsupportedDeviceBackingOption) -> Self {
-        Self::OvfUnsupportedDeviceBackingOption(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedDeviceExport> for AnyMethodFault {
-    fn from(value: OvfUnsupportedDeviceExport) -> Self {
-        Self::OvfUnsupportedDeviceExport(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedDiskProvisioning> for AnyMethodFault {
-    fn from(value: OvfUnsupportedDiskProvisioning) -> Self {
-        Self::OvfUnsupportedDiskProvisioning(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedElement> for AnyMethodFault {
-    fn from(value: OvfUnsupportedElement) -> Self {
-        Self::OvfUnsupportedElement(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedElementValue> for AnyMethodFault {
-    fn from(value: OvfUnsupportedElementValue) -> Self {
-        Self::OvfUnsupportedElementValue(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedPackage> for AnyMethodFault {
-    fn from(value: OvfUnsupportedPackage) -> Self {
-        Self::OvfUnsupportedPackage(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedSection> for AnyMethodFault {
-    fn from(value: OvfUnsupportedSection) -> Self {
-        Self::OvfUnsupportedSection(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedSubType> for AnyMethodFault {
-    fn from(value: OvfUnsupportedSubType) -> Self {
-        Self::OvfUnsupportedSubType(Box::new(value))
-    }
-}
-impl From<OvfUnsupportedType> for AnyMethodFault {
-    fn from(value: OvfUnsupportedType) -> Self {
-        Self::OvfUnsupportedType(Box::new(value))
-    }
-}
-impl From<OvfWrongElement> for AnyMethodFault {
-    fn from(value: OvfWrongElement) -> Self {
-        Self::OvfWrongElement(Box::new(value))
-    }
-}
-impl From<OvfWrongNamespace> for AnyMethodFault {
-    fn from(value: OvfWrongNamespace) -> Self {
-        Self::OvfWrongNamespace(Box::new(value))
-    }
-}
-impl From<OvfXmlFormat> for AnyMethodFault {
-    fn from(value: OvfXmlFormat) -> Self {
-        Self::OvfXmlFormat(Box::new(value))
-    }
-}
-impl From<PasswordExpired> for AnyMethodFault {
-    fn from(value: PasswordExpired) -> Self {
-        Self::PasswordExpired(Box::new(value))
-    }
-}
-impl From<PatchAlreadyInstalled> for AnyMethodFault {
-    fn from(value: PatchAlreadyInstalled) -> Self {
-        Self::PatchAlreadyInstalled(Box::new(value))
-    }
-}
-impl From<PatchBinariesNotFound> for AnyMethodFault {
-    fn from(value: PatchBinariesNotFound) -> Self {
-        Self::PatchBinariesNotFound(Box::new(value))
-    }
-}
-impl From<PatchInstallFailed> for AnyMethodFault {
-    fn from(value: PatchInstallFailed) -> Self {
-        Self::PatchInstallFailed(Box::new(value))
-    }
-}
-impl From<PatchIntegrityError> for AnyMethodFault {
-    fn from(value: PatchIntegrityError) -> Self {
-        Self::PatchIntegrityError(Box::new(value))
-    }
-}
-impl From<PatchMetadataCorrupted> for AnyMethodFault {
-    fn from(value: PatchMetadataCorrupted) -> Self {
-        Self::PatchMetadataCorrupted(Box::new(value))
-    }
-}
-impl From<PatchMetadataInvalid> for AnyMethodFault {
-    fn from(value: PatchMetadataInvalid) -> Self {
-        Self::PatchMetadataInvalid(Box::new(value))
-    }
-}
-impl From<PatchMetadataNotFound> for AnyMethodFault {
-    fn from(value: PatchMetadataNotFound) -> Self {
-        Self::PatchMetadataNotFound(Box::new(value))
-    }
-}
-impl From<PatchMissingDependencies> for AnyMethodFault {
-    fn from(value: PatchMissingDependencies) -> Self {
-        Self::PatchMissingDependencies(Box::new(value))
-    }
-}
-impl From<PatchNotApplicable> for AnyMethodFault {
-    fn from(value: PatchNotApplicable) -> Self {
-        Self::PatchNotApplicable(Box::new(value))
-    }
-}
-impl From<PatchSuperseded> for AnyMethodFault {
-    fn from(value: PatchSuperseded) -> Self {
-        Self::PatchSuperseded(Box::new(value))
-    }
-}
-impl From<PhysCompatRDMNotSupported> for AnyMethodFault {
-    fn from(value: PhysCompatRDMNotSupported) -> Self {
-        Self::PhysCompatRDMNotSupported(Box::new(value))
-    }
-}
-impl From<PlatformConfigFault> for AnyMethodFault {
-    fn from(value: PlatformConfigFault) -> Self {
-        Self::PlatformConfigFault(Box::new(value))
-    }
-}
-impl From<PowerOnFtSecondaryFailed> for AnyMethodFault {
-    fn from(value: PowerOnFtSecondaryFailed) -> Self {
-        Self::PowerOnFtSecondaryFailed(Box::new(value))
-    }
-}
-impl From<PowerOnFtSecondaryTimedout> for AnyMethodFault {
-    fn from(value: PowerOnFtSecondaryTimedout) -> Self {
-        Self::PowerOnFtSecondaryTimedout(Box::new(value))
-    }
-}
-impl From<ProfileUpdateFailed> for AnyMethodFault {
-    fn from(value: ProfileUpdateFailed) -> Self {
-        Self::ProfileUpdateFailed(Box::new(value))
-    }
-}
-impl From<QuarantineModeFault> for AnyMethodFault {
-    fn from(value: QuarantineModeFault) -> Self {
-        Self::QuarantineModeFault(Box::new(value))
-    }
-}
-impl From<QuestionPending> for AnyMethodFault {
-    fn from(value: QuestionPending) -> Self {
-        Self::QuestionPending(Box::new(value))
-    }
-}
-impl From<QuiesceDatastoreIOForHAFailed> for AnyMethodFault {
-    fn from(value: QuiesceDatastoreIOForHAFailed) -> Self {
-        Self::QuiesceDatastoreIOForHAFailed(Box::new(value))
-    }
-}
-impl From<RDMConversionNotSupported> for AnyMethodFault {
-    fn from(value: RDMConversionNotSupported) -> Self {
-        Self::RDMConversionNotSupported(Box::new(value))
-    }
-}
-impl From<RDMNotPreserved> for AnyMethodFault {
-    fn from(value: RDMNotPreserved) -> Self {
-        Self::RDMNotPreserved(Box::new(value))
-    }
-}
-impl From<RDMNotSupported> for AnyMethodFault {
-    fn from(value: RDMNotSupported) -> Self {
-        Self::RDMNotSupported(Box::new(value))
-    }
-}
-impl From<RDMNotSupportedOnDatastore> for AnyMethodFault {
-    fn from(value: RDMNotSupportedOnDatastore) -> Self {
-        Self::RDMNotSupportedOnDatastore(Box::new(value))
-    }
-}
-impl From<RDMPointsToInaccessibleDisk> for AnyMethodFault {
-    fn from(value: RDMPointsToInaccessibleDisk) -> Self {
-        Self::RDMPointsToInaccessibleDisk(Box::new(value))
-    }
-}
-impl From<RawDiskNotSupported> for AnyMethodFault {
-    fn from(value: RawDiskNotSupported) -> Self {
-        Self::RawDiskNotSupported(Box::new(value))
-    }
-}
-impl From<ReadHostResourcePoolTreeFailed> for AnyMethodFault {
-    fn from(value: ReadHostResourcePoolTreeFailed) -> Self {
-        Self::ReadHostResourcePoolTreeFailed(Box::new(value))
-    }
-}
-impl From<ReadOnlyDisksWithLegacyDestination> for AnyMethodFault {
-    fn from(value: ReadOnlyDisksWithLegacyDestination) -> Self {
-        Self::ReadOnlyDisksWithLegacyDestination(Box::new(value))
-    }
-}
-impl From<RebootRequired> for AnyMethodFault {
-    fn from(value: RebootRequired) -> Self {
-        Self::RebootRequired(Box::new(value))
-    }
-}
-impl From<RecordReplayDisabled> for AnyMethodFault {
-    fn from(value: RecordReplayDisabled) -> Self {
-        Self::RecordReplayDisabled(Box::new(value))
-    }
-}
-impl From<RemoteDeviceNotSupported> for AnyMethodFault {
-    fn from(value: RemoteDeviceNotSupported) -> Self {
-        Self::RemoteDeviceNotSupported(Box::new(value))
-    }
-}
-impl From<RemoveFailed> for AnyMethodFault {
-    fn from(value: RemoveFailed) -> Self {
-        Self::RemoveFailed(Box::new(value))
-    }
-}
-impl From<ReplicationConfigFault> for AnyMethodFault {
-    fn from(value: ReplicationConfigFault) -> Self {
-        Self::ReplicationConfigFault(Box::new(value))
-    }
-}
-impl From<ReplicationDiskConfigFault> for AnyMethodFault {
-    fn from(value: ReplicationDiskConfigFault) -> Self {
-        Self::ReplicationDiskConfigFault(Box::new(value))
-    }
-}
-impl From<ReplicationFault> for AnyMethodFault {
-    fn from(value: ReplicationFault) -> Self {
-        Self::ReplicationFault(Box::new(value))
-    }
-}
-impl From<ReplicationIncompatibleWithFT> for AnyMethodFault {
-    fn from(value: ReplicationIncompatibleWithFT) -> Self {
-        Self::ReplicationIncompatibleWithFT(Box::new(value))
-    }
-}
-impl From<ReplicationInvalidOptions> for AnyMethodFault {
-    fn from(value: ReplicationInvalidOptions) -> Self {
-        Self::ReplicationInvalidOptions(Box::new(value))
-    }
-}
-impl From<ReplicationNotSupportedOnHost> for AnyMethodFault {
-    fn from(value: ReplicationNotSupportedOnHost) -> Self {
-        Self::ReplicationNotSupportedOnHost(Box::new(value))
-    }
-}
-impl From<ReplicationVmConfigFault> for AnyMethodFault {
-    fn from(value: ReplicationVmConfigFault) -> Self {
-        Self::ReplicationVmConfigFault(Box::new(value))
-    }
-}
-impl From<ReplicationVmFault> for AnyMethodFault {
-    fn from(value: ReplicationVmFault) -> Self {
-        Self::ReplicationVmFault(Box::new(value))
-    }
-}
-impl From<ReplicationVmInProgressFault> for AnyMethodFault {
-    fn from(value: ReplicationVmInProgressFault) -> Self {
-        Self::ReplicationVmInProgressFault(Box::new(value))
-    }
-}
-impl From<RequestCanceled> for AnyMethodFault {
-    fn from(value: RequestCanceled) -> Self {
-        Self::RequestCanceled(Box::new(value))
-    }
-}
-impl From<ResourceInUse> for AnyMethodFault {
-    fn from(value: ResourceInUse) -> Self {
-        Self::ResourceInUse(Box::new(value))
-    }
-}
-impl From<ResourceNotAvailable> for AnyMethodFault {
-    fn from(value: ResourceNotAvailable) -> Self {
-        Self::ResourceNotAvailable(Box::new(value))
-    }
-}
-impl From<RestrictedByAdministrator> for AnyMethodFault {
-    fn from(value: RestrictedByAdministrator) -> Self {
-        Self::RestrictedByAdministrator(Box::new(value))
-    }
-}
-impl From<RestrictedVersion> for AnyMethodFault {
-    fn from(value: RestrictedVersion) -> Self {
-        Self::RestrictedVersion(Box::new(value))
-    }
-}
-impl From<RollbackFailure> for AnyMethodFault {
-    fn from(value: RollbackFailure) -> Self {
-        Self::RollbackFailure(Box::new(value))
-    }
-}
-impl From<RuleViolation> for AnyMethodFault {
-    fn from(value: RuleViolation) -> Self {
-        Self::RuleViolation(Box::new(value))
-    }
-}
-impl From<RuntimeFault> for AnyMethodFault {
-    fn from(value: RuntimeFault) -> Self {
-        Self::RuntimeFault(Box::new(value))
-    }
-}
-impl From<SSLDisabledFault> for AnyMethodFault {
-    fn from(value: SSLDisabledFault) -> Self {
-        Self::SSLDisabledFault(Box::new(value))
-    }
-}
-impl From<SSLVerifyFault> for AnyMethodFault {
-    fn from(value: SSLVerifyFault) -> Self {
-        Self::SSLVerifyFault(Box::new(value))
-    }
-}
-impl From<SSPIChallenge> for AnyMethodFault {
-    fn from(value: SSPIChallenge) -> Self {
-        Self::SSPIChallenge(Box::new(value))
-    }
-}
-impl From<SecondaryVmAlreadyDisabled> for AnyMethodFault {
-    fn from(value: SecondaryVmAlreadyDisabled) -> Self {
-        Self::SecondaryVmAlreadyDisabled(Box::new(value))
-    }
-}
-impl From<SecondaryVmAlreadyEnabled> for AnyMethodFault {
-    fn from(value: SecondaryVmAlreadyEnabled) -> Self {
-        Self::SecondaryVmAlreadyEnabled(Box::new(value))
-    }
-}
-impl From<SecondaryVmAlreadyRegistered> for AnyMethodFault {
-    fn from(value: SecondaryVmAlreadyRegistered) -> Self {
-        Self::SecondaryVmAlreadyRegistered(Box::new(value))
-    }
-}
-impl From<SecondaryVmNotRegistered> for AnyMethodFault {
-    fn from(value: SecondaryVmNotRegistered) -> Self {
-        Self::SecondaryVmNotRegistered(Box::new(value))
-    }
-}
-impl From<SecurityError> for AnyMethodFault {
-    fn from(value: SecurityError) -> Self {
-        Self::SecurityError(Box::new(value))
-    }
-}
-impl From<SharedBusControllerNotSupported> for AnyMethodFault {
-    fn from(value: SharedBusControllerNotSupported) -> Self {
-        Self::SharedBusControllerNotSupported(Box::new(value))
-    }
-}
-impl From<ShrinkDiskFault> for AnyMethodFault {
-    fn from(value: ShrinkDiskFault) -> Self {
-        Self::ShrinkDiskFault(Box::new(value))
-    }
-}
-impl From<SnapshotCloneNotSupported> for AnyMethodFault {
-    fn from(value: SnapshotCloneNotSupported) -> Self {
-        Self::SnapshotCloneNotSupported(Box::new(value))
-    }
-}
-impl From<SnapshotCopyNotSupported> for AnyMethodFault {
-    fn from(value: SnapshotCopyNotSupported) -> Self {
-        Self::SnapshotCopyNotSupported(Box::new(value))
-    }
-}
-impl From<SnapshotDisabled> for AnyMethodFault {
-    fn from(value: SnapshotDisabled) -> Self {
-        Self::SnapshotDisabled(Box::new(value))
-    }
-}
-impl From<SnapshotFault> for AnyMethodFault {
-    fn from(value: SnapshotFault) -> Self {
-        Self::SnapshotFault(Box::new(value))
-    }
-}
-impl From<SnapshotIncompatibleDeviceInVm> for AnyMethodFault {
-    fn from(value: SnapshotIncompatibleDeviceInVm) -> Self {
-        Self::SnapshotIncompatibleDeviceInVm(Box::new(value))
-    }
-}
-impl From<SnapshotLocked> for AnyMethodFault {
-    fn from(value: SnapshotLocked) -> Self {
-        Self::SnapshotLocked(Box::new(value))
-    }
-}
-impl From<SnapshotMoveFromNonHomeNotSupported> for AnyMethodFault {
-    fn from(value: SnapshotMoveFromNonHomeNotSupported) -> Self {
-        Self::SnapshotMoveFromNonHomeNotSupported(Box::new(value))
-    }
-}
-impl From<SnapshotMoveNotSupported> for AnyMethodFault {
-    fn from(value: SnapshotMoveNotSupported) -> Self {
-        Self::SnapshotMoveNotSupported(Box::new(value))
-    }
-}
-impl From<SnapshotMoveToNonHomeNotSupported> for AnyMethodFault {
-    fn from(value: SnapshotMoveToNonHomeNotSupported) -> Self {
-        Self::SnapshotMoveToNonHomeNotSupported(Box::new(value))
-    }
-}
-impl From<SnapshotNoChange> for AnyMethodFault {
-    fn from(value: SnapshotNoChange) -> Self {
-        Self::SnapshotNoChange(Box::new(value))
-    }
-}
-impl From<SnapshotRevertIssue> for AnyMethodFault {
-    fn from(value: SnapshotRevertIssue) -> Self {
-        Self::SnapshotRevertIssue(Box::new(value))
-    }
-}
-impl From<SoftRuleVioCorrectionDisallowed> for AnyMethodFault {
-    fn from(value: SoftRuleVioCorrectionDisallowed) -> Self {
-        Self::SoftRuleVioCorrectionDisallowed(Box::new(value))
-    }
-}
-impl From<SoftRuleVioCorrectionImpact> for AnyMethodFault {
-    fn from(value: SoftRuleVioCorrectionImpact) -> Self {
-        Self::SoftRuleVioCorrectionImpact(Box::new(value))
-    }
-}
-impl From<SolutionUserRequired> for AnyMethodFault {
-    fn from(value: SolutionUserRequired) -> Self {
-        Self::SolutionUserRequired(Box::new(value))
-    }
-}
-impl From<SsdDiskNotAvailable> for AnyMethodFault {
-    fn from(value: SsdDiskNotAvailable) -> Self {
-        Self::SsdDiskNotAvailable(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveDiskInMultiWriterMode> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveDiskInMultiWriterMode) -> Self {
-        Self::StorageDrsCannotMoveDiskInMultiWriterMode(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveFTVm> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveFTVm) -> Self {
-        Self::StorageDrsCannotMoveFTVm(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveIndependentDisk> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveIndependentDisk) -> Self {
-        Self::StorageDrsCannotMoveIndependentDisk(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveManuallyPlacedSwapFile> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveManuallyPlacedSwapFile) -> Self {
-        Self::StorageDrsCannotMoveManuallyPlacedSwapFile(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveManuallyPlacedVm> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveManuallyPlacedVm) -> Self {
-        Self::StorageDrsCannotMoveManuallyPlacedVm(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveSharedDisk> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveSharedDisk) -> Self {
-        Self::StorageDrsCannotMoveSharedDisk(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveTemplate> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveTemplate) -> Self {
-        Self::StorageDrsCannotMoveTemplate(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveVmInUserFolder> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveVmInUserFolder) -> Self {
-        Self::StorageDrsCannotMoveVmInUserFolder(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveVmWithMountedCDROM> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveVmWithMountedCDROM) -> Self {
-        Self::StorageDrsCannotMoveVmWithMountedCDROM(Box::new(value))
-    }
-}
-impl From<StorageDrsCannotMoveVmWithNoFilesInLayout> for AnyMethodFault {
-    fn from(value: StorageDrsCannotMoveVmWithNoFilesInLayout) -> Self {
-        Self::StorageDrsCannotMoveVmWithNoFilesInLayout(Box::new(value))
-    }
-}
-impl From<StorageDrsDatacentersCannotShareDatastore> for AnyMethodFault {
-    fn from(value: StorageDrsDatacentersCannotShareDatastore) -> Self {
-        Self::StorageDrsDatacentersCannotShareDatastore(Box::new(value))
-    }
-}
-impl From<StorageDrsDisabledOnVm> for AnyMethodFault {
-    fn from(value: StorageDrsDisabledOnVm) -> Self {
-        Self::StorageDrsDisabledOnVm(Box::new(value))
-    }
-}
-impl From<StorageDrsHbrDiskNotMovable> for AnyMethodFault {
-    fn from(value: StorageDrsHbrDiskNotMovable) -> Self {
-        Self::StorageDrsHbrDiskNotMovable(Box::new(value))
-    }
-}
-impl From<StorageDrsHmsMoveInProgress> for AnyMethodFault {
-    fn from(value: StorageDrsHmsMoveInProgress) -> Self {
-        Self::StorageDrsHmsMoveInProgress(Box::new(value))
-    }
-}
-impl From<StorageDrsHmsUnreachable> for AnyMethodFault {
-    fn from(value: StorageDrsHmsUnreachable) -> Self {
-        Self::StorageDrsHmsUnreachable(Box::new(value))
-    }
-}
-impl From<StorageDrsIolbDisabledInternally> for AnyMethodFault {
-    fn from(value: StorageDrsIolbDisabledInternally) -> Self {
-        Self::StorageDrsIolbDisabledInternally(Box::new(value))
-    }
-}
-impl From<StorageDrsRelocateDisabled> for AnyMethodFault {
-    fn from(value: StorageDrsRelocateDisabled) -> Self {
-        Self::StorageDrsRelocateDisabled(Box::new(value))
-    }
-}
-impl From<StorageDrsStaleHmsCollection> for AnyMethodFault {
-    fn from(value: StorageDrsStaleHmsCollection) -> Self {
-        Self::StorageDrsStaleHmsCollection(Box::new(value))
-    }
-}
-impl From<StorageDrsUnableToMoveFiles> for AnyMethodFault {
-    fn from(value: StorageDrsUnableToMoveFiles) -> Self {
-        Self::StorageDrsUnableToMoveFiles(Box::new(value))
-    }
-}
-impl From<StorageVMotionNotSupported> for AnyMethodFault {
-    fn from(value: StorageVMotionNotSupported) -> Self {
-        Self::StorageVMotionNotSupported(Box::new(value))
-    }
-}
-impl From<StorageVmotionIncompatible> for AnyMethodFault {
-    fn from(value: StorageVmotionIncompatible) -> Self {
-        Self::StorageVmotionIncompatible(Box::new(value))
-    }
-}
-impl From<SuspendedRelocateNotSupported> for AnyMethodFault {
-    fn from(value: SuspendedRelocateNotSupported) -> Self {
-        Self::SuspendedRelocateNotSupported(Box::new(value))
-    }
-}
-impl From<SwapDatastoreNotWritableOnHost> for AnyMethodFault {
-    fn from(value: SwapDatastoreNotWritableOnHost) -> Self {
-        Self::SwapDatastoreNotWritableOnHost(Box::new(value))
-    }
-}
-impl From<SwapDatastoreUnset> for AnyMethodFault {
-    fn from(value: SwapDatastoreUnset) -> Self {
-        Self::SwapDatastoreUnset(Box::new(value))
-    }
-}
-impl From<SwapPlacementOverrideNotSupported> for AnyMethodFault {
-    fn from(value: SwapPlacementOverrideNotSupported) -> Self {
-        Self::SwapPlacementOverrideNotSupported(Box::new(value))
-    }
-}
-impl From<SwitchIpUnset> for AnyMethodFault {
-    fn from(value: SwitchIpUnset) -> Self {
-        Self::SwitchIpUnset(Box::new(value))
-    }
-}
-impl From<SwitchNotInUpgradeMode> for AnyMethodFault {
-    fn from(value: SwitchNotInUpgradeMode) -> Self {
-        Self::SwitchNotInUpgradeMode(Box::new(value))
-    }
-}
-impl From<SystemError> for AnyMethodFault {
-    fn from(value: SystemError) -> Self {
-        Self::SystemError(Box::new(value))
-    }
-}
-impl From<TaskInProgress> for AnyMethodFault {
-    fn from(value: TaskInProgress) -> Self {
-        Self::TaskInProgress(Box::new(value))
-    }
-}
-impl From<ThirdPartyLicenseAssignmentFailed> for AnyMethodFault {
-    fn from(value: ThirdPartyLicenseAssignmentFailed) -> Self {
-        Self::ThirdPartyLicenseAssignmentFailed(Box::new(value))
-    }
-}
-impl From<Timedout> for AnyMethodFault {
-    fn from(value: Timedout) -> Self {
-        Self::Timedout(Box::new(value))
-    }
-}
-impl From<TooManyConcurrentNativeClones> for AnyMethodFault {
-    fn from(value: TooManyConcurrentNativeClones) -> Self {
-        Self::TooManyConcurrentNativeClones(Box::new(value))
-    }
-}
-impl From<TooManyConsecutiveOverrides> for AnyMethodFault {
-    fn from(value: TooManyConsecutiveOverrides) -> Self {
-        Self::TooManyConsecutiveOverrides(Box::new(value))
-    }
-}
-impl From<TooManyDevices> for AnyMethodFault {
-    fn from(value: TooManyDevices) -> Self {
-        Self::TooManyDevices(Box::new(value))
-    }
-}
-impl From<TooManyDisksOnLegacyHost> for AnyMethodFault {
-    fn from(value: TooManyDisksOnLegacyHost) -> Self {
-        Self::TooManyDisksOnLegacyHost(Box::new(value))
-    }
-}
-impl From<TooManyGuestLogons> for AnyMethodFault {
-    fn from(value: TooManyGuestLogons) -> Self {
-        Self::TooManyGuestLogons(Box::new(value))
-    }
-}
-impl From<TooManyHosts> for AnyMethodFault {
-    fn from(value: TooManyHosts) -> Self {
-        Self::TooManyHosts(Box::new(value))
-    }
-}
-impl From<TooManyNativeCloneLevels> for AnyMethodFault {
-    fn from(value: TooManyNativeCloneLevels) -> Self {
-        Self::TooManyNativeCloneLevels(Box::new(value))
-    }
-}
-impl From<TooManyNativeClonesOnFile> for AnyMethodFault {
-    fn from(value: TooManyNativeClonesOnFile) -> Self {
-        Self::TooManyNativeClonesOnFile(Box::new(value))
-    }
-}
-impl From<TooManySnapshotLevels> for AnyMethodFault {
-    fn from(value: TooManySnapshotLevels) -> Self {
-        Self::TooManySnapshotLevels(Box::new(value))
-    }
-}
-impl From<ToolsAlreadyUpgraded> for AnyMethodFault {
-    fn from(value: ToolsAlreadyUpgraded) -> Self {
-        Self::ToolsAlreadyUpgraded(Box::new(value))
-    }
-}
-impl From<ToolsAutoUpgradeNotSupported> for AnyMethodFault {
-    fn from(value: ToolsAutoUpgradeNotSupported) -> Self {
-        Self::ToolsAutoUpgradeNotSupported(Box::new(value))
-    }
-}
-impl From<ToolsImageCopyFailed> for AnyMethodFault {
-    fn from(value: ToolsImageCopyFailed) -> Self {
-        Self::ToolsImageCopyFailed(Box::new(value))
-    }
-}
-impl From<ToolsImageNotAvailable> for AnyMethodFault {
-    fn from(value: ToolsImageNotAvailable) -> Self {
-        Self::ToolsImageNotAvailable(Box::new(value))
-    }
-}
-impl From<ToolsImageSignatureCheckFailed> for AnyMethodFault {
-    fn from(value: ToolsImageSignatureCheckFailed) -> Self {
-        Self::ToolsImageSignatureCheckFailed(Box::new(value))
-    }
-}
-impl From<ToolsInstallationInProgress> for AnyMethodFault {
-    fn from(value: ToolsInstallationInProgress) -> Self {
-        Self::ToolsInstallationInProgress(Box::new(value))
-    }
-}
-impl From<ToolsUnavailable> for AnyMethodFault {
-    fn from(value: ToolsUnavailable) -> Self {
-        Self::ToolsUnavailable(Box::new(value))
-    }
-}
-impl From<ToolsUpgradeCancelled> for AnyMethodFault {
-    fn from(value: ToolsUpgradeCancelled) -> Self {
-        Self::ToolsUpgradeCancelled(Box::new(value))
-    }
-}
-impl From<UnSupportedDatastoreForVFlash> for AnyMethodFault {
-    fn from(value: UnSupportedDatastoreForVFlash) -> Self {
-        Self::UnSupportedDatastoreForVFlash(Box::new(value))
-    }
-}
-impl From<UncommittedUndoableDisk> for AnyMethodFault {
-    fn from(value: UncommittedUndoableDisk) -> Self {
-        Self::UncommittedUndoableDisk(Box::new(value))
-    }
-}
-impl From<UnconfiguredPropertyValue> for AnyMethodFault {
-    fn from(value: UnconfiguredPropertyValue) -> Self {
-        Self::UnconfiguredPropertyValue(Box::new(value))
-    }
-}
-impl From<UncustomizableGuest> for AnyMethodFault {
-    fn from(value: UncustomizableGuest) -> Self {
-        Self::UncustomizableGuest(Box::new(value))
-    }
-}
-impl From<UnexpectedCustomizationFault> for AnyMethodFault {
-    fn from(value: UnexpectedCustomizationFault) -> Self {
-        Self::UnexpectedCustomizationFault(Box::new(value))
-    }
-}
-impl From<UnexpectedFault> for AnyMethodFault {
-    fn from(value: UnexpectedFault) -> Self {
-        Self::UnexpectedFault(Box::new(value))
-    }
-}
-impl From<UnrecognizedHost> for AnyMethodFault {
-    fn from(value: UnrecognizedHost) -> Self {
-        Self::UnrecognizedHost(Box::new(value))
-    }
-}
-impl From<UnsharedSwapVMotionNotSupported> for AnyMethodFault {
-    fn from(value: UnsharedSwapVMotionNotSupported) -> Self {
-        Self::UnsharedSwapVMotionNotSupported(Box::new(value))
-    }
-}
-impl From<UnsupportedDatastore> for AnyMethodFault {
-    fn from(value: UnsupportedDatastore) -> Self {
-        Self::UnsupportedDatastore(Box::new(value))
-    }
-}
-impl From<UnsupportedGuest> for AnyMethodFault {
-    fn from(value: UnsupportedGuest) -> Self {
-        Self::UnsupportedGuest(Box::new(value))
-    }
-}
-impl From<UnsupportedVimApiVersion> for AnyMethodFault {
-    fn from(value: UnsupportedVimApiVersion) -> Self {
-        Self::UnsupportedVimApiVersion(Box::new(value))
-    }
-}
-impl From<UnsupportedVmxLocation> for AnyMethodFault {
-    fn from(value: UnsupportedVmxLocation) -> Self {
-        Self::UnsupportedVmxLocation(Box::new(value))
-    }
-}
-impl From<UnusedVirtualDiskBlocksNotScrubbed> for AnyMethodFault {
-    fn from(value: UnusedVirtualDiskBlocksNotScrubbed) -> Self {
-        Self::UnusedVirtualDiskBlocksNotScrubbed(Box::new(value))
-    }
-}
-impl From<UserNotFound> for AnyMethodFault {
-    fn from(value: UserNotFound) -> Self {
-        Self::UserNotFound(Box::new(value))
-    }
-}
-impl From<VAppConfigFault> for AnyMethodFault {
-    fn from(value: VAppConfigFault) -> Self {
-        Self::VAppConfigFault(Box::new(value))
-    }
-}
-impl From<VAppNotRunning> for AnyMethodFault {
-    fn from(value: VAppNotRunning) -> Self {
-        Self::VAppNotRunning(Box::new(value))
-    }
-}
-impl From<VAppOperationInProgress> for AnyMethodFault {
-    fn from(value: VAppOperationInProgress) -> Self {
-        Self::VAppOperationInProgress(Box::new(value))
-    }
-}
-impl From<VAppPropertyFault> for AnyMethodFault {
-    fn from(value: VAppPropertyFault) -> Self {
-        Self::VAppPropertyFault(Box::new(value))
-    }
-}
-impl From<VAppTaskInProgress> for AnyMethodFault {
-    fn from(value: VAppTaskInProgress) -> Self {
-        Self::VAppTaskInProgress(Box::new(value))
-    }
-}
-impl From<VFlashCacheHotConfigNotSupported> for AnyMethodFault {
-    fn from(value: VFlashCacheHotConfigNotSupported) -> Self {
-        Self::VFlashCacheHotConfigNotSupported(Box::new(value))
-    }
-}
-impl From<VFlashModuleNotSupported> for AnyMethodFault {
-    fn from(value: VFlashModuleNotSupported) -> Self {
-        Self::VFlashModuleNotSupported(Box::new(value))
-    }
-}
-impl From<VFlashModuleVersionIncompatible> for AnyMethodFault {
-    fn from(value: VFlashModuleVersionIncompatible) -> Self {
-        Self::VFlashModuleVersionIncompatible(Box::new(value))
-    }
-}
-impl From<VMINotSupported> for AnyMethodFault {
-    fn from(value: VMINotSupported) -> Self {
-        Self::VMINotSupported(Box::new(value))
-    }
-}
-impl From<VMOnConflictDVPort> for AnyMethodFault {
-    fn from(value: VMOnConflictDVPort) -> Self {
-        Self::VMOnConflictDVPort(Box::new(value))
-    }
-}
-impl From<VMOnVirtualIntranet> for AnyMethodFault {
-    fn from(value: VMOnVirtualIntranet) -> Self {
-        Self::VMOnVirtualIntranet(Box::new(value))
-    }
-}
-impl From<VMotionAcrossNetworkNotSupported> for AnyMethodFault {
-    fn from(value: VMotionAcrossNetworkNotSupported) -> Self {
-        Self::VMotionAcrossNetworkNotSupported(Box::new(value))
-    }
-}
-impl From<VMotionInterfaceIssue> for AnyMethodFault {
-    fn from(value: VMotionInterfaceIssue) -> Self {
-        Self::VMotionInterfaceIssue(Box::new(value))
-    }
-}
-impl From<VMotionLinkCapacityLow> for AnyMethodFault {
-    fn from(value: VMotionLinkCapacityLow) -> Self {
-        Self::VMotionLinkCapacityLow(Box::new(value))
-    }
-}
-impl From<VMotionLinkDown> for AnyMethodFault {
-    fn from(value: VMotionLinkDown) -> Self {
-        Self::VMotionLinkDown(Box::new(value))
-    }
-}
-impl From<VMotionNotConfigured> for AnyMethodFault {
-    fn from(value: VMotionNotConfigured) -> Self {
-        Self::VMotionNotConfigured(Box::new(value))
-    }
-}
-impl From<VMotionNotLicensed> for AnyMethodFault {
-    fn from(value: VMotionNotLicensed) -> Self {
-        Self::VMotionNotLicensed(Box::new(value))
-    }
-}
-impl From<VMotionNotSupported> for AnyMethodFault {
-    fn from(value: VMotionNotSupported) -> Self {
-        Self::VMotionNotSupported(Box::new(value))
-    }
-}
-impl From<VMotionProtocolIncompatible> for AnyMethodFault {
-    fn from(value: VMotionProtocolIncompatible) -> Self {
-        Self::VMotionProtocolIncompatible(Box::new(value))
-    }
-}
-impl From<VimFault> for AnyMethodFault {
-    fn from(value: VimFault) -> Self {
-        Self::VimFault(Box::new(value))
-    }
-}
-impl From<VirtualDiskBlocksNotFullyProvisioned> for AnyMethodFault {
-    fn from(value: VirtualDiskBlocksNotFullyProvisioned) -> Self {
-        Self::VirtualDiskBlocksNotFullyProvisioned(Box::new(value))
-    }
-}
-impl From<VirtualDiskModeNotSupported> for AnyMethodFault {
-    fn from(value: VirtualDiskModeNotSupported) -> Self {
-        Self::VirtualDiskModeNotSupported(Box::new(value))
-    }
-}
-impl From<VirtualEthernetCardNotSupported> for AnyMethodFault {
-    fn from(value: VirtualEthernetCardNotSupported) -> Self {
-        Self::VirtualEthernetCardNotSupported(Box::new(value))
-    }
-}
-impl From<VirtualHardwareCompatibilityIssue> for AnyMethodFault {
-    fn from(value: VirtualHardwareCompatibilityIssue) -> Self {
-        Self::VirtualHardwareCompatibilityIssue(Box::new(value))
-    }
-}
-impl From<VirtualHardwareVersionNotSupported> for AnyMethodFault {
-    fn from(value: VirtualHardwareVersionNotSupported) -> Self {
-        Self::VirtualHardwareVersionNotSupported(Box::new(value))
-    }
-}
-impl From<VmAlreadyExistsInDatacenter> for AnyMethodFault {
-    fn from(value: VmAlreadyExistsInDatacenter) -> Self {
-        Self::VmAlreadyExistsInDatacenter(Box::new(value))
-    }
-}
-impl From<VmConfigFault> for AnyMethodFault {
-    fn from(value: VmConfigFault) -> Self {
-        Self::VmConfigFault(Box::new(value))
-    }
-}
-impl From<VmConfigIncompatibleForFaultTolerance> for AnyMethodFault {
-    fn from(value: VmConfigIncompatibleForFaultTolerance) -> Self {
-        Self::VmConfigIncompatibleForFaultTolerance(Box::new(value))
-    }
-}
-impl From<VmConfigIncompatibleForRecordReplay> for AnyMethodFault {
-    fn from(value: VmConfigIncompatibleForRecordReplay) -> Self {
-        Self::VmConfigIncompatibleForRecordReplay(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceConfigIssue> for AnyMethodFault {
-    fn from(value: VmFaultToleranceConfigIssue) -> Self {
-        Self::VmFaultToleranceConfigIssue(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceConfigIssueWrapper> for AnyMethodFault {
-    fn from(value: VmFaultToleranceConfigIssueWrapper) -> Self {
-        Self::VmFaultToleranceConfigIssueWrapper(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceInvalidFileBacking> for AnyMethodFault {
-    fn from(value: VmFaultToleranceInvalidFileBacking) -> Self {
-        Self::VmFaultToleranceInvalidFileBacking(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceIssue> for AnyMethodFault {
-    fn from(value: VmFaultToleranceIssue) -> Self {
-        Self::VmFaultToleranceIssue(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceOpIssuesList> for AnyMethodFault {
-    fn from(value: VmFaultToleranceOpIssuesList) -> Self {
-        Self::VmFaultToleranceOpIssuesList(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceTooManyFtVcpusOnHost> for AnyMethodFault {
-    fn from(value: VmFaultToleranceTooManyFtVcpusOnHost) -> Self {
-        Self::VmFaultToleranceTooManyFtVcpusOnHost(Box::new(value))
-    }
-}
-impl From<VmFaultToleranceTooManyVMsOnHost> for AnyMethodFault {
-    fn from(value: VmFaultToleranceTooManyVMsOnHost) -> Self {
-        Self::VmFaultToleranceTooManyVMsOnHost(Box::new(value))
-    }
-}
-impl From<VmHostAffinityRuleViolation> for AnyMethodFault {
-    fn from(value: VmHostAffinityRuleViolation) -> Self {
-        Self::VmHostAffinityRuleViolation(Box::new(value))
-    }
-}
-impl From<VmLimitLicense> for AnyMethodFault {
-    fn from(value: VmLimitLicense) -> Self {
-        Self::VmLimitLicense(Box::new(value))
-    }
-}
-impl From<VmMetadataManagerFault> for AnyMethodFault {
-    fn from(value: VmMetadataManagerFault) -> Self {
-        Self::VmMetadataManagerFault(Box::new(value))
-    }
-}
-impl From<VmMonitorIncompatibleForFaultTolerance> for AnyMethodFault {
-    fn from(value: VmMonitorIncompatibleForFaultTolerance) -> Self {
-        Self::VmMonitorIncompatibleForFaultTolerance(Box::new(value))
-    }
-}
-impl From<VmPowerOnDisabled> for AnyMethodFault {
-    fn from(value: VmPowerOnDisabled) -> Self {
-        Self::VmPowerOnDisabled(Box::new(value))
-    }
-}
-impl From<VmSmpFaultToleranceTooManyVMsOnHost> for AnyMethodFault {
-    fn from(value: VmSmpFaultToleranceTooManyVMsOnHost) -> Self {
-        Self::VmSmpFaultToleranceTooManyVMsOnHost(Box::new(value))
-    }
-}
-impl From<VmToolsUpgradeFault> for AnyMethodFault {
-    fn from(value: VmToolsUpgradeFault) -> Self {
-        Self::VmToolsUpgradeFault(Box::new(value))
-    }
-}
-impl From<VmValidateMaxDevice> for AnyMethodFault {
-    fn from(value: VmValidateMaxDevice) -> Self {
-        Self::VmValidateMaxDevice(Box::new(value))
-    }
-}
-impl From<VmWwnConflict> for AnyMethodFault {
-    fn from(value: VmWwnConflict) -> Self {
-        Self::VmWwnConflict(Box::new(value))
-    }
-}
-impl From<VmfsAlreadyMounted> for AnyMethodFault {
-    fn from(value: VmfsAlreadyMounted) -> Self {
-        Self::VmfsAlreadyMounted(Box::new(value))
-    }
-}
-impl From<VmfsAmbiguousMount> for AnyMethodFault {
-    fn from(value: VmfsAmbiguousMount) -> Self {
-        Self::VmfsAmbiguousMount(Box::new(value))
-    }
-}
-impl From<VmfsMountFault> for AnyMethodFault {
-    fn from(value: VmfsMountFault) -> Self {
-        Self::VmfsMountFault(Box::new(value))
-    }
-}
-impl From<VmotionInterfaceNotEnabled> for AnyMethodFault {
-    fn from(value: VmotionInterfaceNotEnabled) -> Self {
-        Self::VmotionInterfaceNotEnabled(Box::new(value))
-    }
-}
-impl From<VolumeEditorError> for AnyMethodFault {
-    fn from(value: VolumeEditorError) -> Self {
-        Self::VolumeEditorError(Box::new(value))
-    }
-}
-impl From<VramLimitLicense> for AnyMethodFault {
-    fn from(value: VramLimitLicense) -> Self {
-        Self::VramLimitLicense(Box::new(value))
-    }
-}
-impl From<VsanClusterUuidMismatch> for AnyMethodFault {
-    fn from(value: VsanClusterUuidMismatch) -> Self {
-        Self::VsanClusterUuidMismatch(Box::new(value))
-    }
-}
-impl From<VsanDiskFault> for AnyMethodFault {
-    fn from(value: VsanDiskFault) -> Self {
-        Self::VsanDiskFault(Box::new(value))
-    }
-}
-impl From<VsanFault> for AnyMethodFault {
-    fn from(value: VsanFault) -> Self {
-        Self::VsanFault(Box::new(value))
-    }
-}
-impl From<VsanIncompatibleDiskMapping> for AnyMethodFault {
-    fn from(value: VsanIncompatibleDiskMapping) -> Self {
-        Self::VsanIncompatibleDiskMapping(Box::new(value))
-    }
-}
-impl From<VspanDestPortConflict> for AnyMethodFault {
-    fn from(value: VspanDestPortConflict) -> Self {
-        Self::VspanDestPortConflict(Box::new(value))
-    }
-}
-impl From<VspanPortConflict> for AnyMethodFault {
-    fn from(value: VspanPortConflict) -> Self {
-        Self::VspanPortConflict(Box::new(value))
-    }
-}
-impl From<VspanPortMoveFault> for AnyMethodFault {
-    fn from(value: VspanPortMoveFault) -> Self {
-        Self::VspanPortMoveFault(Box::new(value))
-    }
-}
-impl From<VspanPortPromiscChangeFault> for AnyMethodFault {
-    fn from(value: VspanPortPromiscChangeFault) -> Self {
-        Self::VspanPortPromiscChangeFault(Box::new(value))
-    }
-}
-impl From<VspanPortgroupPromiscChangeFault> for AnyMethodFault {
-    fn from(value: VspanPortgroupPromiscChangeFault) -> Self {
-        Self::VspanPortgroupPromiscChangeFault(Box::new(value))
-    }
-}
-impl From<VspanPortgroupTypeChangeFault> for AnyMethodFault {
-    fn from(value: VspanPortgroupTypeChangeFault) -> Self {
-        Self::VspanPortgroupTypeChangeFault(Box::new(value))
-    }
-}
-impl From<VspanPromiscuousPortNotSupported> for AnyMethodFault {
-    fn from(value: VspanPromiscuousPortNotSupported) -> Self {
-        Self::VspanPromiscuousPortNotSupported(Box::new(value))
-    }
-}
-impl From<VspanSameSessionPortConflict> for AnyMethodFault {
-    fn from(value: VspanSameSessionPortConflict) -> Self {
-        Self::VspanSameSessionPortConflict(Box::new(value))
-    }
-}
-impl From<WakeOnLanNotSupported> for AnyMethodFault {
-    fn from(value: WakeOnLanNotSupported) -> Self {
-        Self::WakeOnLanNotSupported(Box::new(value))
-    }
-}
-impl From<WakeOnLanNotSupportedByVmotionNIC> for AnyMethodFault {
-    fn from(value: WakeOnLanNotSupportedByVmotionNIC) -> Self {
-        Self::WakeOnLanNotSupportedByVmotionNIC(Box::new(value))
-    }
-}
-impl From<WillLoseHAProtection> for AnyMethodFault {
-    fn from(value: WillLoseHAProtection) -> Self {
-        Self::WillLoseHAProtection(Box::new(value))
-    }
-}
-impl From<WillModifyConfigCpuRequirements> for AnyMethodFault {
-    fn from(value: WillModifyConfigCpuRequirements) -> Self {
-        Self::WillModifyConfigCpuRequirements(Box::new(value))
-    }
-}
-impl From<WillResetSnapshotDirectory> for AnyMethodFault {
-    fn from(value: WillResetSnapshotDirectory) -> Self {
-        Self::WillResetSnapshotDirectory(Box::new(value))
-    }
-}
-impl From<WipeDiskFault> for AnyMethodFault {
-    fn from(value: WipeDiskFault) -> Self {
-        Self::WipeDiskFault(Box::new(value))
+impl x::Decode for AnyMethodFault {
+    fn decode(r: &mut x::XmlReader<'_>) -> Result<Self, x::DecodeError> {
+        Ok(
+            match r.xsi_type() {
+                Some("ActiveDirectoryFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ActiveDirectoryFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ActiveVMsBlockingEVC") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ActiveVMsBlockingEVC(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AdminDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AdminDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AdminNotDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AdminNotDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AffinityConfigured") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AffinityConfigured(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AgentInstallFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AgentInstallFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AlreadyBeingManaged") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlreadyBeingManaged(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AlreadyConnected") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlreadyConnected(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AlreadyExists") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlreadyExists(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AlreadyUpgraded") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AlreadyUpgraded(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AnswerFileUpdateFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AnswerFileUpdateFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ApplicationQuiesceFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ApplicationQuiesceFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("AuthMinimumAdminPermission") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::AuthMinimumAdminPermission(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("BackupBlobReadFailure") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::BackupBlobReadFailure(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("BackupBlobWriteFailure") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::BackupBlobWriteFailure(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("BlockedByFirewall") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::BlockedByFirewall(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CAMServerRefusedConnection") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CAMServerRefusedConnection(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAccessFile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAccessFile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAccessLocalSource") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAccessLocalSource(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAccessNetwork") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAccessNetwork(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAccessVmComponent") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAccessVmComponent(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAccessVmConfig") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAccessVmConfig(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAccessVmDevice") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAccessVmDevice(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAccessVmDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAccessVmDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAddHostWithFTVmAsStandalone") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAddHostWithFTVmAsStandalone(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAddHostWithFTVmToDifferentCluster") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAddHostWithFTVmToDifferentCluster(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotAddHostWithFTVmToNonHACluster") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotAddHostWithFTVmToNonHACluster(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotChangeDrsBehaviorForFtSecondary") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotChangeDrsBehaviorForFtSecondary(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotChangeHaSettingsForFtSecondary") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotChangeHaSettingsForFtSecondary(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotChangeVsanClusterUuid") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotChangeVsanClusterUuid(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotChangeVsanNodeUuid") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotChangeVsanNodeUuid(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotComputeFTCompatibleHosts") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotComputeFTCompatibleHosts(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotCreateFile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotCreateFile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotDecryptPasswords") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotDecryptPasswords(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotDeleteFile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotDeleteFile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotDisableDrsOnClustersWithVApps") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotDisableDrsOnClustersWithVApps(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotDisableSnapshot") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotDisableSnapshot(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotDisconnectHostWithFaultToleranceVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotDisconnectHostWithFaultToleranceVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotEnableVmcpForCluster") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotEnableVmcpForCluster(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotModifyConfigCpuRequirements") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotModifyConfigCpuRequirements(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotMoveFaultToleranceVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotMoveFaultToleranceVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotMoveHostWithFaultToleranceVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotMoveHostWithFaultToleranceVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotMoveVmWithDeltaDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotMoveVmWithDeltaDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotMoveVmWithNativeDeltaDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotMoveVmWithNativeDeltaDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotMoveVsanEnabledHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotMoveVsanEnabledHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotPlaceWithoutPrerequisiteMoves") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotPlaceWithoutPrerequisiteMoves(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotPowerOffVmInCluster") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotPowerOffVmInCluster(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotReconfigureVsanWhenHaEnabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotReconfigureVsanWhenHaEnabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CannotUseNetwork") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CannotUseNetwork(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ClockSkew") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ClockSkew(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CloneFromSnapshotNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CloneFromSnapshotNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CollectorAddressUnset") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CollectorAddressUnset(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ConcurrentAccess") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ConcurrentAccess(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ConflictingConfiguration") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ConflictingConfiguration(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ConflictingDatastoreFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ConflictingDatastoreFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ConnectedIso") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ConnectedIso(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CpuCompatibilityUnknown") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CpuCompatibilityUnknown(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CpuHotPlugNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CpuHotPlugNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CpuIncompatible") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CpuIncompatible(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CpuIncompatible1ECX") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CpuIncompatible1ECX(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CpuIncompatible81EDX") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CpuIncompatible81EDX(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CustomizationFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CustomizationFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("CustomizationPending") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::CustomizationPending(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DVPortNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DVPortNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DasConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DasConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DatabaseError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DatabaseError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DatacenterMismatch") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DatacenterMismatch(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DatastoreNotWritableOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DatastoreNotWritableOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DeltaDiskFormatNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DeltaDiskFormatNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DestinationSwitchFull") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DestinationSwitchFull(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DestinationVsanDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DestinationVsanDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DeviceBackingNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DeviceBackingNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DeviceControllerNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DeviceControllerNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DeviceHotPlugNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DeviceHotPlugNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DeviceNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DeviceNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DeviceNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DeviceNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DeviceUnsupportedForVmPlatform") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DeviceUnsupportedForVmPlatform(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DeviceUnsupportedForVmVersion") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DeviceUnsupportedForVmVersion(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DigestNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DigestNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DirectoryNotEmpty") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DirectoryNotEmpty(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DisableAdminNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DisableAdminNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DisallowedChangeByService") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DisallowedChangeByService(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DisallowedDiskModeChange") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DisallowedDiskModeChange(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DisallowedMigrationDeviceAttached") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DisallowedMigrationDeviceAttached(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DisallowedOperationOnFailoverHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DisallowedOperationOnFailoverHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DisconnectedHostsBlockingEVC") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DisconnectedHostsBlockingEVC(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DiskHasPartitions") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DiskHasPartitions(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DiskIsLastRemainingNonSSD") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DiskIsLastRemainingNonSSD(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DiskIsNonLocal") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DiskIsNonLocal(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DiskIsUSB") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DiskIsUSB(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DiskMoveTypeNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DiskMoveTypeNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DiskNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DiskNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DiskTooSmall") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DiskTooSmall(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DomainNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DomainNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DrsDisabledOnVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DrsDisabledOnVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DrsVmotionIncompatibleFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DrsVmotionIncompatibleFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DuplicateDisks") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DuplicateDisks(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DuplicateName") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DuplicateName(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DuplicateVsanNetworkInterface") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DuplicateVsanNetworkInterface(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsApplyOperationFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsApplyOperationFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsNotAuthorized") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsNotAuthorized(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsOperationBulkFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsOperationBulkFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("DvsScopeViolated") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::DvsScopeViolated(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedCPUFeaturesForMode") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedCPUFeaturesForMode(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedCPUModel") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedCPUModel(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedCPUModelForMode") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedCPUModelForMode(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedCPUVendor") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedCPUVendor(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedCPUVendorUnknown") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedCPUVendorUnknown(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedHostDisconnected") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedHostDisconnected(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedHostSoftware") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedHostSoftware(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedHostSoftwareForMode") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedHostSoftwareForMode(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCAdmissionFailedVmActive") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCAdmissionFailedVmActive(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCModeIllegalByVendor") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCModeIllegalByVendor(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCModeUnsupportedByHosts") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCModeUnsupportedByHosts(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCUnsupportedByHostHardware") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCUnsupportedByHostHardware(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EVCUnsupportedByHostSoftware") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EVCUnsupportedByHostSoftware(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EightHostLimitViolated") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EightHostLimitViolated(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("EncryptionKeyRequired") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::EncryptionKeyRequired(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ExpiredAddonLicense") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ExpiredAddonLicense(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ExpiredEditionLicense") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ExpiredEditionLicense(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ExpiredFeatureLicense") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ExpiredFeatureLicense(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ExtendedFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ExtendedFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FailToEnableSPBM") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FailToEnableSPBM(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FailToLockFaultToleranceVMs") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FailToLockFaultToleranceVMs(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FaultToleranceAntiAffinityViolated") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FaultToleranceAntiAffinityViolated(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FaultToleranceCannotEditMem") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FaultToleranceCannotEditMem(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FaultToleranceCpuIncompatible") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FaultToleranceCpuIncompatible(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FaultToleranceNeedsThickDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FaultToleranceNeedsThickDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FaultToleranceNotLicensed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FaultToleranceNotLicensed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FaultToleranceNotSameBuild") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FaultToleranceNotSameBuild(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FaultTolerancePrimaryPowerOnNotAttempted") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FaultTolerancePrimaryPowerOnNotAttempted(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FaultToleranceVmNotDasProtected") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FaultToleranceVmNotDasProtected(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FcoeFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FcoeFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FcoeFaultPnicHasNoPortSet") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FcoeFaultPnicHasNoPortSet(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FeatureRequirementsNotMet") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FeatureRequirementsNotMet(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FileAlreadyExists") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FileAlreadyExists(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FileBackedPortNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FileBackedPortNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FileFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FileFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FileLocked") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FileLocked(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FileNameTooLong") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FileNameTooLong(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FileNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FileNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FileNotWritable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FileNotWritable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FileTooLarge") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FileTooLarge(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FilesystemQuiesceFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FilesystemQuiesceFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FilterInUse") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FilterInUse(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FtIssuesOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FtIssuesOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("FullStorageVMotionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::FullStorageVMotionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GatewayConnectFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GatewayConnectFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GatewayHostNotReachable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GatewayHostNotReachable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GatewayNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GatewayNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GatewayNotReachable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GatewayNotReachable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GatewayOperationRefused") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GatewayOperationRefused(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GatewayToHostAuthFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GatewayToHostAuthFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GatewayToHostConnectFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GatewayToHostConnectFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GatewayToHostTrustVerifyFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GatewayToHostTrustVerifyFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GenericDrsFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GenericDrsFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GenericVmConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GenericVmConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestAuthenticationChallenge") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestAuthenticationChallenge(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestComponentsOutOfDate") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestComponentsOutOfDate(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestMultipleMappings") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestMultipleMappings(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestOperationsFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestOperationsFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestOperationsUnavailable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestOperationsUnavailable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestPermissionDenied") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestPermissionDenied(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestProcessNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestProcessNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestRegistryFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestRegistryFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestRegistryKeyAlreadyExists") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestRegistryKeyAlreadyExists(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestRegistryKeyFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestRegistryKeyFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestRegistryKeyHasSubkeys") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestRegistryKeyHasSubkeys(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestRegistryKeyInvalid") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestRegistryKeyInvalid(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestRegistryKeyParentVolatile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestRegistryKeyParentVolatile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestRegistryValueFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestRegistryValueFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("GuestRegistryValueNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::GuestRegistryValueNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HAErrorsAtDest") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HAErrorsAtDest(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HeterogenousHostsBlockingEVC") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HeterogenousHostsBlockingEVC(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostAccessRestrictedToManagementServer") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostAccessRestrictedToManagementServer(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostCommunication") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostCommunication(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostConfigFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostConfigFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostConnectFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostConnectFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostHasComponentFailure") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostHasComponentFailure(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostInDomain") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostInDomain(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostIncompatibleForFaultTolerance") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostIncompatibleForFaultTolerance(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostIncompatibleForRecordReplay") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostIncompatibleForRecordReplay(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostInventoryFull") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostInventoryFull(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostNotConnected") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostNotConnected(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostNotReachable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostNotReachable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostPowerOpFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostPowerOpFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HostSpecificationOperationFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HostSpecificationOperationFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HotSnapshotMoveNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HotSnapshotMoveNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("HttpFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::HttpFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IDEDiskNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IDEDiskNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IORMNotSupportedHostOnDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IORMNotSupportedHostOnDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ImportHostAddFailure") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ImportHostAddFailure(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ImportOperationBulkFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ImportOperationBulkFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InUseFeatureManipulationDisallowed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InUseFeatureManipulationDisallowed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InaccessibleDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InaccessibleDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InaccessibleFTMetadataDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InaccessibleFTMetadataDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InaccessibleVFlashSource") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InaccessibleVFlashSource(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IncompatibleDefaultDevice") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IncompatibleDefaultDevice(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IncompatibleHostForFtSecondary") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IncompatibleHostForFtSecondary(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IncompatibleHostForVmReplication") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IncompatibleHostForVmReplication(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IncompatibleSetting") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IncompatibleSetting(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IncorrectFileType") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IncorrectFileType(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IncorrectHostInformation") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IncorrectHostInformation(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IndependentDiskVMotionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IndependentDiskVMotionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientAgentVmsDeployed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientAgentVmsDeployed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientCpuResourcesFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientCpuResourcesFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientDisks") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientDisks(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientFailoverResourcesFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientFailoverResourcesFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientGraphicsResourcesFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientGraphicsResourcesFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientHostCapacityFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientHostCapacityFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientHostCpuCapacityFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientHostCpuCapacityFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientHostMemoryCapacityFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientHostMemoryCapacityFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientMemoryResourcesFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientMemoryResourcesFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientNetworkCapacity") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientNetworkCapacity(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientNetworkResourcePoolCapacity") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientNetworkResourcePoolCapacity(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientPerCpuCapacity") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientPerCpuCapacity(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientResourcesFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientResourcesFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientStandbyCpuResource") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientStandbyCpuResource(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientStandbyMemoryResource") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientStandbyMemoryResource(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientStandbyResource") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientStandbyResource(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientStorageIops") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientStorageIops(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientStorageSpace") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientStorageSpace(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InsufficientVFlashResourcesFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InsufficientVFlashResourcesFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidAffinitySettingFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidAffinitySettingFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidArgument") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidArgument(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidBmcRole") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidBmcRole(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidBundle") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidBundle(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidCAMCertificate") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidCAMCertificate(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidCAMServer") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidCAMServer(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidClientCertificate") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidClientCertificate(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidCollectorVersion") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidCollectorVersion(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidController") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidController(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDasConfigArgument") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDasConfigArgument(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDasRestartPriorityForFtVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDasRestartPriorityForFtVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDatastorePath") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDatastorePath(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDatastoreState") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDatastoreState(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDeviceBacking") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDeviceBacking(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDeviceOperation") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDeviceOperation(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDeviceSpec") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDeviceSpec(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDiskFormat") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDiskFormat(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidDrsBehaviorForFtVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidDrsBehaviorForFtVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidEditionLicense") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidEditionLicense(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidEvent") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidEvent(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidFolder") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidFolder(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidFormat") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidFormat(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidGuestLogin") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidGuestLogin(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidHostConnectionState") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidHostConnectionState(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidHostName") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidHostName(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidHostState") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidHostState(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidIndexArgument") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidIndexArgument(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidIpfixConfig") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidIpfixConfig(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidIpmiLoginInfo") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidIpmiLoginInfo(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidIpmiMacAddress") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidIpmiMacAddress(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidLicense") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidLicense(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidLocale") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidLocale(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidLogin") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidLogin(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidName") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidName(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidNasCredentials") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidNasCredentials(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidNetworkInType") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidNetworkInType(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidNetworkResource") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidNetworkResource(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidOperationOnSecondaryVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidOperationOnSecondaryVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidPowerState") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidPowerState(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidPrivilege") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidPrivilege(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidProfileReferenceHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidProfileReferenceHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidProperty") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidProperty(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidPropertyType") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidPropertyType(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidPropertyValue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidPropertyValue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidRequest") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidRequest(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidResourcePoolStructureFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidResourcePoolStructureFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidSnapshotFormat") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidSnapshotFormat(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidState") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidState(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidType") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidType(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidVmConfig") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidVmConfig(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InvalidVmState") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InvalidVmState(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("InventoryHasStandardAloneHosts") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::InventoryHasStandardAloneHosts(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IpHostnameGeneratorError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IpHostnameGeneratorError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultInvalidVnic") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultInvalidVnic(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultPnicInUse") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultPnicInUse(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicAlreadyBound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicAlreadyBound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicHasActivePaths") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicHasActivePaths(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicHasMultipleUplinks") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicHasMultipleUplinks(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicHasNoUplinks") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicHasNoUplinks(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicHasWrongUplink") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicHasWrongUplink(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicInUse") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicInUse(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicIsLastPath") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicIsLastPath(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicNotBound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicNotBound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("IscsiFaultVnicNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::IscsiFaultVnicNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("KeyNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::KeyNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LargeRDMConversionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LargeRDMConversionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LargeRDMNotSupportedOnDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LargeRDMNotSupportedOnDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LegacyNetworkInterfaceInUse") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LegacyNetworkInterfaceInUse(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LicenseAssignmentFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LicenseAssignmentFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LicenseDowngradeDisallowed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LicenseDowngradeDisallowed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LicenseEntityNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LicenseEntityNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LicenseExpired") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LicenseExpired(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LicenseKeyEntityMismatch") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LicenseKeyEntityMismatch(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LicenseRestricted") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LicenseRestricted(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LicenseServerUnavailable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LicenseServerUnavailable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LicenseSourceUnavailable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LicenseSourceUnavailable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LimitExceeded") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LimitExceeded(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LinuxVolumeNotClean") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LinuxVolumeNotClean(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("LogBundlingFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::LogBundlingFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MaintenanceModeFileMove") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MaintenanceModeFileMove(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ManagedObjectNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ManagedObjectNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MemoryFileFormatNotSupportedByDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MemoryFileFormatNotSupportedByDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MemoryHotPlugNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MemoryHotPlugNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MemorySizeNotRecommended") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MemorySizeNotRecommended(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MemorySizeNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MemorySizeNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MemorySizeNotSupportedByDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MemorySizeNotSupportedByDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MemorySnapshotOnIndependentDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MemorySnapshotOnIndependentDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MethodAlreadyDisabledFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MethodAlreadyDisabledFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MethodDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MethodDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MethodNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MethodNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MigrationDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MigrationDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MigrationFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MigrationFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MigrationFeatureNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MigrationFeatureNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MigrationNotReady") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MigrationNotReady(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MismatchedBundle") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MismatchedBundle(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MismatchedNetworkPolicies") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MismatchedNetworkPolicies(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MismatchedVMotionNetworkNames") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MismatchedVMotionNetworkNames(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MissingBmcSupport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MissingBmcSupport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MissingController") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MissingController(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MissingIpPool") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MissingIpPool(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MissingLinuxCustResources") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MissingLinuxCustResources(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MissingNetworkIpConfig") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MissingNetworkIpConfig(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MissingPowerOffConfiguration") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MissingPowerOffConfiguration(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MissingPowerOnConfiguration") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MissingPowerOnConfiguration(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MissingWindowsCustResources") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MissingWindowsCustResources(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MksConnectionLimitReached") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MksConnectionLimitReached(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MountError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MountError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MultiWriterNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MultiWriterNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MultipleCertificatesVerifyFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MultipleCertificatesVerifyFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("MultipleSnapshotsNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MultipleSnapshotsNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NamespaceFull") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NamespaceFull(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NamespaceLimitReached") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NamespaceLimitReached(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NamespaceWriteProtected") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NamespaceWriteProtected(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NasConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NasConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NasConnectionLimitReached") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NasConnectionLimitReached(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NasSessionCredentialConflict") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NasSessionCredentialConflict(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NasVolumeNotMounted") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NasVolumeNotMounted(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NetworkCopyFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NetworkCopyFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NetworkDisruptedAndConfigRolledBack") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NetworkDisruptedAndConfigRolledBack(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NetworkInaccessible") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NetworkInaccessible(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NetworksMayNotBeTheSame") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NetworksMayNotBeTheSame(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NicSettingMismatch") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NicSettingMismatch(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoActiveHostInCluster") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoActiveHostInCluster(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoAvailableIp") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoAvailableIp(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoClientCertificate") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoClientCertificate(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoCompatibleDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoCompatibleDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoCompatibleHardAffinityHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoCompatibleHardAffinityHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoCompatibleHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoCompatibleHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoCompatibleHostWithAccessToDevice") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoCompatibleHostWithAccessToDevice(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoCompatibleSoftAffinityHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoCompatibleSoftAffinityHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoConnectedDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoConnectedDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoDiskFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoDiskFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoDiskSpace") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoDiskSpace(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoDisksToCustomize") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoDisksToCustomize(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoGateway") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoGateway(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoGuestHeartbeat") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoGuestHeartbeat(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoHostSuitableForFtSecondary") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoHostSuitableForFtSecondary(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoLicenseServerConfigured") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoLicenseServerConfigured(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoPeerHostFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoPeerHostFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoPermission") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoPermission(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoPermissionOnAD") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoPermissionOnAD(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoPermissionOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoPermissionOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoPermissionOnNasVolume") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoPermissionOnNasVolume(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoSubjectName") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoSubjectName(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoVcManagedIpConfigured") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoVcManagedIpConfigured(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoVirtualNic") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoVirtualNic(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NoVmInVApp") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NoVmInVApp(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NonADUserRequired") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NonADUserRequired(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NonHomeRDMVMotionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NonHomeRDMVMotionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NonPersistentDisksNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NonPersistentDisksNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NonVmwareOuiMacNotSupportedHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NonVmwareOuiMacNotSupportedHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotADirectory") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotADirectory(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotAFile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotAFile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotAuthenticated") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotAuthenticated(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotEnoughCpus") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotEnoughCpus(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotEnoughLicenses") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotEnoughLicenses(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotEnoughLogicalCpus") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotEnoughLogicalCpus(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotImplemented") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotImplemented(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedDeviceForFT") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedDeviceForFT(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHostForChecksum") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHostForChecksum(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHostForVFlash") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHostForVFlash(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHostForVmcp") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHostForVmcp(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHostForVmemFile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHostForVmemFile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHostForVsan") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHostForVsan(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHostInCluster") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHostInCluster(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHostInDvs") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHostInDvs(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotSupportedHostInHACluster") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotSupportedHostInHACluster(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NotUserConfigurableProperty") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NotUserConfigurableProperty(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NumVirtualCoresPerSocketNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NumVirtualCoresPerSocketNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NumVirtualCpusExceedsLimit") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NumVirtualCpusExceedsLimit(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NumVirtualCpusIncompatible") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NumVirtualCpusIncompatible(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("NumVirtualCpusNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::NumVirtualCpusNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OperationDisabledByGuest") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OperationDisabledByGuest(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OperationDisallowedOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OperationDisallowedOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OperationNotSupportedByGuest") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OperationNotSupportedByGuest(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OutOfBounds") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OutOfBounds(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfAttribute") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfAttribute(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConnectedDevice") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConnectedDevice(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConnectedDeviceFloppy") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConnectedDeviceFloppy(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConnectedDeviceIso") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConnectedDeviceIso(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConstraint") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConstraint(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConsumerCallbackFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConsumerCallbackFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConsumerCommunicationError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConsumerCommunicationError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConsumerFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConsumerFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConsumerInvalidSection") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConsumerInvalidSection(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConsumerPowerOnFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConsumerPowerOnFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConsumerUndeclaredSection") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConsumerUndeclaredSection(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConsumerUndefinedPrefix") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConsumerUndefinedPrefix(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfConsumerValidationFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfConsumerValidationFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfCpuCompatibility") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfCpuCompatibility(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfCpuCompatibilityCheckNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfCpuCompatibilityCheckNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfDiskMappingNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfDiskMappingNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfDiskOrderConstraint") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfDiskOrderConstraint(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfDuplicateElement") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfDuplicateElement(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfDuplicatedElementBoundary") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfDuplicatedElementBoundary(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfDuplicatedPropertyIdExport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfDuplicatedPropertyIdExport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfDuplicatedPropertyIdImport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfDuplicatedPropertyIdImport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfElement") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfElement(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfElementInvalidValue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfElementInvalidValue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfExport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfExport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfExportFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfExportFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfHardwareCheck") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfHardwareCheck(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfHardwareExport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfHardwareExport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfHostResourceConstraint") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfHostResourceConstraint(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfHostValueNotParsed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfHostValueNotParsed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfImport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfImport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfImportFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfImportFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfInternalError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfInternalError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfInvalidPackage") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfInvalidPackage(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfInvalidValue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfInvalidValue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfInvalidValueConfiguration") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfInvalidValueConfiguration(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfInvalidValueEmpty") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfInvalidValueEmpty(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfInvalidValueFormatMalformed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfInvalidValueFormatMalformed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfInvalidValueReference") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfInvalidValueReference(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfInvalidVmName") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfInvalidVmName(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfMappedOsId") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfMappedOsId(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfMissingAttribute") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfMissingAttribute(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfMissingElement") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfMissingElement(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfMissingElementNormalBoundary") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfMissingElementNormalBoundary(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfMissingHardware") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfMissingHardware(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfNetworkMappingNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfNetworkMappingNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfNoHostNic") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfNoHostNic(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfNoSpaceOnController") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfNoSpaceOnController(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfNoSupportedHardwareFamily") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfNoSupportedHardwareFamily(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfProperty") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfProperty(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfPropertyExport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfPropertyExport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfPropertyNetwork") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfPropertyNetwork(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfPropertyNetworkExport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfPropertyNetworkExport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfPropertyQualifier") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfPropertyQualifier(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfPropertyQualifierDuplicate") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfPropertyQualifierDuplicate(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfPropertyQualifierIgnored") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfPropertyQualifierIgnored(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfPropertyType") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfPropertyType(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfPropertyValue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfPropertyValue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfSystemFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfSystemFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfToXmlUnsupportedElement") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfToXmlUnsupportedElement(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnableToExportDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnableToExportDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnexpectedElement") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnexpectedElement(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnknownDevice") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnknownDevice(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnknownDeviceBacking") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnknownDeviceBacking(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnknownEntity") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnknownEntity(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedAttribute") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedAttribute(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedAttributeValue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedAttributeValue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedDeviceBackingInfo") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedDeviceBackingInfo(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedDeviceBackingOption") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedDeviceBackingOption(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedDeviceExport") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedDeviceExport(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedDiskProvisioning") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedDiskProvisioning(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedElement") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedElement(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedElementValue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedElementValue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedPackage") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedPackage(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedSection") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedSection(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedSubType") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedSubType(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfUnsupportedType") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfUnsupportedType(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfWrongElement") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfWrongElement(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfWrongNamespace") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfWrongNamespace(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("OvfXmlFormat") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::OvfXmlFormat(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PasswordExpired") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PasswordExpired(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchAlreadyInstalled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchAlreadyInstalled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchBinariesNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchBinariesNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchInstallFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchInstallFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchIntegrityError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchIntegrityError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchMetadataCorrupted") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchMetadataCorrupted(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchMetadataInvalid") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchMetadataInvalid(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchMetadataNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchMetadataNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchMissingDependencies") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchMissingDependencies(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchNotApplicable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchNotApplicable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PatchSuperseded") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PatchSuperseded(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PhysCompatRDMNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PhysCompatRDMNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PlatformConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PlatformConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PowerOnFtSecondaryFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PowerOnFtSecondaryFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("PowerOnFtSecondaryTimedout") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::PowerOnFtSecondaryTimedout(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ProfileUpdateFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ProfileUpdateFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("QuarantineModeFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::QuarantineModeFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("QuestionPending") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::QuestionPending(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("QuiesceDatastoreIOForHAFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::QuiesceDatastoreIOForHAFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RDMConversionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RDMConversionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RDMNotPreserved") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RDMNotPreserved(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RDMNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RDMNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RDMNotSupportedOnDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RDMNotSupportedOnDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RDMPointsToInaccessibleDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RDMPointsToInaccessibleDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RawDiskNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RawDiskNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReadHostResourcePoolTreeFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReadHostResourcePoolTreeFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReadOnlyDisksWithLegacyDestination") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReadOnlyDisksWithLegacyDestination(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RebootRequired") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RebootRequired(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RecordReplayDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RecordReplayDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RemoteDeviceNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RemoteDeviceNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RemoveFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RemoveFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationDiskConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationDiskConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationIncompatibleWithFT") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationIncompatibleWithFT(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationInvalidOptions") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationInvalidOptions(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationNotSupportedOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationNotSupportedOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationVmConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationVmConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationVmFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationVmFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ReplicationVmInProgressFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ReplicationVmInProgressFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RequestCanceled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RequestCanceled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ResourceInUse") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ResourceInUse(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ResourceNotAvailable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ResourceNotAvailable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RestrictedByAdministrator") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RestrictedByAdministrator(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RestrictedVersion") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RestrictedVersion(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RollbackFailure") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RollbackFailure(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RuleViolation") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RuleViolation(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("RuntimeFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::RuntimeFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SSLDisabledFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SSLDisabledFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SSLVerifyFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SSLVerifyFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SSPIChallenge") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SSPIChallenge(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SecondaryVmAlreadyDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SecondaryVmAlreadyDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SecondaryVmAlreadyEnabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SecondaryVmAlreadyEnabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SecondaryVmAlreadyRegistered") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SecondaryVmAlreadyRegistered(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SecondaryVmNotRegistered") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SecondaryVmNotRegistered(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SecurityError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SecurityError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SharedBusControllerNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SharedBusControllerNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ShrinkDiskFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ShrinkDiskFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotCloneNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotCloneNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotCopyNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotCopyNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotIncompatibleDeviceInVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotIncompatibleDeviceInVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotLocked") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotLocked(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotMoveFromNonHomeNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotMoveFromNonHomeNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotMoveNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotMoveNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotMoveToNonHomeNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotMoveToNonHomeNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotNoChange") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotNoChange(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SnapshotRevertIssue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SnapshotRevertIssue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SoftRuleVioCorrectionDisallowed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SoftRuleVioCorrectionDisallowed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SoftRuleVioCorrectionImpact") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SoftRuleVioCorrectionImpact(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SolutionUserRequired") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SolutionUserRequired(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SsdDiskNotAvailable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SsdDiskNotAvailable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveDiskInMultiWriterMode") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveDiskInMultiWriterMode(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveFTVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveFTVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveIndependentDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveIndependentDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveManuallyPlacedSwapFile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedSwapFile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveManuallyPlacedVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveManuallyPlacedVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveSharedDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveSharedDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveTemplate") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveTemplate(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveVmInUserFolder") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveVmInUserFolder(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveVmWithMountedCDROM") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveVmWithMountedCDROM(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsCannotMoveVmWithNoFilesInLayout") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsCannotMoveVmWithNoFilesInLayout(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsDatacentersCannotShareDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsDatacentersCannotShareDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsDisabledOnVm") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsDisabledOnVm(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsHbrDiskNotMovable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsHbrDiskNotMovable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsHmsMoveInProgress") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsHmsMoveInProgress(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsHmsUnreachable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsHmsUnreachable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsIolbDisabledInternally") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsIolbDisabledInternally(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsRelocateDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsRelocateDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsStaleHmsCollection") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsStaleHmsCollection(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageDrsUnableToMoveFiles") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageDrsUnableToMoveFiles(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageVMotionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageVMotionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("StorageVmotionIncompatible") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::StorageVmotionIncompatible(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SuspendedRelocateNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SuspendedRelocateNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SwapDatastoreNotWritableOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SwapDatastoreNotWritableOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SwapDatastoreUnset") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SwapDatastoreUnset(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SwapPlacementOverrideNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SwapPlacementOverrideNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SwitchIpUnset") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SwitchIpUnset(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SwitchNotInUpgradeMode") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SwitchNotInUpgradeMode(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("SystemError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::SystemError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TaskInProgress") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TaskInProgress(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ThirdPartyLicenseAssignmentFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ThirdPartyLicenseAssignmentFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("Timedout") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::Timedout(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManyConcurrentNativeClones") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManyConcurrentNativeClones(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManyConsecutiveOverrides") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManyConsecutiveOverrides(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManyDevices") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManyDevices(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManyDisksOnLegacyHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManyDisksOnLegacyHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManyGuestLogons") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManyGuestLogons(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManyHosts") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManyHosts(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManyNativeCloneLevels") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManyNativeCloneLevels(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManyNativeClonesOnFile") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManyNativeClonesOnFile(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("TooManySnapshotLevels") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::TooManySnapshotLevels(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ToolsAlreadyUpgraded") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ToolsAlreadyUpgraded(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ToolsAutoUpgradeNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ToolsAutoUpgradeNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ToolsImageCopyFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ToolsImageCopyFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ToolsImageNotAvailable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ToolsImageNotAvailable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ToolsImageSignatureCheckFailed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ToolsImageSignatureCheckFailed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ToolsInstallationInProgress") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ToolsInstallationInProgress(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ToolsUnavailable") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ToolsUnavailable(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("ToolsUpgradeCancelled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::ToolsUpgradeCancelled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnSupportedDatastoreForVFlash") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnSupportedDatastoreForVFlash(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UncommittedUndoableDisk") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UncommittedUndoableDisk(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnconfiguredPropertyValue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnconfiguredPropertyValue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UncustomizableGuest") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UncustomizableGuest(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnexpectedCustomizationFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnexpectedCustomizationFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnexpectedFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnexpectedFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnrecognizedHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnrecognizedHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnsharedSwapVMotionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnsharedSwapVMotionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnsupportedDatastore") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnsupportedDatastore(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnsupportedGuest") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnsupportedGuest(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnsupportedVimApiVersion") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnsupportedVimApiVersion(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnsupportedVmxLocation") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnsupportedVmxLocation(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UnusedVirtualDiskBlocksNotScrubbed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UnusedVirtualDiskBlocksNotScrubbed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("UserNotFound") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::UserNotFound(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VAppConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VAppConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VAppNotRunning") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VAppNotRunning(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VAppOperationInProgress") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VAppOperationInProgress(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VAppPropertyFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VAppPropertyFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VAppTaskInProgress") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VAppTaskInProgress(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VFlashCacheHotConfigNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VFlashCacheHotConfigNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VFlashModuleNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VFlashModuleNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VFlashModuleVersionIncompatible") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VFlashModuleVersionIncompatible(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMINotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMINotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMOnConflictDVPort") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMOnConflictDVPort(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMOnVirtualIntranet") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMOnVirtualIntranet(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMotionAcrossNetworkNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMotionAcrossNetworkNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMotionInterfaceIssue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMotionInterfaceIssue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMotionLinkCapacityLow") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMotionLinkCapacityLow(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMotionLinkDown") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMotionLinkDown(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMotionNotConfigured") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMotionNotConfigured(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMotionNotLicensed") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMotionNotLicensed(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMotionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMotionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VMotionProtocolIncompatible") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VMotionProtocolIncompatible(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VimFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VimFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VirtualDiskBlocksNotFullyProvisioned") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VirtualDiskBlocksNotFullyProvisioned(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VirtualDiskModeNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VirtualDiskModeNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VirtualEthernetCardNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VirtualEthernetCardNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VirtualHardwareCompatibilityIssue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VirtualHardwareCompatibilityIssue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VirtualHardwareVersionNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VirtualHardwareVersionNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmAlreadyExistsInDatacenter") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmAlreadyExistsInDatacenter(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmConfigFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmConfigFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmConfigIncompatibleForFaultTolerance") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmConfigIncompatibleForFaultTolerance(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmConfigIncompatibleForRecordReplay") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmConfigIncompatibleForRecordReplay(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmFaultToleranceConfigIssue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmFaultToleranceConfigIssue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmFaultToleranceConfigIssueWrapper") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmFaultToleranceConfigIssueWrapper(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmFaultToleranceInvalidFileBacking") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmFaultToleranceInvalidFileBacking(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmFaultToleranceIssue") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmFaultToleranceIssue(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmFaultToleranceOpIssuesList") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmFaultToleranceOpIssuesList(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmFaultToleranceTooManyFtVcpusOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmFaultToleranceTooManyFtVcpusOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmFaultToleranceTooManyVMsOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmFaultToleranceTooManyVMsOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmHostAffinityRuleViolation") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmHostAffinityRuleViolation(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmLimitLicense") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmLimitLicense(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmMetadataManagerFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmMetadataManagerFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmMonitorIncompatibleForFaultTolerance") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmMonitorIncompatibleForFaultTolerance(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmPowerOnDisabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmPowerOnDisabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmSmpFaultToleranceTooManyVMsOnHost") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmSmpFaultToleranceTooManyVMsOnHost(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmToolsUpgradeFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmToolsUpgradeFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmValidateMaxDevice") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmValidateMaxDevice(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmWwnConflict") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmWwnConflict(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmfsAlreadyMounted") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmfsAlreadyMounted(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmfsAmbiguousMount") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmfsAmbiguousMount(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmfsMountFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmfsMountFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VmotionInterfaceNotEnabled") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VmotionInterfaceNotEnabled(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VolumeEditorError") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VolumeEditorError(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VramLimitLicense") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VramLimitLicense(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VsanClusterUuidMismatch") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VsanClusterUuidMismatch(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VsanDiskFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VsanDiskFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VsanFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VsanFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VsanIncompatibleDiskMapping") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VsanIncompatibleDiskMapping(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VspanDestPortConflict") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VspanDestPortConflict(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VspanPortConflict") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VspanPortConflict(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VspanPortMoveFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VspanPortMoveFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VspanPortPromiscChangeFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VspanPortPromiscChangeFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VspanPortgroupPromiscChangeFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VspanPortgroupPromiscChangeFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VspanPortgroupTypeChangeFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VspanPortgroupTypeChangeFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VspanPromiscuousPortNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VspanPromiscuousPortNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("VspanSameSessionPortConflict") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::VspanSameSessionPortConflict(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("WakeOnLanNotSupported") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::WakeOnLanNotSupported(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("WakeOnLanNotSupportedByVmotionNIC") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::WakeOnLanNotSupportedByVmotionNIC(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("WillLoseHAProtection") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::WillLoseHAProtection(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("WillModifyConfigCpuRequirements") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::WillModifyConfigCpuRequirements(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("WillResetSnapshotDirectory") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::WillResetSnapshotDirectory(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some("WipeDiskFault") => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::WipeDiskFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+                _ => {
+                    match r.read_boxed() {
+                        Ok(v) => Self::MethodFault(v),
+                        Err(e) => return Err(e),
+                    }
+                }
+            },
+        )
     }
 }

@@ -47,34 +47,34 @@ impl x::Fields for Capability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "provisioningSupported" => r.read(&mut self.provisioning_supported)?,
-            "multiHostSupported" => r.read(&mut self.multi_host_supported)?,
-            "userShellAccessSupported" => r.read(&mut self.user_shell_access_supported)?,
-            "supportedEVCMode" => r.read_push(&mut self.supported_evc_mode)?,
+        let result = match name {
+            "provisioningSupported" => r.read(&mut self.provisioning_supported),
+            "multiHostSupported" => r.read(&mut self.multi_host_supported),
+            "userShellAccessSupported" => r.read(&mut self.user_shell_access_supported),
+            "supportedEVCMode" => r.read_push(&mut self.supported_evc_mode),
             "supportedEVCGraphicsMode" => {
-                r.read_push(&mut self.supported_evc_graphics_mode)?
+                r.read_push(&mut self.supported_evc_graphics_mode)
             }
             "networkBackupAndRestoreSupported" => {
-                r.read_opt(&mut self.network_backup_and_restore_supported)?
+                r.read_opt(&mut self.network_backup_and_restore_supported)
             }
             "ftDrsWithoutEvcSupported" => {
-                r.read_opt(&mut self.ft_drs_without_evc_supported)?
+                r.read_opt(&mut self.ft_drs_without_evc_supported)
             }
-            "hciWorkflowSupported" => r.read_opt(&mut self.hci_workflow_supported)?,
-            "computePolicyVersion" => r.read_opt(&mut self.compute_policy_version)?,
+            "hciWorkflowSupported" => r.read_opt(&mut self.hci_workflow_supported),
+            "computePolicyVersion" => r.read_opt(&mut self.compute_policy_version),
             "clusterPlacementSupported" => {
-                r.read_opt(&mut self.cluster_placement_supported)?
+                r.read_opt(&mut self.cluster_placement_supported)
             }
             "lifecycleManagementSupported" => {
-                r.read_opt(&mut self.lifecycle_management_supported)?
+                r.read_opt(&mut self.lifecycle_management_supported)
             }
-            "hostSeedingSupported" => r.read_opt(&mut self.host_seeding_supported)?,
-            "scalableSharesSupported" => r.read_opt(&mut self.scalable_shares_supported)?,
-            "hadcsSupported" => r.read_opt(&mut self.hadcs_supported)?,
+            "hostSeedingSupported" => r.read_opt(&mut self.host_seeding_supported),
+            "scalableSharesSupported" => r.read_opt(&mut self.scalable_shares_supported),
+            "hadcsSupported" => r.read_opt(&mut self.hadcs_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("provisioningSupported", &self.provisioning_supported);
@@ -119,13 +119,13 @@ impl x::Fields for ChangesInfoEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "modified" => r.read_opt(&mut self.modified)?,
-            "added" => r.read_opt(&mut self.added)?,
-            "deleted" => r.read_opt(&mut self.deleted)?,
+        let result = match name {
+            "modified" => r.read_opt(&mut self.modified),
+            "added" => r.read_opt(&mut self.added),
+            "deleted" => r.read_opt(&mut self.deleted),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("modified", &self.modified);
@@ -159,14 +159,14 @@ impl x::Fields for CheckResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read_opt(&mut self.vm)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "warning" => r.read_push(&mut self.warning)?,
-            "error" => r.read_push(&mut self.error)?,
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "host" => r.read_opt(&mut self.host),
+            "warning" => r.read_push(&mut self.warning),
+            "error" => r.read_push(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
@@ -199,13 +199,13 @@ impl x::Fields for ChoiceOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly)?,
-            "choiceInfo" => r.read_push(&mut self.choice_info)?,
-            "defaultIndex" => r.read_opt(&mut self.default_index)?,
+        let result = match name {
+            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly),
+            "choiceInfo" => r.read_push(&mut self.choice_info),
+            "defaultIndex" => r.read_opt(&mut self.default_index),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("valueIsReadonly", &self.value_is_readonly);
@@ -231,12 +231,12 @@ impl x::Fields for ClockSkew {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -261,12 +261,12 @@ impl x::Fields for CloneFromSnapshotNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -293,12 +293,12 @@ impl x::Fields for ClusterAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "target" => r.read_opt(&mut self.target)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -323,12 +323,12 @@ impl x::Fields for ClusterActionHistory {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "action" => r.read(&mut self.action)?,
-            "time" => r.read(&mut self.time)?,
+        let result = match name {
+            "action" => r.read(&mut self.action),
+            "time" => r.read(&mut self.time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("action", &self.action);
@@ -371,19 +371,19 @@ impl x::Fields for ClusterAffinityRuleSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "mandatory" => r.read_opt(&mut self.mandatory)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "inCompliance" => r.read_opt(&mut self.in_compliance)?,
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid)?,
-            "vm" => r.read_push(&mut self.vm)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "vm" => r.read_push(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -429,19 +429,19 @@ impl x::Fields for ClusterAntiAffinityRuleSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "mandatory" => r.read_opt(&mut self.mandatory)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "inCompliance" => r.read_opt(&mut self.in_compliance)?,
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid)?,
-            "vm" => r.read_push(&mut self.vm)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "vm" => r.read_push(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -473,12 +473,12 @@ impl x::Fields for ClusterAttemptedVmInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read(&mut self.vm)?,
-            "task" => r.read_opt(&mut self.task)?,
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "task" => r.read_opt(&mut self.task),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
@@ -531,24 +531,24 @@ impl x::Fields for ClusterComplianceCheckedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -585,12 +585,12 @@ impl x::Fields for ClusterComputeResourceClusterConfigResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "failedHosts" => r.read_push(&mut self.failed_hosts)?,
-            "configuredHosts" => r.read_push(&mut self.configured_hosts)?,
+        let result = match name {
+            "failedHosts" => r.read_push(&mut self.failed_hosts),
+            "configuredHosts" => r.read_push(&mut self.configured_hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("failedHosts", &self.failed_hosts);
@@ -617,13 +617,13 @@ impl x::Fields for ClusterComputeResourceDVSConfigurationValidation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "info" => r.read_push(&mut self.info)?,
-            "isDvsValid" => r.read(&mut self.is_dvs_valid)?,
-            "isDvpgValid" => r.read(&mut self.is_dvpg_valid)?,
+        let result = match name {
+            "info" => r.read_push(&mut self.info),
+            "isDvsValid" => r.read(&mut self.is_dvs_valid),
+            "isDvpgValid" => r.read(&mut self.is_dvpg_valid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("info", &self.info);
@@ -653,13 +653,13 @@ impl x::Fields for ClusterComputeResourceDVSSetting {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvSwitch" => r.read(&mut self.dv_switch)?,
-            "pnicDevices" => r.read_push(&mut self.pnic_devices)?,
-            "dvPortgroupSetting" => r.read_push(&mut self.dv_portgroup_setting)?,
+        let result = match name {
+            "dvSwitch" => r.read(&mut self.dv_switch),
+            "pnicDevices" => r.read_push(&mut self.pnic_devices),
+            "dvPortgroupSetting" => r.read_push(&mut self.dv_portgroup_setting),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dvSwitch", &self.dv_switch);
@@ -689,12 +689,12 @@ impl x::Fields for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvPortgroup" => r.read(&mut self.dv_portgroup)?,
-            "service" => r.read(&mut self.service)?,
+        let result = match name {
+            "dvPortgroup" => r.read(&mut self.dv_portgroup),
+            "service" => r.read(&mut self.service),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dvPortgroup", &self.dv_portgroup);
@@ -729,14 +729,14 @@ impl x::Fields for ClusterComputeResourceDvsProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvsName" => r.read_opt(&mut self.dvs_name)?,
-            "dvSwitch" => r.read_opt(&mut self.dv_switch)?,
-            "pnicDevices" => r.read_push(&mut self.pnic_devices)?,
-            "dvPortgroupMapping" => r.read_push(&mut self.dv_portgroup_mapping)?,
+        let result = match name {
+            "dvsName" => r.read_opt(&mut self.dvs_name),
+            "dvSwitch" => r.read_opt(&mut self.dv_switch),
+            "pnicDevices" => r.read_push(&mut self.pnic_devices),
+            "dvPortgroupMapping" => r.read_push(&mut self.dv_portgroup_mapping),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dvsName", &self.dvs_name);
@@ -769,13 +769,13 @@ impl x::Fields for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMappi
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvPortgroupSpec" => r.read_opt(&mut self.dv_portgroup_spec)?,
-            "dvPortgroup" => r.read_opt(&mut self.dv_portgroup)?,
-            "service" => r.read(&mut self.service)?,
+        let result = match name {
+            "dvPortgroupSpec" => r.read_opt(&mut self.dv_portgroup_spec),
+            "dvPortgroup" => r.read_opt(&mut self.dv_portgroup),
+            "service" => r.read(&mut self.service),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dvPortgroupSpec", &self.dv_portgroup_spec);
@@ -809,14 +809,14 @@ impl x::Fields for ClusterComputeResourceHCIConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "workflowState" => r.read(&mut self.workflow_state)?,
-            "dvsSetting" => r.read_push(&mut self.dvs_setting)?,
-            "configuredHosts" => r.read_push(&mut self.configured_hosts)?,
-            "hostConfigProfile" => r.read_opt(&mut self.host_config_profile)?,
+        let result = match name {
+            "workflowState" => r.read(&mut self.workflow_state),
+            "dvsSetting" => r.read_push(&mut self.dvs_setting),
+            "configuredHosts" => r.read_push(&mut self.configured_hosts),
+            "hostConfigProfile" => r.read_opt(&mut self.host_config_profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("workflowState", &self.workflow_state);
@@ -847,14 +847,14 @@ impl x::Fields for ClusterComputeResourceHCIConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvsProf" => r.read_push(&mut self.dvs_prof)?,
-            "hostConfigProfile" => r.read_opt(&mut self.host_config_profile)?,
-            "vSanConfigSpec" => r.read_opt(&mut self.v_san_config_spec)?,
-            "vcProf" => r.read_opt(&mut self.vc_prof)?,
+        let result = match name {
+            "dvsProf" => r.read_push(&mut self.dvs_prof),
+            "hostConfigProfile" => r.read_opt(&mut self.host_config_profile),
+            "vSanConfigSpec" => r.read_opt(&mut self.v_san_config_spec),
+            "vcProf" => r.read_opt(&mut self.vc_prof),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dvsProf", &self.dvs_prof);
@@ -883,15 +883,15 @@ impl x::Fields for ClusterComputeResourceHostConfigurationInput {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "hostVmkNics" => r.read_push(&mut self.host_vmk_nics)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "hostVmkNics" => r.read_push(&mut self.host_vmk_nics),
             "allowedInNonMaintenanceMode" => {
-                r.read_opt(&mut self.allowed_in_non_maintenance_mode)?
+                r.read_opt(&mut self.allowed_in_non_maintenance_mode)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -924,12 +924,12 @@ impl x::Fields for ClusterComputeResourceHostConfigurationProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dateTimeConfig" => r.read_opt(&mut self.date_time_config)?,
-            "lockdownMode" => r.read_opt(&mut self.lockdown_mode)?,
+        let result = match name {
+            "dateTimeConfig" => r.read_opt(&mut self.date_time_config),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dateTimeConfig", &self.date_time_config);
@@ -962,16 +962,16 @@ impl x::Fields for ClusterComputeResourceHostConfigurationValidation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "info" => r.read_push(&mut self.info)?,
-            "host" => r.read(&mut self.host)?,
-            "isDvsSettingValid" => r.read_opt(&mut self.is_dvs_setting_valid)?,
-            "isVmknicSettingValid" => r.read_opt(&mut self.is_vmknic_setting_valid)?,
-            "isNtpSettingValid" => r.read_opt(&mut self.is_ntp_setting_valid)?,
-            "isLockdownModeValid" => r.read_opt(&mut self.is_lockdown_mode_valid)?,
+        let result = match name {
+            "info" => r.read_push(&mut self.info),
+            "host" => r.read(&mut self.host),
+            "isDvsSettingValid" => r.read_opt(&mut self.is_dvs_setting_valid),
+            "isVmknicSettingValid" => r.read_opt(&mut self.is_vmknic_setting_valid),
+            "isNtpSettingValid" => r.read_opt(&mut self.is_ntp_setting_valid),
+            "isLockdownModeValid" => r.read_opt(&mut self.is_lockdown_mode_valid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("info", &self.info);
@@ -1000,12 +1000,12 @@ impl x::Fields for ClusterComputeResourceHostVmkNicInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nicSpec" => r.read(&mut self.nic_spec)?,
-            "service" => r.read(&mut self.service)?,
+        let result = match name {
+            "nicSpec" => r.read(&mut self.nic_spec),
+            "service" => r.read(&mut self.service),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nicSpec", &self.nic_spec);
@@ -1076,39 +1076,39 @@ impl x::Fields for ClusterComputeResourceSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "totalCpu" => r.read(&mut self.total_cpu)?,
-            "totalMemory" => r.read(&mut self.total_memory)?,
-            "numCpuCores" => r.read(&mut self.num_cpu_cores)?,
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads)?,
-            "effectiveCpu" => r.read(&mut self.effective_cpu)?,
-            "effectiveMemory" => r.read(&mut self.effective_memory)?,
-            "numHosts" => r.read(&mut self.num_hosts)?,
-            "numEffectiveHosts" => r.read(&mut self.num_effective_hosts)?,
-            "overallStatus" => r.read(&mut self.overall_status)?,
-            "currentFailoverLevel" => r.read(&mut self.current_failover_level)?,
-            "admissionControlInfo" => r.read_opt(&mut self.admission_control_info)?,
-            "numVmotions" => r.read(&mut self.num_vmotions)?,
-            "targetBalance" => r.read_opt(&mut self.target_balance)?,
-            "currentBalance" => r.read_opt(&mut self.current_balance)?,
-            "drsScore" => r.read_opt(&mut self.drs_score)?,
+        let result = match name {
+            "totalCpu" => r.read(&mut self.total_cpu),
+            "totalMemory" => r.read(&mut self.total_memory),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "effectiveCpu" => r.read(&mut self.effective_cpu),
+            "effectiveMemory" => r.read(&mut self.effective_memory),
+            "numHosts" => r.read(&mut self.num_hosts),
+            "numEffectiveHosts" => r.read(&mut self.num_effective_hosts),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "currentFailoverLevel" => r.read(&mut self.current_failover_level),
+            "admissionControlInfo" => r.read_opt(&mut self.admission_control_info),
+            "numVmotions" => r.read(&mut self.num_vmotions),
+            "targetBalance" => r.read_opt(&mut self.target_balance),
+            "currentBalance" => r.read_opt(&mut self.current_balance),
+            "drsScore" => r.read_opt(&mut self.drs_score),
             "numVmsPerDrsScoreBucket" => {
-                r.read_push(&mut self.num_vms_per_drs_score_bucket)?
+                r.read_push(&mut self.num_vms_per_drs_score_bucket)
             }
-            "usageSummary" => r.read_opt(&mut self.usage_summary)?,
-            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key)?,
+            "usageSummary" => r.read_opt(&mut self.usage_summary),
+            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
             "currentEVCGraphicsModeKey" => {
-                r.read_opt(&mut self.current_evc_graphics_mode_key)?
+                r.read_opt(&mut self.current_evc_graphics_mode_key)
             }
-            "dasData" => r.read_opt(&mut self.das_data)?,
+            "dasData" => r.read_opt(&mut self.das_data),
             "clusterMaintenanceModeStatus" => {
-                r.read_opt(&mut self.cluster_maintenance_mode_status)?
+                r.read_opt(&mut self.cluster_maintenance_mode_status)
             }
-            "vcsHealthStatus" => r.read_opt(&mut self.vcs_health_status)?,
-            "vcsSlots" => r.read_push(&mut self.vcs_slots)?,
+            "vcsHealthStatus" => r.read_opt(&mut self.vcs_health_status),
+            "vcsSlots" => r.read_push(&mut self.vcs_slots),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("totalCpu", &self.total_cpu);
@@ -1159,13 +1159,13 @@ impl x::Fields for ClusterComputeResourceVCProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "clusterSpec" => r.read_opt(&mut self.cluster_spec)?,
-            "evcModeKey" => r.read_opt(&mut self.evc_mode_key)?,
-            "evcGraphicsModeKey" => r.read_opt(&mut self.evc_graphics_mode_key)?,
+        let result = match name {
+            "clusterSpec" => r.read_opt(&mut self.cluster_spec),
+            "evcModeKey" => r.read_opt(&mut self.evc_mode_key),
+            "evcGraphicsModeKey" => r.read_opt(&mut self.evc_graphics_mode_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("clusterSpec", &self.cluster_spec);
@@ -1191,11 +1191,11 @@ impl x::Fields for ClusterComputeResourceValidationResultBase {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "info" => r.read_push(&mut self.info)?,
+        let result = match name {
+            "info" => r.read_push(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("info", &self.info);
@@ -1223,14 +1223,14 @@ impl x::Fields for ClusterComputeResourceVcsSlots {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "systemId" => r.read_opt(&mut self.system_id)?,
-            "host" => r.read(&mut self.host)?,
-            "datastore" => r.read_push(&mut self.datastore)?,
-            "totalSlots" => r.read(&mut self.total_slots)?,
+        let result = match name {
+            "systemId" => r.read_opt(&mut self.system_id),
+            "host" => r.read(&mut self.host),
+            "datastore" => r.read_push(&mut self.datastore),
+            "totalSlots" => r.read(&mut self.total_slots),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("systemId", &self.system_id);
@@ -1267,15 +1267,15 @@ impl x::Fields for ClusterConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dasConfig" => r.read(&mut self.das_config)?,
-            "dasVmConfig" => r.read_push(&mut self.das_vm_config)?,
-            "drsConfig" => r.read(&mut self.drs_config)?,
-            "drsVmConfig" => r.read_push(&mut self.drs_vm_config)?,
-            "rule" => r.read_push(&mut self.rule)?,
+        let result = match name {
+            "dasConfig" => r.read(&mut self.das_config),
+            "dasVmConfig" => r.read_push(&mut self.das_vm_config),
+            "drsConfig" => r.read(&mut self.drs_config),
+            "drsVmConfig" => r.read_push(&mut self.drs_vm_config),
+            "rule" => r.read_push(&mut self.rule),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dasConfig", &self.das_config);
@@ -1339,34 +1339,34 @@ impl x::Fields for ClusterConfigInfoEx {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmSwapPlacement" => r.read(&mut self.vm_swap_placement)?,
-            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled)?,
+        let result = match name {
+            "vmSwapPlacement" => r.read(&mut self.vm_swap_placement),
+            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled),
             "defaultHardwareVersionKey" => {
-                r.read_opt(&mut self.default_hardware_version_key)?
+                r.read_opt(&mut self.default_hardware_version_key)
             }
             "maximumHardwareVersionKey" => {
-                r.read_opt(&mut self.maximum_hardware_version_key)?
+                r.read_opt(&mut self.maximum_hardware_version_key)
             }
-            "systemVMsConfig" => r.read_opt(&mut self.system_vms_config)?,
-            "dasConfig" => r.read(&mut self.das_config)?,
-            "dasVmConfig" => r.read_push(&mut self.das_vm_config)?,
-            "drsConfig" => r.read(&mut self.drs_config)?,
-            "drsVmConfig" => r.read_push(&mut self.drs_vm_config)?,
-            "rule" => r.read_push(&mut self.rule)?,
-            "orchestration" => r.read_opt(&mut self.orchestration)?,
-            "vmOrchestration" => r.read_push(&mut self.vm_orchestration)?,
-            "dpmConfigInfo" => r.read_opt(&mut self.dpm_config_info)?,
-            "dpmHostConfig" => r.read_push(&mut self.dpm_host_config)?,
-            "vsanConfigInfo" => r.read_opt(&mut self.vsan_config_info)?,
-            "vsanHostConfig" => r.read_push(&mut self.vsan_host_config)?,
-            "group" => r.read_push(&mut self.group)?,
-            "infraUpdateHaConfig" => r.read_opt(&mut self.infra_update_ha_config)?,
-            "proactiveDrsConfig" => r.read_opt(&mut self.proactive_drs_config)?,
-            "cryptoConfig" => r.read_opt(&mut self.crypto_config)?,
+            "systemVMsConfig" => r.read_opt(&mut self.system_vms_config),
+            "dasConfig" => r.read(&mut self.das_config),
+            "dasVmConfig" => r.read_push(&mut self.das_vm_config),
+            "drsConfig" => r.read(&mut self.drs_config),
+            "drsVmConfig" => r.read_push(&mut self.drs_vm_config),
+            "rule" => r.read_push(&mut self.rule),
+            "orchestration" => r.read_opt(&mut self.orchestration),
+            "vmOrchestration" => r.read_push(&mut self.vm_orchestration),
+            "dpmConfigInfo" => r.read_opt(&mut self.dpm_config_info),
+            "dpmHostConfig" => r.read_push(&mut self.dpm_host_config),
+            "vsanConfigInfo" => r.read_opt(&mut self.vsan_config_info),
+            "vsanHostConfig" => r.read_push(&mut self.vsan_host_config),
+            "group" => r.read_push(&mut self.group),
+            "infraUpdateHaConfig" => r.read_opt(&mut self.infra_update_ha_config),
+            "proactiveDrsConfig" => r.read_opt(&mut self.proactive_drs_config),
+            "cryptoConfig" => r.read_opt(&mut self.crypto_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmSwapPlacement", &self.vm_swap_placement);
@@ -1415,15 +1415,15 @@ impl x::Fields for ClusterConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dasConfig" => r.read_opt(&mut self.das_config)?,
-            "dasVmConfigSpec" => r.read_push(&mut self.das_vm_config_spec)?,
-            "drsConfig" => r.read_opt(&mut self.drs_config)?,
-            "drsVmConfigSpec" => r.read_push(&mut self.drs_vm_config_spec)?,
-            "rulesSpec" => r.read_push(&mut self.rules_spec)?,
+        let result = match name {
+            "dasConfig" => r.read_opt(&mut self.das_config),
+            "dasVmConfigSpec" => r.read_push(&mut self.das_vm_config_spec),
+            "drsConfig" => r.read_opt(&mut self.drs_config),
+            "drsVmConfigSpec" => r.read_push(&mut self.drs_vm_config_spec),
+            "rulesSpec" => r.read_push(&mut self.rules_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dasConfig", &self.das_config);
@@ -1491,36 +1491,36 @@ impl x::Fields for ClusterConfigSpecEx {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmSwapPlacement" => r.read_opt(&mut self.vm_swap_placement)?,
-            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled)?,
+        let result = match name {
+            "vmSwapPlacement" => r.read_opt(&mut self.vm_swap_placement),
+            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled),
             "defaultHardwareVersionKey" => {
-                r.read_opt(&mut self.default_hardware_version_key)?
+                r.read_opt(&mut self.default_hardware_version_key)
             }
-            "desiredSoftwareSpec" => r.read_opt(&mut self.desired_software_spec)?,
+            "desiredSoftwareSpec" => r.read_opt(&mut self.desired_software_spec),
             "maximumHardwareVersionKey" => {
-                r.read_opt(&mut self.maximum_hardware_version_key)?
+                r.read_opt(&mut self.maximum_hardware_version_key)
             }
-            "systemVMsConfig" => r.read_opt(&mut self.system_vms_config)?,
-            "dasConfig" => r.read_opt(&mut self.das_config)?,
-            "dasVmConfigSpec" => r.read_push(&mut self.das_vm_config_spec)?,
-            "drsConfig" => r.read_opt(&mut self.drs_config)?,
-            "drsVmConfigSpec" => r.read_push(&mut self.drs_vm_config_spec)?,
-            "rulesSpec" => r.read_push(&mut self.rules_spec)?,
-            "orchestration" => r.read_opt(&mut self.orchestration)?,
-            "vmOrchestrationSpec" => r.read_push(&mut self.vm_orchestration_spec)?,
-            "dpmConfig" => r.read_opt(&mut self.dpm_config)?,
-            "dpmHostConfigSpec" => r.read_push(&mut self.dpm_host_config_spec)?,
-            "vsanConfig" => r.read_opt(&mut self.vsan_config)?,
-            "vsanHostConfigSpec" => r.read_push(&mut self.vsan_host_config_spec)?,
-            "groupSpec" => r.read_push(&mut self.group_spec)?,
-            "infraUpdateHaConfig" => r.read_opt(&mut self.infra_update_ha_config)?,
-            "proactiveDrsConfig" => r.read_opt(&mut self.proactive_drs_config)?,
-            "inHciWorkflow" => r.read_opt(&mut self.in_hci_workflow)?,
-            "cryptoConfig" => r.read_opt(&mut self.crypto_config)?,
+            "systemVMsConfig" => r.read_opt(&mut self.system_vms_config),
+            "dasConfig" => r.read_opt(&mut self.das_config),
+            "dasVmConfigSpec" => r.read_push(&mut self.das_vm_config_spec),
+            "drsConfig" => r.read_opt(&mut self.drs_config),
+            "drsVmConfigSpec" => r.read_push(&mut self.drs_vm_config_spec),
+            "rulesSpec" => r.read_push(&mut self.rules_spec),
+            "orchestration" => r.read_opt(&mut self.orchestration),
+            "vmOrchestrationSpec" => r.read_push(&mut self.vm_orchestration_spec),
+            "dpmConfig" => r.read_opt(&mut self.dpm_config),
+            "dpmHostConfigSpec" => r.read_push(&mut self.dpm_host_config_spec),
+            "vsanConfig" => r.read_opt(&mut self.vsan_config),
+            "vsanHostConfigSpec" => r.read_push(&mut self.vsan_host_config_spec),
+            "groupSpec" => r.read_push(&mut self.group_spec),
+            "infraUpdateHaConfig" => r.read_opt(&mut self.infra_update_ha_config),
+            "proactiveDrsConfig" => r.read_opt(&mut self.proactive_drs_config),
+            "inHciWorkflow" => r.read_opt(&mut self.in_hci_workflow),
+            "cryptoConfig" => r.read_opt(&mut self.crypto_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vmSwapPlacement", &self.vm_swap_placement);
@@ -1589,24 +1589,24 @@ impl x::Fields for ClusterCreatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "parent" => r.read(&mut self.parent)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "parent" => r.read(&mut self.parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1641,11 +1641,11 @@ impl x::Fields for ClusterCryptoConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cryptoMode" => r.read_opt(&mut self.crypto_mode)?,
+        let result = match name {
+            "cryptoMode" => r.read_opt(&mut self.crypto_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("cryptoMode", &self.crypto_mode);
@@ -1669,12 +1669,12 @@ impl x::Fields for ClusterDasAamHostInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostDasState" => r.read_push(&mut self.host_das_state)?,
-            "primaryHosts" => r.read_push(&mut self.primary_hosts)?,
+        let result = match name {
+            "hostDasState" => r.read_push(&mut self.host_das_state),
+            "primaryHosts" => r.read_push(&mut self.primary_hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("hostDasState", &self.host_das_state);
@@ -1703,14 +1703,14 @@ impl x::Fields for ClusterDasAamNodeState {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "name" => r.read(&mut self.name)?,
-            "configState" => r.read(&mut self.config_state)?,
-            "runtimeState" => r.read(&mut self.runtime_state)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "name" => r.read(&mut self.name),
+            "configState" => r.read(&mut self.config_state),
+            "runtimeState" => r.read(&mut self.runtime_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -1762,16 +1762,16 @@ impl x::Fields for ClusterDasAdmissionControlPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "resourceReductionToToleratePercent" => {
-                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)?
+                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)
             }
             "pMemAdmissionControlEnabled" => {
-                r.read_opt(&mut self.p_mem_admission_control_enabled)?
+                r.read_opt(&mut self.p_mem_admission_control_enabled)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt(
@@ -1806,13 +1806,13 @@ impl x::Fields for ClusterDasAdvancedRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dasHostInfo" => r.read_opt(&mut self.das_host_info)?,
-            "vmcpSupported" => r.read_opt(&mut self.vmcp_supported)?,
-            "heartbeatDatastoreInfo" => r.read_push(&mut self.heartbeat_datastore_info)?,
+        let result = match name {
+            "dasHostInfo" => r.read_opt(&mut self.das_host_info),
+            "vmcpSupported" => r.read_opt(&mut self.vmcp_supported),
+            "heartbeatDatastoreInfo" => r.read_push(&mut self.heartbeat_datastore_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dasHostInfo", &self.das_host_info);
@@ -1838,12 +1838,12 @@ impl x::Fields for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "storageAPDSupported" => r.read(&mut self.storage_apd_supported)?,
-            "storagePDLSupported" => r.read(&mut self.storage_pdl_supported)?,
+        let result = match name {
+            "storageAPDSupported" => r.read(&mut self.storage_apd_supported),
+            "storagePDLSupported" => r.read(&mut self.storage_pdl_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageAPDSupported", &self.storage_apd_supported);
@@ -1886,23 +1886,23 @@ impl x::Fields for ClusterDasConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "vmMonitoring" => r.read_opt(&mut self.vm_monitoring)?,
-            "hostMonitoring" => r.read_opt(&mut self.host_monitoring)?,
-            "vmComponentProtecting" => r.read_opt(&mut self.vm_component_protecting)?,
-            "failoverLevel" => r.read_opt(&mut self.failover_level)?,
-            "admissionControlPolicy" => r.read_opt(&mut self.admission_control_policy)?,
-            "admissionControlEnabled" => r.read_opt(&mut self.admission_control_enabled)?,
-            "defaultVmSettings" => r.read_opt(&mut self.default_vm_settings)?,
-            "option" => r.read_push(&mut self.option)?,
-            "heartbeatDatastore" => r.read_push(&mut self.heartbeat_datastore)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "vmMonitoring" => r.read_opt(&mut self.vm_monitoring),
+            "hostMonitoring" => r.read_opt(&mut self.host_monitoring),
+            "vmComponentProtecting" => r.read_opt(&mut self.vm_component_protecting),
+            "failoverLevel" => r.read_opt(&mut self.failover_level),
+            "admissionControlPolicy" => r.read_opt(&mut self.admission_control_policy),
+            "admissionControlEnabled" => r.read_opt(&mut self.admission_control_enabled),
+            "defaultVmSettings" => r.read_opt(&mut self.default_vm_settings),
+            "option" => r.read_push(&mut self.option),
+            "heartbeatDatastore" => r.read_push(&mut self.heartbeat_datastore),
             "hBDatastoreCandidatePolicy" => {
-                r.read_opt(&mut self.h_b_datastore_candidate_policy)?
+                r.read_opt(&mut self.h_b_datastore_candidate_policy)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -1957,13 +1957,13 @@ impl x::Fields for ClusterDasDataSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostListVersion" => r.read(&mut self.host_list_version)?,
-            "clusterConfigVersion" => r.read(&mut self.cluster_config_version)?,
-            "compatListVersion" => r.read(&mut self.compat_list_version)?,
+        let result = match name {
+            "hostListVersion" => r.read(&mut self.host_list_version),
+            "clusterConfigVersion" => r.read(&mut self.cluster_config_version),
+            "compatListVersion" => r.read(&mut self.compat_list_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hostListVersion", &self.host_list_version);
@@ -2011,24 +2011,24 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dasHostInfo" => r.read_opt(&mut self.das_host_info)?,
-            "vmcpSupported" => r.read_opt(&mut self.vmcp_supported)?,
-            "heartbeatDatastoreInfo" => r.read_push(&mut self.heartbeat_datastore_info)?,
-            "slotInfo" => r.read(&mut self.slot_info)?,
-            "totalSlots" => r.read(&mut self.total_slots)?,
-            "usedSlots" => r.read(&mut self.used_slots)?,
-            "unreservedSlots" => r.read(&mut self.unreserved_slots)?,
-            "totalVms" => r.read(&mut self.total_vms)?,
-            "totalHosts" => r.read(&mut self.total_hosts)?,
-            "totalGoodHosts" => r.read(&mut self.total_good_hosts)?,
-            "hostSlots" => r.read_push(&mut self.host_slots)?,
+        let result = match name {
+            "dasHostInfo" => r.read_opt(&mut self.das_host_info),
+            "vmcpSupported" => r.read_opt(&mut self.vmcp_supported),
+            "heartbeatDatastoreInfo" => r.read_push(&mut self.heartbeat_datastore_info),
+            "slotInfo" => r.read(&mut self.slot_info),
+            "totalSlots" => r.read(&mut self.total_slots),
+            "usedSlots" => r.read(&mut self.used_slots),
+            "unreservedSlots" => r.read(&mut self.unreserved_slots),
+            "totalVms" => r.read(&mut self.total_vms),
+            "totalHosts" => r.read(&mut self.total_hosts),
+            "totalGoodHosts" => r.read(&mut self.total_good_hosts),
+            "hostSlots" => r.read_push(&mut self.host_slots),
             "vmsRequiringMultipleSlots" => {
-                r.read_push(&mut self.vms_requiring_multiple_slots)?
+                r.read_push(&mut self.vms_requiring_multiple_slots)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dasHostInfo", &self.das_host_info);
@@ -2063,12 +2063,12 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "slots" => r.read(&mut self.slots)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "slots" => r.read(&mut self.slots),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -2099,13 +2099,13 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "numVcpus" => r.read(&mut self.num_vcpus)?,
-            "cpuMHz" => r.read(&mut self.cpu_m_hz)?,
-            "memoryMB" => r.read(&mut self.memory_mb)?,
+        let result = match name {
+            "numVcpus" => r.read(&mut self.num_vcpus),
+            "cpuMHz" => r.read(&mut self.cpu_m_hz),
+            "memoryMB" => r.read(&mut self.memory_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numVcpus", &self.num_vcpus);
@@ -2131,12 +2131,12 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read(&mut self.vm)?,
-            "slots" => r.read(&mut self.slots)?,
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "slots" => r.read(&mut self.slots),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
@@ -2165,12 +2165,12 @@ impl x::Fields for ClusterDasFdmHostState {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "state" => r.read(&mut self.state)?,
-            "stateReporter" => r.read_opt(&mut self.state_reporter)?,
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "stateReporter" => r.read_opt(&mut self.state_reporter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
@@ -2214,12 +2214,12 @@ impl x::Fields for ClusterDasHostRecommendation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "drsRating" => r.read_opt(&mut self.drs_rating)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "drsRating" => r.read_opt(&mut self.drs_rating),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -2248,14 +2248,14 @@ impl x::Fields for ClusterDasVmConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "restartPriority" => r.read_opt(&mut self.restart_priority)?,
-            "powerOffOnIsolation" => r.read_opt(&mut self.power_off_on_isolation)?,
-            "dasSettings" => r.read_opt(&mut self.das_settings)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "restartPriority" => r.read_opt(&mut self.restart_priority),
+            "powerOffOnIsolation" => r.read_opt(&mut self.power_off_on_isolation),
+            "dasSettings" => r.read_opt(&mut self.das_settings),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2288,13 +2288,13 @@ impl x::Fields for ClusterDasVmConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -2330,19 +2330,19 @@ impl x::Fields for ClusterDasVmSettings {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "restartPriority" => r.read_opt(&mut self.restart_priority)?,
-            "restartPriorityTimeout" => r.read_opt(&mut self.restart_priority_timeout)?,
-            "isolationResponse" => r.read_opt(&mut self.isolation_response)?,
+        let result = match name {
+            "restartPriority" => r.read_opt(&mut self.restart_priority),
+            "restartPriorityTimeout" => r.read_opt(&mut self.restart_priority_timeout),
+            "isolationResponse" => r.read_opt(&mut self.isolation_response),
             "vmToolsMonitoringSettings" => {
-                r.read_opt(&mut self.vm_tools_monitoring_settings)?
+                r.read_opt(&mut self.vm_tools_monitoring_settings)
             }
             "vmComponentProtectionSettings" => {
-                r.read_opt(&mut self.vm_component_protection_settings)?
+                r.read_opt(&mut self.vm_component_protection_settings)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("restartPriority", &self.restart_priority);
@@ -2375,13 +2375,13 @@ impl x::Fields for ClusterDatastoreUpdateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -2427,20 +2427,20 @@ impl x::Fields for ClusterDependencyRuleInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "mandatory" => r.read_opt(&mut self.mandatory)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "inCompliance" => r.read_opt(&mut self.in_compliance)?,
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid)?,
-            "vmGroup" => r.read(&mut self.vm_group)?,
-            "dependsOnVmGroup" => r.read(&mut self.depends_on_vm_group)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "vmGroup" => r.read(&mut self.vm_group),
+            "dependsOnVmGroup" => r.read(&mut self.depends_on_vm_group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -2495,23 +2495,23 @@ impl x::Fields for ClusterDestroyedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2551,14 +2551,14 @@ impl x::Fields for ClusterDpmConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "defaultDpmBehavior" => r.read_opt(&mut self.default_dpm_behavior)?,
-            "hostPowerActionRate" => r.read_opt(&mut self.host_power_action_rate)?,
-            "option" => r.read_push(&mut self.option)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "defaultDpmBehavior" => r.read_opt(&mut self.default_dpm_behavior),
+            "hostPowerActionRate" => r.read_opt(&mut self.host_power_action_rate),
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -2587,13 +2587,13 @@ impl x::Fields for ClusterDpmHostConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "behavior" => r.read_opt(&mut self.behavior)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "behavior" => r.read_opt(&mut self.behavior),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2625,13 +2625,13 @@ impl x::Fields for ClusterDpmHostConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -2669,18 +2669,18 @@ impl x::Fields for ClusterDrsConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
             "enableVmBehaviorOverrides" => {
-                r.read_opt(&mut self.enable_vm_behavior_overrides)?
+                r.read_opt(&mut self.enable_vm_behavior_overrides)
             }
-            "defaultVmBehavior" => r.read_opt(&mut self.default_vm_behavior)?,
-            "vmotionRate" => r.read_opt(&mut self.vmotion_rate)?,
-            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares)?,
-            "option" => r.read_push(&mut self.option)?,
+            "defaultVmBehavior" => r.read_opt(&mut self.default_vm_behavior),
+            "vmotionRate" => r.read_opt(&mut self.vmotion_rate),
+            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares),
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -2709,12 +2709,12 @@ impl x::Fields for ClusterDrsFaults {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "reason" => r.read(&mut self.reason)?,
-            "faultsByVm" => r.read_push(&mut self.faults_by_vm)?,
+        let result = match name {
+            "reason" => r.read(&mut self.reason),
+            "faultsByVm" => r.read_push(&mut self.faults_by_vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("reason", &self.reason);
@@ -2745,13 +2745,13 @@ impl x::Fields for ClusterDrsFaultsFaultsByVirtualDisk {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read_opt(&mut self.vm)?,
-            "fault" => r.read_push(&mut self.fault)?,
-            "disk" => r.read_opt(&mut self.disk)?,
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "fault" => r.read_push(&mut self.fault),
+            "disk" => r.read_opt(&mut self.disk),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
@@ -2779,12 +2779,12 @@ impl x::Fields for ClusterDrsFaultsFaultsByVm {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read_opt(&mut self.vm)?,
-            "fault" => r.read_push(&mut self.fault)?,
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "fault" => r.read_push(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
@@ -2827,21 +2827,21 @@ impl x::Fields for ClusterDrsMigration {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "time" => r.read(&mut self.time)?,
-            "vm" => r.read(&mut self.vm)?,
-            "cpuLoad" => r.read_opt(&mut self.cpu_load)?,
-            "memoryLoad" => r.read_opt(&mut self.memory_load)?,
-            "source" => r.read(&mut self.source)?,
-            "sourceCpuLoad" => r.read_opt(&mut self.source_cpu_load)?,
-            "sourceMemoryLoad" => r.read_opt(&mut self.source_memory_load)?,
-            "destination" => r.read(&mut self.destination)?,
-            "destinationCpuLoad" => r.read_opt(&mut self.destination_cpu_load)?,
-            "destinationMemoryLoad" => r.read_opt(&mut self.destination_memory_load)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "time" => r.read(&mut self.time),
+            "vm" => r.read(&mut self.vm),
+            "cpuLoad" => r.read_opt(&mut self.cpu_load),
+            "memoryLoad" => r.read_opt(&mut self.memory_load),
+            "source" => r.read(&mut self.source),
+            "sourceCpuLoad" => r.read_opt(&mut self.source_cpu_load),
+            "sourceMemoryLoad" => r.read_opt(&mut self.source_memory_load),
+            "destination" => r.read(&mut self.destination),
+            "destinationCpuLoad" => r.read_opt(&mut self.destination_cpu_load),
+            "destinationMemoryLoad" => r.read_opt(&mut self.destination_memory_load),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2885,15 +2885,15 @@ impl x::Fields for ClusterDrsRecommendation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "rating" => r.read(&mut self.rating)?,
-            "reason" => r.read(&mut self.reason)?,
-            "reasonText" => r.read(&mut self.reason_text)?,
-            "migrationList" => r.read_push(&mut self.migration_list)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "rating" => r.read(&mut self.rating),
+            "reason" => r.read(&mut self.reason),
+            "reasonText" => r.read(&mut self.reason_text),
+            "migrationList" => r.read_push(&mut self.migration_list),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2927,13 +2927,13 @@ impl x::Fields for ClusterDrsVmConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "behavior" => r.read_opt(&mut self.behavior)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "behavior" => r.read_opt(&mut self.behavior),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2965,13 +2965,13 @@ impl x::Fields for ClusterDrsVmConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -3003,13 +3003,13 @@ impl x::Fields for ClusterEVCManagerCheckResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "evcModeKey" => r.read(&mut self.evc_mode_key)?,
-            "error" => r.read(&mut self.error)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "evcModeKey" => r.read(&mut self.evc_mode_key),
+            "error" => r.read(&mut self.error),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("evcModeKey", &self.evc_mode_key);
@@ -3020,50 +3020,4 @@ impl x::Fields for ClusterEVCManagerCheckResult {
 impl x::ArrayItem for ClusterEVCManagerCheckResult {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterEVCManagerCheckResult";
     const ITEM_TAG: &'static str = "ClusterEVCManagerCheckResult";
-}
-/// `ClusterEVCManagerEVCState` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterEVCManagerEVCState {
-    /// `supportedEVCMode`.
-    pub supported_evc_mode: Vec<EVCMode>,
-    /// `currentEVCModeKey`.
-    pub current_evc_mode_key: Option<String>,
-    /// `guaranteedCPUFeatures`.
-    pub guaranteed_cpu_features: Vec<HostCpuIdInfo>,
-    /// `featureCapability`.
-    pub feature_capability: Vec<HostFeatureCapability>,
-    /// `featureMask`.
-    pub feature_mask: Vec<HostFeatureMask>,
-    /// `featureRequirement`.
-    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
-}
-impl x::SchemaType for ClusterEVCManagerEVCState {
-    const TYPE_NAME: &'static str = "ClusterEVCManagerEVCState";
-}
-impl x::Structure for ClusterEVCManagerEVCState {}
-impl x::Fields for ClusterEVCManagerEVCState {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "supportedEVCMode" => r.read_push(&mut self.supported_evc_mode)?,
-            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key)?,
-            "guaranteedCPUFeatures" => r.read_push(&mut self.guaranteed_cpu_features)?,
-            "featureCapability" => r.read_push(&mut self.feature_capability)?,
-            "featureMask" => r.read_push(&mut self.feature_mask)?,
-            "featureRequirement" => r.read_push(&mut self.feature_requirement)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("supportedEVCMode", &self.supported_evc_mode);
-        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
-        w.write_vec("guaranteedCPUFeatures", &self.guaranteed_cpu_features);
-        w.write_vec("featureCapability", &self.feature_capability);
-        w.write_vec("featureMask", &self.feature_mask);
-        w.write_vec("featureRequirement", &self.feature_requirement);
-    }
 }

@@ -5,6 +5,52 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterEVCManagerEVCState` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterEVCManagerEVCState {
+    /// `supportedEVCMode`.
+    pub supported_evc_mode: Vec<EVCMode>,
+    /// `currentEVCModeKey`.
+    pub current_evc_mode_key: Option<String>,
+    /// `guaranteedCPUFeatures`.
+    pub guaranteed_cpu_features: Vec<HostCpuIdInfo>,
+    /// `featureCapability`.
+    pub feature_capability: Vec<HostFeatureCapability>,
+    /// `featureMask`.
+    pub feature_mask: Vec<HostFeatureMask>,
+    /// `featureRequirement`.
+    pub feature_requirement: Vec<VirtualMachineFeatureRequirement>,
+}
+impl x::SchemaType for ClusterEVCManagerEVCState {
+    const TYPE_NAME: &'static str = "ClusterEVCManagerEVCState";
+}
+impl x::Structure for ClusterEVCManagerEVCState {}
+impl x::Fields for ClusterEVCManagerEVCState {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "supportedEVCMode" => r.read_push(&mut self.supported_evc_mode),
+            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
+            "guaranteedCPUFeatures" => r.read_push(&mut self.guaranteed_cpu_features),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
+            "featureMask" => r.read_push(&mut self.feature_mask),
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("supportedEVCMode", &self.supported_evc_mode);
+        w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
+        w.write_vec("guaranteedCPUFeatures", &self.guaranteed_cpu_features);
+        w.write_vec("featureCapability", &self.feature_capability);
+        w.write_vec("featureMask", &self.feature_mask);
+        w.write_vec("featureRequirement", &self.feature_requirement);
+    }
+}
 /// `ClusterEnterMaintenanceResult` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterEnterMaintenanceResult {
@@ -23,12 +69,12 @@ impl x::Fields for ClusterEnterMaintenanceResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "recommendations" => r.read_push(&mut self.recommendations)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "recommendations" => r.read_push(&mut self.recommendations),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("recommendations", &self.recommendations);
@@ -75,23 +121,23 @@ impl x::Fields for ClusterEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -125,11 +171,11 @@ impl x::Fields for ClusterFailoverHostAdmissionControlInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostStatus" => r.read_push(&mut self.host_status)?,
+        let result = match name {
+            "hostStatus" => r.read_push(&mut self.host_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("hostStatus", &self.host_status);
@@ -153,12 +199,12 @@ impl x::Fields for ClusterFailoverHostAdmissionControlInfoHostStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "status" => r.read(&mut self.status)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "status" => r.read(&mut self.status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -191,18 +237,18 @@ impl x::Fields for ClusterFailoverHostAdmissionControlPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "resourceReductionToToleratePercent" => {
-                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)?
+                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)
             }
             "pMemAdmissionControlEnabled" => {
-                r.read_opt(&mut self.p_mem_admission_control_enabled)?
+                r.read_opt(&mut self.p_mem_admission_control_enabled)
             }
-            "failoverHosts" => r.read_push(&mut self.failover_hosts)?,
-            "failoverLevel" => r.read_opt(&mut self.failover_level)?,
+            "failoverHosts" => r.read_push(&mut self.failover_hosts),
+            "failoverLevel" => r.read_opt(&mut self.failover_level),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt(
@@ -233,11 +279,11 @@ impl x::Fields for ClusterFailoverLevelAdmissionControlInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "currentFailoverLevel" => r.read(&mut self.current_failover_level)?,
+        let result = match name {
+            "currentFailoverLevel" => r.read(&mut self.current_failover_level),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("currentFailoverLevel", &self.current_failover_level);
@@ -265,18 +311,18 @@ impl x::Fields for ClusterFailoverLevelAdmissionControlPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "resourceReductionToToleratePercent" => {
-                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)?
+                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)
             }
             "pMemAdmissionControlEnabled" => {
-                r.read_opt(&mut self.p_mem_admission_control_enabled)?
+                r.read_opt(&mut self.p_mem_admission_control_enabled)
             }
-            "failoverLevel" => r.read(&mut self.failover_level)?,
-            "slotPolicy" => r.read_opt(&mut self.slot_policy)?,
+            "failoverLevel" => r.read(&mut self.failover_level),
+            "slotPolicy" => r.read_opt(&mut self.slot_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt(
@@ -311,19 +357,19 @@ impl x::Fields for ClusterFailoverResourcesAdmissionControlInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "currentCpuFailoverResourcesPercent" => {
-                r.read(&mut self.current_cpu_failover_resources_percent)?
+                r.read(&mut self.current_cpu_failover_resources_percent)
             }
             "currentMemoryFailoverResourcesPercent" => {
-                r.read(&mut self.current_memory_failover_resources_percent)?
+                r.read(&mut self.current_memory_failover_resources_percent)
             }
             "currentPMemFailoverResourcesPercent" => {
-                r.read_opt(&mut self.current_p_mem_failover_resources_percent)?
+                r.read_opt(&mut self.current_p_mem_failover_resources_percent)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write(
@@ -370,30 +416,30 @@ impl x::Fields for ClusterFailoverResourcesAdmissionControlPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "resourceReductionToToleratePercent" => {
-                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)?
+                r.read_opt(&mut self.resource_reduction_to_tolerate_percent)
             }
             "pMemAdmissionControlEnabled" => {
-                r.read_opt(&mut self.p_mem_admission_control_enabled)?
+                r.read_opt(&mut self.p_mem_admission_control_enabled)
             }
             "cpuFailoverResourcesPercent" => {
-                r.read(&mut self.cpu_failover_resources_percent)?
+                r.read(&mut self.cpu_failover_resources_percent)
             }
             "memoryFailoverResourcesPercent" => {
-                r.read(&mut self.memory_failover_resources_percent)?
+                r.read(&mut self.memory_failover_resources_percent)
             }
-            "failoverLevel" => r.read_opt(&mut self.failover_level)?,
-            "autoComputePercentages" => r.read_opt(&mut self.auto_compute_percentages)?,
+            "failoverLevel" => r.read_opt(&mut self.failover_level),
+            "autoComputePercentages" => r.read_opt(&mut self.auto_compute_percentages),
             "pMemFailoverResourcesPercent" => {
-                r.read_opt(&mut self.p_mem_failover_resources_percent)?
+                r.read_opt(&mut self.p_mem_failover_resources_percent)
             }
             "autoComputePMemFailoverResourcesPercent" => {
-                r.read_opt(&mut self.auto_compute_p_mem_failover_resources_percent)?
+                r.read_opt(&mut self.auto_compute_p_mem_failover_resources_percent)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt(
@@ -439,12 +485,12 @@ impl x::Fields for ClusterFixedSizeSlotPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cpu" => r.read(&mut self.cpu)?,
-            "memory" => r.read(&mut self.memory)?,
+        let result = match name {
+            "cpu" => r.read(&mut self.cpu),
+            "memory" => r.read(&mut self.memory),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cpu", &self.cpu);
@@ -473,13 +519,13 @@ impl x::Fields for ClusterGroupInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "uniqueID" => r.read_opt(&mut self.unique_id)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "uniqueID" => r.read_opt(&mut self.unique_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -507,13 +553,13 @@ impl x::Fields for ClusterGroupSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -547,14 +593,14 @@ impl x::Fields for ClusterHostGroup {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "uniqueID" => r.read_opt(&mut self.unique_id)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "uniqueID" => r.read_opt(&mut self.unique_id),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -583,13 +629,13 @@ impl x::Fields for ClusterHostInfraUpdateHaModeAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "target" => r.read_opt(&mut self.target)?,
-            "operationType" => r.read(&mut self.operation_type)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
+            "operationType" => r.read(&mut self.operation_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -623,16 +669,16 @@ impl x::Fields for ClusterHostPowerAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "target" => r.read_opt(&mut self.target)?,
-            "operationType" => r.read(&mut self.operation_type)?,
-            "powerConsumptionWatt" => r.read_opt(&mut self.power_consumption_watt)?,
-            "cpuCapacityMHz" => r.read_opt(&mut self.cpu_capacity_m_hz)?,
-            "memCapacityMB" => r.read_opt(&mut self.mem_capacity_mb)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
+            "operationType" => r.read(&mut self.operation_type),
+            "powerConsumptionWatt" => r.read_opt(&mut self.power_consumption_watt),
+            "cpuCapacityMHz" => r.read_opt(&mut self.cpu_capacity_m_hz),
+            "memCapacityMB" => r.read_opt(&mut self.mem_capacity_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -661,12 +707,12 @@ impl x::Fields for ClusterHostRecommendation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "rating" => r.read(&mut self.rating)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "rating" => r.read(&mut self.rating),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -701,15 +747,15 @@ impl x::Fields for ClusterInfraUpdateHaConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "behavior" => r.read_opt(&mut self.behavior)?,
-            "moderateRemediation" => r.read_opt(&mut self.moderate_remediation)?,
-            "severeRemediation" => r.read_opt(&mut self.severe_remediation)?,
-            "providers" => r.read_push(&mut self.providers)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "behavior" => r.read_opt(&mut self.behavior),
+            "moderateRemediation" => r.read_opt(&mut self.moderate_remediation),
+            "severeRemediation" => r.read_opt(&mut self.severe_remediation),
+            "providers" => r.read_push(&mut self.providers),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -741,14 +787,14 @@ impl x::Fields for ClusterInitialPlacementAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "target" => r.read_opt(&mut self.target)?,
-            "targetHost" => r.read(&mut self.target_host)?,
-            "pool" => r.read_opt(&mut self.pool)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
+            "targetHost" => r.read(&mut self.target_host),
+            "pool" => r.read_opt(&mut self.pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -789,19 +835,19 @@ impl x::Fields for ClusterIoFilterInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "name" => r.read(&mut self.name)?,
-            "vendor" => r.read(&mut self.vendor)?,
-            "version" => r.read(&mut self.version)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "summary" => r.read_opt(&mut self.summary)?,
-            "releaseDate" => r.read_opt(&mut self.release_date)?,
-            "opType" => r.read(&mut self.op_type)?,
-            "vibUrl" => r.read_opt(&mut self.vib_url)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "vendor" => r.read(&mut self.vendor),
+            "version" => r.read(&mut self.version),
+            "type" => r.read_opt(&mut self.type_),
+            "summary" => r.read_opt(&mut self.summary),
+            "releaseDate" => r.read_opt(&mut self.release_date),
+            "opType" => r.read(&mut self.op_type),
+            "vibUrl" => r.read_opt(&mut self.vib_url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -839,13 +885,13 @@ impl x::Fields for ClusterMigrationAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "target" => r.read_opt(&mut self.target)?,
-            "drsMigration" => r.read_opt(&mut self.drs_migration)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
+            "drsMigration" => r.read_opt(&mut self.drs_migration),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -871,12 +917,12 @@ impl x::Fields for ClusterNetworkConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "networkPortGroup" => r.read(&mut self.network_port_group)?,
-            "ipSettings" => r.read(&mut self.ip_settings)?,
+        let result = match name {
+            "networkPortGroup" => r.read(&mut self.network_port_group),
+            "ipSettings" => r.read(&mut self.ip_settings),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("networkPortGroup", &self.network_port_group);
@@ -901,12 +947,12 @@ impl x::Fields for ClusterNotAttemptedVmInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read(&mut self.vm)?,
-            "fault" => r.read(&mut self.fault)?,
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "fault" => r.read(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
@@ -933,11 +979,11 @@ impl x::Fields for ClusterOrchestrationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "defaultVmReadiness" => r.read_opt(&mut self.default_vm_readiness)?,
+        let result = match name {
+            "defaultVmReadiness" => r.read_opt(&mut self.default_vm_readiness),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultVmReadiness", &self.default_vm_readiness);
@@ -983,23 +1029,23 @@ impl x::Fields for ClusterOvercommittedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1037,13 +1083,13 @@ impl x::Fields for ClusterPowerOnVmResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "attempted" => r.read_push(&mut self.attempted)?,
-            "notAttempted" => r.read_push(&mut self.not_attempted)?,
-            "recommendations" => r.read_push(&mut self.recommendations)?,
+        let result = match name {
+            "attempted" => r.read_push(&mut self.attempted),
+            "notAttempted" => r.read_push(&mut self.not_attempted),
+            "recommendations" => r.read_push(&mut self.recommendations),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("attempted", &self.attempted);
@@ -1067,11 +1113,11 @@ impl x::Fields for ClusterProactiveDrsConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -1099,14 +1145,14 @@ impl x::Fields for ClusterProfileCompleteConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "complyProfile" => r.read_opt(&mut self.comply_profile)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "complyProfile" => r.read_opt(&mut self.comply_profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1137,14 +1183,14 @@ impl x::Fields for ClusterProfileConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read(&mut self.enabled)?,
-            "complyProfile" => r.read_opt(&mut self.comply_profile)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read(&mut self.enabled),
+            "complyProfile" => r.read_opt(&mut self.comply_profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1175,14 +1221,14 @@ impl x::Fields for ClusterProfileConfigServiceCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "serviceType" => r.read_push(&mut self.service_type)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "serviceType" => r.read_push(&mut self.service_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1213,13 +1259,13 @@ impl x::Fields for ClusterProfileConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1247,13 +1293,13 @@ impl x::Fields for ClusterProfileCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1297,21 +1343,21 @@ impl x::Fields for ClusterRecommendation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "type" => r.read(&mut self.type_)?,
-            "time" => r.read(&mut self.time)?,
-            "rating" => r.read(&mut self.rating)?,
-            "reason" => r.read(&mut self.reason)?,
-            "reasonText" => r.read(&mut self.reason_text)?,
-            "warningText" => r.read_opt(&mut self.warning_text)?,
-            "warningDetails" => r.read_opt(&mut self.warning_details)?,
-            "prerequisite" => r.read_push(&mut self.prerequisite)?,
-            "action" => r.read_push(&mut self.action)?,
-            "target" => r.read_opt(&mut self.target)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "type" => r.read(&mut self.type_),
+            "time" => r.read(&mut self.time),
+            "rating" => r.read(&mut self.rating),
+            "reason" => r.read(&mut self.reason),
+            "reasonText" => r.read(&mut self.reason_text),
+            "warningText" => r.read_opt(&mut self.warning_text),
+            "warningDetails" => r.read_opt(&mut self.warning_details),
+            "prerequisite" => r.read_push(&mut self.prerequisite),
+            "action" => r.read_push(&mut self.action),
+            "target" => r.read_opt(&mut self.target),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1373,24 +1419,24 @@ impl x::Fields for ClusterReconfiguredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "configChanges" => r.read_opt(&mut self.config_changes)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "configChanges" => r.read_opt(&mut self.config_changes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1439,18 +1485,18 @@ impl x::Fields for ClusterResourceUsageSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cpuUsedMHz" => r.read(&mut self.cpu_used_m_hz)?,
-            "cpuCapacityMHz" => r.read(&mut self.cpu_capacity_m_hz)?,
-            "memUsedMB" => r.read(&mut self.mem_used_mb)?,
-            "memCapacityMB" => r.read(&mut self.mem_capacity_mb)?,
-            "pMemAvailableMB" => r.read_opt(&mut self.p_mem_available_mb)?,
-            "pMemCapacityMB" => r.read_opt(&mut self.p_mem_capacity_mb)?,
-            "storageUsedMB" => r.read(&mut self.storage_used_mb)?,
-            "storageCapacityMB" => r.read(&mut self.storage_capacity_mb)?,
+        let result = match name {
+            "cpuUsedMHz" => r.read(&mut self.cpu_used_m_hz),
+            "cpuCapacityMHz" => r.read(&mut self.cpu_capacity_m_hz),
+            "memUsedMB" => r.read(&mut self.mem_used_mb),
+            "memCapacityMB" => r.read(&mut self.mem_capacity_mb),
+            "pMemAvailableMB" => r.read_opt(&mut self.p_mem_available_mb),
+            "pMemCapacityMB" => r.read_opt(&mut self.p_mem_capacity_mb),
+            "storageUsedMB" => r.read(&mut self.storage_used_mb),
+            "storageCapacityMB" => r.read(&mut self.storage_capacity_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cpuUsedMHz", &self.cpu_used_m_hz);
@@ -1495,18 +1541,18 @@ impl x::Fields for ClusterRuleInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "mandatory" => r.read_opt(&mut self.mandatory)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "inCompliance" => r.read_opt(&mut self.in_compliance)?,
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -1539,13 +1585,13 @@ impl x::Fields for ClusterRuleSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -1620,25 +1666,25 @@ impl x::Fields for ClusterStatusChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "oldStatus" => r.read(&mut self.old_status)?,
-            "newStatus" => r.read(&mut self.new_status)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "oldStatus" => r.read(&mut self.old_status),
+            "newStatus" => r.read(&mut self.new_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1678,15 +1724,15 @@ impl x::Fields for ClusterSystemVMsConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "allowedDatastores" => r.read_push(&mut self.allowed_datastores)?,
-            "notAllowedDatastores" => r.read_push(&mut self.not_allowed_datastores)?,
+        let result = match name {
+            "allowedDatastores" => r.read_push(&mut self.allowed_datastores),
+            "notAllowedDatastores" => r.read_push(&mut self.not_allowed_datastores),
             "dsTagCategoriesToExclude" => {
-                r.read_push(&mut self.ds_tag_categories_to_exclude)?
+                r.read_push(&mut self.ds_tag_categories_to_exclude)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("allowedDatastores", &self.allowed_datastores);
@@ -1714,15 +1760,15 @@ impl x::Fields for ClusterSystemVMsConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "allowedDatastores" => r.read_push(&mut self.allowed_datastores)?,
-            "notAllowedDatastores" => r.read_push(&mut self.not_allowed_datastores)?,
+        let result = match name {
+            "allowedDatastores" => r.read_push(&mut self.allowed_datastores),
+            "notAllowedDatastores" => r.read_push(&mut self.not_allowed_datastores),
             "dsTagCategoriesToExclude" => {
-                r.read_push(&mut self.ds_tag_categories_to_exclude)?
+                r.read_push(&mut self.ds_tag_categories_to_exclude)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("allowedDatastores", &self.allowed_datastores);
@@ -1750,13 +1796,13 @@ impl x::Fields for ClusterTagCategoryUpdateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "category" => r.read_opt(&mut self.category)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "category" => r.read_opt(&mut self.category),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -1808,27 +1854,27 @@ impl x::Fields for ClusterUsageSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "totalCpuCapacityMhz" => r.read(&mut self.total_cpu_capacity_mhz)?,
-            "totalMemCapacityMB" => r.read(&mut self.total_mem_capacity_mb)?,
-            "cpuReservationMhz" => r.read(&mut self.cpu_reservation_mhz)?,
-            "memReservationMB" => r.read(&mut self.mem_reservation_mb)?,
+        let result = match name {
+            "totalCpuCapacityMhz" => r.read(&mut self.total_cpu_capacity_mhz),
+            "totalMemCapacityMB" => r.read(&mut self.total_mem_capacity_mb),
+            "cpuReservationMhz" => r.read(&mut self.cpu_reservation_mhz),
+            "memReservationMB" => r.read(&mut self.mem_reservation_mb),
             "poweredOffCpuReservationMhz" => {
-                r.read_opt(&mut self.powered_off_cpu_reservation_mhz)?
+                r.read_opt(&mut self.powered_off_cpu_reservation_mhz)
             }
             "poweredOffMemReservationMB" => {
-                r.read_opt(&mut self.powered_off_mem_reservation_mb)?
+                r.read_opt(&mut self.powered_off_mem_reservation_mb)
             }
-            "cpuDemandMhz" => r.read(&mut self.cpu_demand_mhz)?,
-            "memDemandMB" => r.read(&mut self.mem_demand_mb)?,
-            "statsGenNumber" => r.read(&mut self.stats_gen_number)?,
-            "cpuEntitledMhz" => r.read(&mut self.cpu_entitled_mhz)?,
-            "memEntitledMB" => r.read(&mut self.mem_entitled_mb)?,
-            "poweredOffVmCount" => r.read(&mut self.powered_off_vm_count)?,
-            "totalVmCount" => r.read(&mut self.total_vm_count)?,
+            "cpuDemandMhz" => r.read(&mut self.cpu_demand_mhz),
+            "memDemandMB" => r.read(&mut self.mem_demand_mb),
+            "statsGenNumber" => r.read(&mut self.stats_gen_number),
+            "cpuEntitledMhz" => r.read(&mut self.cpu_entitled_mhz),
+            "memEntitledMB" => r.read(&mut self.mem_entitled_mb),
+            "poweredOffVmCount" => r.read(&mut self.powered_off_vm_count),
+            "totalVmCount" => r.read(&mut self.total_vm_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("totalCpuCapacityMhz", &self.total_cpu_capacity_mhz);
@@ -1873,23 +1919,23 @@ impl x::Fields for ClusterVmComponentProtectionSettings {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "vmStorageProtectionForAPD" => {
-                r.read_opt(&mut self.vm_storage_protection_for_apd)?
+                r.read_opt(&mut self.vm_storage_protection_for_apd)
             }
             "enableAPDTimeoutForHosts" => {
-                r.read_opt(&mut self.enable_apd_timeout_for_hosts)?
+                r.read_opt(&mut self.enable_apd_timeout_for_hosts)
             }
             "vmTerminateDelayForAPDSec" => {
-                r.read_opt(&mut self.vm_terminate_delay_for_apd_sec)?
+                r.read_opt(&mut self.vm_terminate_delay_for_apd_sec)
             }
-            "vmReactionOnAPDCleared" => r.read_opt(&mut self.vm_reaction_on_apd_cleared)?,
+            "vmReactionOnAPDCleared" => r.read_opt(&mut self.vm_reaction_on_apd_cleared),
             "vmStorageProtectionForPDL" => {
-                r.read_opt(&mut self.vm_storage_protection_for_pdl)?
+                r.read_opt(&mut self.vm_storage_protection_for_pdl)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vmStorageProtectionForAPD", &self.vm_storage_protection_for_apd);
@@ -1921,14 +1967,14 @@ impl x::Fields for ClusterVmGroup {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "uniqueID" => r.read_opt(&mut self.unique_id)?,
-            "vm" => r.read_push(&mut self.vm)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "uniqueID" => r.read_opt(&mut self.unique_id),
+            "vm" => r.read_push(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1973,23 +2019,23 @@ impl x::Fields for ClusterVmHostRuleInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "mandatory" => r.read_opt(&mut self.mandatory)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "inCompliance" => r.read_opt(&mut self.in_compliance)?,
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid)?,
-            "vmGroupName" => r.read_opt(&mut self.vm_group_name)?,
-            "affineHostGroupName" => r.read_opt(&mut self.affine_host_group_name)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "vmGroupName" => r.read_opt(&mut self.vm_group_name),
+            "affineHostGroupName" => r.read_opt(&mut self.affine_host_group_name),
             "antiAffineHostGroupName" => {
-                r.read_opt(&mut self.anti_affine_host_group_name)?
+                r.read_opt(&mut self.anti_affine_host_group_name)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -2023,12 +2069,12 @@ impl x::Fields for ClusterVmOrchestrationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read(&mut self.vm)?,
-            "vmReadiness" => r.read(&mut self.vm_readiness)?,
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "vmReadiness" => r.read(&mut self.vm_readiness),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
@@ -2059,13 +2105,13 @@ impl x::Fields for ClusterVmOrchestrationSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -2095,12 +2141,12 @@ impl x::Fields for ClusterVmReadiness {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "readyCondition" => r.read_opt(&mut self.ready_condition)?,
-            "postReadyDelay" => r.read_opt(&mut self.post_ready_delay)?,
+        let result = match name {
+            "readyCondition" => r.read_opt(&mut self.ready_condition),
+            "postReadyDelay" => r.read_opt(&mut self.post_ready_delay),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("readyCondition", &self.ready_condition);
@@ -2135,17 +2181,17 @@ impl x::Fields for ClusterVmToolsMonitoringSettings {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "vmMonitoring" => r.read_opt(&mut self.vm_monitoring)?,
-            "clusterSettings" => r.read_opt(&mut self.cluster_settings)?,
-            "failureInterval" => r.read_opt(&mut self.failure_interval)?,
-            "minUpTime" => r.read_opt(&mut self.min_up_time)?,
-            "maxFailures" => r.read_opt(&mut self.max_failures)?,
-            "maxFailureWindow" => r.read_opt(&mut self.max_failure_window)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "vmMonitoring" => r.read_opt(&mut self.vm_monitoring),
+            "clusterSettings" => r.read_opt(&mut self.cluster_settings),
+            "failureInterval" => r.read_opt(&mut self.failure_interval),
+            "minUpTime" => r.read_opt(&mut self.min_up_time),
+            "maxFailures" => r.read_opt(&mut self.max_failures),
+            "maxFailureWindow" => r.read_opt(&mut self.max_failure_window),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);

@@ -23,12 +23,12 @@ impl x::Fields for CollectorAddressUnset {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -57,14 +57,14 @@ impl x::Fields for ComplianceFailure {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "failureType" => r.read(&mut self.failure_type)?,
-            "message" => r.read(&mut self.message)?,
-            "expressionName" => r.read_opt(&mut self.expression_name)?,
-            "failureValues" => r.read_push(&mut self.failure_values)?,
+        let result = match name {
+            "failureType" => r.read(&mut self.failure_type),
+            "message" => r.read(&mut self.message),
+            "expressionName" => r.read_opt(&mut self.expression_name),
+            "failureValues" => r.read_push(&mut self.failure_values),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("failureType", &self.failure_type);
@@ -99,14 +99,14 @@ impl x::Fields for ComplianceFailureComplianceFailureValues {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "comparisonIdentifier" => r.read(&mut self.comparison_identifier)?,
-            "profileInstance" => r.read_opt(&mut self.profile_instance)?,
-            "hostValue" => r.read_opt(&mut self.host_value)?,
-            "profileValue" => r.read_opt(&mut self.profile_value)?,
+        let result = match name {
+            "comparisonIdentifier" => r.read(&mut self.comparison_identifier),
+            "profileInstance" => r.read_opt(&mut self.profile_instance),
+            "hostValue" => r.read_opt(&mut self.host_value),
+            "profileValue" => r.read_opt(&mut self.profile_value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("comparisonIdentifier", &self.comparison_identifier);
@@ -137,12 +137,12 @@ impl x::Fields for ComplianceLocator {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "expressionName" => r.read(&mut self.expression_name)?,
-            "applyPath" => r.read(&mut self.apply_path)?,
+        let result = match name {
+            "expressionName" => r.read(&mut self.expression_name),
+            "applyPath" => r.read(&mut self.apply_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("expressionName", &self.expression_name);
@@ -171,12 +171,12 @@ impl x::Fields for ComplianceProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "expression" => r.read_push(&mut self.expression)?,
-            "rootExpression" => r.read(&mut self.root_expression)?,
+        let result = match name {
+            "expression" => r.read_push(&mut self.expression),
+            "rootExpression" => r.read(&mut self.root_expression),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("expression", &self.expression);
@@ -207,15 +207,15 @@ impl x::Fields for ComplianceResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "profile" => r.read_opt(&mut self.profile)?,
-            "complianceStatus" => r.read(&mut self.compliance_status)?,
-            "entity" => r.read_opt(&mut self.entity)?,
-            "checkTime" => r.read_opt(&mut self.check_time)?,
-            "failure" => r.read_push(&mut self.failure)?,
+        let result = match name {
+            "profile" => r.read_opt(&mut self.profile),
+            "complianceStatus" => r.read(&mut self.compliance_status),
+            "entity" => r.read_opt(&mut self.entity),
+            "checkTime" => r.read_opt(&mut self.check_time),
+            "failure" => r.read_push(&mut self.failure),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("profile", &self.profile);
@@ -249,13 +249,13 @@ impl x::Fields for CompositePolicyOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
-            "option" => r.read_push(&mut self.option)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "parameter" => r.read_push(&mut self.parameter),
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -287,18 +287,18 @@ impl x::Fields for ComputeResourceConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmSwapPlacement" => r.read(&mut self.vm_swap_placement)?,
-            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled)?,
+        let result = match name {
+            "vmSwapPlacement" => r.read(&mut self.vm_swap_placement),
+            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled),
             "defaultHardwareVersionKey" => {
-                r.read_opt(&mut self.default_hardware_version_key)?
+                r.read_opt(&mut self.default_hardware_version_key)
             }
             "maximumHardwareVersionKey" => {
-                r.read_opt(&mut self.maximum_hardware_version_key)?
+                r.read_opt(&mut self.maximum_hardware_version_key)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmSwapPlacement", &self.vm_swap_placement);
@@ -333,19 +333,19 @@ impl x::Fields for ComputeResourceConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmSwapPlacement" => r.read_opt(&mut self.vm_swap_placement)?,
-            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled)?,
+        let result = match name {
+            "vmSwapPlacement" => r.read_opt(&mut self.vm_swap_placement),
+            "spbmEnabled" => r.read_opt(&mut self.spbm_enabled),
             "defaultHardwareVersionKey" => {
-                r.read_opt(&mut self.default_hardware_version_key)?
+                r.read_opt(&mut self.default_hardware_version_key)
             }
-            "desiredSoftwareSpec" => r.read_opt(&mut self.desired_software_spec)?,
+            "desiredSoftwareSpec" => r.read_opt(&mut self.desired_software_spec),
             "maximumHardwareVersionKey" => {
-                r.read_opt(&mut self.maximum_hardware_version_key)?
+                r.read_opt(&mut self.maximum_hardware_version_key)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vmSwapPlacement", &self.vm_swap_placement);
@@ -373,12 +373,12 @@ impl x::Fields for ComputeResourceEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "computeResource" => r.read(&mut self.compute_resource)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "computeResource" => r.read(&mut self.compute_resource),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -403,12 +403,12 @@ impl x::Fields for ComputeResourceHostSPBMLicenseInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "licenseState" => r.read(&mut self.license_state)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "licenseState" => r.read(&mut self.license_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -453,19 +453,19 @@ impl x::Fields for ComputeResourceSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "totalCpu" => r.read(&mut self.total_cpu)?,
-            "totalMemory" => r.read(&mut self.total_memory)?,
-            "numCpuCores" => r.read(&mut self.num_cpu_cores)?,
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads)?,
-            "effectiveCpu" => r.read(&mut self.effective_cpu)?,
-            "effectiveMemory" => r.read(&mut self.effective_memory)?,
-            "numHosts" => r.read(&mut self.num_hosts)?,
-            "numEffectiveHosts" => r.read(&mut self.num_effective_hosts)?,
-            "overallStatus" => r.read(&mut self.overall_status)?,
+        let result = match name {
+            "totalCpu" => r.read(&mut self.total_cpu),
+            "totalMemory" => r.read(&mut self.total_memory),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "effectiveCpu" => r.read(&mut self.effective_cpu),
+            "effectiveMemory" => r.read(&mut self.effective_memory),
+            "numHosts" => r.read(&mut self.num_hosts),
+            "numEffectiveHosts" => r.read(&mut self.num_effective_hosts),
+            "overallStatus" => r.read(&mut self.overall_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("totalCpu", &self.total_cpu);
@@ -497,12 +497,12 @@ impl x::Fields for ConcurrentAccess {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -593,53 +593,53 @@ impl x::Fields for ConfigTarget {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "numCpus" => r.read(&mut self.num_cpus)?,
-            "numCpuCores" => r.read(&mut self.num_cpu_cores)?,
-            "numNumaNodes" => r.read(&mut self.num_numa_nodes)?,
-            "maxCpusPerHost" => r.read_opt(&mut self.max_cpus_per_host)?,
-            "smcPresent" => r.read_opt(&mut self.smc_present)?,
-            "datastore" => r.read_push(&mut self.datastore)?,
-            "network" => r.read_push(&mut self.network)?,
-            "opaqueNetwork" => r.read_push(&mut self.opaque_network)?,
+        let result = match name {
+            "numCpus" => r.read(&mut self.num_cpus),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numNumaNodes" => r.read(&mut self.num_numa_nodes),
+            "maxCpusPerHost" => r.read_opt(&mut self.max_cpus_per_host),
+            "smcPresent" => r.read_opt(&mut self.smc_present),
+            "datastore" => r.read_push(&mut self.datastore),
+            "network" => r.read_push(&mut self.network),
+            "opaqueNetwork" => r.read_push(&mut self.opaque_network),
             "distributedVirtualPortgroup" => {
-                r.read_push(&mut self.distributed_virtual_portgroup)?
+                r.read_push(&mut self.distributed_virtual_portgroup)
             }
             "distributedVirtualSwitch" => {
-                r.read_push(&mut self.distributed_virtual_switch)?
+                r.read_push(&mut self.distributed_virtual_switch)
             }
-            "cdRom" => r.read_push(&mut self.cd_rom)?,
-            "serial" => r.read_push(&mut self.serial)?,
-            "parallel" => r.read_push(&mut self.parallel)?,
-            "sound" => r.read_push(&mut self.sound)?,
-            "usb" => r.read_push(&mut self.usb)?,
-            "floppy" => r.read_push(&mut self.floppy)?,
-            "legacyNetworkInfo" => r.read_push(&mut self.legacy_network_info)?,
-            "scsiPassthrough" => r.read_push(&mut self.scsi_passthrough)?,
-            "scsiDisk" => r.read_push(&mut self.scsi_disk)?,
-            "ideDisk" => r.read_push(&mut self.ide_disk)?,
-            "maxMemMBOptimalPerf" => r.read(&mut self.max_mem_mb_optimal_perf)?,
-            "supportedMaxMemMB" => r.read_opt(&mut self.supported_max_mem_mb)?,
-            "resourcePool" => r.read_opt(&mut self.resource_pool)?,
-            "autoVmotion" => r.read_opt(&mut self.auto_vmotion)?,
-            "pciPassthrough" => r.read_push(&mut self.pci_passthrough)?,
-            "sriov" => r.read_push(&mut self.sriov)?,
-            "vFlashModule" => r.read_push(&mut self.v_flash_module)?,
+            "cdRom" => r.read_push(&mut self.cd_rom),
+            "serial" => r.read_push(&mut self.serial),
+            "parallel" => r.read_push(&mut self.parallel),
+            "sound" => r.read_push(&mut self.sound),
+            "usb" => r.read_push(&mut self.usb),
+            "floppy" => r.read_push(&mut self.floppy),
+            "legacyNetworkInfo" => r.read_push(&mut self.legacy_network_info),
+            "scsiPassthrough" => r.read_push(&mut self.scsi_passthrough),
+            "scsiDisk" => r.read_push(&mut self.scsi_disk),
+            "ideDisk" => r.read_push(&mut self.ide_disk),
+            "maxMemMBOptimalPerf" => r.read(&mut self.max_mem_mb_optimal_perf),
+            "supportedMaxMemMB" => r.read_opt(&mut self.supported_max_mem_mb),
+            "resourcePool" => r.read_opt(&mut self.resource_pool),
+            "autoVmotion" => r.read_opt(&mut self.auto_vmotion),
+            "pciPassthrough" => r.read_push(&mut self.pci_passthrough),
+            "sriov" => r.read_push(&mut self.sriov),
+            "vFlashModule" => r.read_push(&mut self.v_flash_module),
             "sharedGpuPassthroughTypes" => {
-                r.read_push(&mut self.shared_gpu_passthrough_types)?
+                r.read_push(&mut self.shared_gpu_passthrough_types)
             }
             "availablePersistentMemoryReservationMB" => {
-                r.read_opt(&mut self.available_persistent_memory_reservation_mb)?
+                r.read_opt(&mut self.available_persistent_memory_reservation_mb)
             }
-            "dynamicPassthrough" => r.read_push(&mut self.dynamic_passthrough)?,
-            "sgxTargetInfo" => r.read_opt(&mut self.sgx_target_info)?,
-            "precisionClockInfo" => r.read_push(&mut self.precision_clock_info)?,
-            "sevSupported" => r.read_opt(&mut self.sev_supported)?,
-            "vgpuDeviceInfo" => r.read_push(&mut self.vgpu_device_info)?,
-            "vgpuProfileInfo" => r.read_push(&mut self.vgpu_profile_info)?,
+            "dynamicPassthrough" => r.read_push(&mut self.dynamic_passthrough),
+            "sgxTargetInfo" => r.read_opt(&mut self.sgx_target_info),
+            "precisionClockInfo" => r.read_push(&mut self.precision_clock_info),
+            "sevSupported" => r.read_opt(&mut self.sev_supported),
+            "vgpuDeviceInfo" => r.read_push(&mut self.vgpu_device_info),
+            "vgpuProfileInfo" => r.read_push(&mut self.vgpu_profile_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numCpus", &self.num_cpus);
@@ -702,13 +702,13 @@ impl x::Fields for ConflictingConfiguration {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "configInConflict" => r.read_push(&mut self.config_in_conflict)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "configInConflict" => r.read_push(&mut self.config_in_conflict),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -734,12 +734,12 @@ impl x::Fields for ConflictingConfigurationConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read_opt(&mut self.entity)?,
-            "propertyPath" => r.read(&mut self.property_path)?,
+        let result = match name {
+            "entity" => r.read_opt(&mut self.entity),
+            "propertyPath" => r.read(&mut self.property_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entity", &self.entity);
@@ -772,14 +772,14 @@ impl x::Fields for ConflictingDatastoreFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -810,14 +810,14 @@ impl x::Fields for ConnectedIso {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "cdrom" => r.read(&mut self.cdrom)?,
-            "filename" => r.read(&mut self.filename)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "cdrom" => r.read(&mut self.cdrom),
+            "filename" => r.read(&mut self.filename),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -854,17 +854,17 @@ impl x::Fields for CpuCompatibilityUnknown {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "level" => r.read(&mut self.level)?,
-            "registerName" => r.read(&mut self.register_name)?,
-            "registerBits" => r.read_opt(&mut self.register_bits)?,
-            "desiredBits" => r.read_opt(&mut self.desired_bits)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "level" => r.read(&mut self.level),
+            "registerName" => r.read(&mut self.register_name),
+            "registerBits" => r.read_opt(&mut self.register_bits),
+            "desiredBits" => r.read_opt(&mut self.desired_bits),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -894,12 +894,12 @@ impl x::Fields for CpuHotPlugNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -934,17 +934,17 @@ impl x::Fields for CpuIncompatible {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "level" => r.read(&mut self.level)?,
-            "registerName" => r.read(&mut self.register_name)?,
-            "registerBits" => r.read_opt(&mut self.register_bits)?,
-            "desiredBits" => r.read_opt(&mut self.desired_bits)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "level" => r.read(&mut self.level),
+            "registerName" => r.read(&mut self.register_name),
+            "registerBits" => r.read_opt(&mut self.register_bits),
+            "desiredBits" => r.read_opt(&mut self.desired_bits),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1000,25 +1000,25 @@ impl x::Fields for CpuIncompatible1ECX {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "level" => r.read(&mut self.level)?,
-            "registerName" => r.read(&mut self.register_name)?,
-            "registerBits" => r.read_opt(&mut self.register_bits)?,
-            "desiredBits" => r.read_opt(&mut self.desired_bits)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "sse3" => r.read(&mut self.sse3)?,
-            "pclmulqdq" => r.read_opt(&mut self.pclmulqdq)?,
-            "ssse3" => r.read(&mut self.ssse3)?,
-            "sse41" => r.read(&mut self.sse41)?,
-            "sse42" => r.read(&mut self.sse42)?,
-            "aes" => r.read_opt(&mut self.aes)?,
-            "other" => r.read(&mut self.other)?,
-            "otherOnly" => r.read(&mut self.other_only)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "level" => r.read(&mut self.level),
+            "registerName" => r.read(&mut self.register_name),
+            "registerBits" => r.read_opt(&mut self.register_bits),
+            "desiredBits" => r.read_opt(&mut self.desired_bits),
+            "host" => r.read_opt(&mut self.host),
+            "sse3" => r.read(&mut self.sse3),
+            "pclmulqdq" => r.read_opt(&mut self.pclmulqdq),
+            "ssse3" => r.read(&mut self.ssse3),
+            "sse41" => r.read(&mut self.sse41),
+            "sse42" => r.read(&mut self.sse42),
+            "aes" => r.read_opt(&mut self.aes),
+            "other" => r.read(&mut self.other),
+            "otherOnly" => r.read(&mut self.other_only),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1078,23 +1078,23 @@ impl x::Fields for CpuIncompatible81EDX {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "level" => r.read(&mut self.level)?,
-            "registerName" => r.read(&mut self.register_name)?,
-            "registerBits" => r.read_opt(&mut self.register_bits)?,
-            "desiredBits" => r.read_opt(&mut self.desired_bits)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "nx" => r.read(&mut self.nx)?,
-            "ffxsr" => r.read(&mut self.ffxsr)?,
-            "rdtscp" => r.read(&mut self.rdtscp)?,
-            "lm" => r.read(&mut self.lm)?,
-            "other" => r.read(&mut self.other)?,
-            "otherOnly" => r.read(&mut self.other_only)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "level" => r.read(&mut self.level),
+            "registerName" => r.read(&mut self.register_name),
+            "registerBits" => r.read_opt(&mut self.register_bits),
+            "desiredBits" => r.read_opt(&mut self.desired_bits),
+            "host" => r.read_opt(&mut self.host),
+            "nx" => r.read(&mut self.nx),
+            "ffxsr" => r.read(&mut self.ffxsr),
+            "rdtscp" => r.read(&mut self.rdtscp),
+            "lm" => r.read(&mut self.lm),
+            "other" => r.read(&mut self.other),
+            "otherOnly" => r.read(&mut self.other_only),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);

@@ -23,12 +23,12 @@ impl x::Fields for CreateTaskAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "taskTypeId" => r.read(&mut self.task_type_id)?,
-            "cancelable" => r.read(&mut self.cancelable)?,
+        let result = match name {
+            "taskTypeId" => r.read(&mut self.task_type_id),
+            "cancelable" => r.read(&mut self.cancelable),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("taskTypeId", &self.task_type_id);
@@ -53,12 +53,12 @@ impl x::Fields for CryptoKeyId {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "keyId" => r.read(&mut self.key_id)?,
-            "providerId" => r.read_opt(&mut self.provider_id)?,
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            "providerId" => r.read_opt(&mut self.provider_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
@@ -89,13 +89,13 @@ impl x::Fields for CryptoKeyPlain {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "keyId" => r.read(&mut self.key_id)?,
-            "algorithm" => r.read(&mut self.algorithm)?,
-            "keyData" => r.read(&mut self.key_data)?,
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            "algorithm" => r.read(&mut self.algorithm),
+            "keyData" => r.read(&mut self.key_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
@@ -129,14 +129,14 @@ impl x::Fields for CryptoKeyResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "keyId" => r.read(&mut self.key_id)?,
-            "success" => r.read(&mut self.success)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            "success" => r.read(&mut self.success),
+            "reason" => r.read_opt(&mut self.reason),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
@@ -181,19 +181,19 @@ impl x::Fields for CryptoManagerKmipCertificateInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "subject" => r.read(&mut self.subject)?,
-            "issuer" => r.read(&mut self.issuer)?,
-            "serialNumber" => r.read(&mut self.serial_number)?,
-            "notBefore" => r.read(&mut self.not_before)?,
-            "notAfter" => r.read(&mut self.not_after)?,
-            "fingerprint" => r.read(&mut self.fingerprint)?,
-            "checkTime" => r.read(&mut self.check_time)?,
-            "secondsSinceValid" => r.read_opt(&mut self.seconds_since_valid)?,
-            "secondsBeforeExpire" => r.read_opt(&mut self.seconds_before_expire)?,
+        let result = match name {
+            "subject" => r.read(&mut self.subject),
+            "issuer" => r.read(&mut self.issuer),
+            "serialNumber" => r.read(&mut self.serial_number),
+            "notBefore" => r.read(&mut self.not_before),
+            "notAfter" => r.read(&mut self.not_after),
+            "fingerprint" => r.read(&mut self.fingerprint),
+            "checkTime" => r.read(&mut self.check_time),
+            "secondsSinceValid" => r.read_opt(&mut self.seconds_since_valid),
+            "secondsBeforeExpire" => r.read_opt(&mut self.seconds_before_expire),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("subject", &self.subject);
@@ -231,15 +231,15 @@ impl x::Fields for CryptoManagerKmipClusterStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "clusterId" => r.read(&mut self.cluster_id)?,
-            "overallStatus" => r.read_opt(&mut self.overall_status)?,
-            "managementType" => r.read_opt(&mut self.management_type)?,
-            "servers" => r.read_push(&mut self.servers)?,
-            "clientCertInfo" => r.read_opt(&mut self.client_cert_info)?,
+        let result = match name {
+            "clusterId" => r.read(&mut self.cluster_id),
+            "overallStatus" => r.read_opt(&mut self.overall_status),
+            "managementType" => r.read_opt(&mut self.management_type),
+            "servers" => r.read_push(&mut self.servers),
+            "clientCertInfo" => r.read_opt(&mut self.client_cert_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("clusterId", &self.cluster_id);
@@ -279,16 +279,16 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "keyId" => r.read(&mut self.key_id)?,
-            "keyAvailable" => r.read_opt(&mut self.key_available)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "encryptedVMs" => r.read_push(&mut self.encrypted_vms)?,
-            "affectedHosts" => r.read_push(&mut self.affected_hosts)?,
-            "referencedByTags" => r.read_push(&mut self.referenced_by_tags)?,
+        let result = match name {
+            "keyId" => r.read(&mut self.key_id),
+            "keyAvailable" => r.read_opt(&mut self.key_available),
+            "reason" => r.read_opt(&mut self.reason),
+            "encryptedVMs" => r.read_push(&mut self.encrypted_vms),
+            "affectedHosts" => r.read_push(&mut self.affected_hosts),
+            "referencedByTags" => r.read_push(&mut self.referenced_by_tags),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
@@ -323,13 +323,13 @@ impl x::Fields for CryptoManagerKmipServerCertInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "certificate" => r.read(&mut self.certificate)?,
-            "certInfo" => r.read_opt(&mut self.cert_info)?,
-            "clientTrustServer" => r.read_opt(&mut self.client_trust_server)?,
+        let result = match name {
+            "certificate" => r.read(&mut self.certificate),
+            "certInfo" => r.read_opt(&mut self.cert_info),
+            "clientTrustServer" => r.read_opt(&mut self.client_trust_server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("certificate", &self.certificate);
@@ -363,16 +363,16 @@ impl x::Fields for CryptoManagerKmipServerStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "status" => r.read(&mut self.status)?,
-            "connectionStatus" => r.read(&mut self.connection_status)?,
-            "certInfo" => r.read_opt(&mut self.cert_info)?,
-            "clientTrustServer" => r.read_opt(&mut self.client_trust_server)?,
-            "serverTrustClient" => r.read_opt(&mut self.server_trust_client)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "status" => r.read(&mut self.status),
+            "connectionStatus" => r.read(&mut self.connection_status),
+            "certInfo" => r.read_opt(&mut self.cert_info),
+            "clientTrustServer" => r.read_opt(&mut self.client_trust_server),
+            "serverTrustClient" => r.read_opt(&mut self.server_trust_client),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -439,11 +439,11 @@ impl x::Fields for CryptoSpecDeepRecrypt {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "newKeyId" => r.read(&mut self.new_key_id)?,
+        let result = match name {
+            "newKeyId" => r.read(&mut self.new_key_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("newKeyId", &self.new_key_id);
@@ -465,11 +465,11 @@ impl x::Fields for CryptoSpecEncrypt {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cryptoKeyId" => r.read(&mut self.crypto_key_id)?,
+        let result = match name {
+            "cryptoKeyId" => r.read(&mut self.crypto_key_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cryptoKeyId", &self.crypto_key_id);
@@ -508,11 +508,11 @@ impl x::Fields for CryptoSpecRegister {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cryptoKeyId" => r.read(&mut self.crypto_key_id)?,
+        let result = match name {
+            "cryptoKeyId" => r.read(&mut self.crypto_key_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cryptoKeyId", &self.crypto_key_id);
@@ -534,11 +534,11 @@ impl x::Fields for CryptoSpecShallowRecrypt {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "newKeyId" => r.read(&mut self.new_key_id)?,
+        let result = match name {
+            "newKeyId" => r.read(&mut self.new_key_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("newKeyId", &self.new_key_id);
@@ -570,16 +570,16 @@ impl x::Fields for CustomFieldDef {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "type" => r.read(&mut self.type_)?,
-            "managedObjectType" => r.read_opt(&mut self.managed_object_type)?,
-            "fieldDefPrivileges" => r.read_opt(&mut self.field_def_privileges)?,
-            "fieldInstancePrivileges" => r.read_opt(&mut self.field_instance_privileges)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "managedObjectType" => r.read_opt(&mut self.managed_object_type),
+            "fieldDefPrivileges" => r.read_opt(&mut self.field_def_privileges),
+            "fieldInstancePrivileges" => r.read_opt(&mut self.field_instance_privileges),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -638,25 +638,25 @@ impl x::Fields for CustomFieldDefAddedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "fieldKey" => r.read(&mut self.field_key)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -720,25 +720,25 @@ impl x::Fields for CustomFieldDefEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "fieldKey" => r.read(&mut self.field_key)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -802,25 +802,25 @@ impl x::Fields for CustomFieldDefRemovedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "fieldKey" => r.read(&mut self.field_key)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -886,26 +886,26 @@ impl x::Fields for CustomFieldDefRenamedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "fieldKey" => r.read(&mut self.field_key)?,
-            "name" => r.read(&mut self.name)?,
-            "newName" => r.read(&mut self.new_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
+            "newName" => r.read(&mut self.new_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -966,23 +966,23 @@ impl x::Fields for CustomFieldEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1018,12 +1018,12 @@ impl x::Fields for CustomFieldStringValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1048,11 +1048,11 @@ impl x::Fields for CustomFieldValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1108,28 +1108,28 @@ impl x::Fields for CustomFieldValueChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "entity" => r.read(&mut self.entity)?,
-            "fieldKey" => r.read(&mut self.field_key)?,
-            "name" => r.read(&mut self.name)?,
-            "value" => r.read(&mut self.value)?,
-            "prevState" => r.read_opt(&mut self.prev_state)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "entity" => r.read(&mut self.entity),
+            "fieldKey" => r.read(&mut self.field_key),
+            "name" => r.read(&mut self.name),
+            "value" => r.read(&mut self.value),
+            "prevState" => r.read_opt(&mut self.prev_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);

@@ -23,12 +23,12 @@ impl x::Fields for CustomizationAdapterMapping {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "adapter" => r.read(&mut self.adapter)?,
+        let result = match name {
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "adapter" => r.read(&mut self.adapter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("macAddress", &self.mac_address);
@@ -74,12 +74,12 @@ impl x::Fields for CustomizationCloudinitPrep {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "metadata" => r.read(&mut self.metadata)?,
-            "userdata" => r.read_opt(&mut self.userdata)?,
+        let result = match name {
+            "metadata" => r.read(&mut self.metadata),
+            "userdata" => r.read_opt(&mut self.userdata),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("metadata", &self.metadata);
@@ -102,11 +102,11 @@ impl x::Fields for CustomizationCustomIpGenerator {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "argument" => r.read_opt(&mut self.argument)?,
+        let result = match name {
+            "argument" => r.read_opt(&mut self.argument),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("argument", &self.argument);
@@ -128,11 +128,11 @@ impl x::Fields for CustomizationCustomIpV6Generator {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "argument" => r.read_opt(&mut self.argument)?,
+        let result = match name {
+            "argument" => r.read_opt(&mut self.argument),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("argument", &self.argument);
@@ -154,11 +154,11 @@ impl x::Fields for CustomizationCustomName {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "argument" => r.read_opt(&mut self.argument)?,
+        let result = match name {
+            "argument" => r.read_opt(&mut self.argument),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("argument", &self.argument);
@@ -242,25 +242,25 @@ impl x::Fields for CustomizationEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "logLocation" => r.read_opt(&mut self.log_location)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "logLocation" => r.read_opt(&mut self.log_location),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -326,26 +326,26 @@ impl x::Fields for CustomizationFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "logLocation" => r.read_opt(&mut self.log_location)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "logLocation" => r.read_opt(&mut self.log_location),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -384,12 +384,12 @@ impl x::Fields for CustomizationFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -412,11 +412,11 @@ impl x::Fields for CustomizationFixedIp {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read(&mut self.ip_address)?,
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
@@ -440,12 +440,12 @@ impl x::Fields for CustomizationFixedIpV6 {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "subnetMask" => r.read(&mut self.subnet_mask)?,
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "subnetMask" => r.read(&mut self.subnet_mask),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
@@ -468,11 +468,11 @@ impl x::Fields for CustomizationFixedName {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -496,12 +496,12 @@ impl x::Fields for CustomizationGlobalIPSettings {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dnsSuffixList" => r.read_push(&mut self.dns_suffix_list)?,
-            "dnsServerList" => r.read_push(&mut self.dns_server_list)?,
+        let result = match name {
+            "dnsSuffixList" => r.read_push(&mut self.dns_suffix_list),
+            "dnsServerList" => r.read_push(&mut self.dns_server_list),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dnsSuffixList", &self.dns_suffix_list);
@@ -524,11 +524,11 @@ impl x::Fields for CustomizationGuiRunOnce {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "commandList" => r.read_push(&mut self.command_list)?,
+        let result = match name {
+            "commandList" => r.read_push(&mut self.command_list),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("commandList", &self.command_list);
@@ -556,14 +556,14 @@ impl x::Fields for CustomizationGuiUnattended {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "password" => r.read_opt(&mut self.password)?,
-            "timeZone" => r.read(&mut self.time_zone)?,
-            "autoLogon" => r.read(&mut self.auto_logon)?,
-            "autoLogonCount" => r.read(&mut self.auto_logon_count)?,
+        let result = match name {
+            "password" => r.read_opt(&mut self.password),
+            "timeZone" => r.read(&mut self.time_zone),
+            "autoLogon" => r.read(&mut self.auto_logon),
+            "autoLogonCount" => r.read(&mut self.auto_logon_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("password", &self.password);
@@ -604,19 +604,19 @@ impl x::Fields for CustomizationIPSettings {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ip" => r.read(&mut self.ip)?,
-            "subnetMask" => r.read_opt(&mut self.subnet_mask)?,
-            "gateway" => r.read_push(&mut self.gateway)?,
-            "ipV6Spec" => r.read_opt(&mut self.ip_v6_spec)?,
-            "dnsServerList" => r.read_push(&mut self.dns_server_list)?,
-            "dnsDomain" => r.read_opt(&mut self.dns_domain)?,
-            "primaryWINS" => r.read_opt(&mut self.primary_wins)?,
-            "secondaryWINS" => r.read_opt(&mut self.secondary_wins)?,
-            "netBIOS" => r.read_opt(&mut self.net_bios)?,
+        let result = match name {
+            "ip" => r.read(&mut self.ip),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "gateway" => r.read_push(&mut self.gateway),
+            "ipV6Spec" => r.read_opt(&mut self.ip_v6_spec),
+            "dnsServerList" => r.read_push(&mut self.dns_server_list),
+            "dnsDomain" => r.read_opt(&mut self.dns_domain),
+            "primaryWINS" => r.read_opt(&mut self.primary_wins),
+            "secondaryWINS" => r.read_opt(&mut self.secondary_wins),
+            "netBIOS" => r.read_opt(&mut self.net_bios),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ip", &self.ip);
@@ -648,12 +648,12 @@ impl x::Fields for CustomizationIPSettingsIpV6AddressSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ip" => r.read_push(&mut self.ip)?,
-            "gateway" => r.read_push(&mut self.gateway)?,
+        let result = match name {
+            "ip" => r.read_push(&mut self.ip),
+            "gateway" => r.read_push(&mut self.gateway),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ip", &self.ip);
@@ -682,14 +682,14 @@ impl x::Fields for CustomizationIdentification {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "joinWorkgroup" => r.read_opt(&mut self.join_workgroup)?,
-            "joinDomain" => r.read_opt(&mut self.join_domain)?,
-            "domainAdmin" => r.read_opt(&mut self.domain_admin)?,
-            "domainAdminPassword" => r.read_opt(&mut self.domain_admin_password)?,
+        let result = match name {
+            "joinWorkgroup" => r.read_opt(&mut self.join_workgroup),
+            "joinDomain" => r.read_opt(&mut self.join_domain),
+            "domainAdmin" => r.read_opt(&mut self.domain_admin),
+            "domainAdminPassword" => r.read_opt(&mut self.domain_admin_password),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("joinWorkgroup", &self.join_workgroup);
@@ -773,12 +773,12 @@ impl x::Fields for CustomizationLicenseFilePrintData {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "autoMode" => r.read(&mut self.auto_mode)?,
-            "autoUsers" => r.read_opt(&mut self.auto_users)?,
+        let result = match name {
+            "autoMode" => r.read(&mut self.auto_mode),
+            "autoUsers" => r.read_opt(&mut self.auto_users),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("autoMode", &self.auto_mode);
@@ -831,26 +831,26 @@ impl x::Fields for CustomizationLinuxIdentityFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "logLocation" => r.read_opt(&mut self.log_location)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "logLocation" => r.read_opt(&mut self.log_location),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -912,15 +912,15 @@ impl x::Fields for CustomizationLinuxPrep {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostName" => r.read(&mut self.host_name)?,
-            "domain" => r.read(&mut self.domain)?,
-            "timeZone" => r.read_opt(&mut self.time_zone)?,
-            "hwClockUTC" => r.read_opt(&mut self.hw_clock_utc)?,
-            "scriptText" => r.read_opt(&mut self.script_text)?,
+        let result = match name {
+            "hostName" => r.read(&mut self.host_name),
+            "domain" => r.read(&mut self.domain),
+            "timeZone" => r.read_opt(&mut self.time_zone),
+            "hwClockUTC" => r.read_opt(&mut self.hw_clock_utc),
+            "scriptText" => r.read_opt(&mut self.script_text),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hostName", &self.host_name);
@@ -995,26 +995,26 @@ impl x::Fields for CustomizationNetworkSetupFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "logLocation" => r.read_opt(&mut self.log_location)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "logLocation" => r.read_opt(&mut self.log_location),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1072,12 +1072,12 @@ impl x::Fields for CustomizationPassword {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read(&mut self.value)?,
-            "plainText" => r.read(&mut self.plain_text)?,
+        let result = match name {
+            "value" => r.read(&mut self.value),
+            "plainText" => r.read(&mut self.plain_text),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
@@ -1102,12 +1102,12 @@ impl x::Fields for CustomizationPending {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1130,11 +1130,11 @@ impl x::Fields for CustomizationPrefixName {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "base" => r.read(&mut self.base)?,
+        let result = match name {
+            "base" => r.read(&mut self.base),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("base", &self.base);
@@ -1164,15 +1164,15 @@ impl x::Fields for CustomizationSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "options" => r.read_opt(&mut self.options)?,
-            "identity" => r.read(&mut self.identity)?,
-            "globalIPSettings" => r.read(&mut self.global_ip_settings)?,
-            "nicSettingMap" => r.read_push(&mut self.nic_setting_map)?,
-            "encryptionKey" => r.read_push(&mut self.encryption_key)?,
+        let result = match name {
+            "options" => r.read_opt(&mut self.options),
+            "identity" => r.read(&mut self.identity),
+            "globalIPSettings" => r.read(&mut self.global_ip_settings),
+            "nicSettingMap" => r.read_push(&mut self.nic_setting_map),
+            "encryptionKey" => r.read_push(&mut self.encryption_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("options", &self.options);
@@ -1206,15 +1206,15 @@ impl x::Fields for CustomizationSpecInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "description" => r.read(&mut self.description)?,
-            "type" => r.read(&mut self.type_)?,
-            "changeVersion" => r.read_opt(&mut self.change_version)?,
-            "lastUpdateTime" => r.read_opt(&mut self.last_update_time)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "type" => r.read(&mut self.type_),
+            "changeVersion" => r.read_opt(&mut self.change_version),
+            "lastUpdateTime" => r.read_opt(&mut self.last_update_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1246,12 +1246,12 @@ impl x::Fields for CustomizationSpecItem {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "info" => r.read(&mut self.info)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "info" => r.read(&mut self.info),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("info", &self.info);
@@ -1302,25 +1302,25 @@ impl x::Fields for CustomizationStartedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "logLocation" => r.read_opt(&mut self.log_location)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "logLocation" => r.read_opt(&mut self.log_location),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1401,25 +1401,25 @@ impl x::Fields for CustomizationSucceeded {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "logLocation" => r.read_opt(&mut self.log_location)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "logLocation" => r.read_opt(&mut self.log_location),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1463,15 +1463,15 @@ impl x::Fields for CustomizationSysprep {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "guiUnattended" => r.read(&mut self.gui_unattended)?,
-            "userData" => r.read(&mut self.user_data)?,
-            "guiRunOnce" => r.read_opt(&mut self.gui_run_once)?,
-            "identification" => r.read(&mut self.identification)?,
-            "licenseFilePrintData" => r.read_opt(&mut self.license_file_print_data)?,
+        let result = match name {
+            "guiUnattended" => r.read(&mut self.gui_unattended),
+            "userData" => r.read(&mut self.user_data),
+            "guiRunOnce" => r.read_opt(&mut self.gui_run_once),
+            "identification" => r.read(&mut self.identification),
+            "licenseFilePrintData" => r.read_opt(&mut self.license_file_print_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("guiUnattended", &self.gui_unattended);
@@ -1531,28 +1531,28 @@ impl x::Fields for CustomizationSysprepFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "logLocation" => r.read_opt(&mut self.log_location)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "sysprepVersion" => r.read(&mut self.sysprep_version)?,
-            "systemVersion" => r.read(&mut self.system_version)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "logLocation" => r.read_opt(&mut self.log_location),
+            "reason" => r.read_opt(&mut self.reason),
+            "sysprepVersion" => r.read(&mut self.sysprep_version),
+            "systemVersion" => r.read(&mut self.system_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1591,11 +1591,11 @@ impl x::Fields for CustomizationSysprepText {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
@@ -1647,26 +1647,26 @@ impl x::Fields for CustomizationUnknownFailure {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "logLocation" => r.read_opt(&mut self.log_location)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "logLocation" => r.read_opt(&mut self.log_location),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1760,14 +1760,14 @@ impl x::Fields for CustomizationUserData {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fullName" => r.read(&mut self.full_name)?,
-            "orgName" => r.read(&mut self.org_name)?,
-            "computerName" => r.read(&mut self.computer_name)?,
-            "productId" => r.read(&mut self.product_id)?,
+        let result = match name {
+            "fullName" => r.read(&mut self.full_name),
+            "orgName" => r.read(&mut self.org_name),
+            "computerName" => r.read(&mut self.computer_name),
+            "productId" => r.read(&mut self.product_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fullName", &self.full_name);
@@ -1813,13 +1813,13 @@ impl x::Fields for CustomizationWinOptions {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeSID" => r.read(&mut self.change_sid)?,
-            "deleteAccounts" => r.read(&mut self.delete_accounts)?,
-            "reboot" => r.read_opt(&mut self.reboot)?,
+        let result = match name {
+            "changeSID" => r.read(&mut self.change_sid),
+            "deleteAccounts" => r.read(&mut self.delete_accounts),
+            "reboot" => r.read_opt(&mut self.reboot),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("changeSID", &self.change_sid);

@@ -29,15 +29,15 @@ impl x::Fields for DailyTaskScheduler {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "activeTime" => r.read_opt(&mut self.active_time)?,
-            "expireTime" => r.read_opt(&mut self.expire_time)?,
-            "interval" => r.read(&mut self.interval)?,
-            "minute" => r.read(&mut self.minute)?,
-            "hour" => r.read(&mut self.hour)?,
+        let result = match name {
+            "activeTime" => r.read_opt(&mut self.active_time),
+            "expireTime" => r.read_opt(&mut self.expire_time),
+            "interval" => r.read(&mut self.interval),
+            "minute" => r.read(&mut self.minute),
+            "hour" => r.read(&mut self.hour),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("activeTime", &self.active_time);
@@ -87,23 +87,23 @@ impl x::Fields for DasAdmissionControlDisabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -161,23 +161,23 @@ impl x::Fields for DasAdmissionControlEnabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -235,23 +235,23 @@ impl x::Fields for DasAgentFoundEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -309,23 +309,23 @@ impl x::Fields for DasAgentUnavailableEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -383,23 +383,23 @@ impl x::Fields for DasClusterIsolatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -441,15 +441,15 @@ impl x::Fields for DasConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "output" => r.read_opt(&mut self.output)?,
-            "event" => r.read_push(&mut self.event)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read_opt(&mut self.reason),
+            "output" => r.read_opt(&mut self.output),
+            "event" => r.read_push(&mut self.event),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -499,23 +499,23 @@ impl x::Fields for DasDisabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -573,23 +573,23 @@ impl x::Fields for DasEnabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -625,12 +625,12 @@ impl x::Fields for DasHeartbeatDatastoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "datastore" => r.read(&mut self.datastore)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastore", &self.datastore);
@@ -683,24 +683,24 @@ impl x::Fields for DasHostFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "failedHost" => r.read(&mut self.failed_host)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "failedHost" => r.read(&mut self.failed_host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -761,24 +761,24 @@ impl x::Fields for DasHostIsolatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "isolatedHost" => r.read(&mut self.isolated_host)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "isolatedHost" => r.read(&mut self.isolated_host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -815,12 +815,12 @@ impl x::Fields for DatabaseError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -843,11 +843,11 @@ impl x::Fields for DatabaseSizeEstimate {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "size" => r.read(&mut self.size)?,
+        let result = match name {
+            "size" => r.read(&mut self.size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("size", &self.size);
@@ -871,12 +871,12 @@ impl x::Fields for DatabaseSizeParam {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inventoryDesc" => r.read(&mut self.inventory_desc)?,
-            "perfStatsDesc" => r.read_opt(&mut self.perf_stats_desc)?,
+        let result = match name {
+            "inventoryDesc" => r.read(&mut self.inventory_desc),
+            "perfStatsDesc" => r.read_opt(&mut self.perf_stats_desc),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inventoryDesc", &self.inventory_desc);
@@ -913,18 +913,18 @@ impl x::Fields for DatacenterBasicConnectInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostname" => r.read_opt(&mut self.hostname)?,
-            "error" => r.read_opt(&mut self.error)?,
-            "serverIp" => r.read_opt(&mut self.server_ip)?,
-            "numVm" => r.read_opt(&mut self.num_vm)?,
-            "numPoweredOnVm" => r.read_opt(&mut self.num_powered_on_vm)?,
-            "hostProductInfo" => r.read_opt(&mut self.host_product_info)?,
-            "hardwareVendor" => r.read_opt(&mut self.hardware_vendor)?,
-            "hardwareModel" => r.read_opt(&mut self.hardware_model)?,
+        let result = match name {
+            "hostname" => r.read_opt(&mut self.hostname),
+            "error" => r.read_opt(&mut self.error),
+            "serverIp" => r.read_opt(&mut self.server_ip),
+            "numVm" => r.read_opt(&mut self.num_vm),
+            "numPoweredOnVm" => r.read_opt(&mut self.num_powered_on_vm),
+            "hostProductInfo" => r.read_opt(&mut self.host_product_info),
+            "hardwareVendor" => r.read_opt(&mut self.hardware_vendor),
+            "hardwareModel" => r.read_opt(&mut self.hardware_model),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("hostname", &self.hostname);
@@ -959,16 +959,16 @@ impl x::Fields for DatacenterConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "defaultHardwareVersionKey" => {
-                r.read_opt(&mut self.default_hardware_version_key)?
+                r.read_opt(&mut self.default_hardware_version_key)
             }
             "maximumHardwareVersionKey" => {
-                r.read_opt(&mut self.maximum_hardware_version_key)?
+                r.read_opt(&mut self.maximum_hardware_version_key)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
@@ -993,16 +993,16 @@ impl x::Fields for DatacenterConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "defaultHardwareVersionKey" => {
-                r.read_opt(&mut self.default_hardware_version_key)?
+                r.read_opt(&mut self.default_hardware_version_key)
             }
             "maximumHardwareVersionKey" => {
-                r.read_opt(&mut self.maximum_hardware_version_key)?
+                r.read_opt(&mut self.maximum_hardware_version_key)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
@@ -1051,24 +1051,24 @@ impl x::Fields for DatacenterCreatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "parent" => r.read(&mut self.parent)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "parent" => r.read(&mut self.parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1127,23 +1127,23 @@ impl x::Fields for DatacenterEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1179,12 +1179,12 @@ impl x::Fields for DatacenterEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read(&mut self.datacenter)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1213,14 +1213,14 @@ impl x::Fields for DatacenterMismatch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "invalidArgument" => r.read_push(&mut self.invalid_argument)?,
-            "expectedDatacenter" => r.read(&mut self.expected_datacenter)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "invalidArgument" => r.read_push(&mut self.invalid_argument),
+            "expectedDatacenter" => r.read(&mut self.expected_datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1247,12 +1247,12 @@ impl x::Fields for DatacenterMismatchArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "inputDatacenter" => r.read_opt(&mut self.input_datacenter)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "inputDatacenter" => r.read_opt(&mut self.input_datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -1307,25 +1307,25 @@ impl x::Fields for DatacenterRenamedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "oldName" => r.read(&mut self.old_name)?,
-            "newName" => r.read(&mut self.new_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "oldName" => r.read(&mut self.old_name),
+            "newName" => r.read(&mut self.new_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);

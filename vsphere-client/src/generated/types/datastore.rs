@@ -43,28 +43,28 @@ impl x::Fields for DatastoreCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "directoryHierarchySupported" => {
-                r.read(&mut self.directory_hierarchy_supported)?
+                r.read(&mut self.directory_hierarchy_supported)
             }
-            "rawDiskMappingsSupported" => r.read(&mut self.raw_disk_mappings_supported)?,
+            "rawDiskMappingsSupported" => r.read(&mut self.raw_disk_mappings_supported),
             "perFileThinProvisioningSupported" => {
-                r.read(&mut self.per_file_thin_provisioning_supported)?
+                r.read(&mut self.per_file_thin_provisioning_supported)
             }
-            "storageIORMSupported" => r.read_opt(&mut self.storage_iorm_supported)?,
-            "nativeSnapshotSupported" => r.read_opt(&mut self.native_snapshot_supported)?,
+            "storageIORMSupported" => r.read_opt(&mut self.storage_iorm_supported),
+            "nativeSnapshotSupported" => r.read_opt(&mut self.native_snapshot_supported),
             "topLevelDirectoryCreateSupported" => {
-                r.read_opt(&mut self.top_level_directory_create_supported)?
+                r.read_opt(&mut self.top_level_directory_create_supported)
             }
-            "seSparseSupported" => r.read_opt(&mut self.se_sparse_supported)?,
-            "vmfsSparseSupported" => r.read_opt(&mut self.vmfs_sparse_supported)?,
-            "vsanSparseSupported" => r.read_opt(&mut self.vsan_sparse_supported)?,
-            "upitSupported" => r.read_opt(&mut self.upit_supported)?,
-            "vmdkExpandSupported" => r.read_opt(&mut self.vmdk_expand_supported)?,
-            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported)?,
+            "seSparseSupported" => r.read_opt(&mut self.se_sparse_supported),
+            "vmfsSparseSupported" => r.read_opt(&mut self.vmfs_sparse_supported),
+            "vsanSparseSupported" => r.read_opt(&mut self.vsan_sparse_supported),
+            "upitSupported" => r.read_opt(&mut self.upit_supported),
+            "vmdkExpandSupported" => r.read_opt(&mut self.vmdk_expand_supported),
+            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("directoryHierarchySupported", &self.directory_hierarchy_supported);
@@ -133,26 +133,26 @@ impl x::Fields for DatastoreCapacityIncreasedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "oldCapacity" => r.read(&mut self.old_capacity)?,
-            "newCapacity" => r.read(&mut self.new_capacity)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "oldCapacity" => r.read(&mut self.old_capacity),
+            "newCapacity" => r.read(&mut self.new_capacity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -215,24 +215,24 @@ impl x::Fields for DatastoreDestroyedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -293,24 +293,24 @@ impl x::Fields for DatastoreDiscoveredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -371,24 +371,24 @@ impl x::Fields for DatastoreDuplicatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -449,24 +449,24 @@ impl x::Fields for DatastoreEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -503,12 +503,12 @@ impl x::Fields for DatastoreEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -567,29 +567,29 @@ impl x::Fields for DatastoreFileCopiedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "targetFile" => r.read(&mut self.target_file)?,
-            "sourceOfOperation" => r.read_opt(&mut self.source_of_operation)?,
-            "succeeded" => r.read_opt(&mut self.succeeded)?,
-            "sourceDatastore" => r.read(&mut self.source_datastore)?,
-            "sourceFile" => r.read(&mut self.source_file)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "targetFile" => r.read(&mut self.target_file),
+            "sourceOfOperation" => r.read_opt(&mut self.source_of_operation),
+            "succeeded" => r.read_opt(&mut self.succeeded),
+            "sourceDatastore" => r.read(&mut self.source_datastore),
+            "sourceFile" => r.read(&mut self.source_file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -661,27 +661,27 @@ impl x::Fields for DatastoreFileDeletedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "targetFile" => r.read(&mut self.target_file)?,
-            "sourceOfOperation" => r.read_opt(&mut self.source_of_operation)?,
-            "succeeded" => r.read_opt(&mut self.succeeded)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "targetFile" => r.read(&mut self.target_file),
+            "sourceOfOperation" => r.read_opt(&mut self.source_of_operation),
+            "succeeded" => r.read_opt(&mut self.succeeded),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -751,27 +751,27 @@ impl x::Fields for DatastoreFileEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "targetFile" => r.read(&mut self.target_file)?,
-            "sourceOfOperation" => r.read_opt(&mut self.source_of_operation)?,
-            "succeeded" => r.read_opt(&mut self.succeeded)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "targetFile" => r.read(&mut self.target_file),
+            "sourceOfOperation" => r.read_opt(&mut self.source_of_operation),
+            "succeeded" => r.read_opt(&mut self.succeeded),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -845,29 +845,29 @@ impl x::Fields for DatastoreFileMovedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "targetFile" => r.read(&mut self.target_file)?,
-            "sourceOfOperation" => r.read_opt(&mut self.source_of_operation)?,
-            "succeeded" => r.read_opt(&mut self.succeeded)?,
-            "sourceDatastore" => r.read(&mut self.source_datastore)?,
-            "sourceFile" => r.read(&mut self.source_file)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "targetFile" => r.read(&mut self.target_file),
+            "sourceOfOperation" => r.read_opt(&mut self.source_of_operation),
+            "succeeded" => r.read_opt(&mut self.succeeded),
+            "sourceDatastore" => r.read(&mut self.source_datastore),
+            "sourceFile" => r.read(&mut self.source_file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -909,12 +909,12 @@ impl x::Fields for DatastoreHostMount {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "mountInfo" => r.read(&mut self.mount_info)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "mountInfo" => r.read(&mut self.mount_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -967,24 +967,24 @@ impl x::Fields for DatastoreIORMReconfiguredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1037,19 +1037,19 @@ impl x::Fields for DatastoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
-            "freeSpace" => r.read(&mut self.free_space)?,
-            "maxFileSize" => r.read(&mut self.max_file_size)?,
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity)?,
-            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size)?,
-            "timestamp" => r.read_opt(&mut self.timestamp)?,
-            "containerId" => r.read_opt(&mut self.container_id)?,
-            "aliasOf" => r.read_opt(&mut self.alias_of)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            "freeSpace" => r.read(&mut self.free_space),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size),
+            "timestamp" => r.read_opt(&mut self.timestamp),
+            "containerId" => r.read_opt(&mut self.container_id),
+            "aliasOf" => r.read_opt(&mut self.alias_of),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1081,12 +1081,12 @@ impl x::Fields for DatastoreMountPathDatastorePair {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "oldMountPath" => r.read(&mut self.old_mount_path)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "oldMountPath" => r.read(&mut self.old_mount_path),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("oldMountPath", &self.old_mount_path);
@@ -1121,15 +1121,15 @@ impl x::Fields for DatastoreNotWritableOnHost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "name" => r.read_opt(&mut self.name),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1155,11 +1155,11 @@ impl x::Fields for DatastoreOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "unsupportedVolumes" => r.read_push(&mut self.unsupported_volumes)?,
+        let result = match name {
+            "unsupportedVolumes" => r.read_push(&mut self.unsupported_volumes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("unsupportedVolumes", &self.unsupported_volumes);
@@ -1207,24 +1207,24 @@ impl x::Fields for DatastorePrincipalConfigured {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastorePrincipal" => r.read(&mut self.datastore_principal)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastorePrincipal" => r.read(&mut self.datastore_principal),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1285,24 +1285,24 @@ impl x::Fields for DatastoreRemovedOnHostEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1367,26 +1367,26 @@ impl x::Fields for DatastoreRenamedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "oldName" => r.read(&mut self.old_name)?,
-            "newName" => r.read(&mut self.new_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "oldName" => r.read(&mut self.old_name),
+            "newName" => r.read(&mut self.new_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1451,25 +1451,25 @@ impl x::Fields for DatastoreRenamedOnHostEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "oldName" => r.read(&mut self.old_name)?,
-            "newName" => r.read(&mut self.new_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "oldName" => r.read(&mut self.old_name),
+            "newName" => r.read(&mut self.new_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1523,20 +1523,20 @@ impl x::Fields for DatastoreSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "freeSpace" => r.read(&mut self.free_space)?,
-            "uncommitted" => r.read_opt(&mut self.uncommitted)?,
-            "accessible" => r.read(&mut self.accessible)?,
-            "multipleHostAccess" => r.read_opt(&mut self.multiple_host_access)?,
-            "type" => r.read(&mut self.type_)?,
-            "maintenanceMode" => r.read_opt(&mut self.maintenance_mode)?,
+        let result = match name {
+            "datastore" => r.read_opt(&mut self.datastore),
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            "capacity" => r.read(&mut self.capacity),
+            "freeSpace" => r.read(&mut self.free_space),
+            "uncommitted" => r.read_opt(&mut self.uncommitted),
+            "accessible" => r.read(&mut self.accessible),
+            "multipleHostAccess" => r.read_opt(&mut self.multiple_host_access),
+            "type" => r.read(&mut self.type_),
+            "maintenanceMode" => r.read_opt(&mut self.maintenance_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("datastore", &self.datastore);
@@ -1571,13 +1571,13 @@ impl x::Fields for DatastoreVVolContainerFailoverPair {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "srcContainer" => r.read_opt(&mut self.src_container)?,
-            "tgtContainer" => r.read(&mut self.tgt_container)?,
-            "vvolMapping" => r.read_push(&mut self.vvol_mapping)?,
+        let result = match name {
+            "srcContainer" => r.read_opt(&mut self.src_container),
+            "tgtContainer" => r.read(&mut self.tgt_container),
+            "vvolMapping" => r.read_push(&mut self.vvol_mapping),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("srcContainer", &self.src_container);

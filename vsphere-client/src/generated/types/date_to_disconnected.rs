@@ -41,21 +41,21 @@ impl x::Fields for DateTimeProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -93,14 +93,14 @@ impl x::Fields for DeltaDiskFormatNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "datastore" => r.read_push(&mut self.datastore)?,
-            "deltaDiskFormat" => r.read(&mut self.delta_disk_format)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "datastore" => r.read_push(&mut self.datastore),
+            "deltaDiskFormat" => r.read(&mut self.delta_disk_format),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -129,12 +129,12 @@ impl x::Fields for Description {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "label" => r.read(&mut self.label)?,
-            "summary" => r.read(&mut self.summary)?,
+        let result = match name {
+            "label" => r.read(&mut self.label),
+            "summary" => r.read(&mut self.summary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
@@ -161,13 +161,13 @@ impl x::Fields for DesiredSoftwareSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "baseImageSpec" => r.read(&mut self.base_image_spec)?,
-            "vendorAddOnSpec" => r.read_opt(&mut self.vendor_add_on_spec)?,
-            "components" => r.read_push(&mut self.components)?,
+        let result = match name {
+            "baseImageSpec" => r.read(&mut self.base_image_spec),
+            "vendorAddOnSpec" => r.read_opt(&mut self.vendor_add_on_spec),
+            "components" => r.read_push(&mut self.components),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("baseImageSpec", &self.base_image_spec);
@@ -191,11 +191,11 @@ impl x::Fields for DesiredSoftwareSpecBaseImageSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "version" => r.read(&mut self.version)?,
+        let result = match name {
+            "version" => r.read(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("version", &self.version);
@@ -219,12 +219,12 @@ impl x::Fields for DesiredSoftwareSpecComponentSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "version" => r.read_opt(&mut self.version)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "version" => r.read_opt(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -253,12 +253,12 @@ impl x::Fields for DesiredSoftwareSpecVendorAddOnSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "version" => r.read(&mut self.version)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "version" => r.read(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -291,16 +291,16 @@ impl x::Fields for DestinationSwitchFull {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "backing" => r.read(&mut self.backing)?,
-            "connected" => r.read(&mut self.connected)?,
-            "network" => r.read_opt(&mut self.network)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "backing" => r.read(&mut self.backing),
+            "connected" => r.read(&mut self.connected),
+            "network" => r.read_opt(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -331,13 +331,13 @@ impl x::Fields for DestinationVsanDisabled {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "destinationCluster" => r.read(&mut self.destination_cluster)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "destinationCluster" => r.read(&mut self.destination_cluster),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -365,13 +365,13 @@ impl x::Fields for DeviceBackedVirtualDiskSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskType" => r.read(&mut self.disk_type)?,
-            "adapterType" => r.read(&mut self.adapter_type)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "diskType" => r.read(&mut self.disk_type),
+            "adapterType" => r.read(&mut self.adapter_type),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskType", &self.disk_type);
@@ -403,15 +403,15 @@ impl x::Fields for DeviceBackingNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "backing" => r.read(&mut self.backing)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
+            "backing" => r.read(&mut self.backing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -445,15 +445,15 @@ impl x::Fields for DeviceControllerNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "controller" => r.read(&mut self.controller)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
+            "controller" => r.read(&mut self.controller),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -479,11 +479,11 @@ impl x::Fields for DeviceGroupId {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -511,14 +511,14 @@ impl x::Fields for DeviceHotPlugNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "property" => r.read_opt(&mut self.property)?,
-            "deviceIndex" => r.read(&mut self.device_index)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "property" => r.read_opt(&mut self.property),
+            "deviceIndex" => r.read(&mut self.device_index),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -549,14 +549,14 @@ impl x::Fields for DeviceNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "property" => r.read_opt(&mut self.property)?,
-            "deviceIndex" => r.read(&mut self.device_index)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "property" => r.read_opt(&mut self.property),
+            "deviceIndex" => r.read(&mut self.device_index),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -587,14 +587,14 @@ impl x::Fields for DeviceNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -625,14 +625,14 @@ impl x::Fields for DeviceUnsupportedForVmPlatform {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "property" => r.read_opt(&mut self.property)?,
-            "deviceIndex" => r.read(&mut self.device_index)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "property" => r.read_opt(&mut self.property),
+            "deviceIndex" => r.read(&mut self.device_index),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -667,16 +667,16 @@ impl x::Fields for DeviceUnsupportedForVmVersion {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "property" => r.read_opt(&mut self.property)?,
-            "deviceIndex" => r.read(&mut self.device_index)?,
-            "currentVersion" => r.read(&mut self.current_version)?,
-            "expectedVersion" => r.read(&mut self.expected_version)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "property" => r.read_opt(&mut self.property),
+            "deviceIndex" => r.read(&mut self.device_index),
+            "currentVersion" => r.read(&mut self.current_version),
+            "expectedVersion" => r.read(&mut self.expected_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -705,12 +705,12 @@ impl x::Fields for DiagnosticManagerAuditRecordResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "records" => r.read_push(&mut self.records)?,
-            "nextToken" => r.read(&mut self.next_token)?,
+        let result = match name {
+            "records" => r.read_push(&mut self.records),
+            "nextToken" => r.read(&mut self.next_token),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("records", &self.records);
@@ -735,12 +735,12 @@ impl x::Fields for DiagnosticManagerBundleInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "system" => r.read_opt(&mut self.system)?,
-            "url" => r.read(&mut self.url)?,
+        let result = match name {
+            "system" => r.read_opt(&mut self.system),
+            "url" => r.read(&mut self.url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("system", &self.system);
@@ -777,16 +777,16 @@ impl x::Fields for DiagnosticManagerLogDescriptor {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "fileName" => r.read(&mut self.file_name)?,
-            "creator" => r.read(&mut self.creator)?,
-            "format" => r.read(&mut self.format)?,
-            "mimeType" => r.read(&mut self.mime_type)?,
-            "info" => r.read(&mut self.info)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fileName" => r.read(&mut self.file_name),
+            "creator" => r.read(&mut self.creator),
+            "format" => r.read(&mut self.format),
+            "mimeType" => r.read(&mut self.mime_type),
+            "info" => r.read(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -821,13 +821,13 @@ impl x::Fields for DiagnosticManagerLogHeader {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "lineStart" => r.read(&mut self.line_start)?,
-            "lineEnd" => r.read(&mut self.line_end)?,
-            "lineText" => r.read_push(&mut self.line_text)?,
+        let result = match name {
+            "lineStart" => r.read(&mut self.line_start),
+            "lineEnd" => r.read(&mut self.line_end),
+            "lineText" => r.read_push(&mut self.line_text),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("lineStart", &self.line_start);
@@ -857,14 +857,14 @@ impl x::Fields for DigestNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -893,13 +893,13 @@ impl x::Fields for DirectoryNotEmpty {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "file" => r.read(&mut self.file)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "file" => r.read(&mut self.file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -925,12 +925,12 @@ impl x::Fields for DisableAdminNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -959,14 +959,14 @@ impl x::Fields for DisallowedChangeByService {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "serviceName" => r.read(&mut self.service_name)?,
-            "disallowedChange" => r.read_opt(&mut self.disallowed_change)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "serviceName" => r.read(&mut self.service_name),
+            "disallowedChange" => r.read_opt(&mut self.disallowed_change),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -997,14 +997,14 @@ impl x::Fields for DisallowedDiskModeChange {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "property" => r.read_opt(&mut self.property)?,
-            "deviceIndex" => r.read(&mut self.device_index)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "property" => r.read_opt(&mut self.property),
+            "deviceIndex" => r.read(&mut self.device_index),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1033,13 +1033,13 @@ impl x::Fields for DisallowedMigrationDeviceAttached {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "fault" => r.read(&mut self.fault)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "fault" => r.read(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1069,14 +1069,14 @@ impl x::Fields for DisallowedOperationOnFailoverHost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "host" => r.read(&mut self.host)?,
-            "hostname" => r.read(&mut self.hostname)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "host" => r.read(&mut self.host),
+            "hostname" => r.read(&mut self.hostname),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1105,13 +1105,13 @@ impl x::Fields for DisconnectedHostsBlockingEVC {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "faults" => r.read_push(&mut self.faults)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "faults" => r.read_push(&mut self.faults),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);

@@ -23,12 +23,12 @@ impl x::Fields for DiskChangeExtent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "start" => r.read(&mut self.start)?,
-            "length" => r.read(&mut self.length)?,
+        let result = match name {
+            "start" => r.read(&mut self.start),
+            "length" => r.read(&mut self.length),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("start", &self.start);
@@ -59,13 +59,13 @@ impl x::Fields for DiskChangeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "startOffset" => r.read(&mut self.start_offset)?,
-            "length" => r.read(&mut self.length)?,
-            "changedArea" => r.read_push(&mut self.changed_area)?,
+        let result = match name {
+            "startOffset" => r.read(&mut self.start_offset),
+            "length" => r.read(&mut self.length),
+            "changedArea" => r.read_push(&mut self.changed_area),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("startOffset", &self.start_offset);
@@ -91,12 +91,12 @@ impl x::Fields for DiskCryptoSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "parent" => r.read_opt_box(&mut self.parent)?,
-            "crypto" => r.read(&mut self.crypto)?,
+        let result = match name {
+            "parent" => r.read_opt_box(&mut self.parent),
+            "crypto" => r.read(&mut self.crypto),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt_box("parent", &self.parent);
@@ -123,13 +123,13 @@ impl x::Fields for DiskHasPartitions {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -157,13 +157,13 @@ impl x::Fields for DiskIsLastRemainingNonSSD {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -191,13 +191,13 @@ impl x::Fields for DiskIsNonLocal {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -225,13 +225,13 @@ impl x::Fields for DiskIsUSB {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -257,12 +257,12 @@ impl x::Fields for DiskMoveTypeNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -289,13 +289,13 @@ impl x::Fields for DiskNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "disk" => r.read(&mut self.disk)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "disk" => r.read(&mut self.disk),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -323,13 +323,13 @@ impl x::Fields for DiskTooSmall {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -379,24 +379,24 @@ impl x::Fields for DistributedVirtualPort {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "config" => r.read(&mut self.config)?,
-            "dvsUuid" => r.read(&mut self.dvs_uuid)?,
-            "portgroupKey" => r.read_opt(&mut self.portgroup_key)?,
-            "proxyHost" => r.read_opt(&mut self.proxy_host)?,
-            "connectee" => r.read_opt(&mut self.connectee)?,
-            "conflict" => r.read(&mut self.conflict)?,
-            "conflictPortKey" => r.read_opt(&mut self.conflict_port_key)?,
-            "state" => r.read_opt(&mut self.state)?,
-            "connectionCookie" => r.read_opt(&mut self.connection_cookie)?,
-            "lastStatusChange" => r.read(&mut self.last_status_change)?,
-            "hostLocalPort" => r.read_opt(&mut self.host_local_port)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "segmentPortId" => r.read_opt(&mut self.segment_port_id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "config" => r.read(&mut self.config),
+            "dvsUuid" => r.read(&mut self.dvs_uuid),
+            "portgroupKey" => r.read_opt(&mut self.portgroup_key),
+            "proxyHost" => r.read_opt(&mut self.proxy_host),
+            "connectee" => r.read_opt(&mut self.connectee),
+            "conflict" => r.read(&mut self.conflict),
+            "conflictPortKey" => r.read_opt(&mut self.conflict_port_key),
+            "state" => r.read_opt(&mut self.state),
+            "connectionCookie" => r.read_opt(&mut self.connection_cookie),
+            "lastStatusChange" => r.read(&mut self.last_status_change),
+            "hostLocalPort" => r.read_opt(&mut self.host_local_port),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "segmentPortId" => r.read_opt(&mut self.segment_port_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -455,23 +455,23 @@ impl x::Fields for DistributedVirtualPortgroupInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "switchName" => r.read(&mut self.switch_name)?,
-            "switchUuid" => r.read(&mut self.switch_uuid)?,
-            "portgroupName" => r.read(&mut self.portgroup_name)?,
-            "portgroupKey" => r.read(&mut self.portgroup_key)?,
-            "portgroupType" => r.read(&mut self.portgroup_type)?,
-            "uplinkPortgroup" => r.read(&mut self.uplink_portgroup)?,
-            "portgroup" => r.read(&mut self.portgroup)?,
+        let result = match name {
+            "switchName" => r.read(&mut self.switch_name),
+            "switchUuid" => r.read(&mut self.switch_uuid),
+            "portgroupName" => r.read(&mut self.portgroup_name),
+            "portgroupKey" => r.read(&mut self.portgroup_key),
+            "portgroupType" => r.read(&mut self.portgroup_type),
+            "uplinkPortgroup" => r.read(&mut self.uplink_portgroup),
+            "portgroup" => r.read(&mut self.portgroup),
             "networkReservationSupported" => {
-                r.read_opt(&mut self.network_reservation_supported)?
+                r.read_opt(&mut self.network_reservation_supported)
             }
-            "backingType" => r.read_opt(&mut self.backing_type)?,
-            "logicalSwitchUuid" => r.read_opt(&mut self.logical_switch_uuid)?,
-            "segmentId" => r.read_opt(&mut self.segment_id)?,
+            "backingType" => r.read_opt(&mut self.backing_type),
+            "logicalSwitchUuid" => r.read_opt(&mut self.logical_switch_uuid),
+            "segmentId" => r.read_opt(&mut self.segment_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("switchName", &self.switch_name);
@@ -509,12 +509,12 @@ impl x::Fields for DistributedVirtualPortgroupNsxPortgroupOperationResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "portgroups" => r.read_push(&mut self.portgroups)?,
-            "problems" => r.read_push(&mut self.problems)?,
+        let result = match name {
+            "portgroups" => r.read_push(&mut self.portgroups),
+            "problems" => r.read_push(&mut self.problems),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("portgroups", &self.portgroups);
@@ -539,12 +539,12 @@ impl x::Fields for DistributedVirtualPortgroupProblem {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "logicalSwitchUuid" => r.read(&mut self.logical_switch_uuid)?,
-            "fault" => r.read(&mut self.fault)?,
+        let result = match name {
+            "logicalSwitchUuid" => r.read(&mut self.logical_switch_uuid),
+            "fault" => r.read(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("logicalSwitchUuid", &self.logical_switch_uuid);
@@ -581,16 +581,16 @@ impl x::Fields for DistributedVirtualSwitchHostMember {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "runtimeState" => r.read_opt(&mut self.runtime_state)?,
-            "config" => r.read(&mut self.config)?,
-            "productInfo" => r.read_opt(&mut self.product_info)?,
-            "uplinkPortKey" => r.read_push(&mut self.uplink_port_key)?,
-            "status" => r.read(&mut self.status)?,
-            "statusDetail" => r.read_opt(&mut self.status_detail)?,
+        let result = match name {
+            "runtimeState" => r.read_opt(&mut self.runtime_state),
+            "config" => r.read(&mut self.config),
+            "productInfo" => r.read_opt(&mut self.product_info),
+            "uplinkPortKey" => r.read_push(&mut self.uplink_port_key),
+            "status" => r.read(&mut self.status),
+            "statusDetail" => r.read_opt(&mut self.status_detail),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("runtimeState", &self.runtime_state);
@@ -656,19 +656,19 @@ impl x::Fields for DistributedVirtualSwitchHostMemberConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read_opt(&mut self.host)?,
-            "maxProxySwitchPorts" => r.read(&mut self.max_proxy_switch_ports)?,
-            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config)?,
-            "backing" => r.read(&mut self.backing)?,
-            "nsxSwitch" => r.read_opt(&mut self.nsx_switch)?,
-            "ensEnabled" => r.read_opt(&mut self.ens_enabled)?,
-            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled)?,
-            "transportZones" => r.read_push(&mut self.transport_zones)?,
-            "nsxtUsedUplinkNames" => r.read_push(&mut self.nsxt_used_uplink_names)?,
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "maxProxySwitchPorts" => r.read(&mut self.max_proxy_switch_ports),
+            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config),
+            "backing" => r.read(&mut self.backing),
+            "nsxSwitch" => r.read_opt(&mut self.nsx_switch),
+            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
+            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
+            "transportZones" => r.read_push(&mut self.transport_zones),
+            "nsxtUsedUplinkNames" => r.read_push(&mut self.nsxt_used_uplink_names),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("host", &self.host);
@@ -706,15 +706,15 @@ impl x::Fields for DistributedVirtualSwitchHostMemberConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "host" => r.read(&mut self.host)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "maxProxySwitchPorts" => r.read_opt(&mut self.max_proxy_switch_ports)?,
-            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "host" => r.read(&mut self.host),
+            "backing" => r.read_opt(&mut self.backing),
+            "maxProxySwitchPorts" => r.read_opt(&mut self.max_proxy_switch_ports),
+            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -744,11 +744,11 @@ impl x::Fields for DistributedVirtualSwitchHostMemberPnicBacking {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pnicSpec" => r.read_push(&mut self.pnic_spec)?,
+        let result = match name {
+            "pnicSpec" => r.read_push(&mut self.pnic_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("pnicSpec", &self.pnic_spec);
@@ -776,14 +776,14 @@ impl x::Fields for DistributedVirtualSwitchHostMemberPnicSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pnicDevice" => r.read(&mut self.pnic_device)?,
-            "uplinkPortKey" => r.read_opt(&mut self.uplink_port_key)?,
-            "uplinkPortgroupKey" => r.read_opt(&mut self.uplink_portgroup_key)?,
-            "connectionCookie" => r.read_opt(&mut self.connection_cookie)?,
+        let result = match name {
+            "pnicDevice" => r.read(&mut self.pnic_device),
+            "uplinkPortKey" => r.read_opt(&mut self.uplink_port_key),
+            "uplinkPortgroupKey" => r.read_opt(&mut self.uplink_portgroup_key),
+            "connectionCookie" => r.read_opt(&mut self.connection_cookie),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pnicDevice", &self.pnic_device);
@@ -812,13 +812,13 @@ impl x::Fields for DistributedVirtualSwitchHostMemberRuntimeState {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "currentMaxProxySwitchPorts" => {
-                r.read(&mut self.current_max_proxy_switch_ports)?
+                r.read(&mut self.current_max_proxy_switch_ports)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("currentMaxProxySwitchPorts", &self.current_max_proxy_switch_ports);
@@ -842,12 +842,12 @@ impl x::Fields for DistributedVirtualSwitchHostMemberTransportZoneInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -876,12 +876,12 @@ impl x::Fields for DistributedVirtualSwitchHostProductSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "productLineId" => r.read_opt(&mut self.product_line_id)?,
-            "version" => r.read_opt(&mut self.version)?,
+        let result = match name {
+            "productLineId" => r.read_opt(&mut self.product_line_id),
+            "version" => r.read_opt(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("productLineId", &self.product_line_id);
@@ -914,16 +914,16 @@ impl x::Fields for DistributedVirtualSwitchInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "switchName" => r.read(&mut self.switch_name)?,
-            "switchUuid" => r.read(&mut self.switch_uuid)?,
-            "distributedVirtualSwitch" => r.read(&mut self.distributed_virtual_switch)?,
+        let result = match name {
+            "switchName" => r.read(&mut self.switch_name),
+            "switchUuid" => r.read(&mut self.switch_uuid),
+            "distributedVirtualSwitch" => r.read(&mut self.distributed_virtual_switch),
             "networkReservationSupported" => {
-                r.read_opt(&mut self.network_reservation_supported)?
+                r.read_opt(&mut self.network_reservation_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("switchName", &self.switch_name);
@@ -954,12 +954,12 @@ impl x::Fields for DistributedVirtualSwitchKeyedOpaqueBlob {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "opaqueData" => r.read(&mut self.opaque_data)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "opaqueData" => r.read(&mut self.opaque_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -988,12 +988,12 @@ impl x::Fields for DistributedVirtualSwitchManagerCompatibilityResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "error" => r.read_push(&mut self.error)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "error" => r.read_push(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -1022,14 +1022,14 @@ impl x::Fields for DistributedVirtualSwitchManagerDvsProductSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "newSwitchProductSpec" => r.read_opt(&mut self.new_switch_product_spec)?,
+        let result = match name {
+            "newSwitchProductSpec" => r.read_opt(&mut self.new_switch_product_spec),
             "distributedVirtualSwitch" => {
-                r.read_opt(&mut self.distributed_virtual_switch)?
+                r.read_opt(&mut self.distributed_virtual_switch)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("newSwitchProductSpec", &self.new_switch_product_spec);
@@ -1054,12 +1054,12 @@ impl x::Fields for DistributedVirtualSwitchManagerHostArrayFilter {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inclusive" => r.read(&mut self.inclusive)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "inclusive" => r.read(&mut self.inclusive),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inclusive", &self.inclusive);
@@ -1084,12 +1084,12 @@ impl x::Fields for DistributedVirtualSwitchManagerHostContainer {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "container" => r.read(&mut self.container)?,
-            "recursive" => r.read(&mut self.recursive)?,
+        let result = match name {
+            "container" => r.read(&mut self.container),
+            "recursive" => r.read(&mut self.recursive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("container", &self.container);
@@ -1114,12 +1114,12 @@ impl x::Fields for DistributedVirtualSwitchManagerHostContainerFilter {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inclusive" => r.read(&mut self.inclusive)?,
-            "hostContainer" => r.read(&mut self.host_container)?,
+        let result = match name {
+            "inclusive" => r.read(&mut self.inclusive),
+            "hostContainer" => r.read(&mut self.host_container),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inclusive", &self.inclusive);
@@ -1144,11 +1144,11 @@ impl x::Fields for DistributedVirtualSwitchManagerHostDvsFilterSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inclusive" => r.read(&mut self.inclusive)?,
+        let result = match name {
+            "inclusive" => r.read(&mut self.inclusive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inclusive", &self.inclusive);
@@ -1172,12 +1172,12 @@ impl x::Fields for DistributedVirtualSwitchManagerHostDvsMembershipFilter {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inclusive" => r.read(&mut self.inclusive)?,
-            "distributedVirtualSwitch" => r.read(&mut self.distributed_virtual_switch)?,
+        let result = match name {
+            "inclusive" => r.read(&mut self.inclusive),
+            "distributedVirtualSwitch" => r.read(&mut self.distributed_virtual_switch),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inclusive", &self.inclusive);
@@ -1204,17 +1204,17 @@ impl x::Fields for DistributedVirtualSwitchManagerImportResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "distributedVirtualSwitch" => {
-                r.read_push(&mut self.distributed_virtual_switch)?
+                r.read_push(&mut self.distributed_virtual_switch)
             }
             "distributedVirtualPortgroup" => {
-                r.read_push(&mut self.distributed_virtual_portgroup)?
+                r.read_push(&mut self.distributed_virtual_portgroup)
             }
-            "importFault" => r.read_push(&mut self.import_fault)?,
+            "importFault" => r.read_push(&mut self.import_fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("distributedVirtualSwitch", &self.distributed_virtual_switch);
@@ -1244,14 +1244,14 @@ impl x::Fields for DistributedVirtualSwitchPortConnectee {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "connectedEntity" => r.read_opt(&mut self.connected_entity)?,
-            "nicKey" => r.read_opt(&mut self.nic_key)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "addressHint" => r.read_opt(&mut self.address_hint)?,
+        let result = match name {
+            "connectedEntity" => r.read_opt(&mut self.connected_entity),
+            "nicKey" => r.read_opt(&mut self.nic_key),
+            "type" => r.read_opt(&mut self.type_),
+            "addressHint" => r.read_opt(&mut self.address_hint),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("connectedEntity", &self.connected_entity);
@@ -1282,14 +1282,14 @@ impl x::Fields for DistributedVirtualSwitchPortConnection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "switchUuid" => r.read(&mut self.switch_uuid)?,
-            "portgroupKey" => r.read_opt(&mut self.portgroup_key)?,
-            "portKey" => r.read_opt(&mut self.port_key)?,
-            "connectionCookie" => r.read_opt(&mut self.connection_cookie)?,
+        let result = match name {
+            "switchUuid" => r.read(&mut self.switch_uuid),
+            "portgroupKey" => r.read_opt(&mut self.portgroup_key),
+            "portKey" => r.read_opt(&mut self.port_key),
+            "connectionCookie" => r.read_opt(&mut self.connection_cookie),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("switchUuid", &self.switch_uuid);
@@ -1330,19 +1330,19 @@ impl x::Fields for DistributedVirtualSwitchPortCriteria {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "connected" => r.read_opt(&mut self.connected)?,
-            "active" => r.read_opt(&mut self.active)?,
-            "uplinkPort" => r.read_opt(&mut self.uplink_port)?,
-            "nsxPort" => r.read_opt(&mut self.nsx_port)?,
-            "scope" => r.read_opt(&mut self.scope)?,
-            "portgroupKey" => r.read_push(&mut self.portgroup_key)?,
-            "inside" => r.read_opt(&mut self.inside)?,
-            "portKey" => r.read_push(&mut self.port_key)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "connected" => r.read_opt(&mut self.connected),
+            "active" => r.read_opt(&mut self.active),
+            "uplinkPort" => r.read_opt(&mut self.uplink_port),
+            "nsxPort" => r.read_opt(&mut self.nsx_port),
+            "scope" => r.read_opt(&mut self.scope),
+            "portgroupKey" => r.read_push(&mut self.portgroup_key),
+            "inside" => r.read_opt(&mut self.inside),
+            "portKey" => r.read_push(&mut self.port_key),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("connected", &self.connected);
@@ -1406,28 +1406,28 @@ impl x::Fields for DistributedVirtualSwitchPortStatistics {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "packetsInMulticast" => r.read(&mut self.packets_in_multicast)?,
-            "packetsOutMulticast" => r.read(&mut self.packets_out_multicast)?,
-            "bytesInMulticast" => r.read(&mut self.bytes_in_multicast)?,
-            "bytesOutMulticast" => r.read(&mut self.bytes_out_multicast)?,
-            "packetsInUnicast" => r.read(&mut self.packets_in_unicast)?,
-            "packetsOutUnicast" => r.read(&mut self.packets_out_unicast)?,
-            "bytesInUnicast" => r.read(&mut self.bytes_in_unicast)?,
-            "bytesOutUnicast" => r.read(&mut self.bytes_out_unicast)?,
-            "packetsInBroadcast" => r.read(&mut self.packets_in_broadcast)?,
-            "packetsOutBroadcast" => r.read(&mut self.packets_out_broadcast)?,
-            "bytesInBroadcast" => r.read(&mut self.bytes_in_broadcast)?,
-            "bytesOutBroadcast" => r.read(&mut self.bytes_out_broadcast)?,
-            "packetsInDropped" => r.read(&mut self.packets_in_dropped)?,
-            "packetsOutDropped" => r.read(&mut self.packets_out_dropped)?,
-            "packetsInException" => r.read(&mut self.packets_in_exception)?,
-            "packetsOutException" => r.read(&mut self.packets_out_exception)?,
-            "bytesInFromPnic" => r.read_opt(&mut self.bytes_in_from_pnic)?,
-            "bytesOutToPnic" => r.read_opt(&mut self.bytes_out_to_pnic)?,
+        let result = match name {
+            "packetsInMulticast" => r.read(&mut self.packets_in_multicast),
+            "packetsOutMulticast" => r.read(&mut self.packets_out_multicast),
+            "bytesInMulticast" => r.read(&mut self.bytes_in_multicast),
+            "bytesOutMulticast" => r.read(&mut self.bytes_out_multicast),
+            "packetsInUnicast" => r.read(&mut self.packets_in_unicast),
+            "packetsOutUnicast" => r.read(&mut self.packets_out_unicast),
+            "bytesInUnicast" => r.read(&mut self.bytes_in_unicast),
+            "bytesOutUnicast" => r.read(&mut self.bytes_out_unicast),
+            "packetsInBroadcast" => r.read(&mut self.packets_in_broadcast),
+            "packetsOutBroadcast" => r.read(&mut self.packets_out_broadcast),
+            "bytesInBroadcast" => r.read(&mut self.bytes_in_broadcast),
+            "bytesOutBroadcast" => r.read(&mut self.bytes_out_broadcast),
+            "packetsInDropped" => r.read(&mut self.packets_in_dropped),
+            "packetsOutDropped" => r.read(&mut self.packets_out_dropped),
+            "packetsInException" => r.read(&mut self.packets_in_exception),
+            "packetsOutException" => r.read(&mut self.packets_out_exception),
+            "bytesInFromPnic" => r.read_opt(&mut self.bytes_in_from_pnic),
+            "bytesOutToPnic" => r.read_opt(&mut self.bytes_out_to_pnic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("packetsInMulticast", &self.packets_in_multicast);
@@ -1478,17 +1478,17 @@ impl x::Fields for DistributedVirtualSwitchProductSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "vendor" => r.read_opt(&mut self.vendor)?,
-            "version" => r.read_opt(&mut self.version)?,
-            "build" => r.read_opt(&mut self.build)?,
-            "forwardingClass" => r.read_opt(&mut self.forwarding_class)?,
-            "bundleId" => r.read_opt(&mut self.bundle_id)?,
-            "bundleUrl" => r.read_opt(&mut self.bundle_url)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "version" => r.read_opt(&mut self.version),
+            "build" => r.read_opt(&mut self.build),
+            "forwardingClass" => r.read_opt(&mut self.forwarding_class),
+            "bundleId" => r.read_opt(&mut self.bundle_id),
+            "bundleUrl" => r.read_opt(&mut self.bundle_url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);

@@ -29,15 +29,15 @@ impl x::Fields for DVPortConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "scope" => r.read_push(&mut self.scope)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "setting" => r.read_opt(&mut self.setting)?,
-            "configVersion" => r.read(&mut self.config_version)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "scope" => r.read_push(&mut self.scope),
+            "description" => r.read_opt(&mut self.description),
+            "setting" => r.read_opt(&mut self.setting),
+            "configVersion" => r.read(&mut self.config_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -75,17 +75,17 @@ impl x::Fields for DVPortConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "key" => r.read_opt(&mut self.key)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "scope" => r.read_push(&mut self.scope)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "setting" => r.read_opt(&mut self.setting)?,
-            "configVersion" => r.read_opt(&mut self.config_version)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "key" => r.read_opt(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "scope" => r.read_push(&mut self.scope),
+            "description" => r.read_opt(&mut self.description),
+            "setting" => r.read_opt(&mut self.setting),
+            "configVersion" => r.read_opt(&mut self.config_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -125,15 +125,15 @@ impl x::Fields for DVPortNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "backing" => r.read(&mut self.backing)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
+            "backing" => r.read(&mut self.backing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -173,19 +173,19 @@ impl x::Fields for DVPortSetting {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "blocked" => r.read_opt(&mut self.blocked)?,
+        let result = match name {
+            "blocked" => r.read_opt(&mut self.blocked),
             "vmDirectPathGen2Allowed" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_allowed)?
+                r.read_opt(&mut self.vm_direct_path_gen2_allowed)
             }
-            "inShapingPolicy" => r.read_opt(&mut self.in_shaping_policy)?,
-            "outShapingPolicy" => r.read_opt(&mut self.out_shaping_policy)?,
-            "vendorSpecificConfig" => r.read_opt(&mut self.vendor_specific_config)?,
-            "networkResourcePoolKey" => r.read_opt(&mut self.network_resource_pool_key)?,
-            "filterPolicy" => r.read_opt(&mut self.filter_policy)?,
+            "inShapingPolicy" => r.read_opt(&mut self.in_shaping_policy),
+            "outShapingPolicy" => r.read_opt(&mut self.out_shaping_policy),
+            "vendorSpecificConfig" => r.read_opt(&mut self.vendor_specific_config),
+            "networkResourcePoolKey" => r.read_opt(&mut self.network_resource_pool_key),
+            "filterPolicy" => r.read_opt(&mut self.filter_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("blocked", &self.blocked);
@@ -217,13 +217,13 @@ impl x::Fields for DVPortState {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "runtimeInfo" => r.read_opt(&mut self.runtime_info)?,
-            "stats" => r.read(&mut self.stats)?,
-            "vendorSpecificState" => r.read_push(&mut self.vendor_specific_state)?,
+        let result = match name {
+            "runtimeInfo" => r.read_opt(&mut self.runtime_info),
+            "stats" => r.read(&mut self.stats),
+            "vendorSpecificState" => r.read_push(&mut self.vendor_specific_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("runtimeInfo", &self.runtime_info);
@@ -269,28 +269,28 @@ impl x::Fields for DVPortStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "linkUp" => r.read(&mut self.link_up)?,
-            "blocked" => r.read(&mut self.blocked)?,
-            "vlanIds" => r.read_push(&mut self.vlan_ids)?,
-            "trunkingMode" => r.read_opt(&mut self.trunking_mode)?,
-            "mtu" => r.read_opt(&mut self.mtu)?,
-            "linkPeer" => r.read_opt(&mut self.link_peer)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "statusDetail" => r.read_opt(&mut self.status_detail)?,
-            "vmDirectPathGen2Active" => r.read_opt(&mut self.vm_direct_path_gen2_active)?,
+        let result = match name {
+            "linkUp" => r.read(&mut self.link_up),
+            "blocked" => r.read(&mut self.blocked),
+            "vlanIds" => r.read_push(&mut self.vlan_ids),
+            "trunkingMode" => r.read_opt(&mut self.trunking_mode),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "linkPeer" => r.read_opt(&mut self.link_peer),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "statusDetail" => r.read_opt(&mut self.status_detail),
+            "vmDirectPathGen2Active" => r.read_opt(&mut self.vm_direct_path_gen2_active),
             "vmDirectPathGen2InactiveReasonNetwork" => {
-                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_network)?
+                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_network)
             }
             "vmDirectPathGen2InactiveReasonOther" => {
-                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_other)?
+                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_other)
             }
             "vmDirectPathGen2InactiveReasonExtended" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)?
+                r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("linkUp", &self.link_up);
@@ -370,34 +370,34 @@ impl x::Fields for DVPortgroupConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "numPorts" => r.read(&mut self.num_ports)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "numPorts" => r.read(&mut self.num_ports),
             "distributedVirtualSwitch" => {
-                r.read_opt(&mut self.distributed_virtual_switch)?
+                r.read_opt(&mut self.distributed_virtual_switch)
             }
-            "defaultPortConfig" => r.read_opt(&mut self.default_port_config)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "type" => r.read(&mut self.type_)?,
-            "backingType" => r.read_opt(&mut self.backing_type)?,
-            "policy" => r.read(&mut self.policy)?,
-            "portNameFormat" => r.read_opt(&mut self.port_name_format)?,
-            "scope" => r.read_push(&mut self.scope)?,
-            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config)?,
-            "configVersion" => r.read_opt(&mut self.config_version)?,
-            "autoExpand" => r.read_opt(&mut self.auto_expand)?,
+            "defaultPortConfig" => r.read_opt(&mut self.default_port_config),
+            "description" => r.read_opt(&mut self.description),
+            "type" => r.read(&mut self.type_),
+            "backingType" => r.read_opt(&mut self.backing_type),
+            "policy" => r.read(&mut self.policy),
+            "portNameFormat" => r.read_opt(&mut self.port_name_format),
+            "scope" => r.read_push(&mut self.scope),
+            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config),
+            "configVersion" => r.read_opt(&mut self.config_version),
+            "autoExpand" => r.read_opt(&mut self.auto_expand),
             "vmVnicNetworkResourcePoolKey" => {
-                r.read_opt(&mut self.vm_vnic_network_resource_pool_key)?
+                r.read_opt(&mut self.vm_vnic_network_resource_pool_key)
             }
-            "uplink" => r.read_opt(&mut self.uplink)?,
-            "transportZoneUuid" => r.read_opt(&mut self.transport_zone_uuid)?,
-            "transportZoneName" => r.read_opt(&mut self.transport_zone_name)?,
-            "logicalSwitchUuid" => r.read_opt(&mut self.logical_switch_uuid)?,
-            "segmentId" => r.read_opt(&mut self.segment_id)?,
+            "uplink" => r.read_opt(&mut self.uplink),
+            "transportZoneUuid" => r.read_opt(&mut self.transport_zone_uuid),
+            "transportZoneName" => r.read_opt(&mut self.transport_zone_name),
+            "logicalSwitchUuid" => r.read_opt(&mut self.logical_switch_uuid),
+            "segmentId" => r.read_opt(&mut self.segment_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -473,29 +473,29 @@ impl x::Fields for DVPortgroupConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "configVersion" => r.read_opt(&mut self.config_version)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "numPorts" => r.read_opt(&mut self.num_ports)?,
-            "portNameFormat" => r.read_opt(&mut self.port_name_format)?,
-            "defaultPortConfig" => r.read_opt(&mut self.default_port_config)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "backingType" => r.read_opt(&mut self.backing_type)?,
-            "scope" => r.read_push(&mut self.scope)?,
-            "policy" => r.read_opt(&mut self.policy)?,
-            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config)?,
-            "autoExpand" => r.read_opt(&mut self.auto_expand)?,
+        let result = match name {
+            "configVersion" => r.read_opt(&mut self.config_version),
+            "name" => r.read_opt(&mut self.name),
+            "numPorts" => r.read_opt(&mut self.num_ports),
+            "portNameFormat" => r.read_opt(&mut self.port_name_format),
+            "defaultPortConfig" => r.read_opt(&mut self.default_port_config),
+            "description" => r.read_opt(&mut self.description),
+            "type" => r.read_opt(&mut self.type_),
+            "backingType" => r.read_opt(&mut self.backing_type),
+            "scope" => r.read_push(&mut self.scope),
+            "policy" => r.read_opt(&mut self.policy),
+            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config),
+            "autoExpand" => r.read_opt(&mut self.auto_expand),
             "vmVnicNetworkResourcePoolKey" => {
-                r.read_opt(&mut self.vm_vnic_network_resource_pool_key)?
+                r.read_opt(&mut self.vm_vnic_network_resource_pool_key)
             }
-            "transportZoneUuid" => r.read_opt(&mut self.transport_zone_uuid)?,
-            "transportZoneName" => r.read_opt(&mut self.transport_zone_name)?,
-            "logicalSwitchUuid" => r.read_opt(&mut self.logical_switch_uuid)?,
-            "segmentId" => r.read_opt(&mut self.segment_id)?,
+            "transportZoneUuid" => r.read_opt(&mut self.transport_zone_uuid),
+            "transportZoneName" => r.read_opt(&mut self.transport_zone_name),
+            "logicalSwitchUuid" => r.read_opt(&mut self.logical_switch_uuid),
+            "segmentId" => r.read_opt(&mut self.segment_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("configVersion", &self.config_version);
@@ -564,23 +564,23 @@ impl x::Fields for DVPortgroupCreatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -638,23 +638,23 @@ impl x::Fields for DVPortgroupDestroyedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -712,23 +712,23 @@ impl x::Fields for DVPortgroupEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -776,25 +776,25 @@ impl x::Fields for DVPortgroupPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "blockOverrideAllowed" => r.read(&mut self.block_override_allowed)?,
-            "shapingOverrideAllowed" => r.read(&mut self.shaping_override_allowed)?,
+        let result = match name {
+            "blockOverrideAllowed" => r.read(&mut self.block_override_allowed),
+            "shapingOverrideAllowed" => r.read(&mut self.shaping_override_allowed),
             "vendorConfigOverrideAllowed" => {
-                r.read(&mut self.vendor_config_override_allowed)?
+                r.read(&mut self.vendor_config_override_allowed)
             }
-            "livePortMovingAllowed" => r.read(&mut self.live_port_moving_allowed)?,
+            "livePortMovingAllowed" => r.read(&mut self.live_port_moving_allowed),
             "portConfigResetAtDisconnect" => {
-                r.read(&mut self.port_config_reset_at_disconnect)?
+                r.read(&mut self.port_config_reset_at_disconnect)
             }
             "networkResourcePoolOverrideAllowed" => {
-                r.read_opt(&mut self.network_resource_pool_override_allowed)?
+                r.read_opt(&mut self.network_resource_pool_override_allowed)
             }
             "trafficFilterOverrideAllowed" => {
-                r.read_opt(&mut self.traffic_filter_override_allowed)?
+                r.read_opt(&mut self.traffic_filter_override_allowed)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("blockOverrideAllowed", &self.block_override_allowed);
@@ -856,25 +856,25 @@ impl x::Fields for DVPortgroupReconfiguredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "configSpec" => r.read(&mut self.config_spec)?,
-            "configChanges" => r.read_opt(&mut self.config_changes)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "configSpec" => r.read(&mut self.config_spec),
+            "configChanges" => r.read_opt(&mut self.config_changes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -938,25 +938,25 @@ impl x::Fields for DVPortgroupRenamedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "oldName" => r.read(&mut self.old_name)?,
-            "newName" => r.read(&mut self.new_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "oldName" => r.read(&mut self.old_name),
+            "newName" => r.read(&mut self.new_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -994,12 +994,12 @@ impl x::Fields for DVPortgroupSelection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvsUuid" => r.read(&mut self.dvs_uuid)?,
-            "portgroupKey" => r.read_push(&mut self.portgroup_key)?,
+        let result = match name {
+            "dvsUuid" => r.read(&mut self.dvs_uuid),
+            "portgroupKey" => r.read_push(&mut self.portgroup_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dvsUuid", &self.dvs_uuid);
@@ -1022,11 +1022,11 @@ impl x::Fields for DVSBackupRestoreCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "backupRestoreSupported" => r.read(&mut self.backup_restore_supported)?,
+        let result = match name {
+            "backupRestoreSupported" => r.read(&mut self.backup_restore_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("backupRestoreSupported", &self.backup_restore_supported);
@@ -1058,21 +1058,21 @@ impl x::Fields for DVSCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvsOperationSupported" => r.read_opt(&mut self.dvs_operation_supported)?,
+        let result = match name {
+            "dvsOperationSupported" => r.read_opt(&mut self.dvs_operation_supported),
             "dvPortGroupOperationSupported" => {
-                r.read_opt(&mut self.dv_port_group_operation_supported)?
+                r.read_opt(&mut self.dv_port_group_operation_supported)
             }
             "dvPortOperationSupported" => {
-                r.read_opt(&mut self.dv_port_operation_supported)?
+                r.read_opt(&mut self.dv_port_operation_supported)
             }
             "compatibleHostComponentProductInfo" => {
-                r.read_push(&mut self.compatible_host_component_product_info)?
+                r.read_push(&mut self.compatible_host_component_product_info)
             }
-            "featuresSupported" => r.read_opt(&mut self.features_supported)?,
+            "featuresSupported" => r.read_opt(&mut self.features_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dvsOperationSupported", &self.dvs_operation_supported);
@@ -1162,51 +1162,51 @@ impl x::Fields for DVSConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
-            "name" => r.read(&mut self.name)?,
-            "numStandalonePorts" => r.read(&mut self.num_standalone_ports)?,
-            "numPorts" => r.read(&mut self.num_ports)?,
-            "maxPorts" => r.read(&mut self.max_ports)?,
-            "uplinkPortPolicy" => r.read(&mut self.uplink_port_policy)?,
-            "uplinkPortgroup" => r.read_push(&mut self.uplink_portgroup)?,
-            "defaultPortConfig" => r.read(&mut self.default_port_config)?,
-            "host" => r.read_push(&mut self.host)?,
-            "productInfo" => r.read(&mut self.product_info)?,
-            "targetInfo" => r.read_opt(&mut self.target_info)?,
-            "extensionKey" => r.read_opt(&mut self.extension_key)?,
-            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config)?,
-            "policy" => r.read_opt(&mut self.policy)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "configVersion" => r.read(&mut self.config_version)?,
-            "contact" => r.read(&mut self.contact)?,
-            "switchIpAddress" => r.read_opt(&mut self.switch_ip_address)?,
-            "createTime" => r.read(&mut self.create_time)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "name" => r.read(&mut self.name),
+            "numStandalonePorts" => r.read(&mut self.num_standalone_ports),
+            "numPorts" => r.read(&mut self.num_ports),
+            "maxPorts" => r.read(&mut self.max_ports),
+            "uplinkPortPolicy" => r.read(&mut self.uplink_port_policy),
+            "uplinkPortgroup" => r.read_push(&mut self.uplink_portgroup),
+            "defaultPortConfig" => r.read(&mut self.default_port_config),
+            "host" => r.read_push(&mut self.host),
+            "productInfo" => r.read(&mut self.product_info),
+            "targetInfo" => r.read_opt(&mut self.target_info),
+            "extensionKey" => r.read_opt(&mut self.extension_key),
+            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config),
+            "policy" => r.read_opt(&mut self.policy),
+            "description" => r.read_opt(&mut self.description),
+            "configVersion" => r.read(&mut self.config_version),
+            "contact" => r.read(&mut self.contact),
+            "switchIpAddress" => r.read_opt(&mut self.switch_ip_address),
+            "createTime" => r.read(&mut self.create_time),
             "networkResourceManagementEnabled" => {
-                r.read_opt(&mut self.network_resource_management_enabled)?
+                r.read_opt(&mut self.network_resource_management_enabled)
             }
             "defaultProxySwitchMaxNumPorts" => {
-                r.read_opt(&mut self.default_proxy_switch_max_num_ports)?
+                r.read_opt(&mut self.default_proxy_switch_max_num_ports)
             }
-            "healthCheckConfig" => r.read_push(&mut self.health_check_config)?,
+            "healthCheckConfig" => r.read_push(&mut self.health_check_config),
             "infrastructureTrafficResourceConfig" => {
-                r.read_push(&mut self.infrastructure_traffic_resource_config)?
+                r.read_push(&mut self.infrastructure_traffic_resource_config)
             }
             "netResourcePoolTrafficResourceConfig" => {
-                r.read_push(&mut self.net_resource_pool_traffic_resource_config)?
+                r.read_push(&mut self.net_resource_pool_traffic_resource_config)
             }
             "networkResourceControlVersion" => {
-                r.read_opt(&mut self.network_resource_control_version)?
+                r.read_opt(&mut self.network_resource_control_version)
             }
             "vmVnicNetworkResourcePool" => {
-                r.read_push(&mut self.vm_vnic_network_resource_pool)?
+                r.read_push(&mut self.vm_vnic_network_resource_pool)
             }
             "pnicCapacityRatioForReservation" => {
-                r.read_opt(&mut self.pnic_capacity_ratio_for_reservation)?
+                r.read_opt(&mut self.pnic_capacity_ratio_for_reservation)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -1312,36 +1312,36 @@ impl x::Fields for DVSConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "configVersion" => r.read_opt(&mut self.config_version)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "numStandalonePorts" => r.read_opt(&mut self.num_standalone_ports)?,
-            "maxPorts" => r.read_opt(&mut self.max_ports)?,
-            "uplinkPortPolicy" => r.read_opt(&mut self.uplink_port_policy)?,
-            "uplinkPortgroup" => r.read_push(&mut self.uplink_portgroup)?,
-            "defaultPortConfig" => r.read_opt(&mut self.default_port_config)?,
-            "host" => r.read_push(&mut self.host)?,
-            "extensionKey" => r.read_opt(&mut self.extension_key)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "policy" => r.read_opt(&mut self.policy)?,
-            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config)?,
-            "contact" => r.read_opt(&mut self.contact)?,
-            "switchIpAddress" => r.read_opt(&mut self.switch_ip_address)?,
+        let result = match name {
+            "configVersion" => r.read_opt(&mut self.config_version),
+            "name" => r.read_opt(&mut self.name),
+            "numStandalonePorts" => r.read_opt(&mut self.num_standalone_ports),
+            "maxPorts" => r.read_opt(&mut self.max_ports),
+            "uplinkPortPolicy" => r.read_opt(&mut self.uplink_port_policy),
+            "uplinkPortgroup" => r.read_push(&mut self.uplink_portgroup),
+            "defaultPortConfig" => r.read_opt(&mut self.default_port_config),
+            "host" => r.read_push(&mut self.host),
+            "extensionKey" => r.read_opt(&mut self.extension_key),
+            "description" => r.read_opt(&mut self.description),
+            "policy" => r.read_opt(&mut self.policy),
+            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config),
+            "contact" => r.read_opt(&mut self.contact),
+            "switchIpAddress" => r.read_opt(&mut self.switch_ip_address),
             "defaultProxySwitchMaxNumPorts" => {
-                r.read_opt(&mut self.default_proxy_switch_max_num_ports)?
+                r.read_opt(&mut self.default_proxy_switch_max_num_ports)
             }
             "infrastructureTrafficResourceConfig" => {
-                r.read_push(&mut self.infrastructure_traffic_resource_config)?
+                r.read_push(&mut self.infrastructure_traffic_resource_config)
             }
             "netResourcePoolTrafficResourceConfig" => {
-                r.read_push(&mut self.net_resource_pool_traffic_resource_config)?
+                r.read_push(&mut self.net_resource_pool_traffic_resource_config)
             }
             "networkResourceControlVersion" => {
-                r.read_opt(&mut self.network_resource_control_version)?
+                r.read_opt(&mut self.network_resource_control_version)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("configVersion", &self.config_version);
@@ -1394,12 +1394,12 @@ impl x::Fields for DVSContactInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "contact" => r.read_opt(&mut self.contact)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "contact" => r.read_opt(&mut self.contact),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1426,13 +1426,13 @@ impl x::Fields for DVSCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "configSpec" => r.read(&mut self.config_spec)?,
-            "productInfo" => r.read_opt(&mut self.product_info)?,
-            "capability" => r.read_opt(&mut self.capability)?,
+        let result = match name {
+            "configSpec" => r.read(&mut self.config_spec),
+            "productInfo" => r.read_opt(&mut self.product_info),
+            "capability" => r.read_opt(&mut self.capability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("configSpec", &self.config_spec);
@@ -1470,18 +1470,18 @@ impl x::Fields for DVSFailureCriteria {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "checkSpeed" => r.read_opt(&mut self.check_speed)?,
-            "speed" => r.read_opt(&mut self.speed)?,
-            "checkDuplex" => r.read_opt(&mut self.check_duplex)?,
-            "fullDuplex" => r.read_opt(&mut self.full_duplex)?,
-            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent)?,
-            "percentage" => r.read_opt(&mut self.percentage)?,
-            "checkBeacon" => r.read_opt(&mut self.check_beacon)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "checkSpeed" => r.read_opt(&mut self.check_speed),
+            "speed" => r.read_opt(&mut self.speed),
+            "checkDuplex" => r.read_opt(&mut self.check_duplex),
+            "fullDuplex" => r.read_opt(&mut self.full_duplex),
+            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent),
+            "percentage" => r.read_opt(&mut self.percentage),
+            "checkBeacon" => r.read_opt(&mut self.check_beacon),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -1532,28 +1532,28 @@ impl x::Fields for DVSFeatureCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "networkResourceManagementSupported" => {
-                r.read(&mut self.network_resource_management_supported)?
+                r.read(&mut self.network_resource_management_supported)
             }
             "vmDirectPathGen2Supported" => {
-                r.read(&mut self.vm_direct_path_gen2_supported)?
+                r.read(&mut self.vm_direct_path_gen2_supported)
             }
-            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy)?,
+            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
             "networkResourcePoolHighShareValue" => {
-                r.read_opt(&mut self.network_resource_pool_high_share_value)?
+                r.read_opt(&mut self.network_resource_pool_high_share_value)
             }
             "networkResourceManagementCapability" => {
-                r.read_opt(&mut self.network_resource_management_capability)?
+                r.read_opt(&mut self.network_resource_management_capability)
             }
-            "healthCheckCapability" => r.read_opt(&mut self.health_check_capability)?,
-            "rollbackCapability" => r.read_opt(&mut self.rollback_capability)?,
-            "backupRestoreCapability" => r.read_opt(&mut self.backup_restore_capability)?,
-            "networkFilterSupported" => r.read_opt(&mut self.network_filter_supported)?,
-            "macLearningSupported" => r.read_opt(&mut self.mac_learning_supported)?,
+            "healthCheckCapability" => r.read_opt(&mut self.health_check_capability),
+            "rollbackCapability" => r.read_opt(&mut self.rollback_capability),
+            "backupRestoreCapability" => r.read_opt(&mut self.backup_restore_capability),
+            "networkFilterSupported" => r.read_opt(&mut self.network_filter_supported),
+            "macLearningSupported" => r.read_opt(&mut self.mac_learning_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write(
@@ -1616,12 +1616,12 @@ impl x::Fields for DVSHealthCheckConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enable" => r.read_opt(&mut self.enable)?,
-            "interval" => r.read_opt(&mut self.interval)?,
+        let result = match name {
+            "enable" => r.read_opt(&mut self.enable),
+            "interval" => r.read_opt(&mut self.interval),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enable", &self.enable);
@@ -1650,14 +1650,14 @@ impl x::Fields for DVSHostLocalPortInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "switchUuid" => r.read(&mut self.switch_uuid)?,
-            "portKey" => r.read(&mut self.port_key)?,
-            "setting" => r.read(&mut self.setting)?,
-            "vnic" => r.read(&mut self.vnic)?,
+        let result = match name {
+            "switchUuid" => r.read(&mut self.switch_uuid),
+            "portKey" => r.read(&mut self.port_key),
+            "setting" => r.read(&mut self.setting),
+            "vnic" => r.read(&mut self.vnic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("switchUuid", &self.switch_uuid);
@@ -1690,15 +1690,15 @@ impl x::Fields for DVSMacLearningPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "enabled" => r.read(&mut self.enabled)?,
-            "allowUnicastFlooding" => r.read_opt(&mut self.allow_unicast_flooding)?,
-            "limit" => r.read_opt(&mut self.limit)?,
-            "limitPolicy" => r.read_opt(&mut self.limit_policy)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "enabled" => r.read(&mut self.enabled),
+            "allowUnicastFlooding" => r.read_opt(&mut self.allow_unicast_flooding),
+            "limit" => r.read_opt(&mut self.limit),
+            "limitPolicy" => r.read_opt(&mut self.limit_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -1732,15 +1732,15 @@ impl x::Fields for DVSMacManagementPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous)?,
-            "macChanges" => r.read_opt(&mut self.mac_changes)?,
-            "forgedTransmits" => r.read_opt(&mut self.forged_transmits)?,
-            "macLearningPolicy" => r.read_opt(&mut self.mac_learning_policy)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
+            "macChanges" => r.read_opt(&mut self.mac_changes),
+            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
+            "macLearningPolicy" => r.read_opt(&mut self.mac_learning_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -1768,16 +1768,16 @@ impl x::Fields for DVSManagerDvsConfigTarget {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "distributedVirtualPortgroup" => {
-                r.read_push(&mut self.distributed_virtual_portgroup)?
+                r.read_push(&mut self.distributed_virtual_portgroup)
             }
             "distributedVirtualSwitch" => {
-                r.read_push(&mut self.distributed_virtual_switch)?
+                r.read_push(&mut self.distributed_virtual_switch)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("distributedVirtualPortgroup", &self.distributed_virtual_portgroup);
@@ -1800,11 +1800,11 @@ impl x::Fields for DVSNameArrayUplinkPortPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uplinkPortName" => r.read_push(&mut self.uplink_port_name)?,
+        let result = match name {
+            "uplinkPortName" => r.read_push(&mut self.uplink_port_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("uplinkPortName", &self.uplink_port_name);
@@ -1836,26 +1836,26 @@ impl x::Fields for DVSNetworkResourceManagementCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "networkResourceManagementSupported" => {
-                r.read(&mut self.network_resource_management_supported)?
+                r.read(&mut self.network_resource_management_supported)
             }
             "networkResourcePoolHighShareValue" => {
-                r.read(&mut self.network_resource_pool_high_share_value)?
+                r.read(&mut self.network_resource_pool_high_share_value)
             }
-            "qosSupported" => r.read(&mut self.qos_supported)?,
+            "qosSupported" => r.read(&mut self.qos_supported),
             "userDefinedNetworkResourcePoolsSupported" => {
-                r.read(&mut self.user_defined_network_resource_pools_supported)?
+                r.read(&mut self.user_defined_network_resource_pools_supported)
             }
             "networkResourceControlVersion3Supported" => {
-                r.read_opt(&mut self.network_resource_control_version3_supported)?
+                r.read_opt(&mut self.network_resource_control_version3_supported)
             }
             "userDefinedInfraTrafficPoolSupported" => {
-                r.read_opt(&mut self.user_defined_infra_traffic_pool_supported)?
+                r.read_opt(&mut self.user_defined_infra_traffic_pool_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write(
@@ -1905,15 +1905,15 @@ impl x::Fields for DVSNetworkResourcePool {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "configVersion" => r.read(&mut self.config_version)?,
-            "allocationInfo" => r.read(&mut self.allocation_info)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "description" => r.read_opt(&mut self.description),
+            "configVersion" => r.read(&mut self.config_version),
+            "allocationInfo" => r.read(&mut self.allocation_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1947,13 +1947,13 @@ impl x::Fields for DVSNetworkResourcePoolAllocationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "limit" => r.read_opt(&mut self.limit)?,
-            "shares" => r.read_opt(&mut self.shares)?,
-            "priorityTag" => r.read_opt(&mut self.priority_tag)?,
+        let result = match name {
+            "limit" => r.read_opt(&mut self.limit),
+            "shares" => r.read_opt(&mut self.shares),
+            "priorityTag" => r.read_opt(&mut self.priority_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("limit", &self.limit);
@@ -1985,15 +1985,15 @@ impl x::Fields for DVSNetworkResourcePoolConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "configVersion" => r.read_opt(&mut self.config_version)?,
-            "allocationInfo" => r.read_opt(&mut self.allocation_info)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "description" => r.read_opt(&mut self.description)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "configVersion" => r.read_opt(&mut self.config_version),
+            "allocationInfo" => r.read_opt(&mut self.allocation_info),
+            "name" => r.read_opt(&mut self.name),
+            "description" => r.read_opt(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2027,13 +2027,13 @@ impl x::Fields for DVSPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "autoPreInstallAllowed" => r.read_opt(&mut self.auto_pre_install_allowed)?,
-            "autoUpgradeAllowed" => r.read_opt(&mut self.auto_upgrade_allowed)?,
-            "partialUpgradeAllowed" => r.read_opt(&mut self.partial_upgrade_allowed)?,
+        let result = match name {
+            "autoPreInstallAllowed" => r.read_opt(&mut self.auto_pre_install_allowed),
+            "autoUpgradeAllowed" => r.read_opt(&mut self.auto_upgrade_allowed),
+            "partialUpgradeAllowed" => r.read_opt(&mut self.partial_upgrade_allowed),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("autoPreInstallAllowed", &self.auto_pre_install_allowed);
@@ -2057,11 +2057,11 @@ impl x::Fields for DVSRollbackCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "rollbackSupported" => r.read(&mut self.rollback_supported)?,
+        let result = match name {
+            "rollbackSupported" => r.read(&mut self.rollback_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("rollbackSupported", &self.rollback_supported);
@@ -2085,12 +2085,12 @@ impl x::Fields for DVSRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostMemberRuntime" => r.read_push(&mut self.host_member_runtime)?,
-            "resourceRuntimeInfo" => r.read_opt(&mut self.resource_runtime_info)?,
+        let result = match name {
+            "hostMemberRuntime" => r.read_push(&mut self.host_member_runtime),
+            "resourceRuntimeInfo" => r.read_opt(&mut self.resource_runtime_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("hostMemberRuntime", &self.host_member_runtime);
@@ -2119,14 +2119,14 @@ impl x::Fields for DVSSecurityPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous)?,
-            "macChanges" => r.read_opt(&mut self.mac_changes)?,
-            "forgedTransmits" => r.read_opt(&mut self.forged_transmits)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
+            "macChanges" => r.read_opt(&mut self.mac_changes),
+            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -2151,11 +2151,11 @@ impl x::Fields for DVSSelection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvsUuid" => r.read(&mut self.dvs_uuid)?,
+        let result = match name {
+            "dvsUuid" => r.read(&mut self.dvs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dvsUuid", &self.dvs_uuid);
@@ -2197,21 +2197,21 @@ impl x::Fields for DVSSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "numPorts" => r.read(&mut self.num_ports)?,
-            "productInfo" => r.read_opt(&mut self.product_info)?,
-            "hostMember" => r.read_push(&mut self.host_member)?,
-            "vm" => r.read_push(&mut self.vm)?,
-            "host" => r.read_push(&mut self.host)?,
-            "portgroupName" => r.read_push(&mut self.portgroup_name)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "contact" => r.read_opt(&mut self.contact)?,
-            "numHosts" => r.read_opt(&mut self.num_hosts)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "uuid" => r.read(&mut self.uuid),
+            "numPorts" => r.read(&mut self.num_ports),
+            "productInfo" => r.read_opt(&mut self.product_info),
+            "hostMember" => r.read_push(&mut self.host_member),
+            "vm" => r.read_push(&mut self.vm),
+            "host" => r.read_push(&mut self.host),
+            "portgroupName" => r.read_push(&mut self.portgroup_name),
+            "description" => r.read_opt(&mut self.description),
+            "contact" => r.read_opt(&mut self.contact),
+            "numHosts" => r.read_opt(&mut self.num_hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2251,15 +2251,15 @@ impl x::Fields for DVSTrafficShapingPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth)?,
-            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth)?,
-            "burstSize" => r.read_opt(&mut self.burst_size)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth),
+            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth),
+            "burstSize" => r.read_opt(&mut self.burst_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -2306,12 +2306,12 @@ impl x::Fields for DVSVendorSpecificConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "keyValue" => r.read_push(&mut self.key_value)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "keyValue" => r.read_push(&mut self.key_value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -2342,15 +2342,15 @@ impl x::Fields for DVSVmVnicNetworkResourcePool {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "configVersion" => r.read(&mut self.config_version)?,
-            "allocationInfo" => r.read_opt(&mut self.allocation_info)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "description" => r.read_opt(&mut self.description),
+            "configVersion" => r.read(&mut self.config_version),
+            "allocationInfo" => r.read_opt(&mut self.allocation_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);

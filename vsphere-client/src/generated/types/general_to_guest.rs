@@ -47,24 +47,24 @@ impl x::Fields for GeneralEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -125,24 +125,24 @@ impl x::Fields for GeneralHostErrorEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -203,24 +203,24 @@ impl x::Fields for GeneralHostInfoEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -281,24 +281,24 @@ impl x::Fields for GeneralHostWarningEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -361,25 +361,25 @@ impl x::Fields for GeneralUserEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
-            "entity" => r.read_opt(&mut self.entity)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
+            "entity" => r.read_opt(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -441,24 +441,24 @@ impl x::Fields for GeneralVmErrorEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -519,24 +519,24 @@ impl x::Fields for GeneralVmInfoEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -597,24 +597,24 @@ impl x::Fields for GeneralVmWarningEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -653,13 +653,13 @@ impl x::Fields for GenericDrsFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostFaults" => r.read_push(&mut self.host_faults)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostFaults" => r.read_push(&mut self.host_faults),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -687,13 +687,13 @@ impl x::Fields for GenericVmConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -743,24 +743,24 @@ impl x::Fields for GhostDvsProxySwitchDetectedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "switchUuid" => r.read_push(&mut self.switch_uuid)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "switchUuid" => r.read_push(&mut self.switch_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -821,24 +821,24 @@ impl x::Fields for GhostDvsProxySwitchRemovedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "switchUuid" => r.read_push(&mut self.switch_uuid)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "switchUuid" => r.read_push(&mut self.switch_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -901,25 +901,25 @@ impl x::Fields for GlobalMessageChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
-            "prevMessage" => r.read_opt(&mut self.prev_message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
+            "prevMessage" => r.read_opt(&mut self.prev_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -955,11 +955,11 @@ impl x::Fields for GroupAlarmAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "action" => r.read_push(&mut self.action)?,
+        let result = match name {
+            "action" => r.read_push(&mut self.action),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("action", &self.action);
@@ -983,12 +983,12 @@ impl x::Fields for GuestAliases {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "base64Cert" => r.read(&mut self.base64_cert)?,
-            "aliases" => r.read_push(&mut self.aliases)?,
+        let result = match name {
+            "base64Cert" => r.read(&mut self.base64_cert),
+            "aliases" => r.read_push(&mut self.aliases),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("base64Cert", &self.base64_cert);
@@ -1017,12 +1017,12 @@ impl x::Fields for GuestAuthAliasInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "subject" => r.read(&mut self.subject)?,
-            "comment" => r.read(&mut self.comment)?,
+        let result = match name {
+            "subject" => r.read(&mut self.subject),
+            "comment" => r.read(&mut self.comment),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("subject", &self.subject);
@@ -1066,11 +1066,11 @@ impl x::Fields for GuestAuthNamedSubject {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1113,11 +1113,11 @@ impl x::Fields for GuestAuthentication {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "interactiveSession" => r.read(&mut self.interactive_session)?,
+        let result = match name {
+            "interactiveSession" => r.read(&mut self.interactive_session),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("interactiveSession", &self.interactive_session);
@@ -1145,14 +1145,14 @@ impl x::Fields for GuestAuthenticationChallenge {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "serverChallenge" => r.read(&mut self.server_challenge)?,
-            "sessionID" => r.read(&mut self.session_id)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "serverChallenge" => r.read(&mut self.server_challenge),
+            "sessionID" => r.read(&mut self.session_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1179,12 +1179,12 @@ impl x::Fields for GuestComponentsOutOfDate {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1215,15 +1215,15 @@ impl x::Fields for GuestDiskInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskPath" => r.read_opt(&mut self.disk_path)?,
-            "capacity" => r.read_opt(&mut self.capacity)?,
-            "freeSpace" => r.read_opt(&mut self.free_space)?,
-            "filesystemType" => r.read_opt(&mut self.filesystem_type)?,
-            "mappings" => r.read_push(&mut self.mappings)?,
+        let result = match name {
+            "diskPath" => r.read_opt(&mut self.disk_path),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "freeSpace" => r.read_opt(&mut self.free_space),
+            "filesystemType" => r.read_opt(&mut self.filesystem_type),
+            "mappings" => r.read_push(&mut self.mappings),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("diskPath", &self.disk_path);
@@ -1259,13 +1259,13 @@ impl x::Fields for GuestFileAttributes {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "modificationTime" => r.read_opt(&mut self.modification_time)?,
-            "accessTime" => r.read_opt(&mut self.access_time)?,
-            "symlinkTarget" => r.read_opt(&mut self.symlink_target)?,
+        let result = match name {
+            "modificationTime" => r.read_opt(&mut self.modification_time),
+            "accessTime" => r.read_opt(&mut self.access_time),
+            "symlinkTarget" => r.read_opt(&mut self.symlink_target),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("modificationTime", &self.modification_time);
@@ -1295,14 +1295,14 @@ impl x::Fields for GuestFileInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "path" => r.read(&mut self.path)?,
-            "type" => r.read(&mut self.type_)?,
-            "size" => r.read(&mut self.size)?,
-            "attributes" => r.read(&mut self.attributes)?,
+        let result = match name {
+            "path" => r.read(&mut self.path),
+            "type" => r.read(&mut self.type_),
+            "size" => r.read(&mut self.size),
+            "attributes" => r.read(&mut self.attributes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("path", &self.path);
@@ -1379,39 +1379,39 @@ impl x::Fields for GuestInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "toolsStatus" => r.read_opt(&mut self.tools_status)?,
-            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status)?,
-            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2)?,
-            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status)?,
-            "toolsVersion" => r.read_opt(&mut self.tools_version)?,
-            "toolsInstallType" => r.read_opt(&mut self.tools_install_type)?,
-            "guestId" => r.read_opt(&mut self.guest_id)?,
-            "guestFamily" => r.read_opt(&mut self.guest_family)?,
-            "guestFullName" => r.read_opt(&mut self.guest_full_name)?,
-            "hostName" => r.read_opt(&mut self.host_name)?,
-            "ipAddress" => r.read_opt(&mut self.ip_address)?,
-            "net" => r.read_push(&mut self.net)?,
-            "ipStack" => r.read_push(&mut self.ip_stack)?,
-            "disk" => r.read_push(&mut self.disk)?,
-            "screen" => r.read_opt(&mut self.screen)?,
-            "guestState" => r.read(&mut self.guest_state)?,
-            "appHeartbeatStatus" => r.read_opt(&mut self.app_heartbeat_status)?,
-            "guestKernelCrashed" => r.read_opt(&mut self.guest_kernel_crashed)?,
-            "appState" => r.read_opt(&mut self.app_state)?,
-            "guestOperationsReady" => r.read_opt(&mut self.guest_operations_ready)?,
+        let result = match name {
+            "toolsStatus" => r.read_opt(&mut self.tools_status),
+            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status),
+            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2),
+            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status),
+            "toolsVersion" => r.read_opt(&mut self.tools_version),
+            "toolsInstallType" => r.read_opt(&mut self.tools_install_type),
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "guestFamily" => r.read_opt(&mut self.guest_family),
+            "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "net" => r.read_push(&mut self.net),
+            "ipStack" => r.read_push(&mut self.ip_stack),
+            "disk" => r.read_push(&mut self.disk),
+            "screen" => r.read_opt(&mut self.screen),
+            "guestState" => r.read(&mut self.guest_state),
+            "appHeartbeatStatus" => r.read_opt(&mut self.app_heartbeat_status),
+            "guestKernelCrashed" => r.read_opt(&mut self.guest_kernel_crashed),
+            "appState" => r.read_opt(&mut self.app_state),
+            "guestOperationsReady" => r.read_opt(&mut self.guest_operations_ready),
             "interactiveGuestOperationsReady" => {
-                r.read_opt(&mut self.interactive_guest_operations_ready)?
+                r.read_opt(&mut self.interactive_guest_operations_ready)
             }
             "guestStateChangeSupported" => {
-                r.read_opt(&mut self.guest_state_change_supported)?
+                r.read_opt(&mut self.guest_state_change_supported)
             }
-            "generationInfo" => r.read_push(&mut self.generation_info)?,
-            "hwVersion" => r.read_opt(&mut self.hw_version)?,
-            "customizationInfo" => r.read_opt(&mut self.customization_info)?,
+            "generationInfo" => r.read_push(&mut self.generation_info),
+            "hwVersion" => r.read_opt(&mut self.hw_version),
+            "customizationInfo" => r.read_opt(&mut self.customization_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("toolsStatus", &self.tools_status);
@@ -1466,14 +1466,14 @@ impl x::Fields for GuestInfoCustomizationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "customizationStatus" => r.read(&mut self.customization_status)?,
-            "startTime" => r.read_opt(&mut self.start_time)?,
-            "endTime" => r.read_opt(&mut self.end_time)?,
-            "errorMsg" => r.read_opt(&mut self.error_msg)?,
+        let result = match name {
+            "customizationStatus" => r.read(&mut self.customization_status),
+            "startTime" => r.read_opt(&mut self.start_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            "errorMsg" => r.read_opt(&mut self.error_msg),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("customizationStatus", &self.customization_status);
@@ -1500,12 +1500,12 @@ impl x::Fields for GuestInfoNamespaceGenerationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "generationNo" => r.read(&mut self.generation_no)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "generationNo" => r.read(&mut self.generation_no),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1532,11 +1532,11 @@ impl x::Fields for GuestInfoVirtualDiskMapping {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1564,12 +1564,12 @@ impl x::Fields for GuestListFileInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "files" => r.read_push(&mut self.files)?,
-            "remaining" => r.read(&mut self.remaining)?,
+        let result = match name {
+            "files" => r.read_push(&mut self.files),
+            "remaining" => r.read(&mut self.remaining),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("files", &self.files);
@@ -1596,13 +1596,13 @@ impl x::Fields for GuestMappedAliases {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "base64Cert" => r.read(&mut self.base64_cert)?,
-            "username" => r.read(&mut self.username)?,
-            "subjects" => r.read_push(&mut self.subjects)?,
+        let result = match name {
+            "base64Cert" => r.read(&mut self.base64_cert),
+            "username" => r.read(&mut self.username),
+            "subjects" => r.read_push(&mut self.subjects),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("base64Cert", &self.base64_cert);
@@ -1632,12 +1632,12 @@ impl x::Fields for GuestMultipleMappings {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1674,18 +1674,18 @@ impl x::Fields for GuestNicInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "network" => r.read_opt(&mut self.network)?,
-            "ipAddress" => r.read_push(&mut self.ip_address)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "connected" => r.read(&mut self.connected)?,
-            "deviceConfigId" => r.read(&mut self.device_config_id)?,
-            "dnsConfig" => r.read_opt(&mut self.dns_config)?,
-            "ipConfig" => r.read_opt(&mut self.ip_config)?,
-            "netBIOSConfig" => r.read_opt(&mut self.net_bios_config)?,
+        let result = match name {
+            "network" => r.read_opt(&mut self.network),
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "connected" => r.read(&mut self.connected),
+            "deviceConfigId" => r.read(&mut self.device_config_id),
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
+            "netBIOSConfig" => r.read_opt(&mut self.net_bios_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("network", &self.network);
@@ -1720,12 +1720,12 @@ impl x::Fields for GuestOperationsFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1750,12 +1750,12 @@ impl x::Fields for GuestOperationsUnavailable {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1900,114 +1900,114 @@ impl x::Fields for GuestOsDescriptor {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "family" => r.read(&mut self.family)?,
-            "fullName" => r.read(&mut self.full_name)?,
-            "supportedMaxCPUs" => r.read(&mut self.supported_max_cpus)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "family" => r.read(&mut self.family),
+            "fullName" => r.read(&mut self.full_name),
+            "supportedMaxCPUs" => r.read(&mut self.supported_max_cpus),
             "numSupportedPhysicalSockets" => {
-                r.read_opt(&mut self.num_supported_physical_sockets)?
+                r.read_opt(&mut self.num_supported_physical_sockets)
             }
             "numSupportedCoresPerSocket" => {
-                r.read_opt(&mut self.num_supported_cores_per_socket)?
+                r.read_opt(&mut self.num_supported_cores_per_socket)
             }
-            "supportedMinMemMB" => r.read(&mut self.supported_min_mem_mb)?,
-            "supportedMaxMemMB" => r.read(&mut self.supported_max_mem_mb)?,
-            "recommendedMemMB" => r.read(&mut self.recommended_mem_mb)?,
-            "recommendedColorDepth" => r.read(&mut self.recommended_color_depth)?,
+            "supportedMinMemMB" => r.read(&mut self.supported_min_mem_mb),
+            "supportedMaxMemMB" => r.read(&mut self.supported_max_mem_mb),
+            "recommendedMemMB" => r.read(&mut self.recommended_mem_mb),
+            "recommendedColorDepth" => r.read(&mut self.recommended_color_depth),
             "supportedDiskControllerList" => {
-                r.read_push(&mut self.supported_disk_controller_list)?
+                r.read_push(&mut self.supported_disk_controller_list)
             }
             "recommendedSCSIController" => {
-                r.read_opt(&mut self.recommended_scsi_controller)?
+                r.read_opt(&mut self.recommended_scsi_controller)
             }
-            "recommendedDiskController" => r.read(&mut self.recommended_disk_controller)?,
-            "supportedNumDisks" => r.read(&mut self.supported_num_disks)?,
-            "recommendedDiskSizeMB" => r.read(&mut self.recommended_disk_size_mb)?,
+            "recommendedDiskController" => r.read(&mut self.recommended_disk_controller),
+            "supportedNumDisks" => r.read(&mut self.supported_num_disks),
+            "recommendedDiskSizeMB" => r.read(&mut self.recommended_disk_size_mb),
             "recommendedCdromController" => {
-                r.read_opt(&mut self.recommended_cdrom_controller)?
+                r.read_opt(&mut self.recommended_cdrom_controller)
             }
-            "supportedEthernetCard" => r.read_push(&mut self.supported_ethernet_card)?,
-            "recommendedEthernetCard" => r.read_opt(&mut self.recommended_ethernet_card)?,
-            "supportsSlaveDisk" => r.read_opt(&mut self.supports_slave_disk)?,
-            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask)?,
-            "smcRequired" => r.read_opt(&mut self.smc_required)?,
-            "supportsWakeOnLan" => r.read(&mut self.supports_wake_on_lan)?,
-            "supportsVMI" => r.read_opt(&mut self.supports_vmi)?,
-            "supportsMemoryHotAdd" => r.read_opt(&mut self.supports_memory_hot_add)?,
-            "supportsCpuHotAdd" => r.read_opt(&mut self.supports_cpu_hot_add)?,
-            "supportsCpuHotRemove" => r.read_opt(&mut self.supports_cpu_hot_remove)?,
-            "supportedFirmware" => r.read_push(&mut self.supported_firmware)?,
-            "recommendedFirmware" => r.read_opt(&mut self.recommended_firmware)?,
+            "supportedEthernetCard" => r.read_push(&mut self.supported_ethernet_card),
+            "recommendedEthernetCard" => r.read_opt(&mut self.recommended_ethernet_card),
+            "supportsSlaveDisk" => r.read_opt(&mut self.supports_slave_disk),
+            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
+            "smcRequired" => r.read_opt(&mut self.smc_required),
+            "supportsWakeOnLan" => r.read(&mut self.supports_wake_on_lan),
+            "supportsVMI" => r.read_opt(&mut self.supports_vmi),
+            "supportsMemoryHotAdd" => r.read_opt(&mut self.supports_memory_hot_add),
+            "supportsCpuHotAdd" => r.read_opt(&mut self.supports_cpu_hot_add),
+            "supportsCpuHotRemove" => r.read_opt(&mut self.supports_cpu_hot_remove),
+            "supportedFirmware" => r.read_push(&mut self.supported_firmware),
+            "recommendedFirmware" => r.read_opt(&mut self.recommended_firmware),
             "supportedUSBControllerList" => {
-                r.read_push(&mut self.supported_usb_controller_list)?
+                r.read_push(&mut self.supported_usb_controller_list)
             }
             "recommendedUSBController" => {
-                r.read_opt(&mut self.recommended_usb_controller)?
+                r.read_opt(&mut self.recommended_usb_controller)
             }
-            "supports3D" => r.read_opt(&mut self.supports3_d)?,
-            "recommended3D" => r.read_opt(&mut self.recommended3_d)?,
-            "smcRecommended" => r.read_opt(&mut self.smc_recommended)?,
-            "ich7mRecommended" => r.read_opt(&mut self.ich7m_recommended)?,
-            "usbRecommended" => r.read_opt(&mut self.usb_recommended)?,
-            "supportLevel" => r.read_opt(&mut self.support_level)?,
-            "supportedForCreate" => r.read_opt(&mut self.supported_for_create)?,
-            "vRAMSizeInKB" => r.read_opt(&mut self.v_ram_size_in_kb)?,
+            "supports3D" => r.read_opt(&mut self.supports3_d),
+            "recommended3D" => r.read_opt(&mut self.recommended3_d),
+            "smcRecommended" => r.read_opt(&mut self.smc_recommended),
+            "ich7mRecommended" => r.read_opt(&mut self.ich7m_recommended),
+            "usbRecommended" => r.read_opt(&mut self.usb_recommended),
+            "supportLevel" => r.read_opt(&mut self.support_level),
+            "supportedForCreate" => r.read_opt(&mut self.supported_for_create),
+            "vRAMSizeInKB" => r.read_opt(&mut self.v_ram_size_in_kb),
             "numSupportedFloppyDevices" => {
-                r.read_opt(&mut self.num_supported_floppy_devices)?
+                r.read_opt(&mut self.num_supported_floppy_devices)
             }
-            "wakeOnLanEthernetCard" => r.read_push(&mut self.wake_on_lan_ethernet_card)?,
+            "wakeOnLanEthernetCard" => r.read_push(&mut self.wake_on_lan_ethernet_card),
             "supportsPvscsiControllerForBoot" => {
-                r.read_opt(&mut self.supports_pvscsi_controller_for_boot)?
+                r.read_opt(&mut self.supports_pvscsi_controller_for_boot)
             }
-            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled)?,
-            "supportsHotPlugPCI" => r.read_opt(&mut self.supports_hot_plug_pci)?,
-            "supportsSecureBoot" => r.read_opt(&mut self.supports_secure_boot)?,
-            "defaultSecureBoot" => r.read_opt(&mut self.default_secure_boot)?,
+            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
+            "supportsHotPlugPCI" => r.read_opt(&mut self.supports_hot_plug_pci),
+            "supportsSecureBoot" => r.read_opt(&mut self.supports_secure_boot),
+            "defaultSecureBoot" => r.read_opt(&mut self.default_secure_boot),
             "persistentMemorySupported" => {
-                r.read_opt(&mut self.persistent_memory_supported)?
+                r.read_opt(&mut self.persistent_memory_supported)
             }
             "supportedMinPersistentMemoryMB" => {
-                r.read_opt(&mut self.supported_min_persistent_memory_mb)?
+                r.read_opt(&mut self.supported_min_persistent_memory_mb)
             }
             "supportedMaxPersistentMemoryMB" => {
-                r.read_opt(&mut self.supported_max_persistent_memory_mb)?
+                r.read_opt(&mut self.supported_max_persistent_memory_mb)
             }
             "recommendedPersistentMemoryMB" => {
-                r.read_opt(&mut self.recommended_persistent_memory_mb)?
+                r.read_opt(&mut self.recommended_persistent_memory_mb)
             }
             "persistentMemoryHotAddSupported" => {
-                r.read_opt(&mut self.persistent_memory_hot_add_supported)?
+                r.read_opt(&mut self.persistent_memory_hot_add_supported)
             }
             "persistentMemoryHotRemoveSupported" => {
-                r.read_opt(&mut self.persistent_memory_hot_remove_supported)?
+                r.read_opt(&mut self.persistent_memory_hot_remove_supported)
             }
             "persistentMemoryColdGrowthSupported" => {
-                r.read_opt(&mut self.persistent_memory_cold_growth_supported)?
+                r.read_opt(&mut self.persistent_memory_cold_growth_supported)
             }
             "persistentMemoryColdGrowthGranularityMB" => {
-                r.read_opt(&mut self.persistent_memory_cold_growth_granularity_mb)?
+                r.read_opt(&mut self.persistent_memory_cold_growth_granularity_mb)
             }
             "persistentMemoryHotGrowthSupported" => {
-                r.read_opt(&mut self.persistent_memory_hot_growth_supported)?
+                r.read_opt(&mut self.persistent_memory_hot_growth_supported)
             }
             "persistentMemoryHotGrowthGranularityMB" => {
-                r.read_opt(&mut self.persistent_memory_hot_growth_granularity_mb)?
+                r.read_opt(&mut self.persistent_memory_hot_growth_granularity_mb)
             }
             "numRecommendedPhysicalSockets" => {
-                r.read_opt(&mut self.num_recommended_physical_sockets)?
+                r.read_opt(&mut self.num_recommended_physical_sockets)
             }
             "numRecommendedCoresPerSocket" => {
-                r.read_opt(&mut self.num_recommended_cores_per_socket)?
+                r.read_opt(&mut self.num_recommended_cores_per_socket)
             }
-            "vvtdSupported" => r.read_opt(&mut self.vvtd_supported)?,
-            "vbsSupported" => r.read_opt(&mut self.vbs_supported)?,
-            "vsgxSupported" => r.read_opt(&mut self.vsgx_supported)?,
-            "supportsTPM20" => r.read_opt(&mut self.supports_tpm20)?,
-            "vwdtSupported" => r.read_opt(&mut self.vwdt_supported)?,
+            "vvtdSupported" => r.read_opt(&mut self.vvtd_supported),
+            "vbsSupported" => r.read_opt(&mut self.vbs_supported),
+            "vsgxSupported" => r.read_opt(&mut self.vsgx_supported),
+            "supportsTPM20" => r.read_opt(&mut self.supports_tpm20),
+            "vwdtSupported" => r.read_opt(&mut self.vwdt_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -2132,12 +2132,12 @@ impl x::Fields for GuestPermissionDenied {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2170,16 +2170,16 @@ impl x::Fields for GuestPosixFileAttributes {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "modificationTime" => r.read_opt(&mut self.modification_time)?,
-            "accessTime" => r.read_opt(&mut self.access_time)?,
-            "symlinkTarget" => r.read_opt(&mut self.symlink_target)?,
-            "ownerId" => r.read_opt(&mut self.owner_id)?,
-            "groupId" => r.read_opt(&mut self.group_id)?,
-            "permissions" => r.read_opt(&mut self.permissions)?,
+        let result = match name {
+            "modificationTime" => r.read_opt(&mut self.modification_time),
+            "accessTime" => r.read_opt(&mut self.access_time),
+            "symlinkTarget" => r.read_opt(&mut self.symlink_target),
+            "ownerId" => r.read_opt(&mut self.owner_id),
+            "groupId" => r.read_opt(&mut self.group_id),
+            "permissions" => r.read_opt(&mut self.permissions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("modificationTime", &self.modification_time);
@@ -2218,17 +2218,17 @@ impl x::Fields for GuestProcessInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "pid" => r.read(&mut self.pid)?,
-            "owner" => r.read(&mut self.owner)?,
-            "cmdLine" => r.read(&mut self.cmd_line)?,
-            "startTime" => r.read(&mut self.start_time)?,
-            "endTime" => r.read_opt(&mut self.end_time)?,
-            "exitCode" => r.read_opt(&mut self.exit_code)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "pid" => r.read(&mut self.pid),
+            "owner" => r.read(&mut self.owner),
+            "cmdLine" => r.read(&mut self.cmd_line),
+            "startTime" => r.read(&mut self.start_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            "exitCode" => r.read_opt(&mut self.exit_code),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2264,13 +2264,13 @@ impl x::Fields for GuestProcessNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "pid" => r.read(&mut self.pid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "pid" => r.read(&mut self.pid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2302,14 +2302,14 @@ impl x::Fields for GuestProgramSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "programPath" => r.read(&mut self.program_path)?,
-            "arguments" => r.read(&mut self.arguments)?,
-            "workingDirectory" => r.read_opt(&mut self.working_directory)?,
-            "envVariables" => r.read_push(&mut self.env_variables)?,
+        let result = match name {
+            "programPath" => r.read(&mut self.program_path),
+            "arguments" => r.read(&mut self.arguments),
+            "workingDirectory" => r.read_opt(&mut self.working_directory),
+            "envVariables" => r.read_push(&mut self.env_variables),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("programPath", &self.program_path);
@@ -2336,12 +2336,12 @@ impl x::Fields for GuestRegKeyNameSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "registryPath" => r.read(&mut self.registry_path)?,
-            "wowBitness" => r.read(&mut self.wow_bitness)?,
+        let result = match name {
+            "registryPath" => r.read(&mut self.registry_path),
+            "wowBitness" => r.read(&mut self.wow_bitness),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("registryPath", &self.registry_path);
@@ -2366,12 +2366,12 @@ impl x::Fields for GuestRegKeyRecordSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2402,13 +2402,13 @@ impl x::Fields for GuestRegKeySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "keyName" => r.read(&mut self.key_name)?,
-            "classType" => r.read(&mut self.class_type)?,
-            "lastWritten" => r.read(&mut self.last_written)?,
+        let result = match name {
+            "keyName" => r.read(&mut self.key_name),
+            "classType" => r.read(&mut self.class_type),
+            "lastWritten" => r.read(&mut self.last_written),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyName", &self.key_name);
@@ -2432,11 +2432,11 @@ impl x::Fields for GuestRegValueBinarySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("value", &self.value);
@@ -2477,11 +2477,11 @@ impl x::Fields for GuestRegValueDwordSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
@@ -2503,11 +2503,11 @@ impl x::Fields for GuestRegValueExpandStringSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("value", &self.value);
@@ -2529,11 +2529,11 @@ impl x::Fields for GuestRegValueMultiStringSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read_push(&mut self.value)?,
+        let result = match name {
+            "value" => r.read_push(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("value", &self.value);
@@ -2557,12 +2557,12 @@ impl x::Fields for GuestRegValueNameSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "keyName" => r.read(&mut self.key_name)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "keyName" => r.read(&mut self.key_name),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyName", &self.key_name);
@@ -2585,11 +2585,11 @@ impl x::Fields for GuestRegValueQwordSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
@@ -2613,12 +2613,12 @@ impl x::Fields for GuestRegValueSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "data" => r.read(&mut self.data)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "data" => r.read(&mut self.data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2645,11 +2645,11 @@ impl x::Fields for GuestRegValueStringSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("value", &self.value);
@@ -2675,13 +2675,13 @@ impl x::Fields for GuestRegistryFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2711,14 +2711,14 @@ impl x::Fields for GuestRegistryKeyAlreadyExists {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code)?,
-            "keyName" => r.read(&mut self.key_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
+            "keyName" => r.read(&mut self.key_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2749,14 +2749,14 @@ impl x::Fields for GuestRegistryKeyFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code)?,
-            "keyName" => r.read(&mut self.key_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
+            "keyName" => r.read(&mut self.key_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2787,14 +2787,14 @@ impl x::Fields for GuestRegistryKeyHasSubkeys {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code)?,
-            "keyName" => r.read(&mut self.key_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
+            "keyName" => r.read(&mut self.key_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2825,14 +2825,14 @@ impl x::Fields for GuestRegistryKeyInvalid {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code)?,
-            "keyName" => r.read(&mut self.key_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
+            "keyName" => r.read(&mut self.key_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2863,14 +2863,14 @@ impl x::Fields for GuestRegistryKeyParentVolatile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code)?,
-            "keyName" => r.read(&mut self.key_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
+            "keyName" => r.read(&mut self.key_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2903,15 +2903,15 @@ impl x::Fields for GuestRegistryValueFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code)?,
-            "keyName" => r.read(&mut self.key_name)?,
-            "valueName" => r.read(&mut self.value_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
+            "keyName" => r.read(&mut self.key_name),
+            "valueName" => r.read(&mut self.value_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2945,15 +2945,15 @@ impl x::Fields for GuestRegistryValueNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code)?,
-            "keyName" => r.read(&mut self.key_name)?,
-            "valueName" => r.read(&mut self.value_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "windowsSystemErrorCode" => r.read(&mut self.windows_system_error_code),
+            "keyName" => r.read(&mut self.key_name),
+            "valueName" => r.read(&mut self.value_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2981,12 +2981,12 @@ impl x::Fields for GuestScreenInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "width" => r.read(&mut self.width)?,
-            "height" => r.read(&mut self.height)?,
+        let result = match name {
+            "width" => r.read(&mut self.width),
+            "height" => r.read(&mut self.height),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("width", &self.width);
@@ -3015,14 +3015,14 @@ impl x::Fields for GuestStackInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dnsConfig" => r.read_opt(&mut self.dns_config)?,
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config)?,
-            "ipStackConfig" => r.read_push(&mut self.ip_stack_config)?,
-            "dhcpConfig" => r.read_opt(&mut self.dhcp_config)?,
+        let result = match name {
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            "ipStackConfig" => r.read_push(&mut self.ip_stack_config),
+            "dhcpConfig" => r.read_opt(&mut self.dhcp_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dnsConfig", &self.dns_config);
@@ -3061,16 +3061,16 @@ impl x::Fields for GuestWindowsFileAttributes {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "modificationTime" => r.read_opt(&mut self.modification_time)?,
-            "accessTime" => r.read_opt(&mut self.access_time)?,
-            "symlinkTarget" => r.read_opt(&mut self.symlink_target)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "readOnly" => r.read_opt(&mut self.read_only)?,
-            "createTime" => r.read_opt(&mut self.create_time)?,
+        let result = match name {
+            "modificationTime" => r.read_opt(&mut self.modification_time),
+            "accessTime" => r.read_opt(&mut self.access_time),
+            "symlinkTarget" => r.read_opt(&mut self.symlink_target),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "readOnly" => r.read_opt(&mut self.read_only),
+            "createTime" => r.read_opt(&mut self.create_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("modificationTime", &self.modification_time);
@@ -3105,15 +3105,15 @@ impl x::Fields for GuestWindowsProgramSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "programPath" => r.read(&mut self.program_path)?,
-            "arguments" => r.read(&mut self.arguments)?,
-            "workingDirectory" => r.read_opt(&mut self.working_directory)?,
-            "envVariables" => r.read_push(&mut self.env_variables)?,
-            "startMinimized" => r.read(&mut self.start_minimized)?,
+        let result = match name {
+            "programPath" => r.read(&mut self.program_path),
+            "arguments" => r.read(&mut self.arguments),
+            "workingDirectory" => r.read_opt(&mut self.working_directory),
+            "envVariables" => r.read_push(&mut self.env_variables),
+            "startMinimized" => r.read(&mut self.start_minimized),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("programPath", &self.program_path);

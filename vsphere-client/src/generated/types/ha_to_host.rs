@@ -23,12 +23,12 @@ impl x::Fields for HAErrorsAtDest {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -77,24 +77,24 @@ impl x::Fields for HbrDiskMigrationAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "target" => r.read_opt(&mut self.target)?,
-            "collectionId" => r.read(&mut self.collection_id)?,
-            "collectionName" => r.read(&mut self.collection_name)?,
-            "diskIds" => r.read_push(&mut self.disk_ids)?,
-            "source" => r.read(&mut self.source)?,
-            "destination" => r.read(&mut self.destination)?,
-            "sizeTransferred" => r.read(&mut self.size_transferred)?,
-            "spaceUtilSrcBefore" => r.read_opt(&mut self.space_util_src_before)?,
-            "spaceUtilDstBefore" => r.read_opt(&mut self.space_util_dst_before)?,
-            "spaceUtilSrcAfter" => r.read_opt(&mut self.space_util_src_after)?,
-            "spaceUtilDstAfter" => r.read_opt(&mut self.space_util_dst_after)?,
-            "ioLatencySrcBefore" => r.read_opt(&mut self.io_latency_src_before)?,
-            "ioLatencyDstBefore" => r.read_opt(&mut self.io_latency_dst_before)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
+            "collectionId" => r.read(&mut self.collection_id),
+            "collectionName" => r.read(&mut self.collection_name),
+            "diskIds" => r.read_push(&mut self.disk_ids),
+            "source" => r.read(&mut self.source),
+            "destination" => r.read(&mut self.destination),
+            "sizeTransferred" => r.read(&mut self.size_transferred),
+            "spaceUtilSrcBefore" => r.read_opt(&mut self.space_util_src_before),
+            "spaceUtilDstBefore" => r.read_opt(&mut self.space_util_dst_before),
+            "spaceUtilSrcAfter" => r.read_opt(&mut self.space_util_src_after),
+            "spaceUtilDstAfter" => r.read_opt(&mut self.space_util_dst_after),
+            "ioLatencySrcBefore" => r.read_opt(&mut self.io_latency_src_before),
+            "ioLatencyDstBefore" => r.read_opt(&mut self.io_latency_dst_before),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -135,14 +135,14 @@ impl x::Fields for HbrManagerReplicationVmInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "state" => r.read(&mut self.state)?,
-            "progressInfo" => r.read_opt(&mut self.progress_info)?,
-            "imageId" => r.read_opt(&mut self.image_id)?,
-            "lastError" => r.read_opt(&mut self.last_error)?,
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "progressInfo" => r.read_opt(&mut self.progress_info),
+            "imageId" => r.read_opt(&mut self.image_id),
+            "lastError" => r.read_opt(&mut self.last_error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
@@ -177,18 +177,18 @@ impl x::Fields for HbrManagerVmReplicationCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read(&mut self.vm)?,
-            "supportedQuiesceMode" => r.read(&mut self.supported_quiesce_mode)?,
-            "compressionSupported" => r.read(&mut self.compression_supported)?,
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "supportedQuiesceMode" => r.read(&mut self.supported_quiesce_mode),
+            "compressionSupported" => r.read(&mut self.compression_supported),
             "maxSupportedSourceDiskCapacity" => {
-                r.read(&mut self.max_supported_source_disk_capacity)?
+                r.read(&mut self.max_supported_source_disk_capacity)
             }
-            "minRpo" => r.read_opt(&mut self.min_rpo)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+            "minRpo" => r.read_opt(&mut self.min_rpo),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
@@ -256,28 +256,28 @@ impl x::Fields for HealthStatusChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "componentId" => r.read(&mut self.component_id)?,
-            "oldStatus" => r.read(&mut self.old_status)?,
-            "newStatus" => r.read(&mut self.new_status)?,
-            "componentName" => r.read(&mut self.component_name)?,
-            "serviceId" => r.read_opt(&mut self.service_id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "componentId" => r.read(&mut self.component_id),
+            "oldStatus" => r.read(&mut self.old_status),
+            "newStatus" => r.read(&mut self.new_status),
+            "componentName" => r.read(&mut self.component_name),
+            "serviceId" => r.read_opt(&mut self.service_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -318,12 +318,12 @@ impl x::Fields for HealthSystemRuntime {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "systemHealthInfo" => r.read_opt(&mut self.system_health_info)?,
-            "hardwareStatusInfo" => r.read_opt(&mut self.hardware_status_info)?,
+        let result = match name {
+            "systemHealthInfo" => r.read_opt(&mut self.system_health_info),
+            "hardwareStatusInfo" => r.read_opt(&mut self.hardware_status_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("systemHealthInfo", &self.system_health_info);
@@ -354,15 +354,15 @@ impl x::Fields for HealthUpdate {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "healthUpdateInfoId" => r.read(&mut self.health_update_info_id)?,
-            "id" => r.read(&mut self.id)?,
-            "status" => r.read(&mut self.status)?,
-            "remediation" => r.read(&mut self.remediation)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "healthUpdateInfoId" => r.read(&mut self.health_update_info_id),
+            "id" => r.read(&mut self.id),
+            "status" => r.read(&mut self.status),
+            "remediation" => r.read(&mut self.remediation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -396,13 +396,13 @@ impl x::Fields for HealthUpdateInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "componentType" => r.read(&mut self.component_type)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "componentType" => r.read(&mut self.component_type),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -434,13 +434,13 @@ impl x::Fields for HeterogenousHostsBlockingEVC {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "faults" => r.read_push(&mut self.faults)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "faults" => r.read_push(&mut self.faults),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -468,13 +468,13 @@ impl x::Fields for HostAccessControlEntry {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "principal" => r.read(&mut self.principal)?,
-            "group" => r.read(&mut self.group)?,
-            "accessMode" => r.read(&mut self.access_mode)?,
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "group" => r.read(&mut self.group),
+            "accessMode" => r.read(&mut self.access_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("principal", &self.principal);
@@ -506,13 +506,13 @@ impl x::Fields for HostAccessRestrictedToManagementServer {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "managementServer" => r.read(&mut self.management_server)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "managementServer" => r.read(&mut self.management_server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -542,13 +542,13 @@ impl x::Fields for HostAccountSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "password" => r.read_opt(&mut self.password)?,
-            "description" => r.read_opt(&mut self.description)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "password" => r.read_opt(&mut self.password),
+            "description" => r.read_opt(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -574,12 +574,12 @@ impl x::Fields for HostActiveDirectory {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read(&mut self.change_operation)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "changeOperation" => r.read(&mut self.change_operation),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("changeOperation", &self.change_operation);
@@ -614,17 +614,17 @@ impl x::Fields for HostActiveDirectoryInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "joinedDomain" => r.read_opt(&mut self.joined_domain)?,
-            "trustedDomain" => r.read_push(&mut self.trusted_domain)?,
-            "domainMembershipStatus" => r.read_opt(&mut self.domain_membership_status)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "joinedDomain" => r.read_opt(&mut self.joined_domain),
+            "trustedDomain" => r.read_push(&mut self.trusted_domain),
+            "domainMembershipStatus" => r.read_opt(&mut self.domain_membership_status),
             "smartCardAuthenticationEnabled" => {
-                r.read_opt(&mut self.smart_card_authentication_enabled)?
+                r.read_opt(&mut self.smart_card_authentication_enabled)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -665,19 +665,19 @@ impl x::Fields for HostActiveDirectorySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "domainName" => r.read_opt(&mut self.domain_name)?,
-            "userName" => r.read_opt(&mut self.user_name)?,
-            "password" => r.read_opt(&mut self.password)?,
-            "camServer" => r.read_opt(&mut self.cam_server)?,
-            "thumbprint" => r.read_opt(&mut self.thumbprint)?,
+        let result = match name {
+            "domainName" => r.read_opt(&mut self.domain_name),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "camServer" => r.read_opt(&mut self.cam_server),
+            "thumbprint" => r.read_opt(&mut self.thumbprint),
             "smartCardAuthenticationEnabled" => {
-                r.read_opt(&mut self.smart_card_authentication_enabled)?
+                r.read_opt(&mut self.smart_card_authentication_enabled)
             }
-            "smartCardTrustAnchors" => r.read_push(&mut self.smart_card_trust_anchors)?,
+            "smartCardTrustAnchors" => r.read_push(&mut self.smart_card_trust_anchors),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("domainName", &self.domain_name);
@@ -734,24 +734,24 @@ impl x::Fields for HostAddFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "hostname" => r.read(&mut self.hostname)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "hostname" => r.read(&mut self.hostname),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -810,23 +810,23 @@ impl x::Fields for HostAddedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -884,23 +884,23 @@ impl x::Fields for HostAdminDisableEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -958,23 +958,23 @@ impl x::Fields for HostAdminEnableEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1050,32 +1050,32 @@ impl x::Fields for HostApplyProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "memory" => r.read_opt(&mut self.memory)?,
-            "storage" => r.read_opt(&mut self.storage)?,
-            "network" => r.read_opt(&mut self.network)?,
-            "datetime" => r.read_opt(&mut self.datetime)?,
-            "firewall" => r.read_opt(&mut self.firewall)?,
-            "security" => r.read_opt(&mut self.security)?,
-            "service" => r.read_push(&mut self.service)?,
-            "option" => r.read_push(&mut self.option)?,
-            "userAccount" => r.read_push(&mut self.user_account)?,
-            "usergroupAccount" => r.read_push(&mut self.usergroup_account)?,
-            "authentication" => r.read_opt(&mut self.authentication)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "memory" => r.read_opt(&mut self.memory),
+            "storage" => r.read_opt(&mut self.storage),
+            "network" => r.read_opt(&mut self.network),
+            "datetime" => r.read_opt(&mut self.datetime),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "security" => r.read_opt(&mut self.security),
+            "service" => r.read_push(&mut self.service),
+            "option" => r.read_push(&mut self.option),
+            "userAccount" => r.read_push(&mut self.user_account),
+            "usergroupAccount" => r.read_push(&mut self.usergroup_account),
+            "authentication" => r.read_opt(&mut self.authentication),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -1120,12 +1120,12 @@ impl x::Fields for HostAssignableHardwareBinding {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "instanceId" => r.read(&mut self.instance_id)?,
-            "vm" => r.read(&mut self.vm)?,
+        let result = match name {
+            "instanceId" => r.read(&mut self.instance_id),
+            "vm" => r.read(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("instanceId", &self.instance_id);
@@ -1152,11 +1152,11 @@ impl x::Fields for HostAssignableHardwareConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "attributeOverride" => r.read_push(&mut self.attribute_override)?,
+        let result = match name {
+            "attributeOverride" => r.read_push(&mut self.attribute_override),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("attributeOverride", &self.attribute_override);
@@ -1182,13 +1182,13 @@ impl x::Fields for HostAssignableHardwareConfigAttributeOverride {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "instanceId" => r.read(&mut self.instance_id)?,
-            "name" => r.read(&mut self.name)?,
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "instanceId" => r.read(&mut self.instance_id),
+            "name" => r.read(&mut self.name),
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("instanceId", &self.instance_id);
@@ -1216,11 +1216,11 @@ impl x::Fields for HostAuthenticationManagerInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "authConfig" => r.read_push(&mut self.auth_config)?,
+        let result = match name {
+            "authConfig" => r.read_push(&mut self.auth_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("authConfig", &self.auth_config);
@@ -1244,11 +1244,11 @@ impl x::Fields for HostAuthenticationStoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -1272,12 +1272,12 @@ impl x::Fields for HostAutoStartManagerConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "defaults" => r.read_opt(&mut self.defaults)?,
-            "powerInfo" => r.read_push(&mut self.power_info)?,
+        let result = match name {
+            "defaults" => r.read_opt(&mut self.defaults),
+            "powerInfo" => r.read_push(&mut self.power_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaults", &self.defaults);
@@ -1312,17 +1312,17 @@ impl x::Fields for HostBIOSInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "biosVersion" => r.read_opt(&mut self.bios_version)?,
-            "releaseDate" => r.read_opt(&mut self.release_date)?,
-            "vendor" => r.read_opt(&mut self.vendor)?,
-            "majorRelease" => r.read_opt(&mut self.major_release)?,
-            "minorRelease" => r.read_opt(&mut self.minor_release)?,
-            "firmwareMajorRelease" => r.read_opt(&mut self.firmware_major_release)?,
-            "firmwareMinorRelease" => r.read_opt(&mut self.firmware_minor_release)?,
+        let result = match name {
+            "biosVersion" => r.read_opt(&mut self.bios_version),
+            "releaseDate" => r.read_opt(&mut self.release_date),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "majorRelease" => r.read_opt(&mut self.major_release),
+            "minorRelease" => r.read_opt(&mut self.minor_release),
+            "firmwareMajorRelease" => r.read_opt(&mut self.firmware_major_release),
+            "firmwareMinorRelease" => r.read_opt(&mut self.firmware_minor_release),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("biosVersion", &self.bios_version);
@@ -1381,18 +1381,18 @@ impl x::Fields for HostBlockHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -1423,12 +1423,12 @@ impl x::Fields for HostBootDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1457,12 +1457,12 @@ impl x::Fields for HostBootDeviceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "bootDevices" => r.read_push(&mut self.boot_devices)?,
-            "currentBootDeviceKey" => r.read_opt(&mut self.current_boot_device_key)?,
+        let result = match name {
+            "bootDevices" => r.read_push(&mut self.boot_devices),
+            "currentBootDeviceKey" => r.read_opt(&mut self.current_boot_device_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("bootDevices", &self.boot_devices);
@@ -1487,12 +1487,12 @@ impl x::Fields for HostCacheConfigurationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "swapSize" => r.read(&mut self.swap_size)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "swapSize" => r.read(&mut self.swap_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1521,12 +1521,12 @@ impl x::Fields for HostCacheConfigurationSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "datastore" => r.read(&mut self.datastore)?,
-            "swapSize" => r.read(&mut self.swap_size)?,
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "swapSize" => r.read(&mut self.swap_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastore", &self.datastore);
@@ -1815,270 +1815,266 @@ impl x::Fields for HostCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "recursiveResourcePoolsSupported" => {
-                r.read(&mut self.recursive_resource_pools_supported)?
+                r.read(&mut self.recursive_resource_pools_supported)
             }
             "cpuMemoryResourceConfigurationSupported" => {
-                r.read(&mut self.cpu_memory_resource_configuration_supported)?
+                r.read(&mut self.cpu_memory_resource_configuration_supported)
             }
-            "rebootSupported" => r.read(&mut self.reboot_supported)?,
-            "shutdownSupported" => r.read(&mut self.shutdown_supported)?,
-            "vmotionSupported" => r.read(&mut self.vmotion_supported)?,
-            "standbySupported" => r.read(&mut self.standby_supported)?,
-            "ipmiSupported" => r.read_opt(&mut self.ipmi_supported)?,
-            "maxSupportedVMs" => r.read_opt(&mut self.max_supported_vms)?,
-            "maxRunningVMs" => r.read_opt(&mut self.max_running_vms)?,
-            "maxSupportedVcpus" => r.read_opt(&mut self.max_supported_vcpus)?,
-            "maxRegisteredVMs" => r.read_opt(&mut self.max_registered_vms)?,
+            "rebootSupported" => r.read(&mut self.reboot_supported),
+            "shutdownSupported" => r.read(&mut self.shutdown_supported),
+            "vmotionSupported" => r.read(&mut self.vmotion_supported),
+            "standbySupported" => r.read(&mut self.standby_supported),
+            "ipmiSupported" => r.read_opt(&mut self.ipmi_supported),
+            "maxSupportedVMs" => r.read_opt(&mut self.max_supported_vms),
+            "maxRunningVMs" => r.read_opt(&mut self.max_running_vms),
+            "maxSupportedVcpus" => r.read_opt(&mut self.max_supported_vcpus),
+            "maxRegisteredVMs" => r.read_opt(&mut self.max_registered_vms),
             "datastorePrincipalSupported" => {
-                r.read(&mut self.datastore_principal_supported)?
+                r.read(&mut self.datastore_principal_supported)
             }
-            "sanSupported" => r.read(&mut self.san_supported)?,
-            "nfsSupported" => r.read(&mut self.nfs_supported)?,
-            "iscsiSupported" => r.read(&mut self.iscsi_supported)?,
-            "vlanTaggingSupported" => r.read(&mut self.vlan_tagging_supported)?,
-            "nicTeamingSupported" => r.read(&mut self.nic_teaming_supported)?,
-            "highGuestMemSupported" => r.read(&mut self.high_guest_mem_supported)?,
-            "maintenanceModeSupported" => r.read(&mut self.maintenance_mode_supported)?,
+            "sanSupported" => r.read(&mut self.san_supported),
+            "nfsSupported" => r.read(&mut self.nfs_supported),
+            "iscsiSupported" => r.read(&mut self.iscsi_supported),
+            "vlanTaggingSupported" => r.read(&mut self.vlan_tagging_supported),
+            "nicTeamingSupported" => r.read(&mut self.nic_teaming_supported),
+            "highGuestMemSupported" => r.read(&mut self.high_guest_mem_supported),
+            "maintenanceModeSupported" => r.read(&mut self.maintenance_mode_supported),
             "suspendedRelocateSupported" => {
-                r.read(&mut self.suspended_relocate_supported)?
+                r.read(&mut self.suspended_relocate_supported)
             }
             "restrictedSnapshotRelocateSupported" => {
-                r.read(&mut self.restricted_snapshot_relocate_supported)?
+                r.read(&mut self.restricted_snapshot_relocate_supported)
             }
-            "perVmSwapFiles" => r.read(&mut self.per_vm_swap_files)?,
+            "perVmSwapFiles" => r.read(&mut self.per_vm_swap_files),
             "localSwapDatastoreSupported" => {
-                r.read(&mut self.local_swap_datastore_supported)?
+                r.read(&mut self.local_swap_datastore_supported)
             }
             "unsharedSwapVMotionSupported" => {
-                r.read(&mut self.unshared_swap_v_motion_supported)?
+                r.read(&mut self.unshared_swap_v_motion_supported)
             }
             "backgroundSnapshotsSupported" => {
-                r.read(&mut self.background_snapshots_supported)?
+                r.read(&mut self.background_snapshots_supported)
             }
             "preAssignedPCIUnitNumbersSupported" => {
-                r.read(&mut self.pre_assigned_pci_unit_numbers_supported)?
+                r.read(&mut self.pre_assigned_pci_unit_numbers_supported)
             }
-            "screenshotSupported" => r.read(&mut self.screenshot_supported)?,
-            "scaledScreenshotSupported" => r.read(&mut self.scaled_screenshot_supported)?,
-            "storageVMotionSupported" => {
-                r.read_opt(&mut self.storage_v_motion_supported)?
-            }
+            "screenshotSupported" => r.read(&mut self.screenshot_supported),
+            "scaledScreenshotSupported" => r.read(&mut self.scaled_screenshot_supported),
+            "storageVMotionSupported" => r.read_opt(&mut self.storage_v_motion_supported),
             "vmotionWithStorageVMotionSupported" => {
-                r.read_opt(&mut self.vmotion_with_storage_v_motion_supported)?
+                r.read_opt(&mut self.vmotion_with_storage_v_motion_supported)
             }
             "vmotionAcrossNetworkSupported" => {
-                r.read_opt(&mut self.vmotion_across_network_supported)?
+                r.read_opt(&mut self.vmotion_across_network_supported)
             }
-            "maxNumDisksSVMotion" => r.read_opt(&mut self.max_num_disks_sv_motion)?,
+            "maxNumDisksSVMotion" => r.read_opt(&mut self.max_num_disks_sv_motion),
             "hbrNicSelectionSupported" => {
-                r.read_opt(&mut self.hbr_nic_selection_supported)?
+                r.read_opt(&mut self.hbr_nic_selection_supported)
             }
             "vrNfcNicSelectionSupported" => {
-                r.read_opt(&mut self.vr_nfc_nic_selection_supported)?
+                r.read_opt(&mut self.vr_nfc_nic_selection_supported)
             }
-            "recordReplaySupported" => r.read_opt(&mut self.record_replay_supported)?,
-            "ftSupported" => r.read_opt(&mut self.ft_supported)?,
-            "replayUnsupportedReason" => r.read_opt(&mut self.replay_unsupported_reason)?,
+            "recordReplaySupported" => r.read_opt(&mut self.record_replay_supported),
+            "ftSupported" => r.read_opt(&mut self.ft_supported),
+            "replayUnsupportedReason" => r.read_opt(&mut self.replay_unsupported_reason),
             "replayCompatibilityIssues" => {
-                r.read_push(&mut self.replay_compatibility_issues)?
+                r.read_push(&mut self.replay_compatibility_issues)
             }
-            "smpFtSupported" => r.read_opt(&mut self.smp_ft_supported)?,
-            "ftCompatibilityIssues" => r.read_push(&mut self.ft_compatibility_issues)?,
+            "smpFtSupported" => r.read_opt(&mut self.smp_ft_supported),
+            "ftCompatibilityIssues" => r.read_push(&mut self.ft_compatibility_issues),
             "smpFtCompatibilityIssues" => {
-                r.read_push(&mut self.smp_ft_compatibility_issues)?
+                r.read_push(&mut self.smp_ft_compatibility_issues)
             }
-            "maxVcpusPerFtVm" => r.read_opt(&mut self.max_vcpus_per_ft_vm)?,
+            "maxVcpusPerFtVm" => r.read_opt(&mut self.max_vcpus_per_ft_vm),
             "loginBySSLThumbprintSupported" => {
-                r.read_opt(&mut self.login_by_ssl_thumbprint_supported)?
+                r.read_opt(&mut self.login_by_ssl_thumbprint_supported)
             }
             "cloneFromSnapshotSupported" => {
-                r.read_opt(&mut self.clone_from_snapshot_supported)?
+                r.read_opt(&mut self.clone_from_snapshot_supported)
             }
             "deltaDiskBackingsSupported" => {
-                r.read_opt(&mut self.delta_disk_backings_supported)?
+                r.read_opt(&mut self.delta_disk_backings_supported)
             }
             "perVMNetworkTrafficShapingSupported" => {
-                r.read_opt(&mut self.per_vm_network_traffic_shaping_supported)?
+                r.read_opt(&mut self.per_vm_network_traffic_shaping_supported)
             }
-            "tpmSupported" => r.read_opt(&mut self.tpm_supported)?,
-            "tpmVersion" => r.read_opt(&mut self.tpm_version)?,
-            "txtEnabled" => r.read_opt(&mut self.txt_enabled)?,
-            "supportedCpuFeature" => r.read_push(&mut self.supported_cpu_feature)?,
+            "tpmSupported" => r.read_opt(&mut self.tpm_supported),
+            "tpmVersion" => r.read_opt(&mut self.tpm_version),
+            "txtEnabled" => r.read_opt(&mut self.txt_enabled),
+            "supportedCpuFeature" => r.read_push(&mut self.supported_cpu_feature),
             "virtualExecUsageSupported" => {
-                r.read_opt(&mut self.virtual_exec_usage_supported)?
+                r.read_opt(&mut self.virtual_exec_usage_supported)
             }
-            "storageIORMSupported" => r.read_opt(&mut self.storage_iorm_supported)?,
+            "storageIORMSupported" => r.read_opt(&mut self.storage_iorm_supported),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
             "vmDirectPathGen2UnsupportedReason" => {
-                r.read_push(&mut self.vm_direct_path_gen2_unsupported_reason)?
+                r.read_push(&mut self.vm_direct_path_gen2_unsupported_reason)
             }
             "vmDirectPathGen2UnsupportedReasonExtended" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_unsupported_reason_extended)?
+                r.read_opt(&mut self.vm_direct_path_gen2_unsupported_reason_extended)
             }
             "supportedVmfsMajorVersion" => {
-                r.read_push(&mut self.supported_vmfs_major_version)?
+                r.read_push(&mut self.supported_vmfs_major_version)
             }
-            "vStorageCapable" => r.read_opt(&mut self.v_storage_capable)?,
+            "vStorageCapable" => r.read_opt(&mut self.v_storage_capable),
             "snapshotRelayoutSupported" => {
-                r.read_opt(&mut self.snapshot_relayout_supported)?
+                r.read_opt(&mut self.snapshot_relayout_supported)
             }
             "firewallIpRulesSupported" => {
-                r.read_opt(&mut self.firewall_ip_rules_supported)?
+                r.read_opt(&mut self.firewall_ip_rules_supported)
             }
             "servicePackageInfoSupported" => {
-                r.read_opt(&mut self.service_package_info_supported)?
+                r.read_opt(&mut self.service_package_info_supported)
             }
-            "maxHostRunningVms" => r.read_opt(&mut self.max_host_running_vms)?,
-            "maxHostSupportedVcpus" => r.read_opt(&mut self.max_host_supported_vcpus)?,
+            "maxHostRunningVms" => r.read_opt(&mut self.max_host_running_vms),
+            "maxHostSupportedVcpus" => r.read_opt(&mut self.max_host_supported_vcpus),
             "vmfsDatastoreMountCapable" => {
-                r.read_opt(&mut self.vmfs_datastore_mount_capable)?
+                r.read_opt(&mut self.vmfs_datastore_mount_capable)
             }
             "eightPlusHostVmfsSharedAccessSupported" => {
-                r.read_opt(&mut self.eight_plus_host_vmfs_shared_access_supported)?
+                r.read_opt(&mut self.eight_plus_host_vmfs_shared_access_supported)
             }
-            "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported)?,
-            "vPMCSupported" => r.read_opt(&mut self.v_pmc_supported)?,
+            "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported),
+            "vPMCSupported" => r.read_opt(&mut self.v_pmc_supported),
             "interVMCommunicationThroughVMCISupported" => {
-                r.read_opt(&mut self.inter_vm_communication_through_vmci_supported)?
+                r.read_opt(&mut self.inter_vm_communication_through_vmci_supported)
             }
             "scheduledHardwareUpgradeSupported" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_supported)?
+                r.read_opt(&mut self.scheduled_hardware_upgrade_supported)
             }
             "featureCapabilitiesSupported" => {
-                r.read_opt(&mut self.feature_capabilities_supported)?
+                r.read_opt(&mut self.feature_capabilities_supported)
             }
             "latencySensitivitySupported" => {
-                r.read_opt(&mut self.latency_sensitivity_supported)?
+                r.read_opt(&mut self.latency_sensitivity_supported)
             }
-            "storagePolicySupported" => r.read_opt(&mut self.storage_policy_supported)?,
-            "accel3dSupported" => r.read_opt(&mut self.accel3d_supported)?,
-            "reliableMemoryAware" => r.read_opt(&mut self.reliable_memory_aware)?,
+            "storagePolicySupported" => r.read_opt(&mut self.storage_policy_supported),
+            "accel3dSupported" => r.read_opt(&mut self.accel3d_supported),
+            "reliableMemoryAware" => r.read_opt(&mut self.reliable_memory_aware),
             "multipleNetworkStackInstanceSupported" => {
-                r.read_opt(&mut self.multiple_network_stack_instance_supported)?
+                r.read_opt(&mut self.multiple_network_stack_instance_supported)
             }
             "messageBusProxySupported" => {
-                r.read_opt(&mut self.message_bus_proxy_supported)?
+                r.read_opt(&mut self.message_bus_proxy_supported)
             }
-            "vsanSupported" => r.read_opt(&mut self.vsan_supported)?,
-            "vFlashSupported" => r.read_opt(&mut self.v_flash_supported)?,
+            "vsanSupported" => r.read_opt(&mut self.vsan_supported),
+            "vFlashSupported" => r.read_opt(&mut self.v_flash_supported),
             "hostAccessManagerSupported" => {
-                r.read_opt(&mut self.host_access_manager_supported)?
+                r.read_opt(&mut self.host_access_manager_supported)
             }
             "provisioningNicSelectionSupported" => {
-                r.read_opt(&mut self.provisioning_nic_selection_supported)?
+                r.read_opt(&mut self.provisioning_nic_selection_supported)
             }
-            "nfs41Supported" => r.read_opt(&mut self.nfs41_supported)?,
-            "nfs41Krb5iSupported" => r.read_opt(&mut self.nfs41_krb5i_supported)?,
+            "nfs41Supported" => r.read_opt(&mut self.nfs41_supported),
+            "nfs41Krb5iSupported" => r.read_opt(&mut self.nfs41_krb5i_supported),
             "turnDiskLocatorLedSupported" => {
-                r.read_opt(&mut self.turn_disk_locator_led_supported)?
+                r.read_opt(&mut self.turn_disk_locator_led_supported)
             }
             "virtualVolumeDatastoreSupported" => {
-                r.read_opt(&mut self.virtual_volume_datastore_supported)?
+                r.read_opt(&mut self.virtual_volume_datastore_supported)
             }
-            "markAsSsdSupported" => r.read_opt(&mut self.mark_as_ssd_supported)?,
-            "markAsLocalSupported" => r.read_opt(&mut self.mark_as_local_supported)?,
+            "markAsSsdSupported" => r.read_opt(&mut self.mark_as_ssd_supported),
+            "markAsLocalSupported" => r.read_opt(&mut self.mark_as_local_supported),
             "smartCardAuthenticationSupported" => {
-                r.read_opt(&mut self.smart_card_authentication_supported)?
+                r.read_opt(&mut self.smart_card_authentication_supported)
             }
-            "pMemSupported" => r.read_opt(&mut self.p_mem_supported)?,
-            "pMemSnapshotSupported" => r.read_opt(&mut self.p_mem_snapshot_supported)?,
-            "cryptoSupported" => r.read_opt(&mut self.crypto_supported)?,
+            "pMemSupported" => r.read_opt(&mut self.p_mem_supported),
+            "pMemSnapshotSupported" => r.read_opt(&mut self.p_mem_snapshot_supported),
+            "cryptoSupported" => r.read_opt(&mut self.crypto_supported),
             "oneKVolumeAPIsSupported" => {
-                r.read_opt(&mut self.one_k_volume_apis_supported)?
+                r.read_opt(&mut self.one_k_volume_apis_supported)
             }
-            "gatewayOnNicSupported" => r.read_opt(&mut self.gateway_on_nic_supported)?,
-            "upitSupported" => r.read_opt(&mut self.upit_supported)?,
-            "cpuHwMmuSupported" => r.read_opt(&mut self.cpu_hw_mmu_supported)?,
+            "gatewayOnNicSupported" => r.read_opt(&mut self.gateway_on_nic_supported),
+            "upitSupported" => r.read_opt(&mut self.upit_supported),
+            "cpuHwMmuSupported" => r.read_opt(&mut self.cpu_hw_mmu_supported),
             "encryptedVMotionSupported" => {
-                r.read_opt(&mut self.encrypted_v_motion_supported)?
+                r.read_opt(&mut self.encrypted_v_motion_supported)
             }
             "encryptionChangeOnAddRemoveSupported" => {
-                r.read_opt(&mut self.encryption_change_on_add_remove_supported)?
+                r.read_opt(&mut self.encryption_change_on_add_remove_supported)
             }
             "encryptionHotOperationSupported" => {
-                r.read_opt(&mut self.encryption_hot_operation_supported)?
+                r.read_opt(&mut self.encryption_hot_operation_supported)
             }
             "encryptionWithSnapshotsSupported" => {
-                r.read_opt(&mut self.encryption_with_snapshots_supported)?
+                r.read_opt(&mut self.encryption_with_snapshots_supported)
             }
             "encryptionFaultToleranceSupported" => {
-                r.read_opt(&mut self.encryption_fault_tolerance_supported)?
+                r.read_opt(&mut self.encryption_fault_tolerance_supported)
             }
             "encryptionMemorySaveSupported" => {
-                r.read_opt(&mut self.encryption_memory_save_supported)?
+                r.read_opt(&mut self.encryption_memory_save_supported)
             }
-            "encryptionRDMSupported" => r.read_opt(&mut self.encryption_rdm_supported)?,
+            "encryptionRDMSupported" => r.read_opt(&mut self.encryption_rdm_supported),
             "encryptionVFlashSupported" => {
-                r.read_opt(&mut self.encryption_v_flash_supported)?
+                r.read_opt(&mut self.encryption_v_flash_supported)
             }
-            "encryptionCBRCSupported" => r.read_opt(&mut self.encryption_cbrc_supported)?,
-            "encryptionHBRSupported" => r.read_opt(&mut self.encryption_hbr_supported)?,
-            "ftEfiSupported" => r.read_opt(&mut self.ft_efi_supported)?,
-            "unmapMethodSupported" => r.read_opt(&mut self.unmap_method_supported)?,
-            "maxMemMBPerFtVm" => r.read_opt(&mut self.max_mem_mb_per_ft_vm)?,
-            "virtualMmuUsageIgnored" => r.read_opt(&mut self.virtual_mmu_usage_ignored)?,
-            "virtualExecUsageIgnored" => {
-                r.read_opt(&mut self.virtual_exec_usage_ignored)?
-            }
-            "vmCreateDateSupported" => r.read_opt(&mut self.vm_create_date_supported)?,
-            "vmfs3EOLSupported" => r.read_opt(&mut self.vmfs3_eol_supported)?,
-            "ftVmcpSupported" => r.read_opt(&mut self.ft_vmcp_supported)?,
-            "quickBootSupported" => r.read_opt(&mut self.quick_boot_supported)?,
-            "encryptedFtSupported" => r.read_opt(&mut self.encrypted_ft_supported)?,
+            "encryptionCBRCSupported" => r.read_opt(&mut self.encryption_cbrc_supported),
+            "encryptionHBRSupported" => r.read_opt(&mut self.encryption_hbr_supported),
+            "ftEfiSupported" => r.read_opt(&mut self.ft_efi_supported),
+            "unmapMethodSupported" => r.read_opt(&mut self.unmap_method_supported),
+            "maxMemMBPerFtVm" => r.read_opt(&mut self.max_mem_mb_per_ft_vm),
+            "virtualMmuUsageIgnored" => r.read_opt(&mut self.virtual_mmu_usage_ignored),
+            "virtualExecUsageIgnored" => r.read_opt(&mut self.virtual_exec_usage_ignored),
+            "vmCreateDateSupported" => r.read_opt(&mut self.vm_create_date_supported),
+            "vmfs3EOLSupported" => r.read_opt(&mut self.vmfs3_eol_supported),
+            "ftVmcpSupported" => r.read_opt(&mut self.ft_vmcp_supported),
+            "quickBootSupported" => r.read_opt(&mut self.quick_boot_supported),
+            "encryptedFtSupported" => r.read_opt(&mut self.encrypted_ft_supported),
             "assignableHardwareSupported" => {
-                r.read_opt(&mut self.assignable_hardware_supported)?
+                r.read_opt(&mut self.assignable_hardware_supported)
             }
             "suspendToMemorySupported" => {
-                r.read_opt(&mut self.suspend_to_memory_supported)?
+                r.read_opt(&mut self.suspend_to_memory_supported)
             }
             "useFeatureReqsForOldHWv" => {
-                r.read_opt(&mut self.use_feature_reqs_for_old_h_wv)?
+                r.read_opt(&mut self.use_feature_reqs_for_old_h_wv)
             }
             "markPerenniallyReservedSupported" => {
-                r.read_opt(&mut self.mark_perennially_reserved_supported)?
+                r.read_opt(&mut self.mark_perennially_reserved_supported)
             }
-            "hppPspSupported" => r.read_opt(&mut self.hpp_psp_supported)?,
+            "hppPspSupported" => r.read_opt(&mut self.hpp_psp_supported),
             "deviceRebindWithoutRebootSupported" => {
-                r.read_opt(&mut self.device_rebind_without_reboot_supported)?
+                r.read_opt(&mut self.device_rebind_without_reboot_supported)
             }
             "storagePolicyChangeSupported" => {
-                r.read_opt(&mut self.storage_policy_change_supported)?
+                r.read_opt(&mut self.storage_policy_change_supported)
             }
             "precisionTimeProtocolSupported" => {
-                r.read_opt(&mut self.precision_time_protocol_supported)?
+                r.read_opt(&mut self.precision_time_protocol_supported)
             }
             "remoteDeviceVMotionSupported" => {
-                r.read_opt(&mut self.remote_device_v_motion_supported)?
+                r.read_opt(&mut self.remote_device_v_motion_supported)
             }
-            "maxSupportedVmMemory" => r.read_opt(&mut self.max_supported_vm_memory)?,
-            "ahDeviceHintsSupported" => r.read_opt(&mut self.ah_device_hints_supported)?,
-            "nvmeOverTcpSupported" => r.read_opt(&mut self.nvme_over_tcp_supported)?,
+            "maxSupportedVmMemory" => r.read_opt(&mut self.max_supported_vm_memory),
+            "ahDeviceHintsSupported" => r.read_opt(&mut self.ah_device_hints_supported),
+            "nvmeOverTcpSupported" => r.read_opt(&mut self.nvme_over_tcp_supported),
             "nvmeStorageFabricServicesSupported" => {
-                r.read_opt(&mut self.nvme_storage_fabric_services_supported)?
+                r.read_opt(&mut self.nvme_storage_fabric_services_supported)
             }
             "assignHwPciConfigSupported" => {
-                r.read_opt(&mut self.assign_hw_pci_config_supported)?
+                r.read_opt(&mut self.assign_hw_pci_config_supported)
             }
-            "timeConfigSupported" => r.read_opt(&mut self.time_config_supported)?,
+            "timeConfigSupported" => r.read_opt(&mut self.time_config_supported),
             "nvmeBatchOperationsSupported" => {
-                r.read_opt(&mut self.nvme_batch_operations_supported)?
+                r.read_opt(&mut self.nvme_batch_operations_supported)
             }
-            "pMemFailoverSupported" => r.read_opt(&mut self.p_mem_failover_supported)?,
+            "pMemFailoverSupported" => r.read_opt(&mut self.p_mem_failover_supported),
             "hostConfigEncryptionSupported" => {
-                r.read_opt(&mut self.host_config_encryption_supported)?
+                r.read_opt(&mut self.host_config_encryption_supported)
             }
-            "ptpConfigSupported" => r.read_opt(&mut self.ptp_config_supported)?,
-            "maxSupportedPtpPorts" => r.read_opt(&mut self.max_supported_ptp_ports)?,
+            "ptpConfigSupported" => r.read_opt(&mut self.ptp_config_supported),
+            "maxSupportedPtpPorts" => r.read_opt(&mut self.max_supported_ptp_ports),
             "pMemIndependentSnapshotSupported" => {
-                r.read_opt(&mut self.p_mem_independent_snapshot_supported)?
+                r.read_opt(&mut self.p_mem_independent_snapshot_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write(
@@ -2340,15 +2336,15 @@ impl x::Fields for HostCertificateManagerCertificateInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "issuer" => r.read_opt(&mut self.issuer)?,
-            "notBefore" => r.read_opt(&mut self.not_before)?,
-            "notAfter" => r.read_opt(&mut self.not_after)?,
-            "subject" => r.read_opt(&mut self.subject)?,
-            "status" => r.read(&mut self.status)?,
+        let result = match name {
+            "issuer" => r.read_opt(&mut self.issuer),
+            "notBefore" => r.read_opt(&mut self.not_before),
+            "notAfter" => r.read_opt(&mut self.not_after),
+            "subject" => r.read_opt(&mut self.subject),
+            "status" => r.read(&mut self.status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("issuer", &self.issuer);
@@ -2398,23 +2394,23 @@ impl x::Fields for HostCnxFailedAccountFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2474,24 +2470,24 @@ impl x::Fields for HostCnxFailedAlreadyManagedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "serverName" => r.read(&mut self.server_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "serverName" => r.read(&mut self.server_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2550,23 +2546,23 @@ impl x::Fields for HostCnxFailedBadCcagentEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2624,23 +2620,23 @@ impl x::Fields for HostCnxFailedBadUsernameEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2698,23 +2694,23 @@ impl x::Fields for HostCnxFailedBadVersionEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2772,23 +2768,23 @@ impl x::Fields for HostCnxFailedCcagentUpgradeEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2846,97 +2842,23 @@ impl x::Fields for HostCnxFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostCnxFailedNetworkErrorEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostCnxFailedNetworkErrorEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostCnxFailedNetworkErrorEvent {
-    const TYPE_NAME: &'static str = "HostCnxFailedNetworkErrorEvent";
-}
-impl x::Structure for HostCnxFailedNetworkErrorEvent {}
-impl x::Fields for HostCnxFailedNetworkErrorEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);

@@ -5,6 +5,80 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostCnxFailedNetworkErrorEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCnxFailedNetworkErrorEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+}
+impl x::SchemaType for HostCnxFailedNetworkErrorEvent {
+    const TYPE_NAME: &'static str = "HostCnxFailedNetworkErrorEvent";
+}
+impl x::Structure for HostCnxFailedNetworkErrorEvent {}
+impl x::Fields for HostCnxFailedNetworkErrorEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+    }
+}
 /// `HostCnxFailedNoAccessEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostCnxFailedNoAccessEvent {
@@ -45,23 +119,23 @@ impl x::Fields for HostCnxFailedNoAccessEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -119,23 +193,23 @@ impl x::Fields for HostCnxFailedNoConnectionEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -193,23 +267,23 @@ impl x::Fields for HostCnxFailedNoLicenseEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -267,23 +341,23 @@ impl x::Fields for HostCnxFailedNotFoundEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -341,23 +415,23 @@ impl x::Fields for HostCnxFailedTimeoutEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -393,12 +467,12 @@ impl x::Fields for HostCommunication {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -447,24 +521,24 @@ impl x::Fields for HostComplianceCheckedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -523,23 +597,23 @@ impl x::Fields for HostCompliantEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -597,23 +671,23 @@ impl x::Fields for HostConfigAppliedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -668,13 +742,13 @@ impl x::Fields for HostConfigFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "failure" => r.read_push(&mut self.failure)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "failure" => r.read_push(&mut self.failure),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -700,12 +774,12 @@ impl x::Fields for HostConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -840,81 +914,77 @@ impl x::Fields for HostConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "product" => r.read(&mut self.product)?,
-            "deploymentInfo" => r.read_opt(&mut self.deployment_info)?,
-            "hyperThread" => r.read_opt(&mut self.hyper_thread)?,
-            "consoleReservation" => r.read_opt(&mut self.console_reservation)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "product" => r.read(&mut self.product),
+            "deploymentInfo" => r.read_opt(&mut self.deployment_info),
+            "hyperThread" => r.read_opt(&mut self.hyper_thread),
+            "consoleReservation" => r.read_opt(&mut self.console_reservation),
             "virtualMachineReservation" => {
-                r.read_opt(&mut self.virtual_machine_reservation)?
+                r.read_opt(&mut self.virtual_machine_reservation)
             }
-            "storageDevice" => r.read_opt(&mut self.storage_device)?,
-            "multipathState" => r.read_opt(&mut self.multipath_state)?,
-            "fileSystemVolume" => r.read_opt(&mut self.file_system_volume)?,
-            "systemFile" => r.read_push(&mut self.system_file)?,
-            "network" => r.read_opt(&mut self.network)?,
-            "vmotion" => r.read_opt(&mut self.vmotion)?,
-            "virtualNicManagerInfo" => r.read_opt(&mut self.virtual_nic_manager_info)?,
-            "capabilities" => r.read_opt(&mut self.capabilities)?,
-            "datastoreCapabilities" => r.read_opt(&mut self.datastore_capabilities)?,
-            "offloadCapabilities" => r.read_opt(&mut self.offload_capabilities)?,
-            "service" => r.read_opt(&mut self.service)?,
-            "firewall" => r.read_opt(&mut self.firewall)?,
-            "autoStart" => r.read_opt(&mut self.auto_start)?,
+            "storageDevice" => r.read_opt(&mut self.storage_device),
+            "multipathState" => r.read_opt(&mut self.multipath_state),
+            "fileSystemVolume" => r.read_opt(&mut self.file_system_volume),
+            "systemFile" => r.read_push(&mut self.system_file),
+            "network" => r.read_opt(&mut self.network),
+            "vmotion" => r.read_opt(&mut self.vmotion),
+            "virtualNicManagerInfo" => r.read_opt(&mut self.virtual_nic_manager_info),
+            "capabilities" => r.read_opt(&mut self.capabilities),
+            "datastoreCapabilities" => r.read_opt(&mut self.datastore_capabilities),
+            "offloadCapabilities" => r.read_opt(&mut self.offload_capabilities),
+            "service" => r.read_opt(&mut self.service),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "autoStart" => r.read_opt(&mut self.auto_start),
             "activeDiagnosticPartition" => {
-                r.read_opt(&mut self.active_diagnostic_partition)?
+                r.read_opt(&mut self.active_diagnostic_partition)
             }
-            "option" => r.read_push(&mut self.option)?,
-            "optionDef" => r.read_push(&mut self.option_def)?,
-            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal)?,
-            "localSwapDatastore" => r.read_opt(&mut self.local_swap_datastore)?,
-            "systemSwapConfiguration" => r.read_opt(&mut self.system_swap_configuration)?,
-            "systemResources" => r.read_opt(&mut self.system_resources)?,
-            "dateTimeInfo" => r.read_opt(&mut self.date_time_info)?,
-            "flags" => r.read_opt(&mut self.flags)?,
-            "adminDisabled" => r.read_opt(&mut self.admin_disabled)?,
-            "lockdownMode" => r.read_opt(&mut self.lockdown_mode)?,
-            "ipmi" => r.read_opt(&mut self.ipmi)?,
-            "sslThumbprintInfo" => r.read_opt(&mut self.ssl_thumbprint_info)?,
-            "sslThumbprintData" => r.read_push(&mut self.ssl_thumbprint_data)?,
-            "certificate" => r.read_push(&mut self.certificate)?,
-            "pciPassthruInfo" => r.read_push(&mut self.pci_passthru_info)?,
+            "option" => r.read_push(&mut self.option),
+            "optionDef" => r.read_push(&mut self.option_def),
+            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
+            "localSwapDatastore" => r.read_opt(&mut self.local_swap_datastore),
+            "systemSwapConfiguration" => r.read_opt(&mut self.system_swap_configuration),
+            "systemResources" => r.read_opt(&mut self.system_resources),
+            "dateTimeInfo" => r.read_opt(&mut self.date_time_info),
+            "flags" => r.read_opt(&mut self.flags),
+            "adminDisabled" => r.read_opt(&mut self.admin_disabled),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
+            "ipmi" => r.read_opt(&mut self.ipmi),
+            "sslThumbprintInfo" => r.read_opt(&mut self.ssl_thumbprint_info),
+            "sslThumbprintData" => r.read_push(&mut self.ssl_thumbprint_data),
+            "certificate" => r.read_push(&mut self.certificate),
+            "pciPassthruInfo" => r.read_push(&mut self.pci_passthru_info),
             "authenticationManagerInfo" => {
-                r.read_opt(&mut self.authentication_manager_info)?
+                r.read_opt(&mut self.authentication_manager_info)
             }
-            "featureVersion" => r.read_push(&mut self.feature_version)?,
-            "powerSystemCapability" => r.read_opt(&mut self.power_system_capability)?,
-            "powerSystemInfo" => r.read_opt(&mut self.power_system_info)?,
-            "cacheConfigurationInfo" => r.read_push(&mut self.cache_configuration_info)?,
-            "wakeOnLanCapable" => r.read_opt(&mut self.wake_on_lan_capable)?,
-            "featureCapability" => r.read_push(&mut self.feature_capability)?,
-            "maskedFeatureCapability" => {
-                r.read_push(&mut self.masked_feature_capability)?
-            }
-            "vFlashConfigInfo" => r.read_opt(&mut self.v_flash_config_info)?,
-            "vsanHostConfig" => r.read_opt(&mut self.vsan_host_config)?,
-            "domainList" => r.read_push(&mut self.domain_list)?,
-            "scriptCheckSum" => r.read_opt(&mut self.script_check_sum)?,
-            "hostConfigCheckSum" => r.read_opt(&mut self.host_config_check_sum)?,
-            "descriptionTreeCheckSum" => {
-                r.read_opt(&mut self.description_tree_check_sum)?
-            }
-            "graphicsInfo" => r.read_push(&mut self.graphics_info)?,
-            "sharedPassthruGpuTypes" => r.read_push(&mut self.shared_passthru_gpu_types)?,
-            "graphicsConfig" => r.read_opt(&mut self.graphics_config)?,
-            "sharedGpuCapabilities" => r.read_push(&mut self.shared_gpu_capabilities)?,
-            "ioFilterInfo" => r.read_push(&mut self.io_filter_info)?,
-            "sriovDevicePool" => r.read_push(&mut self.sriov_device_pool)?,
+            "featureVersion" => r.read_push(&mut self.feature_version),
+            "powerSystemCapability" => r.read_opt(&mut self.power_system_capability),
+            "powerSystemInfo" => r.read_opt(&mut self.power_system_info),
+            "cacheConfigurationInfo" => r.read_push(&mut self.cache_configuration_info),
+            "wakeOnLanCapable" => r.read_opt(&mut self.wake_on_lan_capable),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
+            "maskedFeatureCapability" => r.read_push(&mut self.masked_feature_capability),
+            "vFlashConfigInfo" => r.read_opt(&mut self.v_flash_config_info),
+            "vsanHostConfig" => r.read_opt(&mut self.vsan_host_config),
+            "domainList" => r.read_push(&mut self.domain_list),
+            "scriptCheckSum" => r.read_opt(&mut self.script_check_sum),
+            "hostConfigCheckSum" => r.read_opt(&mut self.host_config_check_sum),
+            "descriptionTreeCheckSum" => r.read_opt(&mut self.description_tree_check_sum),
+            "graphicsInfo" => r.read_push(&mut self.graphics_info),
+            "sharedPassthruGpuTypes" => r.read_push(&mut self.shared_passthru_gpu_types),
+            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
+            "sharedGpuCapabilities" => r.read_push(&mut self.shared_gpu_capabilities),
+            "ioFilterInfo" => r.read_push(&mut self.io_filter_info),
+            "sriovDevicePool" => r.read_push(&mut self.sriov_device_pool),
             "assignableHardwareBinding" => {
-                r.read_push(&mut self.assignable_hardware_binding)?
+                r.read_push(&mut self.assignable_hardware_binding)
             }
             "assignableHardwareConfig" => {
-                r.read_opt(&mut self.assignable_hardware_config)?
+                r.read_opt(&mut self.assignable_hardware_config)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -1068,53 +1138,53 @@ impl x::Fields for HostConfigManager {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler)?,
-            "datastoreSystem" => r.read_opt(&mut self.datastore_system)?,
-            "memoryManager" => r.read_opt(&mut self.memory_manager)?,
-            "storageSystem" => r.read_opt(&mut self.storage_system)?,
-            "networkSystem" => r.read_opt(&mut self.network_system)?,
-            "vmotionSystem" => r.read_opt(&mut self.vmotion_system)?,
-            "virtualNicManager" => r.read_opt(&mut self.virtual_nic_manager)?,
-            "serviceSystem" => r.read_opt(&mut self.service_system)?,
-            "firewallSystem" => r.read_opt(&mut self.firewall_system)?,
-            "advancedOption" => r.read_opt(&mut self.advanced_option)?,
-            "diagnosticSystem" => r.read_opt(&mut self.diagnostic_system)?,
-            "autoStartManager" => r.read_opt(&mut self.auto_start_manager)?,
-            "snmpSystem" => r.read_opt(&mut self.snmp_system)?,
-            "dateTimeSystem" => r.read_opt(&mut self.date_time_system)?,
-            "patchManager" => r.read_opt(&mut self.patch_manager)?,
-            "imageConfigManager" => r.read_opt(&mut self.image_config_manager)?,
-            "bootDeviceSystem" => r.read_opt(&mut self.boot_device_system)?,
-            "firmwareSystem" => r.read_opt(&mut self.firmware_system)?,
-            "healthStatusSystem" => r.read_opt(&mut self.health_status_system)?,
-            "pciPassthruSystem" => r.read_opt(&mut self.pci_passthru_system)?,
-            "licenseManager" => r.read_opt(&mut self.license_manager)?,
-            "kernelModuleSystem" => r.read_opt(&mut self.kernel_module_system)?,
-            "authenticationManager" => r.read_opt(&mut self.authentication_manager)?,
-            "powerSystem" => r.read_opt(&mut self.power_system)?,
+        let result = match name {
+            "cpuScheduler" => r.read_opt(&mut self.cpu_scheduler),
+            "datastoreSystem" => r.read_opt(&mut self.datastore_system),
+            "memoryManager" => r.read_opt(&mut self.memory_manager),
+            "storageSystem" => r.read_opt(&mut self.storage_system),
+            "networkSystem" => r.read_opt(&mut self.network_system),
+            "vmotionSystem" => r.read_opt(&mut self.vmotion_system),
+            "virtualNicManager" => r.read_opt(&mut self.virtual_nic_manager),
+            "serviceSystem" => r.read_opt(&mut self.service_system),
+            "firewallSystem" => r.read_opt(&mut self.firewall_system),
+            "advancedOption" => r.read_opt(&mut self.advanced_option),
+            "diagnosticSystem" => r.read_opt(&mut self.diagnostic_system),
+            "autoStartManager" => r.read_opt(&mut self.auto_start_manager),
+            "snmpSystem" => r.read_opt(&mut self.snmp_system),
+            "dateTimeSystem" => r.read_opt(&mut self.date_time_system),
+            "patchManager" => r.read_opt(&mut self.patch_manager),
+            "imageConfigManager" => r.read_opt(&mut self.image_config_manager),
+            "bootDeviceSystem" => r.read_opt(&mut self.boot_device_system),
+            "firmwareSystem" => r.read_opt(&mut self.firmware_system),
+            "healthStatusSystem" => r.read_opt(&mut self.health_status_system),
+            "pciPassthruSystem" => r.read_opt(&mut self.pci_passthru_system),
+            "licenseManager" => r.read_opt(&mut self.license_manager),
+            "kernelModuleSystem" => r.read_opt(&mut self.kernel_module_system),
+            "authenticationManager" => r.read_opt(&mut self.authentication_manager),
+            "powerSystem" => r.read_opt(&mut self.power_system),
             "cacheConfigurationManager" => {
-                r.read_opt(&mut self.cache_configuration_manager)?
+                r.read_opt(&mut self.cache_configuration_manager)
             }
-            "esxAgentHostManager" => r.read_opt(&mut self.esx_agent_host_manager)?,
-            "iscsiManager" => r.read_opt(&mut self.iscsi_manager)?,
-            "vFlashManager" => r.read_opt(&mut self.v_flash_manager)?,
-            "vsanSystem" => r.read_opt(&mut self.vsan_system)?,
-            "messageBusProxy" => r.read_opt(&mut self.message_bus_proxy)?,
-            "userDirectory" => r.read_opt(&mut self.user_directory)?,
-            "accountManager" => r.read_opt(&mut self.account_manager)?,
-            "hostAccessManager" => r.read_opt(&mut self.host_access_manager)?,
-            "graphicsManager" => r.read_opt(&mut self.graphics_manager)?,
-            "vsanInternalSystem" => r.read_opt(&mut self.vsan_internal_system)?,
-            "certificateManager" => r.read_opt(&mut self.certificate_manager)?,
-            "cryptoManager" => r.read_opt(&mut self.crypto_manager)?,
-            "nvdimmSystem" => r.read_opt(&mut self.nvdimm_system)?,
+            "esxAgentHostManager" => r.read_opt(&mut self.esx_agent_host_manager),
+            "iscsiManager" => r.read_opt(&mut self.iscsi_manager),
+            "vFlashManager" => r.read_opt(&mut self.v_flash_manager),
+            "vsanSystem" => r.read_opt(&mut self.vsan_system),
+            "messageBusProxy" => r.read_opt(&mut self.message_bus_proxy),
+            "userDirectory" => r.read_opt(&mut self.user_directory),
+            "accountManager" => r.read_opt(&mut self.account_manager),
+            "hostAccessManager" => r.read_opt(&mut self.host_access_manager),
+            "graphicsManager" => r.read_opt(&mut self.graphics_manager),
+            "vsanInternalSystem" => r.read_opt(&mut self.vsan_internal_system),
+            "certificateManager" => r.read_opt(&mut self.certificate_manager),
+            "cryptoManager" => r.read_opt(&mut self.crypto_manager),
+            "nvdimmSystem" => r.read_opt(&mut self.nvdimm_system),
             "assignableHardwareManager" => {
-                r.read_opt(&mut self.assignable_hardware_manager)?
+                r.read_opt(&mut self.assignable_hardware_manager)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("cpuScheduler", &self.cpu_scheduler);
@@ -1210,33 +1280,33 @@ impl x::Fields for HostConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nasDatastore" => r.read_push(&mut self.nas_datastore)?,
-            "network" => r.read_opt(&mut self.network)?,
-            "nicTypeSelection" => r.read_push(&mut self.nic_type_selection)?,
-            "service" => r.read_push(&mut self.service)?,
-            "firewall" => r.read_opt(&mut self.firewall)?,
-            "option" => r.read_push(&mut self.option)?,
-            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal)?,
+        let result = match name {
+            "nasDatastore" => r.read_push(&mut self.nas_datastore),
+            "network" => r.read_opt(&mut self.network),
+            "nicTypeSelection" => r.read_push(&mut self.nic_type_selection),
+            "service" => r.read_push(&mut self.service),
+            "firewall" => r.read_opt(&mut self.firewall),
+            "option" => r.read_push(&mut self.option),
+            "datastorePrincipal" => r.read_opt(&mut self.datastore_principal),
             "datastorePrincipalPasswd" => {
-                r.read_opt(&mut self.datastore_principal_passwd)?
+                r.read_opt(&mut self.datastore_principal_passwd)
             }
-            "datetime" => r.read_opt(&mut self.datetime)?,
-            "storageDevice" => r.read_opt(&mut self.storage_device)?,
-            "license" => r.read_opt(&mut self.license)?,
-            "security" => r.read_opt(&mut self.security)?,
-            "userAccount" => r.read_push(&mut self.user_account)?,
-            "usergroupAccount" => r.read_push(&mut self.usergroup_account)?,
-            "memory" => r.read_opt(&mut self.memory)?,
-            "activeDirectory" => r.read_push(&mut self.active_directory)?,
-            "genericConfig" => r.read_push(&mut self.generic_config)?,
-            "graphicsConfig" => r.read_opt(&mut self.graphics_config)?,
+            "datetime" => r.read_opt(&mut self.datetime),
+            "storageDevice" => r.read_opt(&mut self.storage_device),
+            "license" => r.read_opt(&mut self.license),
+            "security" => r.read_opt(&mut self.security),
+            "userAccount" => r.read_push(&mut self.user_account),
+            "usergroupAccount" => r.read_push(&mut self.usergroup_account),
+            "memory" => r.read_opt(&mut self.memory),
+            "activeDirectory" => r.read_push(&mut self.active_directory),
+            "genericConfig" => r.read_push(&mut self.generic_config),
+            "graphicsConfig" => r.read_opt(&mut self.graphics_config),
             "assignableHardwareConfig" => {
-                r.read_opt(&mut self.assignable_hardware_config)?
+                r.read_opt(&mut self.assignable_hardware_config)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("nasDatastore", &self.nas_datastore);
@@ -1292,19 +1362,19 @@ impl x::Fields for HostConfigSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "port" => r.read(&mut self.port)?,
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint)?,
-            "product" => r.read_opt(&mut self.product)?,
-            "vmotionEnabled" => r.read(&mut self.vmotion_enabled)?,
-            "faultToleranceEnabled" => r.read_opt(&mut self.fault_tolerance_enabled)?,
-            "featureVersion" => r.read_push(&mut self.feature_version)?,
-            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore)?,
-            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "port" => r.read(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "product" => r.read_opt(&mut self.product),
+            "vmotionEnabled" => r.read(&mut self.vmotion_enabled),
+            "faultToleranceEnabled" => r.read_opt(&mut self.fault_tolerance_enabled),
+            "featureVersion" => r.read_push(&mut self.feature_version),
+            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
+            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1336,12 +1406,12 @@ impl x::Fields for HostConnectFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1382,20 +1452,20 @@ impl x::Fields for HostConnectInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "serverIp" => r.read_opt(&mut self.server_ip)?,
-            "inDasCluster" => r.read_opt(&mut self.in_das_cluster)?,
-            "host" => r.read(&mut self.host)?,
-            "vm" => r.read_push(&mut self.vm)?,
-            "vimAccountNameRequired" => r.read_opt(&mut self.vim_account_name_required)?,
-            "clusterSupported" => r.read_opt(&mut self.cluster_supported)?,
-            "network" => r.read_push(&mut self.network)?,
-            "datastore" => r.read_push(&mut self.datastore)?,
-            "license" => r.read_opt(&mut self.license)?,
-            "capability" => r.read_opt(&mut self.capability)?,
+        let result = match name {
+            "serverIp" => r.read_opt(&mut self.server_ip),
+            "inDasCluster" => r.read_opt(&mut self.in_das_cluster),
+            "host" => r.read(&mut self.host),
+            "vm" => r.read_push(&mut self.vm),
+            "vimAccountNameRequired" => r.read_opt(&mut self.vim_account_name_required),
+            "clusterSupported" => r.read_opt(&mut self.cluster_supported),
+            "network" => r.read_push(&mut self.network),
+            "datastore" => r.read_push(&mut self.datastore),
+            "license" => r.read_opt(&mut self.license),
+            "capability" => r.read_opt(&mut self.capability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("serverIp", &self.server_ip);
@@ -1428,11 +1498,11 @@ impl x::Fields for HostConnectInfoNetworkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read(&mut self.summary)?,
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
@@ -1476,22 +1546,22 @@ impl x::Fields for HostConnectSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostName" => r.read_opt(&mut self.host_name)?,
-            "port" => r.read_opt(&mut self.port)?,
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint)?,
-            "userName" => r.read_opt(&mut self.user_name)?,
-            "password" => r.read_opt(&mut self.password)?,
-            "vmFolder" => r.read_opt(&mut self.vm_folder)?,
-            "force" => r.read(&mut self.force)?,
-            "vimAccountName" => r.read_opt(&mut self.vim_account_name)?,
-            "vimAccountPassword" => r.read_opt(&mut self.vim_account_password)?,
-            "managementIp" => r.read_opt(&mut self.management_ip)?,
-            "lockdownMode" => r.read_opt(&mut self.lockdown_mode)?,
-            "hostGateway" => r.read_opt(&mut self.host_gateway)?,
+        let result = match name {
+            "hostName" => r.read_opt(&mut self.host_name),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "vmFolder" => r.read_opt(&mut self.vm_folder),
+            "force" => r.read(&mut self.force),
+            "vimAccountName" => r.read_opt(&mut self.vim_account_name),
+            "vimAccountPassword" => r.read_opt(&mut self.vim_account_password),
+            "managementIp" => r.read_opt(&mut self.management_ip),
+            "lockdownMode" => r.read_opt(&mut self.lockdown_mode),
+            "hostGateway" => r.read_opt(&mut self.host_gateway),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("hostName", &self.host_name);
@@ -1552,23 +1622,23 @@ impl x::Fields for HostConnectedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1626,23 +1696,23 @@ impl x::Fields for HostConnectionLostEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1686,16 +1756,16 @@ impl x::Fields for HostCpuIdInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "level" => r.read(&mut self.level)?,
-            "vendor" => r.read_opt(&mut self.vendor)?,
-            "eax" => r.read_opt(&mut self.eax)?,
-            "ebx" => r.read_opt(&mut self.ebx)?,
-            "ecx" => r.read_opt(&mut self.ecx)?,
-            "edx" => r.read_opt(&mut self.edx)?,
+        let result = match name {
+            "level" => r.read(&mut self.level),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "eax" => r.read_opt(&mut self.eax),
+            "ebx" => r.read_opt(&mut self.ebx),
+            "ecx" => r.read_opt(&mut self.ecx),
+            "edx" => r.read_opt(&mut self.edx),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("level", &self.level);
@@ -1732,14 +1802,14 @@ impl x::Fields for HostCpuInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "numCpuPackages" => r.read(&mut self.num_cpu_packages)?,
-            "numCpuCores" => r.read(&mut self.num_cpu_cores)?,
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads)?,
-            "hz" => r.read(&mut self.hz)?,
+        let result = match name {
+            "numCpuPackages" => r.read(&mut self.num_cpu_packages),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "hz" => r.read(&mut self.hz),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numCpuPackages", &self.num_cpu_packages);
@@ -1776,17 +1846,17 @@ impl x::Fields for HostCpuPackage {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "index" => r.read(&mut self.index)?,
-            "vendor" => r.read(&mut self.vendor)?,
-            "hz" => r.read(&mut self.hz)?,
-            "busHz" => r.read(&mut self.bus_hz)?,
-            "description" => r.read(&mut self.description)?,
-            "threadId" => r.read_push(&mut self.thread_id)?,
-            "cpuFeature" => r.read_push(&mut self.cpu_feature)?,
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "vendor" => r.read(&mut self.vendor),
+            "hz" => r.read(&mut self.hz),
+            "busHz" => r.read(&mut self.bus_hz),
+            "description" => r.read(&mut self.description),
+            "threadId" => r.read_push(&mut self.thread_id),
+            "cpuFeature" => r.read_push(&mut self.cpu_feature),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("index", &self.index);
@@ -1820,12 +1890,12 @@ impl x::Fields for HostCpuPowerManagementInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "currentPolicy" => r.read_opt(&mut self.current_policy)?,
-            "hardwareSupport" => r.read_opt(&mut self.hardware_support)?,
+        let result = match name {
+            "currentPolicy" => r.read_opt(&mut self.current_policy),
+            "hardwareSupport" => r.read_opt(&mut self.hardware_support),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("currentPolicy", &self.current_policy);
@@ -1872,23 +1942,23 @@ impl x::Fields for HostDasDisabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1946,23 +2016,23 @@ impl x::Fields for HostDasDisablingEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2020,23 +2090,23 @@ impl x::Fields for HostDasEnabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2094,23 +2164,23 @@ impl x::Fields for HostDasEnablingEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2172,25 +2242,25 @@ impl x::Fields for HostDasErrorEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read_opt(&mut self.message)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read_opt(&mut self.message),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2250,23 +2320,23 @@ impl x::Fields for HostDasEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2324,23 +2394,23 @@ impl x::Fields for HostDasOkEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2374,11 +2444,11 @@ impl x::Fields for HostDataTransportConnectionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed)?,
+        let result = match name {
+            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("staticMemoryConsumed", &self.static_memory_consumed);
@@ -2404,13 +2474,13 @@ impl x::Fields for HostDatastoreBrowserSearchResults {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "folderPath" => r.read_opt(&mut self.folder_path)?,
-            "file" => r.read_push(&mut self.file)?,
+        let result = match name {
+            "datastore" => r.read_opt(&mut self.datastore),
+            "folderPath" => r.read_opt(&mut self.folder_path),
+            "file" => r.read_push(&mut self.file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("datastore", &self.datastore);
@@ -2446,15 +2516,15 @@ impl x::Fields for HostDatastoreBrowserSearchSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "query" => r.read_push(&mut self.query)?,
-            "details" => r.read_opt(&mut self.details)?,
-            "searchCaseInsensitive" => r.read_opt(&mut self.search_case_insensitive)?,
-            "matchPattern" => r.read_push(&mut self.match_pattern)?,
-            "sortFoldersFirst" => r.read_opt(&mut self.sort_folders_first)?,
+        let result = match name {
+            "query" => r.read_push(&mut self.query),
+            "details" => r.read_opt(&mut self.details),
+            "searchCaseInsensitive" => r.read_opt(&mut self.search_case_insensitive),
+            "matchPattern" => r.read_push(&mut self.match_pattern),
+            "sortFoldersFirst" => r.read_opt(&mut self.sort_folders_first),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("query", &self.query);
@@ -2482,11 +2552,11 @@ impl x::Fields for HostDatastoreConnectInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read(&mut self.summary)?,
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
@@ -2510,12 +2580,12 @@ impl x::Fields for HostDatastoreExistsConnectInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read(&mut self.summary)?,
-            "newDatastoreName" => r.read(&mut self.new_datastore_name)?,
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            "newDatastoreName" => r.read(&mut self.new_datastore_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
@@ -2540,12 +2610,12 @@ impl x::Fields for HostDatastoreNameConflictConnectInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read(&mut self.summary)?,
-            "newDatastoreName" => r.read(&mut self.new_datastore_name)?,
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
+            "newDatastoreName" => r.read(&mut self.new_datastore_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
@@ -2574,18 +2644,16 @@ impl x::Fields for HostDatastoreSystemCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nfsMountCreationRequired" => r.read(&mut self.nfs_mount_creation_required)?,
-            "nfsMountCreationSupported" => {
-                r.read(&mut self.nfs_mount_creation_supported)?
-            }
-            "localDatastoreSupported" => r.read(&mut self.local_datastore_supported)?,
+        let result = match name {
+            "nfsMountCreationRequired" => r.read(&mut self.nfs_mount_creation_required),
+            "nfsMountCreationSupported" => r.read(&mut self.nfs_mount_creation_supported),
+            "localDatastoreSupported" => r.read(&mut self.local_datastore_supported),
             "vmfsExtentExpansionSupported" => {
-                r.read_opt(&mut self.vmfs_extent_expansion_supported)?
+                r.read_opt(&mut self.vmfs_extent_expansion_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nfsMountCreationRequired", &self.nfs_mount_creation_required);
@@ -2615,12 +2683,12 @@ impl x::Fields for HostDatastoreSystemDatastoreResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2649,12 +2717,12 @@ impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "scId" => r.read(&mut self.sc_id)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "scId" => r.read(&mut self.sc_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2691,18 +2759,18 @@ impl x::Fields for HostDateTimeConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timeZone" => r.read_opt(&mut self.time_zone)?,
-            "ntpConfig" => r.read_opt(&mut self.ntp_config)?,
-            "ptpConfig" => r.read_opt(&mut self.ptp_config)?,
-            "protocol" => r.read_opt(&mut self.protocol)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "disableEvents" => r.read_opt(&mut self.disable_events)?,
-            "disableFallback" => r.read_opt(&mut self.disable_fallback)?,
-            "resetToFactoryDefaults" => r.read_opt(&mut self.reset_to_factory_defaults)?,
+        let result = match name {
+            "timeZone" => r.read_opt(&mut self.time_zone),
+            "ntpConfig" => r.read_opt(&mut self.ntp_config),
+            "ptpConfig" => r.read_opt(&mut self.ptp_config),
+            "protocol" => r.read_opt(&mut self.protocol),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "disableEvents" => r.read_opt(&mut self.disable_events),
+            "disableFallback" => r.read_opt(&mut self.disable_fallback),
+            "resetToFactoryDefaults" => r.read_opt(&mut self.reset_to_factory_defaults),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("timeZone", &self.time_zone);
@@ -2759,25 +2827,25 @@ impl x::Fields for HostDateTimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timeZone" => r.read(&mut self.time_zone)?,
-            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol)?,
-            "ntpConfig" => r.read_opt(&mut self.ntp_config)?,
-            "ptpConfig" => r.read_opt(&mut self.ptp_config)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "disableEvents" => r.read_opt(&mut self.disable_events)?,
-            "disableFallback" => r.read_opt(&mut self.disable_fallback)?,
-            "inFallbackState" => r.read_opt(&mut self.in_fallback_state)?,
-            "serviceSync" => r.read_opt(&mut self.service_sync)?,
-            "lastSyncTime" => r.read_opt(&mut self.last_sync_time)?,
-            "remoteNtpServer" => r.read_opt(&mut self.remote_ntp_server)?,
-            "ntpRunTime" => r.read_opt(&mut self.ntp_run_time)?,
-            "ptpRunTime" => r.read_opt(&mut self.ptp_run_time)?,
-            "ntpDuration" => r.read_opt(&mut self.ntp_duration)?,
-            "ptpDuration" => r.read_opt(&mut self.ptp_duration)?,
+        let result = match name {
+            "timeZone" => r.read(&mut self.time_zone),
+            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
+            "ntpConfig" => r.read_opt(&mut self.ntp_config),
+            "ptpConfig" => r.read_opt(&mut self.ptp_config),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "disableEvents" => r.read_opt(&mut self.disable_events),
+            "disableFallback" => r.read_opt(&mut self.disable_fallback),
+            "inFallbackState" => r.read_opt(&mut self.in_fallback_state),
+            "serviceSync" => r.read_opt(&mut self.service_sync),
+            "lastSyncTime" => r.read_opt(&mut self.last_sync_time),
+            "remoteNtpServer" => r.read_opt(&mut self.remote_ntp_server),
+            "ntpRunTime" => r.read_opt(&mut self.ntp_run_time),
+            "ptpRunTime" => r.read_opt(&mut self.ptp_run_time),
+            "ntpDuration" => r.read_opt(&mut self.ntp_duration),
+            "ptpDuration" => r.read_opt(&mut self.ptp_duration),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("timeZone", &self.time_zone);
@@ -2815,12 +2883,12 @@ impl x::Fields for HostDateTimeSystemServiceTestResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "workingNormally" => r.read(&mut self.working_normally)?,
-            "report" => r.read_push(&mut self.report)?,
+        let result = match name {
+            "workingNormally" => r.read(&mut self.working_normally),
+            "report" => r.read_push(&mut self.report),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("workingNormally", &self.working_normally);
@@ -2849,14 +2917,14 @@ impl x::Fields for HostDateTimeSystemTimeZone {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "description" => r.read(&mut self.description)?,
-            "gmtOffset" => r.read(&mut self.gmt_offset)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "gmtOffset" => r.read(&mut self.gmt_offset),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2885,117 +2953,15 @@ impl x::Fields for HostDeploymentInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "bootedFromStatelessCache" => {
-                r.read_opt(&mut self.booted_from_stateless_cache)?
+                r.read_opt(&mut self.booted_from_stateless_cache)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("bootedFromStatelessCache", &self.booted_from_stateless_cache);
     }
-}
-/// `HostDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDevice {
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceType`.
-    pub device_type: String,
-}
-impl x::SchemaType for HostDevice {
-    const TYPE_NAME: &'static str = "HostDevice";
-}
-impl x::Structure for HostDevice {}
-impl x::Fields for HostDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "deviceType" => r.read(&mut self.device_type)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("deviceType", &self.device_type);
-    }
-}
-/// `HostDhcpService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDhcpService {
-    /// `key`.
-    pub key: String,
-    /// `spec`.
-    pub spec: HostDhcpServiceSpec,
-}
-impl x::SchemaType for HostDhcpService {
-    const TYPE_NAME: &'static str = "HostDhcpService";
-}
-impl x::Structure for HostDhcpService {}
-impl x::Fields for HostDhcpService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "spec" => r.read(&mut self.spec)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostDhcpService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDhcpService";
-    const ITEM_TAG: &'static str = "HostDhcpService";
-}
-/// `HostDhcpServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDhcpServiceConfig {
-    /// `changeOperation`.
-    pub change_operation: Option<String>,
-    /// `key`.
-    pub key: String,
-    /// `spec`.
-    pub spec: HostDhcpServiceSpec,
-}
-impl x::SchemaType for HostDhcpServiceConfig {
-    const TYPE_NAME: &'static str = "HostDhcpServiceConfig";
-}
-impl x::Structure for HostDhcpServiceConfig {}
-impl x::Fields for HostDhcpServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation)?,
-            "key" => r.read(&mut self.key)?,
-            "spec" => r.read(&mut self.spec)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("changeOperation", &self.change_operation);
-        w.write("key", &self.key);
-        w.write("spec", &self.spec);
-    }
-}
-impl x::ArrayItem for HostDhcpServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDhcpServiceConfig";
-    const ITEM_TAG: &'static str = "HostDhcpServiceConfig";
 }

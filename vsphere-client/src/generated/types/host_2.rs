@@ -5,6 +5,108 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDevice {
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceType`.
+    pub device_type: String,
+}
+impl x::SchemaType for HostDevice {
+    const TYPE_NAME: &'static str = "HostDevice";
+}
+impl x::Structure for HostDevice {}
+impl x::Fields for HostDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceType" => r.read(&mut self.device_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write("deviceType", &self.device_type);
+    }
+}
+/// `HostDhcpService` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDhcpService {
+    /// `key`.
+    pub key: String,
+    /// `spec`.
+    pub spec: HostDhcpServiceSpec,
+}
+impl x::SchemaType for HostDhcpService {
+    const TYPE_NAME: &'static str = "HostDhcpService";
+}
+impl x::Structure for HostDhcpService {}
+impl x::Fields for HostDhcpService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostDhcpService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDhcpService";
+    const ITEM_TAG: &'static str = "HostDhcpService";
+}
+/// `HostDhcpServiceConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDhcpServiceConfig {
+    /// `changeOperation`.
+    pub change_operation: Option<String>,
+    /// `key`.
+    pub key: String,
+    /// `spec`.
+    pub spec: HostDhcpServiceSpec,
+}
+impl x::SchemaType for HostDhcpServiceConfig {
+    const TYPE_NAME: &'static str = "HostDhcpServiceConfig";
+}
+impl x::Structure for HostDhcpServiceConfig {}
+impl x::Fields for HostDhcpServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("changeOperation", &self.change_operation);
+        w.write("key", &self.key);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::ArrayItem for HostDhcpServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDhcpServiceConfig";
+    const ITEM_TAG: &'static str = "HostDhcpServiceConfig";
+}
 /// `HostDhcpServiceSpec` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostDhcpServiceSpec {
@@ -35,18 +137,18 @@ impl x::Fields for HostDhcpServiceSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "virtualSwitch" => r.read(&mut self.virtual_switch)?,
-            "defaultLeaseDuration" => r.read(&mut self.default_lease_duration)?,
-            "leaseBeginIp" => r.read(&mut self.lease_begin_ip)?,
-            "leaseEndIp" => r.read(&mut self.lease_end_ip)?,
-            "maxLeaseDuration" => r.read(&mut self.max_lease_duration)?,
-            "unlimitedLease" => r.read(&mut self.unlimited_lease)?,
-            "ipSubnetAddr" => r.read(&mut self.ip_subnet_addr)?,
-            "ipSubnetMask" => r.read(&mut self.ip_subnet_mask)?,
+        let result = match name {
+            "virtualSwitch" => r.read(&mut self.virtual_switch),
+            "defaultLeaseDuration" => r.read(&mut self.default_lease_duration),
+            "leaseBeginIp" => r.read(&mut self.lease_begin_ip),
+            "leaseEndIp" => r.read(&mut self.lease_end_ip),
+            "maxLeaseDuration" => r.read(&mut self.max_lease_duration),
+            "unlimitedLease" => r.read(&mut self.unlimited_lease),
+            "ipSubnetAddr" => r.read(&mut self.ip_subnet_addr),
+            "ipSubnetMask" => r.read(&mut self.ip_subnet_mask),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("virtualSwitch", &self.virtual_switch);
@@ -81,14 +183,14 @@ impl x::Fields for HostDiagnosticPartition {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "storageType" => r.read(&mut self.storage_type)?,
-            "diagnosticType" => r.read(&mut self.diagnostic_type)?,
-            "slots" => r.read(&mut self.slots)?,
-            "id" => r.read(&mut self.id)?,
+        let result = match name {
+            "storageType" => r.read(&mut self.storage_type),
+            "diagnosticType" => r.read(&mut self.diagnostic_type),
+            "slots" => r.read(&mut self.slots),
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageType", &self.storage_type);
@@ -121,13 +223,13 @@ impl x::Fields for HostDiagnosticPartitionCreateDescription {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "layout" => r.read(&mut self.layout)?,
-            "diskUuid" => r.read(&mut self.disk_uuid)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "layout" => r.read(&mut self.layout),
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("layout", &self.layout);
@@ -155,13 +257,13 @@ impl x::Fields for HostDiagnosticPartitionCreateOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "storageType" => r.read(&mut self.storage_type)?,
-            "diagnosticType" => r.read(&mut self.diagnostic_type)?,
-            "disk" => r.read(&mut self.disk)?,
+        let result = match name {
+            "storageType" => r.read(&mut self.storage_type),
+            "diagnosticType" => r.read(&mut self.diagnostic_type),
+            "disk" => r.read(&mut self.disk),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageType", &self.storage_type);
@@ -197,15 +299,15 @@ impl x::Fields for HostDiagnosticPartitionCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "storageType" => r.read(&mut self.storage_type)?,
-            "diagnosticType" => r.read(&mut self.diagnostic_type)?,
-            "id" => r.read(&mut self.id)?,
-            "partition" => r.read(&mut self.partition)?,
-            "active" => r.read_opt(&mut self.active)?,
+        let result = match name {
+            "storageType" => r.read(&mut self.storage_type),
+            "diagnosticType" => r.read(&mut self.diagnostic_type),
+            "id" => r.read(&mut self.id),
+            "partition" => r.read(&mut self.partition),
+            "active" => r.read_opt(&mut self.active),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageType", &self.storage_type);
@@ -235,13 +337,13 @@ impl x::Fields for HostDigestInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "digestMethod" => r.read(&mut self.digest_method)?,
-            "digestValue" => r.read_push(&mut self.digest_value)?,
-            "objectName" => r.read_opt(&mut self.object_name)?,
+        let result = match name {
+            "digestMethod" => r.read(&mut self.digest_method),
+            "digestValue" => r.read_push(&mut self.digest_value),
+            "objectName" => r.read_opt(&mut self.object_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("digestMethod", &self.digest_method);
@@ -265,11 +367,11 @@ impl x::Fields for HostDirectoryStoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -317,24 +419,24 @@ impl x::Fields for HostDisconnectedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -373,13 +475,13 @@ impl x::Fields for HostDiskConfigurationResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "devicePath" => r.read_opt(&mut self.device_path)?,
-            "success" => r.read_opt(&mut self.success)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "devicePath" => r.read_opt(&mut self.device_path),
+            "success" => r.read_opt(&mut self.success),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("devicePath", &self.device_path);
@@ -428,13 +530,13 @@ impl x::Fields for HostDiskDimensionsChs {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cylinder" => r.read(&mut self.cylinder)?,
-            "head" => r.read(&mut self.head)?,
-            "sector" => r.read(&mut self.sector)?,
+        let result = match name {
+            "cylinder" => r.read(&mut self.cylinder),
+            "head" => r.read(&mut self.head),
+            "sector" => r.read(&mut self.sector),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cylinder", &self.cylinder);
@@ -460,12 +562,12 @@ impl x::Fields for HostDiskDimensionsLba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "blockSize" => r.read(&mut self.block_size)?,
-            "block" => r.read(&mut self.block)?,
+        let result = match name {
+            "blockSize" => r.read(&mut self.block_size),
+            "block" => r.read(&mut self.block),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("blockSize", &self.block_size);
@@ -492,13 +594,13 @@ impl x::Fields for HostDiskMappingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "physicalPartition" => r.read_opt(&mut self.physical_partition)?,
-            "name" => r.read(&mut self.name)?,
-            "exclusive" => r.read_opt(&mut self.exclusive)?,
+        let result = match name {
+            "physicalPartition" => r.read_opt(&mut self.physical_partition),
+            "name" => r.read(&mut self.name),
+            "exclusive" => r.read_opt(&mut self.exclusive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("physicalPartition", &self.physical_partition);
@@ -524,12 +626,12 @@ impl x::Fields for HostDiskMappingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "physicalPartition" => r.read_push(&mut self.physical_partition)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "physicalPartition" => r.read_push(&mut self.physical_partition),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("physicalPartition", &self.physical_partition);
@@ -556,13 +658,13 @@ impl x::Fields for HostDiskMappingPartitionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "fileSystem" => r.read(&mut self.file_system)?,
-            "capacityInKb" => r.read(&mut self.capacity_in_kb)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "fileSystem" => r.read(&mut self.file_system),
+            "capacityInKb" => r.read(&mut self.capacity_in_kb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -590,13 +692,13 @@ impl x::Fields for HostDiskMappingPartitionOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "fileSystem" => r.read(&mut self.file_system)?,
-            "capacityInKb" => r.read(&mut self.capacity_in_kb)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "fileSystem" => r.read(&mut self.file_system),
+            "capacityInKb" => r.read(&mut self.capacity_in_kb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -638,18 +740,18 @@ impl x::Fields for HostDiskPartitionAttributes {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "partition" => r.read(&mut self.partition)?,
-            "startSector" => r.read(&mut self.start_sector)?,
-            "endSector" => r.read(&mut self.end_sector)?,
-            "type" => r.read(&mut self.type_)?,
-            "guid" => r.read_opt(&mut self.guid)?,
-            "logical" => r.read(&mut self.logical)?,
-            "attributes" => r.read(&mut self.attributes)?,
-            "partitionAlignment" => r.read_opt(&mut self.partition_alignment)?,
+        let result = match name {
+            "partition" => r.read(&mut self.partition),
+            "startSector" => r.read(&mut self.start_sector),
+            "endSector" => r.read(&mut self.end_sector),
+            "type" => r.read(&mut self.type_),
+            "guid" => r.read_opt(&mut self.guid),
+            "logical" => r.read(&mut self.logical),
+            "attributes" => r.read(&mut self.attributes),
+            "partitionAlignment" => r.read_opt(&mut self.partition_alignment),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("partition", &self.partition);
@@ -688,14 +790,14 @@ impl x::Fields for HostDiskPartitionBlockRange {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "partition" => r.read_opt(&mut self.partition)?,
-            "type" => r.read(&mut self.type_)?,
-            "start" => r.read(&mut self.start)?,
-            "end" => r.read(&mut self.end)?,
+        let result = match name {
+            "partition" => r.read_opt(&mut self.partition),
+            "type" => r.read(&mut self.type_),
+            "start" => r.read(&mut self.start),
+            "end" => r.read(&mut self.end),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("partition", &self.partition);
@@ -728,13 +830,13 @@ impl x::Fields for HostDiskPartitionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "spec" => r.read(&mut self.spec)?,
-            "layout" => r.read(&mut self.layout)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "spec" => r.read(&mut self.spec),
+            "layout" => r.read(&mut self.layout),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -764,12 +866,12 @@ impl x::Fields for HostDiskPartitionLayout {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "total" => r.read_opt(&mut self.total)?,
-            "partition" => r.read_push(&mut self.partition)?,
+        let result = match name {
+            "total" => r.read_opt(&mut self.total),
+            "partition" => r.read_push(&mut self.partition),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("total", &self.total);
@@ -798,14 +900,14 @@ impl x::Fields for HostDiskPartitionSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "partitionFormat" => r.read_opt(&mut self.partition_format)?,
-            "chs" => r.read_opt(&mut self.chs)?,
-            "totalSectors" => r.read_opt(&mut self.total_sectors)?,
-            "partition" => r.read_push(&mut self.partition)?,
+        let result = match name {
+            "partitionFormat" => r.read_opt(&mut self.partition_format),
+            "chs" => r.read_opt(&mut self.chs),
+            "totalSectors" => r.read_opt(&mut self.total_sectors),
+            "partition" => r.read_push(&mut self.partition),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("partitionFormat", &self.partition_format);
@@ -844,17 +946,17 @@ impl x::Fields for HostDnsConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dhcp" => r.read(&mut self.dhcp)?,
-            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device)?,
-            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device)?,
-            "hostName" => r.read(&mut self.host_name)?,
-            "domainName" => r.read(&mut self.domain_name)?,
-            "address" => r.read_push(&mut self.address)?,
-            "searchDomain" => r.read_push(&mut self.search_domain)?,
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
+            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
+            "hostName" => r.read(&mut self.host_name),
+            "domainName" => r.read(&mut self.domain_name),
+            "address" => r.read_push(&mut self.address),
+            "searchDomain" => r.read_push(&mut self.search_domain),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dhcp", &self.dhcp);
@@ -898,19 +1000,19 @@ impl x::Fields for HostDnsConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dhcp" => r.read(&mut self.dhcp)?,
-            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device)?,
-            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device)?,
-            "hostName" => r.read(&mut self.host_name)?,
-            "domainName" => r.read(&mut self.domain_name)?,
-            "address" => r.read_push(&mut self.address)?,
-            "searchDomain" => r.read_push(&mut self.search_domain)?,
-            "virtualNicConnection" => r.read_opt(&mut self.virtual_nic_connection)?,
-            "virtualNicConnectionV6" => r.read_opt(&mut self.virtual_nic_connection_v6)?,
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "virtualNicDevice" => r.read_opt(&mut self.virtual_nic_device),
+            "ipv6VirtualNicDevice" => r.read_opt(&mut self.ipv6_virtual_nic_device),
+            "hostName" => r.read(&mut self.host_name),
+            "domainName" => r.read(&mut self.domain_name),
+            "address" => r.read_push(&mut self.address),
+            "searchDomain" => r.read_push(&mut self.search_domain),
+            "virtualNicConnection" => r.read_opt(&mut self.virtual_nic_connection),
+            "virtualNicConnectionV6" => r.read_opt(&mut self.virtual_nic_connection_v6),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dhcp", &self.dhcp);
@@ -966,24 +1068,24 @@ impl x::Fields for HostEnableAdminFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "permissions" => r.read_push(&mut self.permissions)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "permissions" => r.read_push(&mut self.permissions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1020,12 +1122,12 @@ impl x::Fields for HostEnterMaintenanceResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmFaults" => r.read_push(&mut self.vm_faults)?,
-            "hostFaults" => r.read_push(&mut self.host_faults)?,
+        let result = match name {
+            "vmFaults" => r.read_push(&mut self.vm_faults),
+            "hostFaults" => r.read_push(&mut self.host_faults),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vmFaults", &self.vm_faults);
@@ -1050,12 +1152,12 @@ impl x::Fields for HostEsxAgentHostManagerConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore)?,
-            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network)?,
+        let result = match name {
+            "agentVmDatastore" => r.read_opt(&mut self.agent_vm_datastore),
+            "agentVmNetwork" => r.read_opt(&mut self.agent_vm_network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
@@ -1102,23 +1204,23 @@ impl x::Fields for HostEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1154,12 +1256,12 @@ impl x::Fields for HostEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1212,24 +1314,24 @@ impl x::Fields for HostExtraNetworksEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "ips" => r.read_opt(&mut self.ips)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "ips" => r.read_opt(&mut self.ips),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1266,12 +1368,12 @@ impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "isStorageHealthy" => r.read(&mut self.is_storage_healthy)?,
-            "isNetworkHealthy" => r.read(&mut self.is_network_healthy)?,
+        let result = match name {
+            "isStorageHealthy" => r.read(&mut self.is_storage_healthy),
+            "isNetworkHealthy" => r.read(&mut self.is_network_healthy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("isStorageHealthy", &self.is_storage_healthy);
@@ -1298,13 +1400,13 @@ impl x::Fields for HostFeatureCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "featureName" => r.read(&mut self.feature_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1336,13 +1438,13 @@ impl x::Fields for HostFeatureMask {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "featureName" => r.read(&mut self.feature_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1372,12 +1474,12 @@ impl x::Fields for HostFeatureVersionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1426,22 +1528,22 @@ impl x::Fields for HostFibreChannelHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name)?,
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name)?,
-            "portType" => r.read(&mut self.port_type)?,
-            "speed" => r.read(&mut self.speed)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portType" => r.read(&mut self.port_type),
+            "speed" => r.read(&mut self.speed),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -1504,26 +1606,26 @@ impl x::Fields for HostFibreChannelOverEthernetHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name)?,
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name)?,
-            "portType" => r.read(&mut self.port_type)?,
-            "speed" => r.read(&mut self.speed)?,
-            "underlyingNic" => r.read(&mut self.underlying_nic)?,
-            "linkInfo" => r.read(&mut self.link_info)?,
-            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe)?,
-            "markedForRemoval" => r.read(&mut self.marked_for_removal)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portType" => r.read(&mut self.port_type),
+            "speed" => r.read(&mut self.speed),
+            "underlyingNic" => r.read(&mut self.underlying_nic),
+            "linkInfo" => r.read(&mut self.link_info),
+            "isSoftwareFcoe" => r.read(&mut self.is_software_fcoe),
+            "markedForRemoval" => r.read(&mut self.marked_for_removal),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -1564,13 +1666,13 @@ impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vnportMac" => r.read(&mut self.vnport_mac)?,
-            "fcfMac" => r.read(&mut self.fcf_mac)?,
-            "vlanId" => r.read(&mut self.vlan_id)?,
+        let result = match name {
+            "vnportMac" => r.read(&mut self.vnport_mac),
+            "fcfMac" => r.read(&mut self.fcf_mac),
+            "vlanId" => r.read(&mut self.vlan_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vnportMac", &self.vnport_mac);
@@ -1602,15 +1704,15 @@ impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name)?,
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name)?,
-            "vnportMac" => r.read(&mut self.vnport_mac)?,
-            "fcfMac" => r.read(&mut self.fcf_mac)?,
-            "vlanId" => r.read(&mut self.vlan_id)?,
+        let result = match name {
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "vnportMac" => r.read(&mut self.vnport_mac),
+            "fcfMac" => r.read(&mut self.fcf_mac),
+            "vlanId" => r.read(&mut self.vlan_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("portWorldWideName", &self.port_world_wide_name);
@@ -1638,12 +1740,12 @@ impl x::Fields for HostFibreChannelTargetTransport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name)?,
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name)?,
+        let result = match name {
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("portWorldWideName", &self.port_world_wide_name);
@@ -1668,12 +1770,12 @@ impl x::Fields for HostFileAccess {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "who" => r.read(&mut self.who)?,
-            "what" => r.read(&mut self.what)?,
+        let result = match name {
+            "who" => r.read(&mut self.who),
+            "what" => r.read(&mut self.what),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("who", &self.who);
@@ -1700,13 +1802,13 @@ impl x::Fields for HostFileSystemMountInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "mountInfo" => r.read(&mut self.mount_info)?,
-            "volume" => r.read(&mut self.volume)?,
-            "vStorageSupport" => r.read_opt(&mut self.v_storage_support)?,
+        let result = match name {
+            "mountInfo" => r.read(&mut self.mount_info),
+            "volume" => r.read(&mut self.volume),
+            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("mountInfo", &self.mount_info);
@@ -1740,13 +1842,13 @@ impl x::Fields for HostFileSystemVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "capacity" => r.read(&mut self.capacity)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1772,12 +1874,12 @@ impl x::Fields for HostFileSystemVolumeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "volumeTypeList" => r.read_push(&mut self.volume_type_list)?,
-            "mountInfo" => r.read_push(&mut self.mount_info)?,
+        let result = match name {
+            "volumeTypeList" => r.read_push(&mut self.volume_type_list),
+            "mountInfo" => r.read_push(&mut self.mount_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("volumeTypeList", &self.volume_type_list);
@@ -1802,12 +1904,12 @@ impl x::Fields for HostFirewallConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "rule" => r.read_push(&mut self.rule)?,
-            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy)?,
+        let result = match name {
+            "rule" => r.read_push(&mut self.rule),
+            "defaultBlockingPolicy" => r.read(&mut self.default_blocking_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("rule", &self.rule);
@@ -1834,13 +1936,13 @@ impl x::Fields for HostFirewallConfigRuleSetConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "rulesetId" => r.read(&mut self.ruleset_id)?,
-            "enabled" => r.read(&mut self.enabled)?,
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts)?,
+        let result = match name {
+            "rulesetId" => r.read(&mut self.ruleset_id),
+            "enabled" => r.read(&mut self.enabled),
+            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("rulesetId", &self.ruleset_id);
@@ -1870,12 +1972,12 @@ impl x::Fields for HostFirewallDefaultPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked)?,
-            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked)?,
+        let result = match name {
+            "incomingBlocked" => r.read_opt(&mut self.incoming_blocked),
+            "outgoingBlocked" => r.read_opt(&mut self.outgoing_blocked),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("incomingBlocked", &self.incoming_blocked);
@@ -1900,12 +2002,12 @@ impl x::Fields for HostFirewallInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "defaultPolicy" => r.read(&mut self.default_policy)?,
-            "ruleset" => r.read_push(&mut self.ruleset)?,
+        let result = match name {
+            "defaultPolicy" => r.read(&mut self.default_policy),
+            "ruleset" => r.read_push(&mut self.ruleset),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("defaultPolicy", &self.default_policy);
@@ -1936,15 +2038,15 @@ impl x::Fields for HostFirewallRule {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "port" => r.read(&mut self.port)?,
-            "endPort" => r.read_opt(&mut self.end_port)?,
-            "direction" => r.read(&mut self.direction)?,
-            "portType" => r.read_opt(&mut self.port_type)?,
-            "protocol" => r.read(&mut self.protocol)?,
+        let result = match name {
+            "port" => r.read(&mut self.port),
+            "endPort" => r.read_opt(&mut self.end_port),
+            "direction" => r.read(&mut self.direction),
+            "portType" => r.read_opt(&mut self.port_type),
+            "protocol" => r.read(&mut self.protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("port", &self.port);
@@ -1986,17 +2088,17 @@ impl x::Fields for HostFirewallRuleset {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "label" => r.read(&mut self.label)?,
-            "required" => r.read(&mut self.required)?,
-            "rule" => r.read_push(&mut self.rule)?,
-            "service" => r.read_opt(&mut self.service)?,
-            "enabled" => r.read(&mut self.enabled)?,
-            "allowedHosts" => r.read_opt(&mut self.allowed_hosts)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "rule" => r.read_push(&mut self.rule),
+            "service" => r.read_opt(&mut self.service),
+            "enabled" => r.read(&mut self.enabled),
+            "allowedHosts" => r.read_opt(&mut self.allowed_hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2032,13 +2134,13 @@ impl x::Fields for HostFirewallRulesetIpList {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read_push(&mut self.ip_address)?,
-            "ipNetwork" => r.read_push(&mut self.ip_network)?,
-            "allIp" => r.read(&mut self.all_ip)?,
+        let result = match name {
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "ipNetwork" => r.read_push(&mut self.ip_network),
+            "allIp" => r.read(&mut self.all_ip),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipAddress", &self.ip_address);
@@ -2064,12 +2166,12 @@ impl x::Fields for HostFirewallRulesetIpNetwork {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "network" => r.read(&mut self.network)?,
-            "prefixLength" => r.read(&mut self.prefix_length)?,
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("network", &self.network);
@@ -2096,11 +2198,11 @@ impl x::Fields for HostFirewallRulesetRulesetSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "allowedHosts" => r.read(&mut self.allowed_hosts)?,
+        let result = match name {
+            "allowedHosts" => r.read(&mut self.allowed_hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("allowedHosts", &self.allowed_hosts);
@@ -2122,13 +2224,13 @@ impl x::Fields for HostFlagInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "backgroundSnapshotsEnabled" => {
-                r.read_opt(&mut self.background_snapshots_enabled)?
+                r.read_opt(&mut self.background_snapshots_enabled)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("backgroundSnapshotsEnabled", &self.background_snapshots_enabled);
@@ -2152,12 +2254,12 @@ impl x::Fields for HostForceMountedInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "persist" => r.read(&mut self.persist)?,
-            "mounted" => r.read(&mut self.mounted)?,
+        let result = match name {
+            "persist" => r.read(&mut self.persist),
+            "mounted" => r.read(&mut self.mounted),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("persist", &self.persist);
@@ -2186,14 +2288,14 @@ impl x::Fields for HostGatewaySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "gatewayType" => r.read(&mut self.gateway_type)?,
-            "gatewayId" => r.read_opt(&mut self.gateway_id)?,
-            "trustVerificationToken" => r.read_opt(&mut self.trust_verification_token)?,
-            "hostAuthParams" => r.read_push(&mut self.host_auth_params)?,
+        let result = match name {
+            "gatewayType" => r.read(&mut self.gateway_type),
+            "gatewayId" => r.read_opt(&mut self.gateway_id),
+            "trustVerificationToken" => r.read_opt(&mut self.trust_verification_token),
+            "hostAuthParams" => r.read_push(&mut self.host_auth_params),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("gatewayType", &self.gateway_type);
@@ -2242,23 +2344,23 @@ impl x::Fields for HostGetShortNameFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2296,15 +2398,15 @@ impl x::Fields for HostGraphicsConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostDefaultGraphicsType" => r.read(&mut self.host_default_graphics_type)?,
+        let result = match name {
+            "hostDefaultGraphicsType" => r.read(&mut self.host_default_graphics_type),
             "sharedPassthruAssignmentPolicy" => {
-                r.read(&mut self.shared_passthru_assignment_policy)?
+                r.read(&mut self.shared_passthru_assignment_policy)
             }
-            "deviceType" => r.read_push(&mut self.device_type)?,
+            "deviceType" => r.read_push(&mut self.device_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hostDefaultGraphicsType", &self.host_default_graphics_type);
@@ -2333,12 +2435,12 @@ impl x::Fields for HostGraphicsConfigDeviceType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceId" => r.read(&mut self.device_id)?,
-            "graphicsType" => r.read(&mut self.graphics_type)?,
+        let result = match name {
+            "deviceId" => r.read(&mut self.device_id),
+            "graphicsType" => r.read(&mut self.graphics_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceId", &self.device_id);
@@ -2375,16 +2477,16 @@ impl x::Fields for HostGraphicsInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "vendorName" => r.read(&mut self.vendor_name)?,
-            "pciId" => r.read(&mut self.pci_id)?,
-            "graphicsType" => r.read(&mut self.graphics_type)?,
-            "memorySizeInKB" => r.read(&mut self.memory_size_in_kb)?,
-            "vm" => r.read_push(&mut self.vm)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "pciId" => r.read(&mut self.pci_id),
+            "graphicsType" => r.read(&mut self.graphics_type),
+            "memorySizeInKB" => r.read(&mut self.memory_size_in_kb),
+            "vm" => r.read_push(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -2419,12 +2521,12 @@ impl x::Fields for HostHardwareElementInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "status" => r.read(&mut self.status)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "status" => r.read(&mut self.status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2477,26 +2579,26 @@ impl x::Fields for HostHardwareInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "systemInfo" => r.read(&mut self.system_info)?,
-            "cpuPowerManagementInfo" => r.read_opt(&mut self.cpu_power_management_info)?,
-            "cpuInfo" => r.read(&mut self.cpu_info)?,
-            "cpuPkg" => r.read_push(&mut self.cpu_pkg)?,
-            "memorySize" => r.read(&mut self.memory_size)?,
-            "numaInfo" => r.read_opt(&mut self.numa_info)?,
-            "smcPresent" => r.read_opt(&mut self.smc_present)?,
-            "pciDevice" => r.read_push(&mut self.pci_device)?,
-            "cpuFeature" => r.read_push(&mut self.cpu_feature)?,
-            "biosInfo" => r.read_opt(&mut self.bios_info)?,
-            "reliableMemoryInfo" => r.read_opt(&mut self.reliable_memory_info)?,
-            "persistentMemoryInfo" => r.read_opt(&mut self.persistent_memory_info)?,
-            "sgxInfo" => r.read_opt(&mut self.sgx_info)?,
-            "sevInfo" => r.read_opt(&mut self.sev_info)?,
-            "memoryTieringType" => r.read_opt(&mut self.memory_tiering_type)?,
-            "memoryTierInfo" => r.read_push(&mut self.memory_tier_info)?,
+        let result = match name {
+            "systemInfo" => r.read(&mut self.system_info),
+            "cpuPowerManagementInfo" => r.read_opt(&mut self.cpu_power_management_info),
+            "cpuInfo" => r.read(&mut self.cpu_info),
+            "cpuPkg" => r.read_push(&mut self.cpu_pkg),
+            "memorySize" => r.read(&mut self.memory_size),
+            "numaInfo" => r.read_opt(&mut self.numa_info),
+            "smcPresent" => r.read_opt(&mut self.smc_present),
+            "pciDevice" => r.read_push(&mut self.pci_device),
+            "cpuFeature" => r.read_push(&mut self.cpu_feature),
+            "biosInfo" => r.read_opt(&mut self.bios_info),
+            "reliableMemoryInfo" => r.read_opt(&mut self.reliable_memory_info),
+            "persistentMemoryInfo" => r.read_opt(&mut self.persistent_memory_info),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "sevInfo" => r.read_opt(&mut self.sev_info),
+            "memoryTieringType" => r.read_opt(&mut self.memory_tiering_type),
+            "memoryTierInfo" => r.read_push(&mut self.memory_tier_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("systemInfo", &self.system_info);
@@ -2537,13 +2639,13 @@ impl x::Fields for HostHardwareStatusInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "memoryStatusInfo" => r.read_push(&mut self.memory_status_info)?,
-            "cpuStatusInfo" => r.read_push(&mut self.cpu_status_info)?,
-            "storageStatusInfo" => r.read_push(&mut self.storage_status_info)?,
+        let result = match name {
+            "memoryStatusInfo" => r.read_push(&mut self.memory_status_info),
+            "cpuStatusInfo" => r.read_push(&mut self.cpu_status_info),
+            "storageStatusInfo" => r.read_push(&mut self.storage_status_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("memoryStatusInfo", &self.memory_status_info);
@@ -2589,22 +2691,22 @@ impl x::Fields for HostHardwareSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vendor" => r.read(&mut self.vendor)?,
-            "model" => r.read(&mut self.model)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info)?,
-            "memorySize" => r.read(&mut self.memory_size)?,
-            "cpuModel" => r.read(&mut self.cpu_model)?,
-            "cpuMhz" => r.read(&mut self.cpu_mhz)?,
-            "numCpuPkgs" => r.read(&mut self.num_cpu_pkgs)?,
-            "numCpuCores" => r.read(&mut self.num_cpu_cores)?,
-            "numCpuThreads" => r.read(&mut self.num_cpu_threads)?,
-            "numNics" => r.read(&mut self.num_nics)?,
-            "numHBAs" => r.read(&mut self.num_hbas)?,
+        let result = match name {
+            "vendor" => r.read(&mut self.vendor),
+            "model" => r.read(&mut self.model),
+            "uuid" => r.read(&mut self.uuid),
+            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
+            "memorySize" => r.read(&mut self.memory_size),
+            "cpuModel" => r.read(&mut self.cpu_model),
+            "cpuMhz" => r.read(&mut self.cpu_mhz),
+            "numCpuPkgs" => r.read(&mut self.num_cpu_pkgs),
+            "numCpuCores" => r.read(&mut self.num_cpu_cores),
+            "numCpuThreads" => r.read(&mut self.num_cpu_threads),
+            "numNics" => r.read(&mut self.num_nics),
+            "numHBAs" => r.read(&mut self.num_hbas),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vendor", &self.vendor);
@@ -2645,15 +2747,15 @@ impl x::Fields for HostHasComponentFailure {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostName" => r.read(&mut self.host_name)?,
-            "componentType" => r.read(&mut self.component_type)?,
-            "componentName" => r.read(&mut self.component_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read(&mut self.host_name),
+            "componentType" => r.read(&mut self.component_type),
+            "componentName" => r.read(&mut self.component_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2714,18 +2816,18 @@ impl x::Fields for HostHostBusAdapter {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -2758,13 +2860,13 @@ impl x::Fields for HostHyperThreadScheduleInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "available" => r.read(&mut self.available)?,
-            "active" => r.read(&mut self.active)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "available" => r.read(&mut self.available),
+            "active" => r.read(&mut self.active),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("available", &self.available);
@@ -2790,12 +2892,12 @@ impl x::Fields for HostImageProfileSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "vendor" => r.read(&mut self.vendor)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "vendor" => r.read(&mut self.vendor),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2842,23 +2944,23 @@ impl x::Fields for HostInAuditModeEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2894,12 +2996,12 @@ impl x::Fields for HostInDomain {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2928,14 +3030,14 @@ impl x::Fields for HostIncompatibleForFaultTolerance {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostName" => r.read_opt(&mut self.host_name)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2966,14 +3068,14 @@ impl x::Fields for HostIncompatibleForRecordReplay {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostName" => r.read_opt(&mut self.host_name)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -3050,41 +3152,39 @@ impl x::Fields for HostInternetScsiHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
-            "isSoftwareBased" => r.read(&mut self.is_software_based)?,
-            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled)?,
-            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support)?,
-            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities)?,
-            "discoveryProperties" => r.read(&mut self.discovery_properties)?,
-            "authenticationCapabilities" => {
-                r.read(&mut self.authentication_capabilities)?
-            }
-            "authenticationProperties" => r.read(&mut self.authentication_properties)?,
-            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities)?,
-            "digestProperties" => r.read_opt(&mut self.digest_properties)?,
-            "ipCapabilities" => r.read(&mut self.ip_capabilities)?,
-            "ipProperties" => r.read(&mut self.ip_properties)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "isSoftwareBased" => r.read(&mut self.is_software_based),
+            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
+            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
+            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
+            "discoveryProperties" => r.read(&mut self.discovery_properties),
+            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
+            "authenticationProperties" => r.read(&mut self.authentication_properties),
+            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "ipCapabilities" => r.read(&mut self.ip_capabilities),
+            "ipProperties" => r.read(&mut self.ip_properties),
             "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)?
+                r.read_push(&mut self.supported_advanced_options)
             }
-            "advancedOptions" => r.read_push(&mut self.advanced_options)?,
-            "iScsiName" => r.read(&mut self.i_scsi_name)?,
-            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias)?,
-            "configuredSendTarget" => r.read_push(&mut self.configured_send_target)?,
-            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target)?,
-            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb)?,
-            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb)?,
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
+            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
+            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
+            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
+            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -3144,19 +3244,19 @@ impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "chapAuthSettable" => r.read(&mut self.chap_auth_settable)?,
-            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable)?,
-            "srpAuthSettable" => r.read(&mut self.srp_auth_settable)?,
-            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable)?,
-            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable)?,
-            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable)?,
+        let result = match name {
+            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
+            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
+            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
+            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
+            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
+            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
             "targetMutualChapSettable" => {
-                r.read_opt(&mut self.target_mutual_chap_settable)?
+                r.read_opt(&mut self.target_mutual_chap_settable)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("chapAuthSettable", &self.chap_auth_settable);
@@ -3166,110 +3266,5 @@ impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
         w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
         w.write_opt("targetChapSettable", &self.target_chap_settable);
         w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
-    }
-}
-/// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaAuthenticationProperties {
-    /// `chapAuthEnabled`.
-    pub chap_auth_enabled: bool,
-    /// `chapName`.
-    pub chap_name: Option<String>,
-    /// `chapSecret`.
-    pub chap_secret: Option<String>,
-    /// `chapAuthenticationType`.
-    pub chap_authentication_type: Option<String>,
-    /// `chapInherited`.
-    pub chap_inherited: Option<bool>,
-    /// `mutualChapName`.
-    pub mutual_chap_name: Option<String>,
-    /// `mutualChapSecret`.
-    pub mutual_chap_secret: Option<String>,
-    /// `mutualChapAuthenticationType`.
-    pub mutual_chap_authentication_type: Option<String>,
-    /// `mutualChapInherited`.
-    pub mutual_chap_inherited: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
-}
-impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
-impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "chapAuthEnabled" => r.read(&mut self.chap_auth_enabled)?,
-            "chapName" => r.read_opt(&mut self.chap_name)?,
-            "chapSecret" => r.read_opt(&mut self.chap_secret)?,
-            "chapAuthenticationType" => r.read_opt(&mut self.chap_authentication_type)?,
-            "chapInherited" => r.read_opt(&mut self.chap_inherited)?,
-            "mutualChapName" => r.read_opt(&mut self.mutual_chap_name)?,
-            "mutualChapSecret" => r.read_opt(&mut self.mutual_chap_secret)?,
-            "mutualChapAuthenticationType" => {
-                r.read_opt(&mut self.mutual_chap_authentication_type)?
-            }
-            "mutualChapInherited" => r.read_opt(&mut self.mutual_chap_inherited)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("chapAuthEnabled", &self.chap_auth_enabled);
-        w.write_opt("chapName", &self.chap_name);
-        w.write_opt("chapSecret", &self.chap_secret);
-        w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
-        w.write_opt("chapInherited", &self.chap_inherited);
-        w.write_opt("mutualChapName", &self.mutual_chap_name);
-        w.write_opt("mutualChapSecret", &self.mutual_chap_secret);
-        w.write_opt(
-            "mutualChapAuthenticationType",
-            &self.mutual_chap_authentication_type,
-        );
-        w.write_opt("mutualChapInherited", &self.mutual_chap_inherited);
-    }
-}
-/// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaDigestCapabilities {
-    /// `headerDigestSettable`.
-    pub header_digest_settable: Option<bool>,
-    /// `dataDigestSettable`.
-    pub data_digest_settable: Option<bool>,
-    /// `targetHeaderDigestSettable`.
-    pub target_header_digest_settable: Option<bool>,
-    /// `targetDataDigestSettable`.
-    pub target_data_digest_settable: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
-impl x::Fields for HostInternetScsiHbaDigestCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "headerDigestSettable" => r.read_opt(&mut self.header_digest_settable)?,
-            "dataDigestSettable" => r.read_opt(&mut self.data_digest_settable)?,
-            "targetHeaderDigestSettable" => {
-                r.read_opt(&mut self.target_header_digest_settable)?
-            }
-            "targetDataDigestSettable" => {
-                r.read_opt(&mut self.target_data_digest_settable)?
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("headerDigestSettable", &self.header_digest_settable);
-        w.write_opt("dataDigestSettable", &self.data_digest_settable);
-        w.write_opt("targetHeaderDigestSettable", &self.target_header_digest_settable);
-        w.write_opt("targetDataDigestSettable", &self.target_data_digest_settable);
     }
 }

@@ -5,6 +5,111 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaAuthenticationProperties {
+    /// `chapAuthEnabled`.
+    pub chap_auth_enabled: bool,
+    /// `chapName`.
+    pub chap_name: Option<String>,
+    /// `chapSecret`.
+    pub chap_secret: Option<String>,
+    /// `chapAuthenticationType`.
+    pub chap_authentication_type: Option<String>,
+    /// `chapInherited`.
+    pub chap_inherited: Option<bool>,
+    /// `mutualChapName`.
+    pub mutual_chap_name: Option<String>,
+    /// `mutualChapSecret`.
+    pub mutual_chap_secret: Option<String>,
+    /// `mutualChapAuthenticationType`.
+    pub mutual_chap_authentication_type: Option<String>,
+    /// `mutualChapInherited`.
+    pub mutual_chap_inherited: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaAuthenticationProperties {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationProperties";
+}
+impl x::Structure for HostInternetScsiHbaAuthenticationProperties {}
+impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "chapAuthEnabled" => r.read(&mut self.chap_auth_enabled),
+            "chapName" => r.read_opt(&mut self.chap_name),
+            "chapSecret" => r.read_opt(&mut self.chap_secret),
+            "chapAuthenticationType" => r.read_opt(&mut self.chap_authentication_type),
+            "chapInherited" => r.read_opt(&mut self.chap_inherited),
+            "mutualChapName" => r.read_opt(&mut self.mutual_chap_name),
+            "mutualChapSecret" => r.read_opt(&mut self.mutual_chap_secret),
+            "mutualChapAuthenticationType" => {
+                r.read_opt(&mut self.mutual_chap_authentication_type)
+            }
+            "mutualChapInherited" => r.read_opt(&mut self.mutual_chap_inherited),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("chapAuthEnabled", &self.chap_auth_enabled);
+        w.write_opt("chapName", &self.chap_name);
+        w.write_opt("chapSecret", &self.chap_secret);
+        w.write_opt("chapAuthenticationType", &self.chap_authentication_type);
+        w.write_opt("chapInherited", &self.chap_inherited);
+        w.write_opt("mutualChapName", &self.mutual_chap_name);
+        w.write_opt("mutualChapSecret", &self.mutual_chap_secret);
+        w.write_opt(
+            "mutualChapAuthenticationType",
+            &self.mutual_chap_authentication_type,
+        );
+        w.write_opt("mutualChapInherited", &self.mutual_chap_inherited);
+    }
+}
+/// `HostInternetScsiHbaDigestCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaDigestCapabilities {
+    /// `headerDigestSettable`.
+    pub header_digest_settable: Option<bool>,
+    /// `dataDigestSettable`.
+    pub data_digest_settable: Option<bool>,
+    /// `targetHeaderDigestSettable`.
+    pub target_header_digest_settable: Option<bool>,
+    /// `targetDataDigestSettable`.
+    pub target_data_digest_settable: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaDigestCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaDigestCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaDigestCapabilities {}
+impl x::Fields for HostInternetScsiHbaDigestCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "headerDigestSettable" => r.read_opt(&mut self.header_digest_settable),
+            "dataDigestSettable" => r.read_opt(&mut self.data_digest_settable),
+            "targetHeaderDigestSettable" => {
+                r.read_opt(&mut self.target_header_digest_settable)
+            }
+            "targetDataDigestSettable" => {
+                r.read_opt(&mut self.target_data_digest_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("headerDigestSettable", &self.header_digest_settable);
+        w.write_opt("dataDigestSettable", &self.data_digest_settable);
+        w.write_opt("targetHeaderDigestSettable", &self.target_header_digest_settable);
+        w.write_opt("targetDataDigestSettable", &self.target_data_digest_settable);
+    }
+}
 /// `HostInternetScsiHbaDigestProperties` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostInternetScsiHbaDigestProperties {
@@ -27,14 +132,14 @@ impl x::Fields for HostInternetScsiHbaDigestProperties {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "headerDigestType" => r.read_opt(&mut self.header_digest_type)?,
-            "headerDigestInherited" => r.read_opt(&mut self.header_digest_inherited)?,
-            "dataDigestType" => r.read_opt(&mut self.data_digest_type)?,
-            "dataDigestInherited" => r.read_opt(&mut self.data_digest_inherited)?,
+        let result = match name {
+            "headerDigestType" => r.read_opt(&mut self.header_digest_type),
+            "headerDigestInherited" => r.read_opt(&mut self.header_digest_inherited),
+            "dataDigestType" => r.read_opt(&mut self.data_digest_type),
+            "dataDigestInherited" => r.read_opt(&mut self.data_digest_inherited),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("headerDigestType", &self.header_digest_type);
@@ -65,18 +170,18 @@ impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "iSnsDiscoverySettable" => r.read(&mut self.i_sns_discovery_settable)?,
-            "slpDiscoverySettable" => r.read(&mut self.slp_discovery_settable)?,
+        let result = match name {
+            "iSnsDiscoverySettable" => r.read(&mut self.i_sns_discovery_settable),
+            "slpDiscoverySettable" => r.read(&mut self.slp_discovery_settable),
             "staticTargetDiscoverySettable" => {
-                r.read(&mut self.static_target_discovery_settable)?
+                r.read(&mut self.static_target_discovery_settable)
             }
             "sendTargetsDiscoverySettable" => {
-                r.read(&mut self.send_targets_discovery_settable)?
+                r.read(&mut self.send_targets_discovery_settable)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("iSnsDiscoverySettable", &self.i_sns_discovery_settable);
@@ -115,22 +220,22 @@ impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "iSnsDiscoveryEnabled" => r.read(&mut self.i_sns_discovery_enabled)?,
-            "iSnsDiscoveryMethod" => r.read_opt(&mut self.i_sns_discovery_method)?,
-            "iSnsHost" => r.read_opt(&mut self.i_sns_host)?,
-            "slpDiscoveryEnabled" => r.read(&mut self.slp_discovery_enabled)?,
-            "slpDiscoveryMethod" => r.read_opt(&mut self.slp_discovery_method)?,
-            "slpHost" => r.read_opt(&mut self.slp_host)?,
+        let result = match name {
+            "iSnsDiscoveryEnabled" => r.read(&mut self.i_sns_discovery_enabled),
+            "iSnsDiscoveryMethod" => r.read_opt(&mut self.i_sns_discovery_method),
+            "iSnsHost" => r.read_opt(&mut self.i_sns_host),
+            "slpDiscoveryEnabled" => r.read(&mut self.slp_discovery_enabled),
+            "slpDiscoveryMethod" => r.read_opt(&mut self.slp_discovery_method),
+            "slpHost" => r.read_opt(&mut self.slp_host),
             "staticTargetDiscoveryEnabled" => {
-                r.read(&mut self.static_target_discovery_enabled)?
+                r.read(&mut self.static_target_discovery_enabled)
             }
             "sendTargetsDiscoveryEnabled" => {
-                r.read(&mut self.send_targets_discovery_enabled)?
+                r.read(&mut self.send_targets_discovery_enabled)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("iSnsDiscoveryEnabled", &self.i_sns_discovery_enabled);
@@ -197,50 +302,50 @@ impl x::Fields for HostInternetScsiHbaIPCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "addressSettable" => r.read(&mut self.address_settable)?,
+        let result = match name {
+            "addressSettable" => r.read(&mut self.address_settable),
             "ipConfigurationMethodSettable" => {
-                r.read(&mut self.ip_configuration_method_settable)?
+                r.read(&mut self.ip_configuration_method_settable)
             }
-            "subnetMaskSettable" => r.read(&mut self.subnet_mask_settable)?,
-            "defaultGatewaySettable" => r.read(&mut self.default_gateway_settable)?,
+            "subnetMaskSettable" => r.read(&mut self.subnet_mask_settable),
+            "defaultGatewaySettable" => r.read(&mut self.default_gateway_settable),
             "primaryDnsServerAddressSettable" => {
-                r.read(&mut self.primary_dns_server_address_settable)?
+                r.read(&mut self.primary_dns_server_address_settable)
             }
             "alternateDnsServerAddressSettable" => {
-                r.read(&mut self.alternate_dns_server_address_settable)?
+                r.read(&mut self.alternate_dns_server_address_settable)
             }
-            "ipv6Supported" => r.read_opt(&mut self.ipv6_supported)?,
-            "arpRedirectSettable" => r.read_opt(&mut self.arp_redirect_settable)?,
-            "mtuSettable" => r.read_opt(&mut self.mtu_settable)?,
+            "ipv6Supported" => r.read_opt(&mut self.ipv6_supported),
+            "arpRedirectSettable" => r.read_opt(&mut self.arp_redirect_settable),
+            "mtuSettable" => r.read_opt(&mut self.mtu_settable),
             "hostNameAsTargetAddress" => {
-                r.read_opt(&mut self.host_name_as_target_address)?
+                r.read_opt(&mut self.host_name_as_target_address)
             }
-            "nameAliasSettable" => r.read_opt(&mut self.name_alias_settable)?,
-            "ipv4EnableSettable" => r.read_opt(&mut self.ipv4_enable_settable)?,
-            "ipv6EnableSettable" => r.read_opt(&mut self.ipv6_enable_settable)?,
+            "nameAliasSettable" => r.read_opt(&mut self.name_alias_settable),
+            "ipv4EnableSettable" => r.read_opt(&mut self.ipv4_enable_settable),
+            "ipv6EnableSettable" => r.read_opt(&mut self.ipv6_enable_settable),
             "ipv6PrefixLengthSettable" => {
-                r.read_opt(&mut self.ipv6_prefix_length_settable)?
+                r.read_opt(&mut self.ipv6_prefix_length_settable)
             }
-            "ipv6PrefixLength" => r.read_opt(&mut self.ipv6_prefix_length)?,
+            "ipv6PrefixLength" => r.read_opt(&mut self.ipv6_prefix_length),
             "ipv6DhcpConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_dhcp_configuration_settable)?
+                r.read_opt(&mut self.ipv6_dhcp_configuration_settable)
             }
             "ipv6LinkLocalAutoConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_link_local_auto_configuration_settable)?
+                r.read_opt(&mut self.ipv6_link_local_auto_configuration_settable)
             }
             "ipv6RouterAdvertisementConfigurationSettable" => {
-                r.read_opt(&mut self.ipv6_router_advertisement_configuration_settable)?
+                r.read_opt(&mut self.ipv6_router_advertisement_configuration_settable)
             }
             "ipv6DefaultGatewaySettable" => {
-                r.read_opt(&mut self.ipv6_default_gateway_settable)?
+                r.read_opt(&mut self.ipv6_default_gateway_settable)
             }
             "ipv6MaxStaticAddressesSupported" => {
-                r.read_opt(&mut self.ipv6_max_static_addresses_supported)?
+                r.read_opt(&mut self.ipv6_max_static_addresses_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("addressSettable", &self.address_settable);
@@ -329,30 +434,28 @@ impl x::Fields for HostInternetScsiHbaIPProperties {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "mac" => r.read_opt(&mut self.mac)?,
-            "address" => r.read_opt(&mut self.address)?,
-            "dhcpConfigurationEnabled" => r.read(&mut self.dhcp_configuration_enabled)?,
-            "subnetMask" => r.read_opt(&mut self.subnet_mask)?,
-            "defaultGateway" => r.read_opt(&mut self.default_gateway)?,
-            "primaryDnsServerAddress" => {
-                r.read_opt(&mut self.primary_dns_server_address)?
-            }
+        let result = match name {
+            "mac" => r.read_opt(&mut self.mac),
+            "address" => r.read_opt(&mut self.address),
+            "dhcpConfigurationEnabled" => r.read(&mut self.dhcp_configuration_enabled),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "primaryDnsServerAddress" => r.read_opt(&mut self.primary_dns_server_address),
             "alternateDnsServerAddress" => {
-                r.read_opt(&mut self.alternate_dns_server_address)?
+                r.read_opt(&mut self.alternate_dns_server_address)
             }
-            "ipv6Address" => r.read_opt(&mut self.ipv6_address)?,
-            "ipv6SubnetMask" => r.read_opt(&mut self.ipv6_subnet_mask)?,
-            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway)?,
-            "arpRedirectEnabled" => r.read_opt(&mut self.arp_redirect_enabled)?,
-            "mtu" => r.read_opt(&mut self.mtu)?,
-            "jumboFramesEnabled" => r.read_opt(&mut self.jumbo_frames_enabled)?,
-            "ipv4Enabled" => r.read_opt(&mut self.ipv4_enabled)?,
-            "ipv6Enabled" => r.read_opt(&mut self.ipv6_enabled)?,
-            "ipv6properties" => r.read_opt(&mut self.ipv6properties)?,
+            "ipv6Address" => r.read_opt(&mut self.ipv6_address),
+            "ipv6SubnetMask" => r.read_opt(&mut self.ipv6_subnet_mask),
+            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
+            "arpRedirectEnabled" => r.read_opt(&mut self.arp_redirect_enabled),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "jumboFramesEnabled" => r.read_opt(&mut self.jumbo_frames_enabled),
+            "ipv4Enabled" => r.read_opt(&mut self.ipv4_enabled),
+            "ipv6Enabled" => r.read_opt(&mut self.ipv6_enabled),
+            "ipv6properties" => r.read_opt(&mut self.ipv6properties),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("mac", &self.mac);
@@ -397,21 +500,21 @@ impl x::Fields for HostInternetScsiHbaIPv6Properties {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "iscsiIpv6Address" => r.read_push(&mut self.iscsi_ipv6_address)?,
+        let result = match name {
+            "iscsiIpv6Address" => r.read_push(&mut self.iscsi_ipv6_address),
             "ipv6DhcpConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_dhcp_configuration_enabled)?
+                r.read_opt(&mut self.ipv6_dhcp_configuration_enabled)
             }
             "ipv6LinkLocalAutoConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_link_local_auto_configuration_enabled)?
+                r.read_opt(&mut self.ipv6_link_local_auto_configuration_enabled)
             }
             "ipv6RouterAdvertisementConfigurationEnabled" => {
-                r.read_opt(&mut self.ipv6_router_advertisement_configuration_enabled)?
+                r.read_opt(&mut self.ipv6_router_advertisement_configuration_enabled)
             }
-            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway)?,
+            "ipv6DefaultGateway" => r.read_opt(&mut self.ipv6_default_gateway),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("iscsiIpv6Address", &self.iscsi_ipv6_address);
@@ -452,14 +555,14 @@ impl x::Fields for HostInternetScsiHbaIscsiIpv6Address {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "address" => r.read(&mut self.address)?,
-            "prefixLength" => r.read(&mut self.prefix_length)?,
-            "origin" => r.read(&mut self.origin)?,
-            "operation" => r.read_opt(&mut self.operation)?,
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read(&mut self.origin),
+            "operation" => r.read_opt(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
@@ -492,13 +595,13 @@ impl x::Fields for HostInternetScsiHbaParamValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "value" => r.read_opt(&mut self.value)?,
-            "isInherited" => r.read_opt(&mut self.is_inherited)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read_opt(&mut self.value),
+            "isInherited" => r.read_opt(&mut self.is_inherited),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -538,21 +641,19 @@ impl x::Fields for HostInternetScsiHbaSendTarget {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "address" => r.read(&mut self.address)?,
-            "port" => r.read_opt(&mut self.port)?,
-            "authenticationProperties" => {
-                r.read_opt(&mut self.authentication_properties)?
-            }
-            "digestProperties" => r.read_opt(&mut self.digest_properties)?,
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
             "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)?
+                r.read_push(&mut self.supported_advanced_options)
             }
-            "advancedOptions" => r.read_push(&mut self.advanced_options)?,
-            "parent" => r.read_opt(&mut self.parent)?,
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
@@ -600,23 +701,21 @@ impl x::Fields for HostInternetScsiHbaStaticTarget {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "address" => r.read(&mut self.address)?,
-            "port" => r.read_opt(&mut self.port)?,
-            "iScsiName" => r.read(&mut self.i_scsi_name)?,
-            "discoveryMethod" => r.read_opt(&mut self.discovery_method)?,
-            "authenticationProperties" => {
-                r.read_opt(&mut self.authentication_properties)?
-            }
-            "digestProperties" => r.read_opt(&mut self.digest_properties)?,
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "port" => r.read_opt(&mut self.port),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "discoveryMethod" => r.read_opt(&mut self.discovery_method),
+            "authenticationProperties" => r.read_opt(&mut self.authentication_properties),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
             "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)?
+                r.read_push(&mut self.supported_advanced_options)
             }
-            "advancedOptions" => r.read_push(&mut self.advanced_options)?,
-            "parent" => r.read_opt(&mut self.parent)?,
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "parent" => r.read_opt(&mut self.parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
@@ -652,12 +751,12 @@ impl x::Fields for HostInternetScsiHbaTargetSet {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "staticTargets" => r.read_push(&mut self.static_targets)?,
-            "sendTargets" => r.read_push(&mut self.send_targets)?,
+        let result = match name {
+            "staticTargets" => r.read_push(&mut self.static_targets),
+            "sendTargets" => r.read_push(&mut self.send_targets),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("staticTargets", &self.static_targets);
@@ -684,13 +783,13 @@ impl x::Fields for HostInternetScsiTargetTransport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "iScsiName" => r.read(&mut self.i_scsi_name)?,
-            "iScsiAlias" => r.read(&mut self.i_scsi_alias)?,
-            "address" => r.read_push(&mut self.address)?,
+        let result = match name {
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
+            "address" => r.read_push(&mut self.address),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("iScsiName", &self.i_scsi_name);
@@ -718,13 +817,13 @@ impl x::Fields for HostInventoryFull {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "capacity" => r.read(&mut self.capacity)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "capacity" => r.read(&mut self.capacity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -774,24 +873,24 @@ impl x::Fields for HostInventoryFullEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "capacity" => r.read(&mut self.capacity)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "capacity" => r.read(&mut self.capacity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -850,23 +949,23 @@ impl x::Fields for HostInventoryUnreadableEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -914,18 +1013,18 @@ impl x::Fields for HostIoFilterInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "name" => r.read(&mut self.name)?,
-            "vendor" => r.read(&mut self.vendor)?,
-            "version" => r.read(&mut self.version)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "summary" => r.read_opt(&mut self.summary)?,
-            "releaseDate" => r.read_opt(&mut self.release_date)?,
-            "available" => r.read(&mut self.available)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "vendor" => r.read(&mut self.vendor),
+            "version" => r.read(&mut self.version),
+            "type" => r.read_opt(&mut self.type_),
+            "summary" => r.read_opt(&mut self.summary),
+            "releaseDate" => r.read_opt(&mut self.release_date),
+            "available" => r.read(&mut self.available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -986,25 +1085,25 @@ impl x::Fields for HostIpChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "oldIP" => r.read(&mut self.old_ip)?,
-            "newIP" => r.read(&mut self.new_ip)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "oldIP" => r.read(&mut self.old_ip),
+            "newIP" => r.read(&mut self.new_ip),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1046,14 +1145,14 @@ impl x::Fields for HostIpConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dhcp" => r.read(&mut self.dhcp)?,
-            "ipAddress" => r.read_opt(&mut self.ip_address)?,
-            "subnetMask" => r.read_opt(&mut self.subnet_mask)?,
-            "ipV6Config" => r.read_opt(&mut self.ip_v6_config)?,
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "subnetMask" => r.read_opt(&mut self.subnet_mask),
+            "ipV6Config" => r.read_opt(&mut self.ip_v6_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dhcp", &self.dhcp);
@@ -1088,16 +1187,16 @@ impl x::Fields for HostIpConfigIpV6Address {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "prefixLength" => r.read(&mut self.prefix_length)?,
-            "origin" => r.read_opt(&mut self.origin)?,
-            "dadState" => r.read_opt(&mut self.dad_state)?,
-            "lifetime" => r.read_opt(&mut self.lifetime)?,
-            "operation" => r.read_opt(&mut self.operation)?,
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read_opt(&mut self.origin),
+            "dadState" => r.read_opt(&mut self.dad_state),
+            "lifetime" => r.read_opt(&mut self.lifetime),
+            "operation" => r.read_opt(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
@@ -1132,15 +1231,15 @@ impl x::Fields for HostIpConfigIpV6AddressConfiguration {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipV6Address" => r.read_push(&mut self.ip_v6_address)?,
+        let result = match name {
+            "ipV6Address" => r.read_push(&mut self.ip_v6_address),
             "autoConfigurationEnabled" => {
-                r.read_opt(&mut self.auto_configuration_enabled)?
+                r.read_opt(&mut self.auto_configuration_enabled)
             }
-            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled)?,
+            "dhcpV6Enabled" => r.read_opt(&mut self.dhcp_v6_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipV6Address", &self.ip_v6_address);
@@ -1192,25 +1291,25 @@ impl x::Fields for HostIpInconsistentEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "ipAddress2" => r.read(&mut self.ip_address2)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "ipAddress" => r.read(&mut self.ip_address),
+            "ipAddress2" => r.read(&mut self.ip_address2),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1254,14 +1353,14 @@ impl x::Fields for HostIpRouteConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "defaultGateway" => r.read_opt(&mut self.default_gateway)?,
-            "gatewayDevice" => r.read_opt(&mut self.gateway_device)?,
-            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway)?,
-            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device)?,
+        let result = match name {
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
+            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
+            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultGateway", &self.default_gateway);
@@ -1296,18 +1395,18 @@ impl x::Fields for HostIpRouteConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "defaultGateway" => r.read_opt(&mut self.default_gateway)?,
-            "gatewayDevice" => r.read_opt(&mut self.gateway_device)?,
-            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway)?,
-            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device)?,
-            "gatewayDeviceConnection" => r.read_opt(&mut self.gateway_device_connection)?,
+        let result = match name {
+            "defaultGateway" => r.read_opt(&mut self.default_gateway),
+            "gatewayDevice" => r.read_opt(&mut self.gateway_device),
+            "ipV6DefaultGateway" => r.read_opt(&mut self.ip_v6_default_gateway),
+            "ipV6GatewayDevice" => r.read_opt(&mut self.ip_v6_gateway_device),
+            "gatewayDeviceConnection" => r.read_opt(&mut self.gateway_device_connection),
             "ipV6GatewayDeviceConnection" => {
-                r.read_opt(&mut self.ip_v6_gateway_device_connection)?
+                r.read_opt(&mut self.ip_v6_gateway_device_connection)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultGateway", &self.default_gateway);
@@ -1343,14 +1442,14 @@ impl x::Fields for HostIpRouteEntry {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "network" => r.read(&mut self.network)?,
-            "prefixLength" => r.read(&mut self.prefix_length)?,
-            "gateway" => r.read(&mut self.gateway)?,
-            "deviceName" => r.read_opt(&mut self.device_name)?,
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "gateway" => r.read(&mut self.gateway),
+            "deviceName" => r.read_opt(&mut self.device_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("network", &self.network);
@@ -1381,12 +1480,12 @@ impl x::Fields for HostIpRouteOp {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read(&mut self.change_operation)?,
-            "route" => r.read(&mut self.route)?,
+        let result = match name {
+            "changeOperation" => r.read(&mut self.change_operation),
+            "route" => r.read(&mut self.route),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("changeOperation", &self.change_operation);
@@ -1415,12 +1514,12 @@ impl x::Fields for HostIpRouteTableConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipRoute" => r.read_push(&mut self.ip_route)?,
-            "ipv6Route" => r.read_push(&mut self.ipv6_route)?,
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
+            "ipv6Route" => r.read_push(&mut self.ipv6_route),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipRoute", &self.ip_route);
@@ -1445,12 +1544,12 @@ impl x::Fields for HostIpRouteTableInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipRoute" => r.read_push(&mut self.ip_route)?,
-            "ipv6Route" => r.read_push(&mut self.ipv6_route)?,
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
+            "ipv6Route" => r.read_push(&mut self.ipv6_route),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipRoute", &self.ip_route);
@@ -1497,23 +1596,23 @@ impl x::Fields for HostIpToShortNameFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1553,14 +1652,14 @@ impl x::Fields for HostIpmiInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "bmcIpAddress" => r.read_opt(&mut self.bmc_ip_address)?,
-            "bmcMacAddress" => r.read_opt(&mut self.bmc_mac_address)?,
-            "login" => r.read_opt(&mut self.login)?,
-            "password" => r.read_opt(&mut self.password)?,
+        let result = match name {
+            "bmcIpAddress" => r.read_opt(&mut self.bmc_ip_address),
+            "bmcMacAddress" => r.read_opt(&mut self.bmc_mac_address),
+            "login" => r.read_opt(&mut self.login),
+            "password" => r.read_opt(&mut self.password),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("bmcIpAddress", &self.bmc_ip_address);
@@ -1611,24 +1710,24 @@ impl x::Fields for HostIsolationIpPingFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "isolationIp" => r.read(&mut self.isolation_ip)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "isolationIp" => r.read(&mut self.isolation_ip),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1663,11 +1762,11 @@ impl x::Fields for HostLicensableResourceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "resource" => r.read_push(&mut self.resource)?,
+        let result = match name {
+            "resource" => r.read_push(&mut self.resource),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("resource", &self.resource);
@@ -1693,13 +1792,13 @@ impl x::Fields for HostLicenseConnectInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "license" => r.read(&mut self.license)?,
-            "evaluation" => r.read(&mut self.evaluation)?,
-            "resource" => r.read_opt(&mut self.resource)?,
+        let result = match name {
+            "license" => r.read(&mut self.license),
+            "evaluation" => r.read(&mut self.evaluation),
+            "resource" => r.read_opt(&mut self.resource),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("license", &self.license);
@@ -1747,23 +1846,23 @@ impl x::Fields for HostLicenseExpiredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1803,14 +1902,14 @@ impl x::Fields for HostLicenseSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "source" => r.read_opt(&mut self.source)?,
-            "editionKey" => r.read_opt(&mut self.edition_key)?,
-            "disabledFeatureKey" => r.read_push(&mut self.disabled_feature_key)?,
-            "enabledFeatureKey" => r.read_push(&mut self.enabled_feature_key)?,
+        let result = match name {
+            "source" => r.read_opt(&mut self.source),
+            "editionKey" => r.read_opt(&mut self.edition_key),
+            "disabledFeatureKey" => r.read_push(&mut self.disabled_feature_key),
+            "enabledFeatureKey" => r.read_push(&mut self.enabled_feature_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("source", &self.source);
@@ -1863,29 +1962,29 @@ impl x::Fields for HostListSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read_opt(&mut self.host)?,
-            "hardware" => r.read_opt(&mut self.hardware)?,
-            "runtime" => r.read_opt(&mut self.runtime)?,
-            "config" => r.read(&mut self.config)?,
-            "quickStats" => r.read(&mut self.quick_stats)?,
-            "overallStatus" => r.read(&mut self.overall_status)?,
-            "rebootRequired" => r.read(&mut self.reboot_required)?,
-            "customValue" => r.read_push(&mut self.custom_value)?,
-            "managementServerIp" => r.read_opt(&mut self.management_server_ip)?,
-            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key)?,
-            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key)?,
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "hardware" => r.read_opt(&mut self.hardware),
+            "runtime" => r.read_opt(&mut self.runtime),
+            "config" => r.read(&mut self.config),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "rebootRequired" => r.read(&mut self.reboot_required),
+            "customValue" => r.read_push(&mut self.custom_value),
+            "managementServerIp" => r.read_opt(&mut self.management_server_ip),
+            "maxEVCModeKey" => r.read_opt(&mut self.max_evc_mode_key),
+            "currentEVCModeKey" => r.read_opt(&mut self.current_evc_mode_key),
             "currentEVCGraphicsModeKey" => {
-                r.read_opt(&mut self.current_evc_graphics_mode_key)?
+                r.read_opt(&mut self.current_evc_graphics_mode_key)
             }
-            "gateway" => r.read_opt(&mut self.gateway)?,
-            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation)?,
+            "gateway" => r.read_opt(&mut self.gateway),
+            "tpmAttestation" => r.read_opt(&mut self.tpm_attestation),
             "trustAuthorityAttestationInfos" => {
-                r.read_push(&mut self.trust_authority_attestation_infos)?
+                r.read_push(&mut self.trust_authority_attestation_infos)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("host", &self.host);
@@ -1926,12 +2025,12 @@ impl x::Fields for HostListSummaryGatewaySummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "gatewayType" => r.read(&mut self.gateway_type)?,
-            "gatewayId" => r.read(&mut self.gateway_id)?,
+        let result = match name {
+            "gatewayType" => r.read(&mut self.gateway_type),
+            "gatewayId" => r.read(&mut self.gateway_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("gatewayType", &self.gateway_type);
@@ -1964,18 +2063,18 @@ impl x::Fields for HostListSummaryQuickStats {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage)?,
-            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage)?,
-            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness)?,
+        let result = match name {
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallMemoryUsage" => r.read_opt(&mut self.overall_memory_usage),
+            "distributedCpuFairness" => r.read_opt(&mut self.distributed_cpu_fairness),
             "distributedMemoryFairness" => {
-                r.read_opt(&mut self.distributed_memory_fairness)?
+                r.read_opt(&mut self.distributed_memory_fairness)
             }
-            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity)?,
-            "uptime" => r.read_opt(&mut self.uptime)?,
+            "availablePMemCapacity" => r.read_opt(&mut self.available_p_mem_capacity),
+            "uptime" => r.read_opt(&mut self.uptime),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
@@ -2002,11 +2101,11 @@ impl x::Fields for HostLocalAuthenticationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -2034,14 +2133,14 @@ impl x::Fields for HostLocalFileSystemVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2068,12 +2167,12 @@ impl x::Fields for HostLocalFileSystemVolumeSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "device" => r.read(&mut self.device)?,
-            "localPath" => r.read(&mut self.local_path)?,
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "localPath" => r.read(&mut self.local_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
@@ -2122,24 +2221,24 @@ impl x::Fields for HostLocalPortCreatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "hostLocalPort" => r.read(&mut self.host_local_port)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "hostLocalPort" => r.read(&mut self.host_local_port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2182,15 +2281,15 @@ impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "controllerType" => r.read(&mut self.controller_type)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "unitNumber" => r.read(&mut self.unit_number)?,
-            "srcFilename" => r.read(&mut self.src_filename)?,
-            "dstFilename" => r.read(&mut self.dst_filename)?,
+        let result = match name {
+            "controllerType" => r.read(&mut self.controller_type),
+            "busNumber" => r.read(&mut self.bus_number),
+            "unitNumber" => r.read(&mut self.unit_number),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("controllerType", &self.controller_type);
@@ -2222,12 +2321,12 @@ impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "fault" => r.read(&mut self.fault)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fault" => r.read(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -2256,12 +2355,12 @@ impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "fileType" => r.read(&mut self.file_type)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "fileType" => r.read(&mut self.file_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -2292,13 +2391,13 @@ impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "baseName" => r.read(&mut self.base_name)?,
-            "parentDir" => r.read(&mut self.parent_dir)?,
-            "reservedName" => r.read(&mut self.reserved_name)?,
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "reservedName" => r.read(&mut self.reserved_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("baseName", &self.base_name);
@@ -2332,14 +2431,14 @@ impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "baseName" => r.read(&mut self.base_name)?,
-            "parentDir" => r.read(&mut self.parent_dir)?,
-            "fileType" => r.read(&mut self.file_type)?,
-            "storageProfile" => r.read(&mut self.storage_profile)?,
+        let result = match name {
+            "baseName" => r.read(&mut self.base_name),
+            "parentDir" => r.read(&mut self.parent_dir),
+            "fileType" => r.read(&mut self.file_type),
+            "storageProfile" => r.read(&mut self.storage_profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("baseName", &self.base_name);
@@ -2374,14 +2473,14 @@ impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "srcFilename" => r.read(&mut self.src_filename)?,
-            "dstFilename" => r.read(&mut self.dst_filename)?,
-            "disk" => r.read_push(&mut self.disk)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "srcFilename" => r.read(&mut self.src_filename),
+            "dstFilename" => r.read(&mut self.dst_filename),
+            "disk" => r.read_push(&mut self.disk),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -2416,14 +2515,14 @@ impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "migrationId" => r.read(&mut self.migration_id)?,
-            "type" => r.read(&mut self.type_)?,
-            "source" => r.read(&mut self.source)?,
-            "consideredSuccessful" => r.read(&mut self.considered_successful)?,
+        let result = match name {
+            "migrationId" => r.read(&mut self.migration_id),
+            "type" => r.read(&mut self.type_),
+            "source" => r.read(&mut self.source),
+            "consideredSuccessful" => r.read(&mut self.considered_successful),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("migrationId", &self.migration_id);
@@ -2454,14 +2553,14 @@ impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "version" => r.read(&mut self.version)?,
-            "biosUUID" => r.read(&mut self.bios_uuid)?,
-            "instanceUUID" => r.read(&mut self.instance_uuid)?,
-            "ftInfo" => r.read_opt(&mut self.ft_info)?,
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "biosUUID" => r.read(&mut self.bios_uuid),
+            "instanceUUID" => r.read(&mut self.instance_uuid),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("version", &self.version);
@@ -2488,12 +2587,12 @@ impl x::Fields for HostMaintenanceSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vsanMode" => r.read_opt(&mut self.vsan_mode)?,
-            "purpose" => r.read_opt(&mut self.purpose)?,
+        let result = match name {
+            "vsanMode" => r.read_opt(&mut self.vsan_mode),
+            "purpose" => r.read_opt(&mut self.purpose),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vsanMode", &self.vsan_mode);
@@ -2518,11 +2617,11 @@ impl x::Fields for HostMemberHealthCheckResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read_opt(&mut self.summary)?,
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("summary", &self.summary);
@@ -2554,16 +2653,16 @@ impl x::Fields for HostMemberRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "statusDetail" => r.read_opt(&mut self.status_detail)?,
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status)?,
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail)?,
-            "healthCheckResult" => r.read_push(&mut self.health_check_result)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "status" => r.read_opt(&mut self.status),
+            "statusDetail" => r.read_opt(&mut self.status_detail),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "healthCheckResult" => r.read_push(&mut self.health_check_result),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -2596,12 +2695,12 @@ impl x::Fields for HostMemberUplinkHealthCheckResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read_opt(&mut self.summary)?,
-            "uplinkPortKey" => r.read(&mut self.uplink_port_key)?,
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("summary", &self.summary);
@@ -2644,21 +2743,21 @@ impl x::Fields for HostMemoryProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -2690,13 +2789,13 @@ impl x::Fields for HostMemorySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "serviceConsoleReservation" => {
-                r.read_opt(&mut self.service_console_reservation)?
+                r.read_opt(&mut self.service_console_reservation)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
@@ -2724,14 +2823,14 @@ impl x::Fields for HostMemoryTierInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "type" => r.read(&mut self.type_)?,
-            "flags" => r.read_push(&mut self.flags)?,
-            "size" => r.read(&mut self.size)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "flags" => r.read_push(&mut self.flags),
+            "size" => r.read(&mut self.size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2786,24 +2885,24 @@ impl x::Fields for HostMissingNetworksEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "ips" => r.read_opt(&mut self.ips)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "ips" => r.read_opt(&mut self.ips),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2866,25 +2965,25 @@ impl x::Fields for HostMonitoringStateChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "state" => r.read(&mut self.state)?,
-            "prevState" => r.read_opt(&mut self.prev_state)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2928,15 +3027,15 @@ impl x::Fields for HostMountInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "path" => r.read_opt(&mut self.path)?,
-            "accessMode" => r.read(&mut self.access_mode)?,
-            "mounted" => r.read_opt(&mut self.mounted)?,
-            "accessible" => r.read_opt(&mut self.accessible)?,
-            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason)?,
+        let result = match name {
+            "path" => r.read_opt(&mut self.path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "mounted" => r.read_opt(&mut self.mounted),
+            "accessible" => r.read_opt(&mut self.accessible),
+            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("path", &self.path);
@@ -2944,187 +3043,5 @@ impl x::Fields for HostMountInfo {
         w.write_opt("mounted", &self.mounted);
         w.write_opt("accessible", &self.accessible);
         w.write_opt("inaccessibleReason", &self.inaccessible_reason);
-    }
-}
-/// `HostMultipathInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfo {
-    /// `lun`.
-    pub lun: Vec<HostMultipathInfoLogicalUnit>,
-}
-impl x::SchemaType for HostMultipathInfo {
-    const TYPE_NAME: &'static str = "HostMultipathInfo";
-}
-impl x::Structure for HostMultipathInfo {}
-impl x::Fields for HostMultipathInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "lun" => r.read_push(&mut self.lun)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("lun", &self.lun);
-    }
-}
-/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoFixedLogicalUnitPolicy {
-    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
-    pub policy: String,
-    /// `prefer`.
-    pub prefer: String,
-}
-impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policy" => r.read(&mut self.policy)?,
-            "prefer" => r.read(&mut self.prefer)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-        w.write("prefer", &self.prefer);
-    }
-}
-/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoHppLogicalUnitPolicy {
-    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
-    pub policy: String,
-    /// `bytes`.
-    pub bytes: Option<i64>,
-    /// `iops`.
-    pub iops: Option<i64>,
-    /// `path`.
-    pub path: Option<String>,
-    /// `latencyEvalTime`.
-    pub latency_eval_time: Option<i64>,
-    /// `samplingIosPerPath`.
-    pub sampling_ios_per_path: Option<i64>,
-}
-impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policy" => r.read(&mut self.policy)?,
-            "bytes" => r.read_opt(&mut self.bytes)?,
-            "iops" => r.read_opt(&mut self.iops)?,
-            "path" => r.read_opt(&mut self.path)?,
-            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time)?,
-            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-        w.write_opt("bytes", &self.bytes);
-        w.write_opt("iops", &self.iops);
-        w.write_opt("path", &self.path);
-        w.write_opt("latencyEvalTime", &self.latency_eval_time);
-        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
-    }
-}
-/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnit {
-    /// `key`.
-    pub key: String,
-    /// `id`.
-    pub id: String,
-    /// `lun`.
-    pub lun: String,
-    /// `path`.
-    pub path: Vec<HostMultipathInfoPath>,
-    /// `policy`.
-    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
-    /// `storageArrayTypePolicy`.
-    pub storage_array_type_policy: Option<
-        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
-    >,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnit {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
-}
-impl x::Structure for HostMultipathInfoLogicalUnit {}
-impl x::Fields for HostMultipathInfoLogicalUnit {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "id" => r.read(&mut self.id)?,
-            "lun" => r.read(&mut self.lun)?,
-            "path" => r.read_push(&mut self.path)?,
-            "policy" => r.read(&mut self.policy)?,
-            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("id", &self.id);
-        w.write("lun", &self.lun);
-        w.write_vec("path", &self.path);
-        w.write("policy", &self.policy);
-        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
-    }
-}
-impl x::ArrayItem for HostMultipathInfoLogicalUnit {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
-    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
-}
-/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMultipathInfoLogicalUnitPolicy {
-    /// `policy`.
-    pub policy: String,
-}
-impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
-    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
-}
-impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
-impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policy" => r.read(&mut self.policy)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
     }
 }

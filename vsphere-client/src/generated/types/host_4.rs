@@ -5,6 +5,188 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostMultipathInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfo {
+    /// `lun`.
+    pub lun: Vec<HostMultipathInfoLogicalUnit>,
+}
+impl x::SchemaType for HostMultipathInfo {
+    const TYPE_NAME: &'static str = "HostMultipathInfo";
+}
+impl x::Structure for HostMultipathInfo {}
+impl x::Fields for HostMultipathInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "lun" => r.read_push(&mut self.lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("lun", &self.lun);
+    }
+}
+/// `HostMultipathInfoFixedLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoFixedLogicalUnitPolicy {
+    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
+    pub policy: String,
+    /// `prefer`.
+    pub prefer: String,
+}
+impl x::SchemaType for HostMultipathInfoFixedLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoFixedLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoFixedLogicalUnitPolicy {}
+impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            "prefer" => r.read(&mut self.prefer),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+        w.write("prefer", &self.prefer);
+    }
+}
+/// `HostMultipathInfoHppLogicalUnitPolicy` (extends `HostMultipathInfoLogicalUnitPolicy`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoHppLogicalUnitPolicy {
+    /// `policy`, from `HostMultipathInfoLogicalUnitPolicy`.
+    pub policy: String,
+    /// `bytes`.
+    pub bytes: Option<i64>,
+    /// `iops`.
+    pub iops: Option<i64>,
+    /// `path`.
+    pub path: Option<String>,
+    /// `latencyEvalTime`.
+    pub latency_eval_time: Option<i64>,
+    /// `samplingIosPerPath`.
+    pub sampling_ios_per_path: Option<i64>,
+}
+impl x::SchemaType for HostMultipathInfoHppLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoHppLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoHppLogicalUnitPolicy {}
+impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            "bytes" => r.read_opt(&mut self.bytes),
+            "iops" => r.read_opt(&mut self.iops),
+            "path" => r.read_opt(&mut self.path),
+            "latencyEvalTime" => r.read_opt(&mut self.latency_eval_time),
+            "samplingIosPerPath" => r.read_opt(&mut self.sampling_ios_per_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+        w.write_opt("bytes", &self.bytes);
+        w.write_opt("iops", &self.iops);
+        w.write_opt("path", &self.path);
+        w.write_opt("latencyEvalTime", &self.latency_eval_time);
+        w.write_opt("samplingIosPerPath", &self.sampling_ios_per_path);
+    }
+}
+/// `HostMultipathInfoLogicalUnit` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoLogicalUnit {
+    /// `key`.
+    pub key: String,
+    /// `id`.
+    pub id: String,
+    /// `lun`.
+    pub lun: String,
+    /// `path`.
+    pub path: Vec<HostMultipathInfoPath>,
+    /// `policy`.
+    pub policy: AnyHostMultipathInfoLogicalUnitPolicy,
+    /// `storageArrayTypePolicy`.
+    pub storage_array_type_policy: Option<
+        HostMultipathInfoLogicalUnitStorageArrayTypePolicy,
+    >,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnit {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnit";
+}
+impl x::Structure for HostMultipathInfoLogicalUnit {}
+impl x::Fields for HostMultipathInfoLogicalUnit {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "id" => r.read(&mut self.id),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
+            "policy" => r.read(&mut self.policy),
+            "storageArrayTypePolicy" => r.read_opt(&mut self.storage_array_type_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("id", &self.id);
+        w.write("lun", &self.lun);
+        w.write_vec("path", &self.path);
+        w.write("policy", &self.policy);
+        w.write_opt("storageArrayTypePolicy", &self.storage_array_type_policy);
+    }
+}
+impl x::ArrayItem for HostMultipathInfoLogicalUnit {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMultipathInfoLogicalUnit";
+    const ITEM_TAG: &'static str = "HostMultipathInfoLogicalUnit";
+}
+/// `HostMultipathInfoLogicalUnitPolicy` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMultipathInfoLogicalUnitPolicy`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMultipathInfoLogicalUnitPolicy {
+    /// `policy`.
+    pub policy: String,
+}
+impl x::SchemaType for HostMultipathInfoLogicalUnitPolicy {
+    const TYPE_NAME: &'static str = "HostMultipathInfoLogicalUnitPolicy";
+}
+impl x::Structure for HostMultipathInfoLogicalUnitPolicy {}
+impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
 /// `HostMultipathInfoLogicalUnitStorageArrayTypePolicy` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
@@ -21,11 +203,11 @@ impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policy" => r.read(&mut self.policy)?,
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
@@ -61,18 +243,18 @@ impl x::Fields for HostMultipathInfoPath {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "pathState" => r.read(&mut self.path_state)?,
-            "state" => r.read_opt(&mut self.state)?,
-            "isWorkingPath" => r.read_opt(&mut self.is_working_path)?,
-            "adapter" => r.read(&mut self.adapter)?,
-            "lun" => r.read(&mut self.lun)?,
-            "transport" => r.read_opt(&mut self.transport)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
+            "state" => r.read_opt(&mut self.state),
+            "isWorkingPath" => r.read_opt(&mut self.is_working_path),
+            "adapter" => r.read(&mut self.adapter),
+            "lun" => r.read(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -105,11 +287,11 @@ impl x::Fields for HostMultipathStateInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "path" => r.read_push(&mut self.path)?,
+        let result = match name {
+            "path" => r.read_push(&mut self.path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("path", &self.path);
@@ -133,12 +315,12 @@ impl x::Fields for HostMultipathStateInfoPath {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "pathState" => r.read(&mut self.path_state)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "pathState" => r.read(&mut self.path_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -181,19 +363,19 @@ impl x::Fields for HostNasVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "remoteHost" => r.read(&mut self.remote_host)?,
-            "remotePath" => r.read(&mut self.remote_path)?,
-            "userName" => r.read_opt(&mut self.user_name)?,
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names)?,
-            "securityType" => r.read_opt(&mut self.security_type)?,
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "userName" => r.read_opt(&mut self.user_name),
+            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
+            "securityType" => r.read_opt(&mut self.security_type),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -225,12 +407,12 @@ impl x::Fields for HostNasVolumeConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
@@ -273,19 +455,19 @@ impl x::Fields for HostNasVolumeSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "remoteHost" => r.read(&mut self.remote_host)?,
-            "remotePath" => r.read(&mut self.remote_path)?,
-            "localPath" => r.read(&mut self.local_path)?,
-            "accessMode" => r.read(&mut self.access_mode)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "userName" => r.read_opt(&mut self.user_name)?,
-            "password" => r.read_opt(&mut self.password)?,
-            "remoteHostNames" => r.read_push(&mut self.remote_host_names)?,
-            "securityType" => r.read_opt(&mut self.security_type)?,
+        let result = match name {
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "localPath" => r.read(&mut self.local_path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "type" => r.read_opt(&mut self.type_),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "remoteHostNames" => r.read_push(&mut self.remote_host_names),
+            "securityType" => r.read_opt(&mut self.security_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("remoteHost", &self.remote_host);
@@ -315,11 +497,11 @@ impl x::Fields for HostNasVolumeUserInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "user" => r.read(&mut self.user)?,
+        let result = match name {
+            "user" => r.read(&mut self.user),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("user", &self.user);
@@ -343,12 +525,12 @@ impl x::Fields for HostNatService {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -379,13 +561,13 @@ impl x::Fields for HostNatServiceConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation)?,
-            "key" => r.read(&mut self.key)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "key" => r.read(&mut self.key),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
@@ -427,18 +609,18 @@ impl x::Fields for HostNatServiceNameServiceSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dnsAutoDetect" => r.read(&mut self.dns_auto_detect)?,
-            "dnsPolicy" => r.read(&mut self.dns_policy)?,
-            "dnsRetries" => r.read(&mut self.dns_retries)?,
-            "dnsTimeout" => r.read(&mut self.dns_timeout)?,
-            "dnsNameServer" => r.read_push(&mut self.dns_name_server)?,
-            "nbdsTimeout" => r.read(&mut self.nbds_timeout)?,
-            "nbnsRetries" => r.read(&mut self.nbns_retries)?,
-            "nbnsTimeout" => r.read(&mut self.nbns_timeout)?,
+        let result = match name {
+            "dnsAutoDetect" => r.read(&mut self.dns_auto_detect),
+            "dnsPolicy" => r.read(&mut self.dns_policy),
+            "dnsRetries" => r.read(&mut self.dns_retries),
+            "dnsTimeout" => r.read(&mut self.dns_timeout),
+            "dnsNameServer" => r.read_push(&mut self.dns_name_server),
+            "nbdsTimeout" => r.read(&mut self.nbds_timeout),
+            "nbnsRetries" => r.read(&mut self.nbns_retries),
+            "nbnsTimeout" => r.read(&mut self.nbns_timeout),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dnsAutoDetect", &self.dns_auto_detect);
@@ -475,15 +657,15 @@ impl x::Fields for HostNatServicePortForwardSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "hostPort" => r.read(&mut self.host_port)?,
-            "guestPort" => r.read(&mut self.guest_port)?,
-            "guestIpAddress" => r.read(&mut self.guest_ip_address)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "hostPort" => r.read(&mut self.host_port),
+            "guestPort" => r.read(&mut self.guest_port),
+            "guestIpAddress" => r.read(&mut self.guest_ip_address),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -527,18 +709,18 @@ impl x::Fields for HostNatServiceSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "virtualSwitch" => r.read(&mut self.virtual_switch)?,
-            "activeFtp" => r.read(&mut self.active_ftp)?,
-            "allowAnyOui" => r.read(&mut self.allow_any_oui)?,
-            "configPort" => r.read(&mut self.config_port)?,
-            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address)?,
-            "udpTimeout" => r.read(&mut self.udp_timeout)?,
-            "portForward" => r.read_push(&mut self.port_forward)?,
-            "nameService" => r.read_opt(&mut self.name_service)?,
+        let result = match name {
+            "virtualSwitch" => r.read(&mut self.virtual_switch),
+            "activeFtp" => r.read(&mut self.active_ftp),
+            "allowAnyOui" => r.read(&mut self.allow_any_oui),
+            "configPort" => r.read(&mut self.config_port),
+            "ipGatewayAddress" => r.read(&mut self.ip_gateway_address),
+            "udpTimeout" => r.read(&mut self.udp_timeout),
+            "portForward" => r.read_push(&mut self.port_forward),
+            "nameService" => r.read_opt(&mut self.name_service),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("virtualSwitch", &self.virtual_switch);
@@ -593,28 +775,28 @@ impl x::Fields for HostNetCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "canSetPhysicalNicLinkSpeed" => {
-                r.read(&mut self.can_set_physical_nic_link_speed)?
+                r.read(&mut self.can_set_physical_nic_link_speed)
             }
-            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming)?,
-            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy)?,
-            "supportsVlan" => r.read(&mut self.supports_vlan)?,
-            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic)?,
-            "supportsNetworkHints" => r.read(&mut self.supports_network_hints)?,
+            "supportsNicTeaming" => r.read(&mut self.supports_nic_teaming),
+            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
+            "supportsVlan" => r.read(&mut self.supports_vlan),
+            "usesServiceConsoleNic" => r.read(&mut self.uses_service_console_nic),
+            "supportsNetworkHints" => r.read(&mut self.supports_network_hints),
             "maxPortGroupsPerVswitch" => {
-                r.read_opt(&mut self.max_port_groups_per_vswitch)?
+                r.read_opt(&mut self.max_port_groups_per_vswitch)
             }
-            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported)?,
-            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported)?,
-            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported)?,
-            "dnsConfigSupported" => r.read(&mut self.dns_config_supported)?,
-            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported)?,
-            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported)?,
-            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported)?,
+            "vswitchConfigSupported" => r.read(&mut self.vswitch_config_supported),
+            "vnicConfigSupported" => r.read(&mut self.vnic_config_supported),
+            "ipRouteConfigSupported" => r.read(&mut self.ip_route_config_supported),
+            "dnsConfigSupported" => r.read(&mut self.dns_config_supported),
+            "dhcpOnVnicSupported" => r.read(&mut self.dhcp_on_vnic_supported),
+            "ipV6Supported" => r.read_opt(&mut self.ip_v6_supported),
+            "backupNfcNiocSupported" => r.read_opt(&mut self.backup_nfc_nioc_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
@@ -653,13 +835,13 @@ impl x::Fields for HostNetOffloadCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "csumOffload" => r.read_opt(&mut self.csum_offload)?,
-            "tcpSegmentation" => r.read_opt(&mut self.tcp_segmentation)?,
-            "zeroCopyXmit" => r.read_opt(&mut self.zero_copy_xmit)?,
+        let result = match name {
+            "csumOffload" => r.read_opt(&mut self.csum_offload),
+            "tcpSegmentation" => r.read_opt(&mut self.tcp_segmentation),
+            "zeroCopyXmit" => r.read_opt(&mut self.zero_copy_xmit),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("csumOffload", &self.csum_offload);
@@ -697,22 +879,22 @@ impl x::Fields for HostNetStackInstance {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "dnsConfig" => r.read_opt(&mut self.dns_config)?,
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
             "requestedMaxNumberOfConnections" => {
-                r.read_opt(&mut self.requested_max_number_of_connections)?
+                r.read_opt(&mut self.requested_max_number_of_connections)
             }
             "congestionControlAlgorithm" => {
-                r.read_opt(&mut self.congestion_control_algorithm)?
+                r.read_opt(&mut self.congestion_control_algorithm)
             }
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled)?,
-            "routeTableConfig" => r.read_opt(&mut self.route_table_config)?,
+            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
+            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -776,25 +958,25 @@ impl x::Fields for HostNetworkConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vswitch" => r.read_push(&mut self.vswitch)?,
-            "proxySwitch" => r.read_push(&mut self.proxy_switch)?,
-            "portgroup" => r.read_push(&mut self.portgroup)?,
-            "pnic" => r.read_push(&mut self.pnic)?,
-            "vnic" => r.read_push(&mut self.vnic)?,
-            "consoleVnic" => r.read_push(&mut self.console_vnic)?,
-            "dnsConfig" => r.read_opt(&mut self.dns_config)?,
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config)?,
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config)?,
-            "routeTableConfig" => r.read_opt(&mut self.route_table_config)?,
-            "dhcp" => r.read_push(&mut self.dhcp)?,
-            "nat" => r.read_push(&mut self.nat)?,
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled)?,
-            "netStackSpec" => r.read_push(&mut self.net_stack_spec)?,
-            "migrationStatus" => r.read_opt(&mut self.migration_status)?,
+        let result = match name {
+            "vswitch" => r.read_push(&mut self.vswitch),
+            "proxySwitch" => r.read_push(&mut self.proxy_switch),
+            "portgroup" => r.read_push(&mut self.portgroup),
+            "pnic" => r.read_push(&mut self.pnic),
+            "vnic" => r.read_push(&mut self.vnic),
+            "consoleVnic" => r.read_push(&mut self.console_vnic),
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
+            "routeTableConfig" => r.read_opt(&mut self.route_table_config),
+            "dhcp" => r.read_push(&mut self.dhcp),
+            "nat" => r.read_push(&mut self.nat),
+            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
+            "netStackSpec" => r.read_push(&mut self.net_stack_spec),
+            "migrationStatus" => r.read_opt(&mut self.migration_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vswitch", &self.vswitch);
@@ -832,12 +1014,12 @@ impl x::Fields for HostNetworkConfigNetStackSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "netStackInstance" => r.read(&mut self.net_stack_instance)?,
-            "operation" => r.read_opt(&mut self.operation)?,
+        let result = match name {
+            "netStackInstance" => r.read(&mut self.net_stack_instance),
+            "operation" => r.read_opt(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("netStackInstance", &self.net_stack_instance);
@@ -866,12 +1048,12 @@ impl x::Fields for HostNetworkConfigResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vnicDevice" => r.read_push(&mut self.vnic_device)?,
-            "consoleVnicDevice" => r.read_push(&mut self.console_vnic_device)?,
+        let result = match name {
+            "vnicDevice" => r.read_push(&mut self.vnic_device),
+            "consoleVnicDevice" => r.read_push(&mut self.console_vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vnicDevice", &self.vnic_device);
@@ -934,33 +1116,33 @@ impl x::Fields for HostNetworkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vswitch" => r.read_push(&mut self.vswitch)?,
-            "proxySwitch" => r.read_push(&mut self.proxy_switch)?,
-            "portgroup" => r.read_push(&mut self.portgroup)?,
-            "pnic" => r.read_push(&mut self.pnic)?,
-            "rdmaDevice" => r.read_push(&mut self.rdma_device)?,
-            "vnic" => r.read_push(&mut self.vnic)?,
-            "consoleVnic" => r.read_push(&mut self.console_vnic)?,
-            "dnsConfig" => r.read_opt(&mut self.dns_config)?,
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config)?,
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config)?,
-            "routeTableInfo" => r.read_opt(&mut self.route_table_info)?,
-            "dhcp" => r.read_push(&mut self.dhcp)?,
-            "nat" => r.read_push(&mut self.nat)?,
-            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled)?,
-            "atBootIpV6Enabled" => r.read_opt(&mut self.at_boot_ip_v6_enabled)?,
-            "netStackInstance" => r.read_push(&mut self.net_stack_instance)?,
-            "opaqueSwitch" => r.read_push(&mut self.opaque_switch)?,
-            "opaqueNetwork" => r.read_push(&mut self.opaque_network)?,
-            "nsxTransportNodeId" => r.read_opt(&mut self.nsx_transport_node_id)?,
+        let result = match name {
+            "vswitch" => r.read_push(&mut self.vswitch),
+            "proxySwitch" => r.read_push(&mut self.proxy_switch),
+            "portgroup" => r.read_push(&mut self.portgroup),
+            "pnic" => r.read_push(&mut self.pnic),
+            "rdmaDevice" => r.read_push(&mut self.rdma_device),
+            "vnic" => r.read_push(&mut self.vnic),
+            "consoleVnic" => r.read_push(&mut self.console_vnic),
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
+            "routeTableInfo" => r.read_opt(&mut self.route_table_info),
+            "dhcp" => r.read_push(&mut self.dhcp),
+            "nat" => r.read_push(&mut self.nat),
+            "ipV6Enabled" => r.read_opt(&mut self.ip_v6_enabled),
+            "atBootIpV6Enabled" => r.read_opt(&mut self.at_boot_ip_v6_enabled),
+            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
+            "opaqueSwitch" => r.read_push(&mut self.opaque_switch),
+            "opaqueNetwork" => r.read_push(&mut self.opaque_network),
+            "nsxTransportNodeId" => r.read_opt(&mut self.nsx_transport_node_id),
             "nvdsToVdsMigrationRequired" => {
-                r.read_opt(&mut self.nvds_to_vds_migration_required)?
+                r.read_opt(&mut self.nvds_to_vds_migration_required)
             }
-            "migrationStatus" => r.read_opt(&mut self.migration_status)?,
+            "migrationStatus" => r.read_opt(&mut self.migration_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vswitch", &self.vswitch);
@@ -1008,14 +1190,14 @@ impl x::Fields for HostNetworkPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "security" => r.read_opt(&mut self.security)?,
-            "nicTeaming" => r.read_opt(&mut self.nic_teaming)?,
-            "offloadPolicy" => r.read_opt(&mut self.offload_policy)?,
-            "shapingPolicy" => r.read_opt(&mut self.shaping_policy)?,
+        let result = match name {
+            "security" => r.read_opt(&mut self.security),
+            "nicTeaming" => r.read_opt(&mut self.nic_teaming),
+            "offloadPolicy" => r.read_opt(&mut self.offload_policy),
+            "shapingPolicy" => r.read_opt(&mut self.shaping_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("security", &self.security);
@@ -1040,11 +1222,11 @@ impl x::Fields for HostNetworkResourceRuntime {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pnicResourceInfo" => r.read_push(&mut self.pnic_resource_info)?,
+        let result = match name {
+            "pnicResourceInfo" => r.read_push(&mut self.pnic_resource_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("pnicResourceInfo", &self.pnic_resource_info);
@@ -1070,13 +1252,13 @@ impl x::Fields for HostNetworkSecurityPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous)?,
-            "macChanges" => r.read_opt(&mut self.mac_changes)?,
-            "forgedTransmits" => r.read_opt(&mut self.forged_transmits)?,
+        let result = match name {
+            "allowPromiscuous" => r.read_opt(&mut self.allow_promiscuous),
+            "macChanges" => r.read_opt(&mut self.mac_changes),
+            "forgedTransmits" => r.read_opt(&mut self.forged_transmits),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("allowPromiscuous", &self.allow_promiscuous);
@@ -1106,14 +1288,14 @@ impl x::Fields for HostNetworkTrafficShapingPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth)?,
-            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth)?,
-            "burstSize" => r.read_opt(&mut self.burst_size)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "averageBandwidth" => r.read_opt(&mut self.average_bandwidth),
+            "peakBandwidth" => r.read_opt(&mut self.peak_bandwidth),
+            "burstSize" => r.read_opt(&mut self.burst_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -1138,11 +1320,11 @@ impl x::Fields for HostNewNetworkConnectInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read(&mut self.summary)?,
+        let result = match name {
+            "summary" => r.read(&mut self.summary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
@@ -1166,12 +1348,12 @@ impl x::Fields for HostNfcConnectionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed)?,
-            "streamingMemoryConsumed" => r.read_opt(&mut self.streaming_memory_consumed)?,
+        let result = match name {
+            "staticMemoryConsumed" => r.read(&mut self.static_memory_consumed),
+            "streamingMemoryConsumed" => r.read_opt(&mut self.streaming_memory_consumed),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("staticMemoryConsumed", &self.static_memory_consumed);
@@ -1206,17 +1388,17 @@ impl x::Fields for HostNicFailureCriteria {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "checkSpeed" => r.read_opt(&mut self.check_speed)?,
-            "speed" => r.read_opt(&mut self.speed)?,
-            "checkDuplex" => r.read_opt(&mut self.check_duplex)?,
-            "fullDuplex" => r.read_opt(&mut self.full_duplex)?,
-            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent)?,
-            "percentage" => r.read_opt(&mut self.percentage)?,
-            "checkBeacon" => r.read_opt(&mut self.check_beacon)?,
+        let result = match name {
+            "checkSpeed" => r.read_opt(&mut self.check_speed),
+            "speed" => r.read_opt(&mut self.speed),
+            "checkDuplex" => r.read_opt(&mut self.check_duplex),
+            "fullDuplex" => r.read_opt(&mut self.full_duplex),
+            "checkErrorPercent" => r.read_opt(&mut self.check_error_percent),
+            "percentage" => r.read_opt(&mut self.percentage),
+            "checkBeacon" => r.read_opt(&mut self.check_beacon),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("checkSpeed", &self.check_speed);
@@ -1246,12 +1428,12 @@ impl x::Fields for HostNicOrderPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "activeNic" => r.read_push(&mut self.active_nic)?,
-            "standbyNic" => r.read_push(&mut self.standby_nic)?,
+        let result = match name {
+            "activeNic" => r.read_push(&mut self.active_nic),
+            "standbyNic" => r.read_push(&mut self.standby_nic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("activeNic", &self.active_nic);
@@ -1284,16 +1466,16 @@ impl x::Fields for HostNicTeamingPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policy" => r.read_opt(&mut self.policy)?,
-            "reversePolicy" => r.read_opt(&mut self.reverse_policy)?,
-            "notifySwitches" => r.read_opt(&mut self.notify_switches)?,
-            "rollingOrder" => r.read_opt(&mut self.rolling_order)?,
-            "failureCriteria" => r.read_opt(&mut self.failure_criteria)?,
-            "nicOrder" => r.read_opt(&mut self.nic_order)?,
+        let result = match name {
+            "policy" => r.read_opt(&mut self.policy),
+            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
+            "notifySwitches" => r.read_opt(&mut self.notify_switches),
+            "rollingOrder" => r.read_opt(&mut self.rolling_order),
+            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
+            "nicOrder" => r.read_opt(&mut self.nic_order),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("policy", &self.policy);
@@ -1346,24 +1528,24 @@ impl x::Fields for HostNoAvailableNetworksEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "ips" => r.read_opt(&mut self.ips)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "ips" => r.read_opt(&mut self.ips),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1422,23 +1604,23 @@ impl x::Fields for HostNoHAEnabledPortGroupsEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1496,23 +1678,23 @@ impl x::Fields for HostNoRedundantManagementNetworkEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1570,23 +1752,23 @@ impl x::Fields for HostNonCompliantEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1622,12 +1804,12 @@ impl x::Fields for HostNotConnected {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1674,23 +1856,23 @@ impl x::Fields for HostNotInClusterEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1726,12 +1908,12 @@ impl x::Fields for HostNotReachable {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1756,12 +1938,12 @@ impl x::Fields for HostNtpConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "server" => r.read_push(&mut self.server)?,
-            "configFile" => r.read_push(&mut self.config_file)?,
+        let result = match name {
+            "server" => r.read_push(&mut self.server),
+            "configFile" => r.read_push(&mut self.config_file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("server", &self.server);
@@ -1788,13 +1970,13 @@ impl x::Fields for HostNumaInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "numNodes" => r.read(&mut self.num_nodes)?,
-            "numaNode" => r.read_push(&mut self.numa_node)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "numNodes" => r.read(&mut self.num_nodes),
+            "numaNode" => r.read_push(&mut self.numa_node),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1826,15 +2008,15 @@ impl x::Fields for HostNumaNode {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "typeId" => r.read(&mut self.type_id)?,
-            "cpuID" => r.read_push(&mut self.cpu_id)?,
-            "memoryRangeBegin" => r.read(&mut self.memory_range_begin)?,
-            "memoryRangeLength" => r.read(&mut self.memory_range_length)?,
-            "pciId" => r.read_push(&mut self.pci_id)?,
+        let result = match name {
+            "typeId" => r.read(&mut self.type_id),
+            "cpuID" => r.read_push(&mut self.cpu_id),
+            "memoryRangeBegin" => r.read(&mut self.memory_range_begin),
+            "memoryRangeLength" => r.read(&mut self.memory_range_length),
+            "pciId" => r.read_push(&mut self.pci_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("typeId", &self.type_id);
@@ -1880,19 +2062,19 @@ impl x::Fields for HostNumericSensorInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "healthState" => r.read_opt(&mut self.health_state)?,
-            "currentReading" => r.read(&mut self.current_reading)?,
-            "unitModifier" => r.read(&mut self.unit_modifier)?,
-            "baseUnits" => r.read(&mut self.base_units)?,
-            "rateUnits" => r.read_opt(&mut self.rate_units)?,
-            "sensorType" => r.read(&mut self.sensor_type)?,
-            "id" => r.read_opt(&mut self.id)?,
-            "timeStamp" => r.read_opt(&mut self.time_stamp)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "healthState" => r.read_opt(&mut self.health_state),
+            "currentReading" => r.read(&mut self.current_reading),
+            "unitModifier" => r.read(&mut self.unit_modifier),
+            "baseUnits" => r.read(&mut self.base_units),
+            "rateUnits" => r.read_opt(&mut self.rate_units),
+            "sensorType" => r.read(&mut self.sensor_type),
+            "id" => r.read_opt(&mut self.id),
+            "timeStamp" => r.read_opt(&mut self.time_stamp),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1936,16 +2118,16 @@ impl x::Fields for HostNvmeConnectSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hbaName" => r.read(&mut self.hba_name)?,
-            "transportParameters" => r.read(&mut self.transport_parameters)?,
-            "subnqn" => r.read(&mut self.subnqn)?,
-            "controllerId" => r.read_opt(&mut self.controller_id)?,
-            "adminQueueSize" => r.read_opt(&mut self.admin_queue_size)?,
-            "keepAliveTimeout" => r.read_opt(&mut self.keep_alive_timeout)?,
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "subnqn" => r.read(&mut self.subnqn),
+            "controllerId" => r.read_opt(&mut self.controller_id),
+            "adminQueueSize" => r.read_opt(&mut self.admin_queue_size),
+            "keepAliveTimeout" => r.read_opt(&mut self.keep_alive_timeout),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hbaName", &self.hba_name);
@@ -2002,24 +2184,24 @@ impl x::Fields for HostNvmeController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "controllerNumber" => r.read(&mut self.controller_number)?,
-            "subnqn" => r.read(&mut self.subnqn)?,
-            "name" => r.read(&mut self.name)?,
-            "associatedAdapter" => r.read(&mut self.associated_adapter)?,
-            "transportType" => r.read(&mut self.transport_type)?,
-            "fusedOperationSupported" => r.read(&mut self.fused_operation_supported)?,
-            "numberOfQueues" => r.read(&mut self.number_of_queues)?,
-            "queueSize" => r.read(&mut self.queue_size)?,
-            "attachedNamespace" => r.read_push(&mut self.attached_namespace)?,
-            "vendorId" => r.read_opt(&mut self.vendor_id)?,
-            "model" => r.read_opt(&mut self.model)?,
-            "serialNumber" => r.read_opt(&mut self.serial_number)?,
-            "firmwareVersion" => r.read_opt(&mut self.firmware_version)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "controllerNumber" => r.read(&mut self.controller_number),
+            "subnqn" => r.read(&mut self.subnqn),
+            "name" => r.read(&mut self.name),
+            "associatedAdapter" => r.read(&mut self.associated_adapter),
+            "transportType" => r.read(&mut self.transport_type),
+            "fusedOperationSupported" => r.read(&mut self.fused_operation_supported),
+            "numberOfQueues" => r.read(&mut self.number_of_queues),
+            "queueSize" => r.read(&mut self.queue_size),
+            "attachedNamespace" => r.read_push(&mut self.attached_namespace),
+            "vendorId" => r.read_opt(&mut self.vendor_id),
+            "model" => r.read_opt(&mut self.model),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "firmwareVersion" => r.read_opt(&mut self.firmware_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2062,13 +2244,13 @@ impl x::Fields for HostNvmeDisconnectSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hbaName" => r.read(&mut self.hba_name)?,
-            "subnqn" => r.read_opt(&mut self.subnqn)?,
-            "controllerNumber" => r.read_opt(&mut self.controller_number)?,
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "subnqn" => r.read_opt(&mut self.subnqn),
+            "controllerNumber" => r.read_opt(&mut self.controller_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hbaName", &self.hba_name);
@@ -2102,14 +2284,14 @@ impl x::Fields for HostNvmeDiscoverSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hbaName" => r.read(&mut self.hba_name)?,
-            "transportParameters" => r.read(&mut self.transport_parameters)?,
-            "autoConnect" => r.read_opt(&mut self.auto_connect)?,
-            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller)?,
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "autoConnect" => r.read_opt(&mut self.auto_connect),
+            "rootDiscoveryController" => r.read_opt(&mut self.root_discovery_controller),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hbaName", &self.hba_name);
@@ -2136,12 +2318,12 @@ impl x::Fields for HostNvmeDiscoveryLog {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entry" => r.read_push(&mut self.entry)?,
-            "complete" => r.read(&mut self.complete)?,
+        let result = match name {
+            "entry" => r.read_push(&mut self.entry),
+            "complete" => r.read(&mut self.complete),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("entry", &self.entry);
@@ -2178,18 +2360,18 @@ impl x::Fields for HostNvmeDiscoveryLogEntry {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "subnqn" => r.read(&mut self.subnqn)?,
-            "subsystemType" => r.read(&mut self.subsystem_type)?,
-            "subsystemPortId" => r.read(&mut self.subsystem_port_id)?,
-            "controllerId" => r.read(&mut self.controller_id)?,
-            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size)?,
-            "transportParameters" => r.read(&mut self.transport_parameters)?,
-            "transportRequirements" => r.read(&mut self.transport_requirements)?,
-            "connected" => r.read(&mut self.connected)?,
+        let result = match name {
+            "subnqn" => r.read(&mut self.subnqn),
+            "subsystemType" => r.read(&mut self.subsystem_type),
+            "subsystemPortId" => r.read(&mut self.subsystem_port_id),
+            "controllerId" => r.read(&mut self.controller_id),
+            "adminQueueMaxSize" => r.read(&mut self.admin_queue_max_size),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            "transportRequirements" => r.read(&mut self.transport_requirements),
+            "connected" => r.read(&mut self.connected),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("subnqn", &self.subnqn);
@@ -2230,15 +2412,15 @@ impl x::Fields for HostNvmeNamespace {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "id" => r.read(&mut self.id)?,
-            "blockSize" => r.read(&mut self.block_size)?,
-            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "id" => r.read(&mut self.id),
+            "blockSize" => r.read(&mut self.block_size),
+            "capacityInBlocks" => r.read(&mut self.capacity_in_blocks),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2276,15 +2458,15 @@ impl x::Fields for HostNvmeOpaqueTransportParameters {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "trtype" => r.read(&mut self.trtype)?,
-            "traddr" => r.read(&mut self.traddr)?,
-            "adrfam" => r.read(&mut self.adrfam)?,
-            "trsvcid" => r.read(&mut self.trsvcid)?,
-            "tsas" => r.read(&mut self.tsas)?,
+        let result = match name {
+            "trtype" => r.read(&mut self.trtype),
+            "traddr" => r.read(&mut self.traddr),
+            "adrfam" => r.read(&mut self.adrfam),
+            "trsvcid" => r.read(&mut self.trsvcid),
+            "tsas" => r.read(&mut self.tsas),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("trtype", &self.trtype);
@@ -2312,12 +2494,12 @@ impl x::Fields for HostNvmeOverFibreChannelParameters {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name)?,
-            "portWorldWideName" => r.read(&mut self.port_world_wide_name)?,
+        let result = match name {
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            "portWorldWideName" => r.read(&mut self.port_world_wide_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nodeWorldWideName", &self.node_world_wide_name);
@@ -2344,13 +2526,13 @@ impl x::Fields for HostNvmeOverRdmaParameters {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "address" => r.read(&mut self.address)?,
-            "addressFamily" => r.read_opt(&mut self.address_family)?,
-            "portNumber" => r.read_opt(&mut self.port_number)?,
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "addressFamily" => r.read_opt(&mut self.address_family),
+            "portNumber" => r.read_opt(&mut self.port_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
@@ -2378,13 +2560,13 @@ impl x::Fields for HostNvmeOverTcpParameters {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "address" => r.read(&mut self.address)?,
-            "portNumber" => r.read_opt(&mut self.port_number)?,
-            "digestVerification" => r.read_opt(&mut self.digest_verification)?,
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "portNumber" => r.read_opt(&mut self.port_number),
+            "digestVerification" => r.read_opt(&mut self.digest_verification),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
@@ -2410,12 +2592,12 @@ impl x::Fields for HostNvmeSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hbaName" => r.read(&mut self.hba_name)?,
-            "transportParameters" => r.read(&mut self.transport_parameters)?,
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hbaName", &self.hba_name);
@@ -2438,11 +2620,11 @@ impl x::Fields for HostNvmeTopology {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "adapter" => r.read_push(&mut self.adapter)?,
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("adapter", &self.adapter);
@@ -2468,13 +2650,13 @@ impl x::Fields for HostNvmeTopologyInterface {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "adapter" => r.read(&mut self.adapter)?,
-            "connectedController" => r.read_push(&mut self.connected_controller)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "connectedController" => r.read_push(&mut self.connected_controller),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2531,16 +2713,16 @@ impl x::Fields for HostOpaqueNetworkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id)?,
-            "opaqueNetworkName" => r.read(&mut self.opaque_network_name)?,
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type)?,
-            "pnicZone" => r.read_push(&mut self.pnic_zone)?,
-            "capability" => r.read_opt(&mut self.capability)?,
-            "extraConfig" => r.read_push(&mut self.extra_config)?,
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            "pnicZone" => r.read_push(&mut self.pnic_zone),
+            "capability" => r.read_opt(&mut self.capability),
+            "extraConfig" => r.read_push(&mut self.extra_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("opaqueNetworkId", &self.opaque_network_id);
@@ -2585,18 +2767,18 @@ impl x::Fields for HostOpaqueSwitch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "pnic" => r.read_push(&mut self.pnic)?,
-            "pnicZone" => r.read_push(&mut self.pnic_zone)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "vtep" => r.read_push(&mut self.vtep)?,
-            "extraConfig" => r.read_push(&mut self.extra_config)?,
-            "featureCapability" => r.read_push(&mut self.feature_capability)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "pnic" => r.read_push(&mut self.pnic),
+            "pnicZone" => r.read_push(&mut self.pnic_zone),
+            "status" => r.read_opt(&mut self.status),
+            "vtep" => r.read_push(&mut self.vtep),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2631,12 +2813,12 @@ impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "pnicDevice" => r.read_push(&mut self.pnic_device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "pnicDevice" => r.read_push(&mut self.pnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2687,23 +2869,23 @@ impl x::Fields for HostOvercommittedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2745,15 +2927,15 @@ impl x::Fields for HostPMemVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "version" => r.read(&mut self.version)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "uuid" => r.read(&mut self.uuid),
+            "version" => r.read(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2793,18 +2975,18 @@ impl x::Fields for HostParallelScsiHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -2852,12 +3034,12 @@ impl x::Fields for HostPatchManagerLocator {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "url" => r.read(&mut self.url)?,
-            "proxy" => r.read_opt(&mut self.proxy)?,
+        let result = match name {
+            "url" => r.read(&mut self.url),
+            "proxy" => r.read_opt(&mut self.proxy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("url", &self.url);
@@ -2888,15 +3070,15 @@ impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "proxy" => r.read_opt(&mut self.proxy)?,
-            "port" => r.read_opt(&mut self.port)?,
-            "userName" => r.read_opt(&mut self.user_name)?,
-            "password" => r.read_opt(&mut self.password)?,
-            "cmdOption" => r.read_opt(&mut self.cmd_option)?,
+        let result = match name {
+            "proxy" => r.read_opt(&mut self.proxy),
+            "port" => r.read_opt(&mut self.port),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "cmdOption" => r.read_opt(&mut self.cmd_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("proxy", &self.proxy);
@@ -2926,13 +3108,13 @@ impl x::Fields for HostPatchManagerResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "version" => r.read(&mut self.version)?,
-            "status" => r.read_push(&mut self.status)?,
-            "xmlResult" => r.read_opt(&mut self.xml_result)?,
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "status" => r.read_push(&mut self.status),
+            "xmlResult" => r.read_opt(&mut self.xml_result),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("version", &self.version);
@@ -2976,21 +3158,21 @@ impl x::Fields for HostPatchManagerStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "applicable" => r.read(&mut self.applicable)?,
-            "reason" => r.read_push(&mut self.reason)?,
-            "integrity" => r.read_opt(&mut self.integrity)?,
-            "installed" => r.read(&mut self.installed)?,
-            "installState" => r.read_push(&mut self.install_state)?,
-            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch)?,
-            "restartRequired" => r.read(&mut self.restart_required)?,
-            "reconnectRequired" => r.read(&mut self.reconnect_required)?,
-            "vmOffRequired" => r.read(&mut self.vm_off_required)?,
-            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "applicable" => r.read(&mut self.applicable),
+            "reason" => r.read_push(&mut self.reason),
+            "integrity" => r.read_opt(&mut self.integrity),
+            "installed" => r.read(&mut self.installed),
+            "installState" => r.read_push(&mut self.install_state),
+            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
+            "restartRequired" => r.read(&mut self.restart_required),
+            "reconnectRequired" => r.read(&mut self.reconnect_required),
+            "vmOffRequired" => r.read(&mut self.vm_off_required),
+            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -3028,12 +3210,12 @@ impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "installState" => r.read_push(&mut self.install_state)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "installState" => r.read_push(&mut self.install_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -3043,196 +3225,4 @@ impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
 impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
     const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-/// `HostPathSelectionPolicyOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPathSelectionPolicyOption {
-    /// `policy`.
-    pub policy: AnyElementDescription,
-}
-impl x::SchemaType for HostPathSelectionPolicyOption {
-    const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
-}
-impl x::Structure for HostPathSelectionPolicyOption {}
-impl x::Fields for HostPathSelectionPolicyOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policy" => r.read(&mut self.policy)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("policy", &self.policy);
-    }
-}
-impl x::ArrayItem for HostPathSelectionPolicyOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
-    const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
-}
-/// `HostPciDevice` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciDevice {
-    /// `id`.
-    pub id: String,
-    /// `classId`.
-    pub class_id: i16,
-    /// `bus`.
-    pub bus: i8,
-    /// `slot`.
-    pub slot: i8,
-    /// `function`.
-    pub function: i8,
-    /// `vendorId`.
-    pub vendor_id: i16,
-    /// `subVendorId`.
-    pub sub_vendor_id: i16,
-    /// `vendorName`.
-    pub vendor_name: String,
-    /// `deviceId`.
-    pub device_id: i16,
-    /// `subDeviceId`.
-    pub sub_device_id: i16,
-    /// `parentBridge`.
-    pub parent_bridge: Option<String>,
-    /// `deviceName`.
-    pub device_name: String,
-}
-impl x::SchemaType for HostPciDevice {
-    const TYPE_NAME: &'static str = "HostPciDevice";
-}
-impl x::Structure for HostPciDevice {}
-impl x::Fields for HostPciDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "classId" => r.read(&mut self.class_id)?,
-            "bus" => r.read(&mut self.bus)?,
-            "slot" => r.read(&mut self.slot)?,
-            "function" => r.read(&mut self.function)?,
-            "vendorId" => r.read(&mut self.vendor_id)?,
-            "subVendorId" => r.read(&mut self.sub_vendor_id)?,
-            "vendorName" => r.read(&mut self.vendor_name)?,
-            "deviceId" => r.read(&mut self.device_id)?,
-            "subDeviceId" => r.read(&mut self.sub_device_id)?,
-            "parentBridge" => r.read_opt(&mut self.parent_bridge)?,
-            "deviceName" => r.read(&mut self.device_name)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("classId", &self.class_id);
-        w.write("bus", &self.bus);
-        w.write("slot", &self.slot);
-        w.write("function", &self.function);
-        w.write("vendorId", &self.vendor_id);
-        w.write("subVendorId", &self.sub_vendor_id);
-        w.write("vendorName", &self.vendor_name);
-        w.write("deviceId", &self.device_id);
-        w.write("subDeviceId", &self.sub_device_id);
-        w.write_opt("parentBridge", &self.parent_bridge);
-        w.write("deviceName", &self.device_name);
-    }
-}
-impl x::ArrayItem for HostPciDevice {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
-    const ITEM_TAG: &'static str = "HostPciDevice";
-}
-/// `HostPciPassthruConfig` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruConfig {
-    /// `id`.
-    pub id: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `applyNow`.
-    pub apply_now: Option<bool>,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-}
-impl x::SchemaType for HostPciPassthruConfig {
-    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
-}
-impl x::Structure for HostPciPassthruConfig {}
-impl x::Fields for HostPciPassthruConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "passthruEnabled" => r.read(&mut self.passthru_enabled)?,
-            "applyNow" => r.read_opt(&mut self.apply_now)?,
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write_opt("applyNow", &self.apply_now);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-    }
-}
-/// `HostPciPassthruInfo` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPciPassthruInfo {
-    /// `id`.
-    pub id: String,
-    /// `dependentDevice`.
-    pub dependent_device: String,
-    /// `passthruEnabled`.
-    pub passthru_enabled: bool,
-    /// `passthruCapable`.
-    pub passthru_capable: bool,
-    /// `passthruActive`.
-    pub passthru_active: bool,
-    /// `hardwareLabel`.
-    pub hardware_label: Option<String>,
-}
-impl x::SchemaType for HostPciPassthruInfo {
-    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
-}
-impl x::Structure for HostPciPassthruInfo {}
-impl x::Fields for HostPciPassthruInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "dependentDevice" => r.read(&mut self.dependent_device)?,
-            "passthruEnabled" => r.read(&mut self.passthru_enabled)?,
-            "passthruCapable" => r.read(&mut self.passthru_capable)?,
-            "passthruActive" => r.read(&mut self.passthru_active)?,
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("dependentDevice", &self.dependent_device);
-        w.write("passthruEnabled", &self.passthru_enabled);
-        w.write("passthruCapable", &self.passthru_capable);
-        w.write("passthruActive", &self.passthru_active);
-        w.write_opt("hardwareLabel", &self.hardware_label);
-    }
 }

@@ -5,6 +5,198 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostPathSelectionPolicyOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPathSelectionPolicyOption {
+    /// `policy`.
+    pub policy: AnyElementDescription,
+}
+impl x::SchemaType for HostPathSelectionPolicyOption {
+    const TYPE_NAME: &'static str = "HostPathSelectionPolicyOption";
+}
+impl x::Structure for HostPathSelectionPolicyOption {}
+impl x::Fields for HostPathSelectionPolicyOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("policy", &self.policy);
+    }
+}
+impl x::ArrayItem for HostPathSelectionPolicyOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPathSelectionPolicyOption";
+    const ITEM_TAG: &'static str = "HostPathSelectionPolicyOption";
+}
+/// `HostPciDevice` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciDevice {
+    /// `id`.
+    pub id: String,
+    /// `classId`.
+    pub class_id: i16,
+    /// `bus`.
+    pub bus: i8,
+    /// `slot`.
+    pub slot: i8,
+    /// `function`.
+    pub function: i8,
+    /// `vendorId`.
+    pub vendor_id: i16,
+    /// `subVendorId`.
+    pub sub_vendor_id: i16,
+    /// `vendorName`.
+    pub vendor_name: String,
+    /// `deviceId`.
+    pub device_id: i16,
+    /// `subDeviceId`.
+    pub sub_device_id: i16,
+    /// `parentBridge`.
+    pub parent_bridge: Option<String>,
+    /// `deviceName`.
+    pub device_name: String,
+}
+impl x::SchemaType for HostPciDevice {
+    const TYPE_NAME: &'static str = "HostPciDevice";
+}
+impl x::Structure for HostPciDevice {}
+impl x::Fields for HostPciDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "classId" => r.read(&mut self.class_id),
+            "bus" => r.read(&mut self.bus),
+            "slot" => r.read(&mut self.slot),
+            "function" => r.read(&mut self.function),
+            "vendorId" => r.read(&mut self.vendor_id),
+            "subVendorId" => r.read(&mut self.sub_vendor_id),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceId" => r.read(&mut self.device_id),
+            "subDeviceId" => r.read(&mut self.sub_device_id),
+            "parentBridge" => r.read_opt(&mut self.parent_bridge),
+            "deviceName" => r.read(&mut self.device_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("classId", &self.class_id);
+        w.write("bus", &self.bus);
+        w.write("slot", &self.slot);
+        w.write("function", &self.function);
+        w.write("vendorId", &self.vendor_id);
+        w.write("subVendorId", &self.sub_vendor_id);
+        w.write("vendorName", &self.vendor_name);
+        w.write("deviceId", &self.device_id);
+        w.write("subDeviceId", &self.sub_device_id);
+        w.write_opt("parentBridge", &self.parent_bridge);
+        w.write("deviceName", &self.device_name);
+    }
+}
+impl x::ArrayItem for HostPciDevice {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPciDevice";
+    const ITEM_TAG: &'static str = "HostPciDevice";
+}
+/// `HostPciPassthruConfig` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostPciPassthruConfig`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciPassthruConfig {
+    /// `id`.
+    pub id: String,
+    /// `passthruEnabled`.
+    pub passthru_enabled: bool,
+    /// `applyNow`.
+    pub apply_now: Option<bool>,
+    /// `hardwareLabel`.
+    pub hardware_label: Option<String>,
+}
+impl x::SchemaType for HostPciPassthruConfig {
+    const TYPE_NAME: &'static str = "HostPciPassthruConfig";
+}
+impl x::Structure for HostPciPassthruConfig {}
+impl x::Fields for HostPciPassthruConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "applyNow" => r.read_opt(&mut self.apply_now),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("passthruEnabled", &self.passthru_enabled);
+        w.write_opt("applyNow", &self.apply_now);
+        w.write_opt("hardwareLabel", &self.hardware_label);
+    }
+}
+/// `HostPciPassthruInfo` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostPciPassthruInfo`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPciPassthruInfo {
+    /// `id`.
+    pub id: String,
+    /// `dependentDevice`.
+    pub dependent_device: String,
+    /// `passthruEnabled`.
+    pub passthru_enabled: bool,
+    /// `passthruCapable`.
+    pub passthru_capable: bool,
+    /// `passthruActive`.
+    pub passthru_active: bool,
+    /// `hardwareLabel`.
+    pub hardware_label: Option<String>,
+}
+impl x::SchemaType for HostPciPassthruInfo {
+    const TYPE_NAME: &'static str = "HostPciPassthruInfo";
+}
+impl x::Structure for HostPciPassthruInfo {}
+impl x::Fields for HostPciPassthruInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "dependentDevice" => r.read(&mut self.dependent_device),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "passthruCapable" => r.read(&mut self.passthru_capable),
+            "passthruActive" => r.read(&mut self.passthru_active),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("dependentDevice", &self.dependent_device);
+        w.write("passthruEnabled", &self.passthru_enabled);
+        w.write("passthruCapable", &self.passthru_capable);
+        w.write("passthruActive", &self.passthru_active);
+        w.write_opt("hardwareLabel", &self.hardware_label);
+    }
+}
 /// `HostPcieHba` (extends `HostHostBusAdapter`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostPcieHba {
@@ -35,18 +227,18 @@ impl x::Fields for HostPcieHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -94,12 +286,12 @@ impl x::Fields for HostPersistentMemoryInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb)?,
-            "volumeUUID" => r.read_opt(&mut self.volume_uuid)?,
+        let result = match name {
+            "capacityInMB" => r.read_opt(&mut self.capacity_in_mb),
+            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("capacityInMB", &self.capacity_in_mb);
@@ -126,13 +318,13 @@ impl x::Fields for HostPlacedVirtualNicIdentifier {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read(&mut self.vm)?,
-            "vnicKey" => r.read(&mut self.vnic_key)?,
-            "reservation" => r.read_opt(&mut self.reservation)?,
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "vnicKey" => r.read(&mut self.vnic_key),
+            "reservation" => r.read_opt(&mut self.reservation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
@@ -168,15 +360,15 @@ impl x::Fields for HostPlugStoreTopology {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "adapter" => r.read_push(&mut self.adapter)?,
-            "path" => r.read_push(&mut self.path)?,
-            "target" => r.read_push(&mut self.target)?,
-            "device" => r.read_push(&mut self.device)?,
-            "plugin" => r.read_push(&mut self.plugin)?,
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
+            "target" => r.read_push(&mut self.target),
+            "device" => r.read_push(&mut self.device),
+            "plugin" => r.read_push(&mut self.plugin),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("adapter", &self.adapter);
@@ -206,13 +398,13 @@ impl x::Fields for HostPlugStoreTopologyAdapter {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "adapter" => r.read(&mut self.adapter)?,
-            "path" => r.read_push(&mut self.path)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "path" => r.read_push(&mut self.path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -244,13 +436,13 @@ impl x::Fields for HostPlugStoreTopologyDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "lun" => r.read(&mut self.lun)?,
-            "path" => r.read_push(&mut self.path)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "path" => r.read_push(&mut self.path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -292,18 +484,18 @@ impl x::Fields for HostPlugStoreTopologyPath {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "channelNumber" => r.read_opt(&mut self.channel_number)?,
-            "targetNumber" => r.read_opt(&mut self.target_number)?,
-            "lunNumber" => r.read_opt(&mut self.lun_number)?,
-            "adapter" => r.read_opt(&mut self.adapter)?,
-            "target" => r.read_opt(&mut self.target)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "channelNumber" => r.read_opt(&mut self.channel_number),
+            "targetNumber" => r.read_opt(&mut self.target_number),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
+            "adapter" => r.read_opt(&mut self.adapter),
+            "target" => r.read_opt(&mut self.target),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -342,14 +534,14 @@ impl x::Fields for HostPlugStoreTopologyPlugin {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "device" => r.read_push(&mut self.device)?,
-            "claimedPath" => r.read_push(&mut self.claimed_path)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "device" => r.read_push(&mut self.device),
+            "claimedPath" => r.read_push(&mut self.claimed_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -380,12 +572,12 @@ impl x::Fields for HostPlugStoreTopologyTarget {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "transport" => r.read_opt(&mut self.transport)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "transport" => r.read_opt(&mut self.transport),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -418,18 +610,18 @@ impl x::Fields for HostPnicNetworkResourceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pnicDevice" => r.read(&mut self.pnic_device)?,
+        let result = match name {
+            "pnicDevice" => r.read(&mut self.pnic_device),
             "availableBandwidthForVMTraffic" => {
-                r.read_opt(&mut self.available_bandwidth_for_vm_traffic)?
+                r.read_opt(&mut self.available_bandwidth_for_vm_traffic)
             }
             "unusedBandwidthForVMTraffic" => {
-                r.read_opt(&mut self.unused_bandwidth_for_vm_traffic)?
+                r.read_opt(&mut self.unused_bandwidth_for_vm_traffic)
             }
-            "placedVirtualNics" => r.read_push(&mut self.placed_virtual_nics)?,
+            "placedVirtualNics" => r.read_push(&mut self.placed_virtual_nics),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pnicDevice", &self.pnic_device);
@@ -472,15 +664,15 @@ impl x::Fields for HostPortGroup {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "port" => r.read_push(&mut self.port)?,
-            "vswitch" => r.read_opt(&mut self.vswitch)?,
-            "computedPolicy" => r.read(&mut self.computed_policy)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "port" => r.read_push(&mut self.port),
+            "vswitch" => r.read_opt(&mut self.vswitch),
+            "computedPolicy" => r.read(&mut self.computed_policy),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -512,12 +704,12 @@ impl x::Fields for HostPortGroupConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
@@ -548,13 +740,13 @@ impl x::Fields for HostPortGroupPort {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "mac" => r.read_push(&mut self.mac)?,
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "mac" => r.read_push(&mut self.mac),
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -614,27 +806,27 @@ impl x::Fields for HostPortGroupProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "vlan" => r.read(&mut self.vlan)?,
-            "vswitch" => r.read(&mut self.vswitch)?,
-            "networkPolicy" => r.read(&mut self.network_policy)?,
-            "ipConfig" => r.read(&mut self.ip_config)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "vlan" => r.read(&mut self.vlan),
+            "vswitch" => r.read(&mut self.vswitch),
+            "networkPolicy" => r.read(&mut self.network_policy),
+            "ipConfig" => r.read(&mut self.ip_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -682,14 +874,14 @@ impl x::Fields for HostPortGroupSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "vlanId" => r.read(&mut self.vlan_id)?,
-            "vswitchName" => r.read(&mut self.vswitch_name)?,
-            "policy" => r.read(&mut self.policy)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "vlanId" => r.read(&mut self.vlan_id),
+            "vswitchName" => r.read(&mut self.vswitch_name),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -722,15 +914,15 @@ impl x::Fields for HostPosixAccountSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "password" => r.read_opt(&mut self.password)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "posixId" => r.read_opt(&mut self.posix_id)?,
-            "shellAccess" => r.read_opt(&mut self.shell_access)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "password" => r.read_opt(&mut self.password),
+            "description" => r.read_opt(&mut self.description),
+            "posixId" => r.read_opt(&mut self.posix_id),
+            "shellAccess" => r.read_opt(&mut self.shell_access),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -758,12 +950,12 @@ impl x::Fields for HostPowerOpFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -792,14 +984,14 @@ impl x::Fields for HostPowerPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "shortName" => r.read(&mut self.short_name)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "shortName" => r.read(&mut self.short_name),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -854,24 +1046,24 @@ impl x::Fields for HostPrimaryAgentNotShortNameEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "primaryAgent" => r.read(&mut self.primary_agent)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "primaryAgent" => r.read(&mut self.primary_agent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -932,24 +1124,24 @@ impl x::Fields for HostProfileAppliedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1002,22 +1194,22 @@ impl x::Fields for HostProfileCompleteConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "applyProfile" => r.read_opt(&mut self.apply_profile)?,
-            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
             "disabledExpressionListChanged" => {
-                r.read(&mut self.disabled_expression_list_changed)?
+                r.read(&mut self.disabled_expression_list_changed)
             }
-            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list)?,
-            "validatorHost" => r.read_opt(&mut self.validator_host)?,
-            "validating" => r.read_opt(&mut self.validating)?,
-            "hostConfig" => r.read_opt(&mut self.host_config)?,
+            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
+            "validatorHost" => r.read_opt(&mut self.validator_host),
+            "validating" => r.read_opt(&mut self.validating),
+            "hostConfig" => r.read_opt(&mut self.host_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1064,19 +1256,19 @@ impl x::Fields for HostProfileConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read(&mut self.enabled)?,
-            "applyProfile" => r.read_opt(&mut self.apply_profile)?,
-            "defaultComplyProfile" => r.read_opt(&mut self.default_comply_profile)?,
-            "defaultComplyLocator" => r.read_push(&mut self.default_comply_locator)?,
-            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile)?,
-            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list)?,
-            "description" => r.read_opt(&mut self.description)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read(&mut self.enabled),
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "defaultComplyProfile" => r.read_opt(&mut self.default_comply_profile),
+            "defaultComplyLocator" => r.read_push(&mut self.default_comply_locator),
+            "customComplyProfile" => r.read_opt(&mut self.custom_comply_profile),
+            "disabledExpressionList" => r.read_push(&mut self.disabled_expression_list),
+            "description" => r.read_opt(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1112,13 +1304,13 @@ impl x::Fields for HostProfileConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1150,15 +1342,15 @@ impl x::Fields for HostProfileHostBasedConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "host" => r.read(&mut self.host)?,
-            "useHostProfileEngine" => r.read_opt(&mut self.use_host_profile_engine)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "host" => r.read(&mut self.host),
+            "useHostProfileEngine" => r.read_opt(&mut self.use_host_profile_engine),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1186,12 +1378,12 @@ impl x::Fields for HostProfileManagerCompositionResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "errors" => r.read_push(&mut self.errors)?,
-            "results" => r.read_push(&mut self.results)?,
+        let result = match name {
+            "errors" => r.read_push(&mut self.errors),
+            "results" => r.read_push(&mut self.results),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("errors", &self.errors);
@@ -1218,13 +1410,13 @@ impl x::Fields for HostProfileManagerCompositionResultResultElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "target" => r.read(&mut self.target)?,
-            "status" => r.read(&mut self.status)?,
-            "errors" => r.read_push(&mut self.errors)?,
+        let result = match name {
+            "target" => r.read(&mut self.target),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("target", &self.target);
@@ -1254,12 +1446,12 @@ impl x::Fields for HostProfileManagerCompositionValidationResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "results" => r.read_push(&mut self.results)?,
-            "errors" => r.read_push(&mut self.errors)?,
+        let result = match name {
+            "results" => r.read_push(&mut self.results),
+            "errors" => r.read_push(&mut self.errors),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("results", &self.results);
@@ -1300,24 +1492,24 @@ impl x::Fields for HostProfileManagerCompositionValidationResultResultElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "target" => r.read(&mut self.target)?,
-            "status" => r.read(&mut self.status)?,
-            "errors" => r.read_push(&mut self.errors)?,
+        let result = match name {
+            "target" => r.read(&mut self.target),
+            "status" => r.read(&mut self.status),
+            "errors" => r.read_push(&mut self.errors),
             "sourceDiffForToBeMerged" => {
-                r.read_opt(&mut self.source_diff_for_to_be_merged)?
+                r.read_opt(&mut self.source_diff_for_to_be_merged)
             }
             "targetDiffForToBeMerged" => {
-                r.read_opt(&mut self.target_diff_for_to_be_merged)?
+                r.read_opt(&mut self.target_diff_for_to_be_merged)
             }
-            "toBeAdded" => r.read_opt(&mut self.to_be_added)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "toBeDisabled" => r.read_opt(&mut self.to_be_disabled)?,
-            "toBeEnabled" => r.read_opt(&mut self.to_be_enabled)?,
-            "toBeReenableCC" => r.read_opt(&mut self.to_be_reenable_cc)?,
+            "toBeAdded" => r.read_opt(&mut self.to_be_added),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "toBeDisabled" => r.read_opt(&mut self.to_be_disabled),
+            "toBeEnabled" => r.read_opt(&mut self.to_be_enabled),
+            "toBeReenableCC" => r.read_opt(&mut self.to_be_reenable_cc),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("target", &self.target);
@@ -1356,13 +1548,13 @@ impl x::Fields for HostProfileManagerConfigTaskList {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "configSpec" => r.read_opt(&mut self.config_spec)?,
-            "taskDescription" => r.read_push(&mut self.task_description)?,
-            "taskListRequirement" => r.read_push(&mut self.task_list_requirement)?,
+        let result = match name {
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            "taskDescription" => r.read_push(&mut self.task_description),
+            "taskListRequirement" => r.read_push(&mut self.task_list_requirement),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("configSpec", &self.config_spec);
@@ -1388,12 +1580,12 @@ impl x::Fields for HostProfileManagerHostToConfigSpecMap {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "configSpec" => r.read(&mut self.config_spec)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "configSpec" => r.read(&mut self.config_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -1426,16 +1618,16 @@ impl x::Fields for HostProfileSerializedHostProfileSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "profileConfigString" => r.read(&mut self.profile_config_string)?,
-            "validatorHost" => r.read_opt(&mut self.validator_host)?,
-            "validating" => r.read_opt(&mut self.validating)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "profileConfigString" => r.read(&mut self.profile_config_string),
+            "validatorHost" => r.read_opt(&mut self.validator_host),
+            "validating" => r.read_opt(&mut self.validating),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1474,17 +1666,17 @@ impl x::Fields for HostProfileValidationFailureInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "annotation" => r.read(&mut self.annotation)?,
-            "updateType" => r.read(&mut self.update_type)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "applyProfile" => r.read_opt(&mut self.apply_profile)?,
-            "failures" => r.read_push(&mut self.failures)?,
-            "faults" => r.read_push(&mut self.faults)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "annotation" => r.read(&mut self.annotation),
+            "updateType" => r.read(&mut self.update_type),
+            "host" => r.read_opt(&mut self.host),
+            "applyProfile" => r.read_opt(&mut self.apply_profile),
+            "failures" => r.read_push(&mut self.failures),
+            "faults" => r.read_push(&mut self.faults),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1553,22 +1745,22 @@ impl x::Fields for HostProtocolEndpoint {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "peType" => r.read(&mut self.pe_type)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "hostKey" => r.read_push(&mut self.host_key)?,
-            "storageArray" => r.read_opt(&mut self.storage_array)?,
-            "nfsServer" => r.read_opt(&mut self.nfs_server)?,
-            "nfsDir" => r.read_opt(&mut self.nfs_dir)?,
-            "nfsServerScope" => r.read_opt(&mut self.nfs_server_scope)?,
-            "nfsServerMajor" => r.read_opt(&mut self.nfs_server_major)?,
-            "nfsServerAuthType" => r.read_opt(&mut self.nfs_server_auth_type)?,
-            "nfsServerUser" => r.read_opt(&mut self.nfs_server_user)?,
-            "deviceId" => r.read_opt(&mut self.device_id)?,
+        let result = match name {
+            "peType" => r.read(&mut self.pe_type),
+            "type" => r.read_opt(&mut self.type_),
+            "uuid" => r.read(&mut self.uuid),
+            "hostKey" => r.read_push(&mut self.host_key),
+            "storageArray" => r.read_opt(&mut self.storage_array),
+            "nfsServer" => r.read_opt(&mut self.nfs_server),
+            "nfsDir" => r.read_opt(&mut self.nfs_dir),
+            "nfsServerScope" => r.read_opt(&mut self.nfs_server_scope),
+            "nfsServerMajor" => r.read_opt(&mut self.nfs_server_major),
+            "nfsServerAuthType" => r.read_opt(&mut self.nfs_server_auth_type),
+            "nfsServerUser" => r.read_opt(&mut self.nfs_server_user),
+            "deviceId" => r.read_opt(&mut self.device_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("peType", &self.pe_type);
@@ -1641,31 +1833,31 @@ impl x::Fields for HostProxySwitch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dvsUuid" => r.read(&mut self.dvs_uuid)?,
-            "dvsName" => r.read(&mut self.dvs_name)?,
-            "key" => r.read(&mut self.key)?,
-            "numPorts" => r.read(&mut self.num_ports)?,
-            "configNumPorts" => r.read_opt(&mut self.config_num_ports)?,
-            "numPortsAvailable" => r.read(&mut self.num_ports_available)?,
-            "uplinkPort" => r.read_push(&mut self.uplink_port)?,
-            "mtu" => r.read_opt(&mut self.mtu)?,
-            "pnic" => r.read_push(&mut self.pnic)?,
-            "spec" => r.read(&mut self.spec)?,
-            "hostLag" => r.read_push(&mut self.host_lag)?,
+        let result = match name {
+            "dvsUuid" => r.read(&mut self.dvs_uuid),
+            "dvsName" => r.read(&mut self.dvs_name),
+            "key" => r.read(&mut self.key),
+            "numPorts" => r.read(&mut self.num_ports),
+            "configNumPorts" => r.read_opt(&mut self.config_num_ports),
+            "numPortsAvailable" => r.read(&mut self.num_ports_available),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "pnic" => r.read_push(&mut self.pnic),
+            "spec" => r.read(&mut self.spec),
+            "hostLag" => r.read_push(&mut self.host_lag),
             "networkReservationSupported" => {
-                r.read_opt(&mut self.network_reservation_supported)?
+                r.read_opt(&mut self.network_reservation_supported)
             }
-            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled)?,
-            "ensEnabled" => r.read_opt(&mut self.ens_enabled)?,
-            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled)?,
-            "transportZones" => r.read_push(&mut self.transport_zones)?,
-            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port)?,
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status)?,
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail)?,
+            "nsxtEnabled" => r.read_opt(&mut self.nsxt_enabled),
+            "ensEnabled" => r.read_opt(&mut self.ens_enabled),
+            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
+            "transportZones" => r.read_push(&mut self.transport_zones),
+            "nsxUsedUplinkPort" => r.read_push(&mut self.nsx_used_uplink_port),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dvsUuid", &self.dvs_uuid);
@@ -1713,13 +1905,13 @@ impl x::Fields for HostProxySwitchConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "uuid" => r.read(&mut self.uuid),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
@@ -1751,13 +1943,13 @@ impl x::Fields for HostProxySwitchHostLagConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "lagKey" => r.read(&mut self.lag_key)?,
-            "lagName" => r.read_opt(&mut self.lag_name)?,
-            "uplinkPort" => r.read_push(&mut self.uplink_port)?,
+        let result = match name {
+            "lagKey" => r.read(&mut self.lag_key),
+            "lagName" => r.read_opt(&mut self.lag_name),
+            "uplinkPort" => r.read_push(&mut self.uplink_port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("lagKey", &self.lag_key);
@@ -1785,11 +1977,11 @@ impl x::Fields for HostProxySwitchSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "backing" => r.read_opt(&mut self.backing)?,
+        let result = match name {
+            "backing" => r.read_opt(&mut self.backing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("backing", &self.backing);
@@ -1813,12 +2005,12 @@ impl x::Fields for HostPtpConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "domain" => r.read_opt(&mut self.domain)?,
-            "port" => r.read_push(&mut self.port)?,
+        let result = match name {
+            "domain" => r.read_opt(&mut self.domain),
+            "port" => r.read_push(&mut self.port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("domain", &self.domain);
@@ -1847,14 +2039,14 @@ impl x::Fields for HostPtpConfigPtpPort {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "index" => r.read(&mut self.index)?,
-            "deviceType" => r.read_opt(&mut self.device_type)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "ipConfig" => r.read_opt(&mut self.ip_config)?,
+        let result = match name {
+            "index" => r.read(&mut self.index),
+            "deviceType" => r.read_opt(&mut self.device_type),
+            "device" => r.read_opt(&mut self.device),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("index", &self.index);
@@ -1885,12 +2077,12 @@ impl x::Fields for HostQualifiedName {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read(&mut self.value)?,
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "value" => r.read(&mut self.value),
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
@@ -1929,17 +2121,17 @@ impl x::Fields for HostRdmaDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectionInfo" => r.read(&mut self.connection_info)?,
-            "capability" => r.read(&mut self.capability)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "driver" => r.read_opt(&mut self.driver),
+            "description" => r.read_opt(&mut self.description),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectionInfo" => r.read(&mut self.connection_info),
+            "capability" => r.read(&mut self.capability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1994,13 +2186,13 @@ impl x::Fields for HostRdmaDeviceCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "roceV1Capable" => r.read(&mut self.roce_v1_capable)?,
-            "roceV2Capable" => r.read(&mut self.roce_v2_capable)?,
-            "iWarpCapable" => r.read(&mut self.i_warp_capable)?,
+        let result = match name {
+            "roceV1Capable" => r.read(&mut self.roce_v1_capable),
+            "roceV2Capable" => r.read(&mut self.roce_v2_capable),
+            "iWarpCapable" => r.read(&mut self.i_warp_capable),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("roceV1Capable", &self.roce_v1_capable);
@@ -2028,13 +2220,13 @@ impl x::Fields for HostRdmaDeviceConnectionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "state" => r.read(&mut self.state)?,
-            "mtu" => r.read(&mut self.mtu)?,
-            "speedInMbps" => r.read(&mut self.speed_in_mbps)?,
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "mtu" => r.read(&mut self.mtu),
+            "speedInMbps" => r.read(&mut self.speed_in_mbps),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
@@ -2058,11 +2250,11 @@ impl x::Fields for HostRdmaDevicePnicBacking {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pairedUplink" => r.read(&mut self.paired_uplink)?,
+        let result = match name {
+            "pairedUplink" => r.read(&mut self.paired_uplink),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pairedUplink", &self.paired_uplink);
@@ -2100,19 +2292,19 @@ impl x::Fields for HostRdmaHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
-            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "associatedRdmaDevice" => r.read_opt(&mut self.associated_rdma_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -2183,23 +2375,23 @@ impl x::Fields for HostReconnectionFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2233,11 +2425,11 @@ impl x::Fields for HostReliableMemoryInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "memorySize" => r.read(&mut self.memory_size)?,
+        let result = match name {
+            "memorySize" => r.read(&mut self.memory_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("memorySize", &self.memory_size);
@@ -2283,23 +2475,23 @@ impl x::Fields for HostRemovedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2335,12 +2527,12 @@ impl x::Fields for HostResignatureRescanResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "rescan" => r.read_push(&mut self.rescan)?,
-            "result" => r.read(&mut self.result)?,
+        let result = match name {
+            "rescan" => r.read_push(&mut self.rescan),
+            "result" => r.read(&mut self.result),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("rescan", &self.rescan);
@@ -2397,33 +2589,33 @@ impl x::Fields for HostRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "connectionState" => r.read(&mut self.connection_state)?,
-            "powerState" => r.read(&mut self.power_state)?,
-            "standbyMode" => r.read_opt(&mut self.standby_mode)?,
-            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode)?,
-            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode)?,
-            "bootTime" => r.read_opt(&mut self.boot_time)?,
-            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime)?,
-            "dasHostState" => r.read_opt(&mut self.das_host_state)?,
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values)?,
-            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info)?,
-            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info)?,
+        let result = match name {
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "standbyMode" => r.read_opt(&mut self.standby_mode),
+            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
+            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
+            "dasHostState" => r.read_opt(&mut self.das_host_state),
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
+            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
             "vFlashResourceRuntimeInfo" => {
-                r.read_opt(&mut self.v_flash_resource_runtime_info)?
+                r.read_opt(&mut self.v_flash_resource_runtime_info)
             }
             "hostMaxVirtualDiskCapacity" => {
-                r.read_opt(&mut self.host_max_virtual_disk_capacity)?
+                r.read_opt(&mut self.host_max_virtual_disk_capacity)
             }
-            "cryptoState" => r.read_opt(&mut self.crypto_state)?,
-            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id)?,
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
             "statelessNvdsMigrationReady" => {
-                r.read_opt(&mut self.stateless_nvds_migration_ready)?
+                r.read_opt(&mut self.stateless_nvds_migration_ready)
             }
-            "stateEncryption" => r.read_opt(&mut self.state_encryption)?,
+            "stateEncryption" => r.read_opt(&mut self.state_encryption),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("connectionState", &self.connection_state);
@@ -2469,15 +2661,15 @@ impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key)?,
-            "state" => r.read_opt(&mut self.state)?,
-            "vmknicKeys" => r.read_push(&mut self.vmknic_keys)?,
-            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections)?,
-            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled)?,
+        let result = match name {
+            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
+            "state" => r.read_opt(&mut self.state),
+            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
+            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
+            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("netStackInstanceKey", &self.net_stack_instance_key);
@@ -2509,14 +2701,14 @@ impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "netStackInstanceRuntimeInfo" => {
-                r.read_push(&mut self.net_stack_instance_runtime_info)?
+                r.read_push(&mut self.net_stack_instance_runtime_info)
             }
-            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime)?,
+            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec(
@@ -2546,15 +2738,15 @@ impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "protectionMode" => r.read(&mut self.protection_mode)?,
-            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot)?,
+        let result = match name {
+            "protectionMode" => r.read(&mut self.protection_mode),
+            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
             "requireExecInstalledOnly" => {
-                r.read_opt(&mut self.require_exec_installed_only)?
+                r.read_opt(&mut self.require_exec_installed_only)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("protectionMode", &self.protection_mode);
@@ -2638,41 +2830,41 @@ impl x::Fields for HostScsiDisk {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "deviceType" => r.read(&mut self.device_type)?,
-            "key" => r.read_opt(&mut self.key)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "descriptor" => r.read_push(&mut self.descriptor)?,
-            "canonicalName" => r.read_opt(&mut self.canonical_name)?,
-            "displayName" => r.read_opt(&mut self.display_name)?,
-            "lunType" => r.read(&mut self.lun_type)?,
-            "vendor" => r.read_opt(&mut self.vendor)?,
-            "model" => r.read_opt(&mut self.model)?,
-            "revision" => r.read_opt(&mut self.revision)?,
-            "scsiLevel" => r.read_opt(&mut self.scsi_level)?,
-            "serialNumber" => r.read_opt(&mut self.serial_number)?,
-            "durableName" => r.read_opt(&mut self.durable_name)?,
-            "alternateName" => r.read_push(&mut self.alternate_name)?,
-            "standardInquiry" => r.read_push(&mut self.standard_inquiry)?,
-            "queueDepth" => r.read_opt(&mut self.queue_depth)?,
-            "operationalState" => r.read_push(&mut self.operational_state)?,
-            "capabilities" => r.read_opt(&mut self.capabilities)?,
-            "vStorageSupport" => r.read_opt(&mut self.v_storage_support)?,
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint)?,
-            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved)?,
-            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "devicePath" => r.read(&mut self.device_path)?,
-            "ssd" => r.read_opt(&mut self.ssd)?,
-            "localDisk" => r.read_opt(&mut self.local_disk)?,
-            "physicalLocation" => r.read_push(&mut self.physical_location)?,
-            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled)?,
-            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info)?,
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceType" => r.read(&mut self.device_type),
+            "key" => r.read_opt(&mut self.key),
+            "uuid" => r.read(&mut self.uuid),
+            "descriptor" => r.read_push(&mut self.descriptor),
+            "canonicalName" => r.read_opt(&mut self.canonical_name),
+            "displayName" => r.read_opt(&mut self.display_name),
+            "lunType" => r.read(&mut self.lun_type),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "model" => r.read_opt(&mut self.model),
+            "revision" => r.read_opt(&mut self.revision),
+            "scsiLevel" => r.read_opt(&mut self.scsi_level),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "durableName" => r.read_opt(&mut self.durable_name),
+            "alternateName" => r.read_push(&mut self.alternate_name),
+            "standardInquiry" => r.read_push(&mut self.standard_inquiry),
+            "queueDepth" => r.read_opt(&mut self.queue_depth),
+            "operationalState" => r.read_push(&mut self.operational_state),
+            "capabilities" => r.read_opt(&mut self.capabilities),
+            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
+            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved),
+            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
+            "capacity" => r.read(&mut self.capacity),
+            "devicePath" => r.read(&mut self.device_path),
+            "ssd" => r.read_opt(&mut self.ssd),
+            "localDisk" => r.read_opt(&mut self.local_disk),
+            "physicalLocation" => r.read_push(&mut self.physical_location),
+            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
+            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
+            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -2730,12 +2922,12 @@ impl x::Fields for HostScsiDiskPartition {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskName" => r.read(&mut self.disk_name)?,
-            "partition" => r.read(&mut self.partition)?,
+        let result = match name {
+            "diskName" => r.read(&mut self.disk_name),
+            "partition" => r.read(&mut self.partition),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskName", &self.disk_name);
@@ -2762,11 +2954,11 @@ impl x::Fields for HostScsiTopology {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "adapter" => r.read_push(&mut self.adapter)?,
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("adapter", &self.adapter);
@@ -2792,13 +2984,13 @@ impl x::Fields for HostScsiTopologyInterface {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "adapter" => r.read(&mut self.adapter)?,
-            "target" => r.read_push(&mut self.target)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "target" => r.read_push(&mut self.target),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2830,13 +3022,13 @@ impl x::Fields for HostScsiTopologyLun {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "lun" => r.read(&mut self.lun)?,
-            "scsiLun" => r.read(&mut self.scsi_lun)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "scsiLun" => r.read(&mut self.scsi_lun),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2870,14 +3062,14 @@ impl x::Fields for HostScsiTopologyTarget {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "target" => r.read(&mut self.target)?,
-            "lun" => r.read_push(&mut self.lun)?,
-            "transport" => r.read_opt(&mut self.transport)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "target" => r.read(&mut self.target),
+            "lun" => r.read_push(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2910,13 +3102,13 @@ impl x::Fields for HostSecuritySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "adminPassword" => r.read_opt(&mut self.admin_password)?,
-            "removePermission" => r.read_push(&mut self.remove_permission)?,
-            "addPermission" => r.read_push(&mut self.add_permission)?,
+        let result = match name {
+            "adminPassword" => r.read_opt(&mut self.admin_password),
+            "removePermission" => r.read_push(&mut self.remove_permission),
+            "addPermission" => r.read_push(&mut self.add_permission),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("adminPassword", &self.admin_password);
@@ -2956,19 +3148,19 @@ impl x::Fields for HostSerialAttachedHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -2998,266 +3190,4 @@ impl x::Fields for HostSerialAttachedTargetTransport {
         Ok(false)
     }
     fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostService` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostService {
-    /// `key`.
-    pub key: String,
-    /// `label`.
-    pub label: String,
-    /// `required`.
-    pub required: bool,
-    /// `uninstallable`.
-    pub uninstallable: bool,
-    /// `running`.
-    pub running: bool,
-    /// `ruleset`.
-    pub ruleset: Vec<String>,
-    /// `policy`.
-    pub policy: String,
-    /// `sourcePackage`.
-    pub source_package: Option<HostServiceSourcePackage>,
-}
-impl x::SchemaType for HostService {
-    const TYPE_NAME: &'static str = "HostService";
-}
-impl x::Structure for HostService {}
-impl x::Fields for HostService {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "label" => r.read(&mut self.label)?,
-            "required" => r.read(&mut self.required)?,
-            "uninstallable" => r.read(&mut self.uninstallable)?,
-            "running" => r.read(&mut self.running)?,
-            "ruleset" => r.read_push(&mut self.ruleset)?,
-            "policy" => r.read(&mut self.policy)?,
-            "sourcePackage" => r.read_opt(&mut self.source_package)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("label", &self.label);
-        w.write("required", &self.required);
-        w.write("uninstallable", &self.uninstallable);
-        w.write("running", &self.running);
-        w.write_vec("ruleset", &self.ruleset);
-        w.write("policy", &self.policy);
-        w.write_opt("sourcePackage", &self.source_package);
-    }
-}
-impl x::ArrayItem for HostService {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
-    const ITEM_TAG: &'static str = "HostService";
-}
-/// `HostServiceConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceConfig {
-    /// `serviceId`.
-    pub service_id: String,
-    /// `startupPolicy`.
-    pub startup_policy: String,
-}
-impl x::SchemaType for HostServiceConfig {
-    const TYPE_NAME: &'static str = "HostServiceConfig";
-}
-impl x::Structure for HostServiceConfig {}
-impl x::Fields for HostServiceConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "serviceId" => r.read(&mut self.service_id)?,
-            "startupPolicy" => r.read(&mut self.startup_policy)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("serviceId", &self.service_id);
-        w.write("startupPolicy", &self.startup_policy);
-    }
-}
-impl x::ArrayItem for HostServiceConfig {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
-    const ITEM_TAG: &'static str = "HostServiceConfig";
-}
-/// `HostServiceInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceInfo {
-    /// `service`.
-    pub service: Vec<HostService>,
-}
-impl x::SchemaType for HostServiceInfo {
-    const TYPE_NAME: &'static str = "HostServiceInfo";
-}
-impl x::Structure for HostServiceInfo {}
-impl x::Fields for HostServiceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "service" => r.read_push(&mut self.service)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("service", &self.service);
-    }
-}
-/// `HostServiceSourcePackage` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceSourcePackage {
-    /// `sourcePackageName`.
-    pub source_package_name: String,
-    /// `description`.
-    pub description: String,
-}
-impl x::SchemaType for HostServiceSourcePackage {
-    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
-}
-impl x::Structure for HostServiceSourcePackage {}
-impl x::Fields for HostServiceSourcePackage {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "sourcePackageName" => r.read(&mut self.source_package_name)?,
-            "description" => r.read(&mut self.description)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sourcePackageName", &self.source_package_name);
-        w.write("description", &self.description);
-    }
-}
-/// `HostServiceTicket` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostServiceTicket {
-    /// `host`.
-    pub host: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `sslThumbprint`.
-    pub ssl_thumbprint: Option<String>,
-    /// `service`.
-    pub service: String,
-    /// `serviceVersion`.
-    pub service_version: String,
-    /// `sessionId`.
-    pub session_id: String,
-}
-impl x::SchemaType for HostServiceTicket {
-    const TYPE_NAME: &'static str = "HostServiceTicket";
-}
-impl x::Structure for HostServiceTicket {}
-impl x::Fields for HostServiceTicket {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read_opt(&mut self.host)?,
-            "port" => r.read_opt(&mut self.port)?,
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint)?,
-            "service" => r.read(&mut self.service)?,
-            "serviceVersion" => r.read(&mut self.service_version)?,
-            "sessionId" => r.read(&mut self.session_id)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("host", &self.host);
-        w.write_opt("port", &self.port);
-        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
-        w.write("service", &self.service);
-        w.write("serviceVersion", &self.service_version);
-        w.write("sessionId", &self.session_id);
-    }
-}
-/// `HostSevInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSevInfo {
-    /// `sevState`.
-    pub sev_state: String,
-    /// `maxSevEsGuests`.
-    pub max_sev_es_guests: i64,
-}
-impl x::SchemaType for HostSevInfo {
-    const TYPE_NAME: &'static str = "HostSevInfo";
-}
-impl x::Structure for HostSevInfo {}
-impl x::Fields for HostSevInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "sevState" => r.read(&mut self.sev_state)?,
-            "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sevState", &self.sev_state);
-        w.write("maxSevEsGuests", &self.max_sev_es_guests);
-    }
-}
-/// `HostSgxInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSgxInfo {
-    /// `sgxState`.
-    pub sgx_state: String,
-    /// `totalEpcMemory`.
-    pub total_epc_memory: i64,
-    /// `flcMode`.
-    pub flc_mode: String,
-    /// `lePubKeyHash`.
-    pub le_pub_key_hash: Option<String>,
-}
-impl x::SchemaType for HostSgxInfo {
-    const TYPE_NAME: &'static str = "HostSgxInfo";
-}
-impl x::Structure for HostSgxInfo {}
-impl x::Fields for HostSgxInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "sgxState" => r.read(&mut self.sgx_state)?,
-            "totalEpcMemory" => r.read(&mut self.total_epc_memory)?,
-            "flcMode" => r.read(&mut self.flc_mode)?,
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("sgxState", &self.sgx_state);
-        w.write("totalEpcMemory", &self.total_epc_memory);
-        w.write("flcMode", &self.flc_mode);
-        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
-    }
 }

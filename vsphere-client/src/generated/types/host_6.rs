@@ -5,6 +5,268 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostService` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostService {
+    /// `key`.
+    pub key: String,
+    /// `label`.
+    pub label: String,
+    /// `required`.
+    pub required: bool,
+    /// `uninstallable`.
+    pub uninstallable: bool,
+    /// `running`.
+    pub running: bool,
+    /// `ruleset`.
+    pub ruleset: Vec<String>,
+    /// `policy`.
+    pub policy: String,
+    /// `sourcePackage`.
+    pub source_package: Option<HostServiceSourcePackage>,
+}
+impl x::SchemaType for HostService {
+    const TYPE_NAME: &'static str = "HostService";
+}
+impl x::Structure for HostService {}
+impl x::Fields for HostService {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "required" => r.read(&mut self.required),
+            "uninstallable" => r.read(&mut self.uninstallable),
+            "running" => r.read(&mut self.running),
+            "ruleset" => r.read_push(&mut self.ruleset),
+            "policy" => r.read(&mut self.policy),
+            "sourcePackage" => r.read_opt(&mut self.source_package),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("label", &self.label);
+        w.write("required", &self.required);
+        w.write("uninstallable", &self.uninstallable);
+        w.write("running", &self.running);
+        w.write_vec("ruleset", &self.ruleset);
+        w.write("policy", &self.policy);
+        w.write_opt("sourcePackage", &self.source_package);
+    }
+}
+impl x::ArrayItem for HostService {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostService";
+    const ITEM_TAG: &'static str = "HostService";
+}
+/// `HostServiceConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceConfig {
+    /// `serviceId`.
+    pub service_id: String,
+    /// `startupPolicy`.
+    pub startup_policy: String,
+}
+impl x::SchemaType for HostServiceConfig {
+    const TYPE_NAME: &'static str = "HostServiceConfig";
+}
+impl x::Structure for HostServiceConfig {}
+impl x::Fields for HostServiceConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceId" => r.read(&mut self.service_id),
+            "startupPolicy" => r.read(&mut self.startup_policy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("serviceId", &self.service_id);
+        w.write("startupPolicy", &self.startup_policy);
+    }
+}
+impl x::ArrayItem for HostServiceConfig {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostServiceConfig";
+    const ITEM_TAG: &'static str = "HostServiceConfig";
+}
+/// `HostServiceInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceInfo {
+    /// `service`.
+    pub service: Vec<HostService>,
+}
+impl x::SchemaType for HostServiceInfo {
+    const TYPE_NAME: &'static str = "HostServiceInfo";
+}
+impl x::Structure for HostServiceInfo {}
+impl x::Fields for HostServiceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "service" => r.read_push(&mut self.service),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("service", &self.service);
+    }
+}
+/// `HostServiceSourcePackage` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceSourcePackage {
+    /// `sourcePackageName`.
+    pub source_package_name: String,
+    /// `description`.
+    pub description: String,
+}
+impl x::SchemaType for HostServiceSourcePackage {
+    const TYPE_NAME: &'static str = "HostServiceSourcePackage";
+}
+impl x::Structure for HostServiceSourcePackage {}
+impl x::Fields for HostServiceSourcePackage {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sourcePackageName" => r.read(&mut self.source_package_name),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sourcePackageName", &self.source_package_name);
+        w.write("description", &self.description);
+    }
+}
+/// `HostServiceTicket` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostServiceTicket {
+    /// `host`.
+    pub host: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `sslThumbprint`.
+    pub ssl_thumbprint: Option<String>,
+    /// `service`.
+    pub service: String,
+    /// `serviceVersion`.
+    pub service_version: String,
+    /// `sessionId`.
+    pub session_id: String,
+}
+impl x::SchemaType for HostServiceTicket {
+    const TYPE_NAME: &'static str = "HostServiceTicket";
+}
+impl x::Structure for HostServiceTicket {}
+impl x::Fields for HostServiceTicket {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read_opt(&mut self.host),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "service" => r.read(&mut self.service),
+            "serviceVersion" => r.read(&mut self.service_version),
+            "sessionId" => r.read(&mut self.session_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("host", &self.host);
+        w.write_opt("port", &self.port);
+        w.write_opt("sslThumbprint", &self.ssl_thumbprint);
+        w.write("service", &self.service);
+        w.write("serviceVersion", &self.service_version);
+        w.write("sessionId", &self.session_id);
+    }
+}
+/// `HostSevInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSevInfo {
+    /// `sevState`.
+    pub sev_state: String,
+    /// `maxSevEsGuests`.
+    pub max_sev_es_guests: i64,
+}
+impl x::SchemaType for HostSevInfo {
+    const TYPE_NAME: &'static str = "HostSevInfo";
+}
+impl x::Structure for HostSevInfo {}
+impl x::Fields for HostSevInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sevState" => r.read(&mut self.sev_state),
+            "maxSevEsGuests" => r.read(&mut self.max_sev_es_guests),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sevState", &self.sev_state);
+        w.write("maxSevEsGuests", &self.max_sev_es_guests);
+    }
+}
+/// `HostSgxInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSgxInfo {
+    /// `sgxState`.
+    pub sgx_state: String,
+    /// `totalEpcMemory`.
+    pub total_epc_memory: i64,
+    /// `flcMode`.
+    pub flc_mode: String,
+    /// `lePubKeyHash`.
+    pub le_pub_key_hash: Option<String>,
+}
+impl x::SchemaType for HostSgxInfo {
+    const TYPE_NAME: &'static str = "HostSgxInfo";
+}
+impl x::Structure for HostSgxInfo {}
+impl x::Fields for HostSgxInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "sgxState" => r.read(&mut self.sgx_state),
+            "totalEpcMemory" => r.read(&mut self.total_epc_memory),
+            "flcMode" => r.read(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("sgxState", &self.sgx_state);
+        w.write("totalEpcMemory", &self.total_epc_memory);
+        w.write("flcMode", &self.flc_mode);
+        w.write_opt("lePubKeyHash", &self.le_pub_key_hash);
+    }
+}
 /// `HostSharedGpuCapabilities` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostSharedGpuCapabilities {
@@ -29,15 +291,15 @@ impl x::Fields for HostSharedGpuCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vgpu" => r.read(&mut self.vgpu)?,
-            "diskSnapshotSupported" => r.read(&mut self.disk_snapshot_supported)?,
-            "memorySnapshotSupported" => r.read(&mut self.memory_snapshot_supported)?,
-            "suspendSupported" => r.read(&mut self.suspend_supported)?,
-            "migrateSupported" => r.read(&mut self.migrate_supported)?,
+        let result = match name {
+            "vgpu" => r.read(&mut self.vgpu),
+            "diskSnapshotSupported" => r.read(&mut self.disk_snapshot_supported),
+            "memorySnapshotSupported" => r.read(&mut self.memory_snapshot_supported),
+            "suspendSupported" => r.read(&mut self.suspend_supported),
+            "migrateSupported" => r.read(&mut self.migrate_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vgpu", &self.vgpu);
@@ -95,25 +357,25 @@ impl x::Fields for HostShortNameInconsistentEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "shortName" => r.read(&mut self.short_name)?,
-            "shortName2" => r.read(&mut self.short_name2)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "shortName" => r.read(&mut self.short_name),
+            "shortName2" => r.read(&mut self.short_name2),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -175,24 +437,24 @@ impl x::Fields for HostShortNameToIpFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "shortName" => r.read(&mut self.short_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "shortName" => r.read(&mut self.short_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -253,24 +515,24 @@ impl x::Fields for HostShutdownEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -313,15 +575,15 @@ impl x::Fields for HostSnmpConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "port" => r.read_opt(&mut self.port)?,
-            "readOnlyCommunities" => r.read_push(&mut self.read_only_communities)?,
-            "trapTargets" => r.read_push(&mut self.trap_targets)?,
-            "option" => r.read_push(&mut self.option)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "port" => r.read_opt(&mut self.port),
+            "readOnlyCommunities" => r.read_push(&mut self.read_only_communities),
+            "trapTargets" => r.read_push(&mut self.trap_targets),
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -351,13 +613,13 @@ impl x::Fields for HostSnmpDestination {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostName" => r.read(&mut self.host_name)?,
-            "port" => r.read(&mut self.port)?,
-            "community" => r.read(&mut self.community)?,
+        let result = match name {
+            "hostName" => r.read(&mut self.host_name),
+            "port" => r.read(&mut self.port),
+            "community" => r.read(&mut self.community),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hostName", &self.host_name);
@@ -393,15 +655,15 @@ impl x::Fields for HostSnmpSystemAgentLimits {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "maxReadOnlyCommunities" => r.read(&mut self.max_read_only_communities)?,
-            "maxTrapDestinations" => r.read(&mut self.max_trap_destinations)?,
-            "maxCommunityLength" => r.read(&mut self.max_community_length)?,
-            "maxBufferSize" => r.read(&mut self.max_buffer_size)?,
-            "capability" => r.read_opt(&mut self.capability)?,
+        let result = match name {
+            "maxReadOnlyCommunities" => r.read(&mut self.max_read_only_communities),
+            "maxTrapDestinations" => r.read(&mut self.max_trap_destinations),
+            "maxCommunityLength" => r.read(&mut self.max_community_length),
+            "maxBufferSize" => r.read(&mut self.max_buffer_size),
+            "capability" => r.read_opt(&mut self.capability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("maxReadOnlyCommunities", &self.max_read_only_communities);
@@ -435,15 +697,15 @@ impl x::Fields for HostSpecification {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "createdTime" => r.read(&mut self.created_time)?,
-            "lastModified" => r.read_opt(&mut self.last_modified)?,
-            "host" => r.read(&mut self.host)?,
-            "subSpecs" => r.read_push(&mut self.sub_specs)?,
-            "changeID" => r.read_opt(&mut self.change_id)?,
+        let result = match name {
+            "createdTime" => r.read(&mut self.created_time),
+            "lastModified" => r.read_opt(&mut self.last_modified),
+            "host" => r.read(&mut self.host),
+            "subSpecs" => r.read_push(&mut self.sub_specs),
+            "changeID" => r.read_opt(&mut self.change_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("createdTime", &self.created_time);
@@ -493,23 +755,23 @@ impl x::Fields for HostSpecificationChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -547,13 +809,13 @@ impl x::Fields for HostSpecificationOperationFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -601,23 +863,23 @@ impl x::Fields for HostSpecificationRequireEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -677,24 +939,24 @@ impl x::Fields for HostSpecificationUpdateEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "hostSpec" => r.read(&mut self.host_spec)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "hostSpec" => r.read(&mut self.host_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -739,16 +1001,16 @@ impl x::Fields for HostSriovConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "passthruEnabled" => r.read(&mut self.passthru_enabled)?,
-            "applyNow" => r.read_opt(&mut self.apply_now)?,
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label)?,
-            "sriovEnabled" => r.read(&mut self.sriov_enabled)?,
-            "numVirtualFunction" => r.read(&mut self.num_virtual_function)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "applyNow" => r.read_opt(&mut self.apply_now),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            "sriovEnabled" => r.read(&mut self.sriov_enabled),
+            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -777,11 +1039,11 @@ impl x::Fields for HostSriovDevicePoolInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -825,26 +1087,26 @@ impl x::Fields for HostSriovInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "dependentDevice" => r.read(&mut self.dependent_device)?,
-            "passthruEnabled" => r.read(&mut self.passthru_enabled)?,
-            "passthruCapable" => r.read(&mut self.passthru_capable)?,
-            "passthruActive" => r.read(&mut self.passthru_active)?,
-            "hardwareLabel" => r.read_opt(&mut self.hardware_label)?,
-            "sriovEnabled" => r.read(&mut self.sriov_enabled)?,
-            "sriovCapable" => r.read(&mut self.sriov_capable)?,
-            "sriovActive" => r.read(&mut self.sriov_active)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "dependentDevice" => r.read(&mut self.dependent_device),
+            "passthruEnabled" => r.read(&mut self.passthru_enabled),
+            "passthruCapable" => r.read(&mut self.passthru_capable),
+            "passthruActive" => r.read(&mut self.passthru_active),
+            "hardwareLabel" => r.read_opt(&mut self.hardware_label),
+            "sriovEnabled" => r.read(&mut self.sriov_enabled),
+            "sriovCapable" => r.read(&mut self.sriov_capable),
+            "sriovActive" => r.read(&mut self.sriov_active),
             "numVirtualFunctionRequested" => {
-                r.read(&mut self.num_virtual_function_requested)?
+                r.read(&mut self.num_virtual_function_requested)
             }
-            "numVirtualFunction" => r.read(&mut self.num_virtual_function)?,
+            "numVirtualFunction" => r.read(&mut self.num_virtual_function),
             "maxVirtualFunctionSupported" => {
-                r.read(&mut self.max_virtual_function_supported)?
+                r.read(&mut self.max_virtual_function_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -883,14 +1145,14 @@ impl x::Fields for HostSriovNetworkDevicePoolInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "switchKey" => r.read_opt(&mut self.switch_key)?,
-            "switchUuid" => r.read_opt(&mut self.switch_uuid)?,
-            "pnic" => r.read_push(&mut self.pnic)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "switchKey" => r.read_opt(&mut self.switch_key),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
+            "pnic" => r.read_push(&mut self.pnic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -919,13 +1181,13 @@ impl x::Fields for HostSslThumbprintInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "principal" => r.read(&mut self.principal)?,
-            "ownerTag" => r.read_opt(&mut self.owner_tag)?,
-            "sslThumbprints" => r.read_push(&mut self.ssl_thumbprints)?,
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "ownerTag" => r.read_opt(&mut self.owner_tag),
+            "sslThumbprints" => r.read_push(&mut self.ssl_thumbprints),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("principal", &self.principal);
@@ -981,25 +1243,25 @@ impl x::Fields for HostStatusChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "oldStatus" => r.read(&mut self.old_status)?,
-            "newStatus" => r.read(&mut self.new_status)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "oldStatus" => r.read(&mut self.old_status),
+            "newStatus" => r.read(&mut self.new_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1035,11 +1297,11 @@ impl x::Fields for HostStorageArrayTypePolicyOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policy" => r.read(&mut self.policy)?,
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
@@ -1077,19 +1339,19 @@ impl x::Fields for HostStorageDeviceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hostBusAdapter" => r.read_push(&mut self.host_bus_adapter)?,
-            "scsiLun" => r.read_push(&mut self.scsi_lun)?,
-            "scsiTopology" => r.read_opt(&mut self.scsi_topology)?,
-            "nvmeTopology" => r.read_opt(&mut self.nvme_topology)?,
-            "multipathInfo" => r.read_opt(&mut self.multipath_info)?,
-            "plugStoreTopology" => r.read_opt(&mut self.plug_store_topology)?,
+        let result = match name {
+            "hostBusAdapter" => r.read_push(&mut self.host_bus_adapter),
+            "scsiLun" => r.read_push(&mut self.scsi_lun),
+            "scsiTopology" => r.read_opt(&mut self.scsi_topology),
+            "nvmeTopology" => r.read_opt(&mut self.nvme_topology),
+            "multipathInfo" => r.read_opt(&mut self.multipath_info),
+            "plugStoreTopology" => r.read_opt(&mut self.plug_store_topology),
             "softwareInternetScsiEnabled" => {
-                r.read(&mut self.software_internet_scsi_enabled)?
+                r.read(&mut self.software_internet_scsi_enabled)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("hostBusAdapter", &self.host_bus_adapter);
@@ -1121,13 +1383,13 @@ impl x::Fields for HostStorageElementInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "status" => r.read(&mut self.status)?,
-            "operationalInfo" => r.read_push(&mut self.operational_info)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "status" => r.read(&mut self.status),
+            "operationalInfo" => r.read_push(&mut self.operational_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1157,12 +1419,12 @@ impl x::Fields for HostStorageOperationalInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "property" => r.read(&mut self.property)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "property" => r.read(&mut self.property),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("property", &self.property);
@@ -1191,12 +1453,12 @@ impl x::Fields for HostStorageSystemDiskLocatorLedResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "fault" => r.read(&mut self.fault)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1225,12 +1487,12 @@ impl x::Fields for HostStorageSystemScsiLunResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1259,12 +1521,12 @@ impl x::Fields for HostStorageSystemVmfsVolumeResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1297,14 +1559,14 @@ impl x::Fields for HostSubSpecification {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "data" => r.read_push(&mut self.data)?,
-            "binaryData" => r.read_opt(&mut self.binary_data)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "createdTime" => r.read(&mut self.created_time),
+            "data" => r.read_push(&mut self.data),
+            "binaryData" => r.read_opt(&mut self.binary_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1359,24 +1621,24 @@ impl x::Fields for HostSubSpecificationDeleteEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "subSpecName" => r.read(&mut self.sub_spec_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "subSpecName" => r.read(&mut self.sub_spec_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1437,24 +1699,24 @@ impl x::Fields for HostSubSpecificationUpdateEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "hostSubSpec" => r.read(&mut self.host_sub_spec)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "hostSubSpec" => r.read(&mut self.host_sub_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1515,24 +1777,24 @@ impl x::Fields for HostSyncFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1569,12 +1831,12 @@ impl x::Fields for HostSystemComplianceCheckState {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "state" => r.read(&mut self.state)?,
-            "checkTime" => r.read(&mut self.check_time)?,
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "checkTime" => r.read(&mut self.check_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
@@ -1597,11 +1859,11 @@ impl x::Fields for HostSystemHealthInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "numericSensorInfo" => r.read_push(&mut self.numeric_sensor_info)?,
+        let result = match name {
+            "numericSensorInfo" => r.read_push(&mut self.numeric_sensor_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("numericSensorInfo", &self.numeric_sensor_info);
@@ -1625,12 +1887,12 @@ impl x::Fields for HostSystemIdentificationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "identifierValue" => r.read(&mut self.identifier_value)?,
-            "identifierType" => r.read(&mut self.identifier_type)?,
+        let result = match name {
+            "identifierValue" => r.read(&mut self.identifier_value),
+            "identifierType" => r.read(&mut self.identifier_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("identifierValue", &self.identifier_value);
@@ -1667,16 +1929,16 @@ impl x::Fields for HostSystemInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vendor" => r.read(&mut self.vendor)?,
-            "model" => r.read(&mut self.model)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info)?,
-            "serialNumber" => r.read_opt(&mut self.serial_number)?,
-            "qualifiedName" => r.read_push(&mut self.qualified_name)?,
+        let result = match name {
+            "vendor" => r.read(&mut self.vendor),
+            "model" => r.read(&mut self.model),
+            "uuid" => r.read(&mut self.uuid),
+            "otherIdentifyingInfo" => r.read_push(&mut self.other_identifying_info),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "qualifiedName" => r.read_push(&mut self.qualified_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vendor", &self.vendor);
@@ -1703,11 +1965,11 @@ impl x::Fields for HostSystemReconnectSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "syncState" => r.read_opt(&mut self.sync_state)?,
+        let result = match name {
+            "syncState" => r.read_opt(&mut self.sync_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("syncState", &self.sync_state);
@@ -1731,12 +1993,12 @@ impl x::Fields for HostSystemRemediationState {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "state" => r.read(&mut self.state)?,
-            "operationTime" => r.read(&mut self.operation_time)?,
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "operationTime" => r.read(&mut self.operation_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
@@ -1763,13 +2025,13 @@ impl x::Fields for HostSystemResourceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "config" => r.read_opt(&mut self.config)?,
-            "child" => r.read_push(&mut self.child)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "config" => r.read_opt(&mut self.config),
+            "child" => r.read_push(&mut self.child),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1797,11 +2059,11 @@ impl x::Fields for HostSystemSwapConfiguration {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "option" => r.read_push(&mut self.option)?,
+        let result = match name {
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("option", &self.option);
@@ -1825,12 +2087,12 @@ impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1853,11 +2115,11 @@ impl x::Fields for HostSystemSwapConfigurationDisabledOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1879,11 +2141,11 @@ impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1905,11 +2167,11 @@ impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1933,11 +2195,11 @@ impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1994,19 +2256,19 @@ impl x::Fields for HostTcpHba {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "bus" => r.read(&mut self.bus)?,
-            "status" => r.read(&mut self.status)?,
-            "model" => r.read(&mut self.model)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "pci" => r.read_opt(&mut self.pci)?,
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol)?,
-            "associatedPnic" => r.read_opt(&mut self.associated_pnic)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -2036,11 +2298,11 @@ impl x::Fields for HostTcpHbaCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pnic" => r.read(&mut self.pnic)?,
+        let result = match name {
+            "pnic" => r.read(&mut self.pnic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pnic", &self.pnic);
@@ -2083,13 +2345,13 @@ impl x::Fields for HostTpmAttestationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "time" => r.read(&mut self.time)?,
-            "status" => r.read(&mut self.status)?,
-            "message" => r.read_opt(&mut self.message)?,
+        let result = match name {
+            "time" => r.read(&mut self.time),
+            "status" => r.read(&mut self.status),
+            "message" => r.read_opt(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("time", &self.time);
@@ -2117,13 +2379,13 @@ impl x::Fields for HostTpmAttestationReport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values)?,
-            "tpmEvents" => r.read_push(&mut self.tpm_events)?,
-            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable)?,
+        let result = match name {
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "tpmEvents" => r.read_push(&mut self.tpm_events),
+            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
@@ -2151,13 +2413,13 @@ impl x::Fields for HostTpmBootSecurityOptionEventDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dataHash" => r.read_push(&mut self.data_hash)?,
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method)?,
-            "bootSecurityOption" => r.read(&mut self.boot_security_option)?,
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dataHash", &self.data_hash);
@@ -2185,13 +2447,13 @@ impl x::Fields for HostTpmCommandEventDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dataHash" => r.read_push(&mut self.data_hash)?,
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method)?,
-            "commandLine" => r.read(&mut self.command_line)?,
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "commandLine" => r.read(&mut self.command_line),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dataHash", &self.data_hash);
@@ -2221,14 +2483,14 @@ impl x::Fields for HostTpmDigestInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "digestMethod" => r.read(&mut self.digest_method)?,
-            "digestValue" => r.read_push(&mut self.digest_value)?,
-            "objectName" => r.read_opt(&mut self.object_name)?,
-            "pcrNumber" => r.read(&mut self.pcr_number)?,
+        let result = match name {
+            "digestMethod" => r.read(&mut self.digest_method),
+            "digestValue" => r.read_push(&mut self.digest_value),
+            "objectName" => r.read_opt(&mut self.object_name),
+            "pcrNumber" => r.read(&mut self.pcr_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("digestMethod", &self.digest_method);
@@ -2261,12 +2523,12 @@ impl x::Fields for HostTpmEventDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dataHash" => r.read_push(&mut self.data_hash)?,
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method)?,
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dataHash", &self.data_hash);
@@ -2291,12 +2553,12 @@ impl x::Fields for HostTpmEventLogEntry {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pcrIndex" => r.read(&mut self.pcr_index)?,
-            "eventDetails" => r.read(&mut self.event_details)?,
+        let result = match name {
+            "pcrIndex" => r.read(&mut self.pcr_index),
+            "eventDetails" => r.read(&mut self.event_details),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pcrIndex", &self.pcr_index);
@@ -2327,13 +2589,13 @@ impl x::Fields for HostTpmNvTagEventDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dataHash" => r.read_push(&mut self.data_hash)?,
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method)?,
-            "bootSecurityOption" => r.read(&mut self.boot_security_option)?,
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dataHash", &self.data_hash);
@@ -2363,14 +2625,14 @@ impl x::Fields for HostTpmOptionEventDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dataHash" => r.read_push(&mut self.data_hash)?,
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method)?,
-            "optionsFileName" => r.read(&mut self.options_file_name)?,
-            "bootOptions" => r.read_push(&mut self.boot_options)?,
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "optionsFileName" => r.read(&mut self.options_file_name),
+            "bootOptions" => r.read_push(&mut self.boot_options),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dataHash", &self.data_hash);
@@ -2405,16 +2667,16 @@ impl x::Fields for HostTpmSoftwareComponentEventDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dataHash" => r.read_push(&mut self.data_hash)?,
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method)?,
-            "componentName" => r.read(&mut self.component_name)?,
-            "vibName" => r.read(&mut self.vib_name)?,
-            "vibVersion" => r.read(&mut self.vib_version)?,
-            "vibVendor" => r.read(&mut self.vib_vendor)?,
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "componentName" => r.read(&mut self.component_name),
+            "vibName" => r.read(&mut self.vib_name),
+            "vibVersion" => r.read(&mut self.vib_version),
+            "vibVendor" => r.read(&mut self.vib_vendor),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dataHash", &self.data_hash);
@@ -2449,15 +2711,15 @@ impl x::Fields for HostTrustAuthorityAttestationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "attestationStatus" => r.read(&mut self.attestation_status)?,
-            "serviceId" => r.read_opt(&mut self.service_id)?,
-            "attestedAt" => r.read_opt(&mut self.attested_at)?,
-            "attestedUntil" => r.read_opt(&mut self.attested_until)?,
-            "messages" => r.read_push(&mut self.messages)?,
+        let result = match name {
+            "attestationStatus" => r.read(&mut self.attestation_status),
+            "serviceId" => r.read_opt(&mut self.service_id),
+            "attestedAt" => r.read_opt(&mut self.attested_at),
+            "attestedUntil" => r.read_opt(&mut self.attested_until),
+            "messages" => r.read_push(&mut self.messages),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("attestationStatus", &self.attestation_status);
@@ -2501,18 +2763,18 @@ impl x::Fields for HostUnresolvedVmfsExtent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "device" => r.read(&mut self.device)?,
-            "devicePath" => r.read(&mut self.device_path)?,
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid)?,
-            "isHeadExtent" => r.read(&mut self.is_head_extent)?,
-            "ordinal" => r.read(&mut self.ordinal)?,
-            "startBlock" => r.read(&mut self.start_block)?,
-            "endBlock" => r.read(&mut self.end_block)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "devicePath" => r.read(&mut self.device_path),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "isHeadExtent" => r.read(&mut self.is_head_extent),
+            "ordinal" => r.read(&mut self.ordinal),
+            "startBlock" => r.read(&mut self.start_block),
+            "endBlock" => r.read(&mut self.end_block),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
@@ -2545,11 +2807,11 @@ impl x::Fields for HostUnresolvedVmfsResignatureSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path)?,
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("extentDevicePath", &self.extent_device_path);
@@ -2575,13 +2837,13 @@ impl x::Fields for HostUnresolvedVmfsResolutionResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "spec" => r.read(&mut self.spec)?,
-            "vmfs" => r.read_opt(&mut self.vmfs)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "spec" => r.read(&mut self.spec),
+            "vmfs" => r.read_opt(&mut self.vmfs),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("spec", &self.spec);
@@ -2611,12 +2873,12 @@ impl x::Fields for HostUnresolvedVmfsResolutionSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path)?,
-            "uuidResolution" => r.read(&mut self.uuid_resolution)?,
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            "uuidResolution" => r.read(&mut self.uuid_resolution),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("extentDevicePath", &self.extent_device_path);
@@ -2651,15 +2913,15 @@ impl x::Fields for HostUnresolvedVmfsVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "extent" => r.read_push(&mut self.extent)?,
-            "vmfsLabel" => r.read(&mut self.vmfs_label)?,
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid)?,
-            "totalBlocks" => r.read(&mut self.total_blocks)?,
-            "resolveStatus" => r.read(&mut self.resolve_status)?,
+        let result = match name {
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsLabel" => r.read(&mut self.vmfs_label),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "totalBlocks" => r.read(&mut self.total_blocks),
+            "resolveStatus" => r.read(&mut self.resolve_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("extent", &self.extent);
@@ -2693,13 +2955,13 @@ impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "resolvable" => r.read(&mut self.resolvable)?,
-            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents)?,
-            "multipleCopies" => r.read_opt(&mut self.multiple_copies)?,
+        let result = match name {
+            "resolvable" => r.read(&mut self.resolvable),
+            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
+            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("resolvable", &self.resolvable);
@@ -2747,23 +3009,23 @@ impl x::Fields for HostUpgradeFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2821,23 +3083,23 @@ impl x::Fields for HostUserWorldSwapNotEnabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2877,341 +3139,21 @@ impl x::Fields for HostVFlashManagerVFlashCacheConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "vFlashModuleConfigOption" => {
-                r.read_push(&mut self.v_flash_module_config_option)?
+                r.read_push(&mut self.v_flash_module_config_option)
             }
-            "defaultVFlashModule" => r.read_opt(&mut self.default_v_flash_module)?,
+            "defaultVFlashModule" => r.read_opt(&mut self.default_v_flash_module),
             "swapCacheReservationInGB" => {
-                r.read_opt(&mut self.swap_cache_reservation_in_gb)?
+                r.read_opt(&mut self.swap_cache_reservation_in_gb)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vFlashModuleConfigOption", &self.v_flash_module_config_option);
         w.write_opt("defaultVFlashModule", &self.default_v_flash_module);
         w.write_opt("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
-    }
-}
-/// `HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
-    /// `vFlashModule`.
-    pub v_flash_module: String,
-    /// `vFlashModuleVersion`.
-    pub v_flash_module_version: String,
-    /// `minSupportedModuleVersion`.
-    pub min_supported_module_version: String,
-    /// `cacheConsistencyType`.
-    pub cache_consistency_type: ChoiceOption,
-    /// `cacheMode`.
-    pub cache_mode: ChoiceOption,
-    /// `blockSizeInKBOption`.
-    pub block_size_in_kb_option: LongOption,
-    /// `reservationInMBOption`.
-    pub reservation_in_mb_option: LongOption,
-    /// `maxDiskSizeInKB`.
-    pub max_disk_size_in_kb: i64,
-}
-impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
-}
-impl x::Structure for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {}
-impl x::Fields for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vFlashModule" => r.read(&mut self.v_flash_module)?,
-            "vFlashModuleVersion" => r.read(&mut self.v_flash_module_version)?,
-            "minSupportedModuleVersion" => {
-                r.read(&mut self.min_supported_module_version)?
-            }
-            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type)?,
-            "cacheMode" => r.read(&mut self.cache_mode)?,
-            "blockSizeInKBOption" => r.read(&mut self.block_size_in_kb_option)?,
-            "reservationInMBOption" => r.read(&mut self.reservation_in_mb_option)?,
-            "maxDiskSizeInKB" => r.read(&mut self.max_disk_size_in_kb)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vFlashModule", &self.v_flash_module);
-        w.write("vFlashModuleVersion", &self.v_flash_module_version);
-        w.write("minSupportedModuleVersion", &self.min_supported_module_version);
-        w.write("cacheConsistencyType", &self.cache_consistency_type);
-        w.write("cacheMode", &self.cache_mode);
-        w.write("blockSizeInKBOption", &self.block_size_in_kb_option);
-        w.write("reservationInMBOption", &self.reservation_in_mb_option);
-        w.write("maxDiskSizeInKB", &self.max_disk_size_in_kb);
-    }
-}
-impl x::ArrayItem for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
-    const ITEM_TAG: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
-}
-/// `HostVFlashManagerVFlashCacheConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashCacheConfigSpec {
-    /// `defaultVFlashModule`.
-    pub default_v_flash_module: String,
-    /// `swapCacheReservationInGB`.
-    pub swap_cache_reservation_in_gb: i64,
-}
-impl x::SchemaType for HostVFlashManagerVFlashCacheConfigSpec {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigSpec";
-}
-impl x::Structure for HostVFlashManagerVFlashCacheConfigSpec {}
-impl x::Fields for HostVFlashManagerVFlashCacheConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "defaultVFlashModule" => r.read(&mut self.default_v_flash_module)?,
-            "swapCacheReservationInGB" => r.read(&mut self.swap_cache_reservation_in_gb)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("defaultVFlashModule", &self.default_v_flash_module);
-        w.write("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
-    }
-}
-/// `HostVFlashManagerVFlashConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashConfigInfo {
-    /// `vFlashResourceConfigInfo`.
-    pub v_flash_resource_config_info: Option<HostVFlashManagerVFlashResourceConfigInfo>,
-    /// `vFlashCacheConfigInfo`.
-    pub v_flash_cache_config_info: Option<HostVFlashManagerVFlashCacheConfigInfo>,
-}
-impl x::SchemaType for HostVFlashManagerVFlashConfigInfo {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashConfigInfo";
-}
-impl x::Structure for HostVFlashManagerVFlashConfigInfo {}
-impl x::Fields for HostVFlashManagerVFlashConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vFlashResourceConfigInfo" => {
-                r.read_opt(&mut self.v_flash_resource_config_info)?
-            }
-            "vFlashCacheConfigInfo" => r.read_opt(&mut self.v_flash_cache_config_info)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vFlashResourceConfigInfo", &self.v_flash_resource_config_info);
-        w.write_opt("vFlashCacheConfigInfo", &self.v_flash_cache_config_info);
-    }
-}
-/// `HostVFlashManagerVFlashResourceConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashResourceConfigInfo {
-    /// `vffs`.
-    pub vffs: Option<HostVffsVolume>,
-    /// `capacity`.
-    pub capacity: i64,
-}
-impl x::SchemaType for HostVFlashManagerVFlashResourceConfigInfo {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigInfo";
-}
-impl x::Structure for HostVFlashManagerVFlashResourceConfigInfo {}
-impl x::Fields for HostVFlashManagerVFlashResourceConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vffs" => r.read_opt(&mut self.vffs)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vffs", &self.vffs);
-        w.write("capacity", &self.capacity);
-    }
-}
-/// `HostVFlashManagerVFlashResourceConfigSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashResourceConfigSpec {
-    /// `vffsUuid`.
-    pub vffs_uuid: String,
-}
-impl x::SchemaType for HostVFlashManagerVFlashResourceConfigSpec {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigSpec";
-}
-impl x::Structure for HostVFlashManagerVFlashResourceConfigSpec {}
-impl x::Fields for HostVFlashManagerVFlashResourceConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vffsUuid" => r.read(&mut self.vffs_uuid)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("vffsUuid", &self.vffs_uuid);
-    }
-}
-/// `HostVFlashManagerVFlashResourceRunTimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashResourceRunTimeInfo {
-    /// `usage`.
-    pub usage: i64,
-    /// `capacity`.
-    pub capacity: i64,
-    /// `accessible`.
-    pub accessible: bool,
-    /// `capacityForVmCache`.
-    pub capacity_for_vm_cache: i64,
-    /// `freeForVmCache`.
-    pub free_for_vm_cache: i64,
-}
-impl x::SchemaType for HostVFlashManagerVFlashResourceRunTimeInfo {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceRunTimeInfo";
-}
-impl x::Structure for HostVFlashManagerVFlashResourceRunTimeInfo {}
-impl x::Fields for HostVFlashManagerVFlashResourceRunTimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "usage" => r.read(&mut self.usage)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "accessible" => r.read(&mut self.accessible)?,
-            "capacityForVmCache" => r.read(&mut self.capacity_for_vm_cache)?,
-            "freeForVmCache" => r.read(&mut self.free_for_vm_cache)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("usage", &self.usage);
-        w.write("capacity", &self.capacity);
-        w.write("accessible", &self.accessible);
-        w.write("capacityForVmCache", &self.capacity_for_vm_cache);
-        w.write("freeForVmCache", &self.free_for_vm_cache);
-    }
-}
-/// `HostVFlashResourceConfigurationResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashResourceConfigurationResult {
-    /// `devicePath`.
-    pub device_path: Vec<String>,
-    /// `vffs`.
-    pub vffs: Option<HostVffsVolume>,
-    /// `diskConfigurationResult`.
-    pub disk_configuration_result: Vec<HostDiskConfigurationResult>,
-}
-impl x::SchemaType for HostVFlashResourceConfigurationResult {
-    const TYPE_NAME: &'static str = "HostVFlashResourceConfigurationResult";
-}
-impl x::Structure for HostVFlashResourceConfigurationResult {}
-impl x::Fields for HostVFlashResourceConfigurationResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "devicePath" => r.read_push(&mut self.device_path)?,
-            "vffs" => r.read_opt(&mut self.vffs)?,
-            "diskConfigurationResult" => {
-                r.read_push(&mut self.disk_configuration_result)?
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("devicePath", &self.device_path);
-        w.write_opt("vffs", &self.vffs);
-        w.write_vec("diskConfigurationResult", &self.disk_configuration_result);
-    }
-}
-/// `HostVMotionCompatibility` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVMotionCompatibility {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `compatibility`.
-    pub compatibility: Vec<String>,
-}
-impl x::SchemaType for HostVMotionCompatibility {
-    const TYPE_NAME: &'static str = "HostVMotionCompatibility";
-}
-impl x::Structure for HostVMotionCompatibility {}
-impl x::Fields for HostVMotionCompatibility {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "compatibility" => r.read_push(&mut self.compatibility)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_vec("compatibility", &self.compatibility);
-    }
-}
-impl x::ArrayItem for HostVMotionCompatibility {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVMotionCompatibility";
-    const ITEM_TAG: &'static str = "HostVMotionCompatibility";
-}
-/// `HostVMotionConfig` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVMotionConfig {
-    /// `vmotionNicKey`.
-    pub vmotion_nic_key: Option<String>,
-    /// `enabled`.
-    pub enabled: bool,
-}
-impl x::SchemaType for HostVMotionConfig {
-    const TYPE_NAME: &'static str = "HostVMotionConfig";
-}
-impl x::Structure for HostVMotionConfig {}
-impl x::Fields for HostVMotionConfig {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmotionNicKey" => r.read_opt(&mut self.vmotion_nic_key)?,
-            "enabled" => r.read(&mut self.enabled)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vmotionNicKey", &self.vmotion_nic_key);
-        w.write("enabled", &self.enabled);
     }
 }

@@ -5,6 +5,322 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    /// `vFlashModule`.
+    pub v_flash_module: String,
+    /// `vFlashModuleVersion`.
+    pub v_flash_module_version: String,
+    /// `minSupportedModuleVersion`.
+    pub min_supported_module_version: String,
+    /// `cacheConsistencyType`.
+    pub cache_consistency_type: ChoiceOption,
+    /// `cacheMode`.
+    pub cache_mode: ChoiceOption,
+    /// `blockSizeInKBOption`.
+    pub block_size_in_kb_option: LongOption,
+    /// `reservationInMBOption`.
+    pub reservation_in_mb_option: LongOption,
+    /// `maxDiskSizeInKB`.
+    pub max_disk_size_in_kb: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModule" => r.read(&mut self.v_flash_module),
+            "vFlashModuleVersion" => r.read(&mut self.v_flash_module_version),
+            "minSupportedModuleVersion" => r.read(&mut self.min_supported_module_version),
+            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type),
+            "cacheMode" => r.read(&mut self.cache_mode),
+            "blockSizeInKBOption" => r.read(&mut self.block_size_in_kb_option),
+            "reservationInMBOption" => r.read(&mut self.reservation_in_mb_option),
+            "maxDiskSizeInKB" => r.read(&mut self.max_disk_size_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vFlashModule", &self.v_flash_module);
+        w.write("vFlashModuleVersion", &self.v_flash_module_version);
+        w.write("minSupportedModuleVersion", &self.min_supported_module_version);
+        w.write("cacheConsistencyType", &self.cache_consistency_type);
+        w.write("cacheMode", &self.cache_mode);
+        w.write("blockSizeInKBOption", &self.block_size_in_kb_option);
+        w.write("reservationInMBOption", &self.reservation_in_mb_option);
+        w.write("maxDiskSizeInKB", &self.max_disk_size_in_kb);
+    }
+}
+impl x::ArrayItem for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+    const ITEM_TAG: &'static str = "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption";
+}
+/// `HostVFlashManagerVFlashCacheConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashCacheConfigSpec {
+    /// `defaultVFlashModule`.
+    pub default_v_flash_module: String,
+    /// `swapCacheReservationInGB`.
+    pub swap_cache_reservation_in_gb: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigSpec {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigSpec";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigSpec {}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "defaultVFlashModule" => r.read(&mut self.default_v_flash_module),
+            "swapCacheReservationInGB" => r.read(&mut self.swap_cache_reservation_in_gb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("defaultVFlashModule", &self.default_v_flash_module);
+        w.write("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
+    }
+}
+/// `HostVFlashManagerVFlashConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashConfigInfo {
+    /// `vFlashResourceConfigInfo`.
+    pub v_flash_resource_config_info: Option<HostVFlashManagerVFlashResourceConfigInfo>,
+    /// `vFlashCacheConfigInfo`.
+    pub v_flash_cache_config_info: Option<HostVFlashManagerVFlashCacheConfigInfo>,
+}
+impl x::SchemaType for HostVFlashManagerVFlashConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashConfigInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashConfigInfo {}
+impl x::Fields for HostVFlashManagerVFlashConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashResourceConfigInfo" => {
+                r.read_opt(&mut self.v_flash_resource_config_info)
+            }
+            "vFlashCacheConfigInfo" => r.read_opt(&mut self.v_flash_cache_config_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vFlashResourceConfigInfo", &self.v_flash_resource_config_info);
+        w.write_opt("vFlashCacheConfigInfo", &self.v_flash_cache_config_info);
+    }
+}
+/// `HostVFlashManagerVFlashResourceConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashResourceConfigInfo {
+    /// `vffs`.
+    pub vffs: Option<HostVffsVolume>,
+    /// `capacity`.
+    pub capacity: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashResourceConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashResourceConfigInfo {}
+impl x::Fields for HostVFlashManagerVFlashResourceConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vffs" => r.read_opt(&mut self.vffs),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vffs", &self.vffs);
+        w.write("capacity", &self.capacity);
+    }
+}
+/// `HostVFlashManagerVFlashResourceConfigSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashResourceConfigSpec {
+    /// `vffsUuid`.
+    pub vffs_uuid: String,
+}
+impl x::SchemaType for HostVFlashManagerVFlashResourceConfigSpec {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceConfigSpec";
+}
+impl x::Structure for HostVFlashManagerVFlashResourceConfigSpec {}
+impl x::Fields for HostVFlashManagerVFlashResourceConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vffsUuid" => r.read(&mut self.vffs_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("vffsUuid", &self.vffs_uuid);
+    }
+}
+/// `HostVFlashManagerVFlashResourceRunTimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashResourceRunTimeInfo {
+    /// `usage`.
+    pub usage: i64,
+    /// `capacity`.
+    pub capacity: i64,
+    /// `accessible`.
+    pub accessible: bool,
+    /// `capacityForVmCache`.
+    pub capacity_for_vm_cache: i64,
+    /// `freeForVmCache`.
+    pub free_for_vm_cache: i64,
+}
+impl x::SchemaType for HostVFlashManagerVFlashResourceRunTimeInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashResourceRunTimeInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashResourceRunTimeInfo {}
+impl x::Fields for HostVFlashManagerVFlashResourceRunTimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "usage" => r.read(&mut self.usage),
+            "capacity" => r.read(&mut self.capacity),
+            "accessible" => r.read(&mut self.accessible),
+            "capacityForVmCache" => r.read(&mut self.capacity_for_vm_cache),
+            "freeForVmCache" => r.read(&mut self.free_for_vm_cache),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("usage", &self.usage);
+        w.write("capacity", &self.capacity);
+        w.write("accessible", &self.accessible);
+        w.write("capacityForVmCache", &self.capacity_for_vm_cache);
+        w.write("freeForVmCache", &self.free_for_vm_cache);
+    }
+}
+/// `HostVFlashResourceConfigurationResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashResourceConfigurationResult {
+    /// `devicePath`.
+    pub device_path: Vec<String>,
+    /// `vffs`.
+    pub vffs: Option<HostVffsVolume>,
+    /// `diskConfigurationResult`.
+    pub disk_configuration_result: Vec<HostDiskConfigurationResult>,
+}
+impl x::SchemaType for HostVFlashResourceConfigurationResult {
+    const TYPE_NAME: &'static str = "HostVFlashResourceConfigurationResult";
+}
+impl x::Structure for HostVFlashResourceConfigurationResult {}
+impl x::Fields for HostVFlashResourceConfigurationResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "devicePath" => r.read_push(&mut self.device_path),
+            "vffs" => r.read_opt(&mut self.vffs),
+            "diskConfigurationResult" => r.read_push(&mut self.disk_configuration_result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("devicePath", &self.device_path);
+        w.write_opt("vffs", &self.vffs);
+        w.write_vec("diskConfigurationResult", &self.disk_configuration_result);
+    }
+}
+/// `HostVMotionCompatibility` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVMotionCompatibility {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `compatibility`.
+    pub compatibility: Vec<String>,
+}
+impl x::SchemaType for HostVMotionCompatibility {
+    const TYPE_NAME: &'static str = "HostVMotionCompatibility";
+}
+impl x::Structure for HostVMotionCompatibility {}
+impl x::Fields for HostVMotionCompatibility {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "compatibility" => r.read_push(&mut self.compatibility),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_vec("compatibility", &self.compatibility);
+    }
+}
+impl x::ArrayItem for HostVMotionCompatibility {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostVMotionCompatibility";
+    const ITEM_TAG: &'static str = "HostVMotionCompatibility";
+}
+/// `HostVMotionConfig` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVMotionConfig {
+    /// `vmotionNicKey`.
+    pub vmotion_nic_key: Option<String>,
+    /// `enabled`.
+    pub enabled: bool,
+}
+impl x::SchemaType for HostVMotionConfig {
+    const TYPE_NAME: &'static str = "HostVMotionConfig";
+}
+impl x::Structure for HostVMotionConfig {}
+impl x::Fields for HostVMotionConfig {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vmotionNicKey" => r.read_opt(&mut self.vmotion_nic_key),
+            "enabled" => r.read(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vmotionNicKey", &self.vmotion_nic_key);
+        w.write("enabled", &self.enabled);
+    }
+}
 /// `HostVMotionInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostVMotionInfo {
@@ -23,12 +339,12 @@ impl x::Fields for HostVMotionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "netConfig" => r.read_opt(&mut self.net_config)?,
-            "ipConfig" => r.read_opt(&mut self.ip_config)?,
+        let result = match name {
+            "netConfig" => r.read_opt(&mut self.net_config),
+            "ipConfig" => r.read_opt(&mut self.ip_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("netConfig", &self.net_config);
@@ -69,20 +385,20 @@ impl x::Fields for HostVMotionManagerDstInstantCloneResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dstVmId" => r.read_opt(&mut self.dst_vm_id)?,
-            "startTime" => r.read_opt(&mut self.start_time)?,
-            "cptLoadTime" => r.read_opt(&mut self.cpt_load_time)?,
-            "cptLoadDoneTime" => r.read_opt(&mut self.cpt_load_done_time)?,
-            "replicateMemDoneTime" => r.read_opt(&mut self.replicate_mem_done_time)?,
-            "endTime" => r.read_opt(&mut self.end_time)?,
-            "cptXferTime" => r.read_opt(&mut self.cpt_xfer_time)?,
-            "cptCacheUsed" => r.read_opt(&mut self.cpt_cache_used)?,
-            "devCptStreamSize" => r.read_opt(&mut self.dev_cpt_stream_size)?,
-            "devCptStreamTime" => r.read_opt(&mut self.dev_cpt_stream_time)?,
+        let result = match name {
+            "dstVmId" => r.read_opt(&mut self.dst_vm_id),
+            "startTime" => r.read_opt(&mut self.start_time),
+            "cptLoadTime" => r.read_opt(&mut self.cpt_load_time),
+            "cptLoadDoneTime" => r.read_opt(&mut self.cpt_load_done_time),
+            "replicateMemDoneTime" => r.read_opt(&mut self.replicate_mem_done_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            "cptXferTime" => r.read_opt(&mut self.cpt_xfer_time),
+            "cptCacheUsed" => r.read_opt(&mut self.cpt_cache_used),
+            "devCptStreamSize" => r.read_opt(&mut self.dev_cpt_stream_size),
+            "devCptStreamTime" => r.read_opt(&mut self.dev_cpt_stream_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dstVmId", &self.dst_vm_id);
@@ -121,15 +437,15 @@ impl x::Fields for HostVMotionManagerSrcInstantCloneResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "startTime" => r.read_opt(&mut self.start_time)?,
-            "quiesceTime" => r.read_opt(&mut self.quiesce_time)?,
-            "quiesceDoneTime" => r.read_opt(&mut self.quiesce_done_time)?,
-            "resumeDoneTime" => r.read_opt(&mut self.resume_done_time)?,
-            "endTime" => r.read_opt(&mut self.end_time)?,
+        let result = match name {
+            "startTime" => r.read_opt(&mut self.start_time),
+            "quiesceTime" => r.read_opt(&mut self.quiesce_time),
+            "quiesceDoneTime" => r.read_opt(&mut self.quiesce_done_time),
+            "resumeDoneTime" => r.read_opt(&mut self.resume_done_time),
+            "endTime" => r.read_opt(&mut self.end_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("startTime", &self.start_time);
@@ -157,12 +473,12 @@ impl x::Fields for HostVMotionNetConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "candidateVnic" => r.read_push(&mut self.candidate_vnic)?,
-            "selectedVnic" => r.read_opt(&mut self.selected_vnic)?,
+        let result = match name {
+            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
+            "selectedVnic" => r.read_opt(&mut self.selected_vnic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("candidateVnic", &self.candidate_vnic);
@@ -189,13 +505,13 @@ impl x::Fields for HostVfatVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "capacity" => r.read(&mut self.capacity)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -225,14 +541,14 @@ impl x::Fields for HostVffsSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "devicePath" => r.read(&mut self.device_path)?,
-            "partition" => r.read_opt(&mut self.partition)?,
-            "majorVersion" => r.read(&mut self.major_version)?,
-            "volumeName" => r.read(&mut self.volume_name)?,
+        let result = match name {
+            "devicePath" => r.read(&mut self.device_path),
+            "partition" => r.read_opt(&mut self.partition),
+            "majorVersion" => r.read(&mut self.major_version),
+            "volumeName" => r.read(&mut self.volume_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("devicePath", &self.device_path);
@@ -269,17 +585,17 @@ impl x::Fields for HostVffsVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "majorVersion" => r.read(&mut self.major_version)?,
-            "version" => r.read(&mut self.version)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "extent" => r.read_push(&mut self.extent)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "majorVersion" => r.read(&mut self.major_version),
+            "version" => r.read(&mut self.version),
+            "uuid" => r.read(&mut self.uuid),
+            "extent" => r.read_push(&mut self.extent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -315,15 +631,15 @@ impl x::Fields for HostVirtualNic {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "device" => r.read(&mut self.device)?,
-            "key" => r.read(&mut self.key)?,
-            "portgroup" => r.read(&mut self.portgroup)?,
-            "spec" => r.read(&mut self.spec)?,
-            "port" => r.read_opt(&mut self.port)?,
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "key" => r.read(&mut self.key),
+            "portgroup" => r.read(&mut self.portgroup),
+            "spec" => r.read(&mut self.spec),
+            "port" => r.read_opt(&mut self.port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
@@ -359,14 +675,14 @@ impl x::Fields for HostVirtualNicConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "portgroup" => r.read(&mut self.portgroup)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "device" => r.read_opt(&mut self.device),
+            "portgroup" => r.read(&mut self.portgroup),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
@@ -399,13 +715,13 @@ impl x::Fields for HostVirtualNicConnection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "portgroup" => r.read_opt(&mut self.portgroup)?,
-            "dvPort" => r.read_opt(&mut self.dv_port)?,
-            "opNetwork" => r.read_opt(&mut self.op_network)?,
+        let result = match name {
+            "portgroup" => r.read_opt(&mut self.portgroup),
+            "dvPort" => r.read_opt(&mut self.dv_port),
+            "opNetwork" => r.read_opt(&mut self.op_network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("portgroup", &self.portgroup);
@@ -429,11 +745,11 @@ impl x::Fields for HostVirtualNicIpRouteSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config)?,
+        let result = match name {
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipRouteConfig", &self.ip_route_config);
@@ -455,11 +771,11 @@ impl x::Fields for HostVirtualNicManagerInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "netConfig" => r.read_push(&mut self.net_config)?,
+        let result = match name {
+            "netConfig" => r.read_push(&mut self.net_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("netConfig", &self.net_config);
@@ -483,12 +799,12 @@ impl x::Fields for HostVirtualNicManagerNicTypeSelection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vnic" => r.read(&mut self.vnic)?,
-            "nicType" => r.read_push(&mut self.nic_type)?,
+        let result = match name {
+            "vnic" => r.read(&mut self.vnic),
+            "nicType" => r.read_push(&mut self.nic_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vnic", &self.vnic);
@@ -517,12 +833,12 @@ impl x::Fields for HostVirtualNicOpaqueNetworkSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id)?,
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type)?,
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("opaqueNetworkId", &self.opaque_network_id);
@@ -567,22 +883,22 @@ impl x::Fields for HostVirtualNicSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ip" => r.read_opt(&mut self.ip)?,
-            "mac" => r.read_opt(&mut self.mac)?,
-            "distributedVirtualPort" => r.read_opt(&mut self.distributed_virtual_port)?,
-            "portgroup" => r.read_opt(&mut self.portgroup)?,
-            "mtu" => r.read_opt(&mut self.mtu)?,
-            "tsoEnabled" => r.read_opt(&mut self.tso_enabled)?,
-            "netStackInstanceKey" => r.read_opt(&mut self.net_stack_instance_key)?,
-            "opaqueNetwork" => r.read_opt(&mut self.opaque_network)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "pinnedPnic" => r.read_opt(&mut self.pinned_pnic)?,
-            "ipRouteSpec" => r.read_opt(&mut self.ip_route_spec)?,
-            "systemOwned" => r.read_opt(&mut self.system_owned)?,
+        let result = match name {
+            "ip" => r.read_opt(&mut self.ip),
+            "mac" => r.read_opt(&mut self.mac),
+            "distributedVirtualPort" => r.read_opt(&mut self.distributed_virtual_port),
+            "portgroup" => r.read_opt(&mut self.portgroup),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "tsoEnabled" => r.read_opt(&mut self.tso_enabled),
+            "netStackInstanceKey" => r.read_opt(&mut self.net_stack_instance_key),
+            "opaqueNetwork" => r.read_opt(&mut self.opaque_network),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "pinnedPnic" => r.read_opt(&mut self.pinned_pnic),
+            "ipRouteSpec" => r.read_opt(&mut self.ip_route_spec),
+            "systemOwned" => r.read_opt(&mut self.system_owned),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ip", &self.ip);
@@ -629,18 +945,18 @@ impl x::Fields for HostVirtualSwitch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "key" => r.read(&mut self.key)?,
-            "numPorts" => r.read(&mut self.num_ports)?,
-            "numPortsAvailable" => r.read(&mut self.num_ports_available)?,
-            "mtu" => r.read_opt(&mut self.mtu)?,
-            "portgroup" => r.read_push(&mut self.portgroup)?,
-            "pnic" => r.read_push(&mut self.pnic)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "key" => r.read(&mut self.key),
+            "numPorts" => r.read(&mut self.num_ports),
+            "numPortsAvailable" => r.read(&mut self.num_ports_available),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "portgroup" => r.read_push(&mut self.portgroup),
+            "pnic" => r.read_push(&mut self.pnic),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -673,11 +989,11 @@ impl x::Fields for HostVirtualSwitchAutoBridge {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "excludedNicDevice" => r.read_push(&mut self.excluded_nic_device)?,
+        let result = match name {
+            "excludedNicDevice" => r.read_push(&mut self.excluded_nic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("excludedNicDevice", &self.excluded_nic_device);
@@ -699,11 +1015,11 @@ impl x::Fields for HostVirtualSwitchBeaconConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "interval" => r.read(&mut self.interval)?,
+        let result = match name {
+            "interval" => r.read(&mut self.interval),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("interval", &self.interval);
@@ -729,15 +1045,15 @@ impl x::Fields for HostVirtualSwitchBondBridge {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nicDevice" => r.read_push(&mut self.nic_device)?,
-            "beacon" => r.read_opt(&mut self.beacon)?,
+        let result = match name {
+            "nicDevice" => r.read_push(&mut self.nic_device),
+            "beacon" => r.read_opt(&mut self.beacon),
             "linkDiscoveryProtocolConfig" => {
-                r.read_opt(&mut self.link_discovery_protocol_config)?
+                r.read_opt(&mut self.link_discovery_protocol_config)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("nicDevice", &self.nic_device);
@@ -784,13 +1100,13 @@ impl x::Fields for HostVirtualSwitchConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeOperation" => r.read_opt(&mut self.change_operation)?,
-            "name" => r.read(&mut self.name)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "changeOperation" => r.read_opt(&mut self.change_operation),
+            "name" => r.read(&mut self.name),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
@@ -818,11 +1134,11 @@ impl x::Fields for HostVirtualSwitchSimpleBridge {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nicDevice" => r.read(&mut self.nic_device)?,
+        let result = match name {
+            "nicDevice" => r.read(&mut self.nic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nicDevice", &self.nic_device);
@@ -850,14 +1166,14 @@ impl x::Fields for HostVirtualSwitchSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "numPorts" => r.read(&mut self.num_ports)?,
-            "bridge" => r.read_opt(&mut self.bridge)?,
-            "policy" => r.read_opt(&mut self.policy)?,
-            "mtu" => r.read_opt(&mut self.mtu)?,
+        let result = match name {
+            "numPorts" => r.read(&mut self.num_ports),
+            "bridge" => r.read_opt(&mut self.bridge),
+            "policy" => r.read_opt(&mut self.policy),
+            "mtu" => r.read_opt(&mut self.mtu),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numPorts", &self.num_ports);
@@ -886,13 +1202,13 @@ impl x::Fields for HostVmciAccessManagerAccessSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read(&mut self.vm)?,
-            "services" => r.read_push(&mut self.services)?,
-            "mode" => r.read(&mut self.mode)?,
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "services" => r.read_push(&mut self.services),
+            "mode" => r.read(&mut self.mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
@@ -922,12 +1238,12 @@ impl x::Fields for HostVmfsRescanResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -968,18 +1284,18 @@ impl x::Fields for HostVmfsSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "extent" => r.read(&mut self.extent)?,
-            "blockSizeMb" => r.read_opt(&mut self.block_size_mb)?,
-            "majorVersion" => r.read(&mut self.major_version)?,
-            "volumeName" => r.read(&mut self.volume_name)?,
-            "blockSize" => r.read_opt(&mut self.block_size)?,
-            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity)?,
-            "unmapPriority" => r.read_opt(&mut self.unmap_priority)?,
-            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec)?,
+        let result = match name {
+            "extent" => r.read(&mut self.extent),
+            "blockSizeMb" => r.read_opt(&mut self.block_size_mb),
+            "majorVersion" => r.read(&mut self.major_version),
+            "volumeName" => r.read(&mut self.volume_name),
+            "blockSize" => r.read_opt(&mut self.block_size),
+            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
+            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
+            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("extent", &self.extent);
@@ -1042,28 +1358,28 @@ impl x::Fields for HostVmfsVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "blockSizeMb" => r.read(&mut self.block_size_mb)?,
-            "blockSize" => r.read_opt(&mut self.block_size)?,
-            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity)?,
-            "unmapPriority" => r.read_opt(&mut self.unmap_priority)?,
-            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec)?,
-            "maxBlocks" => r.read(&mut self.max_blocks)?,
-            "majorVersion" => r.read(&mut self.major_version)?,
-            "version" => r.read(&mut self.version)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "extent" => r.read_push(&mut self.extent)?,
-            "vmfsUpgradable" => r.read(&mut self.vmfs_upgradable)?,
-            "forceMountedInfo" => r.read_opt(&mut self.force_mounted_info)?,
-            "ssd" => r.read_opt(&mut self.ssd)?,
-            "local" => r.read_opt(&mut self.local)?,
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "blockSizeMb" => r.read(&mut self.block_size_mb),
+            "blockSize" => r.read_opt(&mut self.block_size),
+            "unmapGranularity" => r.read_opt(&mut self.unmap_granularity),
+            "unmapPriority" => r.read_opt(&mut self.unmap_priority),
+            "unmapBandwidthSpec" => r.read_opt(&mut self.unmap_bandwidth_spec),
+            "maxBlocks" => r.read(&mut self.max_blocks),
+            "majorVersion" => r.read(&mut self.major_version),
+            "version" => r.read(&mut self.version),
+            "uuid" => r.read(&mut self.uuid),
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsUpgradable" => r.read(&mut self.vmfs_upgradable),
+            "forceMountedInfo" => r.read_opt(&mut self.force_mounted_info),
+            "ssd" => r.read_opt(&mut self.ssd),
+            "local" => r.read_opt(&mut self.local),
+            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1130,25 +1446,25 @@ impl x::Fields for HostVnicConnectedToCustomizedDVPortEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "vnic" => r.read(&mut self.vnic)?,
-            "prevPortKey" => r.read_opt(&mut self.prev_port_key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "vnic" => r.read(&mut self.vnic),
+            "prevPortKey" => r.read_opt(&mut self.prev_port_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1188,13 +1504,13 @@ impl x::Fields for HostVsanInternalSystemCmmdsQuery {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read_opt(&mut self.type_)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "owner" => r.read_opt(&mut self.owner)?,
+        let result = match name {
+            "type" => r.read_opt(&mut self.type_),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "owner" => r.read_opt(&mut self.owner),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("type", &self.type_);
@@ -1226,13 +1542,13 @@ impl x::Fields for HostVsanInternalSystemDeleteVsanObjectsResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
-            "success" => r.read(&mut self.success)?,
-            "failureReason" => r.read_push(&mut self.failure_reason)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "success" => r.read(&mut self.success),
+            "failureReason" => r.read_push(&mut self.failure_reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -1262,12 +1578,12 @@ impl x::Fields for HostVsanInternalSystemVsanObjectOperationResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
-            "failureReason" => r.read_push(&mut self.failure_reason)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "failureReason" => r.read_push(&mut self.failure_reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -1298,13 +1614,13 @@ impl x::Fields for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskUuid" => r.read(&mut self.disk_uuid)?,
-            "success" => r.read(&mut self.success)?,
-            "failureReason" => r.read_opt(&mut self.failure_reason)?,
+        let result = match name {
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            "success" => r.read(&mut self.success),
+            "failureReason" => r.read_opt(&mut self.failure_reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskUuid", &self.disk_uuid);
@@ -1344,17 +1660,17 @@ impl x::Fields for HostVvolVolume {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "name" => r.read(&mut self.name)?,
-            "capacity" => r.read(&mut self.capacity)?,
-            "scId" => r.read(&mut self.sc_id)?,
-            "hostPE" => r.read_push(&mut self.host_pe)?,
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info)?,
-            "storageArray" => r.read_push(&mut self.storage_array)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "scId" => r.read(&mut self.sc_id),
+            "hostPE" => r.read_push(&mut self.host_pe),
+            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
+            "storageArray" => r.read_push(&mut self.storage_array),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1390,15 +1706,15 @@ impl x::Fields for HostVvolVolumeSpecification {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "maxSizeInMB" => r.read(&mut self.max_size_in_mb)?,
-            "volumeName" => r.read(&mut self.volume_name)?,
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info)?,
-            "storageArray" => r.read_push(&mut self.storage_array)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "maxSizeInMB" => r.read(&mut self.max_size_in_mb),
+            "volumeName" => r.read(&mut self.volume_name),
+            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
+            "storageArray" => r.read_push(&mut self.storage_array),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("maxSizeInMB", &self.max_size_in_mb);
@@ -1456,27 +1772,27 @@ impl x::Fields for HostWwnChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "oldNodeWwns" => r.read_push(&mut self.old_node_wwns)?,
-            "oldPortWwns" => r.read_push(&mut self.old_port_wwns)?,
-            "newNodeWwns" => r.read_push(&mut self.new_node_wwns)?,
-            "newPortWwns" => r.read_push(&mut self.new_port_wwns)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "oldNodeWwns" => r.read_push(&mut self.old_node_wwns),
+            "oldPortWwns" => r.read_push(&mut self.old_port_wwns),
+            "newNodeWwns" => r.read_push(&mut self.new_node_wwns),
+            "newPortWwns" => r.read_push(&mut self.new_port_wwns),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1544,26 +1860,26 @@ impl x::Fields for HostWwnConflictEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "conflictedVms" => r.read_push(&mut self.conflicted_vms)?,
-            "conflictedHosts" => r.read_push(&mut self.conflicted_hosts)?,
-            "wwn" => r.read(&mut self.wwn)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "conflictedVms" => r.read_push(&mut self.conflicted_vms),
+            "conflictedHosts" => r.read_push(&mut self.conflicted_hosts),
+            "wwn" => r.read(&mut self.wwn),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);

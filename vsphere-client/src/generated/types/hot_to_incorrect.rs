@@ -23,12 +23,12 @@ impl x::Fields for HotSnapshotMoveNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -57,14 +57,14 @@ impl x::Fields for HourlyTaskScheduler {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "activeTime" => r.read_opt(&mut self.active_time)?,
-            "expireTime" => r.read_opt(&mut self.expire_time)?,
-            "interval" => r.read(&mut self.interval)?,
-            "minute" => r.read(&mut self.minute)?,
+        let result = match name {
+            "activeTime" => r.read_opt(&mut self.active_time),
+            "expireTime" => r.read_opt(&mut self.expire_time),
+            "interval" => r.read(&mut self.interval),
+            "minute" => r.read(&mut self.minute),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("activeTime", &self.active_time);
@@ -95,14 +95,14 @@ impl x::Fields for HttpFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "statusCode" => r.read(&mut self.status_code)?,
-            "statusMessage" => r.read(&mut self.status_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "statusCode" => r.read(&mut self.status_code),
+            "statusMessage" => r.read(&mut self.status_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -129,12 +129,12 @@ impl x::Fields for HttpNfcLeaseCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pullModeSupported" => r.read(&mut self.pull_mode_supported)?,
-            "corsSupported" => r.read(&mut self.cors_supported)?,
+        let result = match name {
+            "pullModeSupported" => r.read(&mut self.pull_mode_supported),
+            "corsSupported" => r.read(&mut self.cors_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pullModeSupported", &self.pull_mode_supported);
@@ -159,12 +159,12 @@ impl x::Fields for HttpNfcLeaseDatastoreLeaseInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "datastoreKey" => r.read(&mut self.datastore_key)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "datastoreKey" => r.read(&mut self.datastore_key),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastoreKey", &self.datastore_key);
@@ -205,18 +205,18 @@ impl x::Fields for HttpNfcLeaseDeviceUrl {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "importKey" => r.read(&mut self.import_key)?,
-            "url" => r.read(&mut self.url)?,
-            "sslThumbprint" => r.read(&mut self.ssl_thumbprint)?,
-            "disk" => r.read_opt(&mut self.disk)?,
-            "targetId" => r.read_opt(&mut self.target_id)?,
-            "datastoreKey" => r.read_opt(&mut self.datastore_key)?,
-            "fileSize" => r.read_opt(&mut self.file_size)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "importKey" => r.read(&mut self.import_key),
+            "url" => r.read(&mut self.url),
+            "sslThumbprint" => r.read(&mut self.ssl_thumbprint),
+            "disk" => r.read_opt(&mut self.disk),
+            "targetId" => r.read_opt(&mut self.target_id),
+            "datastoreKey" => r.read_opt(&mut self.datastore_key),
+            "fileSize" => r.read_opt(&mut self.file_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -251,12 +251,12 @@ impl x::Fields for HttpNfcLeaseHostInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "url" => r.read(&mut self.url)?,
-            "sslThumbprint" => r.read(&mut self.ssl_thumbprint)?,
+        let result = match name {
+            "url" => r.read(&mut self.url),
+            "sslThumbprint" => r.read(&mut self.ssl_thumbprint),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("url", &self.url);
@@ -293,16 +293,16 @@ impl x::Fields for HttpNfcLeaseInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "lease" => r.read(&mut self.lease)?,
-            "entity" => r.read(&mut self.entity)?,
-            "deviceUrl" => r.read_push(&mut self.device_url)?,
-            "totalDiskCapacityInKB" => r.read(&mut self.total_disk_capacity_in_kb)?,
-            "leaseTimeout" => r.read(&mut self.lease_timeout)?,
-            "hostMap" => r.read_push(&mut self.host_map)?,
+        let result = match name {
+            "lease" => r.read(&mut self.lease),
+            "entity" => r.read(&mut self.entity),
+            "deviceUrl" => r.read_push(&mut self.device_url),
+            "totalDiskCapacityInKB" => r.read(&mut self.total_disk_capacity_in_kb),
+            "leaseTimeout" => r.read(&mut self.lease_timeout),
+            "hostMap" => r.read_push(&mut self.host_map),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("lease", &self.lease);
@@ -343,18 +343,18 @@ impl x::Fields for HttpNfcLeaseManifestEntry {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "sha1" => r.read(&mut self.sha1)?,
-            "checksum" => r.read_opt(&mut self.checksum)?,
-            "checksumType" => r.read_opt(&mut self.checksum_type)?,
-            "size" => r.read(&mut self.size)?,
-            "disk" => r.read(&mut self.disk)?,
-            "capacity" => r.read_opt(&mut self.capacity)?,
-            "populatedSize" => r.read_opt(&mut self.populated_size)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "sha1" => r.read(&mut self.sha1),
+            "checksum" => r.read_opt(&mut self.checksum),
+            "checksumType" => r.read_opt(&mut self.checksum_type),
+            "size" => r.read(&mut self.size),
+            "disk" => r.read(&mut self.disk),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "populatedSize" => r.read_opt(&mut self.populated_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -387,11 +387,11 @@ impl x::Fields for HttpNfcLeaseProbeResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "serverAccessible" => r.read(&mut self.server_accessible)?,
+        let result = match name {
+            "serverAccessible" => r.read(&mut self.server_accessible),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serverAccessible", &self.server_accessible);
@@ -429,17 +429,17 @@ impl x::Fields for HttpNfcLeaseSourceFile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "targetDeviceId" => r.read(&mut self.target_device_id)?,
-            "url" => r.read(&mut self.url)?,
-            "memberName" => r.read_opt(&mut self.member_name)?,
-            "create" => r.read(&mut self.create)?,
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint)?,
-            "httpHeaders" => r.read_push(&mut self.http_headers)?,
-            "size" => r.read_opt(&mut self.size)?,
+        let result = match name {
+            "targetDeviceId" => r.read(&mut self.target_device_id),
+            "url" => r.read(&mut self.url),
+            "memberName" => r.read_opt(&mut self.member_name),
+            "create" => r.read(&mut self.create),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "httpHeaders" => r.read_push(&mut self.http_headers),
+            "size" => r.read_opt(&mut self.size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("targetDeviceId", &self.target_device_id);
@@ -471,11 +471,11 @@ impl x::Fields for ID {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -505,13 +505,13 @@ impl x::Fields for IDEDiskNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "disk" => r.read(&mut self.disk)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "disk" => r.read(&mut self.disk),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -543,15 +543,15 @@ impl x::Fields for IORMNotSupportedHostOnDatastore {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "datastoreName" => r.read(&mut self.datastore_name)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "datastore" => r.read(&mut self.datastore),
+            "datastoreName" => r.read(&mut self.datastore_name),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -601,23 +601,23 @@ impl x::Fields for IScsiBootFailureEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -655,13 +655,13 @@ impl x::Fields for ImportHostAddFailure {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostIp" => r.read_push(&mut self.host_ip)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostIp" => r.read_push(&mut self.host_ip),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -689,13 +689,13 @@ impl x::Fields for ImportOperationBulkFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "importFaults" => r.read_push(&mut self.import_faults)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "importFaults" => r.read_push(&mut self.import_faults),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -723,13 +723,13 @@ impl x::Fields for ImportOperationBulkFaultFaultOnImport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entityType" => r.read_opt(&mut self.entity_type)?,
-            "key" => r.read_opt(&mut self.key)?,
-            "fault" => r.read(&mut self.fault)?,
+        let result = match name {
+            "entityType" => r.read_opt(&mut self.entity_type),
+            "key" => r.read_opt(&mut self.key),
+            "fault" => r.read(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entityType", &self.entity_type);
@@ -761,12 +761,12 @@ impl x::Fields for ImportSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entityConfig" => r.read_opt(&mut self.entity_config)?,
-            "instantiationOst" => r.read_opt(&mut self.instantiation_ost)?,
+        let result = match name {
+            "entityConfig" => r.read_opt(&mut self.entity_config),
+            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entityConfig", &self.entity_config);
@@ -791,12 +791,12 @@ impl x::Fields for InUseFeatureManipulationDisallowed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -827,15 +827,15 @@ impl x::Fields for InaccessibleDatastore {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "detail" => r.read_opt(&mut self.detail)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "name" => r.read_opt(&mut self.name),
+            "detail" => r.read_opt(&mut self.detail),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -869,15 +869,15 @@ impl x::Fields for InaccessibleFTMetadataDatastore {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "detail" => r.read_opt(&mut self.detail)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "name" => r.read_opt(&mut self.name),
+            "detail" => r.read_opt(&mut self.detail),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -907,13 +907,13 @@ impl x::Fields for InaccessibleVFlashSource {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostName" => r.read(&mut self.host_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read(&mut self.host_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -941,13 +941,13 @@ impl x::Fields for IncompatibleDefaultDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -977,14 +977,14 @@ impl x::Fields for IncompatibleHostForFtSecondary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "host" => r.read(&mut self.host)?,
-            "error" => r.read_push(&mut self.error)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "host" => r.read(&mut self.host),
+            "error" => r.read_push(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1017,15 +1017,15 @@ impl x::Fields for IncompatibleHostForVmReplication {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vmName" => r.read(&mut self.vm_name)?,
-            "hostName" => r.read(&mut self.host_name)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vmName" => r.read(&mut self.vm_name),
+            "hostName" => r.read(&mut self.host_name),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1057,14 +1057,14 @@ impl x::Fields for IncompatibleSetting {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "invalidProperty" => r.read_opt(&mut self.invalid_property)?,
-            "conflictingProperty" => r.read(&mut self.conflicting_property)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "invalidProperty" => r.read_opt(&mut self.invalid_property),
+            "conflictingProperty" => r.read(&mut self.conflicting_property),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1093,13 +1093,13 @@ impl x::Fields for IncorrectFileType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "file" => r.read(&mut self.file)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "file" => r.read(&mut self.file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1125,12 +1125,12 @@ impl x::Fields for IncorrectHostInformation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1177,23 +1177,23 @@ impl x::Fields for IncorrectHostInformationEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);

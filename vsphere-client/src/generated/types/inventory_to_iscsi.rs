@@ -39,20 +39,20 @@ impl x::Fields for InventoryDescription {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "numHosts" => r.read(&mut self.num_hosts)?,
-            "numVirtualMachines" => r.read(&mut self.num_virtual_machines)?,
-            "numResourcePools" => r.read_opt(&mut self.num_resource_pools)?,
-            "numClusters" => r.read_opt(&mut self.num_clusters)?,
-            "numCpuDev" => r.read_opt(&mut self.num_cpu_dev)?,
-            "numNetDev" => r.read_opt(&mut self.num_net_dev)?,
-            "numDiskDev" => r.read_opt(&mut self.num_disk_dev)?,
-            "numvCpuDev" => r.read_opt(&mut self.numv_cpu_dev)?,
-            "numvNetDev" => r.read_opt(&mut self.numv_net_dev)?,
-            "numvDiskDev" => r.read_opt(&mut self.numv_disk_dev)?,
+        let result = match name {
+            "numHosts" => r.read(&mut self.num_hosts),
+            "numVirtualMachines" => r.read(&mut self.num_virtual_machines),
+            "numResourcePools" => r.read_opt(&mut self.num_resource_pools),
+            "numClusters" => r.read_opt(&mut self.num_clusters),
+            "numCpuDev" => r.read_opt(&mut self.num_cpu_dev),
+            "numNetDev" => r.read_opt(&mut self.num_net_dev),
+            "numDiskDev" => r.read_opt(&mut self.num_disk_dev),
+            "numvCpuDev" => r.read_opt(&mut self.numv_cpu_dev),
+            "numvNetDev" => r.read_opt(&mut self.numv_net_dev),
+            "numvDiskDev" => r.read_opt(&mut self.numv_disk_dev),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numHosts", &self.num_hosts);
@@ -87,13 +87,13 @@ impl x::Fields for InventoryHasStandardAloneHosts {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -119,12 +119,12 @@ impl x::Fields for IoFilterHostIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "host" => r.read(&mut self.host)?,
-            "issue" => r.read_push(&mut self.issue)?,
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "issue" => r.read_push(&mut self.issue),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
@@ -163,17 +163,17 @@ impl x::Fields for IoFilterInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "name" => r.read(&mut self.name)?,
-            "vendor" => r.read(&mut self.vendor)?,
-            "version" => r.read(&mut self.version)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "summary" => r.read_opt(&mut self.summary)?,
-            "releaseDate" => r.read_opt(&mut self.release_date)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "vendor" => r.read(&mut self.vendor),
+            "version" => r.read(&mut self.version),
+            "type" => r.read_opt(&mut self.type_),
+            "summary" => r.read_opt(&mut self.summary),
+            "releaseDate" => r.read_opt(&mut self.release_date),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -203,12 +203,12 @@ impl x::Fields for IoFilterQueryIssueResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "opType" => r.read(&mut self.op_type)?,
-            "hostIssue" => r.read_push(&mut self.host_issue)?,
+        let result = match name {
+            "opType" => r.read(&mut self.op_type),
+            "hostIssue" => r.read_push(&mut self.host_issue),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("opType", &self.op_type);
@@ -233,11 +233,11 @@ impl x::Fields for IpAddress {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "negate" => r.read_opt(&mut self.negate)?,
+        let result = match name {
+            "negate" => r.read_opt(&mut self.negate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("negate", &self.negate);
@@ -279,21 +279,21 @@ impl x::Fields for IpAddressProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -327,12 +327,12 @@ impl x::Fields for IpHostnameGeneratorError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -379,23 +379,23 @@ impl x::Fields for IpPool {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read_opt(&mut self.id)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "ipv4Config" => r.read_opt(&mut self.ipv4_config)?,
-            "ipv6Config" => r.read_opt(&mut self.ipv6_config)?,
-            "dnsDomain" => r.read_opt(&mut self.dns_domain)?,
-            "dnsSearchPath" => r.read_opt(&mut self.dns_search_path)?,
-            "hostPrefix" => r.read_opt(&mut self.host_prefix)?,
-            "httpProxy" => r.read_opt(&mut self.http_proxy)?,
-            "networkAssociation" => r.read_push(&mut self.network_association)?,
-            "availableIpv4Addresses" => r.read_opt(&mut self.available_ipv4_addresses)?,
-            "availableIpv6Addresses" => r.read_opt(&mut self.available_ipv6_addresses)?,
-            "allocatedIpv4Addresses" => r.read_opt(&mut self.allocated_ipv4_addresses)?,
-            "allocatedIpv6Addresses" => r.read_opt(&mut self.allocated_ipv6_addresses)?,
+        let result = match name {
+            "id" => r.read_opt(&mut self.id),
+            "name" => r.read_opt(&mut self.name),
+            "ipv4Config" => r.read_opt(&mut self.ipv4_config),
+            "ipv6Config" => r.read_opt(&mut self.ipv6_config),
+            "dnsDomain" => r.read_opt(&mut self.dns_domain),
+            "dnsSearchPath" => r.read_opt(&mut self.dns_search_path),
+            "hostPrefix" => r.read_opt(&mut self.host_prefix),
+            "httpProxy" => r.read_opt(&mut self.http_proxy),
+            "networkAssociation" => r.read_push(&mut self.network_association),
+            "availableIpv4Addresses" => r.read_opt(&mut self.available_ipv4_addresses),
+            "availableIpv6Addresses" => r.read_opt(&mut self.available_ipv6_addresses),
+            "allocatedIpv4Addresses" => r.read_opt(&mut self.allocated_ipv4_addresses),
+            "allocatedIpv6Addresses" => r.read_opt(&mut self.allocated_ipv6_addresses),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("id", &self.id);
@@ -435,12 +435,12 @@ impl x::Fields for IpPoolAssociation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "network" => r.read_opt(&mut self.network)?,
-            "networkName" => r.read(&mut self.network_name)?,
+        let result = match name {
+            "network" => r.read_opt(&mut self.network),
+            "networkName" => r.read(&mut self.network_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("network", &self.network);
@@ -479,17 +479,17 @@ impl x::Fields for IpPoolIpPoolConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "subnetAddress" => r.read_opt(&mut self.subnet_address)?,
-            "netmask" => r.read_opt(&mut self.netmask)?,
-            "gateway" => r.read_opt(&mut self.gateway)?,
-            "range" => r.read_opt(&mut self.range)?,
-            "dns" => r.read_push(&mut self.dns)?,
-            "dhcpServerAvailable" => r.read_opt(&mut self.dhcp_server_available)?,
-            "ipPoolEnabled" => r.read_opt(&mut self.ip_pool_enabled)?,
+        let result = match name {
+            "subnetAddress" => r.read_opt(&mut self.subnet_address),
+            "netmask" => r.read_opt(&mut self.netmask),
+            "gateway" => r.read_opt(&mut self.gateway),
+            "range" => r.read_opt(&mut self.range),
+            "dns" => r.read_push(&mut self.dns),
+            "dhcpServerAvailable" => r.read_opt(&mut self.dhcp_server_available),
+            "ipPoolEnabled" => r.read_opt(&mut self.ip_pool_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("subnetAddress", &self.subnet_address);
@@ -519,12 +519,12 @@ impl x::Fields for IpPoolManagerIpAllocation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "allocationId" => r.read(&mut self.allocation_id)?,
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "allocationId" => r.read(&mut self.allocation_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
@@ -555,13 +555,13 @@ impl x::Fields for IpRange {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "negate" => r.read_opt(&mut self.negate)?,
-            "addressPrefix" => r.read(&mut self.address_prefix)?,
-            "prefixLength" => r.read_opt(&mut self.prefix_length)?,
+        let result = match name {
+            "negate" => r.read_opt(&mut self.negate),
+            "addressPrefix" => r.read(&mut self.address_prefix),
+            "prefixLength" => r.read_opt(&mut self.prefix_length),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("negate", &self.negate);
@@ -607,22 +607,22 @@ impl x::Fields for IpRouteProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "staticRoute" => r.read_push(&mut self.static_route)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "staticRoute" => r.read_push(&mut self.static_route),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -659,13 +659,13 @@ impl x::Fields for IscsiDependencyEntity {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pnicDevice" => r.read(&mut self.pnic_device)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
-            "vmhbaName" => r.read(&mut self.vmhba_name)?,
+        let result = match name {
+            "pnicDevice" => r.read(&mut self.pnic_device),
+            "vnicDevice" => r.read(&mut self.vnic_device),
+            "vmhbaName" => r.read(&mut self.vmhba_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pnicDevice", &self.pnic_device);
@@ -695,12 +695,12 @@ impl x::Fields for IscsiFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -727,13 +727,13 @@ impl x::Fields for IscsiFaultInvalidVnic {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -761,13 +761,13 @@ impl x::Fields for IscsiFaultPnicInUse {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "pnicDevice" => r.read(&mut self.pnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "pnicDevice" => r.read(&mut self.pnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -795,13 +795,13 @@ impl x::Fields for IscsiFaultVnicAlreadyBound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -829,13 +829,13 @@ impl x::Fields for IscsiFaultVnicHasActivePaths {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -863,13 +863,13 @@ impl x::Fields for IscsiFaultVnicHasMultipleUplinks {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -897,13 +897,13 @@ impl x::Fields for IscsiFaultVnicHasNoUplinks {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -931,13 +931,13 @@ impl x::Fields for IscsiFaultVnicHasWrongUplink {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -965,13 +965,13 @@ impl x::Fields for IscsiFaultVnicInUse {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -999,13 +999,13 @@ impl x::Fields for IscsiFaultVnicIsLastPath {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1033,13 +1033,13 @@ impl x::Fields for IscsiFaultVnicNotBound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1067,13 +1067,13 @@ impl x::Fields for IscsiFaultVnicNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1101,13 +1101,13 @@ impl x::Fields for IscsiMigrationDependency {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "migrationAllowed" => r.read(&mut self.migration_allowed)?,
-            "disallowReason" => r.read_opt(&mut self.disallow_reason)?,
-            "dependency" => r.read_push(&mut self.dependency)?,
+        let result = match name {
+            "migrationAllowed" => r.read(&mut self.migration_allowed),
+            "disallowReason" => r.read_opt(&mut self.disallow_reason),
+            "dependency" => r.read_push(&mut self.dependency),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("migrationAllowed", &self.migration_allowed);
@@ -1159,25 +1159,25 @@ impl x::Fields for IscsiPortInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vnicDevice" => r.read_opt(&mut self.vnic_device)?,
-            "vnic" => r.read_opt(&mut self.vnic)?,
-            "pnicDevice" => r.read_opt(&mut self.pnic_device)?,
-            "pnic" => r.read_opt(&mut self.pnic)?,
-            "switchName" => r.read_opt(&mut self.switch_name)?,
-            "switchUuid" => r.read_opt(&mut self.switch_uuid)?,
-            "portgroupName" => r.read_opt(&mut self.portgroup_name)?,
-            "portgroupKey" => r.read_opt(&mut self.portgroup_key)?,
-            "portKey" => r.read_opt(&mut self.port_key)?,
-            "opaqueNetworkId" => r.read_opt(&mut self.opaque_network_id)?,
-            "opaqueNetworkType" => r.read_opt(&mut self.opaque_network_type)?,
-            "opaqueNetworkName" => r.read_opt(&mut self.opaque_network_name)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "complianceStatus" => r.read_opt(&mut self.compliance_status)?,
-            "pathStatus" => r.read_opt(&mut self.path_status)?,
+        let result = match name {
+            "vnicDevice" => r.read_opt(&mut self.vnic_device),
+            "vnic" => r.read_opt(&mut self.vnic),
+            "pnicDevice" => r.read_opt(&mut self.pnic_device),
+            "pnic" => r.read_opt(&mut self.pnic),
+            "switchName" => r.read_opt(&mut self.switch_name),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
+            "portgroupName" => r.read_opt(&mut self.portgroup_name),
+            "portgroupKey" => r.read_opt(&mut self.portgroup_key),
+            "portKey" => r.read_opt(&mut self.port_key),
+            "opaqueNetworkId" => r.read_opt(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read_opt(&mut self.opaque_network_type),
+            "opaqueNetworkName" => r.read_opt(&mut self.opaque_network_name),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "complianceStatus" => r.read_opt(&mut self.compliance_status),
+            "pathStatus" => r.read_opt(&mut self.path_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vnicDevice", &self.vnic_device);
@@ -1217,11 +1217,11 @@ impl x::Fields for IscsiStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "reason" => r.read_push(&mut self.reason)?,
+        let result = match name {
+            "reason" => r.read_push(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("reason", &self.reason);

@@ -29,15 +29,15 @@ impl x::Fields for IsoImageFileInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "path" => r.read(&mut self.path)?,
-            "friendlyName" => r.read_opt(&mut self.friendly_name)?,
-            "fileSize" => r.read_opt(&mut self.file_size)?,
-            "modification" => r.read_opt(&mut self.modification)?,
-            "owner" => r.read_opt(&mut self.owner)?,
+        let result = match name {
+            "path" => r.read(&mut self.path),
+            "friendlyName" => r.read_opt(&mut self.friendly_name),
+            "fileSize" => r.read_opt(&mut self.file_size),
+            "modification" => r.read_opt(&mut self.modification),
+            "owner" => r.read_opt(&mut self.owner),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("path", &self.path);
@@ -104,23 +104,23 @@ impl x::Fields for KernelModuleInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "name" => r.read(&mut self.name)?,
-            "version" => r.read(&mut self.version)?,
-            "filename" => r.read(&mut self.filename)?,
-            "optionString" => r.read(&mut self.option_string)?,
-            "loaded" => r.read(&mut self.loaded)?,
-            "enabled" => r.read(&mut self.enabled)?,
-            "useCount" => r.read(&mut self.use_count)?,
-            "readOnlySection" => r.read(&mut self.read_only_section)?,
-            "writableSection" => r.read(&mut self.writable_section)?,
-            "textSection" => r.read(&mut self.text_section)?,
-            "dataSection" => r.read(&mut self.data_section)?,
-            "bssSection" => r.read(&mut self.bss_section)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "version" => r.read(&mut self.version),
+            "filename" => r.read(&mut self.filename),
+            "optionString" => r.read(&mut self.option_string),
+            "loaded" => r.read(&mut self.loaded),
+            "enabled" => r.read(&mut self.enabled),
+            "useCount" => r.read(&mut self.use_count),
+            "readOnlySection" => r.read(&mut self.read_only_section),
+            "writableSection" => r.read(&mut self.writable_section),
+            "textSection" => r.read(&mut self.text_section),
+            "dataSection" => r.read(&mut self.data_section),
+            "bssSection" => r.read(&mut self.bss_section),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -160,12 +160,12 @@ impl x::Fields for KernelModuleSectionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "address" => r.read(&mut self.address)?,
-            "length" => r.read_opt(&mut self.length)?,
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "length" => r.read_opt(&mut self.length),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
@@ -190,12 +190,12 @@ impl x::Fields for KeyAnyValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -226,13 +226,13 @@ impl x::Fields for KeyNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -256,11 +256,11 @@ impl x::Fields for KeyProviderId {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -284,12 +284,12 @@ impl x::Fields for KeyValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -330,18 +330,18 @@ impl x::Fields for KmipClusterInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "clusterId" => r.read(&mut self.cluster_id)?,
-            "servers" => r.read_push(&mut self.servers)?,
-            "useAsDefault" => r.read(&mut self.use_as_default)?,
-            "managementType" => r.read_opt(&mut self.management_type)?,
-            "useAsEntityDefault" => r.read_push(&mut self.use_as_entity_default)?,
-            "hasBackup" => r.read_opt(&mut self.has_backup)?,
-            "tpmRequired" => r.read_opt(&mut self.tpm_required)?,
-            "keyId" => r.read_opt(&mut self.key_id)?,
+        let result = match name {
+            "clusterId" => r.read(&mut self.cluster_id),
+            "servers" => r.read_push(&mut self.servers),
+            "useAsDefault" => r.read(&mut self.use_as_default),
+            "managementType" => r.read_opt(&mut self.management_type),
+            "useAsEntityDefault" => r.read_push(&mut self.use_as_entity_default),
+            "hasBackup" => r.read_opt(&mut self.has_backup),
+            "tpmRequired" => r.read_opt(&mut self.tpm_required),
+            "keyId" => r.read_opt(&mut self.key_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("clusterId", &self.cluster_id);
@@ -392,20 +392,20 @@ impl x::Fields for KmipServerInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "address" => r.read(&mut self.address)?,
-            "port" => r.read(&mut self.port)?,
-            "proxyAddress" => r.read_opt(&mut self.proxy_address)?,
-            "proxyPort" => r.read_opt(&mut self.proxy_port)?,
-            "reconnect" => r.read_opt(&mut self.reconnect)?,
-            "protocol" => r.read_opt(&mut self.protocol)?,
-            "nbio" => r.read_opt(&mut self.nbio)?,
-            "timeout" => r.read_opt(&mut self.timeout)?,
-            "userName" => r.read_opt(&mut self.user_name)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "address" => r.read(&mut self.address),
+            "port" => r.read(&mut self.port),
+            "proxyAddress" => r.read_opt(&mut self.proxy_address),
+            "proxyPort" => r.read_opt(&mut self.proxy_port),
+            "reconnect" => r.read_opt(&mut self.reconnect),
+            "protocol" => r.read_opt(&mut self.protocol),
+            "nbio" => r.read_opt(&mut self.nbio),
+            "timeout" => r.read_opt(&mut self.timeout),
+            "userName" => r.read_opt(&mut self.user_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -444,13 +444,13 @@ impl x::Fields for KmipServerSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "clusterId" => r.read(&mut self.cluster_id)?,
-            "info" => r.read(&mut self.info)?,
-            "password" => r.read_opt(&mut self.password)?,
+        let result = match name {
+            "clusterId" => r.read(&mut self.cluster_id),
+            "info" => r.read(&mut self.info),
+            "password" => r.read_opt(&mut self.password),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("clusterId", &self.cluster_id);
@@ -480,14 +480,14 @@ impl x::Fields for KmipServerStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "clusterId" => r.read(&mut self.cluster_id)?,
-            "name" => r.read(&mut self.name)?,
-            "status" => r.read(&mut self.status)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "clusterId" => r.read(&mut self.cluster_id),
+            "name" => r.read(&mut self.name),
+            "status" => r.read(&mut self.status),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("clusterId", &self.cluster_id);
@@ -516,13 +516,13 @@ impl x::Fields for LargeRDMConversionNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -554,15 +554,15 @@ impl x::Fields for LargeRDMNotSupportedOnDatastore {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "datastoreName" => r.read(&mut self.datastore_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "datastore" => r.read(&mut self.datastore),
+            "datastoreName" => r.read(&mut self.datastore_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -590,12 +590,12 @@ impl x::Fields for LatencySensitivity {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "level" => r.read(&mut self.level)?,
-            "sensitivity" => r.read_opt(&mut self.sensitivity)?,
+        let result = match name {
+            "level" => r.read(&mut self.level),
+            "sensitivity" => r.read_opt(&mut self.sensitivity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("level", &self.level);
@@ -628,16 +628,16 @@ impl x::Fields for LegacyNetworkInterfaceInUse {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "backing" => r.read(&mut self.backing)?,
-            "connected" => r.read(&mut self.connected)?,
-            "network" => r.read_opt(&mut self.network)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "backing" => r.read(&mut self.backing),
+            "connected" => r.read(&mut self.connected),
+            "network" => r.read_opt(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -668,13 +668,13 @@ impl x::Fields for LicenseAssignmentFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -706,15 +706,15 @@ impl x::Fields for LicenseAssignmentManagerLicenseAssignment {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entityId" => r.read(&mut self.entity_id)?,
-            "scope" => r.read_opt(&mut self.scope)?,
-            "entityDisplayName" => r.read_opt(&mut self.entity_display_name)?,
-            "assignedLicense" => r.read(&mut self.assigned_license)?,
-            "properties" => r.read_push(&mut self.properties)?,
+        let result = match name {
+            "entityId" => r.read(&mut self.entity_id),
+            "scope" => r.read_opt(&mut self.scope),
+            "entityDisplayName" => r.read_opt(&mut self.entity_display_name),
+            "assignedLicense" => r.read(&mut self.assigned_license),
+            "properties" => r.read_push(&mut self.properties),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entityId", &self.entity_id);
@@ -748,13 +748,13 @@ impl x::Fields for LicenseAvailabilityInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "feature" => r.read(&mut self.feature)?,
-            "total" => r.read(&mut self.total)?,
-            "available" => r.read(&mut self.available)?,
+        let result = match name {
+            "feature" => r.read(&mut self.feature),
+            "total" => r.read(&mut self.total),
+            "available" => r.read(&mut self.available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("feature", &self.feature);
@@ -798,19 +798,19 @@ impl x::Fields for LicenseDiagnostics {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "sourceLastChanged" => r.read(&mut self.source_last_changed)?,
-            "sourceLost" => r.read(&mut self.source_lost)?,
-            "sourceLatency" => r.read(&mut self.source_latency)?,
-            "licenseRequests" => r.read(&mut self.license_requests)?,
-            "licenseRequestFailures" => r.read(&mut self.license_request_failures)?,
-            "licenseFeatureUnknowns" => r.read(&mut self.license_feature_unknowns)?,
-            "opState" => r.read(&mut self.op_state)?,
-            "lastStatusUpdate" => r.read(&mut self.last_status_update)?,
-            "opFailureMessage" => r.read(&mut self.op_failure_message)?,
+        let result = match name {
+            "sourceLastChanged" => r.read(&mut self.source_last_changed),
+            "sourceLost" => r.read(&mut self.source_lost),
+            "sourceLatency" => r.read(&mut self.source_latency),
+            "licenseRequests" => r.read(&mut self.license_requests),
+            "licenseRequestFailures" => r.read(&mut self.license_request_failures),
+            "licenseFeatureUnknowns" => r.read(&mut self.license_feature_unknowns),
+            "opState" => r.read(&mut self.op_state),
+            "lastStatusUpdate" => r.read(&mut self.last_status_update),
+            "opFailureMessage" => r.read(&mut self.op_failure_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("sourceLastChanged", &self.source_last_changed);
@@ -848,15 +848,15 @@ impl x::Fields for LicenseDowngradeDisallowed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "edition" => r.read(&mut self.edition)?,
-            "entityId" => r.read(&mut self.entity_id)?,
-            "features" => r.read_push(&mut self.features)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "edition" => r.read(&mut self.edition),
+            "entityId" => r.read(&mut self.entity_id),
+            "features" => r.read_push(&mut self.features),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -886,13 +886,13 @@ impl x::Fields for LicenseEntityNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "entityId" => r.read(&mut self.entity_id)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "entityId" => r.read(&mut self.entity_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -940,23 +940,23 @@ impl x::Fields for LicenseEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -994,13 +994,13 @@ impl x::Fields for LicenseExpired {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "licenseKey" => r.read(&mut self.license_key)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "licenseKey" => r.read(&mut self.license_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1050,24 +1050,24 @@ impl x::Fields for LicenseExpiredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "feature" => r.read(&mut self.feature)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "feature" => r.read(&mut self.feature),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1118,19 +1118,19 @@ impl x::Fields for LicenseFeatureInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "featureName" => r.read(&mut self.feature_name)?,
-            "featureDescription" => r.read_opt(&mut self.feature_description)?,
-            "state" => r.read_opt(&mut self.state)?,
-            "costUnit" => r.read(&mut self.cost_unit)?,
-            "sourceRestriction" => r.read_opt(&mut self.source_restriction)?,
-            "dependentKey" => r.read_push(&mut self.dependent_key)?,
-            "edition" => r.read_opt(&mut self.edition)?,
-            "expiresOn" => r.read_opt(&mut self.expires_on)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "featureDescription" => r.read_opt(&mut self.feature_description),
+            "state" => r.read_opt(&mut self.state),
+            "costUnit" => r.read(&mut self.cost_unit),
+            "sourceRestriction" => r.read_opt(&mut self.source_restriction),
+            "dependentKey" => r.read_push(&mut self.dependent_key),
+            "edition" => r.read_opt(&mut self.edition),
+            "expiresOn" => r.read_opt(&mut self.expires_on),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1166,12 +1166,12 @@ impl x::Fields for LicenseKeyEntityMismatch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1194,11 +1194,11 @@ impl x::Fields for LicenseManagerEvaluationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "properties" => r.read_push(&mut self.properties)?,
+        let result = match name {
+            "properties" => r.read_push(&mut self.properties),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("properties", &self.properties);
@@ -1234,18 +1234,18 @@ impl x::Fields for LicenseManagerLicenseInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "licenseKey" => r.read(&mut self.license_key)?,
-            "editionKey" => r.read(&mut self.edition_key)?,
-            "name" => r.read(&mut self.name)?,
-            "total" => r.read(&mut self.total)?,
-            "used" => r.read_opt(&mut self.used)?,
-            "costUnit" => r.read(&mut self.cost_unit)?,
-            "properties" => r.read_push(&mut self.properties)?,
-            "labels" => r.read_push(&mut self.labels)?,
+        let result = match name {
+            "licenseKey" => r.read(&mut self.license_key),
+            "editionKey" => r.read(&mut self.edition_key),
+            "name" => r.read(&mut self.name),
+            "total" => r.read(&mut self.total),
+            "used" => r.read_opt(&mut self.used),
+            "costUnit" => r.read(&mut self.cost_unit),
+            "properties" => r.read_push(&mut self.properties),
+            "labels" => r.read_push(&mut self.labels),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("licenseKey", &self.license_key);
@@ -1304,24 +1304,24 @@ impl x::Fields for LicenseNonComplianceEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "url" => r.read(&mut self.url)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "url" => r.read(&mut self.url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1360,13 +1360,13 @@ impl x::Fields for LicenseReservationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "state" => r.read(&mut self.state)?,
-            "required" => r.read(&mut self.required)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "state" => r.read(&mut self.state),
+            "required" => r.read(&mut self.required),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1396,12 +1396,12 @@ impl x::Fields for LicenseRestricted {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1448,23 +1448,23 @@ impl x::Fields for LicenseRestrictedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1524,24 +1524,24 @@ impl x::Fields for LicenseServerAvailableEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "licenseServer" => r.read(&mut self.license_server)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "licenseServer" => r.read(&mut self.license_server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1576,11 +1576,11 @@ impl x::Fields for LicenseServerSource {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "licenseServer" => r.read(&mut self.license_server)?,
+        let result = match name {
+            "licenseServer" => r.read(&mut self.license_server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("licenseServer", &self.license_server);
@@ -1606,13 +1606,13 @@ impl x::Fields for LicenseServerUnavailable {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "licenseServer" => r.read(&mut self.license_server)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "licenseServer" => r.read(&mut self.license_server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1662,24 +1662,24 @@ impl x::Fields for LicenseServerUnavailableEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "licenseServer" => r.read(&mut self.license_server)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "licenseServer" => r.read(&mut self.license_server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1737,13 +1737,13 @@ impl x::Fields for LicenseSourceUnavailable {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "licenseSource" => r.read(&mut self.license_source)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "licenseSource" => r.read(&mut self.license_source),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1773,14 +1773,14 @@ impl x::Fields for LicenseUsageInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "source" => r.read(&mut self.source)?,
-            "sourceAvailable" => r.read(&mut self.source_available)?,
-            "reservationInfo" => r.read_push(&mut self.reservation_info)?,
-            "featureInfo" => r.read_push(&mut self.feature_info)?,
+        let result = match name {
+            "source" => r.read(&mut self.source),
+            "sourceAvailable" => r.read(&mut self.source_available),
+            "reservationInfo" => r.read_push(&mut self.reservation_info),
+            "featureInfo" => r.read_push(&mut self.feature_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("source", &self.source);

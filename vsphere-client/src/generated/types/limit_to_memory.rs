@@ -27,14 +27,14 @@ impl x::Fields for LimitExceeded {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "property" => r.read_opt(&mut self.property)?,
-            "limit" => r.read_opt(&mut self.limit)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "property" => r.read_opt(&mut self.property),
+            "limit" => r.read_opt(&mut self.limit),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -61,12 +61,12 @@ impl x::Fields for LinkDiscoveryProtocolConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "protocol" => r.read(&mut self.protocol)?,
-            "operation" => r.read(&mut self.operation)?,
+        let result = match name {
+            "protocol" => r.read(&mut self.protocol),
+            "operation" => r.read(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("protocol", &self.protocol);
@@ -95,14 +95,14 @@ impl x::Fields for LinkLayerDiscoveryProtocolInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "chassisId" => r.read(&mut self.chassis_id)?,
-            "portId" => r.read(&mut self.port_id)?,
-            "timeToLive" => r.read(&mut self.time_to_live)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
+        let result = match name {
+            "chassisId" => r.read(&mut self.chassis_id),
+            "portId" => r.read(&mut self.port_id),
+            "timeToLive" => r.read(&mut self.time_to_live),
+            "parameter" => r.read_push(&mut self.parameter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("chassisId", &self.chassis_id);
@@ -147,21 +147,21 @@ impl x::Fields for LinkProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -195,12 +195,12 @@ impl x::Fields for LinuxVolumeNotClean {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -251,25 +251,25 @@ impl x::Fields for LocalDatastoreCreatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "datastoreUrl" => r.read_opt(&mut self.datastore_url)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read(&mut self.datastore),
+            "datastoreUrl" => r.read_opt(&mut self.datastore_url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -323,20 +323,20 @@ impl x::Fields for LocalDatastoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
-            "freeSpace" => r.read(&mut self.free_space)?,
-            "maxFileSize" => r.read(&mut self.max_file_size)?,
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity)?,
-            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size)?,
-            "timestamp" => r.read_opt(&mut self.timestamp)?,
-            "containerId" => r.read_opt(&mut self.container_id)?,
-            "aliasOf" => r.read_opt(&mut self.alias_of)?,
-            "path" => r.read_opt(&mut self.path)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            "freeSpace" => r.read(&mut self.free_space),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size),
+            "timestamp" => r.read_opt(&mut self.timestamp),
+            "containerId" => r.read_opt(&mut self.container_id),
+            "aliasOf" => r.read_opt(&mut self.alias_of),
+            "path" => r.read_opt(&mut self.path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -367,11 +367,11 @@ impl x::Fields for LocalLicenseSource {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "licenseKeys" => r.read(&mut self.license_keys)?,
+        let result = match name {
+            "licenseKeys" => r.read(&mut self.license_keys),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("licenseKeys", &self.license_keys);
@@ -417,23 +417,23 @@ impl x::Fields for LocalTSMEnabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -471,13 +471,13 @@ impl x::Fields for LocalizableMessage {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "arg" => r.read_push(&mut self.arg)?,
-            "message" => r.read_opt(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "arg" => r.read_push(&mut self.arg),
+            "message" => r.read_opt(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -517,17 +517,17 @@ impl x::Fields for LocalizationManagerMessageCatalog {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "moduleName" => r.read(&mut self.module_name)?,
-            "catalogName" => r.read(&mut self.catalog_name)?,
-            "locale" => r.read(&mut self.locale)?,
-            "catalogUri" => r.read(&mut self.catalog_uri)?,
-            "lastModified" => r.read_opt(&mut self.last_modified)?,
-            "md5sum" => r.read_opt(&mut self.md5sum)?,
-            "version" => r.read_opt(&mut self.version)?,
+        let result = match name {
+            "moduleName" => r.read(&mut self.module_name),
+            "catalogName" => r.read(&mut self.catalog_name),
+            "locale" => r.read(&mut self.locale),
+            "catalogUri" => r.read(&mut self.catalog_uri),
+            "lastModified" => r.read_opt(&mut self.last_modified),
+            "md5sum" => r.read_opt(&mut self.md5sum),
+            "version" => r.read_opt(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("moduleName", &self.module_name);
@@ -561,12 +561,12 @@ impl x::Fields for LocalizedMethodFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fault" => r.read(&mut self.fault)?,
-            "localizedMessage" => r.read_opt(&mut self.localized_message)?,
+        let result = match name {
+            "fault" => r.read(&mut self.fault),
+            "localizedMessage" => r.read_opt(&mut self.localized_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fault", &self.fault);
@@ -615,24 +615,24 @@ impl x::Fields for LockerMisconfiguredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -695,25 +695,25 @@ impl x::Fields for LockerReconfiguredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "oldDatastore" => r.read_opt(&mut self.old_datastore)?,
-            "newDatastore" => r.read_opt(&mut self.new_datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "oldDatastore" => r.read_opt(&mut self.old_datastore),
+            "newDatastore" => r.read_opt(&mut self.new_datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -751,12 +751,12 @@ impl x::Fields for LogBundlingFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -785,14 +785,14 @@ impl x::Fields for LongOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly)?,
-            "min" => r.read(&mut self.min)?,
-            "max" => r.read(&mut self.max)?,
-            "defaultValue" => r.read(&mut self.default_value)?,
+        let result = match name {
+            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly),
+            "min" => r.read(&mut self.min),
+            "max" => r.read(&mut self.max),
+            "defaultValue" => r.read(&mut self.default_value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("valueIsReadonly", &self.value_is_readonly);
@@ -819,12 +819,12 @@ impl x::Fields for LongPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -849,11 +849,11 @@ impl x::Fields for MacAddress {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "negate" => r.read_opt(&mut self.negate)?,
+        let result = match name {
+            "negate" => r.read_opt(&mut self.negate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("negate", &self.negate);
@@ -879,13 +879,13 @@ impl x::Fields for MacRange {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "negate" => r.read_opt(&mut self.negate)?,
-            "address" => r.read(&mut self.address)?,
-            "mask" => r.read(&mut self.mask)?,
+        let result = match name {
+            "negate" => r.read_opt(&mut self.negate),
+            "address" => r.read(&mut self.address),
+            "mask" => r.read(&mut self.mask),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("negate", &self.negate);
@@ -911,12 +911,12 @@ impl x::Fields for MaintenanceModeFileMove {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -941,12 +941,12 @@ impl x::Fields for ManagedByInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "extensionKey" => r.read(&mut self.extension_key),
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("extensionKey", &self.extension_key);
@@ -971,12 +971,12 @@ impl x::Fields for ManagedEntityEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "entity" => r.read(&mut self.entity)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1003,13 +1003,13 @@ impl x::Fields for ManagedObjectNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "obj" => r.read(&mut self.obj)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "obj" => r.read(&mut self.obj),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1041,15 +1041,15 @@ impl x::Fields for MemoryFileFormatNotSupportedByDatastore {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "datastoreName" => r.read(&mut self.datastore_name)?,
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "datastoreName" => r.read(&mut self.datastore_name),
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1077,12 +1077,12 @@ impl x::Fields for MemoryHotPlugNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1113,15 +1113,15 @@ impl x::Fields for MemorySizeNotRecommended {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "memorySizeMB" => r.read(&mut self.memory_size_mb)?,
-            "minMemorySizeMB" => r.read(&mut self.min_memory_size_mb)?,
-            "maxMemorySizeMB" => r.read(&mut self.max_memory_size_mb)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "memorySizeMB" => r.read(&mut self.memory_size_mb),
+            "minMemorySizeMB" => r.read(&mut self.min_memory_size_mb),
+            "maxMemorySizeMB" => r.read(&mut self.max_memory_size_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1155,15 +1155,15 @@ impl x::Fields for MemorySizeNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "memorySizeMB" => r.read(&mut self.memory_size_mb)?,
-            "minMemorySizeMB" => r.read(&mut self.min_memory_size_mb)?,
-            "maxMemorySizeMB" => r.read(&mut self.max_memory_size_mb)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "memorySizeMB" => r.read(&mut self.memory_size_mb),
+            "minMemorySizeMB" => r.read(&mut self.min_memory_size_mb),
+            "maxMemorySizeMB" => r.read(&mut self.max_memory_size_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1197,15 +1197,15 @@ impl x::Fields for MemorySizeNotSupportedByDatastore {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "memorySizeMB" => r.read(&mut self.memory_size_mb)?,
-            "maxMemorySizeMB" => r.read(&mut self.max_memory_size_mb)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "datastore" => r.read(&mut self.datastore),
+            "memorySizeMB" => r.read(&mut self.memory_size_mb),
+            "maxMemorySizeMB" => r.read(&mut self.max_memory_size_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1233,12 +1233,12 @@ impl x::Fields for MemorySnapshotOnIndependentDisk {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);

@@ -25,13 +25,13 @@ impl x::Fields for NasConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -63,15 +63,15 @@ impl x::Fields for NasConnectionLimitReached {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read(&mut self.name)?,
-            "remoteHost" => r.read(&mut self.remote_host)?,
-            "remotePath" => r.read(&mut self.remote_path)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read(&mut self.name),
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -115,20 +115,20 @@ impl x::Fields for NasDatastoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
-            "freeSpace" => r.read(&mut self.free_space)?,
-            "maxFileSize" => r.read(&mut self.max_file_size)?,
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity)?,
-            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size)?,
-            "timestamp" => r.read_opt(&mut self.timestamp)?,
-            "containerId" => r.read_opt(&mut self.container_id)?,
-            "aliasOf" => r.read_opt(&mut self.alias_of)?,
-            "nas" => r.read_opt(&mut self.nas)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            "freeSpace" => r.read(&mut self.free_space),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size),
+            "timestamp" => r.read_opt(&mut self.timestamp),
+            "containerId" => r.read_opt(&mut self.container_id),
+            "aliasOf" => r.read_opt(&mut self.alias_of),
+            "nas" => r.read_opt(&mut self.nas),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -169,16 +169,16 @@ impl x::Fields for NasSessionCredentialConflict {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read(&mut self.name)?,
-            "remoteHost" => r.read(&mut self.remote_host)?,
-            "remotePath" => r.read(&mut self.remote_path)?,
-            "userName" => r.read(&mut self.user_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read(&mut self.name),
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
+            "userName" => r.read(&mut self.user_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -227,22 +227,22 @@ impl x::Fields for NasStorageProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -287,15 +287,15 @@ impl x::Fields for NasVolumeNotMounted {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read(&mut self.name)?,
-            "remoteHost" => r.read(&mut self.remote_host)?,
-            "remotePath" => r.read(&mut self.remote_path)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read(&mut self.name),
+            "remoteHost" => r.read(&mut self.remote_host),
+            "remotePath" => r.read(&mut self.remote_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -321,11 +321,11 @@ impl x::Fields for NegatableExpression {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "negate" => r.read_opt(&mut self.negate)?,
+        let result = match name {
+            "negate" => r.read_opt(&mut self.negate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("negate", &self.negate);
@@ -349,11 +349,11 @@ impl x::Fields for NetBIOSConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "mode" => r.read(&mut self.mode)?,
+        let result = match name {
+            "mode" => r.read(&mut self.mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("mode", &self.mode);
@@ -377,12 +377,12 @@ impl x::Fields for NetDhcpConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipv6" => r.read_opt(&mut self.ipv6)?,
-            "ipv4" => r.read_opt(&mut self.ipv4)?,
+        let result = match name {
+            "ipv6" => r.read_opt(&mut self.ipv6),
+            "ipv4" => r.read_opt(&mut self.ipv4),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipv6", &self.ipv6);
@@ -407,12 +407,12 @@ impl x::Fields for NetDhcpConfigInfoDhcpOptions {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enable" => r.read(&mut self.enable)?,
-            "config" => r.read_push(&mut self.config)?,
+        let result = match name {
+            "enable" => r.read(&mut self.enable),
+            "config" => r.read_push(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enable", &self.enable);
@@ -437,12 +437,12 @@ impl x::Fields for NetDhcpConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipv6" => r.read_opt(&mut self.ipv6)?,
-            "ipv4" => r.read_opt(&mut self.ipv4)?,
+        let result = match name {
+            "ipv6" => r.read_opt(&mut self.ipv6),
+            "ipv4" => r.read_opt(&mut self.ipv4),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipv6", &self.ipv6);
@@ -469,13 +469,13 @@ impl x::Fields for NetDhcpConfigSpecDhcpOptionsSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enable" => r.read_opt(&mut self.enable)?,
-            "config" => r.read_push(&mut self.config)?,
-            "operation" => r.read(&mut self.operation)?,
+        let result = match name {
+            "enable" => r.read_opt(&mut self.enable),
+            "config" => r.read_push(&mut self.config),
+            "operation" => r.read(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enable", &self.enable);
@@ -507,15 +507,15 @@ impl x::Fields for NetDnsConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dhcp" => r.read(&mut self.dhcp)?,
-            "hostName" => r.read(&mut self.host_name)?,
-            "domainName" => r.read(&mut self.domain_name)?,
-            "ipAddress" => r.read_push(&mut self.ip_address)?,
-            "searchDomain" => r.read_push(&mut self.search_domain)?,
+        let result = match name {
+            "dhcp" => r.read(&mut self.dhcp),
+            "hostName" => r.read(&mut self.host_name),
+            "domainName" => r.read(&mut self.domain_name),
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "searchDomain" => r.read_push(&mut self.search_domain),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dhcp", &self.dhcp);
@@ -549,15 +549,15 @@ impl x::Fields for NetDnsConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dhcp" => r.read_opt(&mut self.dhcp)?,
-            "hostName" => r.read_opt(&mut self.host_name)?,
-            "domainName" => r.read_opt(&mut self.domain_name)?,
-            "ipAddress" => r.read_push(&mut self.ip_address)?,
-            "searchDomain" => r.read_push(&mut self.search_domain)?,
+        let result = match name {
+            "dhcp" => r.read_opt(&mut self.dhcp),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "domainName" => r.read_opt(&mut self.domain_name),
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "searchDomain" => r.read_push(&mut self.search_domain),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dhcp", &self.dhcp);
@@ -587,15 +587,15 @@ impl x::Fields for NetIpConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read_push(&mut self.ip_address)?,
-            "dhcp" => r.read_opt(&mut self.dhcp)?,
+        let result = match name {
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "dhcp" => r.read_opt(&mut self.dhcp),
             "autoConfigurationEnabled" => {
-                r.read_opt(&mut self.auto_configuration_enabled)?
+                r.read_opt(&mut self.auto_configuration_enabled)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipAddress", &self.ip_address);
@@ -627,15 +627,15 @@ impl x::Fields for NetIpConfigInfoIpAddress {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "prefixLength" => r.read(&mut self.prefix_length)?,
-            "origin" => r.read_opt(&mut self.origin)?,
-            "state" => r.read_opt(&mut self.state)?,
-            "lifetime" => r.read_opt(&mut self.lifetime)?,
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "origin" => r.read_opt(&mut self.origin),
+            "state" => r.read_opt(&mut self.state),
+            "lifetime" => r.read_opt(&mut self.lifetime),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
@@ -669,15 +669,15 @@ impl x::Fields for NetIpConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read_push(&mut self.ip_address)?,
-            "dhcp" => r.read_opt(&mut self.dhcp)?,
+        let result = match name {
+            "ipAddress" => r.read_push(&mut self.ip_address),
+            "dhcp" => r.read_opt(&mut self.dhcp),
             "autoConfigurationEnabled" => {
-                r.read_opt(&mut self.auto_configuration_enabled)?
+                r.read_opt(&mut self.auto_configuration_enabled)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipAddress", &self.ip_address);
@@ -705,13 +705,13 @@ impl x::Fields for NetIpConfigSpecIpAddressSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "prefixLength" => r.read(&mut self.prefix_length)?,
-            "operation" => r.read(&mut self.operation)?,
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "operation" => r.read(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
@@ -739,11 +739,11 @@ impl x::Fields for NetIpRouteConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipRoute" => r.read_push(&mut self.ip_route)?,
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipRoute", &self.ip_route);
@@ -767,12 +767,12 @@ impl x::Fields for NetIpRouteConfigInfoGateway {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read_opt(&mut self.ip_address)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipAddress", &self.ip_address);
@@ -799,13 +799,13 @@ impl x::Fields for NetIpRouteConfigInfoIpRoute {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "network" => r.read(&mut self.network)?,
-            "prefixLength" => r.read(&mut self.prefix_length)?,
-            "gateway" => r.read(&mut self.gateway)?,
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "gateway" => r.read(&mut self.gateway),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("network", &self.network);
@@ -833,11 +833,11 @@ impl x::Fields for NetIpRouteConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipRoute" => r.read_push(&mut self.ip_route)?,
+        let result = match name {
+            "ipRoute" => r.read_push(&mut self.ip_route),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipRoute", &self.ip_route);
@@ -861,12 +861,12 @@ impl x::Fields for NetIpRouteConfigSpecGatewaySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read_opt(&mut self.ip_address)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipAddress", &self.ip_address);
@@ -895,14 +895,14 @@ impl x::Fields for NetIpRouteConfigSpecIpRouteSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "network" => r.read(&mut self.network)?,
-            "prefixLength" => r.read(&mut self.prefix_length)?,
-            "gateway" => r.read(&mut self.gateway)?,
-            "operation" => r.read(&mut self.operation)?,
+        let result = match name {
+            "network" => r.read(&mut self.network),
+            "prefixLength" => r.read(&mut self.prefix_length),
+            "gateway" => r.read(&mut self.gateway),
+            "operation" => r.read(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("network", &self.network);
@@ -933,12 +933,12 @@ impl x::Fields for NetIpStackInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "neighbor" => r.read_push(&mut self.neighbor)?,
-            "defaultRouter" => r.read_push(&mut self.default_router)?,
+        let result = match name {
+            "neighbor" => r.read_push(&mut self.neighbor),
+            "defaultRouter" => r.read_push(&mut self.default_router),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("neighbor", &self.neighbor);
@@ -967,14 +967,14 @@ impl x::Fields for NetIpStackInfoDefaultRouter {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "device" => r.read(&mut self.device)?,
-            "lifetime" => r.read(&mut self.lifetime)?,
-            "preference" => r.read(&mut self.preference)?,
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "device" => r.read(&mut self.device),
+            "lifetime" => r.read(&mut self.lifetime),
+            "preference" => r.read(&mut self.preference),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
@@ -1009,14 +1009,14 @@ impl x::Fields for NetIpStackInfoNetToMedia {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "physicalAddress" => r.read(&mut self.physical_address)?,
-            "device" => r.read(&mut self.device)?,
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "ipAddress" => r.read(&mut self.ip_address),
+            "physicalAddress" => r.read(&mut self.physical_address),
+            "device" => r.read(&mut self.device),
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
@@ -1071,24 +1071,24 @@ impl x::Fields for NetStackInstanceProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
-            "dnsConfig" => r.read(&mut self.dns_config)?,
-            "ipRouteConfig" => r.read(&mut self.ip_route_config)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            "dnsConfig" => r.read(&mut self.dns_config),
+            "ipRouteConfig" => r.read(&mut self.ip_route_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -1131,13 +1131,13 @@ impl x::Fields for NetworkCopyFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "file" => r.read(&mut self.file)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "file" => r.read(&mut self.file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1165,13 +1165,13 @@ impl x::Fields for NetworkDisruptedAndConfigRolledBack {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1197,12 +1197,12 @@ impl x::Fields for NetworkEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "network" => r.read(&mut self.network)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "network" => r.read(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1229,13 +1229,13 @@ impl x::Fields for NetworkInaccessible {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1279,21 +1279,21 @@ impl x::Fields for NetworkPolicyProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -1373,37 +1373,37 @@ impl x::Fields for NetworkProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "vswitch" => r.read_push(&mut self.vswitch)?,
-            "vmPortGroup" => r.read_push(&mut self.vm_port_group)?,
-            "hostPortGroup" => r.read_push(&mut self.host_port_group)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "vswitch" => r.read_push(&mut self.vswitch),
+            "vmPortGroup" => r.read_push(&mut self.vm_port_group),
+            "hostPortGroup" => r.read_push(&mut self.host_port_group),
             "serviceConsolePortGroup" => {
-                r.read_push(&mut self.service_console_port_group)?
+                r.read_push(&mut self.service_console_port_group)
             }
-            "dnsConfig" => r.read_opt(&mut self.dns_config)?,
-            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config)?,
-            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config)?,
-            "pnic" => r.read_push(&mut self.pnic)?,
-            "dvswitch" => r.read_push(&mut self.dvswitch)?,
-            "dvsServiceConsoleNic" => r.read_push(&mut self.dvs_service_console_nic)?,
-            "dvsHostNic" => r.read_push(&mut self.dvs_host_nic)?,
-            "nsxHostNic" => r.read_push(&mut self.nsx_host_nic)?,
-            "netStackInstance" => r.read_push(&mut self.net_stack_instance)?,
-            "opaqueSwitch" => r.read_opt(&mut self.opaque_switch)?,
+            "dnsConfig" => r.read_opt(&mut self.dns_config),
+            "ipRouteConfig" => r.read_opt(&mut self.ip_route_config),
+            "consoleIpRouteConfig" => r.read_opt(&mut self.console_ip_route_config),
+            "pnic" => r.read_push(&mut self.pnic),
+            "dvswitch" => r.read_push(&mut self.dvswitch),
+            "dvsServiceConsoleNic" => r.read_push(&mut self.dvs_service_console_nic),
+            "dvsHostNic" => r.read_push(&mut self.dvs_host_nic),
+            "nsxHostNic" => r.read_push(&mut self.nsx_host_nic),
+            "netStackInstance" => r.read_push(&mut self.net_stack_instance),
+            "opaqueSwitch" => r.read_opt(&mut self.opaque_switch),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -1469,21 +1469,21 @@ impl x::Fields for NetworkProfileDnsConfigProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -1543,25 +1543,25 @@ impl x::Fields for NetworkRollbackEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "methodName" => r.read(&mut self.method_name)?,
-            "transactionId" => r.read(&mut self.transaction_id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "methodName" => r.read(&mut self.method_name),
+            "transactionId" => r.read(&mut self.transaction_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1607,15 +1607,15 @@ impl x::Fields for NetworkSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "network" => r.read_opt(&mut self.network)?,
-            "name" => r.read(&mut self.name)?,
-            "accessible" => r.read(&mut self.accessible)?,
-            "ipPoolName" => r.read_opt(&mut self.ip_pool_name)?,
-            "ipPoolId" => r.read_opt(&mut self.ip_pool_id)?,
+        let result = match name {
+            "network" => r.read_opt(&mut self.network),
+            "name" => r.read(&mut self.name),
+            "accessible" => r.read(&mut self.accessible),
+            "ipPoolName" => r.read_opt(&mut self.ip_pool_name),
+            "ipPoolId" => r.read_opt(&mut self.ip_pool_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("network", &self.network);

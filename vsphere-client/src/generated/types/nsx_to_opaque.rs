@@ -45,23 +45,23 @@ impl x::Fields for NsxHostVNicProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
-            "ipConfig" => r.read(&mut self.ip_config)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            "ipConfig" => r.read(&mut self.ip_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -119,21 +119,21 @@ impl x::Fields for NumPortsProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -171,16 +171,16 @@ impl x::Fields for NumVirtualCoresPerSocketNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             "maxSupportedCoresPerSocketDest" => {
-                r.read(&mut self.max_supported_cores_per_socket_dest)?
+                r.read(&mut self.max_supported_cores_per_socket_dest)
             }
-            "numCoresPerSocketVm" => r.read(&mut self.num_cores_per_socket_vm)?,
+            "numCoresPerSocketVm" => r.read(&mut self.num_cores_per_socket_vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -212,13 +212,13 @@ impl x::Fields for NumVirtualCpusExceedsLimit {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "maxSupportedVcpus" => r.read(&mut self.max_supported_vcpus)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "maxSupportedVcpus" => r.read(&mut self.max_supported_vcpus),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -248,14 +248,14 @@ impl x::Fields for NumVirtualCpusIncompatible {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read(&mut self.reason)?,
-            "numCpu" => r.read(&mut self.num_cpu)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read(&mut self.reason),
+            "numCpu" => r.read(&mut self.num_cpu),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -286,14 +286,14 @@ impl x::Fields for NumVirtualCpusNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "maxSupportedVcpusDest" => r.read(&mut self.max_supported_vcpus_dest)?,
-            "numCpuVm" => r.read(&mut self.num_cpu_vm)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "maxSupportedVcpusDest" => r.read(&mut self.max_supported_vcpus_dest),
+            "numCpuVm" => r.read(&mut self.num_cpu_vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -320,12 +320,12 @@ impl x::Fields for NumericRange {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "start" => r.read(&mut self.start)?,
-            "end" => r.read(&mut self.end)?,
+        let result = match name {
+            "start" => r.read(&mut self.start),
+            "end" => r.read(&mut self.end),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("start", &self.start);
@@ -370,22 +370,22 @@ impl x::Fields for NvdimmDimmInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dimmHandle" => r.read(&mut self.dimm_handle)?,
-            "healthInfo" => r.read(&mut self.health_info)?,
-            "totalCapacity" => r.read(&mut self.total_capacity)?,
-            "persistentCapacity" => r.read(&mut self.persistent_capacity)?,
+        let result = match name {
+            "dimmHandle" => r.read(&mut self.dimm_handle),
+            "healthInfo" => r.read(&mut self.health_info),
+            "totalCapacity" => r.read(&mut self.total_capacity),
+            "persistentCapacity" => r.read(&mut self.persistent_capacity),
             "availablePersistentCapacity" => {
-                r.read(&mut self.available_persistent_capacity)?
+                r.read(&mut self.available_persistent_capacity)
             }
-            "volatileCapacity" => r.read(&mut self.volatile_capacity)?,
-            "availableVolatileCapacity" => r.read(&mut self.available_volatile_capacity)?,
-            "blockCapacity" => r.read(&mut self.block_capacity)?,
-            "regionInfo" => r.read_push(&mut self.region_info)?,
-            "representationString" => r.read(&mut self.representation_string)?,
+            "volatileCapacity" => r.read(&mut self.volatile_capacity),
+            "availableVolatileCapacity" => r.read(&mut self.available_volatile_capacity),
+            "blockCapacity" => r.read(&mut self.block_capacity),
+            "regionInfo" => r.read_push(&mut self.region_info),
+            "representationString" => r.read(&mut self.representation_string),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dimmHandle", &self.dimm_handle);
@@ -420,11 +420,11 @@ impl x::Fields for NvdimmGuid {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -470,21 +470,21 @@ impl x::Fields for NvdimmHealthInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "healthStatus" => r.read(&mut self.health_status)?,
-            "healthInformation" => r.read(&mut self.health_information)?,
-            "stateFlagInfo" => r.read_push(&mut self.state_flag_info)?,
-            "dimmTemperature" => r.read(&mut self.dimm_temperature)?,
-            "dimmTemperatureThreshold" => r.read(&mut self.dimm_temperature_threshold)?,
-            "spareBlocksPercentage" => r.read(&mut self.spare_blocks_percentage)?,
-            "spareBlockThreshold" => r.read(&mut self.spare_block_threshold)?,
-            "dimmLifespanPercentage" => r.read(&mut self.dimm_lifespan_percentage)?,
-            "esTemperature" => r.read_opt(&mut self.es_temperature)?,
-            "esTemperatureThreshold" => r.read_opt(&mut self.es_temperature_threshold)?,
-            "esLifespanPercentage" => r.read_opt(&mut self.es_lifespan_percentage)?,
+        let result = match name {
+            "healthStatus" => r.read(&mut self.health_status),
+            "healthInformation" => r.read(&mut self.health_information),
+            "stateFlagInfo" => r.read_push(&mut self.state_flag_info),
+            "dimmTemperature" => r.read(&mut self.dimm_temperature),
+            "dimmTemperatureThreshold" => r.read(&mut self.dimm_temperature_threshold),
+            "spareBlocksPercentage" => r.read(&mut self.spare_blocks_percentage),
+            "spareBlockThreshold" => r.read(&mut self.spare_block_threshold),
+            "dimmLifespanPercentage" => r.read(&mut self.dimm_lifespan_percentage),
+            "esTemperature" => r.read_opt(&mut self.es_temperature),
+            "esTemperatureThreshold" => r.read_opt(&mut self.es_temperature_threshold),
+            "esLifespanPercentage" => r.read_opt(&mut self.es_lifespan_percentage),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("healthStatus", &self.health_status);
@@ -528,17 +528,17 @@ impl x::Fields for NvdimmInterleaveSetInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "setId" => r.read(&mut self.set_id)?,
-            "rangeType" => r.read(&mut self.range_type)?,
-            "baseAddress" => r.read(&mut self.base_address)?,
-            "size" => r.read(&mut self.size)?,
-            "availableSize" => r.read(&mut self.available_size)?,
-            "deviceList" => r.read_push(&mut self.device_list)?,
-            "state" => r.read(&mut self.state)?,
+        let result = match name {
+            "setId" => r.read(&mut self.set_id),
+            "rangeType" => r.read(&mut self.range_type),
+            "baseAddress" => r.read(&mut self.base_address),
+            "size" => r.read(&mut self.size),
+            "availableSize" => r.read(&mut self.available_size),
+            "deviceList" => r.read_push(&mut self.device_list),
+            "state" => r.read(&mut self.state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("setId", &self.set_id);
@@ -578,15 +578,15 @@ impl x::Fields for NvdimmNamespaceCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "friendlyName" => r.read_opt(&mut self.friendly_name)?,
-            "blockSize" => r.read(&mut self.block_size)?,
-            "blockCount" => r.read(&mut self.block_count)?,
-            "type" => r.read(&mut self.type_)?,
-            "locationID" => r.read(&mut self.location_id)?,
+        let result = match name {
+            "friendlyName" => r.read_opt(&mut self.friendly_name),
+            "blockSize" => r.read(&mut self.block_size),
+            "blockCount" => r.read(&mut self.block_count),
+            "type" => r.read(&mut self.type_),
+            "locationID" => r.read(&mut self.location_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("friendlyName", &self.friendly_name);
@@ -612,11 +612,11 @@ impl x::Fields for NvdimmNamespaceDeleteSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -650,17 +650,17 @@ impl x::Fields for NvdimmNamespaceDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
-            "friendlyName" => r.read(&mut self.friendly_name)?,
-            "size" => r.read(&mut self.size)?,
-            "type" => r.read(&mut self.type_)?,
-            "namespaceHealthStatus" => r.read(&mut self.namespace_health_status)?,
-            "interleavesetID" => r.read(&mut self.interleaveset_id)?,
-            "state" => r.read(&mut self.state)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "friendlyName" => r.read(&mut self.friendly_name),
+            "size" => r.read(&mut self.size),
+            "type" => r.read(&mut self.type_),
+            "namespaceHealthStatus" => r.read(&mut self.namespace_health_status),
+            "interleavesetID" => r.read(&mut self.interleaveset_id),
+            "state" => r.read(&mut self.state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -706,18 +706,18 @@ impl x::Fields for NvdimmNamespaceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
-            "friendlyName" => r.read(&mut self.friendly_name)?,
-            "blockSize" => r.read(&mut self.block_size)?,
-            "blockCount" => r.read(&mut self.block_count)?,
-            "type" => r.read(&mut self.type_)?,
-            "namespaceHealthStatus" => r.read(&mut self.namespace_health_status)?,
-            "locationID" => r.read(&mut self.location_id)?,
-            "state" => r.read(&mut self.state)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "friendlyName" => r.read(&mut self.friendly_name),
+            "blockSize" => r.read(&mut self.block_size),
+            "blockCount" => r.read(&mut self.block_count),
+            "type" => r.read(&mut self.type_),
+            "namespaceHealthStatus" => r.read(&mut self.namespace_health_status),
+            "locationID" => r.read(&mut self.location_id),
+            "state" => r.read(&mut self.state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -754,13 +754,13 @@ impl x::Fields for NvdimmPMemNamespaceCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "friendlyName" => r.read_opt(&mut self.friendly_name)?,
-            "size" => r.read(&mut self.size)?,
-            "interleavesetID" => r.read(&mut self.interleaveset_id)?,
+        let result = match name {
+            "friendlyName" => r.read_opt(&mut self.friendly_name),
+            "size" => r.read(&mut self.size),
+            "interleavesetID" => r.read(&mut self.interleaveset_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("friendlyName", &self.friendly_name);
@@ -794,16 +794,16 @@ impl x::Fields for NvdimmRegionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "regionId" => r.read(&mut self.region_id)?,
-            "setId" => r.read(&mut self.set_id)?,
-            "rangeType" => r.read(&mut self.range_type)?,
-            "startAddr" => r.read(&mut self.start_addr)?,
-            "size" => r.read(&mut self.size)?,
-            "offset" => r.read(&mut self.offset)?,
+        let result = match name {
+            "regionId" => r.read(&mut self.region_id),
+            "setId" => r.read(&mut self.set_id),
+            "rangeType" => r.read(&mut self.range_type),
+            "startAddr" => r.read(&mut self.start_addr),
+            "size" => r.read(&mut self.size),
+            "offset" => r.read(&mut self.offset),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("regionId", &self.region_id);
@@ -848,18 +848,18 @@ impl x::Fields for NvdimmSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "numDimms" => r.read(&mut self.num_dimms)?,
-            "healthStatus" => r.read(&mut self.health_status)?,
-            "totalCapacity" => r.read(&mut self.total_capacity)?,
-            "persistentCapacity" => r.read(&mut self.persistent_capacity)?,
-            "blockCapacity" => r.read(&mut self.block_capacity)?,
-            "availableCapacity" => r.read(&mut self.available_capacity)?,
-            "numInterleavesets" => r.read(&mut self.num_interleavesets)?,
-            "numNamespaces" => r.read(&mut self.num_namespaces)?,
+        let result = match name {
+            "numDimms" => r.read(&mut self.num_dimms),
+            "healthStatus" => r.read(&mut self.health_status),
+            "totalCapacity" => r.read(&mut self.total_capacity),
+            "persistentCapacity" => r.read(&mut self.persistent_capacity),
+            "blockCapacity" => r.read(&mut self.block_capacity),
+            "availableCapacity" => r.read(&mut self.available_capacity),
+            "numInterleavesets" => r.read(&mut self.num_interleavesets),
+            "numNamespaces" => r.read(&mut self.num_namespaces),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numDimms", &self.num_dimms);
@@ -902,18 +902,18 @@ impl x::Fields for NvdimmSystemInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read_opt(&mut self.summary)?,
-            "dimms" => r.read_push(&mut self.dimms)?,
-            "dimmInfo" => r.read_push(&mut self.dimm_info)?,
-            "interleaveSet" => r.read_push(&mut self.interleave_set)?,
-            "iSetInfo" => r.read_push(&mut self.i_set_info)?,
-            "namespace" => r.read_push(&mut self.namespace)?,
-            "nsInfo" => r.read_push(&mut self.ns_info)?,
-            "nsDetails" => r.read_push(&mut self.ns_details)?,
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            "dimms" => r.read_push(&mut self.dimms),
+            "dimmInfo" => r.read_push(&mut self.dimm_info),
+            "interleaveSet" => r.read_push(&mut self.interleave_set),
+            "iSetInfo" => r.read_push(&mut self.i_set_info),
+            "namespace" => r.read_push(&mut self.namespace),
+            "nsInfo" => r.read_push(&mut self.ns_info),
+            "nsDetails" => r.read_push(&mut self.ns_details),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("summary", &self.summary);
@@ -946,13 +946,13 @@ impl x::Fields for ObjectContent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "obj" => r.read(&mut self.obj)?,
-            "propSet" => r.read_push(&mut self.prop_set)?,
-            "missingSet" => r.read_push(&mut self.missing_set)?,
+        let result = match name {
+            "obj" => r.read(&mut self.obj),
+            "propSet" => r.read_push(&mut self.prop_set),
+            "missingSet" => r.read_push(&mut self.missing_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("obj", &self.obj);
@@ -984,13 +984,13 @@ impl x::Fields for ObjectSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "obj" => r.read(&mut self.obj)?,
-            "skip" => r.read_opt(&mut self.skip)?,
-            "selectSet" => r.read_push(&mut self.select_set)?,
+        let result = match name {
+            "obj" => r.read(&mut self.obj),
+            "skip" => r.read_opt(&mut self.skip),
+            "selectSet" => r.read_push(&mut self.select_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("obj", &self.obj);
@@ -1024,14 +1024,14 @@ impl x::Fields for ObjectUpdate {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "kind" => r.read(&mut self.kind)?,
-            "obj" => r.read(&mut self.obj)?,
-            "changeSet" => r.read_push(&mut self.change_set)?,
-            "missingSet" => r.read_push(&mut self.missing_set)?,
+        let result = match name {
+            "kind" => r.read(&mut self.kind),
+            "obj" => r.read(&mut self.obj),
+            "changeSet" => r.read_push(&mut self.change_set),
+            "missingSet" => r.read_push(&mut self.missing_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("kind", &self.kind);
@@ -1064,13 +1064,13 @@ impl x::Fields for OnceTaskScheduler {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "activeTime" => r.read_opt(&mut self.active_time)?,
-            "expireTime" => r.read_opt(&mut self.expire_time)?,
-            "runAt" => r.read_opt(&mut self.run_at)?,
+        let result = match name {
+            "activeTime" => r.read_opt(&mut self.active_time),
+            "expireTime" => r.read_opt(&mut self.expire_time),
+            "runAt" => r.read_opt(&mut self.run_at),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("activeTime", &self.active_time);
@@ -1094,13 +1094,13 @@ impl x::Fields for OpaqueNetworkCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "networkReservationSupported" => {
-                r.read(&mut self.network_reservation_supported)?
+                r.read(&mut self.network_reservation_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("networkReservationSupported", &self.network_reservation_supported);
@@ -1134,17 +1134,17 @@ impl x::Fields for OpaqueNetworkSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "network" => r.read_opt(&mut self.network)?,
-            "name" => r.read(&mut self.name)?,
-            "accessible" => r.read(&mut self.accessible)?,
-            "ipPoolName" => r.read_opt(&mut self.ip_pool_name)?,
-            "ipPoolId" => r.read_opt(&mut self.ip_pool_id)?,
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id)?,
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type)?,
+        let result = match name {
+            "network" => r.read_opt(&mut self.network),
+            "name" => r.read(&mut self.name),
+            "accessible" => r.read(&mut self.accessible),
+            "ipPoolName" => r.read_opt(&mut self.ip_pool_name),
+            "ipPoolId" => r.read_opt(&mut self.ip_pool_id),
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("network", &self.network);
@@ -1178,16 +1178,16 @@ impl x::Fields for OpaqueNetworkTargetInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "network" => r.read(&mut self.network)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "network" => r.read(&mut self.network),
             "networkReservationSupported" => {
-                r.read_opt(&mut self.network_reservation_supported)?
+                r.read_opt(&mut self.network_reservation_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1236,21 +1236,21 @@ impl x::Fields for OpaqueSwitchProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);

@@ -23,12 +23,12 @@ impl x::Fields for OperationDisabledByGuest {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -53,12 +53,12 @@ impl x::Fields for OperationDisallowedOnHost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -83,12 +83,12 @@ impl x::Fields for OperationNotSupportedByGuest {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -117,14 +117,14 @@ impl x::Fields for OptionDef {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "label" => r.read(&mut self.label)?,
-            "summary" => r.read(&mut self.summary)?,
-            "key" => r.read(&mut self.key)?,
-            "optionType" => r.read(&mut self.option_type)?,
+        let result = match name {
+            "label" => r.read(&mut self.label),
+            "summary" => r.read(&mut self.summary),
+            "key" => r.read(&mut self.key),
+            "optionType" => r.read(&mut self.option_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
@@ -175,22 +175,22 @@ impl x::Fields for OptionProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -229,11 +229,11 @@ impl x::Fields for OptionType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly)?,
+        let result = match name {
+            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("valueIsReadonly", &self.value_is_readonly);
@@ -259,12 +259,12 @@ impl x::Fields for OptionValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -287,11 +287,11 @@ impl x::Fields for OrAlarmExpression {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "expression" => r.read_push(&mut self.expression)?,
+        let result = match name {
+            "expression" => r.read_push(&mut self.expression),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("expression", &self.expression);
@@ -317,13 +317,13 @@ impl x::Fields for OutOfBounds {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "argumentName" => r.read(&mut self.argument_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "argumentName" => r.read(&mut self.argument_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -373,24 +373,24 @@ impl x::Fields for OutOfSyncDvsHost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "hostOutOfSync" => r.read_push(&mut self.host_out_of_sync)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "hostOutOfSync" => r.read_push(&mut self.host_out_of_sync),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -433,15 +433,15 @@ impl x::Fields for OvfAttribute {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -473,14 +473,14 @@ impl x::Fields for OvfConnectedDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "vmPath" => r.read(&mut self.vm_path)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
+            "vmPath" => r.read(&mut self.vm_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -513,15 +513,15 @@ impl x::Fields for OvfConnectedDeviceFloppy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "vmPath" => r.read(&mut self.vm_path)?,
-            "filename" => r.read(&mut self.filename)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
+            "vmPath" => r.read(&mut self.vm_path),
+            "filename" => r.read(&mut self.filename),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -555,15 +555,15 @@ impl x::Fields for OvfConnectedDeviceIso {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "vmPath" => r.read(&mut self.vm_path)?,
-            "filename" => r.read(&mut self.filename)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
+            "vmPath" => r.read(&mut self.vm_path),
+            "filename" => r.read(&mut self.filename),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -595,14 +595,14 @@ impl x::Fields for OvfConstraint {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -633,14 +633,14 @@ impl x::Fields for OvfConsumerCallbackFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "extensionName" => r.read(&mut self.extension_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "extensionName" => r.read(&mut self.extension_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -673,15 +673,15 @@ impl x::Fields for OvfConsumerCommunicationError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "extensionName" => r.read(&mut self.extension_name)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "extensionName" => r.read(&mut self.extension_name),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -719,17 +719,17 @@ impl x::Fields for OvfConsumerFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "extensionName" => r.read(&mut self.extension_name)?,
-            "errorKey" => r.read(&mut self.error_key)?,
-            "message" => r.read(&mut self.message)?,
-            "params" => r.read_push(&mut self.params)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "extensionName" => r.read(&mut self.extension_name),
+            "errorKey" => r.read(&mut self.error_key),
+            "message" => r.read(&mut self.message),
+            "params" => r.read_push(&mut self.params),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -767,16 +767,16 @@ impl x::Fields for OvfConsumerInvalidSection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "extensionName" => r.read(&mut self.extension_name)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "extensionName" => r.read(&mut self.extension_name),
+            "lineNumber" => r.read(&mut self.line_number),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -811,15 +811,15 @@ impl x::Fields for OvfConsumerOstNode {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "type" => r.read(&mut self.type_)?,
-            "section" => r.read_push(&mut self.section)?,
-            "child" => r.read_push(&mut self.child)?,
-            "entity" => r.read_opt(&mut self.entity)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "type" => r.read(&mut self.type_),
+            "section" => r.read_push(&mut self.section),
+            "child" => r.read_push(&mut self.child),
+            "entity" => r.read_opt(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -851,12 +851,12 @@ impl x::Fields for OvfConsumerOvfSection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "xml" => r.read(&mut self.xml)?,
+        let result = match name {
+            "lineNumber" => r.read(&mut self.line_number),
+            "xml" => r.read(&mut self.xml),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("lineNumber", &self.line_number);
@@ -891,15 +891,15 @@ impl x::Fields for OvfConsumerPowerOnFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "extensionName" => r.read(&mut self.extension_name)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "extensionName" => r.read(&mut self.extension_name),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -933,15 +933,15 @@ impl x::Fields for OvfConsumerUndeclaredSection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "extensionName" => r.read(&mut self.extension_name)?,
-            "qualifiedSectionType" => r.read(&mut self.qualified_section_type)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "extensionName" => r.read(&mut self.extension_name),
+            "qualifiedSectionType" => r.read(&mut self.qualified_section_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -975,15 +975,15 @@ impl x::Fields for OvfConsumerUndefinedPrefix {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "extensionName" => r.read(&mut self.extension_name)?,
-            "prefix" => r.read(&mut self.prefix)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "extensionName" => r.read(&mut self.extension_name),
+            "prefix" => r.read(&mut self.prefix),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1017,15 +1017,15 @@ impl x::Fields for OvfConsumerValidationFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "extensionName" => r.read(&mut self.extension_name)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "extensionName" => r.read(&mut self.extension_name),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1061,16 +1061,16 @@ impl x::Fields for OvfCpuCompatibility {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "registerName" => r.read(&mut self.register_name)?,
-            "level" => r.read(&mut self.level)?,
-            "registerValue" => r.read(&mut self.register_value)?,
-            "desiredRegisterValue" => r.read(&mut self.desired_register_value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "registerName" => r.read(&mut self.register_name),
+            "level" => r.read(&mut self.level),
+            "registerValue" => r.read(&mut self.register_value),
+            "desiredRegisterValue" => r.read(&mut self.desired_register_value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1099,12 +1099,12 @@ impl x::Fields for OvfCpuCompatibilityCheckNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1137,16 +1137,16 @@ impl x::Fields for OvfCreateDescriptorParams {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ovfFiles" => r.read_push(&mut self.ovf_files)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "includeImageFiles" => r.read_opt(&mut self.include_image_files)?,
-            "exportOption" => r.read_push(&mut self.export_option)?,
-            "snapshot" => r.read_opt(&mut self.snapshot)?,
+        let result = match name {
+            "ovfFiles" => r.read_push(&mut self.ovf_files),
+            "name" => r.read_opt(&mut self.name),
+            "description" => r.read_opt(&mut self.description),
+            "includeImageFiles" => r.read_opt(&mut self.include_image_files),
+            "exportOption" => r.read_push(&mut self.export_option),
+            "snapshot" => r.read_opt(&mut self.snapshot),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ovfFiles", &self.ovf_files);
@@ -1179,14 +1179,14 @@ impl x::Fields for OvfCreateDescriptorResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ovfDescriptor" => r.read(&mut self.ovf_descriptor)?,
-            "error" => r.read_push(&mut self.error)?,
-            "warning" => r.read_push(&mut self.warning)?,
-            "includeImageFiles" => r.read_opt(&mut self.include_image_files)?,
+        let result = match name {
+            "ovfDescriptor" => r.read(&mut self.ovf_descriptor),
+            "error" => r.read_push(&mut self.error),
+            "warning" => r.read_push(&mut self.warning),
+            "includeImageFiles" => r.read_opt(&mut self.include_image_files),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ovfDescriptor", &self.ovf_descriptor);
@@ -1235,23 +1235,23 @@ impl x::Fields for OvfCreateImportSpecParams {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "locale" => r.read(&mut self.locale)?,
-            "deploymentOption" => r.read(&mut self.deployment_option)?,
-            "msgBundle" => r.read_push(&mut self.msg_bundle)?,
-            "importOption" => r.read_push(&mut self.import_option)?,
-            "entityName" => r.read(&mut self.entity_name)?,
-            "hostSystem" => r.read_opt(&mut self.host_system)?,
-            "networkMapping" => r.read_push(&mut self.network_mapping)?,
-            "ipAllocationPolicy" => r.read_opt(&mut self.ip_allocation_policy)?,
-            "ipProtocol" => r.read_opt(&mut self.ip_protocol)?,
-            "propertyMapping" => r.read_push(&mut self.property_mapping)?,
-            "resourceMapping" => r.read_push(&mut self.resource_mapping)?,
-            "diskProvisioning" => r.read_opt(&mut self.disk_provisioning)?,
-            "instantiationOst" => r.read_opt(&mut self.instantiation_ost)?,
+        let result = match name {
+            "locale" => r.read(&mut self.locale),
+            "deploymentOption" => r.read(&mut self.deployment_option),
+            "msgBundle" => r.read_push(&mut self.msg_bundle),
+            "importOption" => r.read_push(&mut self.import_option),
+            "entityName" => r.read(&mut self.entity_name),
+            "hostSystem" => r.read_opt(&mut self.host_system),
+            "networkMapping" => r.read_push(&mut self.network_mapping),
+            "ipAllocationPolicy" => r.read_opt(&mut self.ip_allocation_policy),
+            "ipProtocol" => r.read_opt(&mut self.ip_protocol),
+            "propertyMapping" => r.read_push(&mut self.property_mapping),
+            "resourceMapping" => r.read_push(&mut self.resource_mapping),
+            "diskProvisioning" => r.read_opt(&mut self.disk_provisioning),
+            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("locale", &self.locale);
@@ -1291,14 +1291,14 @@ impl x::Fields for OvfCreateImportSpecResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "importSpec" => r.read_opt(&mut self.import_spec)?,
-            "fileItem" => r.read_push(&mut self.file_item)?,
-            "warning" => r.read_push(&mut self.warning)?,
-            "error" => r.read_push(&mut self.error)?,
+        let result = match name {
+            "importSpec" => r.read_opt(&mut self.import_spec),
+            "fileItem" => r.read_push(&mut self.file_item),
+            "warning" => r.read_push(&mut self.warning),
+            "error" => r.read_push(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("importSpec", &self.import_spec);
@@ -1327,13 +1327,13 @@ impl x::Fields for OvfDeploymentOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "label" => r.read(&mut self.label)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "label" => r.read(&mut self.label),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1367,14 +1367,14 @@ impl x::Fields for OvfDiskMappingNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "diskName" => r.read(&mut self.disk_name)?,
-            "vmName" => r.read(&mut self.vm_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "diskName" => r.read(&mut self.disk_name),
+            "vmName" => r.read(&mut self.vm_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1405,14 +1405,14 @@ impl x::Fields for OvfDiskOrderConstraint {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1443,14 +1443,14 @@ impl x::Fields for OvfDuplicateElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1483,15 +1483,15 @@ impl x::Fields for OvfDuplicatedElementBoundary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
-            "boundary" => r.read(&mut self.boundary)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "boundary" => r.read(&mut self.boundary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1521,13 +1521,13 @@ impl x::Fields for OvfDuplicatedPropertyIdExport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "fqid" => r.read(&mut self.fqid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "fqid" => r.read(&mut self.fqid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1553,12 +1553,12 @@ impl x::Fields for OvfDuplicatedPropertyIdImport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1587,14 +1587,14 @@ impl x::Fields for OvfElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1627,15 +1627,15 @@ impl x::Fields for OvfElementInvalidValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1663,12 +1663,12 @@ impl x::Fields for OvfExport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1693,12 +1693,12 @@ impl x::Fields for OvfExportFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1723,12 +1723,12 @@ impl x::Fields for OvfFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1763,17 +1763,17 @@ impl x::Fields for OvfFile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceId" => r.read(&mut self.device_id)?,
-            "path" => r.read(&mut self.path)?,
-            "compressionMethod" => r.read_opt(&mut self.compression_method)?,
-            "chunkSize" => r.read_opt(&mut self.chunk_size)?,
-            "size" => r.read(&mut self.size)?,
-            "capacity" => r.read_opt(&mut self.capacity)?,
-            "populatedSize" => r.read_opt(&mut self.populated_size)?,
+        let result = match name {
+            "deviceId" => r.read(&mut self.device_id),
+            "path" => r.read(&mut self.path),
+            "compressionMethod" => r.read_opt(&mut self.compression_method),
+            "chunkSize" => r.read_opt(&mut self.chunk_size),
+            "size" => r.read(&mut self.size),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "populatedSize" => r.read_opt(&mut self.populated_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceId", &self.device_id);
@@ -1817,17 +1817,17 @@ impl x::Fields for OvfFileItem {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceId" => r.read(&mut self.device_id)?,
-            "path" => r.read(&mut self.path)?,
-            "compressionMethod" => r.read_opt(&mut self.compression_method)?,
-            "chunkSize" => r.read_opt(&mut self.chunk_size)?,
-            "size" => r.read_opt(&mut self.size)?,
-            "cimType" => r.read(&mut self.cim_type)?,
-            "create" => r.read(&mut self.create)?,
+        let result = match name {
+            "deviceId" => r.read(&mut self.device_id),
+            "path" => r.read(&mut self.path),
+            "compressionMethod" => r.read_opt(&mut self.compression_method),
+            "chunkSize" => r.read_opt(&mut self.chunk_size),
+            "size" => r.read_opt(&mut self.size),
+            "cimType" => r.read(&mut self.cim_type),
+            "create" => r.read(&mut self.create),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceId", &self.device_id);
@@ -1861,12 +1861,12 @@ impl x::Fields for OvfHardwareCheck {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1895,14 +1895,14 @@ impl x::Fields for OvfHardwareExport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "vmPath" => r.read(&mut self.vm_path)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
+            "vmPath" => r.read(&mut self.vm_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1935,15 +1935,15 @@ impl x::Fields for OvfHostResourceConstraint {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1975,14 +1975,14 @@ impl x::Fields for OvfHostValueNotParsed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "property" => r.read(&mut self.property)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "property" => r.read(&mut self.property),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2009,12 +2009,12 @@ impl x::Fields for OvfImport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2039,12 +2039,12 @@ impl x::Fields for OvfImportFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2069,12 +2069,12 @@ impl x::Fields for OvfInternalError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2101,13 +2101,13 @@ impl x::Fields for OvfInvalidPackage {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2141,16 +2141,16 @@ impl x::Fields for OvfInvalidValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2187,16 +2187,16 @@ impl x::Fields for OvfInvalidValueConfiguration {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2233,16 +2233,16 @@ impl x::Fields for OvfInvalidValueEmpty {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2279,16 +2279,16 @@ impl x::Fields for OvfInvalidValueFormatMalformed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2325,16 +2325,16 @@ impl x::Fields for OvfInvalidValueReference {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2367,14 +2367,14 @@ impl x::Fields for OvfInvalidVmName {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2405,14 +2405,14 @@ impl x::Fields for OvfManagerCommonParams {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "locale" => r.read(&mut self.locale)?,
-            "deploymentOption" => r.read(&mut self.deployment_option)?,
-            "msgBundle" => r.read_push(&mut self.msg_bundle)?,
-            "importOption" => r.read_push(&mut self.import_option)?,
+        let result = match name {
+            "locale" => r.read(&mut self.locale),
+            "deploymentOption" => r.read(&mut self.deployment_option),
+            "msgBundle" => r.read_push(&mut self.msg_bundle),
+            "importOption" => r.read_push(&mut self.import_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("locale", &self.locale);
@@ -2445,15 +2445,15 @@ impl x::Fields for OvfMappedOsId {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "ovfId" => r.read(&mut self.ovf_id)?,
-            "ovfDescription" => r.read(&mut self.ovf_description)?,
-            "targetDescription" => r.read(&mut self.target_description)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "ovfId" => r.read(&mut self.ovf_id),
+            "ovfDescription" => r.read(&mut self.ovf_description),
+            "targetDescription" => r.read(&mut self.target_description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2487,15 +2487,15 @@ impl x::Fields for OvfMissingAttribute {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2527,14 +2527,14 @@ impl x::Fields for OvfMissingElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2567,15 +2567,15 @@ impl x::Fields for OvfMissingElementNormalBoundary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
-            "boundary" => r.read(&mut self.boundary)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "boundary" => r.read(&mut self.boundary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2607,14 +2607,14 @@ impl x::Fields for OvfMissingHardware {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read(&mut self.name)?,
-            "resourceType" => r.read(&mut self.resource_type)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read(&mut self.name),
+            "resourceType" => r.read(&mut self.resource_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2641,12 +2641,12 @@ impl x::Fields for OvfNetworkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2675,12 +2675,12 @@ impl x::Fields for OvfNetworkMapping {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "network" => r.read(&mut self.network)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "network" => r.read(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2709,12 +2709,12 @@ impl x::Fields for OvfNetworkMappingNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2741,13 +2741,13 @@ impl x::Fields for OvfNoHostNic {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2779,15 +2779,15 @@ impl x::Fields for OvfNoSpaceOnController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
-            "parent" => r.read(&mut self.parent)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "parent" => r.read(&mut self.parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2819,14 +2819,14 @@ impl x::Fields for OvfNoSupportedHardwareFamily {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "version" => r.read(&mut self.version)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "version" => r.read(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2853,12 +2853,12 @@ impl x::Fields for OvfOptionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "option" => r.read(&mut self.option)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "option" => r.read(&mut self.option),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("option", &self.option);
@@ -2891,14 +2891,14 @@ impl x::Fields for OvfParseDescriptorParams {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "locale" => r.read(&mut self.locale)?,
-            "deploymentOption" => r.read(&mut self.deployment_option)?,
-            "msgBundle" => r.read_push(&mut self.msg_bundle)?,
-            "importOption" => r.read_push(&mut self.import_option)?,
+        let result = match name {
+            "locale" => r.read(&mut self.locale),
+            "deploymentOption" => r.read(&mut self.deployment_option),
+            "msgBundle" => r.read_push(&mut self.msg_bundle),
+            "importOption" => r.read_push(&mut self.import_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("locale", &self.locale);
@@ -2957,32 +2957,32 @@ impl x::Fields for OvfParseDescriptorResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "eula" => r.read_push(&mut self.eula)?,
-            "network" => r.read_push(&mut self.network)?,
-            "ipAllocationScheme" => r.read_push(&mut self.ip_allocation_scheme)?,
-            "ipProtocols" => r.read_push(&mut self.ip_protocols)?,
-            "property" => r.read_push(&mut self.property)?,
-            "productInfo" => r.read_opt(&mut self.product_info)?,
-            "annotation" => r.read(&mut self.annotation)?,
-            "approximateDownloadSize" => r.read_opt(&mut self.approximate_download_size)?,
+        let result = match name {
+            "eula" => r.read_push(&mut self.eula),
+            "network" => r.read_push(&mut self.network),
+            "ipAllocationScheme" => r.read_push(&mut self.ip_allocation_scheme),
+            "ipProtocols" => r.read_push(&mut self.ip_protocols),
+            "property" => r.read_push(&mut self.property),
+            "productInfo" => r.read_opt(&mut self.product_info),
+            "annotation" => r.read(&mut self.annotation),
+            "approximateDownloadSize" => r.read_opt(&mut self.approximate_download_size),
             "approximateFlatDeploymentSize" => {
-                r.read_opt(&mut self.approximate_flat_deployment_size)?
+                r.read_opt(&mut self.approximate_flat_deployment_size)
             }
             "approximateSparseDeploymentSize" => {
-                r.read_opt(&mut self.approximate_sparse_deployment_size)?
+                r.read_opt(&mut self.approximate_sparse_deployment_size)
             }
-            "defaultEntityName" => r.read(&mut self.default_entity_name)?,
-            "virtualApp" => r.read(&mut self.virtual_app)?,
-            "deploymentOption" => r.read_push(&mut self.deployment_option)?,
-            "defaultDeploymentOption" => r.read(&mut self.default_deployment_option)?,
-            "entityName" => r.read_push(&mut self.entity_name)?,
-            "annotatedOst" => r.read_opt(&mut self.annotated_ost)?,
-            "error" => r.read_push(&mut self.error)?,
-            "warning" => r.read_push(&mut self.warning)?,
+            "defaultEntityName" => r.read(&mut self.default_entity_name),
+            "virtualApp" => r.read(&mut self.virtual_app),
+            "deploymentOption" => r.read_push(&mut self.deployment_option),
+            "defaultDeploymentOption" => r.read(&mut self.default_deployment_option),
+            "entityName" => r.read_push(&mut self.entity_name),
+            "annotatedOst" => r.read_opt(&mut self.annotated_ost),
+            "error" => r.read_push(&mut self.error),
+            "warning" => r.read_push(&mut self.warning),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("eula", &self.eula);
@@ -3035,15 +3035,15 @@ impl x::Fields for OvfProperty {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -3075,14 +3075,14 @@ impl x::Fields for OvfPropertyExport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -3115,15 +3115,15 @@ impl x::Fields for OvfPropertyNetwork {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -3153,13 +3153,13 @@ impl x::Fields for OvfPropertyNetworkExport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "network" => r.read(&mut self.network)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "network" => r.read(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -3193,108 +3193,16 @@ impl x::Fields for OvfPropertyQualifier {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
-            "qualifier" => r.read(&mut self.qualifier)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
+            "qualifier" => r.read(&mut self.qualifier),
             _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
-        w.write("qualifier", &self.qualifier);
-    }
-}
-/// `OvfPropertyQualifierDuplicate` (extends `OvfProperty`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfPropertyQualifierDuplicate {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `type`, from `OvfProperty`.
-    pub type_: String,
-    /// `value`, from `OvfProperty`.
-    pub value: String,
-    /// `qualifier`.
-    pub qualifier: String,
-}
-impl x::SchemaType for OvfPropertyQualifierDuplicate {
-    const TYPE_NAME: &'static str = "OvfPropertyQualifierDuplicate";
-}
-impl x::Structure for OvfPropertyQualifierDuplicate {}
-impl x::Fields for OvfPropertyQualifierDuplicate {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
-            "qualifier" => r.read(&mut self.qualifier)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write("lineNumber", &self.line_number);
-        w.write("type", &self.type_);
-        w.write("value", &self.value);
-        w.write("qualifier", &self.qualifier);
-    }
-}
-/// `OvfPropertyQualifierIgnored` (extends `OvfProperty`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct OvfPropertyQualifierIgnored {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `lineNumber`, from `OvfInvalidPackage`.
-    pub line_number: i32,
-    /// `type`, from `OvfProperty`.
-    pub type_: String,
-    /// `value`, from `OvfProperty`.
-    pub value: String,
-    /// `qualifier`.
-    pub qualifier: String,
-}
-impl x::SchemaType for OvfPropertyQualifierIgnored {
-    const TYPE_NAME: &'static str = "OvfPropertyQualifierIgnored";
-}
-impl x::Structure for OvfPropertyQualifierIgnored {}
-impl x::Fields for OvfPropertyQualifierIgnored {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
-            "qualifier" => r.read(&mut self.qualifier)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);

@@ -5,6 +5,98 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `OvfPropertyQualifierDuplicate` (extends `OvfProperty`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfPropertyQualifierDuplicate {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `lineNumber`, from `OvfInvalidPackage`.
+    pub line_number: i32,
+    /// `type`, from `OvfProperty`.
+    pub type_: String,
+    /// `value`, from `OvfProperty`.
+    pub value: String,
+    /// `qualifier`.
+    pub qualifier: String,
+}
+impl x::SchemaType for OvfPropertyQualifierDuplicate {
+    const TYPE_NAME: &'static str = "OvfPropertyQualifierDuplicate";
+}
+impl x::Structure for OvfPropertyQualifierDuplicate {}
+impl x::Fields for OvfPropertyQualifierDuplicate {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
+            "qualifier" => r.read(&mut self.qualifier),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("lineNumber", &self.line_number);
+        w.write("type", &self.type_);
+        w.write("value", &self.value);
+        w.write("qualifier", &self.qualifier);
+    }
+}
+/// `OvfPropertyQualifierIgnored` (extends `OvfProperty`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfPropertyQualifierIgnored {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `lineNumber`, from `OvfInvalidPackage`.
+    pub line_number: i32,
+    /// `type`, from `OvfProperty`.
+    pub type_: String,
+    /// `value`, from `OvfProperty`.
+    pub value: String,
+    /// `qualifier`.
+    pub qualifier: String,
+}
+impl x::SchemaType for OvfPropertyQualifierIgnored {
+    const TYPE_NAME: &'static str = "OvfPropertyQualifierIgnored";
+}
+impl x::Structure for OvfPropertyQualifierIgnored {}
+impl x::Fields for OvfPropertyQualifierIgnored {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
+            "qualifier" => r.read(&mut self.qualifier),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("lineNumber", &self.line_number);
+        w.write("type", &self.type_);
+        w.write("value", &self.value);
+        w.write("qualifier", &self.qualifier);
+    }
+}
 /// `OvfPropertyType` (extends `OvfProperty`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyType {
@@ -29,15 +121,15 @@ impl x::Fields for OvfPropertyType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -71,15 +163,15 @@ impl x::Fields for OvfPropertyValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -111,14 +203,14 @@ impl x::Fields for OvfResourceMap {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "source" => r.read(&mut self.source)?,
-            "parent" => r.read_opt(&mut self.parent)?,
-            "resourceSpec" => r.read_opt(&mut self.resource_spec)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
+        let result = match name {
+            "source" => r.read(&mut self.source),
+            "parent" => r.read_opt(&mut self.parent),
+            "resourceSpec" => r.read_opt(&mut self.resource_spec),
+            "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("source", &self.source);
@@ -149,12 +241,12 @@ impl x::Fields for OvfSystemFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -181,13 +273,13 @@ impl x::Fields for OvfToXmlUnsupportedElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "name" => r.read_opt(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "name" => r.read_opt(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -219,15 +311,15 @@ impl x::Fields for OvfUnableToExportDisk {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "vmPath" => r.read(&mut self.vm_path)?,
-            "diskName" => r.read(&mut self.disk_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
+            "vmPath" => r.read(&mut self.vm_path),
+            "diskName" => r.read(&mut self.disk_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -259,14 +351,14 @@ impl x::Fields for OvfUnexpectedElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -297,14 +389,14 @@ impl x::Fields for OvfUnknownDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "vmName" => r.read(&mut self.vm_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
+            "vmName" => r.read(&mut self.vm_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -337,15 +429,15 @@ impl x::Fields for OvfUnknownDeviceBacking {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "vmPath" => r.read(&mut self.vm_path)?,
-            "backing" => r.read(&mut self.backing)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
+            "vmPath" => r.read(&mut self.vm_path),
+            "backing" => r.read(&mut self.backing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -375,13 +467,13 @@ impl x::Fields for OvfUnknownEntity {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -413,15 +505,15 @@ impl x::Fields for OvfUnsupportedAttribute {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -457,16 +549,16 @@ impl x::Fields for OvfUnsupportedAttributeValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "attributeName" => r.read(&mut self.attribute_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "attributeName" => r.read(&mut self.attribute_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -503,16 +595,16 @@ impl x::Fields for OvfUnsupportedDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "elementName" => r.read_opt(&mut self.element_name)?,
-            "instanceId" => r.read_opt(&mut self.instance_id)?,
-            "deviceName" => r.read(&mut self.device_name)?,
-            "backingName" => r.read_opt(&mut self.backing_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "elementName" => r.read_opt(&mut self.element_name),
+            "instanceId" => r.read_opt(&mut self.instance_id),
+            "deviceName" => r.read(&mut self.device_name),
+            "backingName" => r.read_opt(&mut self.backing_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -549,16 +641,16 @@ impl x::Fields for OvfUnsupportedDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "elementName" => r.read_opt(&mut self.element_name)?,
-            "instanceId" => r.read_opt(&mut self.instance_id)?,
-            "deviceName" => r.read(&mut self.device_name)?,
-            "backingName" => r.read_opt(&mut self.backing_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "elementName" => r.read_opt(&mut self.element_name),
+            "instanceId" => r.read_opt(&mut self.instance_id),
+            "deviceName" => r.read(&mut self.device_name),
+            "backingName" => r.read_opt(&mut self.backing_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -591,14 +683,14 @@ impl x::Fields for OvfUnsupportedDeviceExport {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
-            "vmPath" => r.read(&mut self.vm_path)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
+            "vmPath" => r.read(&mut self.vm_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -629,14 +721,14 @@ impl x::Fields for OvfUnsupportedDiskProvisioning {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "diskProvisioning" => r.read(&mut self.disk_provisioning)?,
-            "supportedDiskProvisioning" => r.read(&mut self.supported_disk_provisioning)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "diskProvisioning" => r.read(&mut self.disk_provisioning),
+            "supportedDiskProvisioning" => r.read(&mut self.supported_disk_provisioning),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -667,14 +759,14 @@ impl x::Fields for OvfUnsupportedElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -707,15 +799,15 @@ impl x::Fields for OvfUnsupportedElementValue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -745,13 +837,13 @@ impl x::Fields for OvfUnsupportedPackage {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -783,15 +875,15 @@ impl x::Fields for OvfUnsupportedSection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
-            "info" => r.read(&mut self.info)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "info" => r.read(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -829,17 +921,17 @@ impl x::Fields for OvfUnsupportedSubType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "elementName" => r.read(&mut self.element_name)?,
-            "instanceId" => r.read(&mut self.instance_id)?,
-            "deviceType" => r.read(&mut self.device_type)?,
-            "deviceSubType" => r.read(&mut self.device_sub_type)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "elementName" => r.read(&mut self.element_name),
+            "instanceId" => r.read(&mut self.instance_id),
+            "deviceType" => r.read(&mut self.device_type),
+            "deviceSubType" => r.read(&mut self.device_sub_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -877,16 +969,16 @@ impl x::Fields for OvfUnsupportedType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read_opt(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
-            "instanceId" => r.read(&mut self.instance_id)?,
-            "deviceType" => r.read(&mut self.device_type)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read_opt(&mut self.line_number),
+            "name" => r.read(&mut self.name),
+            "instanceId" => r.read(&mut self.instance_id),
+            "deviceType" => r.read(&mut self.device_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -919,14 +1011,14 @@ impl x::Fields for OvfValidateHostParams {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "locale" => r.read(&mut self.locale)?,
-            "deploymentOption" => r.read(&mut self.deployment_option)?,
-            "msgBundle" => r.read_push(&mut self.msg_bundle)?,
-            "importOption" => r.read_push(&mut self.import_option)?,
+        let result = match name {
+            "locale" => r.read(&mut self.locale),
+            "deploymentOption" => r.read(&mut self.deployment_option),
+            "msgBundle" => r.read_push(&mut self.msg_bundle),
+            "importOption" => r.read_push(&mut self.import_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("locale", &self.locale);
@@ -961,18 +1053,18 @@ impl x::Fields for OvfValidateHostResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "downloadSize" => r.read_opt(&mut self.download_size)?,
-            "flatDeploymentSize" => r.read_opt(&mut self.flat_deployment_size)?,
-            "sparseDeploymentSize" => r.read_opt(&mut self.sparse_deployment_size)?,
-            "error" => r.read_push(&mut self.error)?,
-            "warning" => r.read_push(&mut self.warning)?,
+        let result = match name {
+            "downloadSize" => r.read_opt(&mut self.download_size),
+            "flatDeploymentSize" => r.read_opt(&mut self.flat_deployment_size),
+            "sparseDeploymentSize" => r.read_opt(&mut self.sparse_deployment_size),
+            "error" => r.read_push(&mut self.error),
+            "warning" => r.read_push(&mut self.warning),
             "supportedDiskProvisioning" => {
-                r.read_push(&mut self.supported_disk_provisioning)?
+                r.read_push(&mut self.supported_disk_provisioning)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("downloadSize", &self.download_size);
@@ -1005,14 +1097,14 @@ impl x::Fields for OvfWrongElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1043,14 +1135,14 @@ impl x::Fields for OvfWrongNamespace {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "namespaceName" => r.read(&mut self.namespace_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "namespaceName" => r.read(&mut self.namespace_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1081,14 +1173,14 @@ impl x::Fields for OvfXmlFormat {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "lineNumber" => r.read(&mut self.line_number)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);

@@ -39,20 +39,20 @@ impl x::Fields for PMemDatastoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
-            "freeSpace" => r.read(&mut self.free_space)?,
-            "maxFileSize" => r.read(&mut self.max_file_size)?,
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity)?,
-            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size)?,
-            "timestamp" => r.read_opt(&mut self.timestamp)?,
-            "containerId" => r.read_opt(&mut self.container_id)?,
-            "aliasOf" => r.read_opt(&mut self.alias_of)?,
-            "pmem" => r.read(&mut self.pmem)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            "freeSpace" => r.read(&mut self.free_space),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size),
+            "timestamp" => r.read_opt(&mut self.timestamp),
+            "containerId" => r.read_opt(&mut self.container_id),
+            "aliasOf" => r.read_opt(&mut self.alias_of),
+            "pmem" => r.read(&mut self.pmem),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -105,22 +105,22 @@ impl x::Fields for ParaVirtualSCSIController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove)?,
-            "sharedBus" => r.read(&mut self.shared_bus)?,
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
+            "sharedBus" => r.read(&mut self.shared_bus),
+            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -191,32 +191,32 @@ impl x::Fields for ParaVirtualSCSIControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks)?,
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms)?,
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough)?,
-            "sharing" => r.read_push(&mut self.sharing)?,
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index)?,
-            "hotAddRemove" => r.read(&mut self.hot_add_remove)?,
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -275,22 +275,20 @@ impl x::Fields for PassiveNodeDeploymentSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "esxHost" => r.read_opt(&mut self.esx_host)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "publicNetworkPortGroup" => r.read_opt(&mut self.public_network_port_group)?,
-            "clusterNetworkPortGroup" => {
-                r.read_opt(&mut self.cluster_network_port_group)?
-            }
-            "folder" => r.read(&mut self.folder)?,
-            "resourcePool" => r.read_opt(&mut self.resource_pool)?,
-            "managementVc" => r.read_opt(&mut self.management_vc)?,
-            "nodeName" => r.read(&mut self.node_name)?,
-            "ipSettings" => r.read(&mut self.ip_settings)?,
-            "failoverIpSettings" => r.read_opt(&mut self.failover_ip_settings)?,
+        let result = match name {
+            "esxHost" => r.read_opt(&mut self.esx_host),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "publicNetworkPortGroup" => r.read_opt(&mut self.public_network_port_group),
+            "clusterNetworkPortGroup" => r.read_opt(&mut self.cluster_network_port_group),
+            "folder" => r.read(&mut self.folder),
+            "resourcePool" => r.read_opt(&mut self.resource_pool),
+            "managementVc" => r.read_opt(&mut self.management_vc),
+            "nodeName" => r.read(&mut self.node_name),
+            "ipSettings" => r.read(&mut self.ip_settings),
+            "failoverIpSettings" => r.read_opt(&mut self.failover_ip_settings),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("esxHost", &self.esx_host);
@@ -323,12 +321,12 @@ impl x::Fields for PassiveNodeNetworkSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipSettings" => r.read(&mut self.ip_settings)?,
-            "failoverIpSettings" => r.read_opt(&mut self.failover_ip_settings)?,
+        let result = match name {
+            "ipSettings" => r.read(&mut self.ip_settings),
+            "failoverIpSettings" => r.read_opt(&mut self.failover_ip_settings),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipSettings", &self.ip_settings);
@@ -353,12 +351,12 @@ impl x::Fields for PasswordExpired {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -381,11 +379,11 @@ impl x::Fields for PasswordField {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
@@ -411,13 +409,13 @@ impl x::Fields for PatchAlreadyInstalled {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patchID" => r.read(&mut self.patch_id)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patchID" => r.read(&mut self.patch_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -447,14 +445,14 @@ impl x::Fields for PatchBinariesNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patchID" => r.read(&mut self.patch_id)?,
-            "binary" => r.read_push(&mut self.binary)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patchID" => r.read(&mut self.patch_id),
+            "binary" => r.read_push(&mut self.binary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -485,14 +483,14 @@ impl x::Fields for PatchInstallFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "text" => r.read(&mut self.text)?,
-            "rolledBack" => r.read(&mut self.rolled_back)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "text" => r.read(&mut self.text),
+            "rolledBack" => r.read(&mut self.rolled_back),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -521,13 +519,13 @@ impl x::Fields for PatchIntegrityError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "text" => r.read(&mut self.text)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "text" => r.read(&mut self.text),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -557,14 +555,14 @@ impl x::Fields for PatchMetadataCorrupted {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patchID" => r.read(&mut self.patch_id)?,
-            "metaData" => r.read_push(&mut self.meta_data)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patchID" => r.read(&mut self.patch_id),
+            "metaData" => r.read_push(&mut self.meta_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -595,14 +593,14 @@ impl x::Fields for PatchMetadataInvalid {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patchID" => r.read(&mut self.patch_id)?,
-            "metaData" => r.read_push(&mut self.meta_data)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patchID" => r.read(&mut self.patch_id),
+            "metaData" => r.read_push(&mut self.meta_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -633,14 +631,14 @@ impl x::Fields for PatchMetadataNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patchID" => r.read(&mut self.patch_id)?,
-            "metaData" => r.read_push(&mut self.meta_data)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patchID" => r.read(&mut self.patch_id),
+            "metaData" => r.read_push(&mut self.meta_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -673,15 +671,15 @@ impl x::Fields for PatchMissingDependencies {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patchID" => r.read(&mut self.patch_id)?,
-            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch)?,
-            "prerequisiteLib" => r.read_push(&mut self.prerequisite_lib)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patchID" => r.read(&mut self.patch_id),
+            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
+            "prerequisiteLib" => r.read_push(&mut self.prerequisite_lib),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -711,13 +709,13 @@ impl x::Fields for PatchNotApplicable {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patchID" => r.read(&mut self.patch_id)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patchID" => r.read(&mut self.patch_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -747,14 +745,14 @@ impl x::Fields for PatchSuperseded {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patchID" => r.read(&mut self.patch_id)?,
-            "supersede" => r.read_push(&mut self.supersede)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patchID" => r.read(&mut self.patch_id),
+            "supersede" => r.read_push(&mut self.supersede),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -781,12 +779,12 @@ impl x::Fields for PerfCompositeMetric {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read_opt(&mut self.entity)?,
-            "childEntity" => r.read_push(&mut self.child_entity)?,
+        let result = match name {
+            "entity" => r.read_opt(&mut self.entity),
+            "childEntity" => r.read_push(&mut self.child_entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entity", &self.entity);
@@ -825,19 +823,19 @@ impl x::Fields for PerfCounterInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "nameInfo" => r.read(&mut self.name_info)?,
-            "groupInfo" => r.read(&mut self.group_info)?,
-            "unitInfo" => r.read(&mut self.unit_info)?,
-            "rollupType" => r.read(&mut self.rollup_type)?,
-            "statsType" => r.read(&mut self.stats_type)?,
-            "level" => r.read_opt(&mut self.level)?,
-            "perDeviceLevel" => r.read_opt(&mut self.per_device_level)?,
-            "associatedCounterId" => r.read_push(&mut self.associated_counter_id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "nameInfo" => r.read(&mut self.name_info),
+            "groupInfo" => r.read(&mut self.group_info),
+            "unitInfo" => r.read(&mut self.unit_info),
+            "rollupType" => r.read(&mut self.rollup_type),
+            "statsType" => r.read(&mut self.stats_type),
+            "level" => r.read_opt(&mut self.level),
+            "perDeviceLevel" => r.read_opt(&mut self.per_device_level),
+            "associatedCounterId" => r.read_push(&mut self.associated_counter_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -875,13 +873,13 @@ impl x::Fields for PerfEntityMetric {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "sampleInfo" => r.read_push(&mut self.sample_info)?,
-            "value" => r.read_push(&mut self.value)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "sampleInfo" => r.read_push(&mut self.sample_info),
+            "value" => r.read_push(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -907,11 +905,11 @@ impl x::Fields for PerfEntityMetricBase {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -937,13 +935,13 @@ impl x::Fields for PerfEntityMetricCSV {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "sampleInfoCSV" => r.read(&mut self.sample_info_csv)?,
-            "value" => r.read_push(&mut self.value)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "sampleInfoCSV" => r.read(&mut self.sample_info_csv),
+            "value" => r.read_push(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -977,16 +975,16 @@ impl x::Fields for PerfInterval {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "samplingPeriod" => r.read(&mut self.sampling_period)?,
-            "name" => r.read(&mut self.name)?,
-            "length" => r.read(&mut self.length)?,
-            "level" => r.read_opt(&mut self.level)?,
-            "enabled" => r.read(&mut self.enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "samplingPeriod" => r.read(&mut self.sampling_period),
+            "name" => r.read(&mut self.name),
+            "length" => r.read(&mut self.length),
+            "level" => r.read_opt(&mut self.level),
+            "enabled" => r.read(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1019,12 +1017,12 @@ impl x::Fields for PerfMetricId {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "counterId" => r.read(&mut self.counter_id)?,
-            "instance" => r.read(&mut self.instance)?,
+        let result = match name {
+            "counterId" => r.read(&mut self.counter_id),
+            "instance" => r.read(&mut self.instance),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("counterId", &self.counter_id);
@@ -1053,12 +1051,12 @@ impl x::Fields for PerfMetricIntSeries {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "value" => r.read_push(&mut self.value)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "value" => r.read_push(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -1083,11 +1081,11 @@ impl x::Fields for PerfMetricSeries {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -1111,12 +1109,12 @@ impl x::Fields for PerfMetricSeriesCSV {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -1149,14 +1147,14 @@ impl x::Fields for PerfProviderSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "currentSupported" => r.read(&mut self.current_supported)?,
-            "summarySupported" => r.read(&mut self.summary_supported)?,
-            "refreshRate" => r.read_opt(&mut self.refresh_rate)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "currentSupported" => r.read(&mut self.current_supported),
+            "summarySupported" => r.read(&mut self.summary_supported),
+            "refreshRate" => r.read_opt(&mut self.refresh_rate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -1193,17 +1191,17 @@ impl x::Fields for PerfQuerySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "startTime" => r.read_opt(&mut self.start_time)?,
-            "endTime" => r.read_opt(&mut self.end_time)?,
-            "maxSample" => r.read_opt(&mut self.max_sample)?,
-            "metricId" => r.read_push(&mut self.metric_id)?,
-            "intervalId" => r.read_opt(&mut self.interval_id)?,
-            "format" => r.read_opt(&mut self.format)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "startTime" => r.read_opt(&mut self.start_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            "maxSample" => r.read_opt(&mut self.max_sample),
+            "metricId" => r.read_push(&mut self.metric_id),
+            "intervalId" => r.read_opt(&mut self.interval_id),
+            "format" => r.read_opt(&mut self.format),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -1237,12 +1235,12 @@ impl x::Fields for PerfSampleInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timestamp" => r.read(&mut self.timestamp)?,
-            "interval" => r.read(&mut self.interval)?,
+        let result = match name {
+            "timestamp" => r.read(&mut self.timestamp),
+            "interval" => r.read(&mut self.interval),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("timestamp", &self.timestamp);

@@ -23,12 +23,12 @@ impl x::Fields for PerformanceDescription {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "counterType" => r.read_push(&mut self.counter_type)?,
-            "statsType" => r.read_push(&mut self.stats_type)?,
+        let result = match name {
+            "counterType" => r.read_push(&mut self.counter_type),
+            "statsType" => r.read_push(&mut self.stats_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("counterType", &self.counter_type);
@@ -55,13 +55,13 @@ impl x::Fields for PerformanceManagerCounterLevelMapping {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "counterId" => r.read(&mut self.counter_id)?,
-            "aggregateLevel" => r.read_opt(&mut self.aggregate_level)?,
-            "perDeviceLevel" => r.read_opt(&mut self.per_device_level)?,
+        let result = match name {
+            "counterId" => r.read(&mut self.counter_id),
+            "aggregateLevel" => r.read_opt(&mut self.aggregate_level),
+            "perDeviceLevel" => r.read_opt(&mut self.per_device_level),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("counterId", &self.counter_id);
@@ -89,11 +89,11 @@ impl x::Fields for PerformanceStatisticsDescription {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "intervals" => r.read_push(&mut self.intervals)?,
+        let result = match name {
+            "intervals" => r.read_push(&mut self.intervals),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("intervals", &self.intervals);
@@ -123,15 +123,15 @@ impl x::Fields for Permission {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read_opt(&mut self.entity)?,
-            "principal" => r.read(&mut self.principal)?,
-            "group" => r.read(&mut self.group)?,
-            "roleId" => r.read(&mut self.role_id)?,
-            "propagate" => r.read(&mut self.propagate)?,
+        let result = match name {
+            "entity" => r.read_opt(&mut self.entity),
+            "principal" => r.read(&mut self.principal),
+            "group" => r.read(&mut self.group),
+            "roleId" => r.read(&mut self.role_id),
+            "propagate" => r.read(&mut self.propagate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entity", &self.entity);
@@ -195,28 +195,28 @@ impl x::Fields for PermissionAddedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "entity" => r.read(&mut self.entity)?,
-            "principal" => r.read(&mut self.principal)?,
-            "group" => r.read(&mut self.group)?,
-            "role" => r.read(&mut self.role)?,
-            "propagate" => r.read(&mut self.propagate)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "entity" => r.read(&mut self.entity),
+            "principal" => r.read(&mut self.principal),
+            "group" => r.read(&mut self.group),
+            "role" => r.read(&mut self.role),
+            "propagate" => r.read(&mut self.propagate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -285,26 +285,26 @@ impl x::Fields for PermissionEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "entity" => r.read(&mut self.entity)?,
-            "principal" => r.read(&mut self.principal)?,
-            "group" => r.read(&mut self.group)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "entity" => r.read(&mut self.entity),
+            "principal" => r.read(&mut self.principal),
+            "group" => r.read(&mut self.group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -363,22 +363,22 @@ impl x::Fields for PermissionProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -445,26 +445,26 @@ impl x::Fields for PermissionRemovedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "entity" => r.read(&mut self.entity)?,
-            "principal" => r.read(&mut self.principal)?,
-            "group" => r.read(&mut self.group)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "entity" => r.read(&mut self.entity),
+            "principal" => r.read(&mut self.principal),
+            "group" => r.read(&mut self.group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -539,30 +539,30 @@ impl x::Fields for PermissionUpdatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "entity" => r.read(&mut self.entity)?,
-            "principal" => r.read(&mut self.principal)?,
-            "group" => r.read(&mut self.group)?,
-            "role" => r.read(&mut self.role)?,
-            "propagate" => r.read(&mut self.propagate)?,
-            "prevRole" => r.read_opt(&mut self.prev_role)?,
-            "prevPropagate" => r.read_opt(&mut self.prev_propagate)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "entity" => r.read(&mut self.entity),
+            "principal" => r.read(&mut self.principal),
+            "group" => r.read(&mut self.group),
+            "role" => r.read(&mut self.role),
+            "propagate" => r.read(&mut self.propagate),
+            "prevRole" => r.read_opt(&mut self.prev_role),
+            "prevPropagate" => r.read_opt(&mut self.prev_propagate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -609,14 +609,14 @@ impl x::Fields for PhysCompatRDMNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -675,38 +675,38 @@ impl x::Fields for PhysicalNic {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "device" => r.read(&mut self.device)?,
-            "pci" => r.read(&mut self.pci)?,
-            "driver" => r.read_opt(&mut self.driver)?,
-            "linkSpeed" => r.read_opt(&mut self.link_speed)?,
-            "validLinkSpecification" => r.read_push(&mut self.valid_link_specification)?,
-            "spec" => r.read(&mut self.spec)?,
-            "wakeOnLanSupported" => r.read(&mut self.wake_on_lan_supported)?,
-            "mac" => r.read(&mut self.mac)?,
-            "fcoeConfiguration" => r.read_opt(&mut self.fcoe_configuration)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "pci" => r.read(&mut self.pci),
+            "driver" => r.read_opt(&mut self.driver),
+            "linkSpeed" => r.read_opt(&mut self.link_speed),
+            "validLinkSpecification" => r.read_push(&mut self.valid_link_specification),
+            "spec" => r.read(&mut self.spec),
+            "wakeOnLanSupported" => r.read(&mut self.wake_on_lan_supported),
+            "mac" => r.read(&mut self.mac),
+            "fcoeConfiguration" => r.read_opt(&mut self.fcoe_configuration),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
             "vmDirectPathGen2SupportedMode" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported_mode)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported_mode)
             }
             "resourcePoolSchedulerAllowed" => {
-                r.read_opt(&mut self.resource_pool_scheduler_allowed)?
+                r.read_opt(&mut self.resource_pool_scheduler_allowed)
             }
             "resourcePoolSchedulerDisallowedReason" => {
-                r.read_push(&mut self.resource_pool_scheduler_disallowed_reason)?
+                r.read_push(&mut self.resource_pool_scheduler_disallowed_reason)
             }
-            "autoNegotiateSupported" => r.read_opt(&mut self.auto_negotiate_supported)?,
+            "autoNegotiateSupported" => r.read_opt(&mut self.auto_negotiate_supported),
             "enhancedNetworkingStackSupported" => {
-                r.read_opt(&mut self.enhanced_networking_stack_supported)?
+                r.read_opt(&mut self.enhanced_networking_stack_supported)
             }
-            "ensInterruptSupported" => r.read_opt(&mut self.ens_interrupt_supported)?,
-            "rdmaDevice" => r.read_opt(&mut self.rdma_device)?,
+            "ensInterruptSupported" => r.read_opt(&mut self.ens_interrupt_supported),
+            "rdmaDevice" => r.read_opt(&mut self.rdma_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -773,17 +773,17 @@ impl x::Fields for PhysicalNicCdpDeviceCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "router" => r.read(&mut self.router)?,
-            "transparentBridge" => r.read(&mut self.transparent_bridge)?,
-            "sourceRouteBridge" => r.read(&mut self.source_route_bridge)?,
-            "networkSwitch" => r.read(&mut self.network_switch)?,
-            "host" => r.read(&mut self.host)?,
-            "igmpEnabled" => r.read(&mut self.igmp_enabled)?,
-            "repeater" => r.read(&mut self.repeater)?,
+        let result = match name {
+            "router" => r.read(&mut self.router),
+            "transparentBridge" => r.read(&mut self.transparent_bridge),
+            "sourceRouteBridge" => r.read(&mut self.source_route_bridge),
+            "networkSwitch" => r.read(&mut self.network_switch),
+            "host" => r.read(&mut self.host),
+            "igmpEnabled" => r.read(&mut self.igmp_enabled),
+            "repeater" => r.read(&mut self.repeater),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("router", &self.router);
@@ -847,29 +847,29 @@ impl x::Fields for PhysicalNicCdpInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cdpVersion" => r.read_opt(&mut self.cdp_version)?,
-            "timeout" => r.read_opt(&mut self.timeout)?,
-            "ttl" => r.read_opt(&mut self.ttl)?,
-            "samples" => r.read_opt(&mut self.samples)?,
-            "devId" => r.read_opt(&mut self.dev_id)?,
-            "address" => r.read_opt(&mut self.address)?,
-            "portId" => r.read_opt(&mut self.port_id)?,
-            "deviceCapability" => r.read_opt(&mut self.device_capability)?,
-            "softwareVersion" => r.read_opt(&mut self.software_version)?,
-            "hardwarePlatform" => r.read_opt(&mut self.hardware_platform)?,
-            "ipPrefix" => r.read_opt(&mut self.ip_prefix)?,
-            "ipPrefixLen" => r.read_opt(&mut self.ip_prefix_len)?,
-            "vlan" => r.read_opt(&mut self.vlan)?,
-            "fullDuplex" => r.read_opt(&mut self.full_duplex)?,
-            "mtu" => r.read_opt(&mut self.mtu)?,
-            "systemName" => r.read_opt(&mut self.system_name)?,
-            "systemOID" => r.read_opt(&mut self.system_oid)?,
-            "mgmtAddr" => r.read_opt(&mut self.mgmt_addr)?,
-            "location" => r.read_opt(&mut self.location)?,
+        let result = match name {
+            "cdpVersion" => r.read_opt(&mut self.cdp_version),
+            "timeout" => r.read_opt(&mut self.timeout),
+            "ttl" => r.read_opt(&mut self.ttl),
+            "samples" => r.read_opt(&mut self.samples),
+            "devId" => r.read_opt(&mut self.dev_id),
+            "address" => r.read_opt(&mut self.address),
+            "portId" => r.read_opt(&mut self.port_id),
+            "deviceCapability" => r.read_opt(&mut self.device_capability),
+            "softwareVersion" => r.read_opt(&mut self.software_version),
+            "hardwarePlatform" => r.read_opt(&mut self.hardware_platform),
+            "ipPrefix" => r.read_opt(&mut self.ip_prefix),
+            "ipPrefixLen" => r.read_opt(&mut self.ip_prefix_len),
+            "vlan" => r.read_opt(&mut self.vlan),
+            "fullDuplex" => r.read_opt(&mut self.full_duplex),
+            "mtu" => r.read_opt(&mut self.mtu),
+            "systemName" => r.read_opt(&mut self.system_name),
+            "systemOID" => r.read_opt(&mut self.system_oid),
+            "mgmtAddr" => r.read_opt(&mut self.mgmt_addr),
+            "location" => r.read_opt(&mut self.location),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("cdpVersion", &self.cdp_version);
@@ -911,12 +911,12 @@ impl x::Fields for PhysicalNicConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "device" => r.read(&mut self.device)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
@@ -943,11 +943,11 @@ impl x::Fields for PhysicalNicHint {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vlanId" => r.read_opt(&mut self.vlan_id)?,
+        let result = match name {
+            "vlanId" => r.read_opt(&mut self.vlan_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vlanId", &self.vlan_id);
@@ -977,15 +977,15 @@ impl x::Fields for PhysicalNicHintInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "device" => r.read(&mut self.device)?,
-            "subnet" => r.read_push(&mut self.subnet)?,
-            "network" => r.read_push(&mut self.network)?,
-            "connectedSwitchPort" => r.read_opt(&mut self.connected_switch_port)?,
-            "lldpInfo" => r.read_opt(&mut self.lldp_info)?,
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "subnet" => r.read_push(&mut self.subnet),
+            "network" => r.read_push(&mut self.network),
+            "connectedSwitchPort" => r.read_opt(&mut self.connected_switch_port),
+            "lldpInfo" => r.read_opt(&mut self.lldp_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
@@ -1017,12 +1017,12 @@ impl x::Fields for PhysicalNicIpHint {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vlanId" => r.read_opt(&mut self.vlan_id)?,
-            "ipSubnet" => r.read(&mut self.ip_subnet)?,
+        let result = match name {
+            "vlanId" => r.read_opt(&mut self.vlan_id),
+            "ipSubnet" => r.read(&mut self.ip_subnet),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vlanId", &self.vlan_id);
@@ -1051,12 +1051,12 @@ impl x::Fields for PhysicalNicLinkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "speedMb" => r.read(&mut self.speed_mb)?,
-            "duplex" => r.read(&mut self.duplex)?,
+        let result = match name {
+            "speedMb" => r.read(&mut self.speed_mb),
+            "duplex" => r.read(&mut self.duplex),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("speedMb", &self.speed_mb);
@@ -1085,12 +1085,12 @@ impl x::Fields for PhysicalNicNameHint {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vlanId" => r.read_opt(&mut self.vlan_id)?,
-            "network" => r.read(&mut self.network)?,
+        let result = match name {
+            "vlanId" => r.read_opt(&mut self.vlan_id),
+            "network" => r.read(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vlanId", &self.vlan_id);
@@ -1139,22 +1139,22 @@ impl x::Fields for PhysicalNicProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -1197,16 +1197,16 @@ impl x::Fields for PhysicalNicSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ip" => r.read_opt(&mut self.ip)?,
-            "linkSpeed" => r.read_opt(&mut self.link_speed)?,
+        let result = match name {
+            "ip" => r.read_opt(&mut self.ip),
+            "linkSpeed" => r.read_opt(&mut self.link_speed),
             "enableEnhancedNetworkingStack" => {
-                r.read_opt(&mut self.enable_enhanced_networking_stack)?
+                r.read_opt(&mut self.enable_enhanced_networking_stack)
             }
-            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled)?,
+            "ensInterruptEnabled" => r.read_opt(&mut self.ens_interrupt_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ip", &self.ip);

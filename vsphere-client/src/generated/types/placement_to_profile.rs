@@ -29,15 +29,15 @@ impl x::Fields for PlacementAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "target" => r.read_opt(&mut self.target)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "targetHost" => r.read_opt(&mut self.target_host)?,
-            "relocateSpec" => r.read_opt(&mut self.relocate_spec)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "target" => r.read_opt(&mut self.target),
+            "vm" => r.read_opt(&mut self.vm),
+            "targetHost" => r.read_opt(&mut self.target_host),
+            "relocateSpec" => r.read_opt(&mut self.relocate_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -69,14 +69,14 @@ impl x::Fields for PlacementAffinityRule {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ruleType" => r.read(&mut self.rule_type)?,
-            "ruleScope" => r.read(&mut self.rule_scope)?,
-            "vms" => r.read_push(&mut self.vms)?,
-            "keys" => r.read_push(&mut self.keys)?,
+        let result = match name {
+            "ruleType" => r.read(&mut self.rule_type),
+            "ruleScope" => r.read(&mut self.rule_scope),
+            "vms" => r.read_push(&mut self.vms),
+            "keys" => r.read_push(&mut self.keys),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ruleType", &self.rule_type);
@@ -117,17 +117,17 @@ impl x::Fields for PlacementRankResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "candidate" => r.read(&mut self.candidate)?,
-            "reservedSpaceMB" => r.read(&mut self.reserved_space_mb)?,
-            "usedSpaceMB" => r.read(&mut self.used_space_mb)?,
-            "totalSpaceMB" => r.read(&mut self.total_space_mb)?,
-            "utilization" => r.read(&mut self.utilization)?,
-            "faults" => r.read_push(&mut self.faults)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "candidate" => r.read(&mut self.candidate),
+            "reservedSpaceMB" => r.read(&mut self.reserved_space_mb),
+            "usedSpaceMB" => r.read(&mut self.used_space_mb),
+            "totalSpaceMB" => r.read(&mut self.total_space_mb),
+            "utilization" => r.read(&mut self.utilization),
+            "faults" => r.read_push(&mut self.faults),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -161,14 +161,14 @@ impl x::Fields for PlacementRankSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "specs" => r.read_push(&mut self.specs)?,
-            "clusters" => r.read_push(&mut self.clusters)?,
-            "rules" => r.read_push(&mut self.rules)?,
-            "placementRankByVm" => r.read_push(&mut self.placement_rank_by_vm)?,
+        let result = match name {
+            "specs" => r.read_push(&mut self.specs),
+            "clusters" => r.read_push(&mut self.clusters),
+            "rules" => r.read_push(&mut self.rules),
+            "placementRankByVm" => r.read_push(&mut self.placement_rank_by_vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("specs", &self.specs);
@@ -195,12 +195,12 @@ impl x::Fields for PlacementResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "recommendations" => r.read_push(&mut self.recommendations)?,
-            "drsFault" => r.read_opt(&mut self.drs_fault)?,
+        let result = match name {
+            "recommendations" => r.read_push(&mut self.recommendations),
+            "drsFault" => r.read_opt(&mut self.drs_fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("recommendations", &self.recommendations);
@@ -247,25 +247,25 @@ impl x::Fields for PlacementSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "priority" => r.read_opt(&mut self.priority)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "configSpec" => r.read_opt(&mut self.config_spec)?,
-            "relocateSpec" => r.read_opt(&mut self.relocate_spec)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
-            "datastores" => r.read_push(&mut self.datastores)?,
-            "storagePods" => r.read_push(&mut self.storage_pods)?,
+        let result = match name {
+            "priority" => r.read_opt(&mut self.priority),
+            "vm" => r.read_opt(&mut self.vm),
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            "relocateSpec" => r.read_opt(&mut self.relocate_spec),
+            "hosts" => r.read_push(&mut self.hosts),
+            "datastores" => r.read_push(&mut self.datastores),
+            "storagePods" => r.read_push(&mut self.storage_pods),
             "disallowPrerequisiteMoves" => {
-                r.read_opt(&mut self.disallow_prerequisite_moves)?
+                r.read_opt(&mut self.disallow_prerequisite_moves)
             }
-            "rules" => r.read_push(&mut self.rules)?,
-            "key" => r.read_opt(&mut self.key)?,
-            "placementType" => r.read_opt(&mut self.placement_type)?,
-            "cloneSpec" => r.read_opt(&mut self.clone_spec)?,
-            "cloneName" => r.read_opt(&mut self.clone_name)?,
+            "rules" => r.read_push(&mut self.rules),
+            "key" => r.read_opt(&mut self.key),
+            "placementType" => r.read_opt(&mut self.placement_type),
+            "cloneSpec" => r.read_opt(&mut self.clone_spec),
+            "cloneName" => r.read_opt(&mut self.clone_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("priority", &self.priority);
@@ -307,13 +307,13 @@ impl x::Fields for PlatformConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "text" => r.read(&mut self.text)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "text" => r.read(&mut self.text),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -359,22 +359,22 @@ impl x::Fields for PnicUplinkProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -417,14 +417,14 @@ impl x::Fields for PodDiskLocator {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskId" => r.read(&mut self.disk_id)?,
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type)?,
-            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info)?,
-            "profile" => r.read_push(&mut self.profile)?,
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info),
+            "profile" => r.read_push(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
@@ -459,14 +459,14 @@ impl x::Fields for PodStorageDrsEntry {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "storageDrsConfig" => r.read(&mut self.storage_drs_config)?,
-            "recommendation" => r.read_push(&mut self.recommendation)?,
-            "drsFault" => r.read_push(&mut self.drs_fault)?,
-            "actionHistory" => r.read_push(&mut self.action_history)?,
+        let result = match name {
+            "storageDrsConfig" => r.read(&mut self.storage_drs_config),
+            "recommendation" => r.read_push(&mut self.recommendation),
+            "drsFault" => r.read_push(&mut self.drs_fault),
+            "actionHistory" => r.read_push(&mut self.action_history),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageDrsConfig", &self.storage_drs_config);
@@ -495,12 +495,12 @@ impl x::Fields for PolicyOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "parameter" => r.read_push(&mut self.parameter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -553,26 +553,26 @@ impl x::Fields for PortGroupProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "vlan" => r.read(&mut self.vlan)?,
-            "vswitch" => r.read(&mut self.vswitch)?,
-            "networkPolicy" => r.read(&mut self.network_policy)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "vlan" => r.read(&mut self.vlan),
+            "vswitch" => r.read(&mut self.vswitch),
+            "networkPolicy" => r.read(&mut self.network_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -617,15 +617,15 @@ impl x::Fields for PosixUserSearchResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "principal" => r.read(&mut self.principal)?,
-            "fullName" => r.read_opt(&mut self.full_name)?,
-            "group" => r.read(&mut self.group)?,
-            "id" => r.read(&mut self.id)?,
-            "shellAccess" => r.read_opt(&mut self.shell_access)?,
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "fullName" => r.read_opt(&mut self.full_name),
+            "group" => r.read(&mut self.group),
+            "id" => r.read(&mut self.id),
+            "shellAccess" => r.read_opt(&mut self.shell_access),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("principal", &self.principal);
@@ -663,17 +663,17 @@ impl x::Fields for PowerOnFtSecondaryFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vm" => r.read(&mut self.vm)?,
-            "vmName" => r.read(&mut self.vm_name)?,
-            "hostSelectionBy" => r.read(&mut self.host_selection_by)?,
-            "hostErrors" => r.read_push(&mut self.host_errors)?,
-            "rootCause" => r.read(&mut self.root_cause)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vm" => r.read(&mut self.vm),
+            "vmName" => r.read(&mut self.vm_name),
+            "hostSelectionBy" => r.read(&mut self.host_selection_by),
+            "hostErrors" => r.read_push(&mut self.host_errors),
+            "rootCause" => r.read(&mut self.root_cause),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -709,15 +709,15 @@ impl x::Fields for PowerOnFtSecondaryTimedout {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vm" => r.read(&mut self.vm)?,
-            "vmName" => r.read(&mut self.vm_name)?,
-            "timeout" => r.read(&mut self.timeout)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vm" => r.read(&mut self.vm),
+            "vmName" => r.read(&mut self.vm_name),
+            "timeout" => r.read(&mut self.timeout),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -743,11 +743,11 @@ impl x::Fields for PowerSystemCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "availablePolicy" => r.read_push(&mut self.available_policy)?,
+        let result = match name {
+            "availablePolicy" => r.read_push(&mut self.available_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("availablePolicy", &self.available_policy);
@@ -769,11 +769,11 @@ impl x::Fields for PowerSystemInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "currentPolicy" => r.read(&mut self.current_policy)?,
+        let result = match name {
+            "currentPolicy" => r.read(&mut self.current_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("currentPolicy", &self.current_policy);
@@ -797,12 +797,12 @@ impl x::Fields for PrivilegeAvailability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "privId" => r.read(&mut self.priv_id)?,
-            "isGranted" => r.read(&mut self.is_granted)?,
+        let result = match name {
+            "privId" => r.read(&mut self.priv_id),
+            "isGranted" => r.read(&mut self.is_granted),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("privId", &self.priv_id);
@@ -835,14 +835,14 @@ impl x::Fields for PrivilegePolicyDef {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "createPrivilege" => r.read(&mut self.create_privilege)?,
-            "readPrivilege" => r.read(&mut self.read_privilege)?,
-            "updatePrivilege" => r.read(&mut self.update_privilege)?,
-            "deletePrivilege" => r.read(&mut self.delete_privilege)?,
+        let result = match name {
+            "createPrivilege" => r.read(&mut self.create_privilege),
+            "readPrivilege" => r.read(&mut self.read_privilege),
+            "updatePrivilege" => r.read(&mut self.update_privilege),
+            "deletePrivilege" => r.read(&mut self.delete_privilege),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("createPrivilege", &self.create_privilege);
@@ -873,14 +873,14 @@ impl x::Fields for ProductComponentInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "name" => r.read(&mut self.name)?,
-            "version" => r.read(&mut self.version)?,
-            "release" => r.read(&mut self.release)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "version" => r.read(&mut self.version),
+            "release" => r.read(&mut self.release),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -931,22 +931,22 @@ impl x::Fields for ProfileApplyProfileElement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -983,13 +983,13 @@ impl x::Fields for ProfileApplyProfileProperty {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "propertyName" => r.read(&mut self.property_name)?,
-            "array" => r.read(&mut self.array)?,
-            "profile" => r.read_push(&mut self.profile)?,
+        let result = match name {
+            "propertyName" => r.read(&mut self.property_name),
+            "array" => r.read(&mut self.array),
+            "profile" => r.read_push(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("propertyName", &self.property_name);
@@ -1043,24 +1043,24 @@ impl x::Fields for ProfileAssociatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1121,24 +1121,24 @@ impl x::Fields for ProfileChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1181,15 +1181,15 @@ impl x::Fields for ProfileCompositeExpression {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "displayName" => r.read(&mut self.display_name)?,
-            "negated" => r.read(&mut self.negated)?,
-            "operator" => r.read(&mut self.operator)?,
-            "expressionName" => r.read_push(&mut self.expression_name)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "displayName" => r.read(&mut self.display_name),
+            "negated" => r.read(&mut self.negated),
+            "operator" => r.read(&mut self.operator),
+            "expressionName" => r.read_push(&mut self.expression_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -1219,13 +1219,13 @@ impl x::Fields for ProfileCompositePolicyOptionMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
-            "option" => r.read_push(&mut self.option)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "parameter" => r.read_push(&mut self.parameter),
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -1255,13 +1255,13 @@ impl x::Fields for ProfileConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read(&mut self.enabled)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1291,13 +1291,13 @@ impl x::Fields for ProfileCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -1347,24 +1347,24 @@ impl x::Fields for ProfileCreatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1401,12 +1401,12 @@ impl x::Fields for ProfileDeferredPolicyOptionParameter {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inputPath" => r.read(&mut self.input_path)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
+        let result = match name {
+            "inputPath" => r.read(&mut self.input_path),
+            "parameter" => r.read_push(&mut self.parameter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inputPath", &self.input_path);
@@ -1433,11 +1433,11 @@ impl x::Fields for ProfileDescription {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "section" => r.read_push(&mut self.section)?,
+        let result = match name {
+            "section" => r.read_push(&mut self.section),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("section", &self.section);
@@ -1461,12 +1461,12 @@ impl x::Fields for ProfileDescriptionSection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "description" => r.read(&mut self.description)?,
-            "message" => r.read_push(&mut self.message)?,
+        let result = match name {
+            "description" => r.read(&mut self.description),
+            "message" => r.read_push(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("description", &self.description);
@@ -1519,24 +1519,24 @@ impl x::Fields for ProfileDissociatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1597,24 +1597,24 @@ impl x::Fields for ProfileEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1651,12 +1651,12 @@ impl x::Fields for ProfileEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "profile" => r.read(&mut self.profile)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "profile" => r.read(&mut self.profile),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profile", &self.profile);
@@ -1681,12 +1681,12 @@ impl x::Fields for ProfileExecuteError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "path" => r.read_opt(&mut self.path)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "path" => r.read_opt(&mut self.path),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("path", &self.path);
@@ -1723,15 +1723,15 @@ impl x::Fields for ProfileExecuteResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "status" => r.read(&mut self.status)?,
-            "configSpec" => r.read_opt(&mut self.config_spec)?,
-            "inapplicablePath" => r.read_push(&mut self.inapplicable_path)?,
-            "requireInput" => r.read_push(&mut self.require_input)?,
-            "error" => r.read_push(&mut self.error)?,
+        let result = match name {
+            "status" => r.read(&mut self.status),
+            "configSpec" => r.read_opt(&mut self.config_spec),
+            "inapplicablePath" => r.read_push(&mut self.inapplicable_path),
+            "requireInput" => r.read_push(&mut self.require_input),
+            "error" => r.read_push(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("status", &self.status);
@@ -1763,13 +1763,13 @@ impl x::Fields for ProfileExpression {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "displayName" => r.read(&mut self.display_name)?,
-            "negated" => r.read(&mut self.negated)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "displayName" => r.read(&mut self.display_name),
+            "negated" => r.read(&mut self.negated),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -1795,12 +1795,12 @@ impl x::Fields for ProfileExpressionMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "expressionId" => r.read(&mut self.expression_id)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
+        let result = match name {
+            "expressionId" => r.read(&mut self.expression_id),
+            "parameter" => r.read_push(&mut self.parameter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("expressionId", &self.expression_id);
@@ -1839,17 +1839,17 @@ impl x::Fields for ProfileMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "sortSpec" => r.read_push(&mut self.sort_spec)?,
-            "profileCategory" => r.read_opt(&mut self.profile_category)?,
-            "profileComponent" => r.read_opt(&mut self.profile_component)?,
-            "operationMessages" => r.read_push(&mut self.operation_messages)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "description" => r.read_opt(&mut self.description),
+            "sortSpec" => r.read_push(&mut self.sort_spec),
+            "profileCategory" => r.read_opt(&mut self.profile_category),
+            "profileComponent" => r.read_opt(&mut self.profile_component),
+            "operationMessages" => r.read_push(&mut self.operation_messages),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1883,12 +1883,12 @@ impl x::Fields for ProfileMetadataProfileOperationMessage {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operationName" => r.read(&mut self.operation_name)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "operationName" => r.read(&mut self.operation_name),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operationName", &self.operation_name);
@@ -1917,12 +1917,12 @@ impl x::Fields for ProfileMetadataProfileSortSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policyId" => r.read(&mut self.policy_id)?,
-            "parameter" => r.read(&mut self.parameter)?,
+        let result = match name {
+            "policyId" => r.read(&mut self.policy_id),
+            "parameter" => r.read(&mut self.parameter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policyId", &self.policy_id);
@@ -1963,18 +1963,18 @@ impl x::Fields for ProfileParameterMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "type" => r.read(&mut self.type_)?,
-            "optional" => r.read(&mut self.optional)?,
-            "defaultValue" => r.read_opt(&mut self.default_value)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "securitySensitive" => r.read_opt(&mut self.security_sensitive)?,
-            "readOnly" => r.read_opt(&mut self.read_only)?,
-            "parameterRelations" => r.read_push(&mut self.parameter_relations)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "type" => r.read(&mut self.type_),
+            "optional" => r.read(&mut self.optional),
+            "defaultValue" => r.read_opt(&mut self.default_value),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "securitySensitive" => r.read_opt(&mut self.security_sensitive),
+            "readOnly" => r.read_opt(&mut self.read_only),
+            "parameterRelations" => r.read_push(&mut self.parameter_relations),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -2015,15 +2015,15 @@ impl x::Fields for ProfileParameterMetadataParameterRelationMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "relationTypes" => r.read_push(&mut self.relation_types)?,
-            "values" => r.read_push(&mut self.values)?,
-            "path" => r.read_opt(&mut self.path)?,
-            "minCount" => r.read(&mut self.min_count)?,
-            "maxCount" => r.read(&mut self.max_count)?,
+        let result = match name {
+            "relationTypes" => r.read_push(&mut self.relation_types),
+            "values" => r.read_push(&mut self.values),
+            "path" => r.read_opt(&mut self.path),
+            "minCount" => r.read(&mut self.min_count),
+            "maxCount" => r.read(&mut self.max_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("relationTypes", &self.relation_types);
@@ -2055,12 +2055,12 @@ impl x::Fields for ProfilePolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "policyOption" => r.read(&mut self.policy_option)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "policyOption" => r.read(&mut self.policy_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -2089,12 +2089,12 @@ impl x::Fields for ProfilePolicyMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "possibleOption" => r.read_push(&mut self.possible_option)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "possibleOption" => r.read_push(&mut self.possible_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -2125,12 +2125,12 @@ impl x::Fields for ProfilePolicyOptionMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "parameter" => r.read_push(&mut self.parameter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -2155,12 +2155,12 @@ impl x::Fields for ProfileProfileStructure {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "profileTypeName" => r.read(&mut self.profile_type_name)?,
-            "child" => r.read_push(&mut self.child)?,
+        let result = match name {
+            "profileTypeName" => r.read(&mut self.profile_type_name),
+            "child" => r.read_push(&mut self.child),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profileTypeName", &self.profile_type_name);
@@ -2187,13 +2187,13 @@ impl x::Fields for ProfileProfileStructureProperty {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "propertyName" => r.read(&mut self.property_name)?,
-            "array" => r.read(&mut self.array)?,
-            "element" => r.read(&mut self.element)?,
+        let result = match name {
+            "propertyName" => r.read(&mut self.property_name),
+            "array" => r.read(&mut self.array),
+            "element" => r.read(&mut self.element),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("propertyName", &self.property_name);
@@ -2227,14 +2227,14 @@ impl x::Fields for ProfilePropertyPath {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "profilePath" => r.read(&mut self.profile_path)?,
-            "policyId" => r.read_opt(&mut self.policy_id)?,
-            "parameterId" => r.read_opt(&mut self.parameter_id)?,
-            "policyOptionId" => r.read_opt(&mut self.policy_option_id)?,
+        let result = match name {
+            "profilePath" => r.read(&mut self.profile_path),
+            "policyId" => r.read_opt(&mut self.policy_id),
+            "parameterId" => r.read_opt(&mut self.parameter_id),
+            "policyOptionId" => r.read_opt(&mut self.policy_option_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profilePath", &self.profile_path);
@@ -2295,27 +2295,27 @@ impl x::Fields for ProfileReferenceHostChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
-            "referenceHost" => r.read_opt(&mut self.reference_host)?,
-            "referenceHostName" => r.read_opt(&mut self.reference_host_name)?,
-            "prevReferenceHostName" => r.read_opt(&mut self.prev_reference_host_name)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
+            "referenceHost" => r.read_opt(&mut self.reference_host),
+            "referenceHostName" => r.read_opt(&mut self.reference_host_name),
+            "prevReferenceHostName" => r.read_opt(&mut self.prev_reference_host_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2379,24 +2379,24 @@ impl x::Fields for ProfileRemovedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "profile" => r.read(&mut self.profile)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "profile" => r.read(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2437,14 +2437,14 @@ impl x::Fields for ProfileSerializedCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "profileConfigString" => r.read(&mut self.profile_config_string)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "profileConfigString" => r.read(&mut self.profile_config_string),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -2477,15 +2477,15 @@ impl x::Fields for ProfileSimpleExpression {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "displayName" => r.read(&mut self.display_name)?,
-            "negated" => r.read(&mut self.negated)?,
-            "expressionType" => r.read(&mut self.expression_type)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "displayName" => r.read(&mut self.display_name),
+            "negated" => r.read(&mut self.negated),
+            "expressionType" => r.read(&mut self.expression_type),
+            "parameter" => r.read_push(&mut self.parameter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -2517,14 +2517,14 @@ impl x::Fields for ProfileUpdateFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "failure" => r.read_push(&mut self.failure)?,
-            "warnings" => r.read_push(&mut self.warnings)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "failure" => r.read_push(&mut self.failure),
+            "warnings" => r.read_push(&mut self.warnings),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2551,12 +2551,12 @@ impl x::Fields for ProfileUpdateFailedUpdateFailure {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "profilePath" => r.read(&mut self.profile_path)?,
-            "errMsg" => r.read(&mut self.err_msg)?,
+        let result = match name {
+            "profilePath" => r.read(&mut self.profile_path),
+            "errMsg" => r.read(&mut self.err_msg),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profilePath", &self.profile_path);

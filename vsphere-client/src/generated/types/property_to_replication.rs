@@ -25,13 +25,13 @@ impl x::Fields for PropertyChange {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "op" => r.read(&mut self.op)?,
-            "val" => r.read_opt(&mut self.val)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "op" => r.read(&mut self.op),
+            "val" => r.read_opt(&mut self.val),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -63,15 +63,15 @@ impl x::Fields for PropertyFilterSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "propSet" => r.read_push(&mut self.prop_set)?,
-            "objectSet" => r.read_push(&mut self.object_set)?,
+        let result = match name {
+            "propSet" => r.read_push(&mut self.prop_set),
+            "objectSet" => r.read_push(&mut self.object_set),
             "reportMissingObjectsInResults" => {
-                r.read_opt(&mut self.report_missing_objects_in_results)?
+                r.read_opt(&mut self.report_missing_objects_in_results)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("propSet", &self.prop_set);
@@ -106,13 +106,13 @@ impl x::Fields for PropertyFilterUpdate {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "filter" => r.read(&mut self.filter)?,
-            "objectSet" => r.read_push(&mut self.object_set)?,
-            "missingSet" => r.read_push(&mut self.missing_set)?,
+        let result = match name {
+            "filter" => r.read(&mut self.filter),
+            "objectSet" => r.read_push(&mut self.object_set),
+            "missingSet" => r.read_push(&mut self.missing_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("filter", &self.filter);
@@ -144,13 +144,13 @@ impl x::Fields for PropertySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "all" => r.read_opt(&mut self.all)?,
-            "pathSet" => r.read_push(&mut self.path_set)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "all" => r.read_opt(&mut self.all),
+            "pathSet" => r.read_push(&mut self.path_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -184,14 +184,14 @@ impl x::Fields for QuarantineModeFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vmName" => r.read(&mut self.vm_name)?,
-            "faultType" => r.read(&mut self.fault_type)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vmName" => r.read(&mut self.vm_name),
+            "faultType" => r.read(&mut self.fault_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -220,13 +220,13 @@ impl x::Fields for QuestionPending {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "text" => r.read(&mut self.text)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "text" => r.read(&mut self.text),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -264,18 +264,18 @@ impl x::Fields for QuiesceDatastoreIOForHAFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "host" => r.read(&mut self.host)?,
-            "hostName" => r.read(&mut self.host_name)?,
-            "ds" => r.read(&mut self.ds)?,
-            "dsName" => r.read(&mut self.ds_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "type" => r.read_opt(&mut self.type_),
+            "name" => r.read_opt(&mut self.name),
+            "host" => r.read(&mut self.host),
+            "hostName" => r.read(&mut self.host_name),
+            "ds" => r.read(&mut self.ds),
+            "dsName" => r.read(&mut self.ds_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -308,13 +308,13 @@ impl x::Fields for RDMConversionNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -342,13 +342,13 @@ impl x::Fields for RDMNotPreserved {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -378,14 +378,14 @@ impl x::Fields for RDMNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -418,15 +418,15 @@ impl x::Fields for RDMNotSupportedOnDatastore {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "datastoreName" => r.read(&mut self.datastore_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "datastore" => r.read(&mut self.datastore),
+            "datastoreName" => r.read(&mut self.datastore_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -462,16 +462,16 @@ impl x::Fields for RDMPointsToInaccessibleDisk {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "backing" => r.read(&mut self.backing)?,
-            "connected" => r.read(&mut self.connected)?,
-            "fault" => r.read(&mut self.fault)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "backing" => r.read(&mut self.backing),
+            "connected" => r.read(&mut self.connected),
+            "fault" => r.read(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -504,14 +504,14 @@ impl x::Fields for RawDiskNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -538,12 +538,12 @@ impl x::Fields for ReadHostResourcePoolTreeFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -572,14 +572,14 @@ impl x::Fields for ReadOnlyDisksWithLegacyDestination {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "roDiskCount" => r.read(&mut self.ro_disk_count)?,
-            "timeoutDanger" => r.read(&mut self.timeout_danger)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "roDiskCount" => r.read(&mut self.ro_disk_count),
+            "timeoutDanger" => r.read(&mut self.timeout_danger),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -608,13 +608,13 @@ impl x::Fields for RebootRequired {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "patch" => r.read_opt(&mut self.patch)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "patch" => r.read_opt(&mut self.patch),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -640,12 +640,12 @@ impl x::Fields for RecordReplayDisabled {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -700,27 +700,27 @@ impl x::Fields for RecoveryEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "hostName" => r.read(&mut self.host_name)?,
-            "portKey" => r.read(&mut self.port_key)?,
-            "dvsUuid" => r.read_opt(&mut self.dvs_uuid)?,
-            "vnic" => r.read_opt(&mut self.vnic)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "hostName" => r.read(&mut self.host_name),
+            "portKey" => r.read(&mut self.port_key),
+            "dvsUuid" => r.read_opt(&mut self.dvs_uuid),
+            "vnic" => r.read_opt(&mut self.vnic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -762,13 +762,13 @@ impl x::Fields for RecurrentTaskScheduler {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "activeTime" => r.read_opt(&mut self.active_time)?,
-            "expireTime" => r.read_opt(&mut self.expire_time)?,
-            "interval" => r.read(&mut self.interval)?,
+        let result = match name {
+            "activeTime" => r.read_opt(&mut self.active_time),
+            "expireTime" => r.read_opt(&mut self.expire_time),
+            "interval" => r.read(&mut self.interval),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("activeTime", &self.active_time);
@@ -796,13 +796,13 @@ impl x::Fields for Relation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "constraint" => r.read_opt(&mut self.constraint)?,
-            "name" => r.read(&mut self.name)?,
-            "version" => r.read_opt(&mut self.version)?,
+        let result = match name {
+            "constraint" => r.read_opt(&mut self.constraint),
+            "name" => r.read(&mut self.name),
+            "version" => r.read_opt(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("constraint", &self.constraint);
@@ -836,14 +836,14 @@ impl x::Fields for RemoteDeviceNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -892,23 +892,23 @@ impl x::Fields for RemoteTSMEnabledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -944,12 +944,12 @@ impl x::Fields for RemoveFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -974,12 +974,12 @@ impl x::Fields for ReplicationConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1028,26 +1028,26 @@ impl x::Fields for ReplicationConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "generation" => r.read(&mut self.generation)?,
-            "vmReplicationId" => r.read(&mut self.vm_replication_id)?,
-            "destination" => r.read(&mut self.destination)?,
-            "port" => r.read(&mut self.port)?,
-            "rpo" => r.read(&mut self.rpo)?,
-            "quiesceGuestEnabled" => r.read(&mut self.quiesce_guest_enabled)?,
-            "paused" => r.read(&mut self.paused)?,
-            "oppUpdatesEnabled" => r.read(&mut self.opp_updates_enabled)?,
-            "netCompressionEnabled" => r.read_opt(&mut self.net_compression_enabled)?,
-            "netEncryptionEnabled" => r.read_opt(&mut self.net_encryption_enabled)?,
-            "encryptionDestination" => r.read_opt(&mut self.encryption_destination)?,
-            "encryptionPort" => r.read_opt(&mut self.encryption_port)?,
+        let result = match name {
+            "generation" => r.read(&mut self.generation),
+            "vmReplicationId" => r.read(&mut self.vm_replication_id),
+            "destination" => r.read(&mut self.destination),
+            "port" => r.read(&mut self.port),
+            "rpo" => r.read(&mut self.rpo),
+            "quiesceGuestEnabled" => r.read(&mut self.quiesce_guest_enabled),
+            "paused" => r.read(&mut self.paused),
+            "oppUpdatesEnabled" => r.read(&mut self.opp_updates_enabled),
+            "netCompressionEnabled" => r.read_opt(&mut self.net_compression_enabled),
+            "netEncryptionEnabled" => r.read_opt(&mut self.net_encryption_enabled),
+            "encryptionDestination" => r.read_opt(&mut self.encryption_destination),
+            "encryptionPort" => r.read_opt(&mut self.encryption_port),
             "remoteCertificateThumbprint" => {
-                r.read_opt(&mut self.remote_certificate_thumbprint)?
+                r.read_opt(&mut self.remote_certificate_thumbprint)
             }
-            "disk" => r.read_push(&mut self.disk)?,
+            "disk" => r.read_push(&mut self.disk),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("generation", &self.generation);
@@ -1090,15 +1090,15 @@ impl x::Fields for ReplicationDiskConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "vmRef" => r.read_opt(&mut self.vm_ref)?,
-            "key" => r.read_opt(&mut self.key)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read_opt(&mut self.reason),
+            "vmRef" => r.read_opt(&mut self.vm_ref),
+            "key" => r.read_opt(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1126,12 +1126,12 @@ impl x::Fields for ReplicationFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1156,12 +1156,12 @@ impl x::Fields for ReplicationGroupId {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultDomainId" => r.read(&mut self.fault_domain_id)?,
-            "deviceGroupId" => r.read(&mut self.device_group_id)?,
+        let result = match name {
+            "faultDomainId" => r.read(&mut self.fault_domain_id),
+            "deviceGroupId" => r.read(&mut self.device_group_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("faultDomainId", &self.fault_domain_id);
@@ -1186,12 +1186,12 @@ impl x::Fields for ReplicationIncompatibleWithFT {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1216,12 +1216,12 @@ impl x::Fields for ReplicationInfoDiskSettings {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "diskReplicationId" => r.read(&mut self.disk_replication_id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "diskReplicationId" => r.read(&mut self.disk_replication_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1254,14 +1254,14 @@ impl x::Fields for ReplicationInvalidOptions {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "options" => r.read(&mut self.options)?,
-            "entity" => r.read_opt(&mut self.entity)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "options" => r.read(&mut self.options),
+            "entity" => r.read_opt(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1288,12 +1288,12 @@ impl x::Fields for ReplicationNotSupportedOnHost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1316,11 +1316,11 @@ impl x::Fields for ReplicationSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "replicationGroupId" => r.read(&mut self.replication_group_id)?,
+        let result = match name {
+            "replicationGroupId" => r.read(&mut self.replication_group_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("replicationGroupId", &self.replication_group_id);
@@ -1348,14 +1348,14 @@ impl x::Fields for ReplicationVmConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "vmRef" => r.read_opt(&mut self.vm_ref)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read_opt(&mut self.reason),
+            "vmRef" => r.read_opt(&mut self.vm_ref),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1390,16 +1390,16 @@ impl x::Fields for ReplicationVmFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read(&mut self.reason)?,
-            "state" => r.read_opt(&mut self.state)?,
-            "instanceId" => r.read_opt(&mut self.instance_id)?,
-            "vm" => r.read(&mut self.vm)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read(&mut self.reason),
+            "state" => r.read_opt(&mut self.state),
+            "instanceId" => r.read_opt(&mut self.instance_id),
+            "vm" => r.read(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1440,18 +1440,18 @@ impl x::Fields for ReplicationVmInProgressFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read(&mut self.reason)?,
-            "state" => r.read_opt(&mut self.state)?,
-            "instanceId" => r.read_opt(&mut self.instance_id)?,
-            "vm" => r.read(&mut self.vm)?,
-            "requestedActivity" => r.read(&mut self.requested_activity)?,
-            "inProgressActivity" => r.read(&mut self.in_progress_activity)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read(&mut self.reason),
+            "state" => r.read_opt(&mut self.state),
+            "instanceId" => r.read_opt(&mut self.instance_id),
+            "vm" => r.read(&mut self.vm),
+            "requestedActivity" => r.read(&mut self.requested_activity),
+            "inProgressActivity" => r.read(&mut self.in_progress_activity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1488,15 +1488,15 @@ impl x::Fields for ReplicationVmProgressInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "progress" => r.read(&mut self.progress)?,
-            "bytesTransferred" => r.read(&mut self.bytes_transferred)?,
-            "bytesToTransfer" => r.read(&mut self.bytes_to_transfer)?,
-            "checksumTotalBytes" => r.read_opt(&mut self.checksum_total_bytes)?,
-            "checksumComparedBytes" => r.read_opt(&mut self.checksum_compared_bytes)?,
+        let result = match name {
+            "progress" => r.read(&mut self.progress),
+            "bytesTransferred" => r.read(&mut self.bytes_transferred),
+            "bytesToTransfer" => r.read(&mut self.bytes_to_transfer),
+            "checksumTotalBytes" => r.read_opt(&mut self.checksum_total_bytes),
+            "checksumComparedBytes" => r.read_opt(&mut self.checksum_compared_bytes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("progress", &self.progress);

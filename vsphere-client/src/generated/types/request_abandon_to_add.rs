@@ -21,11 +21,11 @@ impl x::Fields for AbandonHciWorkflowRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -62,12 +62,12 @@ impl x::Fields for AbdicateDomOwnershipRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "uuids" => r.read_push(&mut self.uuids)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuids" => r.read_push(&mut self.uuids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -107,13 +107,13 @@ impl x::Fields for AbortCustomizationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -154,13 +154,13 @@ impl x::Fields for AcknowledgeAlarmRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "alarm" => r.read(&mut self.alarm)?,
-            "entity" => r.read(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "alarm" => r.read(&mut self.alarm),
+            "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -197,11 +197,11 @@ impl x::Fields for AcquireCimServicesTicketRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -236,11 +236,11 @@ impl x::Fields for AcquireCloneTicketRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -281,14 +281,14 @@ impl x::Fields for AcquireCredentialsInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "requestedAuth" => r.read(&mut self.requested_auth)?,
-            "sessionID" => r.read_opt(&mut self.session_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "requestedAuth" => r.read(&mut self.requested_auth),
+            "sessionID" => r.read_opt(&mut self.session_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -328,12 +328,12 @@ impl x::Fields for AcquireGenericServiceTicketRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -371,12 +371,12 @@ impl x::Fields for AcquireLocalTicketRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "userName" => r.read(&mut self.user_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "userName" => r.read(&mut self.user_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -412,11 +412,11 @@ impl x::Fields for AcquireMksTicketRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -453,12 +453,12 @@ impl x::Fields for AcquireTicketRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "ticketType" => r.read(&mut self.ticket_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "ticketType" => r.read(&mut self.ticket_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -498,13 +498,13 @@ impl x::Fields for AddAuthorizationRoleRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "privIds" => r.read_push(&mut self.priv_ids)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "privIds" => r.read_push(&mut self.priv_ids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -549,15 +549,15 @@ impl x::Fields for AddCustomFieldDefRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "moType" => r.read_opt(&mut self.mo_type)?,
-            "fieldDefPolicy" => r.read_opt(&mut self.field_def_policy)?,
-            "fieldPolicy" => r.read_opt(&mut self.field_policy)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "moType" => r.read_opt(&mut self.mo_type),
+            "fieldDefPolicy" => r.read_opt(&mut self.field_def_policy),
+            "fieldPolicy" => r.read_opt(&mut self.field_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -598,12 +598,12 @@ impl x::Fields for AddDVPortgroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read_push(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read_push(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -641,12 +641,12 @@ impl x::Fields for AddDisksRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "disk" => r.read_push(&mut self.disk)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "disk" => r.read_push(&mut self.disk),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -686,13 +686,13 @@ impl x::Fields for AddFilterEntitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filterId" => r.read(&mut self.filter_id)?,
-            "entities" => r.read_push(&mut self.entities)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            "entities" => r.read_push(&mut self.entities),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -735,14 +735,14 @@ impl x::Fields for AddFilterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
-            "filterName" => r.read(&mut self.filter_name)?,
-            "infoIds" => r.read_push(&mut self.info_ids)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            "filterName" => r.read(&mut self.filter_name),
+            "infoIds" => r.read_push(&mut self.info_ids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -792,17 +792,17 @@ impl x::Fields for AddGuestAliasRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "username" => r.read(&mut self.username)?,
-            "mapCert" => r.read(&mut self.map_cert)?,
-            "base64Cert" => r.read(&mut self.base64_cert)?,
-            "aliasInfo" => r.read(&mut self.alias_info)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "username" => r.read(&mut self.username),
+            "mapCert" => r.read(&mut self.map_cert),
+            "base64Cert" => r.read(&mut self.base64_cert),
+            "aliasInfo" => r.read(&mut self.alias_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -851,15 +851,15 @@ impl x::Fields for AddHostRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
-            "asConnected" => r.read(&mut self.as_connected)?,
-            "resourcePool" => r.read_opt(&mut self.resource_pool)?,
-            "license" => r.read_opt(&mut self.license)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "asConnected" => r.read(&mut self.as_connected),
+            "resourcePool" => r.read_opt(&mut self.resource_pool),
+            "license" => r.read_opt(&mut self.license),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -902,13 +902,13 @@ impl x::Fields for AddInternetScsiSendTargetsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "targets" => r.read_push(&mut self.targets)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "targets" => r.read_push(&mut self.targets),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -949,13 +949,13 @@ impl x::Fields for AddInternetScsiStaticTargetsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "targets" => r.read_push(&mut self.targets)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "targets" => r.read_push(&mut self.targets),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -994,12 +994,12 @@ impl x::Fields for AddKeyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1037,12 +1037,12 @@ impl x::Fields for AddKeysRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "keys" => r.read_push(&mut self.keys)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "keys" => r.read_push(&mut self.keys),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1082,13 +1082,13 @@ impl x::Fields for AddLicenseRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "licenseKey" => r.read(&mut self.license_key)?,
-            "labels" => r.read_push(&mut self.labels)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "licenseKey" => r.read(&mut self.license_key),
+            "labels" => r.read_push(&mut self.labels),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1129,13 +1129,13 @@ impl x::Fields for AddMonitoredEntitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
-            "entities" => r.read_push(&mut self.entities)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            "entities" => r.read_push(&mut self.entities),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1174,12 +1174,12 @@ impl x::Fields for AddNetworkResourcePoolRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "configSpec" => r.read_push(&mut self.config_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "configSpec" => r.read_push(&mut self.config_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1217,12 +1217,12 @@ impl x::Fields for AddPortGroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "portgrp" => r.read(&mut self.portgrp)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "portgrp" => r.read(&mut self.portgrp),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1262,13 +1262,13 @@ impl x::Fields for AddServiceConsoleVirtualNicRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "portgroup" => r.read(&mut self.portgroup)?,
-            "nic" => r.read(&mut self.nic)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "portgroup" => r.read(&mut self.portgroup),
+            "nic" => r.read(&mut self.nic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1313,15 +1313,15 @@ impl x::Fields for AddStandaloneHostRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
-            "compResSpec" => r.read_opt(&mut self.comp_res_spec)?,
-            "addConnected" => r.read(&mut self.add_connected)?,
-            "license" => r.read_opt(&mut self.license)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "compResSpec" => r.read_opt(&mut self.comp_res_spec),
+            "addConnected" => r.read(&mut self.add_connected),
+            "license" => r.read_opt(&mut self.license),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1364,13 +1364,13 @@ impl x::Fields for AddVirtualNicRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "portgroup" => r.read(&mut self.portgroup)?,
-            "nic" => r.read(&mut self.nic)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "portgroup" => r.read(&mut self.portgroup),
+            "nic" => r.read(&mut self.nic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1411,13 +1411,13 @@ impl x::Fields for AddVirtualSwitchRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vswitchName" => r.read(&mut self.vswitch_name)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vswitchName" => r.read(&mut self.vswitch_name),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

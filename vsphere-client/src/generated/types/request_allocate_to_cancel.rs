@@ -27,14 +27,14 @@ impl x::Fields for AllocateIpv4AddressRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "dc" => r.read(&mut self.dc)?,
-            "poolId" => r.read(&mut self.pool_id)?,
-            "allocationId" => r.read(&mut self.allocation_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dc" => r.read(&mut self.dc),
+            "poolId" => r.read(&mut self.pool_id),
+            "allocationId" => r.read(&mut self.allocation_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -78,14 +78,14 @@ impl x::Fields for AllocateIpv6AddressRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "dc" => r.read(&mut self.dc)?,
-            "poolId" => r.read(&mut self.pool_id)?,
-            "allocationId" => r.read(&mut self.allocation_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dc" => r.read(&mut self.dc),
+            "poolId" => r.read(&mut self.pool_id),
+            "allocationId" => r.read(&mut self.allocation_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -127,13 +127,13 @@ impl x::Fields for AnswerVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "questionId" => r.read(&mut self.question_id)?,
-            "answerChoice" => r.read(&mut self.answer_choice)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "questionId" => r.read(&mut self.question_id),
+            "answerChoice" => r.read(&mut self.answer_choice),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -172,12 +172,12 @@ impl x::Fields for ApplyEntitiesConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "applyConfigSpecs" => r.read_push(&mut self.apply_config_specs)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "applyConfigSpecs" => r.read_push(&mut self.apply_config_specs),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -217,13 +217,13 @@ impl x::Fields for ApplyEvcModeVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "mask" => r.read_push(&mut self.mask)?,
-            "completeMasks" => r.read_opt(&mut self.complete_masks)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "mask" => r.read_push(&mut self.mask),
+            "completeMasks" => r.read_opt(&mut self.complete_masks),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -266,14 +266,14 @@ impl x::Fields for ApplyHostConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read(&mut self.host)?,
-            "configSpec" => r.read(&mut self.config_spec)?,
-            "userInput" => r.read_push(&mut self.user_input)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
+            "configSpec" => r.read(&mut self.config_spec),
+            "userInput" => r.read_push(&mut self.user_input),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -313,12 +313,12 @@ impl x::Fields for ApplyRecommendationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -356,12 +356,12 @@ impl x::Fields for ApplyStorageDrsRecommendationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read_push(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read_push(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -401,13 +401,13 @@ impl x::Fields for ApplyStorageDrsRecommendationToPodRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pod" => r.read(&mut self.pod)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pod" => r.read(&mut self.pod),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -446,12 +446,12 @@ impl x::Fields for AreAlarmActionsEnabledRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -491,13 +491,13 @@ impl x::Fields for AssignUserToGroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "user" => r.read(&mut self.user)?,
-            "group" => r.read(&mut self.group)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "user" => r.read(&mut self.user),
+            "group" => r.read(&mut self.group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -536,12 +536,12 @@ impl x::Fields for AssociateProfileRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read_push(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read_push(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -585,15 +585,15 @@ impl x::Fields for AttachDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "diskId" => r.read(&mut self.disk_id)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "diskId" => r.read(&mut self.disk_id),
+            "datastore" => r.read(&mut self.datastore),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -634,12 +634,12 @@ impl x::Fields for AttachScsiLunExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunUuid" => r.read_push(&mut self.lun_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read_push(&mut self.lun_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -677,12 +677,12 @@ impl x::Fields for AttachScsiLunRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunUuid" => r.read(&mut self.lun_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read(&mut self.lun_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -724,14 +724,14 @@ impl x::Fields for AttachTagToVStorageObjectRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "category" => r.read(&mut self.category)?,
-            "tag" => r.read(&mut self.tag)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "category" => r.read(&mut self.category),
+            "tag" => r.read(&mut self.tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -773,13 +773,13 @@ impl x::Fields for AttachVmfsExtentRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vmfsPath" => r.read(&mut self.vmfs_path)?,
-            "extent" => r.read(&mut self.extent)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmfsPath" => r.read(&mut self.vmfs_path),
+            "extent" => r.read(&mut self.extent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -816,11 +816,11 @@ impl x::Fields for AutoStartPowerOffRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -855,11 +855,11 @@ impl x::Fields for AutoStartPowerOnRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -894,11 +894,11 @@ impl x::Fields for BackupFirmwareConfigurationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -943,16 +943,16 @@ impl x::Fields for BatchAddHostsToClusterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cluster" => r.read(&mut self.cluster)?,
-            "newHosts" => r.read_push(&mut self.new_hosts)?,
-            "existingHosts" => r.read_push(&mut self.existing_hosts)?,
-            "compResSpec" => r.read_opt(&mut self.comp_res_spec)?,
-            "desiredState" => r.read_opt(&mut self.desired_state)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cluster" => r.read(&mut self.cluster),
+            "newHosts" => r.read_push(&mut self.new_hosts),
+            "existingHosts" => r.read_push(&mut self.existing_hosts),
+            "compResSpec" => r.read_opt(&mut self.comp_res_spec),
+            "desiredState" => r.read_opt(&mut self.desired_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -998,14 +998,14 @@ impl x::Fields for BatchAddStandaloneHostsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "newHosts" => r.read_push(&mut self.new_hosts)?,
-            "compResSpec" => r.read_opt(&mut self.comp_res_spec)?,
-            "addConnected" => r.read(&mut self.add_connected)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "newHosts" => r.read_push(&mut self.new_hosts),
+            "compResSpec" => r.read_opt(&mut self.comp_res_spec),
+            "addConnected" => r.read(&mut self.add_connected),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1045,12 +1045,12 @@ impl x::Fields for BatchQueryConnectInfoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "hostSpecs" => r.read_push(&mut self.host_specs)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hostSpecs" => r.read_push(&mut self.host_specs),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1090,13 +1090,13 @@ impl x::Fields for BindVnicRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaName" => r.read(&mut self.i_scsi_hba_name)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaName" => r.read(&mut self.i_scsi_hba_name),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1141,15 +1141,15 @@ impl x::Fields for BrowseDiagnosticLogRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "key" => r.read(&mut self.key)?,
-            "start" => r.read_opt(&mut self.start)?,
-            "lines" => r.read_opt(&mut self.lines)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            "key" => r.read(&mut self.key),
+            "start" => r.read_opt(&mut self.start),
+            "lines" => r.read_opt(&mut self.lines),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1192,13 +1192,13 @@ impl x::Fields for CanProvisionObjectsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "npbs" => r.read_push(&mut self.npbs)?,
-            "ignoreSatisfiability" => r.read_opt(&mut self.ignore_satisfiability)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "npbs" => r.read_push(&mut self.npbs),
+            "ignoreSatisfiability" => r.read_opt(&mut self.ignore_satisfiability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1237,12 +1237,12 @@ impl x::Fields for CancelRecommendationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1280,12 +1280,12 @@ impl x::Fields for CancelRetrievePropertiesExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "token" => r.read(&mut self.token)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "token" => r.read(&mut self.token),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1323,12 +1323,12 @@ impl x::Fields for CancelStorageDrsRecommendationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read_push(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read_push(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1364,11 +1364,11 @@ impl x::Fields for CancelTaskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1403,11 +1403,11 @@ impl x::Fields for CancelWaitForUpdatesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

@@ -23,12 +23,12 @@ impl x::Fields for CertMgrRefreshCACertificatesAndCRLsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -66,12 +66,12 @@ impl x::Fields for CertMgrRefreshCertificatesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -109,12 +109,12 @@ impl x::Fields for CertMgrRevokeCertificatesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -156,14 +156,14 @@ impl x::Fields for ChangeAccessModeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "principal" => r.read(&mut self.principal)?,
-            "isGroup" => r.read(&mut self.is_group)?,
-            "accessMode" => r.read(&mut self.access_mode)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "principal" => r.read(&mut self.principal),
+            "isGroup" => r.read(&mut self.is_group),
+            "accessMode" => r.read(&mut self.access_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -209,15 +209,15 @@ impl x::Fields for ChangeFileAttributesInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "guestFilePath" => r.read(&mut self.guest_file_path)?,
-            "fileAttributes" => r.read(&mut self.file_attributes)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "guestFilePath" => r.read(&mut self.guest_file_path),
+            "fileAttributes" => r.read(&mut self.file_attributes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -258,12 +258,12 @@ impl x::Fields for ChangeKeyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "newKey" => r.read(&mut self.new_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "newKey" => r.read(&mut self.new_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -301,12 +301,12 @@ impl x::Fields for ChangeLockdownModeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "mode" => r.read(&mut self.mode)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "mode" => r.read(&mut self.mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -344,12 +344,12 @@ impl x::Fields for ChangeNFSUserPasswordRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "password" => r.read(&mut self.password)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "password" => r.read(&mut self.password),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -391,14 +391,14 @@ impl x::Fields for ChangeOwnerRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "owner" => r.read(&mut self.owner)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "owner" => r.read(&mut self.owner),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -442,14 +442,14 @@ impl x::Fields for ChangePasswordRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "user" => r.read(&mut self.user)?,
-            "oldPassword" => r.read(&mut self.old_password)?,
-            "newPassword" => r.read(&mut self.new_password)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "user" => r.read(&mut self.user),
+            "oldPassword" => r.read(&mut self.old_password),
+            "newPassword" => r.read(&mut self.new_password),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -489,12 +489,12 @@ impl x::Fields for CheckAddHostEvcRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cnxSpec" => r.read(&mut self.cnx_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cnxSpec" => r.read(&mut self.cnx_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -532,12 +532,12 @@ impl x::Fields for CheckAnswerFileStatusRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -583,16 +583,16 @@ impl x::Fields for CheckCloneRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "folder" => r.read(&mut self.folder)?,
-            "name" => r.read(&mut self.name)?,
-            "spec" => r.read(&mut self.spec)?,
-            "testType" => r.read_push(&mut self.test_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "folder" => r.read(&mut self.folder),
+            "name" => r.read(&mut self.name),
+            "spec" => r.read(&mut self.spec),
+            "testType" => r.read_push(&mut self.test_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -640,15 +640,15 @@ impl x::Fields for CheckCompatibilityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "pool" => r.read_opt(&mut self.pool)?,
-            "testType" => r.read_push(&mut self.test_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "host" => r.read_opt(&mut self.host),
+            "pool" => r.read_opt(&mut self.pool),
+            "testType" => r.read_push(&mut self.test_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -691,13 +691,13 @@ impl x::Fields for CheckComplianceRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            "entity" => r.read_push(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "profile" => r.read_push(&mut self.profile),
+            "entity" => r.read_push(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -738,13 +738,13 @@ impl x::Fields for CheckConfigureEvcModeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "evcModeKey" => r.read(&mut self.evc_mode_key)?,
-            "evcGraphicsModeKey" => r.read_opt(&mut self.evc_graphics_mode_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "evcModeKey" => r.read(&mut self.evc_mode_key),
+            "evcGraphicsModeKey" => r.read_opt(&mut self.evc_graphics_mode_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -783,12 +783,12 @@ impl x::Fields for CheckCustomizationResourcesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "guestOs" => r.read(&mut self.guest_os)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "guestOs" => r.read(&mut self.guest_os),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -826,12 +826,12 @@ impl x::Fields for CheckCustomizationSpecRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -869,12 +869,12 @@ impl x::Fields for CheckForUpdatesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "version" => r.read_opt(&mut self.version)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "version" => r.read_opt(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -916,14 +916,14 @@ impl x::Fields for CheckHostPatchRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "metaUrls" => r.read_push(&mut self.meta_urls)?,
-            "bundleUrls" => r.read_push(&mut self.bundle_urls)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "metaUrls" => r.read_push(&mut self.meta_urls),
+            "bundleUrls" => r.read_push(&mut self.bundle_urls),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -967,14 +967,14 @@ impl x::Fields for CheckInstantCloneRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "spec" => r.read(&mut self.spec)?,
-            "testType" => r.read_push(&mut self.test_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "spec" => r.read(&mut self.spec),
+            "testType" => r.read_push(&mut self.test_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1016,13 +1016,13 @@ impl x::Fields for CheckLicenseFeatureRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "featureKey" => r.read(&mut self.feature_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            "featureKey" => r.read(&mut self.feature_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1069,16 +1069,16 @@ impl x::Fields for CheckMigrateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "pool" => r.read_opt(&mut self.pool)?,
-            "state" => r.read_opt(&mut self.state)?,
-            "testType" => r.read_push(&mut self.test_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "host" => r.read_opt(&mut self.host),
+            "pool" => r.read_opt(&mut self.pool),
+            "state" => r.read_opt(&mut self.state),
+            "testType" => r.read_push(&mut self.test_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1126,15 +1126,15 @@ impl x::Fields for CheckPowerOnRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "pool" => r.read_opt(&mut self.pool)?,
-            "testType" => r.read_push(&mut self.test_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "host" => r.read_opt(&mut self.host),
+            "pool" => r.read_opt(&mut self.pool),
+            "testType" => r.read_push(&mut self.test_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1175,12 +1175,12 @@ impl x::Fields for CheckProfileComplianceRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read_push(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read_push(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1222,14 +1222,14 @@ impl x::Fields for CheckRelocateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "spec" => r.read(&mut self.spec)?,
-            "testType" => r.read_push(&mut self.test_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "spec" => r.read(&mut self.spec),
+            "testType" => r.read_push(&mut self.test_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1277,16 +1277,16 @@ impl x::Fields for CheckVmConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "pool" => r.read_opt(&mut self.pool)?,
-            "testType" => r.read_push(&mut self.test_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "vm" => r.read_opt(&mut self.vm),
+            "host" => r.read_opt(&mut self.host),
+            "pool" => r.read_opt(&mut self.pool),
+            "testType" => r.read_push(&mut self.test_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

@@ -21,11 +21,11 @@ impl x::Fields for CryptoManagerHostDisableRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -62,12 +62,12 @@ impl x::Fields for CryptoManagerHostEnableRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "initialKey" => r.read(&mut self.initial_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "initialKey" => r.read(&mut self.initial_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -103,11 +103,11 @@ impl x::Fields for CryptoManagerHostPrepareRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -142,11 +142,11 @@ impl x::Fields for CryptoUnlockRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -181,11 +181,11 @@ impl x::Fields for CurrentTimeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -222,12 +222,12 @@ impl x::Fields for CustomizationSpecItemToXmlRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "item" => r.read(&mut self.item)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "item" => r.read(&mut self.item),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -271,15 +271,15 @@ impl x::Fields for CustomizeGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "spec" => r.read(&mut self.spec)?,
-            "configParams" => r.read_push(&mut self.config_params)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "spec" => r.read(&mut self.spec),
+            "configParams" => r.read_push(&mut self.config_params),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -320,12 +320,12 @@ impl x::Fields for CustomizeVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -363,12 +363,12 @@ impl x::Fields for DVPortgroupRollbackRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entityBackup" => r.read_opt(&mut self.entity_backup)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entityBackup" => r.read_opt(&mut self.entity_backup),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -406,12 +406,12 @@ impl x::Fields for DVSManagerExportEntityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "selectionSet" => r.read_push(&mut self.selection_set)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "selectionSet" => r.read_push(&mut self.selection_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -451,13 +451,13 @@ impl x::Fields for DVSManagerImportEntityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entityBackup" => r.read_push(&mut self.entity_backup)?,
-            "importType" => r.read(&mut self.import_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entityBackup" => r.read_push(&mut self.entity_backup),
+            "importType" => r.read(&mut self.import_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -498,13 +498,13 @@ impl x::Fields for DVSManagerLookupDvPortGroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "switchUuid" => r.read(&mut self.switch_uuid)?,
-            "portgroupKey" => r.read(&mut self.portgroup_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "switchUuid" => r.read(&mut self.switch_uuid),
+            "portgroupKey" => r.read(&mut self.portgroup_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -543,12 +543,12 @@ impl x::Fields for DVSRollbackRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entityBackup" => r.read_opt(&mut self.entity_backup)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entityBackup" => r.read_opt(&mut self.entity_backup),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -584,11 +584,11 @@ impl x::Fields for DatastoreEnterMaintenanceModeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -623,11 +623,11 @@ impl x::Fields for DatastoreExitMaintenanceModeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -664,12 +664,12 @@ impl x::Fields for DecodeLicenseRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "licenseKey" => r.read(&mut self.license_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "licenseKey" => r.read(&mut self.license_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -705,11 +705,11 @@ impl x::Fields for DefragmentAllDisksRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -748,13 +748,13 @@ impl x::Fields for DefragmentVirtualDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -793,12 +793,12 @@ impl x::Fields for DeleteCustomizationSpecRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -838,13 +838,13 @@ impl x::Fields for DeleteDatastoreFileRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -889,15 +889,15 @@ impl x::Fields for DeleteDirectoryInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "directoryPath" => r.read(&mut self.directory_path)?,
-            "recursive" => r.read(&mut self.recursive)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "directoryPath" => r.read(&mut self.directory_path),
+            "recursive" => r.read(&mut self.recursive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -940,13 +940,13 @@ impl x::Fields for DeleteDirectoryRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "datastorePath" => r.read(&mut self.datastore_path)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "datastorePath" => r.read(&mut self.datastore_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -989,14 +989,14 @@ impl x::Fields for DeleteFileInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "filePath" => r.read(&mut self.file_path)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "filePath" => r.read(&mut self.file_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1036,12 +1036,12 @@ impl x::Fields for DeleteFileRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastorePath" => r.read(&mut self.datastore_path)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastorePath" => r.read(&mut self.datastore_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1079,12 +1079,12 @@ impl x::Fields for DeleteHostSpecificationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1124,13 +1124,13 @@ impl x::Fields for DeleteHostSubSpecificationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read(&mut self.host)?,
-            "subSpecName" => r.read(&mut self.sub_spec_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
+            "subSpecName" => r.read(&mut self.sub_spec_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1167,11 +1167,11 @@ impl x::Fields for DeleteNvdimmBlockNamespacesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1208,12 +1208,12 @@ impl x::Fields for DeleteNvdimmNamespaceRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "deleteSpec" => r.read(&mut self.delete_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "deleteSpec" => r.read(&mut self.delete_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1257,15 +1257,15 @@ impl x::Fields for DeleteRegistryKeyInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "keyName" => r.read(&mut self.key_name)?,
-            "recursive" => r.read(&mut self.recursive)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "keyName" => r.read(&mut self.key_name),
+            "recursive" => r.read(&mut self.recursive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1310,14 +1310,14 @@ impl x::Fields for DeleteRegistryValueInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "valueName" => r.read(&mut self.value_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "valueName" => r.read(&mut self.value_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1357,12 +1357,12 @@ impl x::Fields for DeleteScsiLunStateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunCanonicalName" => r.read(&mut self.lun_canonical_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunCanonicalName" => r.read(&mut self.lun_canonical_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1404,14 +1404,14 @@ impl x::Fields for DeleteSnapshotRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "snapshotId" => r.read(&mut self.snapshot_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
+            "snapshotId" => r.read(&mut self.snapshot_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1453,13 +1453,13 @@ impl x::Fields for DeleteVStorageObjectExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1500,13 +1500,13 @@ impl x::Fields for DeleteVStorageObjectRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1545,12 +1545,12 @@ impl x::Fields for DeleteVffsVolumeStateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vffsUuid" => r.read(&mut self.vffs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vffsUuid" => r.read(&mut self.vffs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1590,13 +1590,13 @@ impl x::Fields for DeleteVirtualDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1635,12 +1635,12 @@ impl x::Fields for DeleteVmfsVolumeStateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1680,13 +1680,13 @@ impl x::Fields for DeleteVsanObjectsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "uuids" => r.read_push(&mut self.uuids)?,
-            "force" => r.read_opt(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuids" => r.read_push(&mut self.uuids),
+            "force" => r.read_opt(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

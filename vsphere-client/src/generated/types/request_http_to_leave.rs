@@ -23,12 +23,12 @@ impl x::Fields for HttpNfcLeaseAbortRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -64,11 +64,11 @@ impl x::Fields for HttpNfcLeaseCompleteRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -103,11 +103,11 @@ impl x::Fields for HttpNfcLeaseGetManifestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -146,13 +146,13 @@ impl x::Fields for HttpNfcLeaseProbeUrlsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "files" => r.read_push(&mut self.files)?,
-            "timeout" => r.read_opt(&mut self.timeout)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "files" => r.read_push(&mut self.files),
+            "timeout" => r.read_opt(&mut self.timeout),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -191,12 +191,12 @@ impl x::Fields for HttpNfcLeaseProgressRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "percent" => r.read(&mut self.percent)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "percent" => r.read(&mut self.percent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -234,12 +234,12 @@ impl x::Fields for HttpNfcLeasePullFromUrlsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "files" => r.read_push(&mut self.files)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "files" => r.read_push(&mut self.files),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -277,14 +277,14 @@ impl x::Fields for HttpNfcLeaseSetManifestChecksumTypeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             "deviceUrlsToChecksumTypes" => {
-                r.read_push(&mut self.device_urls_to_checksum_types)?
+                r.read_push(&mut self.device_urls_to_checksum_types)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -324,13 +324,13 @@ impl x::Fields for ImpersonateUserRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "locale" => r.read_opt(&mut self.locale)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "userName" => r.read(&mut self.user_name),
+            "locale" => r.read_opt(&mut self.locale),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -371,13 +371,13 @@ impl x::Fields for ImportCertificateForCAMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "certPath" => r.read(&mut self.cert_path)?,
-            "camServer" => r.read(&mut self.cam_server)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "certPath" => r.read(&mut self.cert_path),
+            "camServer" => r.read(&mut self.cam_server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -420,14 +420,14 @@ impl x::Fields for ImportUnmanagedSnapshotRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vdisk" => r.read(&mut self.vdisk)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "vvolId" => r.read(&mut self.vvol_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vdisk" => r.read(&mut self.vdisk),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "vvolId" => r.read(&mut self.vvol_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -471,14 +471,14 @@ impl x::Fields for ImportVAppRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
-            "folder" => r.read_opt(&mut self.folder)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "folder" => r.read_opt(&mut self.folder),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -520,13 +520,13 @@ impl x::Fields for InflateDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -567,13 +567,13 @@ impl x::Fields for InflateVirtualDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -612,12 +612,12 @@ impl x::Fields for InitializeDisksRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "mapping" => r.read_push(&mut self.mapping)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "mapping" => r.read_push(&mut self.mapping),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -659,14 +659,14 @@ impl x::Fields for InitiateFileTransferFromGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "guestFilePath" => r.read(&mut self.guest_file_path)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "guestFilePath" => r.read(&mut self.guest_file_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -716,17 +716,17 @@ impl x::Fields for InitiateFileTransferToGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "guestFilePath" => r.read(&mut self.guest_file_path)?,
-            "fileAttributes" => r.read(&mut self.file_attributes)?,
-            "fileSize" => r.read(&mut self.file_size)?,
-            "overwrite" => r.read(&mut self.overwrite)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "guestFilePath" => r.read(&mut self.guest_file_path),
+            "fileAttributes" => r.read(&mut self.file_attributes),
+            "fileSize" => r.read(&mut self.file_size),
+            "overwrite" => r.read(&mut self.overwrite),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -773,14 +773,14 @@ impl x::Fields for InstallHostPatchRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "repository" => r.read(&mut self.repository)?,
-            "updateID" => r.read(&mut self.update_id)?,
-            "force" => r.read_opt(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "repository" => r.read(&mut self.repository),
+            "updateID" => r.read(&mut self.update_id),
+            "force" => r.read_opt(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -826,15 +826,15 @@ impl x::Fields for InstallHostPatchV2RequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "metaUrls" => r.read_push(&mut self.meta_urls)?,
-            "bundleUrls" => r.read_push(&mut self.bundle_urls)?,
-            "vibUrls" => r.read_push(&mut self.vib_urls)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "metaUrls" => r.read_push(&mut self.meta_urls),
+            "bundleUrls" => r.read_push(&mut self.bundle_urls),
+            "vibUrls" => r.read_push(&mut self.vib_urls),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -877,13 +877,13 @@ impl x::Fields for InstallIoFilterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vibUrl" => r.read(&mut self.vib_url)?,
-            "compRes" => r.read(&mut self.comp_res)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vibUrl" => r.read(&mut self.vib_url),
+            "compRes" => r.read(&mut self.comp_res),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -922,12 +922,12 @@ impl x::Fields for InstallServerCertificateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cert" => r.read(&mut self.cert)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cert" => r.read(&mut self.cert),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -965,12 +965,12 @@ impl x::Fields for InstallSmartCardTrustAnchorRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cert" => r.read(&mut self.cert)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cert" => r.read(&mut self.cert),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1008,12 +1008,12 @@ impl x::Fields for InstantCloneRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1051,12 +1051,12 @@ impl x::Fields for IsKmsClusterActiveRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cluster" => r.read_opt(&mut self.cluster)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cluster" => r.read_opt(&mut self.cluster),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1092,11 +1092,11 @@ impl x::Fields for IsSharedGraphicsActiveRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1137,14 +1137,14 @@ impl x::Fields for JoinDomainRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "domainName" => r.read(&mut self.domain_name)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "password" => r.read(&mut self.password)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "domainName" => r.read(&mut self.domain_name),
+            "userName" => r.read(&mut self.user_name),
+            "password" => r.read(&mut self.password),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1186,13 +1186,13 @@ impl x::Fields for JoinDomainWithCAMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "domainName" => r.read(&mut self.domain_name)?,
-            "camServer" => r.read(&mut self.cam_server)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "domainName" => r.read(&mut self.domain_name),
+            "camServer" => r.read(&mut self.cam_server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1231,12 +1231,12 @@ impl x::Fields for LeaveCurrentDomainRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "force" => r.read(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "force" => r.read(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

@@ -21,11 +21,11 @@ impl x::Fields for ListCACertificateRevocationListsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -60,11 +60,11 @@ impl x::Fields for ListCACertificatesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -111,17 +111,17 @@ impl x::Fields for ListFilesInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "filePath" => r.read(&mut self.file_path)?,
-            "index" => r.read_opt(&mut self.index)?,
-            "maxResults" => r.read_opt(&mut self.max_results)?,
-            "matchPattern" => r.read_opt(&mut self.match_pattern)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "filePath" => r.read(&mut self.file_path),
+            "index" => r.read_opt(&mut self.index),
+            "maxResults" => r.read_opt(&mut self.max_results),
+            "matchPattern" => r.read_opt(&mut self.match_pattern),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -168,14 +168,14 @@ impl x::Fields for ListGuestAliasesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "username" => r.read(&mut self.username)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "username" => r.read(&mut self.username),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -217,13 +217,13 @@ impl x::Fields for ListGuestMappedAliasesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -262,12 +262,12 @@ impl x::Fields for ListKeysRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "limit" => r.read_opt(&mut self.limit)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "limit" => r.read_opt(&mut self.limit),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -305,12 +305,12 @@ impl x::Fields for ListKmipServersRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "limit" => r.read_opt(&mut self.limit)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "limit" => r.read_opt(&mut self.limit),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -352,14 +352,14 @@ impl x::Fields for ListKmsClustersRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "includeKmsServers" => r.read_opt(&mut self.include_kms_servers)?,
-            "managementTypeFilter" => r.read_opt(&mut self.management_type_filter)?,
-            "statusFilter" => r.read_opt(&mut self.status_filter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "includeKmsServers" => r.read_opt(&mut self.include_kms_servers),
+            "managementTypeFilter" => r.read_opt(&mut self.management_type_filter),
+            "statusFilter" => r.read_opt(&mut self.status_filter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -403,14 +403,14 @@ impl x::Fields for ListProcessesInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "pids" => r.read_push(&mut self.pids)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "pids" => r.read_push(&mut self.pids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -458,16 +458,16 @@ impl x::Fields for ListRegistryKeysInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "keyName" => r.read(&mut self.key_name)?,
-            "recursive" => r.read(&mut self.recursive)?,
-            "matchPattern" => r.read_opt(&mut self.match_pattern)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "keyName" => r.read(&mut self.key_name),
+            "recursive" => r.read(&mut self.recursive),
+            "matchPattern" => r.read_opt(&mut self.match_pattern),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -517,16 +517,16 @@ impl x::Fields for ListRegistryValuesInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "keyName" => r.read(&mut self.key_name)?,
-            "expandStrings" => r.read(&mut self.expand_strings)?,
-            "matchPattern" => r.read_opt(&mut self.match_pattern)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "keyName" => r.read(&mut self.key_name),
+            "expandStrings" => r.read(&mut self.expand_strings),
+            "matchPattern" => r.read_opt(&mut self.match_pattern),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -566,11 +566,11 @@ impl x::Fields for ListSmartCardTrustAnchorsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -607,12 +607,12 @@ impl x::Fields for ListTagsAttachedToVStorageObjectRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -650,12 +650,12 @@ impl x::Fields for ListVStorageObjectRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -695,13 +695,13 @@ impl x::Fields for ListVStorageObjectsAttachedToTagRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "category" => r.read(&mut self.category)?,
-            "tag" => r.read(&mut self.tag)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "category" => r.read(&mut self.category),
+            "tag" => r.read(&mut self.tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -742,13 +742,13 @@ impl x::Fields for LogUserEventRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read(&mut self.entity)?,
-            "msg" => r.read(&mut self.msg)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            "msg" => r.read(&mut self.msg),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -789,13 +789,13 @@ impl x::Fields for LoginBySSPIRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "base64Token" => r.read(&mut self.base64_token)?,
-            "locale" => r.read_opt(&mut self.locale)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "base64Token" => r.read(&mut self.base64_token),
+            "locale" => r.read_opt(&mut self.locale),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -834,12 +834,12 @@ impl x::Fields for LoginByTokenRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "locale" => r.read_opt(&mut self.locale)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "locale" => r.read_opt(&mut self.locale),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -879,13 +879,13 @@ impl x::Fields for LoginExtensionByCertificateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "locale" => r.read_opt(&mut self.locale)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "locale" => r.read_opt(&mut self.locale),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -926,13 +926,13 @@ impl x::Fields for LoginExtensionBySubjectNameRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "locale" => r.read_opt(&mut self.locale)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "locale" => r.read_opt(&mut self.locale),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -975,14 +975,14 @@ impl x::Fields for LoginRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "password" => r.read(&mut self.password)?,
-            "locale" => r.read_opt(&mut self.locale)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "userName" => r.read(&mut self.user_name),
+            "password" => r.read(&mut self.password),
+            "locale" => r.read_opt(&mut self.locale),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1020,11 +1020,11 @@ impl x::Fields for LogoutRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1061,12 +1061,12 @@ impl x::Fields for LookupDvPortGroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "portgroupKey" => r.read(&mut self.portgroup_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "portgroupKey" => r.read(&mut self.portgroup_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1106,13 +1106,13 @@ impl x::Fields for LookupVmOverheadMemoryRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1157,15 +1157,15 @@ impl x::Fields for MakeDirectoryInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "directoryPath" => r.read(&mut self.directory_path)?,
-            "createParentDirectories" => r.read(&mut self.create_parent_directories)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "directoryPath" => r.read(&mut self.directory_path),
+            "createParentDirectories" => r.read(&mut self.create_parent_directories),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1210,14 +1210,14 @@ impl x::Fields for MakeDirectoryRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "createParentDirectories" => r.read_opt(&mut self.create_parent_directories)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "createParentDirectories" => r.read_opt(&mut self.create_parent_directories),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1257,12 +1257,12 @@ impl x::Fields for MakePrimaryVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

@@ -23,12 +23,12 @@ impl x::Fields for MarkAsLocalRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "scsiDiskUuid" => r.read(&mut self.scsi_disk_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "scsiDiskUuid" => r.read(&mut self.scsi_disk_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -66,12 +66,12 @@ impl x::Fields for MarkAsNonLocalRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "scsiDiskUuid" => r.read(&mut self.scsi_disk_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "scsiDiskUuid" => r.read(&mut self.scsi_disk_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -109,12 +109,12 @@ impl x::Fields for MarkAsNonSsdRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "scsiDiskUuid" => r.read(&mut self.scsi_disk_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "scsiDiskUuid" => r.read(&mut self.scsi_disk_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -152,12 +152,12 @@ impl x::Fields for MarkAsSsdRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "scsiDiskUuid" => r.read(&mut self.scsi_disk_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "scsiDiskUuid" => r.read(&mut self.scsi_disk_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -193,11 +193,11 @@ impl x::Fields for MarkAsTemplateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -236,13 +236,13 @@ impl x::Fields for MarkAsVirtualMachineRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pool" => r.read(&mut self.pool)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pool" => r.read(&mut self.pool),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -281,12 +281,12 @@ impl x::Fields for MarkDefaultRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "clusterId" => r.read(&mut self.cluster_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "clusterId" => r.read(&mut self.cluster_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -326,13 +326,13 @@ impl x::Fields for MarkForRemovalRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "hbaName" => r.read(&mut self.hba_name)?,
-            "remove" => r.read(&mut self.remove)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hbaName" => r.read(&mut self.hba_name),
+            "remove" => r.read(&mut self.remove),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -373,13 +373,13 @@ impl x::Fields for MarkPerenniallyReservedExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunUuid" => r.read_push(&mut self.lun_uuid)?,
-            "state" => r.read(&mut self.state)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read_push(&mut self.lun_uuid),
+            "state" => r.read(&mut self.state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -420,13 +420,13 @@ impl x::Fields for MarkPerenniallyReservedRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunUuid" => r.read(&mut self.lun_uuid)?,
-            "state" => r.read(&mut self.state)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read(&mut self.lun_uuid),
+            "state" => r.read(&mut self.state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -465,12 +465,12 @@ impl x::Fields for MarkServiceProviderEntitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read_push(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read_push(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -508,12 +508,12 @@ impl x::Fields for MergeDvsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "dvs" => r.read(&mut self.dvs)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dvs" => r.read(&mut self.dvs),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -553,13 +553,13 @@ impl x::Fields for MergePermissionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "srcRoleId" => r.read(&mut self.src_role_id)?,
-            "dstRoleId" => r.read(&mut self.dst_role_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "srcRoleId" => r.read(&mut self.src_role_id),
+            "dstRoleId" => r.read(&mut self.dst_role_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -604,15 +604,15 @@ impl x::Fields for MigrateVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pool" => r.read_opt(&mut self.pool)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "priority" => r.read(&mut self.priority)?,
-            "state" => r.read_opt(&mut self.state)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pool" => r.read_opt(&mut self.pool),
+            "host" => r.read_opt(&mut self.host),
+            "priority" => r.read(&mut self.priority),
+            "state" => r.read_opt(&mut self.state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -655,13 +655,13 @@ impl x::Fields for ModifyListViewRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "add" => r.read_push(&mut self.add)?,
-            "remove" => r.read_push(&mut self.remove)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "add" => r.read_push(&mut self.add),
+            "remove" => r.read_push(&mut self.remove),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -698,11 +698,11 @@ impl x::Fields for MountToolsInstallerRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -739,12 +739,12 @@ impl x::Fields for MountVffsVolumeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vffsUuid" => r.read(&mut self.vffs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vffsUuid" => r.read(&mut self.vffs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -782,12 +782,12 @@ impl x::Fields for MountVmfsVolumeExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vmfsUuid" => r.read_push(&mut self.vmfs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmfsUuid" => r.read_push(&mut self.vmfs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -825,12 +825,12 @@ impl x::Fields for MountVmfsVolumeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -870,13 +870,13 @@ impl x::Fields for MoveDVPortRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "portKey" => r.read_push(&mut self.port_key)?,
-            "destinationPortgroupKey" => r.read_opt(&mut self.destination_portgroup_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "portKey" => r.read_push(&mut self.port_key),
+            "destinationPortgroupKey" => r.read_opt(&mut self.destination_portgroup_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -923,16 +923,16 @@ impl x::Fields for MoveDatastoreFileRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "sourceName" => r.read(&mut self.source_name)?,
-            "sourceDatacenter" => r.read_opt(&mut self.source_datacenter)?,
-            "destinationName" => r.read(&mut self.destination_name)?,
-            "destinationDatacenter" => r.read_opt(&mut self.destination_datacenter)?,
-            "force" => r.read_opt(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "sourceName" => r.read(&mut self.source_name),
+            "sourceDatacenter" => r.read_opt(&mut self.source_datacenter),
+            "destinationName" => r.read(&mut self.destination_name),
+            "destinationDatacenter" => r.read_opt(&mut self.destination_datacenter),
+            "force" => r.read_opt(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -980,15 +980,15 @@ impl x::Fields for MoveDirectoryInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "srcDirectoryPath" => r.read(&mut self.src_directory_path)?,
-            "dstDirectoryPath" => r.read(&mut self.dst_directory_path)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "srcDirectoryPath" => r.read(&mut self.src_directory_path),
+            "dstDirectoryPath" => r.read(&mut self.dst_directory_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1037,16 +1037,16 @@ impl x::Fields for MoveFileInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "srcFilePath" => r.read(&mut self.src_file_path)?,
-            "dstFilePath" => r.read(&mut self.dst_file_path)?,
-            "overwrite" => r.read(&mut self.overwrite)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "srcFilePath" => r.read(&mut self.src_file_path),
+            "dstFilePath" => r.read(&mut self.dst_file_path),
+            "overwrite" => r.read(&mut self.overwrite),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1090,13 +1090,13 @@ impl x::Fields for MoveHostIntoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read(&mut self.host)?,
-            "resourcePool" => r.read_opt(&mut self.resource_pool)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
+            "resourcePool" => r.read_opt(&mut self.resource_pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1135,12 +1135,12 @@ impl x::Fields for MoveIntoFolderRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "list" => r.read_push(&mut self.list)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "list" => r.read_push(&mut self.list),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1178,12 +1178,12 @@ impl x::Fields for MoveIntoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1221,12 +1221,12 @@ impl x::Fields for MoveIntoResourcePoolRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "list" => r.read_push(&mut self.list)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "list" => r.read_push(&mut self.list),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1274,17 +1274,17 @@ impl x::Fields for MoveVirtualDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "sourceName" => r.read(&mut self.source_name)?,
-            "sourceDatacenter" => r.read_opt(&mut self.source_datacenter)?,
-            "destName" => r.read(&mut self.dest_name)?,
-            "destDatacenter" => r.read_opt(&mut self.dest_datacenter)?,
-            "force" => r.read_opt(&mut self.force)?,
-            "profile" => r.read_push(&mut self.profile)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "sourceName" => r.read(&mut self.source_name),
+            "sourceDatacenter" => r.read_opt(&mut self.source_datacenter),
+            "destName" => r.read(&mut self.dest_name),
+            "destDatacenter" => r.read_opt(&mut self.dest_datacenter),
+            "force" => r.read_opt(&mut self.force),
+            "profile" => r.read_push(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

@@ -23,12 +23,12 @@ impl x::Fields for OpenInventoryViewFolderRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read_push(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read_push(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -66,12 +66,12 @@ impl x::Fields for OverwriteCustomizationSpecRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "item" => r.read(&mut self.item)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "item" => r.read(&mut self.item),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -111,13 +111,13 @@ impl x::Fields for ParseDescriptorRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "ovfDescriptor" => r.read(&mut self.ovf_descriptor)?,
-            "pdp" => r.read(&mut self.pdp)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "ovfDescriptor" => r.read(&mut self.ovf_descriptor),
+            "pdp" => r.read(&mut self.pdp),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -158,13 +158,13 @@ impl x::Fields for PerformDvsProductSpecOperationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "operation" => r.read(&mut self.operation)?,
-            "productSpec" => r.read_opt(&mut self.product_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "operation" => r.read(&mut self.operation),
+            "productSpec" => r.read_opt(&mut self.product_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -205,13 +205,13 @@ impl x::Fields for PerformVsanUpgradePreflightCheckRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cluster" => r.read(&mut self.cluster)?,
-            "downgradeFormat" => r.read_opt(&mut self.downgrade_format)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cluster" => r.read(&mut self.cluster),
+            "downgradeFormat" => r.read_opt(&mut self.downgrade_format),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -258,16 +258,16 @@ impl x::Fields for PerformVsanUpgradeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cluster" => r.read(&mut self.cluster)?,
-            "performObjectUpgrade" => r.read_opt(&mut self.perform_object_upgrade)?,
-            "downgradeFormat" => r.read_opt(&mut self.downgrade_format)?,
-            "allowReducedRedundancy" => r.read_opt(&mut self.allow_reduced_redundancy)?,
-            "excludeHosts" => r.read_push(&mut self.exclude_hosts)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cluster" => r.read(&mut self.cluster),
+            "performObjectUpgrade" => r.read_opt(&mut self.perform_object_upgrade),
+            "downgradeFormat" => r.read_opt(&mut self.downgrade_format),
+            "allowReducedRedundancy" => r.read_opt(&mut self.allow_reduced_redundancy),
+            "excludeHosts" => r.read_push(&mut self.exclude_hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -309,12 +309,12 @@ impl x::Fields for PlaceVmRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "placementSpec" => r.read(&mut self.placement_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "placementSpec" => r.read(&mut self.placement_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -354,13 +354,13 @@ impl x::Fields for PostEventRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "eventToPost" => r.read(&mut self.event_to_post)?,
-            "taskInfo" => r.read_opt(&mut self.task_info)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "eventToPost" => r.read(&mut self.event_to_post),
+            "taskInfo" => r.read_opt(&mut self.task_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -401,13 +401,13 @@ impl x::Fields for PostHealthUpdatesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
-            "updates" => r.read_push(&mut self.updates)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            "updates" => r.read_push(&mut self.updates),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -448,13 +448,13 @@ impl x::Fields for PowerDownHostToStandByRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "timeoutSec" => r.read(&mut self.timeout_sec)?,
-            "evacuatePoweredOffVms" => r.read_opt(&mut self.evacuate_powered_off_vms)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "timeoutSec" => r.read(&mut self.timeout_sec),
+            "evacuatePoweredOffVms" => r.read_opt(&mut self.evacuate_powered_off_vms),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -493,12 +493,12 @@ impl x::Fields for PowerOffVAppRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "force" => r.read(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "force" => r.read(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -534,11 +534,11 @@ impl x::Fields for PowerOffVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -577,13 +577,13 @@ impl x::Fields for PowerOnMultiVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read_push(&mut self.vm)?,
-            "option" => r.read_push(&mut self.option)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read_push(&mut self.vm),
+            "option" => r.read_push(&mut self.option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -620,11 +620,11 @@ impl x::Fields for PowerOnVAppRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -661,12 +661,12 @@ impl x::Fields for PowerOnVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -704,12 +704,12 @@ impl x::Fields for PowerUpHostFromStandByRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "timeoutSec" => r.read(&mut self.timeout_sec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "timeoutSec" => r.read(&mut self.timeout_sec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -745,11 +745,11 @@ impl x::Fields for PrepareCryptoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -788,13 +788,13 @@ impl x::Fields for PromoteDisksRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "unlink" => r.read(&mut self.unlink)?,
-            "disks" => r.read_push(&mut self.disks)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "unlink" => r.read(&mut self.unlink),
+            "disks" => r.read_push(&mut self.disks),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -833,12 +833,12 @@ impl x::Fields for PutUsbScanCodesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -876,12 +876,12 @@ impl x::Fields for QueryAnswerFileStatusRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -919,12 +919,12 @@ impl x::Fields for QueryAssignedLicensesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entityId" => r.read_opt(&mut self.entity_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entityId" => r.read_opt(&mut self.entity_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -962,12 +962,12 @@ impl x::Fields for QueryAvailableDisksForVmfsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1005,12 +1005,12 @@ impl x::Fields for QueryAvailableDvsSpecRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "recommended" => r.read_opt(&mut self.recommended)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "recommended" => r.read_opt(&mut self.recommended),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1046,11 +1046,11 @@ impl x::Fields for QueryAvailablePartitionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1093,15 +1093,15 @@ impl x::Fields for QueryAvailablePerfMetricRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read(&mut self.entity)?,
-            "beginTime" => r.read_opt(&mut self.begin_time)?,
-            "endTime" => r.read_opt(&mut self.end_time)?,
-            "intervalId" => r.read_opt(&mut self.interval_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            "beginTime" => r.read_opt(&mut self.begin_time),
+            "endTime" => r.read_opt(&mut self.end_time),
+            "intervalId" => r.read_opt(&mut self.interval_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1142,12 +1142,12 @@ impl x::Fields for QueryAvailableSsdsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vffsPath" => r.read_opt(&mut self.vffs_path)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vffsPath" => r.read_opt(&mut self.vffs_path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1183,11 +1183,11 @@ impl x::Fields for QueryAvailableTimeZonesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1222,11 +1222,11 @@ impl x::Fields for QueryBootDevicesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1263,12 +1263,12 @@ impl x::Fields for QueryBoundVnicsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaName" => r.read(&mut self.i_scsi_hba_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaName" => r.read(&mut self.i_scsi_hba_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1306,12 +1306,12 @@ impl x::Fields for QueryCandidateNicsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaName" => r.read(&mut self.i_scsi_hba_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaName" => r.read(&mut self.i_scsi_hba_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1355,15 +1355,15 @@ impl x::Fields for QueryChangedDiskAreasRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "snapshot" => r.read_opt(&mut self.snapshot)?,
-            "deviceKey" => r.read(&mut self.device_key)?,
-            "startOffset" => r.read(&mut self.start_offset)?,
-            "changeId" => r.read(&mut self.change_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "snapshot" => r.read_opt(&mut self.snapshot),
+            "deviceKey" => r.read(&mut self.device_key),
+            "startOffset" => r.read(&mut self.start_offset),
+            "changeId" => r.read(&mut self.change_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1404,12 +1404,12 @@ impl x::Fields for QueryCmmdsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "queries" => r.read_push(&mut self.queries)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "queries" => r.read_push(&mut self.queries),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1451,14 +1451,14 @@ impl x::Fields for QueryCompatibleHostForExistingDvsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "container" => r.read(&mut self.container)?,
-            "recursive" => r.read(&mut self.recursive)?,
-            "dvs" => r.read(&mut self.dvs)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "container" => r.read(&mut self.container),
+            "recursive" => r.read(&mut self.recursive),
+            "dvs" => r.read(&mut self.dvs),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1502,14 +1502,14 @@ impl x::Fields for QueryCompatibleHostForNewDvsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "container" => r.read(&mut self.container)?,
-            "recursive" => r.read(&mut self.recursive)?,
-            "switchProductSpec" => r.read_opt(&mut self.switch_product_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "container" => r.read(&mut self.container),
+            "recursive" => r.read(&mut self.recursive),
+            "switchProductSpec" => r.read_opt(&mut self.switch_product_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1551,13 +1551,13 @@ impl x::Fields for QueryComplianceStatusRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            "entity" => r.read_push(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "profile" => r.read_push(&mut self.profile),
+            "entity" => r.read_push(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1594,11 +1594,11 @@ impl x::Fields for QueryConfigOptionDescriptorRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1635,12 +1635,12 @@ impl x::Fields for QueryConfigOptionExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1680,13 +1680,13 @@ impl x::Fields for QueryConfigOptionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read_opt(&mut self.key)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read_opt(&mut self.key),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1725,12 +1725,12 @@ impl x::Fields for QueryConfigTargetRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1768,12 +1768,12 @@ impl x::Fields for QueryConfiguredModuleOptionStringRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1819,16 +1819,16 @@ impl x::Fields for QueryConnectionInfoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "hostname" => r.read(&mut self.hostname)?,
-            "port" => r.read(&mut self.port)?,
-            "username" => r.read(&mut self.username)?,
-            "password" => r.read(&mut self.password)?,
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hostname" => r.read(&mut self.hostname),
+            "port" => r.read(&mut self.port),
+            "username" => r.read(&mut self.username),
+            "password" => r.read(&mut self.password),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1870,12 +1870,12 @@ impl x::Fields for QueryConnectionInfoViaSpecRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1911,11 +1911,11 @@ impl x::Fields for QueryConnectionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1954,13 +1954,13 @@ impl x::Fields for QueryCryptoKeyStatusRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "keyIds" => r.read_push(&mut self.key_ids)?,
-            "checkKeyBitMap" => r.read(&mut self.check_key_bit_map)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "keyIds" => r.read_push(&mut self.key_ids),
+            "checkKeyBitMap" => r.read(&mut self.check_key_bit_map),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1999,12 +1999,12 @@ impl x::Fields for QueryDatastorePerformanceSummaryRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2040,11 +2040,11 @@ impl x::Fields for QueryDateTimeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2081,12 +2081,12 @@ impl x::Fields for QueryDescriptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2124,12 +2124,12 @@ impl x::Fields for QueryDisksForVsanRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "canonicalName" => r.read_push(&mut self.canonical_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "canonicalName" => r.read_push(&mut self.canonical_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2169,13 +2169,13 @@ impl x::Fields for QueryDisksUsingFilterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filterId" => r.read(&mut self.filter_id)?,
-            "compRes" => r.read(&mut self.comp_res)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            "compRes" => r.read(&mut self.comp_res),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2214,12 +2214,12 @@ impl x::Fields for QueryDvsByUuidRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2261,14 +2261,14 @@ impl x::Fields for QueryDvsCheckCompatibilityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "hostContainer" => r.read(&mut self.host_container)?,
-            "dvsProductSpec" => r.read_opt(&mut self.dvs_product_spec)?,
-            "hostFilterSpec" => r.read_push(&mut self.host_filter_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hostContainer" => r.read(&mut self.host_container),
+            "dvsProductSpec" => r.read_opt(&mut self.dvs_product_spec),
+            "hostFilterSpec" => r.read_push(&mut self.host_filter_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2308,12 +2308,12 @@ impl x::Fields for QueryDvsCompatibleHostSpecRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "switchProductSpec" => r.read_opt(&mut self.switch_product_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "switchProductSpec" => r.read_opt(&mut self.switch_product_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2353,13 +2353,13 @@ impl x::Fields for QueryDvsConfigTargetRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            "dvs" => r.read_opt(&mut self.dvs),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2398,12 +2398,12 @@ impl x::Fields for QueryDvsFeatureCapabilityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "switchProductSpec" => r.read_opt(&mut self.switch_product_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "switchProductSpec" => r.read_opt(&mut self.switch_product_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2441,12 +2441,12 @@ impl x::Fields for QueryEventsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filter" => r.read(&mut self.filter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filter" => r.read(&mut self.filter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2486,13 +2486,13 @@ impl x::Fields for QueryExpressionMetadataRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "expressionName" => r.read_push(&mut self.expression_name)?,
-            "profile" => r.read_opt(&mut self.profile)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "expressionName" => r.read_push(&mut self.expression_name),
+            "profile" => r.read_opt(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2531,12 +2531,12 @@ impl x::Fields for QueryExtensionIpAllocationUsageRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extensionKeys" => r.read_push(&mut self.extension_keys)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKeys" => r.read_push(&mut self.extension_keys),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2574,12 +2574,12 @@ impl x::Fields for QueryFaultToleranceCompatibilityExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "forLegacyFt" => r.read_opt(&mut self.for_legacy_ft)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "forLegacyFt" => r.read_opt(&mut self.for_legacy_ft),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2615,11 +2615,11 @@ impl x::Fields for QueryFaultToleranceCompatibilityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2656,12 +2656,12 @@ impl x::Fields for QueryFilterEntitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filterId" => r.read(&mut self.filter_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2699,12 +2699,12 @@ impl x::Fields for QueryFilterInfoIdsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filterId" => r.read(&mut self.filter_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2742,12 +2742,12 @@ impl x::Fields for QueryFilterListRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2785,12 +2785,12 @@ impl x::Fields for QueryFilterNameRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filterId" => r.read(&mut self.filter_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2826,11 +2826,11 @@ impl x::Fields for QueryFirmwareConfigUploadURLRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2867,12 +2867,12 @@ impl x::Fields for QueryHealthUpdateInfosRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2910,12 +2910,12 @@ impl x::Fields for QueryHealthUpdatesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2951,11 +2951,11 @@ impl x::Fields for QueryHostConnectionInfoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2992,12 +2992,12 @@ impl x::Fields for QueryHostPatchRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3037,13 +3037,13 @@ impl x::Fields for QueryHostProfileMetadataRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "profileName" => r.read_push(&mut self.profile_name)?,
-            "profile" => r.read_opt(&mut self.profile)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "profileName" => r.read_push(&mut self.profile_name),
+            "profile" => r.read_opt(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3080,11 +3080,11 @@ impl x::Fields for QueryHostStatusRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3121,12 +3121,12 @@ impl x::Fields for QueryHostsWithAttachedLunRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunUuid" => r.read(&mut self.lun_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read(&mut self.lun_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3164,12 +3164,12 @@ impl x::Fields for QueryIORMConfigOptionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3211,14 +3211,14 @@ impl x::Fields for QueryIPAllocationsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "dc" => r.read(&mut self.dc)?,
-            "poolId" => r.read(&mut self.pool_id)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dc" => r.read(&mut self.dc),
+            "poolId" => r.read(&mut self.pool_id),
+            "extensionKey" => r.read(&mut self.extension_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3258,12 +3258,12 @@ impl x::Fields for QueryIoFilterInfoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "compRes" => r.read(&mut self.comp_res)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "compRes" => r.read(&mut self.comp_res),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3303,13 +3303,13 @@ impl x::Fields for QueryIoFilterIssuesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filterId" => r.read(&mut self.filter_id)?,
-            "compRes" => r.read(&mut self.comp_res)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            "compRes" => r.read(&mut self.comp_res),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3348,12 +3348,12 @@ impl x::Fields for QueryIpPoolsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "dc" => r.read(&mut self.dc)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dc" => r.read(&mut self.dc),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3391,12 +3391,12 @@ impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3434,12 +3434,12 @@ impl x::Fields for QueryLicenseUsageRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3475,11 +3475,11 @@ impl x::Fields for QueryLockdownExceptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3516,12 +3516,12 @@ impl x::Fields for QueryManagedByRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKey" => r.read(&mut self.extension_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3559,12 +3559,12 @@ impl x::Fields for QueryMemoryOverheadExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vmConfigInfo" => r.read(&mut self.vm_config_info)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmConfigInfo" => r.read(&mut self.vm_config_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3606,14 +3606,14 @@ impl x::Fields for QueryMemoryOverheadRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "memorySize" => r.read(&mut self.memory_size)?,
-            "videoRamSize" => r.read_opt(&mut self.video_ram_size)?,
-            "numVcpus" => r.read(&mut self.num_vcpus)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "memorySize" => r.read(&mut self.memory_size),
+            "videoRamSize" => r.read_opt(&mut self.video_ram_size),
+            "numVcpus" => r.read(&mut self.num_vcpus),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3633,87 +3633,5 @@ impl x::Request for QueryMemoryOverheadRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval()
-    }
-}
-/// `QueryMigrationDependenciesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryMigrationDependenciesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `pnicDevice`.
-    pub pnic_device: Vec<String>,
-}
-impl x::SchemaType for QueryMigrationDependenciesRequestType {
-    const TYPE_NAME: &'static str = "QueryMigrationDependenciesRequestType";
-}
-impl x::Structure for QueryMigrationDependenciesRequestType {}
-impl x::Fields for QueryMigrationDependenciesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pnicDevice" => r.read_push(&mut self.pnic_device)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_vec("pnicDevice", &self.pnic_device);
-    }
-}
-impl x::Request for QueryMigrationDependenciesRequestType {
-    const NAME: &'static str = "QueryMigrationDependencies";
-    const IDEMPOTENT: bool = true;
-    type Response = IscsiMigrationDependency;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryModulesRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryModulesRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryModulesRequestType {
-    const TYPE_NAME: &'static str = "QueryModulesRequestType";
-}
-impl x::Structure for QueryModulesRequestType {}
-impl x::Fields for QueryModulesRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryModulesRequestType {
-    const NAME: &'static str = "QueryModules";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<KernelModuleInfo>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
     }
 }

@@ -5,6 +5,88 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QueryMigrationDependenciesRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryMigrationDependenciesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `pnicDevice`.
+    pub pnic_device: Vec<String>,
+}
+impl x::SchemaType for QueryMigrationDependenciesRequestType {
+    const TYPE_NAME: &'static str = "QueryMigrationDependenciesRequestType";
+}
+impl x::Structure for QueryMigrationDependenciesRequestType {}
+impl x::Fields for QueryMigrationDependenciesRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pnicDevice" => r.read_push(&mut self.pnic_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("pnicDevice", &self.pnic_device);
+    }
+}
+impl x::Request for QueryMigrationDependenciesRequestType {
+    const NAME: &'static str = "QueryMigrationDependencies";
+    const IDEMPOTENT: bool = true;
+    type Response = IscsiMigrationDependency;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryModulesRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryModulesRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryModulesRequestType {
+    const TYPE_NAME: &'static str = "QueryModulesRequestType";
+}
+impl x::Structure for QueryModulesRequestType {}
+impl x::Fields for QueryModulesRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryModulesRequestType {
+    const NAME: &'static str = "QueryModules";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<KernelModuleInfo>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
 /// `QueryMonitoredEntitiesRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QueryMonitoredEntitiesRequestType {
@@ -23,12 +105,12 @@ impl x::Fields for QueryMonitoredEntitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -64,11 +146,11 @@ impl x::Fields for QueryNFSUserRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -105,12 +187,12 @@ impl x::Fields for QueryNetConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "nicType" => r.read(&mut self.nic_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "nicType" => r.read(&mut self.nic_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -148,12 +230,12 @@ impl x::Fields for QueryNetworkHintRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -191,12 +273,12 @@ impl x::Fields for QueryObjectsOnPhysicalVsanDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "disks" => r.read_push(&mut self.disks)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "disks" => r.read_push(&mut self.disks),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -234,12 +316,12 @@ impl x::Fields for QueryOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read_opt(&mut self.name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read_opt(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -279,13 +361,13 @@ impl x::Fields for QueryPartitionCreateDescRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "diskUuid" => r.read(&mut self.disk_uuid)?,
-            "diagnosticType" => r.read(&mut self.diagnostic_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            "diagnosticType" => r.read(&mut self.diagnostic_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -326,13 +408,13 @@ impl x::Fields for QueryPartitionCreateOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "storageType" => r.read(&mut self.storage_type)?,
-            "diagnosticType" => r.read(&mut self.diagnostic_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "storageType" => r.read(&mut self.storage_type),
+            "diagnosticType" => r.read(&mut self.diagnostic_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -369,11 +451,11 @@ impl x::Fields for QueryPathSelectionPolicyOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -410,12 +492,12 @@ impl x::Fields for QueryPerfCompositeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "querySpec" => r.read(&mut self.query_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "querySpec" => r.read(&mut self.query_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -453,12 +535,12 @@ impl x::Fields for QueryPerfCounterByLevelRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "level" => r.read(&mut self.level)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "level" => r.read(&mut self.level),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -496,12 +578,12 @@ impl x::Fields for QueryPerfCounterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "counterId" => r.read_push(&mut self.counter_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "counterId" => r.read_push(&mut self.counter_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -539,12 +621,12 @@ impl x::Fields for QueryPerfProviderSummaryRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -582,12 +664,12 @@ impl x::Fields for QueryPerfRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "querySpec" => r.read_push(&mut self.query_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "querySpec" => r.read_push(&mut self.query_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -625,12 +707,12 @@ impl x::Fields for QueryPhysicalVsanDisksRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "props" => r.read_push(&mut self.props)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "props" => r.read_push(&mut self.props),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -668,12 +750,12 @@ impl x::Fields for QueryPnicStatusRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pnicDevice" => r.read(&mut self.pnic_device)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pnicDevice" => r.read(&mut self.pnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -713,13 +795,13 @@ impl x::Fields for QueryPolicyMetadataRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "policyName" => r.read_push(&mut self.policy_name)?,
-            "profile" => r.read_opt(&mut self.profile)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "policyName" => r.read_push(&mut self.policy_name),
+            "profile" => r.read_opt(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -756,11 +838,11 @@ impl x::Fields for QueryProductLockerLocationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -797,12 +879,12 @@ impl x::Fields for QueryProfileStructureRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "profile" => r.read_opt(&mut self.profile)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "profile" => r.read_opt(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -838,11 +920,11 @@ impl x::Fields for QueryProviderListRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -879,12 +961,12 @@ impl x::Fields for QueryProviderNameRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -920,11 +1002,11 @@ impl x::Fields for QueryResourceConfigOptionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -963,13 +1045,13 @@ impl x::Fields for QueryServiceListRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "serviceName" => r.read_opt(&mut self.service_name)?,
-            "location" => r.read_push(&mut self.location)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "serviceName" => r.read_opt(&mut self.service_name),
+            "location" => r.read_push(&mut self.location),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1006,11 +1088,11 @@ impl x::Fields for QueryStorageArrayTypePolicyOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1047,12 +1129,12 @@ impl x::Fields for QuerySupportedFeaturesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1090,12 +1172,12 @@ impl x::Fields for QuerySyncingVsanObjectsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "uuids" => r.read_push(&mut self.uuids)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuids" => r.read_push(&mut self.uuids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1131,11 +1213,11 @@ impl x::Fields for QuerySystemUsersRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1172,12 +1254,12 @@ impl x::Fields for QueryTargetCapabilitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1213,11 +1295,11 @@ impl x::Fields for QueryTpmAttestationReportRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1256,13 +1338,13 @@ impl x::Fields for QueryUnmonitoredHostsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
-            "cluster" => r.read(&mut self.cluster)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            "cluster" => r.read(&mut self.cluster),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1299,11 +1381,11 @@ impl x::Fields for QueryUnownedFilesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1338,11 +1420,11 @@ impl x::Fields for QueryUnresolvedVmfsVolumeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1377,11 +1459,11 @@ impl x::Fields for QueryUnresolvedVmfsVolumesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1416,11 +1498,11 @@ impl x::Fields for QueryUsedVlanIdInDvsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1459,13 +1541,13 @@ impl x::Fields for QueryVMotionCompatibilityExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read_push(&mut self.vm)?,
-            "host" => r.read_push(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read_push(&mut self.vm),
+            "host" => r.read_push(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1508,14 +1590,14 @@ impl x::Fields for QueryVMotionCompatibilityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "host" => r.read_push(&mut self.host)?,
-            "compatibility" => r.read_push(&mut self.compatibility)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "host" => r.read_push(&mut self.host),
+            "compatibility" => r.read_push(&mut self.compatibility),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1557,13 +1639,13 @@ impl x::Fields for QueryVirtualDiskFragmentationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1604,13 +1686,13 @@ impl x::Fields for QueryVirtualDiskGeometryRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1651,13 +1733,13 @@ impl x::Fields for QueryVirtualDiskUuidRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1694,11 +1776,11 @@ impl x::Fields for QueryVmfsConfigOptionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1737,13 +1819,13 @@ impl x::Fields for QueryVmfsDatastoreCreateOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "devicePath" => r.read(&mut self.device_path)?,
-            "vmfsMajorVersion" => r.read_opt(&mut self.vmfs_major_version)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "devicePath" => r.read(&mut self.device_path),
+            "vmfsMajorVersion" => r.read_opt(&mut self.vmfs_major_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1782,12 +1864,12 @@ impl x::Fields for QueryVmfsDatastoreExpandOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1829,16 +1911,16 @@ impl x::Fields for QueryVmfsDatastoreExtendOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "devicePath" => r.read(&mut self.device_path)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
+            "devicePath" => r.read(&mut self.device_path),
             "suppressExpandCandidates" => {
-                r.read_opt(&mut self.suppress_expand_candidates)?
+                r.read_opt(&mut self.suppress_expand_candidates)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1878,12 +1960,12 @@ impl x::Fields for QueryVnicStatusRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vnicDevice" => r.read(&mut self.vnic_device)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vnicDevice" => r.read(&mut self.vnic_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1925,14 +2007,14 @@ impl x::Fields for QueryVsanObjectUuidsByFilterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "uuids" => r.read_push(&mut self.uuids)?,
-            "limit" => r.read_opt(&mut self.limit)?,
-            "version" => r.read_opt(&mut self.version)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuids" => r.read_push(&mut self.uuids),
+            "limit" => r.read_opt(&mut self.limit),
+            "version" => r.read_opt(&mut self.version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1972,12 +2054,12 @@ impl x::Fields for QueryVsanObjectsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "uuids" => r.read_push(&mut self.uuids)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuids" => r.read_push(&mut self.uuids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2015,12 +2097,12 @@ impl x::Fields for QueryVsanStatisticsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "labels" => r.read_push(&mut self.labels)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "labels" => r.read_push(&mut self.labels),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2058,12 +2140,12 @@ impl x::Fields for QueryVsanUpgradeStatusRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cluster" => r.read(&mut self.cluster)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cluster" => r.read(&mut self.cluster),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

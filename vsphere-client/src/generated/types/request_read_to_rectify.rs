@@ -27,14 +27,14 @@ impl x::Fields for ReadEnvironmentVariableInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "names" => r.read_push(&mut self.names)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "names" => r.read_push(&mut self.names),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -74,12 +74,12 @@ impl x::Fields for ReadNextEventsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "maxCount" => r.read(&mut self.max_count)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -117,12 +117,12 @@ impl x::Fields for ReadNextTasksRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "maxCount" => r.read(&mut self.max_count)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -160,12 +160,12 @@ impl x::Fields for ReadPreviousEventsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "maxCount" => r.read(&mut self.max_count)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -203,12 +203,12 @@ impl x::Fields for ReadPreviousTasksRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "maxCount" => r.read(&mut self.max_count)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -244,11 +244,11 @@ impl x::Fields for RebootGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -285,12 +285,12 @@ impl x::Fields for RebootHostRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "force" => r.read(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "force" => r.read(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -328,12 +328,12 @@ impl x::Fields for RecommendDatastoresRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "storageSpec" => r.read(&mut self.storage_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "storageSpec" => r.read(&mut self.storage_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -373,13 +373,13 @@ impl x::Fields for RecommendHostsForVmRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "pool" => r.read_opt(&mut self.pool)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "pool" => r.read_opt(&mut self.pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -416,11 +416,11 @@ impl x::Fields for RecommissionVsanNodeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -457,12 +457,12 @@ impl x::Fields for ReconcileDatastoreInventoryRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -500,12 +500,12 @@ impl x::Fields for ReconfigVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -545,13 +545,13 @@ impl x::Fields for ReconfigurationSatisfiableRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pcbs" => r.read_push(&mut self.pcbs)?,
-            "ignoreSatisfiability" => r.read_opt(&mut self.ignore_satisfiability)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pcbs" => r.read_push(&mut self.pcbs),
+            "ignoreSatisfiability" => r.read_opt(&mut self.ignore_satisfiability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -590,12 +590,12 @@ impl x::Fields for ReconfigureAlarmRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -633,12 +633,12 @@ impl x::Fields for ReconfigureAutostartRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -678,13 +678,13 @@ impl x::Fields for ReconfigureClusterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
-            "modify" => r.read(&mut self.modify)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "modify" => r.read(&mut self.modify),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -725,13 +725,13 @@ impl x::Fields for ReconfigureComputeResourceRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
-            "modify" => r.read(&mut self.modify)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "modify" => r.read(&mut self.modify),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -770,12 +770,12 @@ impl x::Fields for ReconfigureDVPortRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "port" => r.read_push(&mut self.port)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "port" => r.read_push(&mut self.port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -813,12 +813,12 @@ impl x::Fields for ReconfigureDVPortgroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -858,13 +858,13 @@ impl x::Fields for ReconfigureDatacenterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
-            "modify" => r.read(&mut self.modify)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "modify" => r.read(&mut self.modify),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -905,13 +905,13 @@ impl x::Fields for ReconfigureDomObjectRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "policy" => r.read(&mut self.policy)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "uuid" => r.read(&mut self.uuid),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -950,12 +950,12 @@ impl x::Fields for ReconfigureDvsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -991,11 +991,11 @@ impl x::Fields for ReconfigureHostForDASRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1032,12 +1032,12 @@ impl x::Fields for ReconfigureScheduledTaskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1075,12 +1075,12 @@ impl x::Fields for ReconfigureServiceConsoleReservationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cfgBytes" => r.read(&mut self.cfg_bytes)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cfgBytes" => r.read(&mut self.cfg_bytes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1118,12 +1118,12 @@ impl x::Fields for ReconfigureSnmpAgentRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1161,12 +1161,12 @@ impl x::Fields for ReconfigureVirtualMachineReservationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1206,13 +1206,13 @@ impl x::Fields for ReconnectHostRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cnxSpec" => r.read_opt(&mut self.cnx_spec)?,
-            "reconnectSpec" => r.read_opt(&mut self.reconnect_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cnxSpec" => r.read_opt(&mut self.cnx_spec),
+            "reconnectSpec" => r.read_opt(&mut self.reconnect_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1251,12 +1251,12 @@ impl x::Fields for RectifyDvsHostRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1294,12 +1294,12 @@ impl x::Fields for RectifyDvsOnHostRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

@@ -23,12 +23,12 @@ impl x::Fields for RefreshDVPortStateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "portKeys" => r.read_push(&mut self.port_keys)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "portKeys" => r.read_push(&mut self.port_keys),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -64,11 +64,11 @@ impl x::Fields for RefreshDatastoreRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -103,11 +103,11 @@ impl x::Fields for RefreshDatastoreStorageInfoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -142,11 +142,11 @@ impl x::Fields for RefreshDateTimeSystemRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -181,11 +181,11 @@ impl x::Fields for RefreshFirewallRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -220,11 +220,11 @@ impl x::Fields for RefreshGraphicsManagerRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -259,11 +259,11 @@ impl x::Fields for RefreshHealthStatusSystemRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -298,11 +298,11 @@ impl x::Fields for RefreshNetworkSystemRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -337,11 +337,11 @@ impl x::Fields for RefreshRecommendationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -376,11 +376,11 @@ impl x::Fields for RefreshRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -415,11 +415,11 @@ impl x::Fields for RefreshRuntimeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -454,11 +454,11 @@ impl x::Fields for RefreshServicesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -495,12 +495,12 @@ impl x::Fields for RefreshStorageDrsRecommendationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pod" => r.read(&mut self.pod)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pod" => r.read(&mut self.pod),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -538,12 +538,12 @@ impl x::Fields for RefreshStorageDrsRecommendationsForPodRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pod" => r.read(&mut self.pod)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pod" => r.read(&mut self.pod),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -579,11 +579,11 @@ impl x::Fields for RefreshStorageInfoRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -618,11 +618,11 @@ impl x::Fields for RefreshStorageSystemRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -663,14 +663,14 @@ impl x::Fields for RegisterChildVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "path" => r.read(&mut self.path)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "path" => r.read(&mut self.path),
+            "name" => r.read_opt(&mut self.name),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -712,13 +712,13 @@ impl x::Fields for RegisterDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "path" => r.read(&mut self.path)?,
-            "name" => r.read_opt(&mut self.name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "path" => r.read(&mut self.path),
+            "name" => r.read_opt(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -757,12 +757,12 @@ impl x::Fields for RegisterExtensionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extension" => r.read(&mut self.extension)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extension" => r.read(&mut self.extension),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -802,13 +802,13 @@ impl x::Fields for RegisterHealthUpdateProviderRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "healthUpdateInfo" => r.read_push(&mut self.health_update_info)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "healthUpdateInfo" => r.read_push(&mut self.health_update_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -847,12 +847,12 @@ impl x::Fields for RegisterKmipServerRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "server" => r.read(&mut self.server)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "server" => r.read(&mut self.server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -892,13 +892,13 @@ impl x::Fields for RegisterKmsClusterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "clusterId" => r.read(&mut self.cluster_id)?,
-            "managementType" => r.read_opt(&mut self.management_type)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "clusterId" => r.read(&mut self.cluster_id),
+            "managementType" => r.read_opt(&mut self.management_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -945,16 +945,16 @@ impl x::Fields for RegisterVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "path" => r.read(&mut self.path)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "asTemplate" => r.read(&mut self.as_template)?,
-            "pool" => r.read_opt(&mut self.pool)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "path" => r.read(&mut self.path),
+            "name" => r.read_opt(&mut self.name),
+            "asTemplate" => r.read(&mut self.as_template),
+            "pool" => r.read_opt(&mut self.pool),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -998,13 +998,13 @@ impl x::Fields for ReleaseCredentialsInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1047,14 +1047,14 @@ impl x::Fields for ReleaseIpAllocationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "dc" => r.read(&mut self.dc)?,
-            "poolId" => r.read(&mut self.pool_id)?,
-            "allocationId" => r.read(&mut self.allocation_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dc" => r.read(&mut self.dc),
+            "poolId" => r.read(&mut self.pool_id),
+            "allocationId" => r.read(&mut self.allocation_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1096,13 +1096,13 @@ impl x::Fields for ReleaseManagedSnapshotRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vdisk" => r.read(&mut self.vdisk)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vdisk" => r.read(&mut self.vdisk),
+            "datacenter" => r.read_opt(&mut self.datacenter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1139,11 +1139,11 @@ impl x::Fields for ReloadRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1182,13 +1182,13 @@ impl x::Fields for RelocateVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
-            "priority" => r.read_opt(&mut self.priority)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            "priority" => r.read_opt(&mut self.priority),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1231,14 +1231,14 @@ impl x::Fields for RelocateVStorageObjectRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1276,11 +1276,11 @@ impl x::Fields for RemoveAlarmRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1317,12 +1317,12 @@ impl x::Fields for RemoveAllSnapshotsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "consolidate" => r.read_opt(&mut self.consolidate)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "consolidate" => r.read_opt(&mut self.consolidate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1360,12 +1360,12 @@ impl x::Fields for RemoveAssignedLicenseRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entityId" => r.read(&mut self.entity_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entityId" => r.read(&mut self.entity_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1405,13 +1405,13 @@ impl x::Fields for RemoveAuthorizationRoleRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "roleId" => r.read(&mut self.role_id)?,
-            "failIfUsed" => r.read(&mut self.fail_if_used)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "roleId" => r.read(&mut self.role_id),
+            "failIfUsed" => r.read(&mut self.fail_if_used),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1450,12 +1450,12 @@ impl x::Fields for RemoveCustomFieldDefRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1493,12 +1493,12 @@ impl x::Fields for RemoveDatastoreExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read_push(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read_push(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1536,12 +1536,12 @@ impl x::Fields for RemoveDatastoreRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1583,14 +1583,14 @@ impl x::Fields for RemoveDiskMappingRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "mapping" => r.read_push(&mut self.mapping)?,
-            "maintenanceSpec" => r.read_opt(&mut self.maintenance_spec)?,
-            "timeout" => r.read_opt(&mut self.timeout)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "mapping" => r.read_push(&mut self.mapping),
+            "maintenanceSpec" => r.read_opt(&mut self.maintenance_spec),
+            "timeout" => r.read_opt(&mut self.timeout),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1634,14 +1634,14 @@ impl x::Fields for RemoveDiskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "disk" => r.read_push(&mut self.disk)?,
-            "maintenanceSpec" => r.read_opt(&mut self.maintenance_spec)?,
-            "timeout" => r.read_opt(&mut self.timeout)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "disk" => r.read_push(&mut self.disk),
+            "maintenanceSpec" => r.read_opt(&mut self.maintenance_spec),
+            "timeout" => r.read_opt(&mut self.timeout),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1685,14 +1685,14 @@ impl x::Fields for RemoveEntityPermissionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read(&mut self.entity)?,
-            "user" => r.read(&mut self.user)?,
-            "isGroup" => r.read(&mut self.is_group)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            "user" => r.read(&mut self.user),
+            "isGroup" => r.read(&mut self.is_group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1734,13 +1734,13 @@ impl x::Fields for RemoveFilterEntitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filterId" => r.read(&mut self.filter_id)?,
-            "entities" => r.read_push(&mut self.entities)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
+            "entities" => r.read_push(&mut self.entities),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1779,12 +1779,12 @@ impl x::Fields for RemoveFilterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "filterId" => r.read(&mut self.filter_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "filterId" => r.read(&mut self.filter_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1822,12 +1822,12 @@ impl x::Fields for RemoveGroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "groupName" => r.read(&mut self.group_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "groupName" => r.read(&mut self.group_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1871,15 +1871,15 @@ impl x::Fields for RemoveGuestAliasByCertRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "username" => r.read(&mut self.username)?,
-            "base64Cert" => r.read(&mut self.base64_cert)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "username" => r.read(&mut self.username),
+            "base64Cert" => r.read(&mut self.base64_cert),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1928,16 +1928,16 @@ impl x::Fields for RemoveGuestAliasRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "username" => r.read(&mut self.username)?,
-            "base64Cert" => r.read(&mut self.base64_cert)?,
-            "subject" => r.read(&mut self.subject)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "username" => r.read(&mut self.username),
+            "base64Cert" => r.read(&mut self.base64_cert),
+            "subject" => r.read(&mut self.subject),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1983,14 +1983,14 @@ impl x::Fields for RemoveInternetScsiSendTargetsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "targets" => r.read_push(&mut self.targets)?,
-            "force" => r.read_opt(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "targets" => r.read_push(&mut self.targets),
+            "force" => r.read_opt(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2032,13 +2032,13 @@ impl x::Fields for RemoveInternetScsiStaticTargetsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "targets" => r.read_push(&mut self.targets)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "targets" => r.read_push(&mut self.targets),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2079,13 +2079,13 @@ impl x::Fields for RemoveKeyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read(&mut self.key)?,
-            "force" => r.read(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read(&mut self.key),
+            "force" => r.read(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2126,13 +2126,13 @@ impl x::Fields for RemoveKeysRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "keys" => r.read_push(&mut self.keys)?,
-            "force" => r.read(&mut self.force)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "keys" => r.read_push(&mut self.keys),
+            "force" => r.read(&mut self.force),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2173,13 +2173,13 @@ impl x::Fields for RemoveKmipServerRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "clusterId" => r.read(&mut self.cluster_id)?,
-            "serverName" => r.read(&mut self.server_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "clusterId" => r.read(&mut self.cluster_id),
+            "serverName" => r.read(&mut self.server_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2220,13 +2220,13 @@ impl x::Fields for RemoveLicenseLabelRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "licenseKey" => r.read(&mut self.license_key)?,
-            "labelKey" => r.read(&mut self.label_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "licenseKey" => r.read(&mut self.license_key),
+            "labelKey" => r.read(&mut self.label_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2265,12 +2265,12 @@ impl x::Fields for RemoveLicenseRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "licenseKey" => r.read(&mut self.license_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "licenseKey" => r.read(&mut self.license_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2310,13 +2310,13 @@ impl x::Fields for RemoveMonitoredEntitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
-            "entities" => r.read_push(&mut self.entities)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
+            "entities" => r.read_push(&mut self.entities),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2355,12 +2355,12 @@ impl x::Fields for RemoveNetworkResourcePoolRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read_push(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read_push(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2398,12 +2398,12 @@ impl x::Fields for RemoveNvmeOverRdmaAdapterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "hbaDeviceName" => r.read(&mut self.hba_device_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hbaDeviceName" => r.read(&mut self.hba_device_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2441,12 +2441,12 @@ impl x::Fields for RemovePerfIntervalRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "samplePeriod" => r.read(&mut self.sample_period)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "samplePeriod" => r.read(&mut self.sample_period),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2484,12 +2484,12 @@ impl x::Fields for RemovePortGroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pgName" => r.read(&mut self.pg_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pgName" => r.read(&mut self.pg_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2525,11 +2525,11 @@ impl x::Fields for RemoveScheduledTaskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2566,12 +2566,12 @@ impl x::Fields for RemoveServiceConsoleVirtualNicRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2611,13 +2611,13 @@ impl x::Fields for RemoveSmartCardTrustAnchorByFingerprintRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "fingerprint" => r.read(&mut self.fingerprint)?,
-            "digest" => r.read(&mut self.digest)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "fingerprint" => r.read(&mut self.fingerprint),
+            "digest" => r.read(&mut self.digest),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2658,13 +2658,13 @@ impl x::Fields for RemoveSmartCardTrustAnchorRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "issuer" => r.read(&mut self.issuer)?,
-            "serial" => r.read(&mut self.serial)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "issuer" => r.read(&mut self.issuer),
+            "serial" => r.read(&mut self.serial),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2705,13 +2705,13 @@ impl x::Fields for RemoveSnapshotRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "removeChildren" => r.read(&mut self.remove_children)?,
-            "consolidate" => r.read_opt(&mut self.consolidate)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "removeChildren" => r.read(&mut self.remove_children),
+            "consolidate" => r.read_opt(&mut self.consolidate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2750,12 +2750,12 @@ impl x::Fields for RemoveSoftwareAdapterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "hbaDeviceName" => r.read(&mut self.hba_device_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "hbaDeviceName" => r.read(&mut self.hba_device_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2793,12 +2793,12 @@ impl x::Fields for RemoveUserRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "userName" => r.read(&mut self.user_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "userName" => r.read(&mut self.user_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2836,12 +2836,12 @@ impl x::Fields for RemoveVirtualNicRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2879,12 +2879,12 @@ impl x::Fields for RemoveVirtualSwitchRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vswitchName" => r.read(&mut self.vswitch_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vswitchName" => r.read(&mut self.vswitch_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

@@ -25,13 +25,13 @@ impl x::Fields for RevertToCurrentSnapshotRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "suppressPowerOn" => r.read_opt(&mut self.suppress_power_on)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            "suppressPowerOn" => r.read_opt(&mut self.suppress_power_on),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -72,13 +72,13 @@ impl x::Fields for RevertToSnapshotRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "suppressPowerOn" => r.read_opt(&mut self.suppress_power_on)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            "suppressPowerOn" => r.read_opt(&mut self.suppress_power_on),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -121,14 +121,14 @@ impl x::Fields for RevertVStorageObjectRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "snapshotId" => r.read(&mut self.snapshot_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
+            "snapshotId" => r.read(&mut self.snapshot_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -166,11 +166,11 @@ impl x::Fields for RewindCollectorRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -205,11 +205,11 @@ impl x::Fields for RunScheduledTaskRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -246,12 +246,12 @@ impl x::Fields for RunVsanPhysicalDiskDiagnosticsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "disks" => r.read_push(&mut self.disks)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "disks" => r.read_push(&mut self.disks),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -291,13 +291,13 @@ impl x::Fields for ScanHostPatchRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "repository" => r.read(&mut self.repository)?,
-            "updateID" => r.read_push(&mut self.update_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "repository" => r.read(&mut self.repository),
+            "updateID" => r.read_push(&mut self.update_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -340,14 +340,14 @@ impl x::Fields for ScanHostPatchV2RequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "metaUrls" => r.read_push(&mut self.meta_urls)?,
-            "bundleUrls" => r.read_push(&mut self.bundle_urls)?,
-            "spec" => r.read_opt(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "metaUrls" => r.read_push(&mut self.meta_urls),
+            "bundleUrls" => r.read_push(&mut self.bundle_urls),
+            "spec" => r.read_opt(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -387,12 +387,12 @@ impl x::Fields for ScheduleReconcileDatastoreInventoryRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -432,13 +432,13 @@ impl x::Fields for SearchDatastoreRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastorePath" => r.read(&mut self.datastore_path)?,
-            "searchSpec" => r.read_opt(&mut self.search_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastorePath" => r.read(&mut self.datastore_path),
+            "searchSpec" => r.read_opt(&mut self.search_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -479,13 +479,13 @@ impl x::Fields for SearchDatastoreSubFoldersRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastorePath" => r.read(&mut self.datastore_path)?,
-            "searchSpec" => r.read_opt(&mut self.search_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastorePath" => r.read(&mut self.datastore_path),
+            "searchSpec" => r.read_opt(&mut self.search_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -524,12 +524,12 @@ impl x::Fields for SelectActivePartitionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "partition" => r.read_opt(&mut self.partition)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "partition" => r.read_opt(&mut self.partition),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -569,13 +569,13 @@ impl x::Fields for SelectVnicForNicTypeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "nicType" => r.read(&mut self.nic_type)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "nicType" => r.read(&mut self.nic_type),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -614,12 +614,12 @@ impl x::Fields for SelectVnicRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -655,11 +655,11 @@ impl x::Fields for SendNMIRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -694,11 +694,11 @@ impl x::Fields for SendTestNotificationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -737,13 +737,13 @@ impl x::Fields for SessionIsActiveRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "sessionID" => r.read(&mut self.session_id)?,
-            "userName" => r.read(&mut self.user_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "sessionID" => r.read(&mut self.session_id),
+            "userName" => r.read(&mut self.user_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -782,12 +782,12 @@ impl x::Fields for SetCollectorPageSizeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "maxCount" => r.read(&mut self.max_count)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "maxCount" => r.read(&mut self.max_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -825,12 +825,12 @@ impl x::Fields for SetCryptoModeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cryptoMode" => r.read(&mut self.crypto_mode)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cryptoMode" => r.read(&mut self.crypto_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -870,13 +870,13 @@ impl x::Fields for SetDefaultKmsClusterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read_opt(&mut self.entity)?,
-            "clusterId" => r.read_opt(&mut self.cluster_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read_opt(&mut self.entity),
+            "clusterId" => r.read_opt(&mut self.cluster_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -915,12 +915,12 @@ impl x::Fields for SetDisplayTopologyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "displays" => r.read_push(&mut self.displays)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "displays" => r.read_push(&mut self.displays),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -960,13 +960,13 @@ impl x::Fields for SetEntityPermissionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read(&mut self.entity)?,
-            "permission" => r.read_push(&mut self.permission)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            "permission" => r.read_push(&mut self.permission),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1007,13 +1007,13 @@ impl x::Fields for SetExtensionCertificateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "certificatePem" => r.read_opt(&mut self.certificate_pem)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "certificatePem" => r.read_opt(&mut self.certificate_pem),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1056,14 +1056,14 @@ impl x::Fields for SetFieldRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read(&mut self.entity)?,
-            "key" => r.read(&mut self.key)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            "key" => r.read(&mut self.key),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1105,13 +1105,13 @@ impl x::Fields for SetLicenseEditionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "featureKey" => r.read_opt(&mut self.feature_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            "featureKey" => r.read_opt(&mut self.feature_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1150,12 +1150,12 @@ impl x::Fields for SetLocaleRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "locale" => r.read(&mut self.locale)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "locale" => r.read(&mut self.locale),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1195,13 +1195,13 @@ impl x::Fields for SetMultipathLunPolicyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunId" => r.read(&mut self.lun_id)?,
-            "policy" => r.read(&mut self.policy)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunId" => r.read(&mut self.lun_id),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1242,13 +1242,13 @@ impl x::Fields for SetNFSUserRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "user" => r.read(&mut self.user)?,
-            "password" => r.read(&mut self.password)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "user" => r.read(&mut self.user),
+            "password" => r.read(&mut self.password),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1289,13 +1289,13 @@ impl x::Fields for SetPublicKeyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "publicKey" => r.read(&mut self.public_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKey" => r.read(&mut self.extension_key),
+            "publicKey" => r.read(&mut self.public_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1338,14 +1338,14 @@ impl x::Fields for SetRegistryValueInGuestRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vm" => r.read(&mut self.vm)?,
-            "auth" => r.read(&mut self.auth)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vm" => r.read(&mut self.vm),
+            "auth" => r.read(&mut self.auth),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1387,13 +1387,13 @@ impl x::Fields for SetScreenResolutionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "width" => r.read(&mut self.width)?,
-            "height" => r.read(&mut self.height)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "width" => r.read(&mut self.width),
+            "height" => r.read(&mut self.height),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1432,12 +1432,12 @@ impl x::Fields for SetTaskDescriptionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1479,14 +1479,14 @@ impl x::Fields for SetTaskStateRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "state" => r.read(&mut self.state)?,
-            "result" => r.read_opt(&mut self.result)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "state" => r.read(&mut self.state),
+            "result" => r.read_opt(&mut self.result),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1530,14 +1530,14 @@ impl x::Fields for SetVStorageObjectControlFlagsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "controlFlags" => r.read_push(&mut self.control_flags)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "datastore" => r.read(&mut self.datastore),
+            "controlFlags" => r.read_push(&mut self.control_flags),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1581,14 +1581,14 @@ impl x::Fields for SetVirtualDiskUuidRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);

@@ -23,12 +23,12 @@ impl x::Fields for RequestCanceled {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -59,15 +59,15 @@ impl x::Fields for ResourceAllocationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "reservation" => r.read_opt(&mut self.reservation)?,
-            "expandableReservation" => r.read_opt(&mut self.expandable_reservation)?,
-            "limit" => r.read_opt(&mut self.limit)?,
-            "shares" => r.read_opt(&mut self.shares)?,
-            "overheadLimit" => r.read_opt(&mut self.overhead_limit)?,
+        let result = match name {
+            "reservation" => r.read_opt(&mut self.reservation),
+            "expandableReservation" => r.read_opt(&mut self.expandable_reservation),
+            "limit" => r.read_opt(&mut self.limit),
+            "shares" => r.read_opt(&mut self.shares),
+            "overheadLimit" => r.read_opt(&mut self.overhead_limit),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("reservation", &self.reservation);
@@ -93,11 +93,11 @@ impl x::Fields for ResourceAllocationOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "sharesOption" => r.read(&mut self.shares_option)?,
+        let result = match name {
+            "sharesOption" => r.read(&mut self.shares_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("sharesOption", &self.shares_option);
@@ -121,12 +121,12 @@ impl x::Fields for ResourceConfigOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cpuAllocationOption" => r.read(&mut self.cpu_allocation_option)?,
-            "memoryAllocationOption" => r.read(&mut self.memory_allocation_option)?,
+        let result = match name {
+            "cpuAllocationOption" => r.read(&mut self.cpu_allocation_option),
+            "memoryAllocationOption" => r.read(&mut self.memory_allocation_option),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cpuAllocationOption", &self.cpu_allocation_option);
@@ -159,16 +159,16 @@ impl x::Fields for ResourceConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read_opt(&mut self.entity)?,
-            "changeVersion" => r.read_opt(&mut self.change_version)?,
-            "lastModified" => r.read_opt(&mut self.last_modified)?,
-            "cpuAllocation" => r.read(&mut self.cpu_allocation)?,
-            "memoryAllocation" => r.read(&mut self.memory_allocation)?,
-            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares)?,
+        let result = match name {
+            "entity" => r.read_opt(&mut self.entity),
+            "changeVersion" => r.read_opt(&mut self.change_version),
+            "lastModified" => r.read_opt(&mut self.last_modified),
+            "cpuAllocation" => r.read(&mut self.cpu_allocation),
+            "memoryAllocation" => r.read(&mut self.memory_allocation),
+            "scaleDescendantsShares" => r.read_opt(&mut self.scale_descendants_shares),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entity", &self.entity);
@@ -205,14 +205,14 @@ impl x::Fields for ResourceInUse {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "name" => r.read_opt(&mut self.name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "type" => r.read_opt(&mut self.type_),
+            "name" => r.read_opt(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -245,15 +245,15 @@ impl x::Fields for ResourceNotAvailable {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "containerType" => r.read_opt(&mut self.container_type)?,
-            "containerName" => r.read_opt(&mut self.container_name)?,
-            "type" => r.read_opt(&mut self.type_)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "containerType" => r.read_opt(&mut self.container_type),
+            "containerName" => r.read_opt(&mut self.container_name),
+            "type" => r.read_opt(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -307,25 +307,25 @@ impl x::Fields for ResourcePoolCreatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "resourcePool" => r.read(&mut self.resource_pool)?,
-            "parent" => r.read(&mut self.parent)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "resourcePool" => r.read(&mut self.resource_pool),
+            "parent" => r.read(&mut self.parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -387,24 +387,24 @@ impl x::Fields for ResourcePoolDestroyedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "resourcePool" => r.read(&mut self.resource_pool)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "resourcePool" => r.read(&mut self.resource_pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -465,24 +465,24 @@ impl x::Fields for ResourcePoolEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "resourcePool" => r.read(&mut self.resource_pool)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "resourcePool" => r.read(&mut self.resource_pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -519,12 +519,12 @@ impl x::Fields for ResourcePoolEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "resourcePool" => r.read(&mut self.resource_pool)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "resourcePool" => r.read(&mut self.resource_pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -577,26 +577,26 @@ impl x::Fields for ResourcePoolMovedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "resourcePool" => r.read(&mut self.resource_pool)?,
-            "oldParent" => r.read(&mut self.old_parent)?,
-            "newParent" => r.read(&mut self.new_parent)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "resourcePool" => r.read(&mut self.resource_pool),
+            "oldParent" => r.read(&mut self.old_parent),
+            "newParent" => r.read(&mut self.new_parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -661,29 +661,29 @@ impl x::Fields for ResourcePoolQuickStats {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage)?,
-            "overallCpuDemand" => r.read_opt(&mut self.overall_cpu_demand)?,
-            "guestMemoryUsage" => r.read_opt(&mut self.guest_memory_usage)?,
-            "hostMemoryUsage" => r.read_opt(&mut self.host_memory_usage)?,
+        let result = match name {
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallCpuDemand" => r.read_opt(&mut self.overall_cpu_demand),
+            "guestMemoryUsage" => r.read_opt(&mut self.guest_memory_usage),
+            "hostMemoryUsage" => r.read_opt(&mut self.host_memory_usage),
             "distributedCpuEntitlement" => {
-                r.read_opt(&mut self.distributed_cpu_entitlement)?
+                r.read_opt(&mut self.distributed_cpu_entitlement)
             }
             "distributedMemoryEntitlement" => {
-                r.read_opt(&mut self.distributed_memory_entitlement)?
+                r.read_opt(&mut self.distributed_memory_entitlement)
             }
-            "staticCpuEntitlement" => r.read_opt(&mut self.static_cpu_entitlement)?,
-            "staticMemoryEntitlement" => r.read_opt(&mut self.static_memory_entitlement)?,
-            "privateMemory" => r.read_opt(&mut self.private_memory)?,
-            "sharedMemory" => r.read_opt(&mut self.shared_memory)?,
-            "swappedMemory" => r.read_opt(&mut self.swapped_memory)?,
-            "balloonedMemory" => r.read_opt(&mut self.ballooned_memory)?,
-            "overheadMemory" => r.read_opt(&mut self.overhead_memory)?,
-            "consumedOverheadMemory" => r.read_opt(&mut self.consumed_overhead_memory)?,
-            "compressedMemory" => r.read_opt(&mut self.compressed_memory)?,
+            "staticCpuEntitlement" => r.read_opt(&mut self.static_cpu_entitlement),
+            "staticMemoryEntitlement" => r.read_opt(&mut self.static_memory_entitlement),
+            "privateMemory" => r.read_opt(&mut self.private_memory),
+            "sharedMemory" => r.read_opt(&mut self.shared_memory),
+            "swappedMemory" => r.read_opt(&mut self.swapped_memory),
+            "balloonedMemory" => r.read_opt(&mut self.ballooned_memory),
+            "overheadMemory" => r.read_opt(&mut self.overhead_memory),
+            "consumedOverheadMemory" => r.read_opt(&mut self.consumed_overhead_memory),
+            "compressedMemory" => r.read_opt(&mut self.compressed_memory),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
@@ -750,25 +750,25 @@ impl x::Fields for ResourcePoolReconfiguredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "resourcePool" => r.read(&mut self.resource_pool)?,
-            "configChanges" => r.read_opt(&mut self.config_changes)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "resourcePool" => r.read(&mut self.resource_pool),
+            "configChanges" => r.read_opt(&mut self.config_changes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -814,16 +814,16 @@ impl x::Fields for ResourcePoolResourceUsage {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "reservationUsed" => r.read(&mut self.reservation_used)?,
-            "reservationUsedForVm" => r.read(&mut self.reservation_used_for_vm)?,
-            "unreservedForPool" => r.read(&mut self.unreserved_for_pool)?,
-            "unreservedForVm" => r.read(&mut self.unreserved_for_vm)?,
-            "overallUsage" => r.read(&mut self.overall_usage)?,
-            "maxUsage" => r.read(&mut self.max_usage)?,
+        let result = match name {
+            "reservationUsed" => r.read(&mut self.reservation_used),
+            "reservationUsedForVm" => r.read(&mut self.reservation_used_for_vm),
+            "unreservedForPool" => r.read(&mut self.unreserved_for_pool),
+            "unreservedForVm" => r.read(&mut self.unreserved_for_vm),
+            "overallUsage" => r.read(&mut self.overall_usage),
+            "maxUsage" => r.read(&mut self.max_usage),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("reservationUsed", &self.reservation_used);
@@ -856,14 +856,14 @@ impl x::Fields for ResourcePoolRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "memory" => r.read(&mut self.memory)?,
-            "cpu" => r.read(&mut self.cpu)?,
-            "overallStatus" => r.read(&mut self.overall_status)?,
-            "sharesScalable" => r.read_opt(&mut self.shares_scalable)?,
+        let result = match name {
+            "memory" => r.read(&mut self.memory),
+            "cpu" => r.read(&mut self.cpu),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "sharesScalable" => r.read_opt(&mut self.shares_scalable),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("memory", &self.memory);
@@ -898,15 +898,15 @@ impl x::Fields for ResourcePoolSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "config" => r.read(&mut self.config)?,
-            "runtime" => r.read(&mut self.runtime)?,
-            "quickStats" => r.read_opt(&mut self.quick_stats)?,
-            "configuredMemoryMB" => r.read_opt(&mut self.configured_memory_mb)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "config" => r.read(&mut self.config),
+            "runtime" => r.read(&mut self.runtime),
+            "quickStats" => r.read_opt(&mut self.quick_stats),
+            "configuredMemoryMB" => r.read_opt(&mut self.configured_memory_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -958,24 +958,24 @@ impl x::Fields for ResourceViolatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "resourcePool" => r.read(&mut self.resource_pool)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "resourcePool" => r.read(&mut self.resource_pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1014,13 +1014,13 @@ impl x::Fields for RestrictedByAdministrator {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "details" => r.read(&mut self.details)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "details" => r.read(&mut self.details),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1046,12 +1046,12 @@ impl x::Fields for RestrictedVersion {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);

@@ -23,12 +23,12 @@ impl x::Fields for UnmarkServiceProviderEntitiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read_push(&mut self.entity)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read_push(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -66,12 +66,12 @@ impl x::Fields for UnmountDiskMappingRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "mapping" => r.read_push(&mut self.mapping)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "mapping" => r.read_push(&mut self.mapping),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -109,12 +109,12 @@ impl x::Fields for UnmountForceMountedVmfsVolumeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -150,11 +150,11 @@ impl x::Fields for UnmountToolsInstallerRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -191,12 +191,12 @@ impl x::Fields for UnmountVffsVolumeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vffsUuid" => r.read(&mut self.vffs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vffsUuid" => r.read(&mut self.vffs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -234,12 +234,12 @@ impl x::Fields for UnmountVmfsVolumeExRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vmfsUuid" => r.read_push(&mut self.vmfs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmfsUuid" => r.read_push(&mut self.vmfs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -277,12 +277,12 @@ impl x::Fields for UnmountVmfsVolumeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -318,11 +318,11 @@ impl x::Fields for UnregisterAndDestroyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -359,12 +359,12 @@ impl x::Fields for UnregisterExtensionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extensionKey" => r.read(&mut self.extension_key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKey" => r.read(&mut self.extension_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -402,12 +402,12 @@ impl x::Fields for UnregisterHealthUpdateProviderRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "providerId" => r.read(&mut self.provider_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "providerId" => r.read(&mut self.provider_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -445,12 +445,12 @@ impl x::Fields for UnregisterKmsClusterRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "clusterId" => r.read(&mut self.cluster_id)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "clusterId" => r.read(&mut self.cluster_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -486,11 +486,11 @@ impl x::Fields for UnregisterVMRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -529,13 +529,13 @@ impl x::Fields for UpdateAnswerFileRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read(&mut self.host)?,
-            "configSpec" => r.read(&mut self.config_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
+            "configSpec" => r.read(&mut self.config_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -574,12 +574,12 @@ impl x::Fields for UpdateAssignableHardwareConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -621,14 +621,14 @@ impl x::Fields for UpdateAssignedLicenseRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "entity" => r.read(&mut self.entity)?,
-            "licenseKey" => r.read(&mut self.license_key)?,
-            "entityDisplayName" => r.read_opt(&mut self.entity_display_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "entity" => r.read(&mut self.entity),
+            "licenseKey" => r.read(&mut self.license_key),
+            "entityDisplayName" => r.read_opt(&mut self.entity_display_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -672,14 +672,14 @@ impl x::Fields for UpdateAuthorizationRoleRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "roleId" => r.read(&mut self.role_id)?,
-            "newName" => r.read(&mut self.new_name)?,
-            "privIds" => r.read_push(&mut self.priv_ids)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "roleId" => r.read(&mut self.role_id),
+            "newName" => r.read(&mut self.new_name),
+            "privIds" => r.read_push(&mut self.priv_ids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -719,12 +719,12 @@ impl x::Fields for UpdateBootDeviceRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -762,12 +762,12 @@ impl x::Fields for UpdateChildResourceConfigurationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read_push(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read_push(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -805,12 +805,12 @@ impl x::Fields for UpdateClusterProfileRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -850,13 +850,13 @@ impl x::Fields for UpdateConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "config" => r.read_opt(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read_opt(&mut self.name),
+            "config" => r.read_opt(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -895,12 +895,12 @@ impl x::Fields for UpdateConsoleIpRouteConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -938,12 +938,12 @@ impl x::Fields for UpdateCounterLevelMappingRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "counterLevelMap" => r.read_push(&mut self.counter_level_map)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "counterLevelMap" => r.read_push(&mut self.counter_level_map),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -981,12 +981,12 @@ impl x::Fields for UpdateDVSHealthCheckConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "healthCheckConfig" => r.read_push(&mut self.health_check_config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "healthCheckConfig" => r.read_push(&mut self.health_check_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1024,12 +1024,12 @@ impl x::Fields for UpdateDVSLacpGroupConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lacpGroupSpec" => r.read_push(&mut self.lacp_group_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lacpGroupSpec" => r.read_push(&mut self.lacp_group_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1067,12 +1067,12 @@ impl x::Fields for UpdateDateTimeConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1110,12 +1110,12 @@ impl x::Fields for UpdateDateTimeRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "dateTime" => r.read(&mut self.date_time)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dateTime" => r.read(&mut self.date_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1153,12 +1153,12 @@ impl x::Fields for UpdateDefaultPolicyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "defaultPolicy" => r.read(&mut self.default_policy)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "defaultPolicy" => r.read(&mut self.default_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1198,13 +1198,13 @@ impl x::Fields for UpdateDiskPartitionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "devicePath" => r.read(&mut self.device_path)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "devicePath" => r.read(&mut self.device_path),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1243,12 +1243,12 @@ impl x::Fields for UpdateDnsConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1286,12 +1286,12 @@ impl x::Fields for UpdateDvsCapabilityRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "capability" => r.read(&mut self.capability)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "capability" => r.read(&mut self.capability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1329,12 +1329,12 @@ impl x::Fields for UpdateExtensionRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "extension" => r.read(&mut self.extension)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extension" => r.read(&mut self.extension),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1372,12 +1372,12 @@ impl x::Fields for UpdateFlagsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "flagInfo" => r.read(&mut self.flag_info)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "flagInfo" => r.read(&mut self.flag_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1415,12 +1415,12 @@ impl x::Fields for UpdateGraphicsConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1458,12 +1458,12 @@ impl x::Fields for UpdateHostImageAcceptanceLevelRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "newAcceptanceLevel" => r.read(&mut self.new_acceptance_level)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "newAcceptanceLevel" => r.read(&mut self.new_acceptance_level),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1501,12 +1501,12 @@ impl x::Fields for UpdateHostProfileRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1546,13 +1546,13 @@ impl x::Fields for UpdateHostSpecificationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read(&mut self.host)?,
-            "hostSpec" => r.read(&mut self.host_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
+            "hostSpec" => r.read(&mut self.host_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1593,13 +1593,13 @@ impl x::Fields for UpdateHostSubSpecificationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read(&mut self.host)?,
-            "hostSubSpec" => r.read(&mut self.host_sub_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read(&mut self.host),
+            "hostSubSpec" => r.read(&mut self.host_sub_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1640,13 +1640,13 @@ impl x::Fields for UpdateHppMultipathLunPolicyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunId" => r.read(&mut self.lun_id)?,
-            "policy" => r.read(&mut self.policy)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunId" => r.read(&mut self.lun_id),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1689,14 +1689,14 @@ impl x::Fields for UpdateInternetScsiAdvancedOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "targetSet" => r.read_opt(&mut self.target_set)?,
-            "options" => r.read_push(&mut self.options)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "targetSet" => r.read_opt(&mut self.target_set),
+            "options" => r.read_push(&mut self.options),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1738,13 +1738,13 @@ impl x::Fields for UpdateInternetScsiAliasRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "iScsiAlias" => r.read(&mut self.i_scsi_alias)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "iScsiAlias" => r.read(&mut self.i_scsi_alias),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1787,14 +1787,14 @@ impl x::Fields for UpdateInternetScsiAuthenticationPropertiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "authenticationProperties" => r.read(&mut self.authentication_properties)?,
-            "targetSet" => r.read_opt(&mut self.target_set)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "authenticationProperties" => r.read(&mut self.authentication_properties),
+            "targetSet" => r.read_opt(&mut self.target_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1838,14 +1838,14 @@ impl x::Fields for UpdateInternetScsiDigestPropertiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "targetSet" => r.read_opt(&mut self.target_set)?,
-            "digestProperties" => r.read(&mut self.digest_properties)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "targetSet" => r.read_opt(&mut self.target_set),
+            "digestProperties" => r.read(&mut self.digest_properties),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1887,13 +1887,13 @@ impl x::Fields for UpdateInternetScsiDiscoveryPropertiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "discoveryProperties" => r.read(&mut self.discovery_properties)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "discoveryProperties" => r.read(&mut self.discovery_properties),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1934,13 +1934,13 @@ impl x::Fields for UpdateInternetScsiIPPropertiesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "ipProperties" => r.read(&mut self.ip_properties)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "ipProperties" => r.read(&mut self.ip_properties),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -1981,13 +1981,13 @@ impl x::Fields for UpdateInternetScsiNameRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device)?,
-            "iScsiName" => r.read(&mut self.i_scsi_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "iScsiHbaDevice" => r.read(&mut self.i_scsi_hba_device),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2026,12 +2026,12 @@ impl x::Fields for UpdateIpConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "ipConfig" => r.read(&mut self.ip_config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "ipConfig" => r.read(&mut self.ip_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2071,13 +2071,13 @@ impl x::Fields for UpdateIpPoolRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "dc" => r.read(&mut self.dc)?,
-            "pool" => r.read(&mut self.pool)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "dc" => r.read(&mut self.dc),
+            "pool" => r.read(&mut self.pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2116,12 +2116,12 @@ impl x::Fields for UpdateIpRouteConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2159,12 +2159,12 @@ impl x::Fields for UpdateIpRouteTableConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2202,12 +2202,12 @@ impl x::Fields for UpdateIpmiRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "ipmiInfo" => r.read(&mut self.ipmi_info)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "ipmiInfo" => r.read(&mut self.ipmi_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2245,12 +2245,12 @@ impl x::Fields for UpdateKmipServerRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "server" => r.read(&mut self.server)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "server" => r.read(&mut self.server),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2290,13 +2290,13 @@ impl x::Fields for UpdateKmsSignedCsrClientCertRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cluster" => r.read(&mut self.cluster)?,
-            "certificate" => r.read(&mut self.certificate)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cluster" => r.read(&mut self.cluster),
+            "certificate" => r.read(&mut self.certificate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2339,14 +2339,14 @@ impl x::Fields for UpdateLicenseLabelRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "licenseKey" => r.read(&mut self.license_key)?,
-            "labelKey" => r.read(&mut self.label_key)?,
-            "labelValue" => r.read(&mut self.label_value)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "licenseKey" => r.read(&mut self.license_key),
+            "labelKey" => r.read(&mut self.label_key),
+            "labelValue" => r.read(&mut self.label_value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2388,13 +2388,13 @@ impl x::Fields for UpdateLicenseRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "licenseKey" => r.read(&mut self.license_key)?,
-            "labels" => r.read_push(&mut self.labels)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "licenseKey" => r.read(&mut self.license_key),
+            "labels" => r.read_push(&mut self.labels),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2435,13 +2435,13 @@ impl x::Fields for UpdateLinkedChildrenRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "addChangeSet" => r.read_push(&mut self.add_change_set)?,
-            "removeSet" => r.read_push(&mut self.remove_set)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "addChangeSet" => r.read_push(&mut self.add_change_set),
+            "removeSet" => r.read_push(&mut self.remove_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2480,12 +2480,12 @@ impl x::Fields for UpdateLocalSwapDatastoreRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "datastore" => r.read_opt(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2523,12 +2523,12 @@ impl x::Fields for UpdateLockdownExceptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "users" => r.read_push(&mut self.users)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "users" => r.read_push(&mut self.users),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2568,13 +2568,13 @@ impl x::Fields for UpdateModuleOptionStringRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "name" => r.read(&mut self.name)?,
-            "options" => r.read(&mut self.options)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "name" => r.read(&mut self.name),
+            "options" => r.read(&mut self.options),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2615,13 +2615,13 @@ impl x::Fields for UpdateNetworkConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read(&mut self.config)?,
-            "changeMode" => r.read(&mut self.change_mode)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read(&mut self.config),
+            "changeMode" => r.read(&mut self.change_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2660,12 +2660,12 @@ impl x::Fields for UpdateNetworkResourcePoolRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "configSpec" => r.read_push(&mut self.config_spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "configSpec" => r.read_push(&mut self.config_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2703,12 +2703,12 @@ impl x::Fields for UpdateOptionsRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "changedValue" => r.read_push(&mut self.changed_value)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "changedValue" => r.read_push(&mut self.changed_value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2746,12 +2746,12 @@ impl x::Fields for UpdatePassthruConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "config" => r.read_push(&mut self.config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "config" => r.read_push(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2789,12 +2789,12 @@ impl x::Fields for UpdatePerfIntervalRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "interval" => r.read(&mut self.interval)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "interval" => r.read(&mut self.interval),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2834,13 +2834,13 @@ impl x::Fields for UpdatePhysicalNicLinkSpeedRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "device" => r.read(&mut self.device)?,
-            "linkSpeed" => r.read_opt(&mut self.link_speed)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "device" => r.read(&mut self.device),
+            "linkSpeed" => r.read_opt(&mut self.link_speed),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2881,13 +2881,13 @@ impl x::Fields for UpdatePortGroupRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "pgName" => r.read(&mut self.pg_name)?,
-            "portgrp" => r.read(&mut self.portgrp)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "pgName" => r.read(&mut self.pg_name),
+            "portgrp" => r.read(&mut self.portgrp),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2926,12 +2926,12 @@ impl x::Fields for UpdateProductLockerLocationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "path" => r.read(&mut self.path)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "path" => r.read(&mut self.path),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -2969,12 +2969,12 @@ impl x::Fields for UpdateProgressRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "percentDone" => r.read(&mut self.percent_done)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "percentDone" => r.read(&mut self.percent_done),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3012,12 +3012,12 @@ impl x::Fields for UpdateReferenceHostRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "host" => r.read_opt(&mut self.host)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3057,13 +3057,13 @@ impl x::Fields for UpdateRulesetRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3104,13 +3104,13 @@ impl x::Fields for UpdateScsiLunDisplayNameRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "lunUuid" => r.read(&mut self.lun_uuid)?,
-            "displayName" => r.read(&mut self.display_name)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "lunUuid" => r.read(&mut self.lun_uuid),
+            "displayName" => r.read(&mut self.display_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3151,13 +3151,13 @@ impl x::Fields for UpdateSelfSignedClientCertRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "cluster" => r.read(&mut self.cluster)?,
-            "certificate" => r.read(&mut self.certificate)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "cluster" => r.read(&mut self.cluster),
+            "certificate" => r.read(&mut self.certificate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3198,13 +3198,13 @@ impl x::Fields for UpdateServiceConsoleVirtualNicRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "device" => r.read(&mut self.device)?,
-            "nic" => r.read(&mut self.nic)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "device" => r.read(&mut self.device),
+            "nic" => r.read(&mut self.nic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3243,12 +3243,12 @@ impl x::Fields for UpdateServiceMessageRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3288,13 +3288,13 @@ impl x::Fields for UpdateServicePolicyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "policy" => r.read(&mut self.policy)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "id" => r.read(&mut self.id),
+            "policy" => r.read(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3333,12 +3333,12 @@ impl x::Fields for UpdateSoftwareInternetScsiEnabledRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "enabled" => r.read(&mut self.enabled)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "enabled" => r.read(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3376,12 +3376,12 @@ impl x::Fields for UpdateSystemResourcesRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "resourceInfo" => r.read(&mut self.resource_info)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "resourceInfo" => r.read(&mut self.resource_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3419,12 +3419,12 @@ impl x::Fields for UpdateSystemSwapConfigurationRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "sysSwapConfig" => r.read(&mut self.sys_swap_config)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "sysSwapConfig" => r.read(&mut self.sys_swap_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3462,12 +3462,12 @@ impl x::Fields for UpdateSystemUsersRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "users" => r.read_push(&mut self.users)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "users" => r.read_push(&mut self.users),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3505,12 +3505,12 @@ impl x::Fields for UpdateUserRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "user" => r.read(&mut self.user)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "user" => r.read(&mut self.user),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3548,12 +3548,12 @@ impl x::Fields for UpdateVAppConfigRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3591,12 +3591,12 @@ impl x::Fields for UpdateVStorageInfrastructureObjectPolicyRequestType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
@@ -3605,112 +3605,6 @@ impl x::Fields for UpdateVStorageInfrastructureObjectPolicyRequestType {
 }
 impl x::Request for UpdateVStorageInfrastructureObjectPolicyRequestType {
     const NAME: &'static str = "UpdateVStorageInfrastructureObjectPolicy_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `UpdateVStorageObjectCryptoRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UpdateVStorageObjectCryptoRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-    /// `disksCrypto`.
-    pub disks_crypto: Option<DiskCryptoSpec>,
-}
-impl x::SchemaType for UpdateVStorageObjectCryptoRequestType {
-    const TYPE_NAME: &'static str = "UpdateVStorageObjectCryptoRequestType";
-}
-impl x::Structure for UpdateVStorageObjectCryptoRequestType {}
-impl x::Fields for UpdateVStorageObjectCryptoRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            "disksCrypto" => r.read_opt(&mut self.disks_crypto)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write_vec("profile", &self.profile);
-        w.write_opt("disksCrypto", &self.disks_crypto);
-    }
-}
-impl x::Request for UpdateVStorageObjectCryptoRequestType {
-    const NAME: &'static str = "UpdateVStorageObjectCrypto_Task";
-    const IDEMPOTENT: bool = false;
-    type Response = x::ManagedObjectReference;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `UpdateVStorageObjectPolicyRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct UpdateVStorageObjectPolicyRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `id`.
-    pub id: ID,
-    /// `datastore`.
-    pub datastore: x::ManagedObjectReference,
-    /// `profile`.
-    pub profile: Vec<AnyVirtualMachineProfileSpec>,
-}
-impl x::SchemaType for UpdateVStorageObjectPolicyRequestType {
-    const TYPE_NAME: &'static str = "UpdateVStorageObjectPolicyRequestType";
-}
-impl x::Structure for UpdateVStorageObjectPolicyRequestType {}
-impl x::Fields for UpdateVStorageObjectPolicyRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "_this" => r.read(&mut self.this)?,
-            "id" => r.read(&mut self.id)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("id", &self.id);
-        w.write("datastore", &self.datastore);
-        w.write_vec("profile", &self.profile);
-    }
-}
-impl x::Request for UpdateVStorageObjectPolicyRequestType {
-    const NAME: &'static str = "UpdateVStorageObjectPolicy_Task";
     const IDEMPOTENT: bool = false;
     type Response = x::ManagedObjectReference;
     fn this(&self) -> &x::ManagedObjectReference {

@@ -67,33 +67,33 @@ impl x::Fields for ScsiLun {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "deviceType" => r.read(&mut self.device_type)?,
-            "key" => r.read_opt(&mut self.key)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "descriptor" => r.read_push(&mut self.descriptor)?,
-            "canonicalName" => r.read_opt(&mut self.canonical_name)?,
-            "displayName" => r.read_opt(&mut self.display_name)?,
-            "lunType" => r.read(&mut self.lun_type)?,
-            "vendor" => r.read_opt(&mut self.vendor)?,
-            "model" => r.read_opt(&mut self.model)?,
-            "revision" => r.read_opt(&mut self.revision)?,
-            "scsiLevel" => r.read_opt(&mut self.scsi_level)?,
-            "serialNumber" => r.read_opt(&mut self.serial_number)?,
-            "durableName" => r.read_opt(&mut self.durable_name)?,
-            "alternateName" => r.read_push(&mut self.alternate_name)?,
-            "standardInquiry" => r.read_push(&mut self.standard_inquiry)?,
-            "queueDepth" => r.read_opt(&mut self.queue_depth)?,
-            "operationalState" => r.read_push(&mut self.operational_state)?,
-            "capabilities" => r.read_opt(&mut self.capabilities)?,
-            "vStorageSupport" => r.read_opt(&mut self.v_storage_support)?,
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint)?,
-            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved)?,
-            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceType" => r.read(&mut self.device_type),
+            "key" => r.read_opt(&mut self.key),
+            "uuid" => r.read(&mut self.uuid),
+            "descriptor" => r.read_push(&mut self.descriptor),
+            "canonicalName" => r.read_opt(&mut self.canonical_name),
+            "displayName" => r.read_opt(&mut self.display_name),
+            "lunType" => r.read(&mut self.lun_type),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "model" => r.read_opt(&mut self.model),
+            "revision" => r.read_opt(&mut self.revision),
+            "scsiLevel" => r.read_opt(&mut self.scsi_level),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "durableName" => r.read_opt(&mut self.durable_name),
+            "alternateName" => r.read_push(&mut self.alternate_name),
+            "standardInquiry" => r.read_push(&mut self.standard_inquiry),
+            "queueDepth" => r.read_opt(&mut self.queue_depth),
+            "operationalState" => r.read_push(&mut self.operational_state),
+            "capabilities" => r.read_opt(&mut self.capabilities),
+            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
+            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved),
+            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -137,13 +137,13 @@ impl x::Fields for ScsiLunCapabilities {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "updateDisplayNameSupported" => {
-                r.read(&mut self.update_display_name_supported)?
+                r.read(&mut self.update_display_name_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("updateDisplayNameSupported", &self.update_display_name_supported);
@@ -167,12 +167,12 @@ impl x::Fields for ScsiLunDescriptor {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "quality" => r.read(&mut self.quality)?,
-            "id" => r.read(&mut self.id)?,
+        let result = match name {
+            "quality" => r.read(&mut self.quality),
+            "id" => r.read(&mut self.id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("quality", &self.quality);
@@ -203,13 +203,13 @@ impl x::Fields for ScsiLunDurableName {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "namespace" => r.read(&mut self.namespace)?,
-            "namespaceId" => r.read(&mut self.namespace_id)?,
-            "data" => r.read_push(&mut self.data)?,
+        let result = match name {
+            "namespace" => r.read(&mut self.namespace),
+            "namespaceId" => r.read(&mut self.namespace_id),
+            "data" => r.read_push(&mut self.data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("namespace", &self.namespace);
@@ -247,16 +247,16 @@ impl x::Fields for SeSparseVirtualDiskSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskType" => r.read(&mut self.disk_type)?,
-            "adapterType" => r.read(&mut self.adapter_type)?,
-            "capacityKb" => r.read(&mut self.capacity_kb)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            "crypto" => r.read_opt(&mut self.crypto)?,
-            "grainSizeKb" => r.read_opt(&mut self.grain_size_kb)?,
+        let result = match name {
+            "diskType" => r.read(&mut self.disk_type),
+            "adapterType" => r.read(&mut self.adapter_type),
+            "capacityKb" => r.read(&mut self.capacity_kb),
+            "profile" => r.read_push(&mut self.profile),
+            "crypto" => r.read_opt(&mut self.crypto),
+            "grainSizeKb" => r.read_opt(&mut self.grain_size_kb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskType", &self.disk_type);
@@ -287,13 +287,13 @@ impl x::Fields for SecondaryVmAlreadyDisabled {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "instanceUuid" => r.read(&mut self.instance_uuid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "instanceUuid" => r.read(&mut self.instance_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -321,13 +321,13 @@ impl x::Fields for SecondaryVmAlreadyEnabled {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "instanceUuid" => r.read(&mut self.instance_uuid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "instanceUuid" => r.read(&mut self.instance_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -355,13 +355,13 @@ impl x::Fields for SecondaryVmAlreadyRegistered {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "instanceUuid" => r.read(&mut self.instance_uuid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "instanceUuid" => r.read(&mut self.instance_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -389,13 +389,13 @@ impl x::Fields for SecondaryVmNotRegistered {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "instanceUuid" => r.read(&mut self.instance_uuid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "instanceUuid" => r.read(&mut self.instance_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -421,12 +421,12 @@ impl x::Fields for SecurityError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -471,22 +471,22 @@ impl x::Fields for SecurityProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "permission" => r.read_push(&mut self.permission)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "permission" => r.read_push(&mut self.permission),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -540,11 +540,11 @@ impl x::Fields for SelectionSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read_opt(&mut self.name)?,
+        let result = match name {
+            "name" => r.read_opt(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
@@ -572,14 +572,14 @@ impl x::Fields for SendEmailAction {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "toList" => r.read(&mut self.to_list)?,
-            "ccList" => r.read(&mut self.cc_list)?,
-            "subject" => r.read(&mut self.subject)?,
-            "body" => r.read(&mut self.body)?,
+        let result = match name {
+            "toList" => r.read(&mut self.to_list),
+            "ccList" => r.read(&mut self.cc_list),
+            "subject" => r.read(&mut self.subject),
+            "body" => r.read(&mut self.body),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("toList", &self.to_list);
@@ -647,24 +647,24 @@ impl x::Fields for ServerLicenseExpiredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "product" => r.read(&mut self.product)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "product" => r.read(&mut self.product),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -723,23 +723,23 @@ impl x::Fields for ServerStartedSessionEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -805,27 +805,27 @@ impl x::Fields for ServiceConsolePortGroupProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "vlan" => r.read(&mut self.vlan)?,
-            "vswitch" => r.read(&mut self.vswitch)?,
-            "networkPolicy" => r.read(&mut self.network_policy)?,
-            "ipConfig" => r.read(&mut self.ip_config)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "vlan" => r.read(&mut self.vlan),
+            "vswitch" => r.read(&mut self.vswitch),
+            "networkPolicy" => r.read(&mut self.network_policy),
+            "ipConfig" => r.read(&mut self.ip_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -871,15 +871,13 @@ impl x::Fields for ServiceConsoleReservationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "serviceConsoleReservedCfg" => {
-                r.read(&mut self.service_console_reserved_cfg)?
-            }
-            "serviceConsoleReserved" => r.read(&mut self.service_console_reserved)?,
-            "unreserved" => r.read(&mut self.unreserved)?,
+        let result = match name {
+            "serviceConsoleReservedCfg" => r.read(&mut self.service_console_reserved_cfg),
+            "serviceConsoleReserved" => r.read(&mut self.service_console_reserved),
+            "unreserved" => r.read(&mut self.unreserved),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serviceConsoleReservedCfg", &self.service_console_reserved_cfg);
@@ -1001,68 +999,68 @@ impl x::Fields for ServiceContent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "rootFolder" => r.read(&mut self.root_folder)?,
-            "propertyCollector" => r.read(&mut self.property_collector)?,
-            "viewManager" => r.read_opt(&mut self.view_manager)?,
-            "about" => r.read(&mut self.about)?,
-            "setting" => r.read_opt(&mut self.setting)?,
-            "userDirectory" => r.read_opt(&mut self.user_directory)?,
-            "sessionManager" => r.read_opt(&mut self.session_manager)?,
-            "authorizationManager" => r.read_opt(&mut self.authorization_manager)?,
-            "serviceManager" => r.read_opt(&mut self.service_manager)?,
-            "perfManager" => r.read_opt(&mut self.perf_manager)?,
-            "scheduledTaskManager" => r.read_opt(&mut self.scheduled_task_manager)?,
-            "alarmManager" => r.read_opt(&mut self.alarm_manager)?,
-            "eventManager" => r.read_opt(&mut self.event_manager)?,
-            "taskManager" => r.read_opt(&mut self.task_manager)?,
-            "extensionManager" => r.read_opt(&mut self.extension_manager)?,
+        let result = match name {
+            "rootFolder" => r.read(&mut self.root_folder),
+            "propertyCollector" => r.read(&mut self.property_collector),
+            "viewManager" => r.read_opt(&mut self.view_manager),
+            "about" => r.read(&mut self.about),
+            "setting" => r.read_opt(&mut self.setting),
+            "userDirectory" => r.read_opt(&mut self.user_directory),
+            "sessionManager" => r.read_opt(&mut self.session_manager),
+            "authorizationManager" => r.read_opt(&mut self.authorization_manager),
+            "serviceManager" => r.read_opt(&mut self.service_manager),
+            "perfManager" => r.read_opt(&mut self.perf_manager),
+            "scheduledTaskManager" => r.read_opt(&mut self.scheduled_task_manager),
+            "alarmManager" => r.read_opt(&mut self.alarm_manager),
+            "eventManager" => r.read_opt(&mut self.event_manager),
+            "taskManager" => r.read_opt(&mut self.task_manager),
+            "extensionManager" => r.read_opt(&mut self.extension_manager),
             "customizationSpecManager" => {
-                r.read_opt(&mut self.customization_spec_manager)?
+                r.read_opt(&mut self.customization_spec_manager)
             }
             "guestCustomizationManager" => {
-                r.read_opt(&mut self.guest_customization_manager)?
+                r.read_opt(&mut self.guest_customization_manager)
             }
-            "customFieldsManager" => r.read_opt(&mut self.custom_fields_manager)?,
-            "accountManager" => r.read_opt(&mut self.account_manager)?,
-            "diagnosticManager" => r.read_opt(&mut self.diagnostic_manager)?,
-            "licenseManager" => r.read_opt(&mut self.license_manager)?,
-            "searchIndex" => r.read_opt(&mut self.search_index)?,
-            "fileManager" => r.read_opt(&mut self.file_manager)?,
+            "customFieldsManager" => r.read_opt(&mut self.custom_fields_manager),
+            "accountManager" => r.read_opt(&mut self.account_manager),
+            "diagnosticManager" => r.read_opt(&mut self.diagnostic_manager),
+            "licenseManager" => r.read_opt(&mut self.license_manager),
+            "searchIndex" => r.read_opt(&mut self.search_index),
+            "fileManager" => r.read_opt(&mut self.file_manager),
             "datastoreNamespaceManager" => {
-                r.read_opt(&mut self.datastore_namespace_manager)?
+                r.read_opt(&mut self.datastore_namespace_manager)
             }
-            "virtualDiskManager" => r.read_opt(&mut self.virtual_disk_manager)?,
-            "virtualizationManager" => r.read_opt(&mut self.virtualization_manager)?,
-            "snmpSystem" => r.read_opt(&mut self.snmp_system)?,
-            "vmProvisioningChecker" => r.read_opt(&mut self.vm_provisioning_checker)?,
-            "vmCompatibilityChecker" => r.read_opt(&mut self.vm_compatibility_checker)?,
-            "ovfManager" => r.read_opt(&mut self.ovf_manager)?,
-            "ipPoolManager" => r.read_opt(&mut self.ip_pool_manager)?,
-            "dvSwitchManager" => r.read_opt(&mut self.dv_switch_manager)?,
-            "hostProfileManager" => r.read_opt(&mut self.host_profile_manager)?,
-            "clusterProfileManager" => r.read_opt(&mut self.cluster_profile_manager)?,
-            "complianceManager" => r.read_opt(&mut self.compliance_manager)?,
-            "localizationManager" => r.read_opt(&mut self.localization_manager)?,
-            "storageResourceManager" => r.read_opt(&mut self.storage_resource_manager)?,
-            "guestOperationsManager" => r.read_opt(&mut self.guest_operations_manager)?,
-            "overheadMemoryManager" => r.read_opt(&mut self.overhead_memory_manager)?,
-            "certificateManager" => r.read_opt(&mut self.certificate_manager)?,
-            "ioFilterManager" => r.read_opt(&mut self.io_filter_manager)?,
-            "vStorageObjectManager" => r.read_opt(&mut self.v_storage_object_manager)?,
-            "hostSpecManager" => r.read_opt(&mut self.host_spec_manager)?,
-            "cryptoManager" => r.read_opt(&mut self.crypto_manager)?,
-            "healthUpdateManager" => r.read_opt(&mut self.health_update_manager)?,
+            "virtualDiskManager" => r.read_opt(&mut self.virtual_disk_manager),
+            "virtualizationManager" => r.read_opt(&mut self.virtualization_manager),
+            "snmpSystem" => r.read_opt(&mut self.snmp_system),
+            "vmProvisioningChecker" => r.read_opt(&mut self.vm_provisioning_checker),
+            "vmCompatibilityChecker" => r.read_opt(&mut self.vm_compatibility_checker),
+            "ovfManager" => r.read_opt(&mut self.ovf_manager),
+            "ipPoolManager" => r.read_opt(&mut self.ip_pool_manager),
+            "dvSwitchManager" => r.read_opt(&mut self.dv_switch_manager),
+            "hostProfileManager" => r.read_opt(&mut self.host_profile_manager),
+            "clusterProfileManager" => r.read_opt(&mut self.cluster_profile_manager),
+            "complianceManager" => r.read_opt(&mut self.compliance_manager),
+            "localizationManager" => r.read_opt(&mut self.localization_manager),
+            "storageResourceManager" => r.read_opt(&mut self.storage_resource_manager),
+            "guestOperationsManager" => r.read_opt(&mut self.guest_operations_manager),
+            "overheadMemoryManager" => r.read_opt(&mut self.overhead_memory_manager),
+            "certificateManager" => r.read_opt(&mut self.certificate_manager),
+            "ioFilterManager" => r.read_opt(&mut self.io_filter_manager),
+            "vStorageObjectManager" => r.read_opt(&mut self.v_storage_object_manager),
+            "hostSpecManager" => r.read_opt(&mut self.host_spec_manager),
+            "cryptoManager" => r.read_opt(&mut self.crypto_manager),
+            "healthUpdateManager" => r.read_opt(&mut self.health_update_manager),
             "failoverClusterConfigurator" => {
-                r.read_opt(&mut self.failover_cluster_configurator)?
+                r.read_opt(&mut self.failover_cluster_configurator)
             }
-            "failoverClusterManager" => r.read_opt(&mut self.failover_cluster_manager)?,
-            "tenantManager" => r.read_opt(&mut self.tenant_manager)?,
-            "siteInfoManager" => r.read_opt(&mut self.site_info_manager)?,
-            "storageQueryManager" => r.read_opt(&mut self.storage_query_manager)?,
+            "failoverClusterManager" => r.read_opt(&mut self.failover_cluster_manager),
+            "tenantManager" => r.read_opt(&mut self.tenant_manager),
+            "siteInfoManager" => r.read_opt(&mut self.site_info_manager),
+            "storageQueryManager" => r.read_opt(&mut self.storage_query_manager),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("rootFolder", &self.root_folder);
@@ -1139,14 +1137,14 @@ impl x::Fields for ServiceLocator {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "instanceUuid" => r.read(&mut self.instance_uuid)?,
-            "url" => r.read(&mut self.url)?,
-            "credential" => r.read(&mut self.credential)?,
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint)?,
+        let result = match name {
+            "instanceUuid" => r.read(&mut self.instance_uuid),
+            "url" => r.read(&mut self.url),
+            "credential" => r.read(&mut self.credential),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("instanceUuid", &self.instance_uuid);
@@ -1196,12 +1194,12 @@ impl x::Fields for ServiceLocatorNamePassword {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "username" => r.read(&mut self.username)?,
-            "password" => r.read(&mut self.password)?,
+        let result = match name {
+            "username" => r.read(&mut self.username),
+            "password" => r.read(&mut self.password),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("username", &self.username);
@@ -1224,11 +1222,11 @@ impl x::Fields for ServiceLocatorSAMLCredential {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "token" => r.read_opt(&mut self.token)?,
+        let result = match name {
+            "token" => r.read_opt(&mut self.token),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("token", &self.token);
@@ -1256,14 +1254,14 @@ impl x::Fields for ServiceManagerServiceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "serviceName" => r.read(&mut self.service_name)?,
-            "location" => r.read_push(&mut self.location)?,
-            "service" => r.read(&mut self.service)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "serviceName" => r.read(&mut self.service_name),
+            "location" => r.read_push(&mut self.location),
+            "service" => r.read(&mut self.service),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serviceName", &self.service_name);
@@ -1314,22 +1312,22 @@ impl x::Fields for ServiceProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);

@@ -23,12 +23,12 @@ impl x::Fields for StringExpression {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "negate" => r.read_opt(&mut self.negate)?,
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "negate" => r.read_opt(&mut self.negate),
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("negate", &self.negate);
@@ -55,13 +55,13 @@ impl x::Fields for StringOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly)?,
-            "defaultValue" => r.read(&mut self.default_value)?,
-            "validCharacters" => r.read_opt(&mut self.valid_characters)?,
+        let result = match name {
+            "valueIsReadonly" => r.read_opt(&mut self.value_is_readonly),
+            "defaultValue" => r.read(&mut self.default_value),
+            "validCharacters" => r.read_opt(&mut self.valid_characters),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("valueIsReadonly", &self.value_is_readonly);
@@ -87,12 +87,12 @@ impl x::Fields for StringPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "value" => r.read_opt(&mut self.value)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "value" => r.read_opt(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -117,12 +117,12 @@ impl x::Fields for StructuredCustomizations {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "customizations" => r.read_opt(&mut self.customizations)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "customizations" => r.read_opt(&mut self.customizations),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -151,12 +151,12 @@ impl x::Fields for SuspendedRelocateNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -187,15 +187,15 @@ impl x::Fields for SwapDatastoreNotWritableOnHost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "name" => r.read_opt(&mut self.name),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -223,12 +223,12 @@ impl x::Fields for SwapDatastoreUnset {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -255,13 +255,13 @@ impl x::Fields for SwapPlacementOverrideNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "property" => r.read_opt(&mut self.property)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "property" => r.read_opt(&mut self.property),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -287,12 +287,12 @@ impl x::Fields for SwitchIpUnset {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -317,12 +317,12 @@ impl x::Fields for SwitchNotInUpgradeMode {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -349,13 +349,13 @@ impl x::Fields for SystemError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -387,15 +387,15 @@ impl x::Fields for SystemEventInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "recordId" => r.read(&mut self.record_id)?,
-            "when" => r.read(&mut self.when)?,
-            "selType" => r.read(&mut self.sel_type)?,
-            "message" => r.read(&mut self.message)?,
-            "sensorNumber" => r.read(&mut self.sensor_number)?,
+        let result = match name {
+            "recordId" => r.read(&mut self.record_id),
+            "when" => r.read(&mut self.when),
+            "selType" => r.read(&mut self.sel_type),
+            "message" => r.read(&mut self.message),
+            "sensorNumber" => r.read(&mut self.sensor_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("recordId", &self.record_id);
@@ -425,11 +425,11 @@ impl x::Fields for Tag {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -459,13 +459,13 @@ impl x::Fields for TaskDescription {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "methodInfo" => r.read_push(&mut self.method_info)?,
-            "state" => r.read_push(&mut self.state)?,
-            "reason" => r.read_push(&mut self.reason)?,
+        let result = match name {
+            "methodInfo" => r.read_push(&mut self.method_info),
+            "state" => r.read_push(&mut self.state),
+            "reason" => r.read_push(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("methodInfo", &self.method_info);
@@ -515,24 +515,24 @@ impl x::Fields for TaskEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "info" => r.read(&mut self.info)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "info" => r.read(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -587,21 +587,21 @@ impl x::Fields for TaskFilterSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read_opt(&mut self.entity)?,
-            "time" => r.read_opt(&mut self.time)?,
-            "userName" => r.read_opt(&mut self.user_name)?,
-            "activationId" => r.read_push(&mut self.activation_id)?,
-            "state" => r.read_push(&mut self.state)?,
-            "alarm" => r.read_opt(&mut self.alarm)?,
-            "scheduledTask" => r.read_opt(&mut self.scheduled_task)?,
-            "eventChainId" => r.read_push(&mut self.event_chain_id)?,
-            "tag" => r.read_push(&mut self.tag)?,
-            "parentTaskKey" => r.read_push(&mut self.parent_task_key)?,
-            "rootTaskKey" => r.read_push(&mut self.root_task_key)?,
+        let result = match name {
+            "entity" => r.read_opt(&mut self.entity),
+            "time" => r.read_opt(&mut self.time),
+            "userName" => r.read_opt(&mut self.user_name),
+            "activationId" => r.read_push(&mut self.activation_id),
+            "state" => r.read_push(&mut self.state),
+            "alarm" => r.read_opt(&mut self.alarm),
+            "scheduledTask" => r.read_opt(&mut self.scheduled_task),
+            "eventChainId" => r.read_push(&mut self.event_chain_id),
+            "tag" => r.read_push(&mut self.tag),
+            "parentTaskKey" => r.read_push(&mut self.parent_task_key),
+            "rootTaskKey" => r.read_push(&mut self.root_task_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entity", &self.entity);
@@ -635,12 +635,12 @@ impl x::Fields for TaskFilterSpecByEntity {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "recursion" => r.read(&mut self.recursion)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "recursion" => r.read(&mut self.recursion),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -667,13 +667,13 @@ impl x::Fields for TaskFilterSpecByTime {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timeType" => r.read(&mut self.time_type)?,
-            "beginTime" => r.read_opt(&mut self.begin_time)?,
-            "endTime" => r.read_opt(&mut self.end_time)?,
+        let result = match name {
+            "timeType" => r.read(&mut self.time_type),
+            "beginTime" => r.read_opt(&mut self.begin_time),
+            "endTime" => r.read_opt(&mut self.end_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("timeType", &self.time_type);
@@ -699,12 +699,12 @@ impl x::Fields for TaskFilterSpecByUsername {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "systemUser" => r.read(&mut self.system_user)?,
-            "userList" => r.read_push(&mut self.user_list)?,
+        let result = match name {
+            "systemUser" => r.read(&mut self.system_user),
+            "userList" => r.read_push(&mut self.user_list),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("systemUser", &self.system_user);
@@ -731,13 +731,13 @@ impl x::Fields for TaskInProgress {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "task" => r.read(&mut self.task)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "task" => r.read(&mut self.task),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -805,33 +805,33 @@ impl x::Fields for TaskInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "task" => r.read(&mut self.task)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "descriptionId" => r.read(&mut self.description_id)?,
-            "entity" => r.read_opt(&mut self.entity)?,
-            "entityName" => r.read_opt(&mut self.entity_name)?,
-            "locked" => r.read_push(&mut self.locked)?,
-            "state" => r.read(&mut self.state)?,
-            "cancelled" => r.read(&mut self.cancelled)?,
-            "cancelable" => r.read(&mut self.cancelable)?,
-            "error" => r.read_opt(&mut self.error)?,
-            "result" => r.read_opt(&mut self.result)?,
-            "progress" => r.read_opt(&mut self.progress)?,
-            "reason" => r.read(&mut self.reason)?,
-            "queueTime" => r.read(&mut self.queue_time)?,
-            "startTime" => r.read_opt(&mut self.start_time)?,
-            "completeTime" => r.read_opt(&mut self.complete_time)?,
-            "eventChainId" => r.read(&mut self.event_chain_id)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "parentTaskKey" => r.read_opt(&mut self.parent_task_key)?,
-            "rootTaskKey" => r.read_opt(&mut self.root_task_key)?,
-            "activationId" => r.read_opt(&mut self.activation_id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "task" => r.read(&mut self.task),
+            "description" => r.read_opt(&mut self.description),
+            "name" => r.read_opt(&mut self.name),
+            "descriptionId" => r.read(&mut self.description_id),
+            "entity" => r.read_opt(&mut self.entity),
+            "entityName" => r.read_opt(&mut self.entity_name),
+            "locked" => r.read_push(&mut self.locked),
+            "state" => r.read(&mut self.state),
+            "cancelled" => r.read(&mut self.cancelled),
+            "cancelable" => r.read(&mut self.cancelable),
+            "error" => r.read_opt(&mut self.error),
+            "result" => r.read_opt(&mut self.result),
+            "progress" => r.read_opt(&mut self.progress),
+            "reason" => r.read(&mut self.reason),
+            "queueTime" => r.read(&mut self.queue_time),
+            "startTime" => r.read_opt(&mut self.start_time),
+            "completeTime" => r.read_opt(&mut self.complete_time),
+            "eventChainId" => r.read(&mut self.event_chain_id),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "parentTaskKey" => r.read_opt(&mut self.parent_task_key),
+            "rootTaskKey" => r.read_opt(&mut self.root_task_key),
+            "activationId" => r.read_opt(&mut self.activation_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -904,14 +904,14 @@ impl x::Fields for TaskReasonAlarm {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "alarmName" => r.read(&mut self.alarm_name)?,
-            "alarm" => r.read(&mut self.alarm)?,
-            "entityName" => r.read(&mut self.entity_name)?,
-            "entity" => r.read(&mut self.entity)?,
+        let result = match name {
+            "alarmName" => r.read(&mut self.alarm_name),
+            "alarm" => r.read(&mut self.alarm),
+            "entityName" => r.read(&mut self.entity_name),
+            "entity" => r.read(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("alarmName", &self.alarm_name);
@@ -938,12 +938,12 @@ impl x::Fields for TaskReasonSchedule {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "scheduledTask" => r.read(&mut self.scheduled_task)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "scheduledTask" => r.read(&mut self.scheduled_task),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -983,11 +983,11 @@ impl x::Fields for TaskReasonUser {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "userName" => r.read(&mut self.user_name)?,
+        let result = match name {
+            "userName" => r.read(&mut self.user_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("userName", &self.user_name);
@@ -1013,12 +1013,12 @@ impl x::Fields for TaskScheduler {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "activeTime" => r.read_opt(&mut self.active_time)?,
-            "expireTime" => r.read_opt(&mut self.expire_time)?,
+        let result = match name {
+            "activeTime" => r.read_opt(&mut self.active_time),
+            "expireTime" => r.read_opt(&mut self.expire_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("activeTime", &self.active_time);
@@ -1067,24 +1067,24 @@ impl x::Fields for TaskTimeoutEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "info" => r.read(&mut self.info)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "info" => r.read(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1147,25 +1147,25 @@ impl x::Fields for TeamingMatchEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "switchUuid" => r.read(&mut self.switch_uuid)?,
-            "healthResult" => r.read_opt(&mut self.health_result)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "switchUuid" => r.read(&mut self.switch_uuid),
+            "healthResult" => r.read_opt(&mut self.health_result),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1229,25 +1229,25 @@ impl x::Fields for TeamingMisMatchEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "switchUuid" => r.read(&mut self.switch_uuid)?,
-            "healthResult" => r.read_opt(&mut self.health_result)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "switchUuid" => r.read(&mut self.switch_uuid),
+            "healthResult" => r.read_opt(&mut self.health_result),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);

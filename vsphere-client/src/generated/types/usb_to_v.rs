@@ -21,11 +21,11 @@ impl x::Fields for UsbScanCodeSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "keyEvents" => r.read_push(&mut self.key_events)?,
+        let result = match name {
+            "keyEvents" => r.read_push(&mut self.key_events),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("keyEvents", &self.key_events);
@@ -49,12 +49,12 @@ impl x::Fields for UsbScanCodeSpecKeyEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "usbHidCode" => r.read(&mut self.usb_hid_code)?,
-            "modifiers" => r.read_opt(&mut self.modifiers)?,
+        let result = match name {
+            "usbHidCode" => r.read(&mut self.usb_hid_code),
+            "modifiers" => r.read_opt(&mut self.modifiers),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("usbHidCode", &self.usb_hid_code);
@@ -95,18 +95,18 @@ impl x::Fields for UsbScanCodeSpecModifierType {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "leftControl" => r.read_opt(&mut self.left_control)?,
-            "leftShift" => r.read_opt(&mut self.left_shift)?,
-            "leftAlt" => r.read_opt(&mut self.left_alt)?,
-            "leftGui" => r.read_opt(&mut self.left_gui)?,
-            "rightControl" => r.read_opt(&mut self.right_control)?,
-            "rightShift" => r.read_opt(&mut self.right_shift)?,
-            "rightAlt" => r.read_opt(&mut self.right_alt)?,
-            "rightGui" => r.read_opt(&mut self.right_gui)?,
+        let result = match name {
+            "leftControl" => r.read_opt(&mut self.left_control),
+            "leftShift" => r.read_opt(&mut self.left_shift),
+            "leftAlt" => r.read_opt(&mut self.left_alt),
+            "leftGui" => r.read_opt(&mut self.left_gui),
+            "rightControl" => r.read_opt(&mut self.right_control),
+            "rightShift" => r.read_opt(&mut self.right_shift),
+            "rightAlt" => r.read_opt(&mut self.right_alt),
+            "rightGui" => r.read_opt(&mut self.right_gui),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("leftControl", &self.left_control);
@@ -163,25 +163,25 @@ impl x::Fields for UserAssignedToGroup {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "userLogin" => r.read(&mut self.user_login)?,
-            "group" => r.read(&mut self.group)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "userLogin" => r.read(&mut self.user_login),
+            "group" => r.read(&mut self.group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -239,22 +239,22 @@ impl x::Fields for UserGroupProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -295,13 +295,13 @@ impl x::Fields for UserInputRequiredParameterMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "parameter" => r.read_push(&mut self.parameter)?,
-            "userInputParameter" => r.read_push(&mut self.user_input_parameter)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "parameter" => r.read_push(&mut self.parameter),
+            "userInputParameter" => r.read_push(&mut self.user_input_parameter),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -357,27 +357,27 @@ impl x::Fields for UserLoginSessionEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "ipAddress" => r.read(&mut self.ip_address)?,
-            "userAgent" => r.read_opt(&mut self.user_agent)?,
-            "locale" => r.read(&mut self.locale)?,
-            "sessionId" => r.read(&mut self.session_id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "ipAddress" => r.read(&mut self.ip_address),
+            "userAgent" => r.read_opt(&mut self.user_agent),
+            "locale" => r.read(&mut self.locale),
+            "sessionId" => r.read(&mut self.session_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -449,28 +449,28 @@ impl x::Fields for UserLogoutSessionEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "ipAddress" => r.read_opt(&mut self.ip_address)?,
-            "userAgent" => r.read_opt(&mut self.user_agent)?,
-            "callCount" => r.read_opt(&mut self.call_count)?,
-            "sessionId" => r.read_opt(&mut self.session_id)?,
-            "loginTime" => r.read_opt(&mut self.login_time)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "userAgent" => r.read_opt(&mut self.user_agent),
+            "callCount" => r.read_opt(&mut self.call_count),
+            "sessionId" => r.read_opt(&mut self.session_id),
+            "loginTime" => r.read_opt(&mut self.login_time),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -515,14 +515,14 @@ impl x::Fields for UserNotFound {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "principal" => r.read(&mut self.principal)?,
-            "unresolved" => r.read(&mut self.unresolved)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "principal" => r.read(&mut self.principal),
+            "unresolved" => r.read(&mut self.unresolved),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -573,24 +573,24 @@ impl x::Fields for UserPasswordChanged {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "userLogin" => r.read(&mut self.user_login)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "userLogin" => r.read(&mut self.user_login),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -627,12 +627,12 @@ impl x::Fields for UserPrivilegeResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entity" => r.read(&mut self.entity)?,
-            "privileges" => r.read_push(&mut self.privileges)?,
+        let result = match name {
+            "entity" => r.read(&mut self.entity),
+            "privileges" => r.read_push(&mut self.privileges),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
@@ -681,22 +681,22 @@ impl x::Fields for UserProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -739,13 +739,13 @@ impl x::Fields for UserSearchResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "principal" => r.read(&mut self.principal)?,
-            "fullName" => r.read_opt(&mut self.full_name)?,
-            "group" => r.read(&mut self.group)?,
+        let result = match name {
+            "principal" => r.read(&mut self.principal),
+            "fullName" => r.read_opt(&mut self.full_name),
+            "group" => r.read(&mut self.group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("principal", &self.principal);
@@ -789,21 +789,21 @@ impl x::Fields for UserSession {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "fullName" => r.read(&mut self.full_name)?,
-            "loginTime" => r.read(&mut self.login_time)?,
-            "lastActiveTime" => r.read(&mut self.last_active_time)?,
-            "locale" => r.read(&mut self.locale)?,
-            "messageLocale" => r.read(&mut self.message_locale)?,
-            "extensionSession" => r.read_opt(&mut self.extension_session)?,
-            "ipAddress" => r.read_opt(&mut self.ip_address)?,
-            "userAgent" => r.read_opt(&mut self.user_agent)?,
-            "callCount" => r.read_opt(&mut self.call_count)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "userName" => r.read(&mut self.user_name),
+            "fullName" => r.read(&mut self.full_name),
+            "loginTime" => r.read(&mut self.login_time),
+            "lastActiveTime" => r.read(&mut self.last_active_time),
+            "locale" => r.read(&mut self.locale),
+            "messageLocale" => r.read(&mut self.message_locale),
+            "extensionSession" => r.read_opt(&mut self.extension_session),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "userAgent" => r.read_opt(&mut self.user_agent),
+            "callCount" => r.read_opt(&mut self.call_count),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -867,25 +867,25 @@ impl x::Fields for UserUnassignedFromGroup {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "userLogin" => r.read(&mut self.user_login)?,
-            "group" => r.read(&mut self.group)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "userLogin" => r.read(&mut self.user_login),
+            "group" => r.read(&mut self.group),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -947,24 +947,24 @@ impl x::Fields for UserUpgradeEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "message" => r.read(&mut self.message)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "message" => r.read(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1005,14 +1005,14 @@ impl x::Fields for VASAStorageArray {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "vendorId" => r.read(&mut self.vendor_id)?,
-            "modelId" => r.read(&mut self.model_id)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "uuid" => r.read(&mut self.uuid),
+            "vendorId" => r.read(&mut self.vendor_id),
+            "modelId" => r.read(&mut self.model_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1055,18 +1055,18 @@ impl x::Fields for VAppCloneSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "location" => r.read(&mut self.location)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "resourceSpec" => r.read_opt(&mut self.resource_spec)?,
-            "vmFolder" => r.read_opt(&mut self.vm_folder)?,
-            "networkMapping" => r.read_push(&mut self.network_mapping)?,
-            "property" => r.read_push(&mut self.property)?,
-            "resourceMapping" => r.read_push(&mut self.resource_mapping)?,
-            "provisioning" => r.read_opt(&mut self.provisioning)?,
+        let result = match name {
+            "location" => r.read(&mut self.location),
+            "host" => r.read_opt(&mut self.host),
+            "resourceSpec" => r.read_opt(&mut self.resource_spec),
+            "vmFolder" => r.read_opt(&mut self.vm_folder),
+            "networkMapping" => r.read_push(&mut self.network_mapping),
+            "property" => r.read_push(&mut self.property),
+            "resourceMapping" => r.read_push(&mut self.resource_mapping),
+            "provisioning" => r.read_opt(&mut self.provisioning),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("location", &self.location);
@@ -1097,12 +1097,12 @@ impl x::Fields for VAppCloneSpecNetworkMappingPair {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "source" => r.read(&mut self.source)?,
-            "destination" => r.read(&mut self.destination)?,
+        let result = match name {
+            "source" => r.read(&mut self.source),
+            "destination" => r.read(&mut self.destination),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("source", &self.source);
@@ -1135,14 +1135,14 @@ impl x::Fields for VAppCloneSpecResourceMap {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "source" => r.read(&mut self.source)?,
-            "parent" => r.read_opt(&mut self.parent)?,
-            "resourceSpec" => r.read_opt(&mut self.resource_spec)?,
-            "location" => r.read_opt(&mut self.location)?,
+        let result = match name {
+            "source" => r.read(&mut self.source),
+            "parent" => r.read_opt(&mut self.parent),
+            "resourceSpec" => r.read_opt(&mut self.resource_spec),
+            "location" => r.read_opt(&mut self.location),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("source", &self.source);
@@ -1173,12 +1173,12 @@ impl x::Fields for VAppConfigFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1223,24 +1223,22 @@ impl x::Fields for VAppConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "product" => r.read_push(&mut self.product)?,
-            "property" => r.read_push(&mut self.property)?,
-            "ipAssignment" => r.read(&mut self.ip_assignment)?,
-            "eula" => r.read_push(&mut self.eula)?,
-            "ovfSection" => r.read_push(&mut self.ovf_section)?,
-            "ovfEnvironmentTransport" => {
-                r.read_push(&mut self.ovf_environment_transport)?
-            }
-            "installBootRequired" => r.read(&mut self.install_boot_required)?,
-            "installBootStopDelay" => r.read(&mut self.install_boot_stop_delay)?,
-            "entityConfig" => r.read_push(&mut self.entity_config)?,
-            "annotation" => r.read(&mut self.annotation)?,
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid)?,
-            "managedBy" => r.read_opt(&mut self.managed_by)?,
+        let result = match name {
+            "product" => r.read_push(&mut self.product),
+            "property" => r.read_push(&mut self.property),
+            "ipAssignment" => r.read(&mut self.ip_assignment),
+            "eula" => r.read_push(&mut self.eula),
+            "ovfSection" => r.read_push(&mut self.ovf_section),
+            "ovfEnvironmentTransport" => r.read_push(&mut self.ovf_environment_transport),
+            "installBootRequired" => r.read(&mut self.install_boot_required),
+            "installBootStopDelay" => r.read(&mut self.install_boot_stop_delay),
+            "entityConfig" => r.read_push(&mut self.entity_config),
+            "annotation" => r.read(&mut self.annotation),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "managedBy" => r.read_opt(&mut self.managed_by),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("product", &self.product);
@@ -1295,24 +1293,22 @@ impl x::Fields for VAppConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "product" => r.read_push(&mut self.product)?,
-            "property" => r.read_push(&mut self.property)?,
-            "ipAssignment" => r.read_opt(&mut self.ip_assignment)?,
-            "eula" => r.read_push(&mut self.eula)?,
-            "ovfSection" => r.read_push(&mut self.ovf_section)?,
-            "ovfEnvironmentTransport" => {
-                r.read_push(&mut self.ovf_environment_transport)?
-            }
-            "installBootRequired" => r.read_opt(&mut self.install_boot_required)?,
-            "installBootStopDelay" => r.read_opt(&mut self.install_boot_stop_delay)?,
-            "entityConfig" => r.read_push(&mut self.entity_config)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid)?,
-            "managedBy" => r.read_opt(&mut self.managed_by)?,
+        let result = match name {
+            "product" => r.read_push(&mut self.product),
+            "property" => r.read_push(&mut self.property),
+            "ipAssignment" => r.read_opt(&mut self.ip_assignment),
+            "eula" => r.read_push(&mut self.eula),
+            "ovfSection" => r.read_push(&mut self.ovf_section),
+            "ovfEnvironmentTransport" => r.read_push(&mut self.ovf_environment_transport),
+            "installBootRequired" => r.read_opt(&mut self.install_boot_required),
+            "installBootStopDelay" => r.read_opt(&mut self.install_boot_stop_delay),
+            "entityConfig" => r.read_push(&mut self.entity_config),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "managedBy" => r.read_opt(&mut self.managed_by),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("product", &self.product);
@@ -1361,19 +1357,19 @@ impl x::Fields for VAppEntityConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "tag" => r.read_opt(&mut self.tag)?,
-            "startOrder" => r.read_opt(&mut self.start_order)?,
-            "startDelay" => r.read_opt(&mut self.start_delay)?,
-            "waitingForGuest" => r.read_opt(&mut self.waiting_for_guest)?,
-            "startAction" => r.read_opt(&mut self.start_action)?,
-            "stopDelay" => r.read_opt(&mut self.stop_delay)?,
-            "stopAction" => r.read_opt(&mut self.stop_action)?,
-            "destroyWithParent" => r.read_opt(&mut self.destroy_with_parent)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "tag" => r.read_opt(&mut self.tag),
+            "startOrder" => r.read_opt(&mut self.start_order),
+            "startDelay" => r.read_opt(&mut self.start_delay),
+            "waitingForGuest" => r.read_opt(&mut self.waiting_for_guest),
+            "startAction" => r.read_opt(&mut self.start_action),
+            "stopDelay" => r.read_opt(&mut self.stop_delay),
+            "stopAction" => r.read_opt(&mut self.stop_action),
+            "destroyWithParent" => r.read_opt(&mut self.destroy_with_parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -1413,16 +1409,16 @@ impl x::Fields for VAppIPAssignmentInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "supportedAllocationScheme" => {
-                r.read_push(&mut self.supported_allocation_scheme)?
+                r.read_push(&mut self.supported_allocation_scheme)
             }
-            "ipAllocationPolicy" => r.read_opt(&mut self.ip_allocation_policy)?,
-            "supportedIpProtocol" => r.read_push(&mut self.supported_ip_protocol)?,
-            "ipProtocol" => r.read_opt(&mut self.ip_protocol)?,
+            "ipAllocationPolicy" => r.read_opt(&mut self.ip_allocation_policy),
+            "supportedIpProtocol" => r.read_push(&mut self.supported_ip_protocol),
+            "ipProtocol" => r.read_opt(&mut self.ip_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("supportedAllocationScheme", &self.supported_allocation_scheme);
@@ -1449,12 +1445,12 @@ impl x::Fields for VAppNotRunning {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1479,12 +1475,12 @@ impl x::Fields for VAppOperationInProgress {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1515,15 +1511,15 @@ impl x::Fields for VAppOvfSectionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "namespace" => r.read_opt(&mut self.namespace)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "atEnvelopeLevel" => r.read_opt(&mut self.at_envelope_level)?,
-            "contents" => r.read_opt(&mut self.contents)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "namespace" => r.read_opt(&mut self.namespace),
+            "type" => r.read_opt(&mut self.type_),
+            "atEnvelopeLevel" => r.read_opt(&mut self.at_envelope_level),
+            "contents" => r.read_opt(&mut self.contents),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -1557,13 +1553,13 @@ impl x::Fields for VAppOvfSectionSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -1609,20 +1605,20 @@ impl x::Fields for VAppProductInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "classId" => r.read_opt(&mut self.class_id)?,
-            "instanceId" => r.read_opt(&mut self.instance_id)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "vendor" => r.read_opt(&mut self.vendor)?,
-            "version" => r.read_opt(&mut self.version)?,
-            "fullVersion" => r.read_opt(&mut self.full_version)?,
-            "vendorUrl" => r.read_opt(&mut self.vendor_url)?,
-            "productUrl" => r.read_opt(&mut self.product_url)?,
-            "appUrl" => r.read_opt(&mut self.app_url)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "classId" => r.read_opt(&mut self.class_id),
+            "instanceId" => r.read_opt(&mut self.instance_id),
+            "name" => r.read_opt(&mut self.name),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "version" => r.read_opt(&mut self.version),
+            "fullVersion" => r.read_opt(&mut self.full_version),
+            "vendorUrl" => r.read_opt(&mut self.vendor_url),
+            "productUrl" => r.read_opt(&mut self.product_url),
+            "appUrl" => r.read_opt(&mut self.app_url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1661,13 +1657,13 @@ impl x::Fields for VAppProductSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -1707,17 +1703,17 @@ impl x::Fields for VAppPropertyFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "id" => r.read(&mut self.id)?,
-            "category" => r.read(&mut self.category)?,
-            "label" => r.read(&mut self.label)?,
-            "type" => r.read(&mut self.type_)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "id" => r.read(&mut self.id),
+            "category" => r.read(&mut self.category),
+            "label" => r.read(&mut self.label),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1767,22 +1763,22 @@ impl x::Fields for VAppPropertyInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "classId" => r.read_opt(&mut self.class_id)?,
-            "instanceId" => r.read_opt(&mut self.instance_id)?,
-            "id" => r.read_opt(&mut self.id)?,
-            "category" => r.read_opt(&mut self.category)?,
-            "label" => r.read_opt(&mut self.label)?,
-            "type" => r.read_opt(&mut self.type_)?,
-            "typeReference" => r.read_opt(&mut self.type_reference)?,
-            "userConfigurable" => r.read_opt(&mut self.user_configurable)?,
-            "defaultValue" => r.read_opt(&mut self.default_value)?,
-            "value" => r.read_opt(&mut self.value)?,
-            "description" => r.read_opt(&mut self.description)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "classId" => r.read_opt(&mut self.class_id),
+            "instanceId" => r.read_opt(&mut self.instance_id),
+            "id" => r.read_opt(&mut self.id),
+            "category" => r.read_opt(&mut self.category),
+            "label" => r.read_opt(&mut self.label),
+            "type" => r.read_opt(&mut self.type_),
+            "typeReference" => r.read_opt(&mut self.type_reference),
+            "userConfigurable" => r.read_opt(&mut self.user_configurable),
+            "defaultValue" => r.read_opt(&mut self.default_value),
+            "value" => r.read_opt(&mut self.value),
+            "description" => r.read_opt(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1823,13 +1819,13 @@ impl x::Fields for VAppPropertySpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -1861,13 +1857,13 @@ impl x::Fields for VAppTaskInProgress {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "task" => r.read(&mut self.task)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "task" => r.read(&mut self.task),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1893,12 +1889,12 @@ impl x::Fields for VFlashCacheHotConfigNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1931,16 +1927,16 @@ impl x::Fields for VFlashModuleNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vmName" => r.read(&mut self.vm_name)?,
-            "moduleName" => r.read(&mut self.module_name)?,
-            "reason" => r.read(&mut self.reason)?,
-            "hostName" => r.read(&mut self.host_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vmName" => r.read(&mut self.vm_name),
+            "moduleName" => r.read(&mut self.module_name),
+            "reason" => r.read(&mut self.reason),
+            "hostName" => r.read(&mut self.host_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1977,16 +1973,16 @@ impl x::Fields for VFlashModuleVersionIncompatible {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "moduleName" => r.read(&mut self.module_name)?,
-            "vmRequestModuleVersion" => r.read(&mut self.vm_request_module_version)?,
-            "hostMinSupportedVerson" => r.read(&mut self.host_min_supported_verson)?,
-            "hostModuleVersion" => r.read(&mut self.host_module_version)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "moduleName" => r.read(&mut self.module_name),
+            "vmRequestModuleVersion" => r.read(&mut self.vm_request_module_version),
+            "hostMinSupportedVerson" => r.read(&mut self.host_min_supported_verson),
+            "hostModuleVersion" => r.read(&mut self.host_module_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);

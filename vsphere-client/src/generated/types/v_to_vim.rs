@@ -21,11 +21,11 @@ impl x::Fields for VStorageObject {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "config" => r.read(&mut self.config)?,
+        let result = match name {
+            "config" => r.read(&mut self.config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("config", &self.config);
@@ -51,13 +51,13 @@ impl x::Fields for VStorageObjectAssociations {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "vmDiskAssociations" => r.read_push(&mut self.vm_disk_associations)?,
-            "fault" => r.read_opt(&mut self.fault)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "vmDiskAssociations" => r.read_push(&mut self.vm_disk_associations),
+            "fault" => r.read_opt(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -87,12 +87,12 @@ impl x::Fields for VStorageObjectAssociationsVmDiskAssociations {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmId" => r.read(&mut self.vm_id)?,
-            "diskKey" => r.read(&mut self.disk_key)?,
+        let result = match name {
+            "vmId" => r.read(&mut self.vm_id),
+            "diskKey" => r.read(&mut self.disk_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmId", &self.vm_id);
@@ -145,26 +145,26 @@ impl x::Fields for VStorageObjectConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "name" => r.read(&mut self.name)?,
-            "createTime" => r.read(&mut self.create_time)?,
-            "keepAfterDeleteVm" => r.read_opt(&mut self.keep_after_delete_vm)?,
-            "relocationDisabled" => r.read_opt(&mut self.relocation_disabled)?,
-            "nativeSnapshotSupported" => r.read_opt(&mut self.native_snapshot_supported)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "name" => r.read(&mut self.name),
+            "createTime" => r.read(&mut self.create_time),
+            "keepAfterDeleteVm" => r.read_opt(&mut self.keep_after_delete_vm),
+            "relocationDisabled" => r.read_opt(&mut self.relocation_disabled),
+            "nativeSnapshotSupported" => r.read_opt(&mut self.native_snapshot_supported),
             "changedBlockTrackingEnabled" => {
-                r.read_opt(&mut self.changed_block_tracking_enabled)?
+                r.read_opt(&mut self.changed_block_tracking_enabled)
             }
-            "backing" => r.read(&mut self.backing)?,
-            "metadata" => r.read_push(&mut self.metadata)?,
-            "vclock" => r.read_opt(&mut self.vclock)?,
-            "iofilter" => r.read_push(&mut self.iofilter)?,
-            "capacityInMB" => r.read(&mut self.capacity_in_mb)?,
-            "consumptionType" => r.read_push(&mut self.consumption_type)?,
-            "consumerId" => r.read_push(&mut self.consumer_id)?,
+            "backing" => r.read(&mut self.backing),
+            "metadata" => r.read_push(&mut self.metadata),
+            "vclock" => r.read_opt(&mut self.vclock),
+            "iofilter" => r.read_push(&mut self.iofilter),
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "consumptionType" => r.read_push(&mut self.consumption_type),
+            "consumerId" => r.read_push(&mut self.consumer_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -201,12 +201,12 @@ impl x::Fields for VStorageObjectSnapshotDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "path" => r.read_opt(&mut self.path)?,
-            "changedBlockTrackingId" => r.read_opt(&mut self.changed_block_tracking_id)?,
+        let result = match name {
+            "path" => r.read_opt(&mut self.path),
+            "changedBlockTrackingId" => r.read_opt(&mut self.changed_block_tracking_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("path", &self.path);
@@ -229,11 +229,11 @@ impl x::Fields for VStorageObjectSnapshotInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "snapshots" => r.read_push(&mut self.snapshots)?,
+        let result = match name {
+            "snapshots" => r.read_push(&mut self.snapshots),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("snapshots", &self.snapshots);
@@ -261,14 +261,14 @@ impl x::Fields for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read_opt(&mut self.id)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "createTime" => r.read(&mut self.create_time)?,
-            "description" => r.read(&mut self.description)?,
+        let result = match name {
+            "id" => r.read_opt(&mut self.id),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "createTime" => r.read(&mut self.create_time),
+            "description" => r.read(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("id", &self.id);
@@ -297,11 +297,11 @@ impl x::Fields for VStorageObjectStateInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "tentative" => r.read_opt(&mut self.tentative)?,
+        let result = match name {
+            "tentative" => r.read_opt(&mut self.tentative),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("tentative", &self.tentative);
@@ -325,12 +325,12 @@ impl x::Fields for VVolHostPE {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "protocolEndpoint" => r.read_push(&mut self.protocol_endpoint)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "protocolEndpoint" => r.read_push(&mut self.protocol_endpoint),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -359,12 +359,12 @@ impl x::Fields for VVolVmConfigFileUpdateResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "succeededVmConfigFile" => r.read_push(&mut self.succeeded_vm_config_file)?,
-            "failedVmConfigFile" => r.read_push(&mut self.failed_vm_config_file)?,
+        let result = match name {
+            "succeededVmConfigFile" => r.read_push(&mut self.succeeded_vm_config_file),
+            "failedVmConfigFile" => r.read_push(&mut self.failed_vm_config_file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("succeededVmConfigFile", &self.succeeded_vm_config_file);
@@ -391,13 +391,13 @@ impl x::Fields for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "targetConfigVVolId" => r.read(&mut self.target_config_v_vol_id)?,
-            "dsPath" => r.read_opt(&mut self.ds_path)?,
-            "fault" => r.read(&mut self.fault)?,
+        let result = match name {
+            "targetConfigVVolId" => r.read(&mut self.target_config_v_vol_id),
+            "dsPath" => r.read_opt(&mut self.ds_path),
+            "fault" => r.read(&mut self.fault),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("targetConfigVVolId", &self.target_config_v_vol_id);
@@ -429,13 +429,13 @@ impl x::Fields for VasaProviderContainerSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info)?,
-            "scId" => r.read(&mut self.sc_id)?,
-            "deleted" => r.read(&mut self.deleted)?,
+        let result = match name {
+            "vasaProviderInfo" => r.read_push(&mut self.vasa_provider_info),
+            "scId" => r.read(&mut self.sc_id),
+            "deleted" => r.read(&mut self.deleted),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
@@ -485,24 +485,24 @@ impl x::Fields for VcAgentUninstallFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -561,23 +561,23 @@ impl x::Fields for VcAgentUninstalledEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -637,24 +637,24 @@ impl x::Fields for VcAgentUpgradeFailedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -713,23 +713,23 @@ impl x::Fields for VcAgentUpgradedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -769,14 +769,14 @@ impl x::Fields for VchaClusterConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "failoverNodeInfo1" => r.read_opt(&mut self.failover_node_info1)?,
-            "failoverNodeInfo2" => r.read_opt(&mut self.failover_node_info2)?,
-            "witnessNodeInfo" => r.read_opt(&mut self.witness_node_info)?,
-            "state" => r.read(&mut self.state)?,
+        let result = match name {
+            "failoverNodeInfo1" => r.read_opt(&mut self.failover_node_info1),
+            "failoverNodeInfo2" => r.read_opt(&mut self.failover_node_info2),
+            "witnessNodeInfo" => r.read_opt(&mut self.witness_node_info),
+            "state" => r.read(&mut self.state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("failoverNodeInfo1", &self.failover_node_info1);
@@ -803,12 +803,12 @@ impl x::Fields for VchaClusterConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "passiveIp" => r.read(&mut self.passive_ip)?,
-            "witnessIp" => r.read(&mut self.witness_ip)?,
+        let result = match name {
+            "passiveIp" => r.read(&mut self.passive_ip),
+            "witnessIp" => r.read(&mut self.witness_ip),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("passiveIp", &self.passive_ip);
@@ -837,14 +837,14 @@ impl x::Fields for VchaClusterDeploymentSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "passiveDeploymentSpec" => r.read(&mut self.passive_deployment_spec)?,
-            "witnessDeploymentSpec" => r.read(&mut self.witness_deployment_spec)?,
-            "activeVcSpec" => r.read(&mut self.active_vc_spec)?,
-            "activeVcNetworkConfig" => r.read_opt(&mut self.active_vc_network_config)?,
+        let result = match name {
+            "passiveDeploymentSpec" => r.read(&mut self.passive_deployment_spec),
+            "witnessDeploymentSpec" => r.read(&mut self.witness_deployment_spec),
+            "activeVcSpec" => r.read(&mut self.active_vc_spec),
+            "activeVcNetworkConfig" => r.read_opt(&mut self.active_vc_network_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("passiveDeploymentSpec", &self.passive_deployment_spec);
@@ -873,13 +873,13 @@ impl x::Fields for VchaClusterHealth {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "runtimeInfo" => r.read(&mut self.runtime_info)?,
-            "healthMessages" => r.read_push(&mut self.health_messages)?,
-            "additionalInformation" => r.read_push(&mut self.additional_information)?,
+        let result = match name {
+            "runtimeInfo" => r.read(&mut self.runtime_info),
+            "healthMessages" => r.read_push(&mut self.health_messages),
+            "additionalInformation" => r.read_push(&mut self.additional_information),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("runtimeInfo", &self.runtime_info);
@@ -905,12 +905,12 @@ impl x::Fields for VchaClusterNetworkSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "witnessNetworkSpec" => r.read(&mut self.witness_network_spec)?,
-            "passiveNetworkSpec" => r.read(&mut self.passive_network_spec)?,
+        let result = match name {
+            "witnessNetworkSpec" => r.read(&mut self.witness_network_spec),
+            "passiveNetworkSpec" => r.read(&mut self.passive_network_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("witnessNetworkSpec", &self.witness_network_spec);
@@ -937,13 +937,13 @@ impl x::Fields for VchaClusterRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "clusterState" => r.read(&mut self.cluster_state)?,
-            "nodeInfo" => r.read_push(&mut self.node_info)?,
-            "clusterMode" => r.read(&mut self.cluster_mode)?,
+        let result = match name {
+            "clusterState" => r.read(&mut self.cluster_state),
+            "nodeInfo" => r.read_push(&mut self.node_info),
+            "clusterMode" => r.read(&mut self.cluster_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("clusterState", &self.cluster_state);
@@ -971,13 +971,13 @@ impl x::Fields for VchaNodeRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nodeState" => r.read(&mut self.node_state)?,
-            "nodeRole" => r.read(&mut self.node_role)?,
-            "nodeIp" => r.read(&mut self.node_ip)?,
+        let result = match name {
+            "nodeState" => r.read(&mut self.node_state),
+            "nodeRole" => r.read(&mut self.node_role),
+            "nodeIp" => r.read(&mut self.node_ip),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nodeState", &self.node_state);
@@ -1029,23 +1029,23 @@ impl x::Fields for VimAccountPasswordChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1081,12 +1081,12 @@ impl x::Fields for VimFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1115,14 +1115,14 @@ impl x::Fields for VimVasaProvider {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uid" => r.read_opt(&mut self.uid)?,
-            "url" => r.read(&mut self.url)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "selfSignedCertificate" => r.read_opt(&mut self.self_signed_certificate)?,
+        let result = match name {
+            "uid" => r.read_opt(&mut self.uid),
+            "url" => r.read(&mut self.url),
+            "name" => r.read_opt(&mut self.name),
+            "selfSignedCertificate" => r.read_opt(&mut self.self_signed_certificate),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("uid", &self.uid);
@@ -1149,12 +1149,12 @@ impl x::Fields for VimVasaProviderInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "provider" => r.read(&mut self.provider)?,
-            "arrayState" => r.read_push(&mut self.array_state)?,
+        let result = match name {
+            "provider" => r.read(&mut self.provider),
+            "arrayState" => r.read_push(&mut self.array_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("provider", &self.provider);
@@ -1185,13 +1185,13 @@ impl x::Fields for VimVasaProviderStatePerArray {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "priority" => r.read(&mut self.priority)?,
-            "arrayId" => r.read(&mut self.array_id)?,
-            "active" => r.read(&mut self.active)?,
+        let result = match name {
+            "priority" => r.read(&mut self.priority),
+            "arrayId" => r.read(&mut self.array_id),
+            "active" => r.read(&mut self.active),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("priority", &self.priority);

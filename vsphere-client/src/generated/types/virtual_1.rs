@@ -37,19 +37,19 @@ impl x::Fields for VirtualAHCIController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -107,27 +107,27 @@ impl x::Fields for VirtualAHCIControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numSATADisks" => r.read(&mut self.num_sata_disks)?,
-            "numSATACdroms" => r.read(&mut self.num_sata_cdroms)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSATADisks" => r.read(&mut self.num_sata_disks),
+            "numSATACdroms" => r.read(&mut self.num_sata_cdroms),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -173,16 +173,16 @@ impl x::Fields for VirtualAppImportSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entityConfig" => r.read_opt(&mut self.entity_config)?,
-            "instantiationOst" => r.read_opt(&mut self.instantiation_ost)?,
-            "name" => r.read(&mut self.name)?,
-            "vAppConfigSpec" => r.read(&mut self.v_app_config_spec)?,
-            "resourcePoolSpec" => r.read(&mut self.resource_pool_spec)?,
-            "child" => r.read_push(&mut self.child)?,
+        let result = match name {
+            "entityConfig" => r.read_opt(&mut self.entity_config),
+            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
+            "name" => r.read(&mut self.name),
+            "vAppConfigSpec" => r.read(&mut self.v_app_config_spec),
+            "resourcePoolSpec" => r.read(&mut self.resource_pool_spec),
+            "child" => r.read_push(&mut self.child),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entityConfig", &self.entity_config);
@@ -211,12 +211,12 @@ impl x::Fields for VirtualAppLinkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "destroyWithParent" => r.read_opt(&mut self.destroy_with_parent)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "destroyWithParent" => r.read_opt(&mut self.destroy_with_parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -261,20 +261,20 @@ impl x::Fields for VirtualAppSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "config" => r.read(&mut self.config)?,
-            "runtime" => r.read(&mut self.runtime)?,
-            "quickStats" => r.read_opt(&mut self.quick_stats)?,
-            "configuredMemoryMB" => r.read_opt(&mut self.configured_memory_mb)?,
-            "product" => r.read_opt(&mut self.product)?,
-            "vAppState" => r.read_opt(&mut self.v_app_state)?,
-            "suspended" => r.read_opt(&mut self.suspended)?,
-            "installBootRequired" => r.read_opt(&mut self.install_boot_required)?,
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "config" => r.read(&mut self.config),
+            "runtime" => r.read(&mut self.runtime),
+            "quickStats" => r.read_opt(&mut self.quick_stats),
+            "configuredMemoryMB" => r.read_opt(&mut self.configured_memory_mb),
+            "product" => r.read_opt(&mut self.product),
+            "vAppState" => r.read_opt(&mut self.v_app_state),
+            "suspended" => r.read_opt(&mut self.suspended),
+            "installBootRequired" => r.read_opt(&mut self.install_boot_required),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -327,22 +327,22 @@ impl x::Fields for VirtualBusLogicController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove)?,
-            "sharedBus" => r.read(&mut self.shared_bus)?,
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
+            "sharedBus" => r.read(&mut self.shared_bus),
+            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -413,32 +413,32 @@ impl x::Fields for VirtualBusLogicControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks)?,
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms)?,
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough)?,
-            "sharing" => r.read_push(&mut self.sharing)?,
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index)?,
-            "hotAddRemove" => r.read(&mut self.hot_add_remove)?,
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -491,17 +491,17 @@ impl x::Fields for VirtualCdrom {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -531,12 +531,12 @@ impl x::Fields for VirtualCdromAtapiBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -561,12 +561,12 @@ impl x::Fields for VirtualCdromAtapiBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -593,13 +593,13 @@ impl x::Fields for VirtualCdromIsoBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -625,12 +625,12 @@ impl x::Fields for VirtualCdromIsoBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -673,23 +673,23 @@ impl x::Fields for VirtualCdromOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -725,13 +725,13 @@ impl x::Fields for VirtualCdromPassthroughBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "exclusive" => r.read(&mut self.exclusive)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "exclusive" => r.read(&mut self.exclusive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -759,13 +759,13 @@ impl x::Fields for VirtualCdromPassthroughBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
-            "exclusive" => r.read(&mut self.exclusive)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            "exclusive" => r.read(&mut self.exclusive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -791,12 +791,12 @@ impl x::Fields for VirtualCdromRemoteAtapiBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -821,12 +821,12 @@ impl x::Fields for VirtualCdromRemoteAtapiBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -853,13 +853,13 @@ impl x::Fields for VirtualCdromRemotePassthroughBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "exclusive" => r.read(&mut self.exclusive)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "exclusive" => r.read(&mut self.exclusive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -887,13 +887,13 @@ impl x::Fields for VirtualCdromRemotePassthroughBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
-            "exclusive" => r.read(&mut self.exclusive)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            "exclusive" => r.read(&mut self.exclusive),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -933,19 +933,19 @@ impl x::Fields for VirtualController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -999,25 +999,25 @@ impl x::Fields for VirtualControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1065,17 +1065,17 @@ impl x::Fields for VirtualDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1124,11 +1124,11 @@ impl x::Fields for VirtualDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1169,11 +1169,11 @@ impl x::Fields for VirtualDeviceBusSlotOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1207,16 +1207,16 @@ impl x::Fields for VirtualDeviceConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read_opt(&mut self.operation)?,
-            "fileOperation" => r.read_opt(&mut self.file_operation)?,
-            "device" => r.read(&mut self.device)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "filterSpec" => r.read_push(&mut self.filter_spec)?,
+        let result = match name {
+            "operation" => r.read_opt(&mut self.operation),
+            "fileOperation" => r.read_opt(&mut self.file_operation),
+            "device" => r.read(&mut self.device),
+            "profile" => r.read_push(&mut self.profile),
+            "backing" => r.read_opt(&mut self.backing),
+            "filterSpec" => r.read_push(&mut self.filter_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("operation", &self.operation);
@@ -1245,12 +1245,12 @@ impl x::Fields for VirtualDeviceConfigSpecBackingSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "parent" => r.read_opt_box(&mut self.parent)?,
-            "crypto" => r.read_opt(&mut self.crypto)?,
+        let result = match name {
+            "parent" => r.read_opt_box(&mut self.parent),
+            "crypto" => r.read_opt(&mut self.crypto),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt_box("parent", &self.parent);
@@ -1281,15 +1281,15 @@ impl x::Fields for VirtualDeviceConnectInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "migrateConnect" => r.read_opt(&mut self.migrate_connect)?,
-            "startConnected" => r.read(&mut self.start_connected)?,
-            "allowGuestControl" => r.read(&mut self.allow_guest_control)?,
-            "connected" => r.read(&mut self.connected)?,
-            "status" => r.read_opt(&mut self.status)?,
+        let result = match name {
+            "migrateConnect" => r.read_opt(&mut self.migrate_connect),
+            "startConnected" => r.read(&mut self.start_connected),
+            "allowGuestControl" => r.read(&mut self.allow_guest_control),
+            "connected" => r.read(&mut self.connected),
+            "status" => r.read_opt(&mut self.status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("migrateConnect", &self.migrate_connect);
@@ -1317,12 +1317,12 @@ impl x::Fields for VirtualDeviceConnectOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "startConnected" => r.read(&mut self.start_connected)?,
-            "allowGuestControl" => r.read(&mut self.allow_guest_control)?,
+        let result = match name {
+            "startConnected" => r.read(&mut self.start_connected),
+            "allowGuestControl" => r.read(&mut self.allow_guest_control),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("startConnected", &self.start_connected);
@@ -1347,12 +1347,12 @@ impl x::Fields for VirtualDeviceDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1377,12 +1377,12 @@ impl x::Fields for VirtualDeviceDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1409,13 +1409,13 @@ impl x::Fields for VirtualDeviceFileBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -1441,12 +1441,12 @@ impl x::Fields for VirtualDeviceFileBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1491,23 +1491,23 @@ impl x::Fields for VirtualDeviceOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1539,11 +1539,11 @@ impl x::Fields for VirtualDevicePciBusSlotInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pciSlotNumber" => r.read(&mut self.pci_slot_number)?,
+        let result = match name {
+            "pciSlotNumber" => r.read(&mut self.pci_slot_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pciSlotNumber", &self.pci_slot_number);
@@ -1565,11 +1565,11 @@ impl x::Fields for VirtualDevicePipeBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pipeName" => r.read(&mut self.pipe_name)?,
+        let result = match name {
+            "pipeName" => r.read(&mut self.pipe_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pipeName", &self.pipe_name);
@@ -1591,11 +1591,11 @@ impl x::Fields for VirtualDevicePipeBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1619,12 +1619,12 @@ impl x::Fields for VirtualDeviceRemoteDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1649,12 +1649,12 @@ impl x::Fields for VirtualDeviceRemoteDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1681,13 +1681,13 @@ impl x::Fields for VirtualDeviceURIBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "serviceURI" => r.read(&mut self.service_uri)?,
-            "direction" => r.read(&mut self.direction)?,
-            "proxyURI" => r.read_opt(&mut self.proxy_uri)?,
+        let result = match name {
+            "serviceURI" => r.read(&mut self.service_uri),
+            "direction" => r.read(&mut self.direction),
+            "proxyURI" => r.read_opt(&mut self.proxy_uri),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serviceURI", &self.service_uri);
@@ -1713,12 +1713,12 @@ impl x::Fields for VirtualDeviceURIBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "directions" => r.read(&mut self.directions)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "directions" => r.read(&mut self.directions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1773,29 +1773,29 @@ impl x::Fields for VirtualDisk {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "capacityInKB" => r.read(&mut self.capacity_in_kb)?,
-            "capacityInBytes" => r.read_opt(&mut self.capacity_in_bytes)?,
-            "shares" => r.read_opt(&mut self.shares)?,
-            "storageIOAllocation" => r.read_opt(&mut self.storage_io_allocation)?,
-            "diskObjectId" => r.read_opt(&mut self.disk_object_id)?,
-            "vFlashCacheConfigInfo" => r.read_opt(&mut self.v_flash_cache_config_info)?,
-            "iofilter" => r.read_push(&mut self.iofilter)?,
-            "vDiskId" => r.read_opt(&mut self.v_disk_id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "capacityInKB" => r.read(&mut self.capacity_in_kb),
+            "capacityInBytes" => r.read_opt(&mut self.capacity_in_bytes),
+            "shares" => r.read_opt(&mut self.shares),
+            "storageIOAllocation" => r.read_opt(&mut self.storage_io_allocation),
+            "diskObjectId" => r.read_opt(&mut self.disk_object_id),
+            "vFlashCacheConfigInfo" => r.read_opt(&mut self.v_flash_cache_config_info),
+            "iofilter" => r.read_push(&mut self.iofilter),
+            "vDiskId" => r.read_opt(&mut self.v_disk_id),
             "nativeUnmanagedLinkedClone" => {
-                r.read_opt(&mut self.native_unmanaged_linked_clone)?
+                r.read_opt(&mut self.native_unmanaged_linked_clone)
             }
-            "independentFilters" => r.read_push(&mut self.independent_filters)?,
+            "independentFilters" => r.read_push(&mut self.independent_filters),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1853,19 +1853,19 @@ impl x::Fields for VirtualDiskAntiAffinityRuleSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "mandatory" => r.read_opt(&mut self.mandatory)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "inCompliance" => r.read_opt(&mut self.in_compliance)?,
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid)?,
-            "diskId" => r.read_push(&mut self.disk_id)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "diskId" => r.read_push(&mut self.disk_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -1903,15 +1903,15 @@ impl x::Fields for VirtualDiskBlocksNotFullyProvisioned {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "backing" => r.read(&mut self.backing)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
+            "backing" => r.read(&mut self.backing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1951,18 +1951,18 @@ impl x::Fields for VirtualDiskConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read_opt(&mut self.operation)?,
-            "fileOperation" => r.read_opt(&mut self.file_operation)?,
-            "device" => r.read(&mut self.device)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "filterSpec" => r.read_push(&mut self.filter_spec)?,
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type)?,
-            "migrateCache" => r.read_opt(&mut self.migrate_cache)?,
+        let result = match name {
+            "operation" => r.read_opt(&mut self.operation),
+            "fileOperation" => r.read_opt(&mut self.file_operation),
+            "device" => r.read(&mut self.device),
+            "profile" => r.read_push(&mut self.profile),
+            "backing" => r.read_opt(&mut self.backing),
+            "filterSpec" => r.read_push(&mut self.filter_spec),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "migrateCache" => r.read_opt(&mut self.migrate_cache),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("operation", &self.operation);
@@ -1993,12 +1993,12 @@ impl x::Fields for VirtualDiskDeltaDiskFormatsSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "datastoreType" => r.read(&mut self.datastore_type)?,
-            "deltaDiskFormat" => r.read(&mut self.delta_disk_format)?,
+        let result = match name {
+            "datastoreType" => r.read(&mut self.datastore_type),
+            "deltaDiskFormat" => r.read(&mut self.delta_disk_format),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastoreType", &self.datastore_type);
@@ -2039,18 +2039,18 @@ impl x::Fields for VirtualDiskFlatVer1BackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "split" => r.read_opt(&mut self.split)?,
-            "writeThrough" => r.read_opt(&mut self.write_through)?,
-            "contentId" => r.read_opt(&mut self.content_id)?,
-            "parent" => r.read_opt_box(&mut self.parent)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read_opt(&mut self.split),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "parent" => r.read_opt_box(&mut self.parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -2089,16 +2089,16 @@ impl x::Fields for VirtualDiskFlatVer1BackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "split" => r.read(&mut self.split)?,
-            "writeThrough" => r.read(&mut self.write_through)?,
-            "growable" => r.read(&mut self.growable)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2159,28 +2159,28 @@ impl x::Fields for VirtualDiskFlatVer2BackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "split" => r.read_opt(&mut self.split)?,
-            "writeThrough" => r.read_opt(&mut self.write_through)?,
-            "thinProvisioned" => r.read_opt(&mut self.thin_provisioned)?,
-            "eagerlyScrub" => r.read_opt(&mut self.eagerly_scrub)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "contentId" => r.read_opt(&mut self.content_id)?,
-            "changeId" => r.read_opt(&mut self.change_id)?,
-            "parent" => r.read_opt_box(&mut self.parent)?,
-            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format)?,
-            "digestEnabled" => r.read_opt(&mut self.digest_enabled)?,
-            "deltaGrainSize" => r.read_opt(&mut self.delta_grain_size)?,
-            "deltaDiskFormatVariant" => r.read_opt(&mut self.delta_disk_format_variant)?,
-            "sharing" => r.read_opt(&mut self.sharing)?,
-            "keyId" => r.read_opt(&mut self.key_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read_opt(&mut self.split),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "thinProvisioned" => r.read_opt(&mut self.thin_provisioned),
+            "eagerlyScrub" => r.read_opt(&mut self.eagerly_scrub),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
+            "digestEnabled" => r.read_opt(&mut self.digest_enabled),
+            "deltaGrainSize" => r.read_opt(&mut self.delta_grain_size),
+            "deltaDiskFormatVariant" => r.read_opt(&mut self.delta_disk_format_variant),
+            "sharing" => r.read_opt(&mut self.sharing),
+            "keyId" => r.read_opt(&mut self.key_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -2241,24 +2241,24 @@ impl x::Fields for VirtualDiskFlatVer2BackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "split" => r.read(&mut self.split)?,
-            "writeThrough" => r.read(&mut self.write_through)?,
-            "growable" => r.read(&mut self.growable)?,
-            "hotGrowable" => r.read(&mut self.hot_growable)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "thinProvisioned" => r.read_opt(&mut self.thin_provisioned)?,
-            "eagerlyScrub" => r.read_opt(&mut self.eagerly_scrub)?,
-            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "uuid" => r.read(&mut self.uuid),
+            "thinProvisioned" => r.read_opt(&mut self.thin_provisioned),
+            "eagerlyScrub" => r.read_opt(&mut self.eagerly_scrub),
+            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
             "deltaDiskFormatsSupported" => {
-                r.read_push(&mut self.delta_disk_formats_supported)?
+                r.read_push(&mut self.delta_disk_formats_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2293,12 +2293,12 @@ impl x::Fields for VirtualDiskId {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read(&mut self.vm)?,
-            "diskId" => r.read(&mut self.disk_id)?,
+        let result = match name {
+            "vm" => r.read(&mut self.vm),
+            "diskId" => r.read(&mut self.disk_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
@@ -2337,17 +2337,17 @@ impl x::Fields for VirtualDiskLocalPMemBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "volumeUUID" => r.read_opt(&mut self.volume_uuid)?,
-            "contentId" => r.read_opt(&mut self.content_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "volumeUUID" => r.read_opt(&mut self.volume_uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -2385,16 +2385,16 @@ impl x::Fields for VirtualDiskLocalPMemBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "growable" => r.read(&mut self.growable)?,
-            "hotGrowable" => r.read(&mut self.hot_growable)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2429,15 +2429,15 @@ impl x::Fields for VirtualDiskModeNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "mode" => r.read(&mut self.mode)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
+            "mode" => r.read(&mut self.mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2489,28 +2489,28 @@ impl x::Fields for VirtualDiskOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "capacityInKB" => r.read(&mut self.capacity_in_kb)?,
-            "ioAllocationOption" => r.read_opt(&mut self.io_allocation_option)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "capacityInKB" => r.read(&mut self.capacity_in_kb),
+            "ioAllocationOption" => r.read_opt(&mut self.io_allocation_option),
             "vFlashCacheConfigOption" => {
-                r.read_opt(&mut self.v_flash_cache_config_option)?
+                r.read_opt(&mut self.v_flash_cache_config_option)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2551,14 +2551,14 @@ impl x::Fields for VirtualDiskOptionVFlashCacheConfigOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type)?,
-            "cacheMode" => r.read(&mut self.cache_mode)?,
-            "reservationInMB" => r.read(&mut self.reservation_in_mb)?,
-            "blockSizeInKB" => r.read(&mut self.block_size_in_kb)?,
+        let result = match name {
+            "cacheConsistencyType" => r.read(&mut self.cache_consistency_type),
+            "cacheMode" => r.read(&mut self.cache_mode),
+            "reservationInMB" => r.read(&mut self.reservation_in_mb),
+            "blockSizeInKB" => r.read(&mut self.block_size_in_kb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cacheConsistencyType", &self.cache_consistency_type);
@@ -2595,17 +2595,17 @@ impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "descriptorFileName" => r.read(&mut self.descriptor_file_name)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "changeId" => r.read_opt(&mut self.change_id)?,
-            "sharing" => r.read_opt(&mut self.sharing)?,
-            "partition" => r.read_push(&mut self.partition)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "descriptorFileName" => r.read(&mut self.descriptor_file_name),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "sharing" => r.read_opt(&mut self.sharing),
+            "partition" => r.read_push(&mut self.partition),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -2639,16 +2639,16 @@ impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             "descriptorFileNameExtensions" => {
-                r.read(&mut self.descriptor_file_name_extensions)?
+                r.read(&mut self.descriptor_file_name_extensions)
             }
-            "uuid" => r.read(&mut self.uuid)?,
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2699,24 +2699,24 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "lunUuid" => r.read_opt(&mut self.lun_uuid)?,
-            "deviceName" => r.read_opt(&mut self.device_name)?,
-            "compatibilityMode" => r.read_opt(&mut self.compatibility_mode)?,
-            "diskMode" => r.read_opt(&mut self.disk_mode)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "contentId" => r.read_opt(&mut self.content_id)?,
-            "changeId" => r.read_opt(&mut self.change_id)?,
-            "parent" => r.read_opt_box(&mut self.parent)?,
-            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format)?,
-            "deltaGrainSize" => r.read_opt(&mut self.delta_grain_size)?,
-            "sharing" => r.read_opt(&mut self.sharing)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "lunUuid" => r.read_opt(&mut self.lun_uuid),
+            "deviceName" => r.read_opt(&mut self.device_name),
+            "compatibilityMode" => r.read_opt(&mut self.compatibility_mode),
+            "diskMode" => r.read_opt(&mut self.disk_mode),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
+            "deltaGrainSize" => r.read_opt(&mut self.delta_grain_size),
+            "sharing" => r.read_opt(&mut self.sharing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -2761,18 +2761,18 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             "descriptorFileNameExtensions" => {
-                r.read_opt(&mut self.descriptor_file_name_extensions)?
+                r.read_opt(&mut self.descriptor_file_name_extensions)
             }
-            "compatibilityMode" => r.read(&mut self.compatibility_mode)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "uuid" => r.read(&mut self.uuid)?,
+            "compatibilityMode" => r.read(&mut self.compatibility_mode),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2812,16 +2812,16 @@ impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "descriptorFileName" => r.read(&mut self.descriptor_file_name)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "changeId" => r.read_opt(&mut self.change_id)?,
-            "sharing" => r.read_opt(&mut self.sharing)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "descriptorFileName" => r.read(&mut self.descriptor_file_name),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "sharing" => r.read_opt(&mut self.sharing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -2854,16 +2854,16 @@ impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             "descriptorFileNameExtensions" => {
-                r.read(&mut self.descriptor_file_name_extensions)?
+                r.read(&mut self.descriptor_file_name_extensions)
             }
-            "uuid" => r.read(&mut self.uuid)?,
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2906,20 +2906,20 @@ impl x::Fields for VirtualDiskRuleSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "status" => r.read_opt(&mut self.status)?,
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "mandatory" => r.read_opt(&mut self.mandatory)?,
-            "userCreated" => r.read_opt(&mut self.user_created)?,
-            "inCompliance" => r.read_opt(&mut self.in_compliance)?,
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid)?,
-            "diskRuleType" => r.read(&mut self.disk_rule_type)?,
-            "diskId" => r.read_push(&mut self.disk_id)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "diskRuleType" => r.read(&mut self.disk_rule_type),
+            "diskId" => r.read_push(&mut self.disk_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);

@@ -45,23 +45,23 @@ impl x::Fields for VirtualDiskSeSparseBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "writeThrough" => r.read_opt(&mut self.write_through)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "contentId" => r.read_opt(&mut self.content_id)?,
-            "changeId" => r.read_opt(&mut self.change_id)?,
-            "parent" => r.read_opt_box(&mut self.parent)?,
-            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format)?,
-            "digestEnabled" => r.read_opt(&mut self.digest_enabled)?,
-            "grainSize" => r.read_opt(&mut self.grain_size)?,
-            "keyId" => r.read_opt(&mut self.key_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "deltaDiskFormat" => r.read_opt(&mut self.delta_disk_format),
+            "digestEnabled" => r.read_opt(&mut self.digest_enabled),
+            "grainSize" => r.read_opt(&mut self.grain_size),
+            "keyId" => r.read_opt(&mut self.key_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -109,20 +109,20 @@ impl x::Fields for VirtualDiskSeSparseBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "writeThrough" => r.read(&mut self.write_through)?,
-            "growable" => r.read(&mut self.growable)?,
-            "hotGrowable" => r.read(&mut self.hot_growable)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "uuid" => r.read(&mut self.uuid),
             "deltaDiskFormatsSupported" => {
-                r.read_push(&mut self.delta_disk_formats_supported)?
+                r.read_push(&mut self.delta_disk_formats_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -167,19 +167,19 @@ impl x::Fields for VirtualDiskSparseVer1BackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "split" => r.read_opt(&mut self.split)?,
-            "writeThrough" => r.read_opt(&mut self.write_through)?,
-            "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb)?,
-            "contentId" => r.read_opt(&mut self.content_id)?,
-            "parent" => r.read_opt_box(&mut self.parent)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read_opt(&mut self.split),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "parent" => r.read_opt_box(&mut self.parent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -219,16 +219,16 @@ impl x::Fields for VirtualDiskSparseVer1BackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
-            "diskModes" => r.read(&mut self.disk_modes)?,
-            "split" => r.read(&mut self.split)?,
-            "writeThrough" => r.read(&mut self.write_through)?,
-            "growable" => r.read(&mut self.growable)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskModes" => r.read(&mut self.disk_modes),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -277,22 +277,22 @@ impl x::Fields for VirtualDiskSparseVer2BackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "split" => r.read_opt(&mut self.split)?,
-            "writeThrough" => r.read_opt(&mut self.write_through)?,
-            "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "contentId" => r.read_opt(&mut self.content_id)?,
-            "changeId" => r.read_opt(&mut self.change_id)?,
-            "parent" => r.read_opt_box(&mut self.parent)?,
-            "keyId" => r.read_opt(&mut self.key_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read_opt(&mut self.split),
+            "writeThrough" => r.read_opt(&mut self.write_through),
+            "spaceUsedInKB" => r.read_opt(&mut self.space_used_in_kb),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "contentId" => r.read_opt(&mut self.content_id),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "keyId" => r.read_opt(&mut self.key_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -339,18 +339,18 @@ impl x::Fields for VirtualDiskSparseVer2BackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
-            "diskMode" => r.read(&mut self.disk_mode)?,
-            "split" => r.read(&mut self.split)?,
-            "writeThrough" => r.read(&mut self.write_through)?,
-            "growable" => r.read(&mut self.growable)?,
-            "hotGrowable" => r.read(&mut self.hot_growable)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            "diskMode" => r.read(&mut self.disk_mode),
+            "split" => r.read(&mut self.split),
+            "writeThrough" => r.read(&mut self.write_through),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -383,12 +383,12 @@ impl x::Fields for VirtualDiskSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskType" => r.read(&mut self.disk_type)?,
-            "adapterType" => r.read(&mut self.adapter_type)?,
+        let result = match name {
+            "diskType" => r.read(&mut self.disk_type),
+            "adapterType" => r.read(&mut self.adapter_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskType", &self.disk_type);
@@ -419,15 +419,15 @@ impl x::Fields for VirtualDiskVFlashCacheConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vFlashModule" => r.read_opt(&mut self.v_flash_module)?,
-            "reservationInMB" => r.read_opt(&mut self.reservation_in_mb)?,
-            "cacheConsistencyType" => r.read_opt(&mut self.cache_consistency_type)?,
-            "cacheMode" => r.read_opt(&mut self.cache_mode)?,
-            "blockSizeInKB" => r.read_opt(&mut self.block_size_in_kb)?,
+        let result = match name {
+            "vFlashModule" => r.read_opt(&mut self.v_flash_module),
+            "reservationInMB" => r.read_opt(&mut self.reservation_in_mb),
+            "cacheConsistencyType" => r.read_opt(&mut self.cache_consistency_type),
+            "cacheMode" => r.read_opt(&mut self.cache_mode),
+            "blockSizeInKB" => r.read_opt(&mut self.block_size_in_kb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vFlashModule", &self.v_flash_module);
@@ -477,23 +477,23 @@ impl x::Fields for VirtualE1000 {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -557,30 +557,30 @@ impl x::Fields for VirtualE1000Option {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -641,23 +641,23 @@ impl x::Fields for VirtualE1000e {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -721,30 +721,30 @@ impl x::Fields for VirtualE1000eOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -793,17 +793,17 @@ impl x::Fields for VirtualEnsoniq1371 {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -851,23 +851,23 @@ impl x::Fields for VirtualEnsoniq1371Option {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -923,23 +923,23 @@ impl x::Fields for VirtualEthernetCard {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -973,11 +973,11 @@ impl x::Fields for VirtualEthernetCardDVPortBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -999,11 +999,11 @@ impl x::Fields for VirtualEthernetCardDistributedVirtualPortBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "port" => r.read(&mut self.port)?,
+        let result = match name {
+            "port" => r.read(&mut self.port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("port", &self.port);
@@ -1027,12 +1027,12 @@ impl x::Fields for VirtualEthernetCardLegacyNetworkBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1057,12 +1057,12 @@ impl x::Fields for VirtualEthernetCardLegacyNetworkBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1091,14 +1091,14 @@ impl x::Fields for VirtualEthernetCardNetworkBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "network" => r.read_opt(&mut self.network)?,
-            "inPassthroughMode" => r.read_opt(&mut self.in_passthrough_mode)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "network" => r.read_opt(&mut self.network),
+            "inPassthroughMode" => r.read_opt(&mut self.in_passthrough_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1125,12 +1125,12 @@ impl x::Fields for VirtualEthernetCardNetworkBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1159,14 +1159,14 @@ impl x::Fields for VirtualEthernetCardNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1193,12 +1193,12 @@ impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id)?,
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type)?,
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("opaqueNetworkId", &self.opaque_network_id);
@@ -1221,11 +1221,11 @@ impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1277,30 +1277,30 @@ impl x::Fields for VirtualEthernetCardOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1341,13 +1341,13 @@ impl x::Fields for VirtualEthernetCardResourceAllocation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "reservation" => r.read_opt(&mut self.reservation)?,
-            "share" => r.read(&mut self.share)?,
-            "limit" => r.read_opt(&mut self.limit)?,
+        let result = match name {
+            "reservation" => r.read_opt(&mut self.reservation),
+            "share" => r.read(&mut self.share),
+            "limit" => r.read_opt(&mut self.limit),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("reservation", &self.reservation);
@@ -1383,17 +1383,17 @@ impl x::Fields for VirtualFloppy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1423,12 +1423,12 @@ impl x::Fields for VirtualFloppyDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1453,12 +1453,12 @@ impl x::Fields for VirtualFloppyDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1485,13 +1485,13 @@ impl x::Fields for VirtualFloppyImageBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -1517,12 +1517,12 @@ impl x::Fields for VirtualFloppyImageBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1565,23 +1565,23 @@ impl x::Fields for VirtualFloppyOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1615,12 +1615,12 @@ impl x::Fields for VirtualFloppyRemoteDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1645,12 +1645,12 @@ impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1683,16 +1683,16 @@ impl x::Fields for VirtualHardware {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "numCPU" => r.read(&mut self.num_cpu)?,
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket)?,
-            "memoryMB" => r.read(&mut self.memory_mb)?,
-            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present)?,
-            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "numCPU" => r.read(&mut self.num_cpu),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "memoryMB" => r.read(&mut self.memory_mb),
+            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
+            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numCPU", &self.num_cpu);
@@ -1721,12 +1721,12 @@ impl x::Fields for VirtualHardwareCompatibilityIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1791,34 +1791,34 @@ impl x::Fields for VirtualHardwareOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hwVersion" => r.read(&mut self.hw_version)?,
-            "virtualDeviceOption" => r.read_push(&mut self.virtual_device_option)?,
-            "deviceListReadonly" => r.read(&mut self.device_list_readonly)?,
-            "numCPU" => r.read_push(&mut self.num_cpu)?,
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket)?,
-            "numCpuReadonly" => r.read(&mut self.num_cpu_readonly)?,
-            "memoryMB" => r.read(&mut self.memory_mb)?,
-            "numPCIControllers" => r.read(&mut self.num_pci_controllers)?,
-            "numIDEControllers" => r.read(&mut self.num_ide_controllers)?,
-            "numUSBControllers" => r.read(&mut self.num_usb_controllers)?,
-            "numUSBXHCIControllers" => r.read_opt(&mut self.num_usbxhci_controllers)?,
-            "numSIOControllers" => r.read(&mut self.num_sio_controllers)?,
-            "numPS2Controllers" => r.read(&mut self.num_ps2_controllers)?,
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "numSupportedWwnPorts" => r.read_opt(&mut self.num_supported_wwn_ports)?,
-            "numSupportedWwnNodes" => r.read_opt(&mut self.num_supported_wwn_nodes)?,
-            "resourceConfigOption" => r.read_opt(&mut self.resource_config_option)?,
-            "numNVDIMMControllers" => r.read_opt(&mut self.num_nvdimm_controllers)?,
-            "numTPMDevices" => r.read_opt(&mut self.num_tpm_devices)?,
-            "numWDTDevices" => r.read_opt(&mut self.num_wdt_devices)?,
+        let result = match name {
+            "hwVersion" => r.read(&mut self.hw_version),
+            "virtualDeviceOption" => r.read_push(&mut self.virtual_device_option),
+            "deviceListReadonly" => r.read(&mut self.device_list_readonly),
+            "numCPU" => r.read_push(&mut self.num_cpu),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "numCpuReadonly" => r.read(&mut self.num_cpu_readonly),
+            "memoryMB" => r.read(&mut self.memory_mb),
+            "numPCIControllers" => r.read(&mut self.num_pci_controllers),
+            "numIDEControllers" => r.read(&mut self.num_ide_controllers),
+            "numUSBControllers" => r.read(&mut self.num_usb_controllers),
+            "numUSBXHCIControllers" => r.read_opt(&mut self.num_usbxhci_controllers),
+            "numSIOControllers" => r.read(&mut self.num_sio_controllers),
+            "numPS2Controllers" => r.read(&mut self.num_ps2_controllers),
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "numSupportedWwnPorts" => r.read_opt(&mut self.num_supported_wwn_ports),
+            "numSupportedWwnNodes" => r.read_opt(&mut self.num_supported_wwn_nodes),
+            "resourceConfigOption" => r.read_opt(&mut self.resource_config_option),
+            "numNVDIMMControllers" => r.read_opt(&mut self.num_nvdimm_controllers),
+            "numTPMDevices" => r.read_opt(&mut self.num_tpm_devices),
+            "numWDTDevices" => r.read_opt(&mut self.num_wdt_devices),
             "numPrecisionClockDevices" => {
-                r.read_opt(&mut self.num_precision_clock_devices)?
+                r.read_opt(&mut self.num_precision_clock_devices)
             }
-            "epcMemoryMB" => r.read_opt(&mut self.epc_memory_mb)?,
+            "epcMemoryMB" => r.read_opt(&mut self.epc_memory_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hwVersion", &self.hw_version);
@@ -1867,14 +1867,14 @@ impl x::Fields for VirtualHardwareVersionNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostName" => r.read(&mut self.host_name)?,
-            "host" => r.read(&mut self.host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read(&mut self.host_name),
+            "host" => r.read(&mut self.host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1911,17 +1911,17 @@ impl x::Fields for VirtualHdAudioCard {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1969,23 +1969,23 @@ impl x::Fields for VirtualHdAudioCardOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2033,19 +2033,19 @@ impl x::Fields for VirtualIDEController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2103,27 +2103,27 @@ impl x::Fields for VirtualIDEControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numIDEDisks" => r.read(&mut self.num_ide_disks)?,
-            "numIDECdroms" => r.read(&mut self.num_ide_cdroms)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numIDEDisks" => r.read(&mut self.num_ide_disks),
+            "numIDECdroms" => r.read(&mut self.num_ide_cdroms),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2171,17 +2171,17 @@ impl x::Fields for VirtualKeyboard {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2229,23 +2229,23 @@ impl x::Fields for VirtualKeyboardOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2299,22 +2299,22 @@ impl x::Fields for VirtualLsiLogicController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove)?,
-            "sharedBus" => r.read(&mut self.shared_bus)?,
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
+            "sharedBus" => r.read(&mut self.shared_bus),
+            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2385,32 +2385,32 @@ impl x::Fields for VirtualLsiLogicControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks)?,
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms)?,
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough)?,
-            "sharing" => r.read_push(&mut self.sharing)?,
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index)?,
-            "hotAddRemove" => r.read(&mut self.hot_add_remove)?,
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2473,22 +2473,22 @@ impl x::Fields for VirtualLsiLogicSASController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove)?,
-            "sharedBus" => r.read(&mut self.shared_bus)?,
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
+            "sharedBus" => r.read(&mut self.shared_bus),
+            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2559,32 +2559,32 @@ impl x::Fields for VirtualLsiLogicSASControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks)?,
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms)?,
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough)?,
-            "sharing" => r.read_push(&mut self.sharing)?,
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index)?,
-            "hotAddRemove" => r.read(&mut self.hot_add_remove)?,
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2625,11 +2625,11 @@ impl x::Fields for VirtualMachineAffinityInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "affinitySet" => r.read_push(&mut self.affinity_set)?,
+        let result = match name {
+            "affinitySet" => r.read_push(&mut self.affinity_set),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("affinitySet", &self.affinity_set);
@@ -2682,17 +2682,17 @@ impl x::Fields for VirtualMachineBootOptions {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "bootDelay" => r.read_opt(&mut self.boot_delay)?,
-            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup)?,
-            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled)?,
-            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled)?,
-            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay)?,
-            "bootOrder" => r.read_push(&mut self.boot_order)?,
-            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol)?,
+        let result = match name {
+            "bootDelay" => r.read_opt(&mut self.boot_delay),
+            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
+            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
+            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
+            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
+            "bootOrder" => r.read_push(&mut self.boot_order),
+            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("bootDelay", &self.boot_delay);
@@ -2756,37 +2756,11 @@ impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceKey" => r.read(&mut self.device_key)?,
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
             _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceKey", &self.device_key);
-    }
-}
-/// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableEthernetDevice {
-    /// `deviceKey`.
-    pub device_key: i32,
-}
-impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceKey" => r.read(&mut self.device_key)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceKey", &self.device_key);

@@ -5,6 +5,32 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableEthernetDevice {
+    /// `deviceKey`.
+    pub device_key: i32,
+}
+impl x::SchemaType for VirtualMachineBootOptionsBootableEthernetDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableEthernetDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableEthernetDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceKey", &self.device_key);
+    }
+}
 /// `VirtualMachineBootOptionsBootableFloppyDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineBootOptionsBootableFloppyDevice {}
@@ -128,102 +154,96 @@ impl x::Fields for VirtualMachineCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "snapshotOperationsSupported" => {
-                r.read(&mut self.snapshot_operations_supported)?
+                r.read(&mut self.snapshot_operations_supported)
             }
             "multipleSnapshotsSupported" => {
-                r.read(&mut self.multiple_snapshots_supported)?
+                r.read(&mut self.multiple_snapshots_supported)
             }
-            "snapshotConfigSupported" => r.read(&mut self.snapshot_config_supported)?,
+            "snapshotConfigSupported" => r.read(&mut self.snapshot_config_supported),
             "poweredOffSnapshotsSupported" => {
-                r.read(&mut self.powered_off_snapshots_supported)?
+                r.read(&mut self.powered_off_snapshots_supported)
             }
-            "memorySnapshotsSupported" => r.read(&mut self.memory_snapshots_supported)?,
-            "revertToSnapshotSupported" => {
-                r.read(&mut self.revert_to_snapshot_supported)?
-            }
+            "memorySnapshotsSupported" => r.read(&mut self.memory_snapshots_supported),
+            "revertToSnapshotSupported" => r.read(&mut self.revert_to_snapshot_supported),
             "quiescedSnapshotsSupported" => {
-                r.read(&mut self.quiesced_snapshots_supported)?
+                r.read(&mut self.quiesced_snapshots_supported)
             }
-            "disableSnapshotsSupported" => r.read(&mut self.disable_snapshots_supported)?,
-            "lockSnapshotsSupported" => r.read(&mut self.lock_snapshots_supported)?,
+            "disableSnapshotsSupported" => r.read(&mut self.disable_snapshots_supported),
+            "lockSnapshotsSupported" => r.read(&mut self.lock_snapshots_supported),
             "consolePreferencesSupported" => {
-                r.read(&mut self.console_preferences_supported)?
+                r.read(&mut self.console_preferences_supported)
             }
-            "cpuFeatureMaskSupported" => r.read(&mut self.cpu_feature_mask_supported)?,
-            "s1AcpiManagementSupported" => {
-                r.read(&mut self.s1_acpi_management_supported)?
-            }
+            "cpuFeatureMaskSupported" => r.read(&mut self.cpu_feature_mask_supported),
+            "s1AcpiManagementSupported" => r.read(&mut self.s1_acpi_management_supported),
             "settingScreenResolutionSupported" => {
-                r.read(&mut self.setting_screen_resolution_supported)?
+                r.read(&mut self.setting_screen_resolution_supported)
             }
-            "toolsAutoUpdateSupported" => r.read(&mut self.tools_auto_update_supported)?,
-            "vmNpivWwnSupported" => r.read(&mut self.vm_npiv_wwn_supported)?,
+            "toolsAutoUpdateSupported" => r.read(&mut self.tools_auto_update_supported),
+            "vmNpivWwnSupported" => r.read(&mut self.vm_npiv_wwn_supported),
             "npivWwnOnNonRdmVmSupported" => {
-                r.read(&mut self.npiv_wwn_on_non_rdm_vm_supported)?
+                r.read(&mut self.npiv_wwn_on_non_rdm_vm_supported)
             }
             "vmNpivWwnDisableSupported" => {
-                r.read_opt(&mut self.vm_npiv_wwn_disable_supported)?
+                r.read_opt(&mut self.vm_npiv_wwn_disable_supported)
             }
             "vmNpivWwnUpdateSupported" => {
-                r.read_opt(&mut self.vm_npiv_wwn_update_supported)?
+                r.read_opt(&mut self.vm_npiv_wwn_update_supported)
             }
-            "swapPlacementSupported" => r.read(&mut self.swap_placement_supported)?,
-            "toolsSyncTimeSupported" => r.read(&mut self.tools_sync_time_supported)?,
-            "virtualMmuUsageSupported" => r.read(&mut self.virtual_mmu_usage_supported)?,
-            "diskSharesSupported" => r.read(&mut self.disk_shares_supported)?,
-            "bootOptionsSupported" => r.read(&mut self.boot_options_supported)?,
+            "swapPlacementSupported" => r.read(&mut self.swap_placement_supported),
+            "toolsSyncTimeSupported" => r.read(&mut self.tools_sync_time_supported),
+            "virtualMmuUsageSupported" => r.read(&mut self.virtual_mmu_usage_supported),
+            "diskSharesSupported" => r.read(&mut self.disk_shares_supported),
+            "bootOptionsSupported" => r.read(&mut self.boot_options_supported),
             "bootRetryOptionsSupported" => {
-                r.read_opt(&mut self.boot_retry_options_supported)?
+                r.read_opt(&mut self.boot_retry_options_supported)
             }
             "settingVideoRamSizeSupported" => {
-                r.read(&mut self.setting_video_ram_size_supported)?
+                r.read(&mut self.setting_video_ram_size_supported)
             }
             "settingDisplayTopologySupported" => {
-                r.read_opt(&mut self.setting_display_topology_supported)?
+                r.read_opt(&mut self.setting_display_topology_supported)
             }
-            "recordReplaySupported" => r.read_opt(&mut self.record_replay_supported)?,
-            "changeTrackingSupported" => r.read_opt(&mut self.change_tracking_supported)?,
+            "recordReplaySupported" => r.read_opt(&mut self.record_replay_supported),
+            "changeTrackingSupported" => r.read_opt(&mut self.change_tracking_supported),
             "multipleCoresPerSocketSupported" => {
-                r.read_opt(&mut self.multiple_cores_per_socket_supported)?
+                r.read_opt(&mut self.multiple_cores_per_socket_supported)
             }
             "hostBasedReplicationSupported" => {
-                r.read_opt(&mut self.host_based_replication_supported)?
+                r.read_opt(&mut self.host_based_replication_supported)
             }
-            "guestAutoLockSupported" => r.read_opt(&mut self.guest_auto_lock_supported)?,
+            "guestAutoLockSupported" => r.read_opt(&mut self.guest_auto_lock_supported),
             "memoryReservationLockSupported" => {
-                r.read_opt(&mut self.memory_reservation_lock_supported)?
+                r.read_opt(&mut self.memory_reservation_lock_supported)
             }
             "featureRequirementSupported" => {
-                r.read_opt(&mut self.feature_requirement_supported)?
+                r.read_opt(&mut self.feature_requirement_supported)
             }
             "poweredOnMonitorTypeChangeSupported" => {
-                r.read_opt(&mut self.powered_on_monitor_type_change_supported)?
+                r.read_opt(&mut self.powered_on_monitor_type_change_supported)
             }
-            "seSparseDiskSupported" => r.read_opt(&mut self.se_sparse_disk_supported)?,
-            "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported)?,
-            "vPMCSupported" => r.read_opt(&mut self.v_pmc_supported)?,
-            "secureBootSupported" => r.read_opt(&mut self.secure_boot_supported)?,
-            "perVmEvcSupported" => r.read_opt(&mut self.per_vm_evc_supported)?,
-            "virtualMmuUsageIgnored" => r.read_opt(&mut self.virtual_mmu_usage_ignored)?,
-            "virtualExecUsageIgnored" => {
-                r.read_opt(&mut self.virtual_exec_usage_ignored)?
-            }
+            "seSparseDiskSupported" => r.read_opt(&mut self.se_sparse_disk_supported),
+            "nestedHVSupported" => r.read_opt(&mut self.nested_hv_supported),
+            "vPMCSupported" => r.read_opt(&mut self.v_pmc_supported),
+            "secureBootSupported" => r.read_opt(&mut self.secure_boot_supported),
+            "perVmEvcSupported" => r.read_opt(&mut self.per_vm_evc_supported),
+            "virtualMmuUsageIgnored" => r.read_opt(&mut self.virtual_mmu_usage_ignored),
+            "virtualExecUsageIgnored" => r.read_opt(&mut self.virtual_exec_usage_ignored),
             "diskOnlySnapshotOnSuspendedVMSupported" => {
-                r.read_opt(&mut self.disk_only_snapshot_on_suspended_vm_supported)?
+                r.read_opt(&mut self.disk_only_snapshot_on_suspended_vm_supported)
             }
             "suspendToMemorySupported" => {
-                r.read_opt(&mut self.suspend_to_memory_supported)?
+                r.read_opt(&mut self.suspend_to_memory_supported)
             }
             "toolsSyncTimeAllowSupported" => {
-                r.read_opt(&mut self.tools_sync_time_allow_supported)?
+                r.read_opt(&mut self.tools_sync_time_allow_supported)
             }
-            "sevSupported" => r.read_opt(&mut self.sev_supported)?,
-            "pmemFailoverSupported" => r.read_opt(&mut self.pmem_failover_supported)?,
+            "sevSupported" => r.read_opt(&mut self.sev_supported),
+            "pmemFailoverSupported" => r.read_opt(&mut self.pmem_failover_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("snapshotOperationsSupported", &self.snapshot_operations_supported);
@@ -318,13 +338,13 @@ impl x::Fields for VirtualMachineCdromInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "description" => r.read_opt(&mut self.description)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "description" => r.read_opt(&mut self.description),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -364,17 +384,17 @@ impl x::Fields for VirtualMachineCloneSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "location" => r.read(&mut self.location)?,
-            "template" => r.read(&mut self.template)?,
-            "config" => r.read_opt(&mut self.config)?,
-            "customization" => r.read_opt(&mut self.customization)?,
-            "powerOn" => r.read(&mut self.power_on)?,
-            "snapshot" => r.read_opt(&mut self.snapshot)?,
-            "memory" => r.read_opt(&mut self.memory)?,
+        let result = match name {
+            "location" => r.read(&mut self.location),
+            "template" => r.read(&mut self.template),
+            "config" => r.read_opt(&mut self.config),
+            "customization" => r.read_opt(&mut self.customization),
+            "powerOn" => r.read(&mut self.power_on),
+            "snapshot" => r.read_opt(&mut self.snapshot),
+            "memory" => r.read_opt(&mut self.memory),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("location", &self.location);
@@ -548,96 +568,92 @@ impl x::Fields for VirtualMachineConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeVersion" => r.read(&mut self.change_version)?,
-            "modified" => r.read(&mut self.modified)?,
-            "name" => r.read(&mut self.name)?,
-            "guestFullName" => r.read(&mut self.guest_full_name)?,
-            "version" => r.read(&mut self.version)?,
-            "uuid" => r.read(&mut self.uuid)?,
-            "createDate" => r.read_opt(&mut self.create_date)?,
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid)?,
-            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name)?,
-            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name)?,
-            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type)?,
-            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns)?,
-            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns)?,
-            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled)?,
-            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks)?,
-            "locationId" => r.read_opt(&mut self.location_id)?,
-            "template" => r.read(&mut self.template)?,
-            "guestId" => r.read(&mut self.guest_id)?,
-            "alternateGuestName" => r.read(&mut self.alternate_guest_name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "files" => r.read(&mut self.files)?,
-            "tools" => r.read_opt(&mut self.tools)?,
-            "flags" => r.read(&mut self.flags)?,
-            "consolePreferences" => r.read_opt(&mut self.console_preferences)?,
-            "defaultPowerOps" => r.read(&mut self.default_power_ops)?,
-            "hardware" => r.read(&mut self.hardware)?,
-            "vcpuConfig" => r.read_push(&mut self.vcpu_config)?,
-            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation)?,
-            "memoryAllocation" => r.read_opt(&mut self.memory_allocation)?,
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity)?,
-            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled)?,
-            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled)?,
-            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled)?,
-            "hotPlugMemoryLimit" => r.read_opt(&mut self.hot_plug_memory_limit)?,
+        let result = match name {
+            "changeVersion" => r.read(&mut self.change_version),
+            "modified" => r.read(&mut self.modified),
+            "name" => r.read(&mut self.name),
+            "guestFullName" => r.read(&mut self.guest_full_name),
+            "version" => r.read(&mut self.version),
+            "uuid" => r.read(&mut self.uuid),
+            "createDate" => r.read_opt(&mut self.create_date),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
+            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
+            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
+            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
+            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
+            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
+            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
+            "locationId" => r.read_opt(&mut self.location_id),
+            "template" => r.read(&mut self.template),
+            "guestId" => r.read(&mut self.guest_id),
+            "alternateGuestName" => r.read(&mut self.alternate_guest_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "files" => r.read(&mut self.files),
+            "tools" => r.read_opt(&mut self.tools),
+            "flags" => r.read(&mut self.flags),
+            "consolePreferences" => r.read_opt(&mut self.console_preferences),
+            "defaultPowerOps" => r.read(&mut self.default_power_ops),
+            "hardware" => r.read(&mut self.hardware),
+            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
+            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
+            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
+            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
+            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
+            "hotPlugMemoryLimit" => r.read_opt(&mut self.hot_plug_memory_limit),
             "hotPlugMemoryIncrementSize" => {
-                r.read_opt(&mut self.hot_plug_memory_increment_size)?
+                r.read_opt(&mut self.hot_plug_memory_increment_size)
             }
-            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity)?,
-            "memoryAffinity" => r.read_opt(&mut self.memory_affinity)?,
-            "networkShaper" => r.read_opt(&mut self.network_shaper)?,
-            "extraConfig" => r.read_push(&mut self.extra_config)?,
-            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask)?,
-            "datastoreUrl" => r.read_push(&mut self.datastore_url)?,
-            "swapPlacement" => r.read_opt(&mut self.swap_placement)?,
-            "bootOptions" => r.read_opt(&mut self.boot_options)?,
-            "ftInfo" => r.read_opt(&mut self.ft_info)?,
-            "repConfig" => r.read_opt(&mut self.rep_config)?,
-            "vAppConfig" => r.read_opt(&mut self.v_app_config)?,
-            "vAssertsEnabled" => r.read_opt(&mut self.v_asserts_enabled)?,
-            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled)?,
-            "firmware" => r.read_opt(&mut self.firmware)?,
-            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections)?,
-            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled)?,
-            "managedBy" => r.read_opt(&mut self.managed_by)?,
+            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
+            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
+            "networkShaper" => r.read_opt(&mut self.network_shaper),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
+            "datastoreUrl" => r.read_push(&mut self.datastore_url),
+            "swapPlacement" => r.read_opt(&mut self.swap_placement),
+            "bootOptions" => r.read_opt(&mut self.boot_options),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "repConfig" => r.read_opt(&mut self.rep_config),
+            "vAppConfig" => r.read_opt(&mut self.v_app_config),
+            "vAssertsEnabled" => r.read_opt(&mut self.v_asserts_enabled),
+            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
+            "firmware" => r.read_opt(&mut self.firmware),
+            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
+            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
+            "managedBy" => r.read_opt(&mut self.managed_by),
             "memoryReservationLockedToMax" => {
-                r.read_opt(&mut self.memory_reservation_locked_to_max)?
+                r.read_opt(&mut self.memory_reservation_locked_to_max)
             }
-            "initialOverhead" => r.read_opt(&mut self.initial_overhead)?,
-            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled)?,
-            "vPMCEnabled" => r.read_opt(&mut self.v_pmc_enabled)?,
+            "initialOverhead" => r.read_opt(&mut self.initial_overhead),
+            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
+            "vPMCEnabled" => r.read_opt(&mut self.v_pmc_enabled),
             "scheduledHardwareUpgradeInfo" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_info)?
+                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
             }
-            "forkConfigInfo" => r.read_opt(&mut self.fork_config_info)?,
-            "vFlashCacheReservation" => r.read_opt(&mut self.v_flash_cache_reservation)?,
-            "vmxConfigChecksum" => r.read_opt(&mut self.vmx_config_checksum)?,
-            "messageBusTunnelEnabled" => {
-                r.read_opt(&mut self.message_bus_tunnel_enabled)?
-            }
-            "vmStorageObjectId" => r.read_opt(&mut self.vm_storage_object_id)?,
-            "swapStorageObjectId" => r.read_opt(&mut self.swap_storage_object_id)?,
-            "keyId" => r.read_opt(&mut self.key_id)?,
-            "guestIntegrityInfo" => r.read_opt(&mut self.guest_integrity_info)?,
-            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption)?,
-            "sgxInfo" => r.read_opt(&mut self.sgx_info)?,
-            "contentLibItemInfo" => r.read_opt(&mut self.content_lib_item_info)?,
-            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode)?,
-            "guestMonitoringModeInfo" => {
-                r.read_opt(&mut self.guest_monitoring_mode_info)?
-            }
-            "sevEnabled" => r.read_opt(&mut self.sev_enabled)?,
-            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled)?,
+            "forkConfigInfo" => r.read_opt(&mut self.fork_config_info),
+            "vFlashCacheReservation" => r.read_opt(&mut self.v_flash_cache_reservation),
+            "vmxConfigChecksum" => r.read_opt(&mut self.vmx_config_checksum),
+            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
+            "vmStorageObjectId" => r.read_opt(&mut self.vm_storage_object_id),
+            "swapStorageObjectId" => r.read_opt(&mut self.swap_storage_object_id),
+            "keyId" => r.read_opt(&mut self.key_id),
+            "guestIntegrityInfo" => r.read_opt(&mut self.guest_integrity_info),
+            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "contentLibItemInfo" => r.read_opt(&mut self.content_lib_item_info),
+            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
+            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
+            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
+            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
             "vmOpNotificationToAppEnabled" => {
-                r.read_opt(&mut self.vm_op_notification_to_app_enabled)?
+                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
             }
-            "pmem" => r.read_opt(&mut self.pmem)?,
+            "pmem" => r.read_opt(&mut self.pmem),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("changeVersion", &self.change_version);
@@ -743,12 +759,12 @@ impl x::Fields for VirtualMachineConfigInfoDatastoreUrlPair {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -777,14 +793,14 @@ impl x::Fields for VirtualMachineConfigInfoOverheadInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "initialMemoryReservation" => {
-                r.read_opt(&mut self.initial_memory_reservation)?
+                r.read_opt(&mut self.initial_memory_reservation)
             }
-            "initialSwapReservation" => r.read_opt(&mut self.initial_swap_reservation)?,
+            "initialSwapReservation" => r.read_opt(&mut self.initial_swap_reservation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("initialMemoryReservation", &self.initial_memory_reservation);
@@ -829,26 +845,26 @@ impl x::Fields for VirtualMachineConfigOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "version" => r.read(&mut self.version)?,
-            "description" => r.read(&mut self.description)?,
-            "guestOSDescriptor" => r.read_push(&mut self.guest_os_descriptor)?,
-            "guestOSDefaultIndex" => r.read(&mut self.guest_os_default_index)?,
-            "hardwareOptions" => r.read(&mut self.hardware_options)?,
-            "capabilities" => r.read(&mut self.capabilities)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "defaultDevice" => r.read_push(&mut self.default_device)?,
-            "supportedMonitorType" => r.read_push(&mut self.supported_monitor_type)?,
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "description" => r.read(&mut self.description),
+            "guestOSDescriptor" => r.read_push(&mut self.guest_os_descriptor),
+            "guestOSDefaultIndex" => r.read(&mut self.guest_os_default_index),
+            "hardwareOptions" => r.read(&mut self.hardware_options),
+            "capabilities" => r.read(&mut self.capabilities),
+            "datastore" => r.read(&mut self.datastore),
+            "defaultDevice" => r.read_push(&mut self.default_device),
+            "supportedMonitorType" => r.read_push(&mut self.supported_monitor_type),
             "supportedOvfEnvironmentTransport" => {
-                r.read_push(&mut self.supported_ovf_environment_transport)?
+                r.read_push(&mut self.supported_ovf_environment_transport)
             }
             "supportedOvfInstallTransport" => {
-                r.read_push(&mut self.supported_ovf_install_transport)?
+                r.read_push(&mut self.supported_ovf_install_transport)
             }
-            "propertyRelations" => r.read_push(&mut self.property_relations)?,
+            "propertyRelations" => r.read_push(&mut self.property_relations),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("version", &self.version);
@@ -899,17 +915,17 @@ impl x::Fields for VirtualMachineConfigOptionDescriptor {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "host" => r.read_push(&mut self.host)?,
-            "createSupported" => r.read_opt(&mut self.create_supported)?,
-            "defaultConfigOption" => r.read_opt(&mut self.default_config_option)?,
-            "runSupported" => r.read_opt(&mut self.run_supported)?,
-            "upgradeSupported" => r.read_opt(&mut self.upgrade_supported)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "description" => r.read_opt(&mut self.description),
+            "host" => r.read_push(&mut self.host),
+            "createSupported" => r.read_opt(&mut self.create_supported),
+            "defaultConfigOption" => r.read_opt(&mut self.default_config_option),
+            "runSupported" => r.read_opt(&mut self.run_supported),
+            "upgradeSupported" => r.read_opt(&mut self.upgrade_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1075,88 +1091,84 @@ impl x::Fields for VirtualMachineConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeVersion" => r.read_opt(&mut self.change_version)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "version" => r.read_opt(&mut self.version)?,
-            "createDate" => r.read_opt(&mut self.create_date)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid)?,
-            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name)?,
-            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name)?,
-            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type)?,
-            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns)?,
-            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns)?,
-            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled)?,
-            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks)?,
-            "npivWorldWideNameOp" => r.read_opt(&mut self.npiv_world_wide_name_op)?,
-            "locationId" => r.read_opt(&mut self.location_id)?,
-            "guestId" => r.read_opt(&mut self.guest_id)?,
-            "alternateGuestName" => r.read_opt(&mut self.alternate_guest_name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "files" => r.read_opt(&mut self.files)?,
-            "tools" => r.read_opt(&mut self.tools)?,
-            "flags" => r.read_opt(&mut self.flags)?,
-            "consolePreferences" => r.read_opt(&mut self.console_preferences)?,
-            "powerOpInfo" => r.read_opt(&mut self.power_op_info)?,
-            "numCPUs" => r.read_opt(&mut self.num_cpus)?,
-            "vcpuConfig" => r.read_push(&mut self.vcpu_config)?,
-            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket)?,
-            "memoryMB" => r.read_opt(&mut self.memory_mb)?,
-            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled)?,
-            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled)?,
-            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled)?,
-            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present)?,
-            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present)?,
-            "deviceChange" => r.read_push(&mut self.device_change)?,
-            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation)?,
-            "memoryAllocation" => r.read_opt(&mut self.memory_allocation)?,
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity)?,
-            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity)?,
-            "memoryAffinity" => r.read_opt(&mut self.memory_affinity)?,
-            "networkShaper" => r.read_opt(&mut self.network_shaper)?,
-            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask)?,
-            "extraConfig" => r.read_push(&mut self.extra_config)?,
-            "swapPlacement" => r.read_opt(&mut self.swap_placement)?,
-            "bootOptions" => r.read_opt(&mut self.boot_options)?,
-            "vAppConfig" => r.read_opt(&mut self.v_app_config)?,
-            "ftInfo" => r.read_opt(&mut self.ft_info)?,
-            "repConfig" => r.read_opt(&mut self.rep_config)?,
-            "vAppConfigRemoved" => r.read_opt(&mut self.v_app_config_removed)?,
-            "vAssertsEnabled" => r.read_opt(&mut self.v_asserts_enabled)?,
-            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled)?,
-            "firmware" => r.read_opt(&mut self.firmware)?,
-            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections)?,
-            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled)?,
-            "managedBy" => r.read_opt(&mut self.managed_by)?,
+        let result = match name {
+            "changeVersion" => r.read_opt(&mut self.change_version),
+            "name" => r.read_opt(&mut self.name),
+            "version" => r.read_opt(&mut self.version),
+            "createDate" => r.read_opt(&mut self.create_date),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "npivNodeWorldWideName" => r.read_push(&mut self.npiv_node_world_wide_name),
+            "npivPortWorldWideName" => r.read_push(&mut self.npiv_port_world_wide_name),
+            "npivWorldWideNameType" => r.read_opt(&mut self.npiv_world_wide_name_type),
+            "npivDesiredNodeWwns" => r.read_opt(&mut self.npiv_desired_node_wwns),
+            "npivDesiredPortWwns" => r.read_opt(&mut self.npiv_desired_port_wwns),
+            "npivTemporaryDisabled" => r.read_opt(&mut self.npiv_temporary_disabled),
+            "npivOnNonRdmDisks" => r.read_opt(&mut self.npiv_on_non_rdm_disks),
+            "npivWorldWideNameOp" => r.read_opt(&mut self.npiv_world_wide_name_op),
+            "locationId" => r.read_opt(&mut self.location_id),
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "alternateGuestName" => r.read_opt(&mut self.alternate_guest_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "files" => r.read_opt(&mut self.files),
+            "tools" => r.read_opt(&mut self.tools),
+            "flags" => r.read_opt(&mut self.flags),
+            "consolePreferences" => r.read_opt(&mut self.console_preferences),
+            "powerOpInfo" => r.read_opt(&mut self.power_op_info),
+            "numCPUs" => r.read_opt(&mut self.num_cpus),
+            "vcpuConfig" => r.read_push(&mut self.vcpu_config),
+            "numCoresPerSocket" => r.read_opt(&mut self.num_cores_per_socket),
+            "memoryMB" => r.read_opt(&mut self.memory_mb),
+            "memoryHotAddEnabled" => r.read_opt(&mut self.memory_hot_add_enabled),
+            "cpuHotAddEnabled" => r.read_opt(&mut self.cpu_hot_add_enabled),
+            "cpuHotRemoveEnabled" => r.read_opt(&mut self.cpu_hot_remove_enabled),
+            "virtualICH7MPresent" => r.read_opt(&mut self.virtual_ich7_m_present),
+            "virtualSMCPresent" => r.read_opt(&mut self.virtual_smc_present),
+            "deviceChange" => r.read_push(&mut self.device_change),
+            "cpuAllocation" => r.read_opt(&mut self.cpu_allocation),
+            "memoryAllocation" => r.read_opt(&mut self.memory_allocation),
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
+            "cpuAffinity" => r.read_opt(&mut self.cpu_affinity),
+            "memoryAffinity" => r.read_opt(&mut self.memory_affinity),
+            "networkShaper" => r.read_opt(&mut self.network_shaper),
+            "cpuFeatureMask" => r.read_push(&mut self.cpu_feature_mask),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "swapPlacement" => r.read_opt(&mut self.swap_placement),
+            "bootOptions" => r.read_opt(&mut self.boot_options),
+            "vAppConfig" => r.read_opt(&mut self.v_app_config),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "repConfig" => r.read_opt(&mut self.rep_config),
+            "vAppConfigRemoved" => r.read_opt(&mut self.v_app_config_removed),
+            "vAssertsEnabled" => r.read_opt(&mut self.v_asserts_enabled),
+            "changeTrackingEnabled" => r.read_opt(&mut self.change_tracking_enabled),
+            "firmware" => r.read_opt(&mut self.firmware),
+            "maxMksConnections" => r.read_opt(&mut self.max_mks_connections),
+            "guestAutoLockEnabled" => r.read_opt(&mut self.guest_auto_lock_enabled),
+            "managedBy" => r.read_opt(&mut self.managed_by),
             "memoryReservationLockedToMax" => {
-                r.read_opt(&mut self.memory_reservation_locked_to_max)?
+                r.read_opt(&mut self.memory_reservation_locked_to_max)
             }
-            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled)?,
-            "vPMCEnabled" => r.read_opt(&mut self.v_pmc_enabled)?,
+            "nestedHVEnabled" => r.read_opt(&mut self.nested_hv_enabled),
+            "vPMCEnabled" => r.read_opt(&mut self.v_pmc_enabled),
             "scheduledHardwareUpgradeInfo" => {
-                r.read_opt(&mut self.scheduled_hardware_upgrade_info)?
+                r.read_opt(&mut self.scheduled_hardware_upgrade_info)
             }
-            "vmProfile" => r.read_push(&mut self.vm_profile)?,
-            "messageBusTunnelEnabled" => {
-                r.read_opt(&mut self.message_bus_tunnel_enabled)?
-            }
-            "crypto" => r.read_opt(&mut self.crypto)?,
-            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption)?,
-            "sgxInfo" => r.read_opt(&mut self.sgx_info)?,
-            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode)?,
-            "guestMonitoringModeInfo" => {
-                r.read_opt(&mut self.guest_monitoring_mode_info)?
-            }
-            "sevEnabled" => r.read_opt(&mut self.sev_enabled)?,
-            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled)?,
+            "vmProfile" => r.read_push(&mut self.vm_profile),
+            "messageBusTunnelEnabled" => r.read_opt(&mut self.message_bus_tunnel_enabled),
+            "crypto" => r.read_opt(&mut self.crypto),
+            "migrateEncryption" => r.read_opt(&mut self.migrate_encryption),
+            "sgxInfo" => r.read_opt(&mut self.sgx_info),
+            "ftEncryptionMode" => r.read_opt(&mut self.ft_encryption_mode),
+            "guestMonitoringModeInfo" => r.read_opt(&mut self.guest_monitoring_mode_info),
+            "sevEnabled" => r.read_opt(&mut self.sev_enabled),
+            "pmemFailoverEnabled" => r.read_opt(&mut self.pmem_failover_enabled),
             "vmOpNotificationToAppEnabled" => {
-                r.read_opt(&mut self.vm_op_notification_to_app_enabled)?
+                r.read_opt(&mut self.vm_op_notification_to_app_enabled)
             }
-            "pmem" => r.read_opt(&mut self.pmem)?,
+            "pmem" => r.read_opt(&mut self.pmem),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeVersion", &self.change_version);
@@ -1298,31 +1310,31 @@ impl x::Fields for VirtualMachineConfigSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "template" => r.read(&mut self.template)?,
-            "vmPathName" => r.read(&mut self.vm_path_name)?,
-            "memorySizeMB" => r.read_opt(&mut self.memory_size_mb)?,
-            "cpuReservation" => r.read_opt(&mut self.cpu_reservation)?,
-            "memoryReservation" => r.read_opt(&mut self.memory_reservation)?,
-            "numCpu" => r.read_opt(&mut self.num_cpu)?,
-            "numEthernetCards" => r.read_opt(&mut self.num_ethernet_cards)?,
-            "numVirtualDisks" => r.read_opt(&mut self.num_virtual_disks)?,
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "instanceUuid" => r.read_opt(&mut self.instance_uuid)?,
-            "guestId" => r.read_opt(&mut self.guest_id)?,
-            "guestFullName" => r.read_opt(&mut self.guest_full_name)?,
-            "annotation" => r.read_opt(&mut self.annotation)?,
-            "product" => r.read_opt(&mut self.product)?,
-            "installBootRequired" => r.read_opt(&mut self.install_boot_required)?,
-            "ftInfo" => r.read_opt(&mut self.ft_info)?,
-            "managedBy" => r.read_opt(&mut self.managed_by)?,
-            "tpmPresent" => r.read_opt(&mut self.tpm_present)?,
-            "numVmiopBackings" => r.read_opt(&mut self.num_vmiop_backings)?,
-            "hwVersion" => r.read_opt(&mut self.hw_version)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "template" => r.read(&mut self.template),
+            "vmPathName" => r.read(&mut self.vm_path_name),
+            "memorySizeMB" => r.read_opt(&mut self.memory_size_mb),
+            "cpuReservation" => r.read_opt(&mut self.cpu_reservation),
+            "memoryReservation" => r.read_opt(&mut self.memory_reservation),
+            "numCpu" => r.read_opt(&mut self.num_cpu),
+            "numEthernetCards" => r.read_opt(&mut self.num_ethernet_cards),
+            "numVirtualDisks" => r.read_opt(&mut self.num_virtual_disks),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "instanceUuid" => r.read_opt(&mut self.instance_uuid),
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "annotation" => r.read_opt(&mut self.annotation),
+            "product" => r.read_opt(&mut self.product),
+            "installBootRequired" => r.read_opt(&mut self.install_boot_required),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            "managedBy" => r.read_opt(&mut self.managed_by),
+            "tpmPresent" => r.read_opt(&mut self.tpm_present),
+            "numVmiopBackings" => r.read_opt(&mut self.num_vmiop_backings),
+            "hwVersion" => r.read_opt(&mut self.hw_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1370,13 +1382,13 @@ impl x::Fields for VirtualMachineConnection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "label" => r.read(&mut self.label)?,
-            "client" => r.read(&mut self.client)?,
-            "userName" => r.read(&mut self.user_name)?,
+        let result = match name {
+            "label" => r.read(&mut self.label),
+            "client" => r.read(&mut self.client),
+            "userName" => r.read(&mut self.user_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
@@ -1404,17 +1416,17 @@ impl x::Fields for VirtualMachineConsolePreferences {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "powerOnWhenOpened" => r.read_opt(&mut self.power_on_when_opened)?,
+        let result = match name {
+            "powerOnWhenOpened" => r.read_opt(&mut self.power_on_when_opened),
             "enterFullScreenOnPowerOn" => {
-                r.read_opt(&mut self.enter_full_screen_on_power_on)?
+                r.read_opt(&mut self.enter_full_screen_on_power_on)
             }
             "closeOnPowerOffOrSuspend" => {
-                r.read_opt(&mut self.close_on_power_off_or_suspend)?
+                r.read_opt(&mut self.close_on_power_off_or_suspend)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("powerOnWhenOpened", &self.power_on_when_opened);
@@ -1440,14 +1452,14 @@ impl x::Fields for VirtualMachineContentLibraryItemInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "contentLibraryItemUuid" => r.read(&mut self.content_library_item_uuid)?,
+        let result = match name {
+            "contentLibraryItemUuid" => r.read(&mut self.content_library_item_uuid),
             "contentLibraryItemVersion" => {
-                r.read_opt(&mut self.content_library_item_version)?
+                r.read_opt(&mut self.content_library_item_version)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("contentLibraryItemUuid", &self.content_library_item_uuid);
@@ -1474,13 +1486,13 @@ impl x::Fields for VirtualMachineCpuIdInfoSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "removeKey" => r.read_opt(&mut self.remove_key)?,
-            "info" => r.read_opt(&mut self.info)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -1526,20 +1538,20 @@ impl x::Fields for VirtualMachineDatastoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "capability" => r.read(&mut self.capability)?,
-            "maxFileSize" => r.read(&mut self.max_file_size)?,
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity)?,
-            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size)?,
-            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size)?,
-            "mode" => r.read(&mut self.mode)?,
-            "vStorageSupport" => r.read_opt(&mut self.v_storage_support)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "datastore" => r.read(&mut self.datastore),
+            "capability" => r.read(&mut self.capability),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size),
+            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size),
+            "mode" => r.read(&mut self.mode),
+            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1576,12 +1588,12 @@ impl x::Fields for VirtualMachineDatastoreVolumeOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileSystemType" => r.read(&mut self.file_system_type)?,
-            "majorVersion" => r.read_opt(&mut self.major_version)?,
+        let result = match name {
+            "fileSystemType" => r.read(&mut self.file_system_type),
+            "majorVersion" => r.read_opt(&mut self.major_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileSystemType", &self.file_system_type);
@@ -1620,17 +1632,17 @@ impl x::Fields for VirtualMachineDefaultPowerOpInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "powerOffType" => r.read_opt(&mut self.power_off_type)?,
-            "suspendType" => r.read_opt(&mut self.suspend_type)?,
-            "resetType" => r.read_opt(&mut self.reset_type)?,
-            "defaultPowerOffType" => r.read_opt(&mut self.default_power_off_type)?,
-            "defaultSuspendType" => r.read_opt(&mut self.default_suspend_type)?,
-            "defaultResetType" => r.read_opt(&mut self.default_reset_type)?,
-            "standbyAction" => r.read_opt(&mut self.standby_action)?,
+        let result = match name {
+            "powerOffType" => r.read_opt(&mut self.power_off_type),
+            "suspendType" => r.read_opt(&mut self.suspend_type),
+            "resetType" => r.read_opt(&mut self.reset_type),
+            "defaultPowerOffType" => r.read_opt(&mut self.default_power_off_type),
+            "defaultSuspendType" => r.read_opt(&mut self.default_suspend_type),
+            "defaultResetType" => r.read_opt(&mut self.default_reset_type),
+            "standbyAction" => r.read_opt(&mut self.standby_action),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("powerOffType", &self.power_off_type);
@@ -1681,14 +1693,14 @@ impl x::Fields for VirtualMachineDefinedProfileSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "profileId" => r.read(&mut self.profile_id)?,
-            "replicationSpec" => r.read_opt(&mut self.replication_spec)?,
-            "profileData" => r.read_opt(&mut self.profile_data)?,
-            "profileParams" => r.read_push(&mut self.profile_params)?,
+        let result = match name {
+            "profileId" => r.read(&mut self.profile_id),
+            "replicationSpec" => r.read_opt(&mut self.replication_spec),
+            "profileData" => r.read_opt(&mut self.profile_data),
+            "profileParams" => r.read_push(&mut self.profile_params),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profileId", &self.profile_id);
@@ -1715,12 +1727,12 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "runtimeState" => r.read(&mut self.runtime_state)?,
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "runtimeState" => r.read(&mut self.runtime_state),
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("runtimeState", &self.runtime_state);
@@ -1778,23 +1790,23 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStat
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmDirectPathGen2Active" => r.read(&mut self.vm_direct_path_gen2_active)?,
+        let result = match name {
+            "vmDirectPathGen2Active" => r.read(&mut self.vm_direct_path_gen2_active),
             "vmDirectPathGen2InactiveReasonVm" => {
-                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_vm)?
+                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_vm)
             }
             "vmDirectPathGen2InactiveReasonOther" => {
-                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_other)?
+                r.read_push(&mut self.vm_direct_path_gen2_inactive_reason_other)
             }
             "vmDirectPathGen2InactiveReasonExtended" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)?
+                r.read_opt(&mut self.vm_direct_path_gen2_inactive_reason_extended)
             }
-            "reservationStatus" => r.read_opt(&mut self.reservation_status)?,
-            "attachmentStatus" => r.read_opt(&mut self.attachment_status)?,
-            "featureRequirement" => r.read_push(&mut self.feature_requirement)?,
+            "reservationStatus" => r.read_opt(&mut self.reservation_status),
+            "attachmentStatus" => r.read_opt(&mut self.attachment_status),
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmDirectPathGen2Active", &self.vm_direct_path_gen2_active);
@@ -1837,14 +1849,14 @@ impl x::Fields for VirtualMachineDiskDeviceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "capacity" => r.read_opt(&mut self.capacity)?,
-            "vm" => r.read_push(&mut self.vm)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "vm" => r.read_push(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1875,14 +1887,14 @@ impl x::Fields for VirtualMachineDisplayTopology {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "x" => r.read(&mut self.x)?,
-            "y" => r.read(&mut self.y)?,
-            "width" => r.read(&mut self.width)?,
-            "height" => r.read(&mut self.height)?,
+        let result = match name {
+            "x" => r.read(&mut self.x),
+            "y" => r.read(&mut self.y),
+            "width" => r.read(&mut self.width),
+            "height" => r.read(&mut self.height),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("x", &self.x);
@@ -1923,17 +1935,17 @@ impl x::Fields for VirtualMachineDynamicPassthroughInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "vendorName" => r.read(&mut self.vendor_name)?,
-            "deviceName" => r.read(&mut self.device_name)?,
-            "customLabel" => r.read_opt(&mut self.custom_label)?,
-            "vendorId" => r.read(&mut self.vendor_id)?,
-            "deviceId" => r.read(&mut self.device_id)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "vendorName" => r.read(&mut self.vendor_name),
+            "deviceName" => r.read(&mut self.device_name),
+            "customLabel" => r.read_opt(&mut self.custom_label),
+            "vendorId" => r.read(&mut self.vendor_id),
+            "deviceId" => r.read(&mut self.device_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2003,13 +2015,13 @@ impl x::Fields for VirtualMachineFeatureRequirement {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "featureName" => r.read(&mut self.feature_name)?,
-            "value" => r.read(&mut self.value)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "featureName" => r.read(&mut self.feature_name),
+            "value" => r.read(&mut self.value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2045,15 +2057,15 @@ impl x::Fields for VirtualMachineFileInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmPathName" => r.read_opt(&mut self.vm_path_name)?,
-            "snapshotDirectory" => r.read_opt(&mut self.snapshot_directory)?,
-            "suspendDirectory" => r.read_opt(&mut self.suspend_directory)?,
-            "logDirectory" => r.read_opt(&mut self.log_directory)?,
-            "ftMetadataDirectory" => r.read_opt(&mut self.ft_metadata_directory)?,
+        let result = match name {
+            "vmPathName" => r.read_opt(&mut self.vm_path_name),
+            "snapshotDirectory" => r.read_opt(&mut self.snapshot_directory),
+            "suspendDirectory" => r.read_opt(&mut self.suspend_directory),
+            "logDirectory" => r.read_opt(&mut self.log_directory),
+            "ftMetadataDirectory" => r.read_opt(&mut self.ft_metadata_directory),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vmPathName", &self.vm_path_name);
@@ -2087,15 +2099,15 @@ impl x::Fields for VirtualMachineFileLayout {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "configFile" => r.read_push(&mut self.config_file)?,
-            "logFile" => r.read_push(&mut self.log_file)?,
-            "disk" => r.read_push(&mut self.disk)?,
-            "snapshot" => r.read_push(&mut self.snapshot)?,
-            "swapFile" => r.read_opt(&mut self.swap_file)?,
+        let result = match name {
+            "configFile" => r.read_push(&mut self.config_file),
+            "logFile" => r.read_push(&mut self.log_file),
+            "disk" => r.read_push(&mut self.disk),
+            "snapshot" => r.read_push(&mut self.snapshot),
+            "swapFile" => r.read_opt(&mut self.swap_file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("configFile", &self.config_file);
@@ -2123,12 +2135,12 @@ impl x::Fields for VirtualMachineFileLayoutDiskLayout {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "diskFile" => r.read_push(&mut self.disk_file)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "diskFile" => r.read_push(&mut self.disk_file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2161,14 +2173,14 @@ impl x::Fields for VirtualMachineFileLayoutEx {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "file" => r.read_push(&mut self.file)?,
-            "disk" => r.read_push(&mut self.disk)?,
-            "snapshot" => r.read_push(&mut self.snapshot)?,
-            "timestamp" => r.read(&mut self.timestamp)?,
+        let result = match name {
+            "file" => r.read_push(&mut self.file),
+            "disk" => r.read_push(&mut self.disk),
+            "snapshot" => r.read_push(&mut self.snapshot),
+            "timestamp" => r.read(&mut self.timestamp),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("file", &self.file);
@@ -2195,12 +2207,12 @@ impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chain" => r.read_push(&mut self.chain)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chain" => r.read_push(&mut self.chain),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2227,11 +2239,11 @@ impl x::Fields for VirtualMachineFileLayoutExDiskUnit {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileKey" => r.read_push(&mut self.file_key)?,
+        let result = match name {
+            "fileKey" => r.read_push(&mut self.file_key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("fileKey", &self.file_key);
@@ -2269,17 +2281,17 @@ impl x::Fields for VirtualMachineFileLayoutExFileInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "type" => r.read(&mut self.type_)?,
-            "size" => r.read(&mut self.size)?,
-            "uniqueSize" => r.read_opt(&mut self.unique_size)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "accessible" => r.read_opt(&mut self.accessible)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "size" => r.read(&mut self.size),
+            "uniqueSize" => r.read_opt(&mut self.unique_size),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "accessible" => r.read_opt(&mut self.accessible),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2317,14 +2329,14 @@ impl x::Fields for VirtualMachineFileLayoutExSnapshotLayout {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "dataKey" => r.read(&mut self.data_key)?,
-            "memoryKey" => r.read_opt(&mut self.memory_key)?,
-            "disk" => r.read_push(&mut self.disk)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "dataKey" => r.read(&mut self.data_key),
+            "memoryKey" => r.read_opt(&mut self.memory_key),
+            "disk" => r.read_push(&mut self.disk),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2355,12 +2367,12 @@ impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "snapshotFile" => r.read_push(&mut self.snapshot_file)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "snapshotFile" => r.read_push(&mut self.snapshot_file),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2419,29 +2431,29 @@ impl x::Fields for VirtualMachineFlagInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration)?,
-            "enableLogging" => r.read_opt(&mut self.enable_logging)?,
-            "useToe" => r.read_opt(&mut self.use_toe)?,
-            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info)?,
-            "monitorType" => r.read_opt(&mut self.monitor_type)?,
-            "htSharing" => r.read_opt(&mut self.ht_sharing)?,
-            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled)?,
-            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked)?,
-            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled)?,
-            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage)?,
-            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage)?,
+        let result = match name {
+            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
+            "enableLogging" => r.read_opt(&mut self.enable_logging),
+            "useToe" => r.read_opt(&mut self.use_toe),
+            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
+            "monitorType" => r.read_opt(&mut self.monitor_type),
+            "htSharing" => r.read_opt(&mut self.ht_sharing),
+            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
+            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
+            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
+            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
+            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
             "snapshotPowerOffBehavior" => {
-                r.read_opt(&mut self.snapshot_power_off_behavior)?
+                r.read_opt(&mut self.snapshot_power_off_behavior)
             }
-            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled)?,
-            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type)?,
-            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled)?,
-            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled)?,
-            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled)?,
+            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
+            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
+            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
+            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
+            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("disableAcceleration", &self.disable_acceleration);
@@ -2481,12 +2493,12 @@ impl x::Fields for VirtualMachineFloppyInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2519,14 +2531,14 @@ impl x::Fields for VirtualMachineForkConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "parentEnabled" => r.read_opt(&mut self.parent_enabled)?,
-            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id)?,
-            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id)?,
-            "childType" => r.read_opt(&mut self.child_type)?,
+        let result = match name {
+            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
+            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
+            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
+            "childType" => r.read_opt(&mut self.child_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("parentEnabled", &self.parent_enabled);
@@ -2551,11 +2563,11 @@ impl x::Fields for VirtualMachineGuestIntegrityInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -2579,12 +2591,12 @@ impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "gmmFile" => r.read_opt(&mut self.gmm_file)?,
-            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance)?,
+        let result = match name {
+            "gmmFile" => r.read_opt(&mut self.gmm_file),
+            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("gmmFile", &self.gmm_file);
@@ -2609,11 +2621,11 @@ impl x::Fields for VirtualMachineGuestQuiesceSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timeout" => r.read_opt(&mut self.timeout)?,
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("timeout", &self.timeout);
@@ -2651,19 +2663,19 @@ impl x::Fields for VirtualMachineGuestSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "guestId" => r.read_opt(&mut self.guest_id)?,
-            "guestFullName" => r.read_opt(&mut self.guest_full_name)?,
-            "toolsStatus" => r.read_opt(&mut self.tools_status)?,
-            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status)?,
-            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2)?,
-            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status)?,
-            "hostName" => r.read_opt(&mut self.host_name)?,
-            "ipAddress" => r.read_opt(&mut self.ip_address)?,
-            "hwVersion" => r.read_opt(&mut self.hw_version)?,
+        let result = match name {
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "toolsStatus" => r.read_opt(&mut self.tools_status),
+            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status),
+            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2),
+            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "hwVersion" => r.read_opt(&mut self.hw_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("guestId", &self.guest_id);
@@ -2701,15 +2713,15 @@ impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "capacity" => r.read_opt(&mut self.capacity)?,
-            "vm" => r.read_push(&mut self.vm)?,
-            "partitionTable" => r.read_push(&mut self.partition_table)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "vm" => r.read_push(&mut self.vm),
+            "partitionTable" => r.read_push(&mut self.partition_table),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2741,12 +2753,12 @@ impl x::Fields for VirtualMachineIdeDiskDevicePartitionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "capacity" => r.read(&mut self.capacity)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "capacity" => r.read(&mut self.capacity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -2779,91 +2791,19 @@ impl x::Fields for VirtualMachineImportSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "entityConfig" => r.read_opt(&mut self.entity_config)?,
-            "instantiationOst" => r.read_opt(&mut self.instantiation_ost)?,
-            "configSpec" => r.read(&mut self.config_spec)?,
-            "resPoolEntity" => r.read_opt(&mut self.res_pool_entity)?,
+        let result = match name {
+            "entityConfig" => r.read_opt(&mut self.entity_config),
+            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
+            "configSpec" => r.read(&mut self.config_spec),
+            "resPoolEntity" => r.read_opt(&mut self.res_pool_entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entityConfig", &self.entity_config);
         w.write_opt("instantiationOst", &self.instantiation_ost);
         w.write("configSpec", &self.config_spec);
         w.write_opt("resPoolEntity", &self.res_pool_entity);
-    }
-}
-/// `VirtualMachineIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineIndependentFilterSpec {
-    /// `filterName`.
-    pub filter_name: String,
-    /// `filterClass`.
-    pub filter_class: Option<String>,
-    /// `filterCapabilities`.
-    pub filter_capabilities: Vec<KeyValue>,
-}
-impl x::SchemaType for VirtualMachineIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineIndependentFilterSpec {}
-impl x::Fields for VirtualMachineIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "filterName" => r.read(&mut self.filter_name)?,
-            "filterClass" => r.read_opt(&mut self.filter_class)?,
-            "filterCapabilities" => r.read_push(&mut self.filter_capabilities)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("filterName", &self.filter_name);
-        w.write_opt("filterClass", &self.filter_class);
-        w.write_vec("filterCapabilities", &self.filter_capabilities);
-    }
-}
-/// `VirtualMachineInstantCloneSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineInstantCloneSpec {
-    /// `name`.
-    pub name: String,
-    /// `location`.
-    pub location: VirtualMachineRelocateSpec,
-    /// `config`.
-    pub config: Vec<AnyOptionValue>,
-    /// `biosUuid`.
-    pub bios_uuid: Option<String>,
-}
-impl x::SchemaType for VirtualMachineInstantCloneSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineInstantCloneSpec";
-}
-impl x::Structure for VirtualMachineInstantCloneSpec {}
-impl x::Fields for VirtualMachineInstantCloneSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "location" => r.read(&mut self.location)?,
-            "config" => r.read_push(&mut self.config)?,
-            "biosUuid" => r.read_opt(&mut self.bios_uuid)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("location", &self.location);
-        w.write_vec("config", &self.config);
-        w.write_opt("biosUuid", &self.bios_uuid);
     }
 }

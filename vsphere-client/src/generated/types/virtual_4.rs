@@ -5,6 +5,78 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineIndependentFilterSpec {
+    /// `filterName`.
+    pub filter_name: String,
+    /// `filterClass`.
+    pub filter_class: Option<String>,
+    /// `filterCapabilities`.
+    pub filter_capabilities: Vec<KeyValue>,
+}
+impl x::SchemaType for VirtualMachineIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineIndependentFilterSpec {}
+impl x::Fields for VirtualMachineIndependentFilterSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "filterName" => r.read(&mut self.filter_name),
+            "filterClass" => r.read_opt(&mut self.filter_class),
+            "filterCapabilities" => r.read_push(&mut self.filter_capabilities),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("filterName", &self.filter_name);
+        w.write_opt("filterClass", &self.filter_class);
+        w.write_vec("filterCapabilities", &self.filter_capabilities);
+    }
+}
+/// `VirtualMachineInstantCloneSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineInstantCloneSpec {
+    /// `name`.
+    pub name: String,
+    /// `location`.
+    pub location: VirtualMachineRelocateSpec,
+    /// `config`.
+    pub config: Vec<AnyOptionValue>,
+    /// `biosUuid`.
+    pub bios_uuid: Option<String>,
+}
+impl x::SchemaType for VirtualMachineInstantCloneSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineInstantCloneSpec";
+}
+impl x::Structure for VirtualMachineInstantCloneSpec {}
+impl x::Fields for VirtualMachineInstantCloneSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "location" => r.read(&mut self.location),
+            "config" => r.read_push(&mut self.config),
+            "biosUuid" => r.read_opt(&mut self.bios_uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("location", &self.location);
+        w.write_vec("config", &self.config);
+        w.write_opt("biosUuid", &self.bios_uuid);
+    }
+}
 /// `VirtualMachineLegacyNetworkSwitchInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineLegacyNetworkSwitchInfo {
@@ -21,11 +93,11 @@ impl x::Fields for VirtualMachineLegacyNetworkSwitchInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -57,14 +129,14 @@ impl x::Fields for VirtualMachineMemoryReservationInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "virtualMachineMin" => r.read(&mut self.virtual_machine_min)?,
-            "virtualMachineMax" => r.read(&mut self.virtual_machine_max)?,
-            "virtualMachineReserved" => r.read(&mut self.virtual_machine_reserved)?,
-            "allocationPolicy" => r.read(&mut self.allocation_policy)?,
+        let result = match name {
+            "virtualMachineMin" => r.read(&mut self.virtual_machine_min),
+            "virtualMachineMax" => r.read(&mut self.virtual_machine_max),
+            "virtualMachineReserved" => r.read(&mut self.virtual_machine_reserved),
+            "allocationPolicy" => r.read(&mut self.allocation_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("virtualMachineMin", &self.virtual_machine_min);
@@ -91,12 +163,12 @@ impl x::Fields for VirtualMachineMemoryReservationSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "virtualMachineReserved" => r.read_opt(&mut self.virtual_machine_reserved)?,
-            "allocationPolicy" => r.read_opt(&mut self.allocation_policy)?,
+        let result = match name {
+            "virtualMachineReserved" => r.read_opt(&mut self.virtual_machine_reserved),
+            "allocationPolicy" => r.read_opt(&mut self.allocation_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("virtualMachineReserved", &self.virtual_machine_reserved);
@@ -123,13 +195,13 @@ impl x::Fields for VirtualMachineMessage {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "argument" => r.read_push(&mut self.argument)?,
-            "text" => r.read_opt(&mut self.text)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "argument" => r.read_push(&mut self.argument),
+            "text" => r.read_opt(&mut self.text),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -159,12 +231,12 @@ impl x::Fields for VirtualMachineMetadataManagerVmMetadata {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmId" => r.read(&mut self.vm_id)?,
-            "metadata" => r.read_opt(&mut self.metadata)?,
+        let result = match name {
+            "vmId" => r.read(&mut self.vm_id),
+            "metadata" => r.read_opt(&mut self.metadata),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmId", &self.vm_id);
@@ -189,12 +261,12 @@ impl x::Fields for VirtualMachineMetadataManagerVmMetadataInput {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "operation" => r.read(&mut self.operation)?,
-            "vmMetadata" => r.read(&mut self.vm_metadata)?,
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "vmMetadata" => r.read(&mut self.vm_metadata),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
@@ -221,11 +293,11 @@ impl x::Fields for VirtualMachineMetadataManagerVmMetadataOwner {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -249,12 +321,12 @@ impl x::Fields for VirtualMachineMetadataManagerVmMetadataResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vmMetadata" => r.read(&mut self.vm_metadata)?,
-            "error" => r.read_opt(&mut self.error)?,
+        let result = match name {
+            "vmMetadata" => r.read(&mut self.vm_metadata),
+            "error" => r.read_opt(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmMetadata", &self.vm_metadata);
@@ -285,13 +357,13 @@ impl x::Fields for VirtualMachineMksConnection {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "label" => r.read(&mut self.label)?,
-            "client" => r.read(&mut self.client)?,
-            "userName" => r.read(&mut self.user_name)?,
+        let result = match name {
+            "label" => r.read(&mut self.label),
+            "client" => r.read(&mut self.client),
+            "userName" => r.read(&mut self.user_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
@@ -323,15 +395,15 @@ impl x::Fields for VirtualMachineMksTicket {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ticket" => r.read(&mut self.ticket)?,
-            "cfgFile" => r.read(&mut self.cfg_file)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "port" => r.read_opt(&mut self.port)?,
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint)?,
+        let result = match name {
+            "ticket" => r.read(&mut self.ticket),
+            "cfgFile" => r.read(&mut self.cfg_file),
+            "host" => r.read_opt(&mut self.host),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ticket", &self.ticket);
@@ -363,14 +435,14 @@ impl x::Fields for VirtualMachineNetworkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "network" => r.read(&mut self.network)?,
-            "vswitch" => r.read_opt(&mut self.vswitch)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "network" => r.read(&mut self.network),
+            "vswitch" => r.read_opt(&mut self.vswitch),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -405,14 +477,14 @@ impl x::Fields for VirtualMachineNetworkShaperInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "peakBps" => r.read_opt(&mut self.peak_bps)?,
-            "averageBps" => r.read_opt(&mut self.average_bps)?,
-            "burstSize" => r.read_opt(&mut self.burst_size)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "peakBps" => r.read_opt(&mut self.peak_bps),
+            "averageBps" => r.read_opt(&mut self.average_bps),
+            "burstSize" => r.read_opt(&mut self.burst_size),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -439,12 +511,12 @@ impl x::Fields for VirtualMachineParallelInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -479,14 +551,14 @@ impl x::Fields for VirtualMachinePciPassthroughInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "pciDevice" => r.read(&mut self.pci_device)?,
-            "systemId" => r.read(&mut self.system_id)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "pciDevice" => r.read(&mut self.pci_device),
+            "systemId" => r.read(&mut self.system_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -515,13 +587,13 @@ impl x::Fields for VirtualMachinePciSharedGpuPassthroughInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "vgpu" => r.read(&mut self.vgpu)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "vgpu" => r.read(&mut self.vgpu),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -553,13 +625,13 @@ impl x::Fields for VirtualMachinePrecisionClockInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -589,12 +661,12 @@ impl x::Fields for VirtualMachineProfileDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "profile" => r.read_push(&mut self.profile)?,
-            "diskProfileDetails" => r.read_push(&mut self.disk_profile_details)?,
+        let result = match name {
+            "profile" => r.read_push(&mut self.profile),
+            "diskProfileDetails" => r.read_push(&mut self.disk_profile_details),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("profile", &self.profile);
@@ -619,12 +691,12 @@ impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskId" => r.read(&mut self.disk_id)?,
-            "profile" => r.read_push(&mut self.profile)?,
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "profile" => r.read_push(&mut self.profile),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
@@ -653,12 +725,12 @@ impl x::Fields for VirtualMachineProfileRawData {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "extensionKey" => r.read(&mut self.extension_key)?,
-            "objectData" => r.read_opt(&mut self.object_data)?,
+        let result = match name {
+            "extensionKey" => r.read(&mut self.extension_key),
+            "objectData" => r.read_opt(&mut self.object_data),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("extensionKey", &self.extension_key);
@@ -702,12 +774,12 @@ impl x::Fields for VirtualMachinePropertyRelation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "relations" => r.read_push(&mut self.relations)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "relations" => r.read_push(&mut self.relations),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -740,14 +812,14 @@ impl x::Fields for VirtualMachineQuestionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "id" => r.read(&mut self.id)?,
-            "text" => r.read(&mut self.text)?,
-            "choice" => r.read(&mut self.choice)?,
-            "message" => r.read_push(&mut self.message)?,
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "text" => r.read(&mut self.text),
+            "choice" => r.read(&mut self.choice),
+            "message" => r.read_push(&mut self.message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
@@ -818,38 +890,38 @@ impl x::Fields for VirtualMachineQuickStats {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage)?,
-            "overallCpuDemand" => r.read_opt(&mut self.overall_cpu_demand)?,
-            "overallCpuReadiness" => r.read_opt(&mut self.overall_cpu_readiness)?,
-            "guestMemoryUsage" => r.read_opt(&mut self.guest_memory_usage)?,
-            "hostMemoryUsage" => r.read_opt(&mut self.host_memory_usage)?,
-            "guestHeartbeatStatus" => r.read(&mut self.guest_heartbeat_status)?,
+        let result = match name {
+            "overallCpuUsage" => r.read_opt(&mut self.overall_cpu_usage),
+            "overallCpuDemand" => r.read_opt(&mut self.overall_cpu_demand),
+            "overallCpuReadiness" => r.read_opt(&mut self.overall_cpu_readiness),
+            "guestMemoryUsage" => r.read_opt(&mut self.guest_memory_usage),
+            "hostMemoryUsage" => r.read_opt(&mut self.host_memory_usage),
+            "guestHeartbeatStatus" => r.read(&mut self.guest_heartbeat_status),
             "distributedCpuEntitlement" => {
-                r.read_opt(&mut self.distributed_cpu_entitlement)?
+                r.read_opt(&mut self.distributed_cpu_entitlement)
             }
             "distributedMemoryEntitlement" => {
-                r.read_opt(&mut self.distributed_memory_entitlement)?
+                r.read_opt(&mut self.distributed_memory_entitlement)
             }
-            "staticCpuEntitlement" => r.read_opt(&mut self.static_cpu_entitlement)?,
-            "staticMemoryEntitlement" => r.read_opt(&mut self.static_memory_entitlement)?,
-            "grantedMemory" => r.read_opt(&mut self.granted_memory)?,
-            "privateMemory" => r.read_opt(&mut self.private_memory)?,
-            "sharedMemory" => r.read_opt(&mut self.shared_memory)?,
-            "swappedMemory" => r.read_opt(&mut self.swapped_memory)?,
-            "balloonedMemory" => r.read_opt(&mut self.ballooned_memory)?,
-            "consumedOverheadMemory" => r.read_opt(&mut self.consumed_overhead_memory)?,
-            "ftLogBandwidth" => r.read_opt(&mut self.ft_log_bandwidth)?,
-            "ftSecondaryLatency" => r.read_opt(&mut self.ft_secondary_latency)?,
-            "ftLatencyStatus" => r.read_opt(&mut self.ft_latency_status)?,
-            "compressedMemory" => r.read_opt(&mut self.compressed_memory)?,
-            "uptimeSeconds" => r.read_opt(&mut self.uptime_seconds)?,
-            "ssdSwappedMemory" => r.read_opt(&mut self.ssd_swapped_memory)?,
-            "activeMemory" => r.read_opt(&mut self.active_memory)?,
-            "memoryTierStats" => r.read_push(&mut self.memory_tier_stats)?,
+            "staticCpuEntitlement" => r.read_opt(&mut self.static_cpu_entitlement),
+            "staticMemoryEntitlement" => r.read_opt(&mut self.static_memory_entitlement),
+            "grantedMemory" => r.read_opt(&mut self.granted_memory),
+            "privateMemory" => r.read_opt(&mut self.private_memory),
+            "sharedMemory" => r.read_opt(&mut self.shared_memory),
+            "swappedMemory" => r.read_opt(&mut self.swapped_memory),
+            "balloonedMemory" => r.read_opt(&mut self.ballooned_memory),
+            "consumedOverheadMemory" => r.read_opt(&mut self.consumed_overhead_memory),
+            "ftLogBandwidth" => r.read_opt(&mut self.ft_log_bandwidth),
+            "ftSecondaryLatency" => r.read_opt(&mut self.ft_secondary_latency),
+            "ftLatencyStatus" => r.read_opt(&mut self.ft_latency_status),
+            "compressedMemory" => r.read_opt(&mut self.compressed_memory),
+            "uptimeSeconds" => r.read_opt(&mut self.uptime_seconds),
+            "ssdSwappedMemory" => r.read_opt(&mut self.ssd_swapped_memory),
+            "activeMemory" => r.read_opt(&mut self.active_memory),
+            "memoryTierStats" => r.read_push(&mut self.memory_tier_stats),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
@@ -899,12 +971,12 @@ impl x::Fields for VirtualMachineQuickStatsMemoryTierStats {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "memoryTierType" => r.read(&mut self.memory_tier_type)?,
-            "readBandwidth" => r.read(&mut self.read_bandwidth)?,
+        let result = match name {
+            "memoryTierType" => r.read(&mut self.memory_tier_type),
+            "readBandwidth" => r.read(&mut self.read_bandwidth),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("memoryTierType", &self.memory_tier_type);
@@ -951,21 +1023,21 @@ impl x::Fields for VirtualMachineRelocateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "service" => r.read_opt(&mut self.service)?,
-            "folder" => r.read_opt(&mut self.folder)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type)?,
-            "pool" => r.read_opt(&mut self.pool)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "disk" => r.read_push(&mut self.disk)?,
-            "transform" => r.read_opt(&mut self.transform)?,
-            "deviceChange" => r.read_push(&mut self.device_change)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            "cryptoSpec" => r.read_opt(&mut self.crypto_spec)?,
+        let result = match name {
+            "service" => r.read_opt(&mut self.service),
+            "folder" => r.read_opt(&mut self.folder),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "pool" => r.read_opt(&mut self.pool),
+            "host" => r.read_opt(&mut self.host),
+            "disk" => r.read_push(&mut self.disk),
+            "transform" => r.read_opt(&mut self.transform),
+            "deviceChange" => r.read_push(&mut self.device_change),
+            "profile" => r.read_push(&mut self.profile),
+            "cryptoSpec" => r.read_opt(&mut self.crypto_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("service", &self.service);
@@ -1009,17 +1081,17 @@ impl x::Fields for VirtualMachineRelocateSpecDiskLocator {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskId" => r.read(&mut self.disk_id)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "diskMoveType" => r.read_opt(&mut self.disk_move_type)?,
-            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info)?,
-            "profile" => r.read_push(&mut self.profile)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "filterSpec" => r.read_push(&mut self.filter_spec)?,
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "datastore" => r.read(&mut self.datastore),
+            "diskMoveType" => r.read_opt(&mut self.disk_move_type),
+            "diskBackingInfo" => r.read_opt(&mut self.disk_backing_info),
+            "profile" => r.read_push(&mut self.profile),
+            "backing" => r.read_opt(&mut self.backing),
+            "filterSpec" => r.read_push(&mut self.filter_spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
@@ -1053,12 +1125,12 @@ impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "parent" => r.read_opt_box(&mut self.parent)?,
-            "crypto" => r.read_opt(&mut self.crypto)?,
+        let result = match name {
+            "parent" => r.read_opt_box(&mut self.parent),
+            "crypto" => r.read_opt(&mut self.crypto),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt_box("parent", &self.parent);
@@ -1143,44 +1215,44 @@ impl x::Fields for VirtualMachineRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "device" => r.read_push(&mut self.device)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "connectionState" => r.read(&mut self.connection_state)?,
-            "powerState" => r.read(&mut self.power_state)?,
-            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress)?,
-            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state)?,
-            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection)?,
-            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted)?,
-            "suspendTime" => r.read_opt(&mut self.suspend_time)?,
-            "bootTime" => r.read_opt(&mut self.boot_time)?,
-            "suspendInterval" => r.read_opt(&mut self.suspend_interval)?,
-            "question" => r.read_opt(&mut self.question)?,
-            "memoryOverhead" => r.read_opt(&mut self.memory_overhead)?,
-            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage)?,
-            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage)?,
-            "numMksConnections" => r.read(&mut self.num_mks_connections)?,
-            "recordReplayState" => r.read_opt(&mut self.record_replay_state)?,
-            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off)?,
-            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason)?,
-            "onlineStandby" => r.read_opt(&mut self.online_standby)?,
-            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key)?,
-            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed)?,
+        let result = match name {
+            "device" => r.read_push(&mut self.device),
+            "host" => r.read_opt(&mut self.host),
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "vmFailoverInProgress" => r.read_opt(&mut self.vm_failover_in_progress),
+            "faultToleranceState" => r.read_opt(&mut self.fault_tolerance_state),
+            "dasVmProtection" => r.read_opt(&mut self.das_vm_protection),
+            "toolsInstallerMounted" => r.read(&mut self.tools_installer_mounted),
+            "suspendTime" => r.read_opt(&mut self.suspend_time),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "suspendInterval" => r.read_opt(&mut self.suspend_interval),
+            "question" => r.read_opt(&mut self.question),
+            "memoryOverhead" => r.read_opt(&mut self.memory_overhead),
+            "maxCpuUsage" => r.read_opt(&mut self.max_cpu_usage),
+            "maxMemoryUsage" => r.read_opt(&mut self.max_memory_usage),
+            "numMksConnections" => r.read(&mut self.num_mks_connections),
+            "recordReplayState" => r.read_opt(&mut self.record_replay_state),
+            "cleanPowerOff" => r.read_opt(&mut self.clean_power_off),
+            "needSecondaryReason" => r.read_opt(&mut self.need_secondary_reason),
+            "onlineStandby" => r.read_opt(&mut self.online_standby),
+            "minRequiredEVCModeKey" => r.read_opt(&mut self.min_required_evc_mode_key),
+            "consolidationNeeded" => r.read_opt(&mut self.consolidation_needed),
             "offlineFeatureRequirement" => {
-                r.read_push(&mut self.offline_feature_requirement)?
+                r.read_push(&mut self.offline_feature_requirement)
             }
-            "featureRequirement" => r.read_push(&mut self.feature_requirement)?,
-            "featureMask" => r.read_push(&mut self.feature_mask)?,
-            "vFlashCacheAllocation" => r.read_opt(&mut self.v_flash_cache_allocation)?,
-            "paused" => r.read_opt(&mut self.paused)?,
-            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background)?,
-            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent)?,
-            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen)?,
-            "cryptoState" => r.read_opt(&mut self.crypto_state)?,
-            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory)?,
+            "featureRequirement" => r.read_push(&mut self.feature_requirement),
+            "featureMask" => r.read_push(&mut self.feature_mask),
+            "vFlashCacheAllocation" => r.read_opt(&mut self.v_flash_cache_allocation),
+            "paused" => r.read_opt(&mut self.paused),
+            "snapshotInBackground" => r.read_opt(&mut self.snapshot_in_background),
+            "quiescedForkParent" => r.read_opt(&mut self.quiesced_fork_parent),
+            "instantCloneFrozen" => r.read_opt(&mut self.instant_clone_frozen),
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "suspendedToMemory" => r.read_opt(&mut self.suspended_to_memory),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("device", &self.device);
@@ -1233,11 +1305,11 @@ impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "dasProtected" => r.read(&mut self.das_protected)?,
+        let result = match name {
+            "dasProtected" => r.read(&mut self.das_protected),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dasProtected", &self.das_protected);
@@ -1271,17 +1343,17 @@ impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "capacity" => r.read_opt(&mut self.capacity)?,
-            "vm" => r.read_push(&mut self.vm)?,
-            "disk" => r.read_opt(&mut self.disk)?,
-            "transportHint" => r.read_opt(&mut self.transport_hint)?,
-            "lunNumber" => r.read_opt(&mut self.lun_number)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "vm" => r.read_push(&mut self.vm),
+            "disk" => r.read_opt(&mut self.disk),
+            "transportHint" => r.read_opt(&mut self.transport_hint),
+            "lunNumber" => r.read_opt(&mut self.lun_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1321,15 +1393,15 @@ impl x::Fields for VirtualMachineScsiPassthroughInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "scsiClass" => r.read(&mut self.scsi_class)?,
-            "vendor" => r.read(&mut self.vendor)?,
-            "physicalUnitNumber" => r.read(&mut self.physical_unit_number)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "scsiClass" => r.read(&mut self.scsi_class),
+            "vendor" => r.read(&mut self.vendor),
+            "physicalUnitNumber" => r.read(&mut self.physical_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1361,12 +1433,12 @@ impl x::Fields for VirtualMachineSerialInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1397,13 +1469,13 @@ impl x::Fields for VirtualMachineSgxInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "epcSize" => r.read(&mut self.epc_size)?,
-            "flcMode" => r.read_opt(&mut self.flc_mode)?,
-            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash)?,
+        let result = match name {
+            "epcSize" => r.read(&mut self.epc_size),
+            "flcMode" => r.read_opt(&mut self.flc_mode),
+            "lePubKeyHash" => r.read_opt(&mut self.le_pub_key_hash),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("epcSize", &self.epc_size);
@@ -1435,15 +1507,15 @@ impl x::Fields for VirtualMachineSgxTargetInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "maxEpcSize" => r.read(&mut self.max_epc_size)?,
-            "flcModes" => r.read_push(&mut self.flc_modes)?,
-            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "maxEpcSize" => r.read(&mut self.max_epc_size),
+            "flcModes" => r.read_push(&mut self.flc_modes),
+            "lePubKeyHashes" => r.read_push(&mut self.le_pub_key_hashes),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1471,12 +1543,12 @@ impl x::Fields for VirtualMachineSnapshotInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "currentSnapshot" => r.read_opt(&mut self.current_snapshot)?,
-            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list)?,
+        let result = match name {
+            "currentSnapshot" => r.read_opt(&mut self.current_snapshot),
+            "rootSnapshotList" => r.read_push(&mut self.root_snapshot_list),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("currentSnapshot", &self.current_snapshot);
@@ -1519,21 +1591,21 @@ impl x::Fields for VirtualMachineSnapshotTree {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "snapshot" => r.read(&mut self.snapshot)?,
-            "vm" => r.read(&mut self.vm)?,
-            "name" => r.read(&mut self.name)?,
-            "description" => r.read(&mut self.description)?,
-            "id" => r.read_opt(&mut self.id)?,
-            "createTime" => r.read(&mut self.create_time)?,
-            "state" => r.read(&mut self.state)?,
-            "quiesced" => r.read(&mut self.quiesced)?,
-            "backupManifest" => r.read_opt(&mut self.backup_manifest)?,
-            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list)?,
-            "replaySupported" => r.read_opt(&mut self.replay_supported)?,
+        let result = match name {
+            "snapshot" => r.read(&mut self.snapshot),
+            "vm" => r.read(&mut self.vm),
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "id" => r.read_opt(&mut self.id),
+            "createTime" => r.read(&mut self.create_time),
+            "state" => r.read(&mut self.state),
+            "quiesced" => r.read(&mut self.quiesced),
+            "backupManifest" => r.read_opt(&mut self.backup_manifest),
+            "childSnapshotList" => r.read_push(&mut self.child_snapshot_list),
+            "replaySupported" => r.read_opt(&mut self.replay_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("snapshot", &self.snapshot);
@@ -1571,12 +1643,12 @@ impl x::Fields for VirtualMachineSoundInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1605,11 +1677,11 @@ impl x::Fields for VirtualMachineSriovDevicePoolInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1643,17 +1715,17 @@ impl x::Fields for VirtualMachineSriovInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "pciDevice" => r.read(&mut self.pci_device)?,
-            "systemId" => r.read(&mut self.system_id)?,
-            "virtualFunction" => r.read(&mut self.virtual_function)?,
-            "pnic" => r.read_opt(&mut self.pnic)?,
-            "devicePool" => r.read_opt(&mut self.device_pool)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "pciDevice" => r.read(&mut self.pci_device),
+            "systemId" => r.read(&mut self.system_id),
+            "virtualFunction" => r.read(&mut self.virtual_function),
+            "pnic" => r.read_opt(&mut self.pnic),
+            "devicePool" => r.read_opt(&mut self.device_pool),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1689,13 +1761,13 @@ impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "switchKey" => r.read_opt(&mut self.switch_key)?,
-            "switchUuid" => r.read_opt(&mut self.switch_uuid)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "switchKey" => r.read_opt(&mut self.switch_key),
+            "switchUuid" => r.read_opt(&mut self.switch_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1721,12 +1793,12 @@ impl x::Fields for VirtualMachineStorageInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage)?,
-            "timestamp" => r.read(&mut self.timestamp)?,
+        let result = match name {
+            "perDatastoreUsage" => r.read_push(&mut self.per_datastore_usage),
+            "timestamp" => r.read(&mut self.timestamp),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
@@ -1755,14 +1827,14 @@ impl x::Fields for VirtualMachineStorageSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "committed" => r.read(&mut self.committed)?,
-            "uncommitted" => r.read(&mut self.uncommitted)?,
-            "unshared" => r.read(&mut self.unshared)?,
-            "timestamp" => r.read(&mut self.timestamp)?,
+        let result = match name {
+            "committed" => r.read(&mut self.committed),
+            "uncommitted" => r.read(&mut self.uncommitted),
+            "unshared" => r.read(&mut self.unshared),
+            "timestamp" => r.read(&mut self.timestamp),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("committed", &self.committed);
@@ -1801,18 +1873,18 @@ impl x::Fields for VirtualMachineSummary {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vm" => r.read_opt(&mut self.vm)?,
-            "runtime" => r.read(&mut self.runtime)?,
-            "guest" => r.read_opt(&mut self.guest)?,
-            "config" => r.read(&mut self.config)?,
-            "storage" => r.read_opt(&mut self.storage)?,
-            "quickStats" => r.read(&mut self.quick_stats)?,
-            "overallStatus" => r.read(&mut self.overall_status)?,
-            "customValue" => r.read_push(&mut self.custom_value)?,
+        let result = match name {
+            "vm" => r.read_opt(&mut self.vm),
+            "runtime" => r.read(&mut self.runtime),
+            "guest" => r.read_opt(&mut self.guest),
+            "config" => r.read(&mut self.config),
+            "storage" => r.read_opt(&mut self.storage),
+            "quickStats" => r.read(&mut self.quick_stats),
+            "overallStatus" => r.read(&mut self.overall_status),
+            "customValue" => r.read_push(&mut self.custom_value),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
@@ -1847,12 +1919,12 @@ impl x::Fields for VirtualMachineTargetInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1885,16 +1957,16 @@ impl x::Fields for VirtualMachineTicket {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ticket" => r.read(&mut self.ticket)?,
-            "cfgFile" => r.read(&mut self.cfg_file)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "port" => r.read_opt(&mut self.port)?,
-            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint)?,
-            "url" => r.read_opt(&mut self.url)?,
+        let result = match name {
+            "ticket" => r.read(&mut self.ticket),
+            "cfgFile" => r.read(&mut self.cfg_file),
+            "host" => r.read_opt(&mut self.host),
+            "port" => r.read_opt(&mut self.port),
+            "sslThumbprint" => r.read_opt(&mut self.ssl_thumbprint),
+            "url" => r.read_opt(&mut self.url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ticket", &self.ticket);
@@ -1927,14 +1999,14 @@ impl x::Fields for VirtualMachineUsageOnDatastore {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "datastore" => r.read(&mut self.datastore)?,
-            "committed" => r.read(&mut self.committed)?,
-            "uncommitted" => r.read(&mut self.uncommitted)?,
-            "unshared" => r.read(&mut self.unshared)?,
+        let result = match name {
+            "datastore" => r.read(&mut self.datastore),
+            "committed" => r.read(&mut self.committed),
+            "uncommitted" => r.read(&mut self.uncommitted),
+            "unshared" => r.read(&mut self.unshared),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastore", &self.datastore);
@@ -1979,19 +2051,19 @@ impl x::Fields for VirtualMachineUsbInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "description" => r.read(&mut self.description)?,
-            "vendor" => r.read(&mut self.vendor)?,
-            "product" => r.read(&mut self.product)?,
-            "physicalPath" => r.read(&mut self.physical_path)?,
-            "family" => r.read_push(&mut self.family)?,
-            "speed" => r.read_push(&mut self.speed)?,
-            "summary" => r.read_opt(&mut self.summary)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "description" => r.read(&mut self.description),
+            "vendor" => r.read(&mut self.vendor),
+            "product" => r.read(&mut self.product),
+            "physicalPath" => r.read(&mut self.physical_path),
+            "family" => r.read_push(&mut self.family),
+            "speed" => r.read_push(&mut self.speed),
+            "summary" => r.read_opt(&mut self.summary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2029,13 +2101,13 @@ impl x::Fields for VirtualMachineVFlashModuleInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "vFlashModule" => r.read(&mut self.v_flash_module)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "vFlashModule" => r.read(&mut self.v_flash_module),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2083,23 +2155,23 @@ impl x::Fields for VirtualMachineVMCIDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "id" => r.read_opt(&mut self.id)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "id" => r.read_opt(&mut self.id),
             "allowUnrestrictedCommunication" => {
-                r.read_opt(&mut self.allow_unrestricted_communication)?
+                r.read_opt(&mut self.allow_unrestricted_communication)
             }
-            "filterEnable" => r.read_opt(&mut self.filter_enable)?,
-            "filterInfo" => r.read_opt(&mut self.filter_info)?,
+            "filterEnable" => r.read_opt(&mut self.filter_enable),
+            "filterInfo" => r.read_opt(&mut self.filter_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2134,11 +2206,11 @@ impl x::Fields for VirtualMachineVMCIDeviceFilterInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "filters" => r.read_push(&mut self.filters)?,
+        let result = match name {
+            "filters" => r.read_push(&mut self.filters),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("filters", &self.filters);
@@ -2170,16 +2242,16 @@ impl x::Fields for VirtualMachineVMCIDeviceFilterSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "rank" => r.read(&mut self.rank)?,
-            "action" => r.read(&mut self.action)?,
-            "protocol" => r.read(&mut self.protocol)?,
-            "direction" => r.read(&mut self.direction)?,
-            "lowerDstPortBoundary" => r.read_opt(&mut self.lower_dst_port_boundary)?,
-            "upperDstPortBoundary" => r.read_opt(&mut self.upper_dst_port_boundary)?,
+        let result = match name {
+            "rank" => r.read(&mut self.rank),
+            "action" => r.read(&mut self.action),
+            "protocol" => r.read(&mut self.protocol),
+            "direction" => r.read(&mut self.direction),
+            "lowerDstPortBoundary" => r.read_opt(&mut self.lower_dst_port_boundary),
+            "upperDstPortBoundary" => r.read_opt(&mut self.upper_dst_port_boundary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("rank", &self.rank);
@@ -2236,28 +2308,28 @@ impl x::Fields for VirtualMachineVMCIDeviceOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             "allowUnrestrictedCommunication" => {
-                r.read(&mut self.allow_unrestricted_communication)?
+                r.read(&mut self.allow_unrestricted_communication)
             }
-            "filterSpecOption" => r.read_opt(&mut self.filter_spec_option)?,
-            "filterSupported" => r.read_opt(&mut self.filter_supported)?,
+            "filterSpecOption" => r.read_opt(&mut self.filter_spec_option),
+            "filterSupported" => r.read_opt(&mut self.filter_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2303,15 +2375,15 @@ impl x::Fields for VirtualMachineVMCIDeviceOptionFilterSpecOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "action" => r.read(&mut self.action)?,
-            "protocol" => r.read(&mut self.protocol)?,
-            "direction" => r.read(&mut self.direction)?,
-            "lowerDstPortBoundary" => r.read(&mut self.lower_dst_port_boundary)?,
-            "upperDstPortBoundary" => r.read(&mut self.upper_dst_port_boundary)?,
+        let result = match name {
+            "action" => r.read(&mut self.action),
+            "protocol" => r.read(&mut self.protocol),
+            "direction" => r.read(&mut self.direction),
+            "lowerDstPortBoundary" => r.read(&mut self.lower_dst_port_boundary),
+            "upperDstPortBoundary" => r.read(&mut self.upper_dst_port_boundary),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("action", &self.action);
@@ -2349,17 +2421,17 @@ impl x::Fields for VirtualMachineVMIROM {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2387,11 +2459,11 @@ impl x::Fields for VirtualMachineVcpuConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity)?,
+        let result = match name {
+            "latencySensitivity" => r.read_opt(&mut self.latency_sensitivity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("latencySensitivity", &self.latency_sensitivity);
@@ -2433,19 +2505,19 @@ impl x::Fields for VirtualMachineVgpuDeviceInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "deviceName" => r.read(&mut self.device_name)?,
-            "deviceVendorId" => r.read(&mut self.device_vendor_id)?,
-            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib)?,
-            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable)?,
-            "migCapable" => r.read(&mut self.mig_capable)?,
-            "computeProfileCapable" => r.read(&mut self.compute_profile_capable)?,
-            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
+            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable),
+            "migCapable" => r.read(&mut self.mig_capable),
+            "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
+            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2491,17 +2563,17 @@ impl x::Fields for VirtualMachineVgpuProfileInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "configurationTag" => r.read_push(&mut self.configuration_tag)?,
-            "profileName" => r.read(&mut self.profile_name)?,
-            "deviceVendorId" => r.read(&mut self.device_vendor_id)?,
-            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib)?,
-            "profileSharing" => r.read(&mut self.profile_sharing)?,
-            "profileClass" => r.read(&mut self.profile_class)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "profileName" => r.read(&mut self.profile_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
+            "profileSharing" => r.read(&mut self.profile_sharing),
+            "profileClass" => r.read(&mut self.profile_class),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -2557,23 +2629,23 @@ impl x::Fields for VirtualMachineVideoCard {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb)?,
-            "numDisplays" => r.read_opt(&mut self.num_displays)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support)?,
-            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer)?,
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
+            "numDisplays" => r.read_opt(&mut self.num_displays),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
+            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
+            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2607,11 +2679,11 @@ impl x::Fields for VirtualMachineVirtualPMem {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "snapshotMode" => r.read_opt(&mut self.snapshot_mode)?,
+        let result = match name {
+            "snapshotMode" => r.read_opt(&mut self.snapshot_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("snapshotMode", &self.snapshot_mode);
@@ -2641,15 +2713,15 @@ impl x::Fields for VirtualMachineWindowsQuiesceSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timeout" => r.read_opt(&mut self.timeout)?,
-            "vssBackupType" => r.read_opt(&mut self.vss_backup_type)?,
-            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state)?,
-            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support)?,
-            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context)?,
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
+            "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
+            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
+            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
+            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("timeout", &self.timeout);
@@ -2677,12 +2749,12 @@ impl x::Fields for VirtualMachineWipeResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskId" => r.read(&mut self.disk_id)?,
-            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space)?,
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
@@ -2721,19 +2793,19 @@ impl x::Fields for VirtualNVDIMM {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "capacityInMB" => r.read(&mut self.capacity_in_mb)?,
-            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2771,15 +2843,15 @@ impl x::Fields for VirtualNVDIMMBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
-            "parent" => r.read_opt_box(&mut self.parent)?,
-            "changeId" => r.read_opt(&mut self.change_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "changeId" => r.read_opt(&mut self.change_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -2821,19 +2893,19 @@ impl x::Fields for VirtualNVDIMMController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2889,26 +2961,26 @@ impl x::Fields for VirtualNVDIMMControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2925,89 +2997,5 @@ impl x::Fields for VirtualNVDIMMControllerOption {
         w.write("devices", &self.devices);
         w.write_vec("supportedDevice", &self.supported_device);
         w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
-    }
-}
-/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `capacityInMB`.
-    pub capacity_in_mb: LongOption,
-    /// `growable`.
-    pub growable: bool,
-    /// `hotGrowable`.
-    pub hot_growable: bool,
-    /// `granularityInMB`.
-    pub granularity_in_mb: i64,
-}
-impl x::SchemaType for VirtualNVDIMMOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
-}
-impl x::Structure for VirtualNVDIMMOption {}
-impl x::Fields for VirtualNVDIMMOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "capacityInMB" => r.read(&mut self.capacity_in_mb)?,
-            "growable" => r.read(&mut self.growable)?,
-            "hotGrowable" => r.read(&mut self.hot_growable)?,
-            "granularityInMB" => r.read(&mut self.granularity_in_mb)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("capacityInMB", &self.capacity_in_mb);
-        w.write("growable", &self.growable);
-        w.write("hotGrowable", &self.hot_growable);
-        w.write("granularityInMB", &self.granularity_in_mb);
     }
 }

@@ -5,6 +5,90 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `capacityInMB`.
+    pub capacity_in_mb: LongOption,
+    /// `growable`.
+    pub growable: bool,
+    /// `hotGrowable`.
+    pub hot_growable: bool,
+    /// `granularityInMB`.
+    pub granularity_in_mb: i64,
+}
+impl x::SchemaType for VirtualNVDIMMOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMOption";
+}
+impl x::Structure for VirtualNVDIMMOption {}
+impl x::Fields for VirtualNVDIMMOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "growable" => r.read(&mut self.growable),
+            "hotGrowable" => r.read(&mut self.hot_growable),
+            "granularityInMB" => r.read(&mut self.granularity_in_mb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write("growable", &self.growable);
+        w.write("hotGrowable", &self.hot_growable);
+        w.write("granularityInMB", &self.granularity_in_mb);
+    }
+}
 /// `VirtualNVMEController` (extends `VirtualController`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualNVMEController {
@@ -37,19 +121,19 @@ impl x::Fields for VirtualNVMEController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -105,26 +189,26 @@ impl x::Fields for VirtualNVMEControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numNVMEDisks" => r.read(&mut self.num_nvme_disks)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numNVMEDisks" => r.read(&mut self.num_nvme_disks),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -165,14 +249,14 @@ impl x::Fields for VirtualNicManagerNetConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nicType" => r.read(&mut self.nic_type)?,
-            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed)?,
-            "candidateVnic" => r.read_push(&mut self.candidate_vnic)?,
-            "selectedVnic" => r.read_push(&mut self.selected_vnic)?,
+        let result = match name {
+            "nicType" => r.read(&mut self.nic_type),
+            "multiSelectAllowed" => r.read(&mut self.multi_select_allowed),
+            "candidateVnic" => r.read_push(&mut self.candidate_vnic),
+            "selectedVnic" => r.read_push(&mut self.selected_vnic),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nicType", &self.nic_type);
@@ -217,19 +301,19 @@ impl x::Fields for VirtualPCIController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -309,46 +393,44 @@ impl x::Fields for VirtualPCIControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers)?,
-            "numEthernetCards" => r.read(&mut self.num_ethernet_cards)?,
-            "numVideoCards" => r.read(&mut self.num_video_cards)?,
-            "numSoundCards" => r.read(&mut self.num_sound_cards)?,
-            "numVmiRoms" => r.read(&mut self.num_vmi_roms)?,
-            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIControllers" => r.read(&mut self.num_scsi_controllers),
+            "numEthernetCards" => r.read(&mut self.num_ethernet_cards),
+            "numVideoCards" => r.read(&mut self.num_video_cards),
+            "numSoundCards" => r.read(&mut self.num_sound_cards),
+            "numVmiRoms" => r.read(&mut self.num_vmi_roms),
+            "numVmciDevices" => r.read_opt(&mut self.num_vmci_devices),
             "numPCIPassthroughDevices" => {
-                r.read_opt(&mut self.num_pci_passthrough_devices)?
+                r.read_opt(&mut self.num_pci_passthrough_devices)
             }
-            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers)?,
-            "numVmxnet3EthernetCards" => {
-                r.read_opt(&mut self.num_vmxnet3_ethernet_cards)?
-            }
+            "numSasSCSIControllers" => r.read_opt(&mut self.num_sas_scsi_controllers),
+            "numVmxnet3EthernetCards" => r.read_opt(&mut self.num_vmxnet3_ethernet_cards),
             "numParaVirtualSCSIControllers" => {
-                r.read_opt(&mut self.num_para_virtual_scsi_controllers)?
+                r.read_opt(&mut self.num_para_virtual_scsi_controllers)
             }
-            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers)?,
-            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers)?,
+            "numSATAControllers" => r.read_opt(&mut self.num_sata_controllers),
+            "numNVMEControllers" => r.read_opt(&mut self.num_nvme_controllers),
             "numVmxnet3VrdmaEthernetCards" => {
-                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)?
+                r.read_opt(&mut self.num_vmxnet3_vrdma_ethernet_cards)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -413,17 +495,17 @@ impl x::Fields for VirtualPCIPassthrough {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -459,15 +541,15 @@ impl x::Fields for VirtualPCIPassthroughAllowedDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vendorId" => r.read(&mut self.vendor_id)?,
-            "deviceId" => r.read(&mut self.device_id)?,
-            "subVendorId" => r.read_opt(&mut self.sub_vendor_id)?,
-            "subDeviceId" => r.read_opt(&mut self.sub_device_id)?,
-            "revisionId" => r.read_opt(&mut self.revision_id)?,
+        let result = match name {
+            "vendorId" => r.read(&mut self.vendor_id),
+            "deviceId" => r.read(&mut self.device_id),
+            "subVendorId" => r.read_opt(&mut self.sub_vendor_id),
+            "subDeviceId" => r.read_opt(&mut self.sub_device_id),
+            "revisionId" => r.read_opt(&mut self.revision_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vendorId", &self.vendor_id);
@@ -507,16 +589,16 @@ impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "id" => r.read(&mut self.id)?,
-            "deviceId" => r.read(&mut self.device_id)?,
-            "systemId" => r.read(&mut self.system_id)?,
-            "vendorId" => r.read(&mut self.vendor_id)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "id" => r.read(&mut self.id),
+            "deviceId" => r.read(&mut self.device_id),
+            "systemId" => r.read(&mut self.system_id),
+            "vendorId" => r.read(&mut self.vendor_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -545,12 +627,12 @@ impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -581,15 +663,15 @@ impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "allowedDevice" => r.read_push(&mut self.allowed_device)?,
-            "customLabel" => r.read_opt(&mut self.custom_label)?,
-            "assignedId" => r.read_opt(&mut self.assigned_id)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "allowedDevice" => r.read_push(&mut self.allowed_device),
+            "customLabel" => r.read_opt(&mut self.custom_label),
+            "assignedId" => r.read_opt(&mut self.assigned_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -617,12 +699,12 @@ impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -665,23 +747,23 @@ impl x::Fields for VirtualPCIPassthroughOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -730,11 +812,11 @@ impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -758,12 +840,12 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vgpu" => r.read_opt(&mut self.vgpu)?,
-            "migrateSupported" => r.read_opt(&mut self.migrate_supported)?,
+        let result = match name {
+            "vgpu" => r.read_opt(&mut self.vgpu),
+            "migrateSupported" => r.read_opt(&mut self.migrate_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vgpu", &self.vgpu);
@@ -790,13 +872,13 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "vgpu" => r.read(&mut self.vgpu)?,
-            "maxInstances" => r.read(&mut self.max_instances)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "vgpu" => r.read(&mut self.vgpu),
+            "maxInstances" => r.read(&mut self.max_instances),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -844,23 +926,23 @@ impl x::Fields for VirtualPCNet32 {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -926,31 +1008,31 @@ impl x::Fields for VirtualPCNet32Option {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
-            "supportsMorphing" => r.read(&mut self.supports_morphing)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "supportsMorphing" => r.read(&mut self.supports_morphing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1004,19 +1086,19 @@ impl x::Fields for VirtualPS2Controller {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1074,27 +1156,27 @@ impl x::Fields for VirtualPS2ControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numKeyboards" => r.read(&mut self.num_keyboards)?,
-            "numPointingDevices" => r.read(&mut self.num_pointing_devices)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numKeyboards" => r.read(&mut self.num_keyboards),
+            "numPointingDevices" => r.read(&mut self.num_pointing_devices),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1142,17 +1224,17 @@ impl x::Fields for VirtualParallelPort {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1182,12 +1264,12 @@ impl x::Fields for VirtualParallelPortDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1212,12 +1294,12 @@ impl x::Fields for VirtualParallelPortDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1244,13 +1326,13 @@ impl x::Fields for VirtualParallelPortFileBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -1276,12 +1358,12 @@ impl x::Fields for VirtualParallelPortFileBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1324,23 +1406,23 @@ impl x::Fields for VirtualParallelPortOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1384,17 +1466,17 @@ impl x::Fields for VirtualPointingDevice {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1426,13 +1508,13 @@ impl x::Fields for VirtualPointingDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1460,13 +1542,13 @@ impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "hostPointingDevice" => r.read(&mut self.host_pointing_device)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "hostPointingDevice" => r.read(&mut self.host_pointing_device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1510,23 +1592,23 @@ impl x::Fields for VirtualPointingDeviceOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1570,17 +1652,17 @@ impl x::Fields for VirtualPrecisionClock {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1628,23 +1710,23 @@ impl x::Fields for VirtualPrecisionClockOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1676,11 +1758,11 @@ impl x::Fields for VirtualPrecisionClockSystemClockBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "protocol" => r.read_opt(&mut self.protocol)?,
+        let result = match name {
+            "protocol" => r.read_opt(&mut self.protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("protocol", &self.protocol);
@@ -1704,12 +1786,12 @@ impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "protocol" => r.read(&mut self.protocol)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "protocol" => r.read(&mut self.protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1748,19 +1830,19 @@ impl x::Fields for VirtualSATAController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1818,27 +1900,27 @@ impl x::Fields for VirtualSATAControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numSATADisks" => r.read(&mut self.num_sata_disks)?,
-            "numSATACdroms" => r.read(&mut self.num_sata_cdroms)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSATADisks" => r.read(&mut self.num_sata_disks),
+            "numSATACdroms" => r.read(&mut self.num_sata_cdroms),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1896,22 +1978,22 @@ impl x::Fields for VirtualSCSIController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
-            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove)?,
-            "sharedBus" => r.read(&mut self.shared_bus)?,
-            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            "hotAddRemove" => r.read_opt(&mut self.hot_add_remove),
+            "sharedBus" => r.read(&mut self.shared_bus),
+            "scsiCtlrUnitNumber" => r.read_opt(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1982,32 +2064,32 @@ impl x::Fields for VirtualSCSIControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks)?,
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms)?,
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough)?,
-            "sharing" => r.read_push(&mut self.sharing)?,
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index)?,
-            "hotAddRemove" => r.read(&mut self.hot_add_remove)?,
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2060,17 +2142,17 @@ impl x::Fields for VirtualSCSIPassthrough {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2100,12 +2182,12 @@ impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -2130,12 +2212,12 @@ impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2178,23 +2260,23 @@ impl x::Fields for VirtualSCSIPassthroughOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2242,19 +2324,19 @@ impl x::Fields for VirtualSIOController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2314,28 +2396,28 @@ impl x::Fields for VirtualSIOControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "numFloppyDrives" => r.read(&mut self.num_floppy_drives)?,
-            "numSerialPorts" => r.read(&mut self.num_serial_ports)?,
-            "numParallelPorts" => r.read(&mut self.num_parallel_ports)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
+            "numSerialPorts" => r.read(&mut self.num_serial_ports),
+            "numParallelPorts" => r.read(&mut self.num_parallel_ports),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2386,18 +2468,18 @@ impl x::Fields for VirtualSerialPort {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2428,12 +2510,12 @@ impl x::Fields for VirtualSerialPortDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -2458,12 +2540,12 @@ impl x::Fields for VirtualSerialPortDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2490,13 +2572,13 @@ impl x::Fields for VirtualSerialPortFileBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "fileName" => r.read(&mut self.file_name)?,
-            "datastore" => r.read_opt(&mut self.datastore)?,
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id)?,
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
@@ -2522,12 +2604,12 @@ impl x::Fields for VirtualSerialPortFileBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2572,24 +2654,24 @@ impl x::Fields for VirtualSerialPortOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2626,13 +2708,13 @@ impl x::Fields for VirtualSerialPortPipeBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pipeName" => r.read(&mut self.pipe_name)?,
-            "endpoint" => r.read(&mut self.endpoint)?,
-            "noRxLoss" => r.read_opt(&mut self.no_rx_loss)?,
+        let result = match name {
+            "pipeName" => r.read(&mut self.pipe_name),
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pipeName", &self.pipe_name);
@@ -2660,124 +2742,17 @@ impl x::Fields for VirtualSerialPortPipeBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "endpoint" => r.read(&mut self.endpoint)?,
-            "noRxLoss" => r.read(&mut self.no_rx_loss)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read(&mut self.no_rx_loss),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("endpoint", &self.endpoint);
         w.write("noRxLoss", &self.no_rx_loss);
-    }
-}
-/// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortThinPrintBackingInfo {}
-impl x::SchemaType for VirtualSerialPortThinPrintBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingInfo";
-}
-impl x::Structure for VirtualSerialPortThinPrintBackingInfo {}
-impl x::Fields for VirtualSerialPortThinPrintBackingInfo {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualSerialPortThinPrintBackingOption` (extends `VirtualDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortThinPrintBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-}
-impl x::SchemaType for VirtualSerialPortThinPrintBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingOption";
-}
-impl x::Structure for VirtualSerialPortThinPrintBackingOption {}
-impl x::Fields for VirtualSerialPortThinPrintBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-    }
-}
-/// `VirtualSerialPortURIBackingInfo` (extends `VirtualDeviceURIBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortURIBackingInfo {
-    /// `serviceURI`, from `VirtualDeviceURIBackingInfo`.
-    pub service_uri: String,
-    /// `direction`, from `VirtualDeviceURIBackingInfo`.
-    pub direction: String,
-    /// `proxyURI`, from `VirtualDeviceURIBackingInfo`.
-    pub proxy_uri: Option<String>,
-}
-impl x::SchemaType for VirtualSerialPortURIBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingInfo";
-}
-impl x::Structure for VirtualSerialPortURIBackingInfo {}
-impl x::Fields for VirtualSerialPortURIBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "serviceURI" => r.read(&mut self.service_uri)?,
-            "direction" => r.read(&mut self.direction)?,
-            "proxyURI" => r.read_opt(&mut self.proxy_uri)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("serviceURI", &self.service_uri);
-        w.write("direction", &self.direction);
-        w.write_opt("proxyURI", &self.proxy_uri);
-    }
-}
-/// `VirtualSerialPortURIBackingOption` (extends `VirtualDeviceURIBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortURIBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `directions`, from `VirtualDeviceURIBackingOption`.
-    pub directions: ChoiceOption,
-}
-impl x::SchemaType for VirtualSerialPortURIBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingOption";
-}
-impl x::Structure for VirtualSerialPortURIBackingOption {}
-impl x::Fields for VirtualSerialPortURIBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "directions" => r.read(&mut self.directions)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("directions", &self.directions);
     }
 }

@@ -5,6 +5,113 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortThinPrintBackingInfo {}
+impl x::SchemaType for VirtualSerialPortThinPrintBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingInfo";
+}
+impl x::Structure for VirtualSerialPortThinPrintBackingInfo {}
+impl x::Fields for VirtualSerialPortThinPrintBackingInfo {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualSerialPortThinPrintBackingOption` (extends `VirtualDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortThinPrintBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+}
+impl x::SchemaType for VirtualSerialPortThinPrintBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortThinPrintBackingOption";
+}
+impl x::Structure for VirtualSerialPortThinPrintBackingOption {}
+impl x::Fields for VirtualSerialPortThinPrintBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+    }
+}
+/// `VirtualSerialPortURIBackingInfo` (extends `VirtualDeviceURIBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortURIBackingInfo {
+    /// `serviceURI`, from `VirtualDeviceURIBackingInfo`.
+    pub service_uri: String,
+    /// `direction`, from `VirtualDeviceURIBackingInfo`.
+    pub direction: String,
+    /// `proxyURI`, from `VirtualDeviceURIBackingInfo`.
+    pub proxy_uri: Option<String>,
+}
+impl x::SchemaType for VirtualSerialPortURIBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingInfo";
+}
+impl x::Structure for VirtualSerialPortURIBackingInfo {}
+impl x::Fields for VirtualSerialPortURIBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceURI" => r.read(&mut self.service_uri),
+            "direction" => r.read(&mut self.direction),
+            "proxyURI" => r.read_opt(&mut self.proxy_uri),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("serviceURI", &self.service_uri);
+        w.write("direction", &self.direction);
+        w.write_opt("proxyURI", &self.proxy_uri);
+    }
+}
+/// `VirtualSerialPortURIBackingOption` (extends `VirtualDeviceURIBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortURIBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `directions`, from `VirtualDeviceURIBackingOption`.
+    pub directions: ChoiceOption,
+}
+impl x::SchemaType for VirtualSerialPortURIBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortURIBackingOption";
+}
+impl x::Structure for VirtualSerialPortURIBackingOption {}
+impl x::Fields for VirtualSerialPortURIBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "directions" => r.read(&mut self.directions),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("directions", &self.directions);
+    }
+}
 /// `VirtualSoundBlaster16` (extends `VirtualSoundCard`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualSoundBlaster16 {
@@ -33,17 +140,17 @@ impl x::Fields for VirtualSoundBlaster16 {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -91,23 +198,23 @@ impl x::Fields for VirtualSoundBlaster16Option {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -151,17 +258,17 @@ impl x::Fields for VirtualSoundCard {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -191,12 +298,12 @@ impl x::Fields for VirtualSoundCardDeviceBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -221,12 +328,12 @@ impl x::Fields for VirtualSoundCardDeviceBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -269,23 +376,23 @@ impl x::Fields for VirtualSoundCardOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -345,25 +452,25 @@ impl x::Fields for VirtualSriovEthernetCard {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
-            "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change)?,
-            "sriovBacking" => r.read_opt(&mut self.sriov_backing)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "allowGuestOSMtuChange" => r.read_opt(&mut self.allow_guest_os_mtu_change),
+            "sriovBacking" => r.read_opt(&mut self.sriov_backing),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -429,30 +536,30 @@ impl x::Fields for VirtualSriovEthernetCardOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -493,13 +600,13 @@ impl x::Fields for VirtualSriovEthernetCardSriovBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "physicalFunctionBacking" => r.read_opt(&mut self.physical_function_backing)?,
-            "virtualFunctionBacking" => r.read_opt(&mut self.virtual_function_backing)?,
-            "virtualFunctionIndex" => r.read_opt(&mut self.virtual_function_index)?,
+        let result = match name {
+            "physicalFunctionBacking" => r.read_opt(&mut self.physical_function_backing),
+            "virtualFunctionBacking" => r.read_opt(&mut self.virtual_function_backing),
+            "virtualFunctionIndex" => r.read_opt(&mut self.virtual_function_index),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("physicalFunctionBacking", &self.physical_function_backing);
@@ -523,11 +630,11 @@ impl x::Fields for VirtualSriovEthernetCardSriovBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -579,26 +686,26 @@ impl x::Fields for VirtualSwitchProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
-            "key" => r.read(&mut self.key)?,
-            "name" => r.read(&mut self.name)?,
-            "link" => r.read(&mut self.link)?,
-            "numPorts" => r.read(&mut self.num_ports)?,
-            "networkPolicy" => r.read(&mut self.network_policy)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "link" => r.read(&mut self.link),
+            "numPorts" => r.read(&mut self.num_ports),
+            "networkPolicy" => r.read(&mut self.network_policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -659,21 +766,21 @@ impl x::Fields for VirtualSwitchSelectionProfile {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read(&mut self.enabled)?,
-            "policy" => r.read_push(&mut self.policy)?,
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name)?,
-            "profileVersion" => r.read_opt(&mut self.profile_version)?,
-            "property" => r.read_push(&mut self.property)?,
-            "favorite" => r.read_opt(&mut self.favorite)?,
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged)?,
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with)?,
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted)?,
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status)?,
-            "hidden" => r.read_opt(&mut self.hidden)?,
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
@@ -721,23 +828,23 @@ impl x::Fields for VirtualTPM {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
             "endorsementKeyCertificateSigningRequest" => {
-                r.read_push(&mut self.endorsement_key_certificate_signing_request)?
+                r.read_push(&mut self.endorsement_key_certificate_signing_request)
             }
             "endorsementKeyCertificate" => {
-                r.read_push(&mut self.endorsement_key_certificate)?
+                r.read_push(&mut self.endorsement_key_certificate)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -792,24 +899,24 @@ impl x::Fields for VirtualTPMOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedFirmware" => r.read_push(&mut self.supported_firmware)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedFirmware" => r.read_push(&mut self.supported_firmware),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -864,22 +971,22 @@ impl x::Fields for VirtualUSB {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "connected" => r.read(&mut self.connected)?,
-            "vendor" => r.read_opt(&mut self.vendor)?,
-            "product" => r.read_opt(&mut self.product)?,
-            "family" => r.read_push(&mut self.family)?,
-            "speed" => r.read_push(&mut self.speed)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "connected" => r.read(&mut self.connected),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "product" => r.read_opt(&mut self.product),
+            "family" => r.read_push(&mut self.family),
+            "speed" => r.read_push(&mut self.speed),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -932,21 +1039,21 @@ impl x::Fields for VirtualUSBController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
-            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices)?,
-            "ehciEnabled" => r.read_opt(&mut self.ehci_enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
+            "ehciEnabled" => r.read_opt(&mut self.ehci_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1008,28 +1115,28 @@ impl x::Fields for VirtualUSBControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "autoConnectDevices" => r.read(&mut self.auto_connect_devices)?,
-            "ehciSupported" => r.read(&mut self.ehci_supported)?,
-            "supportedSpeeds" => r.read_push(&mut self.supported_speeds)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
+            "ehciSupported" => r.read(&mut self.ehci_supported),
+            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1068,12 +1175,12 @@ impl x::Fields for VirtualUSBControllerPciBusSlotInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pciSlotNumber" => r.read(&mut self.pci_slot_number)?,
-            "ehciPciSlotNumber" => r.read_opt(&mut self.ehci_pci_slot_number)?,
+        let result = match name {
+            "pciSlotNumber" => r.read(&mut self.pci_slot_number),
+            "ehciPciSlotNumber" => r.read_opt(&mut self.ehci_pci_slot_number),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pciSlotNumber", &self.pci_slot_number);
@@ -1116,23 +1223,23 @@ impl x::Fields for VirtualUSBOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1168,13 +1275,13 @@ impl x::Fields for VirtualUSBRemoteClientBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "hostname" => r.read(&mut self.hostname)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "hostname" => r.read(&mut self.hostname),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1200,12 +1307,12 @@ impl x::Fields for VirtualUSBRemoteClientBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1232,13 +1339,13 @@ impl x::Fields for VirtualUSBRemoteHostBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "hostname" => r.read(&mut self.hostname)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "hostname" => r.read(&mut self.hostname),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1264,12 +1371,12 @@ impl x::Fields for VirtualUSBRemoteHostBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1294,12 +1401,12 @@ impl x::Fields for VirtualUSBUSBBackingInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "deviceName" => r.read(&mut self.device_name)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
@@ -1324,12 +1431,12 @@ impl x::Fields for VirtualUSBUSBBackingOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1370,20 +1477,20 @@ impl x::Fields for VirtualUSBXHCIController {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "busNumber" => r.read(&mut self.bus_number)?,
-            "device" => r.read_push(&mut self.device)?,
-            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            "autoConnectDevices" => r.read_opt(&mut self.auto_connect_devices),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1442,27 +1549,27 @@ impl x::Fields for VirtualUSBXHCIControllerOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "devices" => r.read(&mut self.devices)?,
-            "supportedDevice" => r.read_push(&mut self.supported_device)?,
-            "autoConnectDevices" => r.read(&mut self.auto_connect_devices)?,
-            "supportedSpeeds" => r.read_push(&mut self.supported_speeds)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "autoConnectDevices" => r.read(&mut self.auto_connect_devices),
+            "supportedSpeeds" => r.read_push(&mut self.supported_speeds),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1518,23 +1625,23 @@ impl x::Fields for VirtualVMIROMOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1600,32 +1707,32 @@ impl x::Fields for VirtualVideoCardOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb)?,
-            "numDisplays" => r.read_opt(&mut self.num_displays)?,
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect)?,
-            "support3D" => r.read_opt(&mut self.support3_d)?,
-            "use3dRendererSupported" => r.read_opt(&mut self.use3d_renderer_supported)?,
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
+            "numDisplays" => r.read_opt(&mut self.num_displays),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "support3D" => r.read_opt(&mut self.support3_d),
+            "use3dRendererSupported" => r.read_opt(&mut self.use3d_renderer_supported),
+            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
             "graphicsMemorySizeSupported" => {
-                r.read_opt(&mut self.graphics_memory_size_supported)?
+                r.read_opt(&mut self.graphics_memory_size_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1688,23 +1795,23 @@ impl x::Fields for VirtualVmxnet {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1762,23 +1869,23 @@ impl x::Fields for VirtualVmxnet2 {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1842,30 +1949,30 @@ impl x::Fields for VirtualVmxnet2Option {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -1926,23 +2033,23 @@ impl x::Fields for VirtualVmxnet3 {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2006,30 +2113,30 @@ impl x::Fields for VirtualVmxnet3Option {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2092,24 +2199,24 @@ impl x::Fields for VirtualVmxnet3Vrdma {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "addressType" => r.read_opt(&mut self.address_type)?,
-            "macAddress" => r.read_opt(&mut self.mac_address)?,
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled)?,
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation)?,
-            "externalId" => r.read_opt(&mut self.external_id)?,
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "addressType" => r.read_opt(&mut self.address_type),
+            "macAddress" => r.read_opt(&mut self.mac_address),
+            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
+            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
+            "externalId" => r.read_opt(&mut self.external_id),
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2176,31 +2283,31 @@ impl x::Fields for VirtualVmxnet3VrdmaOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
+            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2268,30 +2375,30 @@ impl x::Fields for VirtualVmxnetOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "supportedOUI" => r.read(&mut self.supported_oui)?,
-            "macType" => r.read(&mut self.mac_type)?,
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "supportedOUI" => r.read(&mut self.supported_oui),
+            "macType" => r.read(&mut self.mac_type),
+            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
             "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)?
+                r.read_opt(&mut self.vm_direct_path_gen2_supported)
             }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled)?,
+            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
@@ -2344,19 +2451,19 @@ impl x::Fields for VirtualWDT {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "deviceInfo" => r.read_opt(&mut self.device_info)?,
-            "backing" => r.read_opt(&mut self.backing)?,
-            "connectable" => r.read_opt(&mut self.connectable)?,
-            "slotInfo" => r.read_opt(&mut self.slot_info)?,
-            "controllerKey" => r.read_opt(&mut self.controller_key)?,
-            "unitNumber" => r.read_opt(&mut self.unit_number)?,
-            "runOnBoot" => r.read(&mut self.run_on_boot)?,
-            "running" => r.read(&mut self.running)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "runOnBoot" => r.read(&mut self.run_on_boot),
+            "running" => r.read(&mut self.running),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2408,24 +2515,24 @@ impl x::Fields for VirtualWDTOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "type" => r.read(&mut self.type_)?,
-            "connectOption" => r.read_opt(&mut self.connect_option)?,
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option)?,
-            "controllerType" => r.read_opt(&mut self.controller_type)?,
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller)?,
-            "backingOption" => r.read_push(&mut self.backing_option)?,
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
             "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)?
+                r.read_opt(&mut self.default_backing_option_index)
             }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit)?,
-            "deprecated" => r.read(&mut self.deprecated)?,
-            "plugAndPlay" => r.read(&mut self.plug_and_play)?,
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported)?,
-            "runOnBoot" => r.read(&mut self.run_on_boot)?,
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "runOnBoot" => r.read(&mut self.run_on_boot),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);

@@ -47,24 +47,24 @@ impl x::Fields for VmEndRecordingEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -125,24 +125,24 @@ impl x::Fields for VmEndReplayingEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -203,24 +203,24 @@ impl x::Fields for VmEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -257,12 +257,12 @@ impl x::Fields for VmEventArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "vm" => r.read(&mut self.vm)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "vm" => r.read(&mut self.vm),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -323,28 +323,28 @@ impl x::Fields for VmFailedMigrateEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "destHost" => r.read(&mut self.dest_host)?,
-            "reason" => r.read(&mut self.reason)?,
-            "destDatacenter" => r.read_opt(&mut self.dest_datacenter)?,
-            "destDatastore" => r.read_opt(&mut self.dest_datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "destHost" => r.read(&mut self.dest_host),
+            "reason" => r.read(&mut self.reason),
+            "destDatacenter" => r.read_opt(&mut self.dest_datacenter),
+            "destDatastore" => r.read_opt(&mut self.dest_datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -411,25 +411,25 @@ impl x::Fields for VmFailedRelayoutEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -491,24 +491,24 @@ impl x::Fields for VmFailedRelayoutOnVmfs2DatastoreEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -571,25 +571,25 @@ impl x::Fields for VmFailedStartingSecondaryEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -653,25 +653,25 @@ impl x::Fields for VmFailedToPowerOffEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -735,25 +735,25 @@ impl x::Fields for VmFailedToPowerOnEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -817,25 +817,25 @@ impl x::Fields for VmFailedToRebootGuestEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -899,25 +899,25 @@ impl x::Fields for VmFailedToResetEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -981,25 +981,25 @@ impl x::Fields for VmFailedToShutdownGuestEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1063,25 +1063,25 @@ impl x::Fields for VmFailedToStandbyGuestEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1145,25 +1145,25 @@ impl x::Fields for VmFailedToSuspendEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1225,24 +1225,24 @@ impl x::Fields for VmFailedUpdatingSecondaryConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1305,25 +1305,25 @@ impl x::Fields for VmFailoverFailed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1367,15 +1367,15 @@ impl x::Fields for VmFaultToleranceConfigIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "entityName" => r.read_opt(&mut self.entity_name)?,
-            "entity" => r.read_opt(&mut self.entity)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "reason" => r.read_opt(&mut self.reason),
+            "entityName" => r.read_opt(&mut self.entity_name),
+            "entity" => r.read_opt(&mut self.entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1409,15 +1409,15 @@ impl x::Fields for VmFaultToleranceConfigIssueWrapper {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "entityName" => r.read_opt(&mut self.entity_name)?,
-            "entity" => r.read_opt(&mut self.entity)?,
-            "error" => r.read_opt(&mut self.error)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "entityName" => r.read_opt(&mut self.entity_name),
+            "entity" => r.read_opt(&mut self.entity),
+            "error" => r.read_opt(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1449,14 +1449,14 @@ impl x::Fields for VmFaultToleranceInvalidFileBacking {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "backingType" => r.read_opt(&mut self.backing_type)?,
-            "backingFilename" => r.read_opt(&mut self.backing_filename)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "backingType" => r.read_opt(&mut self.backing_type),
+            "backingFilename" => r.read_opt(&mut self.backing_filename),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1483,12 +1483,12 @@ impl x::Fields for VmFaultToleranceIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1517,14 +1517,14 @@ impl x::Fields for VmFaultToleranceOpIssuesList {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "errors" => r.read_push(&mut self.errors)?,
-            "warnings" => r.read_push(&mut self.warnings)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "errors" => r.read_push(&mut self.errors),
+            "warnings" => r.read_push(&mut self.warnings),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1579,26 +1579,26 @@ impl x::Fields for VmFaultToleranceStateChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "oldState" => r.read(&mut self.old_state)?,
-            "newState" => r.read(&mut self.new_state)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "oldState" => r.read(&mut self.old_state),
+            "newState" => r.read(&mut self.new_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1641,14 +1641,14 @@ impl x::Fields for VmFaultToleranceTooManyFtVcpusOnHost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostName" => r.read_opt(&mut self.host_name)?,
-            "maxNumFtVcpus" => r.read(&mut self.max_num_ft_vcpus)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "maxNumFtVcpus" => r.read(&mut self.max_num_ft_vcpus),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1679,14 +1679,14 @@ impl x::Fields for VmFaultToleranceTooManyVMsOnHost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostName" => r.read_opt(&mut self.host_name)?,
-            "maxNumFtVms" => r.read(&mut self.max_num_ft_vms)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "maxNumFtVms" => r.read(&mut self.max_num_ft_vms),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1737,24 +1737,24 @@ impl x::Fields for VmFaultToleranceTurnedOffEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1817,25 +1817,25 @@ impl x::Fields for VmFaultToleranceVmTerminatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1897,24 +1897,24 @@ impl x::Fields for VmGuestOSCrashedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -1975,24 +1975,24 @@ impl x::Fields for VmGuestRebootEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2053,24 +2053,24 @@ impl x::Fields for VmGuestShutdownEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2131,24 +2131,24 @@ impl x::Fields for VmGuestStandbyEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2211,25 +2211,25 @@ impl x::Fields for VmHealthMonitoringStateChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "state" => r.read(&mut self.state)?,
-            "prevState" => r.read_opt(&mut self.prev_state)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2271,14 +2271,14 @@ impl x::Fields for VmHostAffinityRuleViolation {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "vmName" => r.read(&mut self.vm_name)?,
-            "hostName" => r.read(&mut self.host_name)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "vmName" => r.read(&mut self.vm_name),
+            "hostName" => r.read(&mut self.host_name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2331,25 +2331,25 @@ impl x::Fields for VmInstanceUuidAssignedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "instanceUuid" => r.read(&mut self.instance_uuid)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "instanceUuid" => r.read(&mut self.instance_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2415,26 +2415,26 @@ impl x::Fields for VmInstanceUuidChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "oldInstanceUuid" => r.read(&mut self.old_instance_uuid)?,
-            "newInstanceUuid" => r.read(&mut self.new_instance_uuid)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "oldInstanceUuid" => r.read(&mut self.old_instance_uuid),
+            "newInstanceUuid" => r.read(&mut self.new_instance_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2501,26 +2501,26 @@ impl x::Fields for VmInstanceUuidConflictEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "conflictedVm" => r.read(&mut self.conflicted_vm)?,
-            "instanceUuid" => r.read(&mut self.instance_uuid)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "conflictedVm" => r.read(&mut self.conflicted_vm),
+            "instanceUuid" => r.read(&mut self.instance_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2561,13 +2561,13 @@ impl x::Fields for VmLimitLicense {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "limit" => r.read(&mut self.limit)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "limit" => r.read(&mut self.limit),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -2599,15 +2599,15 @@ impl x::Fields for VmLogFileInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "path" => r.read(&mut self.path)?,
-            "friendlyName" => r.read_opt(&mut self.friendly_name)?,
-            "fileSize" => r.read_opt(&mut self.file_size)?,
-            "modification" => r.read_opt(&mut self.modification)?,
-            "owner" => r.read_opt(&mut self.owner)?,
+        let result = match name {
+            "path" => r.read(&mut self.path),
+            "friendlyName" => r.read_opt(&mut self.friendly_name),
+            "fileSize" => r.read_opt(&mut self.file_size),
+            "modification" => r.read_opt(&mut self.modification),
+            "owner" => r.read_opt(&mut self.owner),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("path", &self.path);
@@ -2680,26 +2680,26 @@ impl x::Fields for VmMacAssignedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "adapter" => r.read(&mut self.adapter)?,
-            "mac" => r.read(&mut self.mac)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "adapter" => r.read(&mut self.adapter),
+            "mac" => r.read(&mut self.mac),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2768,27 +2768,27 @@ impl x::Fields for VmMacChangedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "adapter" => r.read(&mut self.adapter)?,
-            "oldMac" => r.read(&mut self.old_mac)?,
-            "newMac" => r.read(&mut self.new_mac)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "adapter" => r.read(&mut self.adapter),
+            "oldMac" => r.read(&mut self.old_mac),
+            "newMac" => r.read(&mut self.new_mac),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2856,26 +2856,26 @@ impl x::Fields for VmMacConflictEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            "conflictedVm" => r.read(&mut self.conflicted_vm)?,
-            "mac" => r.read(&mut self.mac)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
+            "conflictedVm" => r.read(&mut self.conflicted_vm),
+            "mac" => r.read(&mut self.mac),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -2938,102 +2938,24 @@ impl x::Fields for VmMaxFTRestartCountReached {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "template" => r.read(&mut self.template),
             _ => return Ok(false),
-        }
-        Ok(true)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("template", &self.template);
-    }
-}
-/// `VmMaxRestartCountReached` (extends `VmEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VmMaxRestartCountReached {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `template`, from `VmEvent`.
-    pub template: bool,
-}
-impl x::SchemaType for VmMaxRestartCountReached {
-    const TYPE_NAME: &'static str = "VmMaxRestartCountReached";
-}
-impl x::Structure for VmMaxRestartCountReached {}
-impl x::Fields for VmMaxRestartCountReached {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "template" => r.read(&mut self.template)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);

@@ -49,25 +49,25 @@ impl x::Fields for VMFSDatastoreCreatedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read(&mut self.datastore)?,
-            "datastoreUrl" => r.read_opt(&mut self.datastore_url)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read(&mut self.datastore),
+            "datastoreUrl" => r.read_opt(&mut self.datastore_url),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -129,24 +129,24 @@ impl x::Fields for VMFSDatastoreExpandedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -207,24 +207,24 @@ impl x::Fields for VMFSDatastoreExtendedEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
-            "datastore" => r.read(&mut self.datastore)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "datastore" => r.read(&mut self.datastore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -265,14 +265,14 @@ impl x::Fields for VMINotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "reason" => r.read_opt(&mut self.reason)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "reason" => r.read_opt(&mut self.reason),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -307,16 +307,16 @@ impl x::Fields for VMOnConflictDVPort {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "backing" => r.read(&mut self.backing)?,
-            "connected" => r.read(&mut self.connected)?,
-            "network" => r.read_opt(&mut self.network)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "backing" => r.read(&mut self.backing),
+            "connected" => r.read(&mut self.connected),
+            "network" => r.read_opt(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -353,16 +353,16 @@ impl x::Fields for VMOnVirtualIntranet {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read(&mut self.device)?,
-            "backing" => r.read(&mut self.backing)?,
-            "connected" => r.read(&mut self.connected)?,
-            "network" => r.read_opt(&mut self.network)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read(&mut self.device),
+            "backing" => r.read(&mut self.backing),
+            "connected" => r.read(&mut self.connected),
+            "network" => r.read_opt(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -397,15 +397,15 @@ impl x::Fields for VMotionAcrossNetworkNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "atSourceHost" => r.read(&mut self.at_source_host)?,
-            "failedHostName" => r.read(&mut self.failed_host_name)?,
-            "failedHost" => r.read(&mut self.failed_host)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "atSourceHost" => r.read(&mut self.at_source_host),
+            "failedHostName" => r.read(&mut self.failed_host_name),
+            "failedHost" => r.read(&mut self.failed_host),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -439,15 +439,15 @@ impl x::Fields for VMotionInterfaceIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "atSourceHost" => r.read(&mut self.at_source_host)?,
-            "failedHost" => r.read(&mut self.failed_host)?,
-            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "atSourceHost" => r.read(&mut self.at_source_host),
+            "failedHost" => r.read(&mut self.failed_host),
+            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -497,23 +497,23 @@ impl x::Fields for VMotionLicenseExpiredEvent {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read(&mut self.key)?,
-            "chainId" => r.read(&mut self.chain_id)?,
-            "createdTime" => r.read(&mut self.created_time)?,
-            "userName" => r.read(&mut self.user_name)?,
-            "datacenter" => r.read_opt(&mut self.datacenter)?,
-            "computeResource" => r.read_opt(&mut self.compute_resource)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "vm" => r.read_opt(&mut self.vm)?,
-            "ds" => r.read_opt(&mut self.ds)?,
-            "net" => r.read_opt(&mut self.net)?,
-            "dvs" => r.read_opt(&mut self.dvs)?,
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message)?,
-            "changeTag" => r.read_opt(&mut self.change_tag)?,
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
@@ -557,16 +557,16 @@ impl x::Fields for VMotionLinkCapacityLow {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "atSourceHost" => r.read(&mut self.at_source_host)?,
-            "failedHost" => r.read(&mut self.failed_host)?,
-            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity)?,
-            "network" => r.read(&mut self.network)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "atSourceHost" => r.read(&mut self.at_source_host),
+            "failedHost" => r.read(&mut self.failed_host),
+            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity),
+            "network" => r.read(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -603,16 +603,16 @@ impl x::Fields for VMotionLinkDown {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "atSourceHost" => r.read(&mut self.at_source_host)?,
-            "failedHost" => r.read(&mut self.failed_host)?,
-            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity)?,
-            "network" => r.read(&mut self.network)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "atSourceHost" => r.read(&mut self.at_source_host),
+            "failedHost" => r.read(&mut self.failed_host),
+            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity),
+            "network" => r.read(&mut self.network),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -647,15 +647,15 @@ impl x::Fields for VMotionNotConfigured {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "atSourceHost" => r.read(&mut self.at_source_host)?,
-            "failedHost" => r.read(&mut self.failed_host)?,
-            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "atSourceHost" => r.read(&mut self.at_source_host),
+            "failedHost" => r.read(&mut self.failed_host),
+            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -689,15 +689,15 @@ impl x::Fields for VMotionNotLicensed {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "atSourceHost" => r.read(&mut self.at_source_host)?,
-            "failedHost" => r.read(&mut self.failed_host)?,
-            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "atSourceHost" => r.read(&mut self.at_source_host),
+            "failedHost" => r.read(&mut self.failed_host),
+            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -731,15 +731,15 @@ impl x::Fields for VMotionNotSupported {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "atSourceHost" => r.read(&mut self.at_source_host)?,
-            "failedHost" => r.read(&mut self.failed_host)?,
-            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "atSourceHost" => r.read(&mut self.at_source_host),
+            "failedHost" => r.read(&mut self.failed_host),
+            "failedHostEntity" => r.read_opt(&mut self.failed_host_entity),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -767,12 +767,12 @@ impl x::Fields for VMotionProtocolIncompatible {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -867,61 +867,61 @@ impl x::Fields for VMwareDVSConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read(&mut self.uuid)?,
-            "name" => r.read(&mut self.name)?,
-            "numStandalonePorts" => r.read(&mut self.num_standalone_ports)?,
-            "numPorts" => r.read(&mut self.num_ports)?,
-            "maxPorts" => r.read(&mut self.max_ports)?,
-            "uplinkPortPolicy" => r.read(&mut self.uplink_port_policy)?,
-            "uplinkPortgroup" => r.read_push(&mut self.uplink_portgroup)?,
-            "defaultPortConfig" => r.read(&mut self.default_port_config)?,
-            "host" => r.read_push(&mut self.host)?,
-            "productInfo" => r.read(&mut self.product_info)?,
-            "targetInfo" => r.read_opt(&mut self.target_info)?,
-            "extensionKey" => r.read_opt(&mut self.extension_key)?,
-            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config)?,
-            "policy" => r.read_opt(&mut self.policy)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "configVersion" => r.read(&mut self.config_version)?,
-            "contact" => r.read(&mut self.contact)?,
-            "switchIpAddress" => r.read_opt(&mut self.switch_ip_address)?,
-            "createTime" => r.read(&mut self.create_time)?,
+        let result = match name {
+            "uuid" => r.read(&mut self.uuid),
+            "name" => r.read(&mut self.name),
+            "numStandalonePorts" => r.read(&mut self.num_standalone_ports),
+            "numPorts" => r.read(&mut self.num_ports),
+            "maxPorts" => r.read(&mut self.max_ports),
+            "uplinkPortPolicy" => r.read(&mut self.uplink_port_policy),
+            "uplinkPortgroup" => r.read_push(&mut self.uplink_portgroup),
+            "defaultPortConfig" => r.read(&mut self.default_port_config),
+            "host" => r.read_push(&mut self.host),
+            "productInfo" => r.read(&mut self.product_info),
+            "targetInfo" => r.read_opt(&mut self.target_info),
+            "extensionKey" => r.read_opt(&mut self.extension_key),
+            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config),
+            "policy" => r.read_opt(&mut self.policy),
+            "description" => r.read_opt(&mut self.description),
+            "configVersion" => r.read(&mut self.config_version),
+            "contact" => r.read(&mut self.contact),
+            "switchIpAddress" => r.read_opt(&mut self.switch_ip_address),
+            "createTime" => r.read(&mut self.create_time),
             "networkResourceManagementEnabled" => {
-                r.read_opt(&mut self.network_resource_management_enabled)?
+                r.read_opt(&mut self.network_resource_management_enabled)
             }
             "defaultProxySwitchMaxNumPorts" => {
-                r.read_opt(&mut self.default_proxy_switch_max_num_ports)?
+                r.read_opt(&mut self.default_proxy_switch_max_num_ports)
             }
-            "healthCheckConfig" => r.read_push(&mut self.health_check_config)?,
+            "healthCheckConfig" => r.read_push(&mut self.health_check_config),
             "infrastructureTrafficResourceConfig" => {
-                r.read_push(&mut self.infrastructure_traffic_resource_config)?
+                r.read_push(&mut self.infrastructure_traffic_resource_config)
             }
             "netResourcePoolTrafficResourceConfig" => {
-                r.read_push(&mut self.net_resource_pool_traffic_resource_config)?
+                r.read_push(&mut self.net_resource_pool_traffic_resource_config)
             }
             "networkResourceControlVersion" => {
-                r.read_opt(&mut self.network_resource_control_version)?
+                r.read_opt(&mut self.network_resource_control_version)
             }
             "vmVnicNetworkResourcePool" => {
-                r.read_push(&mut self.vm_vnic_network_resource_pool)?
+                r.read_push(&mut self.vm_vnic_network_resource_pool)
             }
             "pnicCapacityRatioForReservation" => {
-                r.read_opt(&mut self.pnic_capacity_ratio_for_reservation)?
+                r.read_opt(&mut self.pnic_capacity_ratio_for_reservation)
             }
-            "vspanSession" => r.read_push(&mut self.vspan_session)?,
-            "pvlanConfig" => r.read_push(&mut self.pvlan_config)?,
-            "maxMtu" => r.read(&mut self.max_mtu)?,
+            "vspanSession" => r.read_push(&mut self.vspan_session),
+            "pvlanConfig" => r.read_push(&mut self.pvlan_config),
+            "maxMtu" => r.read(&mut self.max_mtu),
             "linkDiscoveryProtocolConfig" => {
-                r.read_opt(&mut self.link_discovery_protocol_config)?
+                r.read_opt(&mut self.link_discovery_protocol_config)
             }
-            "ipfixConfig" => r.read_opt(&mut self.ipfix_config)?,
-            "lacpGroupConfig" => r.read_push(&mut self.lacp_group_config)?,
-            "lacpApiVersion" => r.read_opt(&mut self.lacp_api_version)?,
-            "multicastFilteringMode" => r.read_opt(&mut self.multicast_filtering_mode)?,
+            "ipfixConfig" => r.read_opt(&mut self.ipfix_config),
+            "lacpGroupConfig" => r.read_push(&mut self.lacp_group_config),
+            "lacpApiVersion" => r.read_opt(&mut self.lacp_api_version),
+            "multicastFilteringMode" => r.read_opt(&mut self.multicast_filtering_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
@@ -1047,45 +1047,45 @@ impl x::Fields for VMwareDVSConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "configVersion" => r.read_opt(&mut self.config_version)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "numStandalonePorts" => r.read_opt(&mut self.num_standalone_ports)?,
-            "maxPorts" => r.read_opt(&mut self.max_ports)?,
-            "uplinkPortPolicy" => r.read_opt(&mut self.uplink_port_policy)?,
-            "uplinkPortgroup" => r.read_push(&mut self.uplink_portgroup)?,
-            "defaultPortConfig" => r.read_opt(&mut self.default_port_config)?,
-            "host" => r.read_push(&mut self.host)?,
-            "extensionKey" => r.read_opt(&mut self.extension_key)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "policy" => r.read_opt(&mut self.policy)?,
-            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config)?,
-            "contact" => r.read_opt(&mut self.contact)?,
-            "switchIpAddress" => r.read_opt(&mut self.switch_ip_address)?,
+        let result = match name {
+            "configVersion" => r.read_opt(&mut self.config_version),
+            "name" => r.read_opt(&mut self.name),
+            "numStandalonePorts" => r.read_opt(&mut self.num_standalone_ports),
+            "maxPorts" => r.read_opt(&mut self.max_ports),
+            "uplinkPortPolicy" => r.read_opt(&mut self.uplink_port_policy),
+            "uplinkPortgroup" => r.read_push(&mut self.uplink_portgroup),
+            "defaultPortConfig" => r.read_opt(&mut self.default_port_config),
+            "host" => r.read_push(&mut self.host),
+            "extensionKey" => r.read_opt(&mut self.extension_key),
+            "description" => r.read_opt(&mut self.description),
+            "policy" => r.read_opt(&mut self.policy),
+            "vendorSpecificConfig" => r.read_push(&mut self.vendor_specific_config),
+            "contact" => r.read_opt(&mut self.contact),
+            "switchIpAddress" => r.read_opt(&mut self.switch_ip_address),
             "defaultProxySwitchMaxNumPorts" => {
-                r.read_opt(&mut self.default_proxy_switch_max_num_ports)?
+                r.read_opt(&mut self.default_proxy_switch_max_num_ports)
             }
             "infrastructureTrafficResourceConfig" => {
-                r.read_push(&mut self.infrastructure_traffic_resource_config)?
+                r.read_push(&mut self.infrastructure_traffic_resource_config)
             }
             "netResourcePoolTrafficResourceConfig" => {
-                r.read_push(&mut self.net_resource_pool_traffic_resource_config)?
+                r.read_push(&mut self.net_resource_pool_traffic_resource_config)
             }
             "networkResourceControlVersion" => {
-                r.read_opt(&mut self.network_resource_control_version)?
+                r.read_opt(&mut self.network_resource_control_version)
             }
-            "pvlanConfigSpec" => r.read_push(&mut self.pvlan_config_spec)?,
-            "vspanConfigSpec" => r.read_push(&mut self.vspan_config_spec)?,
-            "maxMtu" => r.read_opt(&mut self.max_mtu)?,
+            "pvlanConfigSpec" => r.read_push(&mut self.pvlan_config_spec),
+            "vspanConfigSpec" => r.read_push(&mut self.vspan_config_spec),
+            "maxMtu" => r.read_opt(&mut self.max_mtu),
             "linkDiscoveryProtocolConfig" => {
-                r.read_opt(&mut self.link_discovery_protocol_config)?
+                r.read_opt(&mut self.link_discovery_protocol_config)
             }
-            "ipfixConfig" => r.read_opt(&mut self.ipfix_config)?,
-            "lacpApiVersion" => r.read_opt(&mut self.lacp_api_version)?,
-            "multicastFilteringMode" => r.read_opt(&mut self.multicast_filtering_mode)?,
+            "ipfixConfig" => r.read_opt(&mut self.ipfix_config),
+            "lacpApiVersion" => r.read_opt(&mut self.lacp_api_version),
+            "multicastFilteringMode" => r.read_opt(&mut self.multicast_filtering_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("configVersion", &self.config_version);
@@ -1181,39 +1181,39 @@ impl x::Fields for VMwareDVSFeatureCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
+        let result = match name {
             "networkResourceManagementSupported" => {
-                r.read(&mut self.network_resource_management_supported)?
+                r.read(&mut self.network_resource_management_supported)
             }
             "vmDirectPathGen2Supported" => {
-                r.read(&mut self.vm_direct_path_gen2_supported)?
+                r.read(&mut self.vm_direct_path_gen2_supported)
             }
-            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy)?,
+            "nicTeamingPolicy" => r.read_push(&mut self.nic_teaming_policy),
             "networkResourcePoolHighShareValue" => {
-                r.read_opt(&mut self.network_resource_pool_high_share_value)?
+                r.read_opt(&mut self.network_resource_pool_high_share_value)
             }
             "networkResourceManagementCapability" => {
-                r.read_opt(&mut self.network_resource_management_capability)?
+                r.read_opt(&mut self.network_resource_management_capability)
             }
-            "healthCheckCapability" => r.read_opt(&mut self.health_check_capability)?,
-            "rollbackCapability" => r.read_opt(&mut self.rollback_capability)?,
-            "backupRestoreCapability" => r.read_opt(&mut self.backup_restore_capability)?,
-            "networkFilterSupported" => r.read_opt(&mut self.network_filter_supported)?,
-            "macLearningSupported" => r.read_opt(&mut self.mac_learning_supported)?,
-            "vspanSupported" => r.read_opt(&mut self.vspan_supported)?,
-            "lldpSupported" => r.read_opt(&mut self.lldp_supported)?,
-            "ipfixSupported" => r.read_opt(&mut self.ipfix_supported)?,
-            "ipfixCapability" => r.read_opt(&mut self.ipfix_capability)?,
+            "healthCheckCapability" => r.read_opt(&mut self.health_check_capability),
+            "rollbackCapability" => r.read_opt(&mut self.rollback_capability),
+            "backupRestoreCapability" => r.read_opt(&mut self.backup_restore_capability),
+            "networkFilterSupported" => r.read_opt(&mut self.network_filter_supported),
+            "macLearningSupported" => r.read_opt(&mut self.mac_learning_supported),
+            "vspanSupported" => r.read_opt(&mut self.vspan_supported),
+            "lldpSupported" => r.read_opt(&mut self.lldp_supported),
+            "ipfixSupported" => r.read_opt(&mut self.ipfix_supported),
+            "ipfixCapability" => r.read_opt(&mut self.ipfix_capability),
             "multicastSnoopingSupported" => {
-                r.read_opt(&mut self.multicast_snooping_supported)?
+                r.read_opt(&mut self.multicast_snooping_supported)
             }
-            "vspanCapability" => r.read_opt(&mut self.vspan_capability)?,
-            "lacpCapability" => r.read_opt(&mut self.lacp_capability)?,
-            "nsxSupported" => r.read_opt(&mut self.nsx_supported)?,
-            "mtuCapability" => r.read_opt(&mut self.mtu_capability)?,
+            "vspanCapability" => r.read_opt(&mut self.vspan_capability),
+            "lacpCapability" => r.read_opt(&mut self.lacp_capability),
+            "nsxSupported" => r.read_opt(&mut self.nsx_supported),
+            "mtuCapability" => r.read_opt(&mut self.mtu_capability),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write(
@@ -1264,12 +1264,12 @@ impl x::Fields for VMwareDVSHealthCheckCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vlanMtuSupported" => r.read(&mut self.vlan_mtu_supported)?,
-            "teamingSupported" => r.read(&mut self.teaming_supported)?,
+        let result = match name {
+            "vlanMtuSupported" => r.read(&mut self.vlan_mtu_supported),
+            "teamingSupported" => r.read(&mut self.teaming_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vlanMtuSupported", &self.vlan_mtu_supported);
@@ -1294,12 +1294,12 @@ impl x::Fields for VMwareDVSHealthCheckConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enable" => r.read_opt(&mut self.enable)?,
-            "interval" => r.read_opt(&mut self.interval)?,
+        let result = match name {
+            "enable" => r.read_opt(&mut self.enable),
+            "interval" => r.read_opt(&mut self.interval),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enable", &self.enable);
@@ -1330,17 +1330,17 @@ impl x::Fields for VMwareDVSMtuHealthCheckResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read_opt(&mut self.summary)?,
-            "uplinkPortKey" => r.read(&mut self.uplink_port_key)?,
-            "mtuMismatch" => r.read(&mut self.mtu_mismatch)?,
-            "vlanSupportSwitchMtu" => r.read_push(&mut self.vlan_support_switch_mtu)?,
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
+            "mtuMismatch" => r.read(&mut self.mtu_mismatch),
+            "vlanSupportSwitchMtu" => r.read_push(&mut self.vlan_support_switch_mtu),
             "vlanNotSupportSwitchMtu" => {
-                r.read_push(&mut self.vlan_not_support_switch_mtu)?
+                r.read_push(&mut self.vlan_not_support_switch_mtu)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("summary", &self.summary);
@@ -1396,28 +1396,28 @@ impl x::Fields for VMwareDVSPortSetting {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "blocked" => r.read_opt(&mut self.blocked)?,
+        let result = match name {
+            "blocked" => r.read_opt(&mut self.blocked),
             "vmDirectPathGen2Allowed" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_allowed)?
+                r.read_opt(&mut self.vm_direct_path_gen2_allowed)
             }
-            "inShapingPolicy" => r.read_opt(&mut self.in_shaping_policy)?,
-            "outShapingPolicy" => r.read_opt(&mut self.out_shaping_policy)?,
-            "vendorSpecificConfig" => r.read_opt(&mut self.vendor_specific_config)?,
-            "networkResourcePoolKey" => r.read_opt(&mut self.network_resource_pool_key)?,
-            "filterPolicy" => r.read_opt(&mut self.filter_policy)?,
-            "vlan" => r.read_opt(&mut self.vlan)?,
-            "qosTag" => r.read_opt(&mut self.qos_tag)?,
-            "uplinkTeamingPolicy" => r.read_opt(&mut self.uplink_teaming_policy)?,
-            "securityPolicy" => r.read_opt(&mut self.security_policy)?,
-            "ipfixEnabled" => r.read_opt(&mut self.ipfix_enabled)?,
-            "txUplink" => r.read_opt(&mut self.tx_uplink)?,
-            "lacpPolicy" => r.read_opt(&mut self.lacp_policy)?,
-            "macManagementPolicy" => r.read_opt(&mut self.mac_management_policy)?,
-            "VNI" => r.read_opt(&mut self.vni)?,
+            "inShapingPolicy" => r.read_opt(&mut self.in_shaping_policy),
+            "outShapingPolicy" => r.read_opt(&mut self.out_shaping_policy),
+            "vendorSpecificConfig" => r.read_opt(&mut self.vendor_specific_config),
+            "networkResourcePoolKey" => r.read_opt(&mut self.network_resource_pool_key),
+            "filterPolicy" => r.read_opt(&mut self.filter_policy),
+            "vlan" => r.read_opt(&mut self.vlan),
+            "qosTag" => r.read_opt(&mut self.qos_tag),
+            "uplinkTeamingPolicy" => r.read_opt(&mut self.uplink_teaming_policy),
+            "securityPolicy" => r.read_opt(&mut self.security_policy),
+            "ipfixEnabled" => r.read_opt(&mut self.ipfix_enabled),
+            "txUplink" => r.read_opt(&mut self.tx_uplink),
+            "lacpPolicy" => r.read_opt(&mut self.lacp_policy),
+            "macManagementPolicy" => r.read_opt(&mut self.mac_management_policy),
+            "VNI" => r.read_opt(&mut self.vni),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("blocked", &self.blocked);
@@ -1476,36 +1476,36 @@ impl x::Fields for VMwareDVSPortgroupPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "blockOverrideAllowed" => r.read(&mut self.block_override_allowed)?,
-            "shapingOverrideAllowed" => r.read(&mut self.shaping_override_allowed)?,
+        let result = match name {
+            "blockOverrideAllowed" => r.read(&mut self.block_override_allowed),
+            "shapingOverrideAllowed" => r.read(&mut self.shaping_override_allowed),
             "vendorConfigOverrideAllowed" => {
-                r.read(&mut self.vendor_config_override_allowed)?
+                r.read(&mut self.vendor_config_override_allowed)
             }
-            "livePortMovingAllowed" => r.read(&mut self.live_port_moving_allowed)?,
+            "livePortMovingAllowed" => r.read(&mut self.live_port_moving_allowed),
             "portConfigResetAtDisconnect" => {
-                r.read(&mut self.port_config_reset_at_disconnect)?
+                r.read(&mut self.port_config_reset_at_disconnect)
             }
             "networkResourcePoolOverrideAllowed" => {
-                r.read_opt(&mut self.network_resource_pool_override_allowed)?
+                r.read_opt(&mut self.network_resource_pool_override_allowed)
             }
             "trafficFilterOverrideAllowed" => {
-                r.read_opt(&mut self.traffic_filter_override_allowed)?
+                r.read_opt(&mut self.traffic_filter_override_allowed)
             }
-            "vlanOverrideAllowed" => r.read(&mut self.vlan_override_allowed)?,
+            "vlanOverrideAllowed" => r.read(&mut self.vlan_override_allowed),
             "uplinkTeamingOverrideAllowed" => {
-                r.read(&mut self.uplink_teaming_override_allowed)?
+                r.read(&mut self.uplink_teaming_override_allowed)
             }
             "securityPolicyOverrideAllowed" => {
-                r.read(&mut self.security_policy_override_allowed)?
+                r.read(&mut self.security_policy_override_allowed)
             }
-            "ipfixOverrideAllowed" => r.read_opt(&mut self.ipfix_override_allowed)?,
+            "ipfixOverrideAllowed" => r.read_opt(&mut self.ipfix_override_allowed),
             "macManagementOverrideAllowed" => {
-                r.read_opt(&mut self.mac_management_override_allowed)?
+                r.read_opt(&mut self.mac_management_override_allowed)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("blockOverrideAllowed", &self.block_override_allowed);
@@ -1549,12 +1549,12 @@ impl x::Fields for VMwareDVSPvlanConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "pvlanEntry" => r.read(&mut self.pvlan_entry)?,
-            "operation" => r.read(&mut self.operation)?,
+        let result = match name {
+            "pvlanEntry" => r.read(&mut self.pvlan_entry),
+            "operation" => r.read(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pvlanEntry", &self.pvlan_entry);
@@ -1585,13 +1585,13 @@ impl x::Fields for VMwareDVSPvlanMapEntry {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "primaryVlanId" => r.read(&mut self.primary_vlan_id)?,
-            "secondaryVlanId" => r.read(&mut self.secondary_vlan_id)?,
-            "pvlanType" => r.read(&mut self.pvlan_type)?,
+        let result = match name {
+            "primaryVlanId" => r.read(&mut self.primary_vlan_id),
+            "secondaryVlanId" => r.read(&mut self.secondary_vlan_id),
+            "pvlanType" => r.read(&mut self.pvlan_type),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("primaryVlanId", &self.primary_vlan_id);
@@ -1621,12 +1621,12 @@ impl x::Fields for VMwareDVSTeamingHealthCheckConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enable" => r.read_opt(&mut self.enable)?,
-            "interval" => r.read_opt(&mut self.interval)?,
+        let result = match name {
+            "enable" => r.read_opt(&mut self.enable),
+            "interval" => r.read_opt(&mut self.interval),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enable", &self.enable);
@@ -1651,12 +1651,12 @@ impl x::Fields for VMwareDVSTeamingHealthCheckResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read_opt(&mut self.summary)?,
-            "teamingStatus" => r.read(&mut self.teaming_status)?,
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            "teamingStatus" => r.read(&mut self.teaming_status),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("summary", &self.summary);
@@ -1685,14 +1685,14 @@ impl x::Fields for VMwareDVSVlanHealthCheckResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "summary" => r.read_opt(&mut self.summary)?,
-            "uplinkPortKey" => r.read(&mut self.uplink_port_key)?,
-            "trunkedVlan" => r.read_push(&mut self.trunked_vlan)?,
-            "untrunkedVlan" => r.read_push(&mut self.untrunked_vlan)?,
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
+            "trunkedVlan" => r.read_push(&mut self.trunked_vlan),
+            "untrunkedVlan" => r.read_push(&mut self.untrunked_vlan),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("summary", &self.summary);
@@ -1719,12 +1719,12 @@ impl x::Fields for VMwareDVSVlanMtuHealthCheckConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enable" => r.read_opt(&mut self.enable)?,
-            "interval" => r.read_opt(&mut self.interval)?,
+        let result = match name {
+            "enable" => r.read_opt(&mut self.enable),
+            "interval" => r.read_opt(&mut self.interval),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enable", &self.enable);
@@ -1759,19 +1759,19 @@ impl x::Fields for VMwareDVSVspanCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "mixedDestSupported" => r.read(&mut self.mixed_dest_supported)?,
-            "dvportSupported" => r.read(&mut self.dvport_supported)?,
-            "remoteSourceSupported" => r.read(&mut self.remote_source_supported)?,
-            "remoteDestSupported" => r.read(&mut self.remote_dest_supported)?,
+        let result = match name {
+            "mixedDestSupported" => r.read(&mut self.mixed_dest_supported),
+            "dvportSupported" => r.read(&mut self.dvport_supported),
+            "remoteSourceSupported" => r.read(&mut self.remote_source_supported),
+            "remoteDestSupported" => r.read(&mut self.remote_dest_supported),
             "encapRemoteSourceSupported" => {
-                r.read(&mut self.encap_remote_source_supported)?
+                r.read(&mut self.encap_remote_source_supported)
             }
-            "erspanProtocolSupported" => r.read_opt(&mut self.erspan_protocol_supported)?,
-            "mirrorNetstackSupported" => r.read_opt(&mut self.mirror_netstack_supported)?,
+            "erspanProtocolSupported" => r.read_opt(&mut self.erspan_protocol_supported),
+            "mirrorNetstackSupported" => r.read_opt(&mut self.mirror_netstack_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("mixedDestSupported", &self.mixed_dest_supported);
@@ -1801,12 +1801,12 @@ impl x::Fields for VMwareDVSVspanConfigSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vspanSession" => r.read(&mut self.vspan_session)?,
-            "operation" => r.read(&mut self.operation)?,
+        let result = match name {
+            "vspanSession" => r.read(&mut self.vspan_session),
+            "operation" => r.read(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vspanSession", &self.vspan_session);
@@ -1837,15 +1837,15 @@ impl x::Fields for VMwareDvsIpfixCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipfixSupported" => r.read_opt(&mut self.ipfix_supported)?,
-            "ipv6ForIpfixSupported" => r.read_opt(&mut self.ipv6_for_ipfix_supported)?,
+        let result = match name {
+            "ipfixSupported" => r.read_opt(&mut self.ipfix_supported),
+            "ipv6ForIpfixSupported" => r.read_opt(&mut self.ipv6_for_ipfix_supported),
             "observationDomainIdSupported" => {
-                r.read_opt(&mut self.observation_domain_id_supported)?
+                r.read_opt(&mut self.observation_domain_id_supported)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipfixSupported", &self.ipfix_supported);
@@ -1876,15 +1876,13 @@ impl x::Fields for VMwareDvsLacpCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "lacpSupported" => r.read_opt(&mut self.lacp_supported)?,
-            "multiLacpGroupSupported" => {
-                r.read_opt(&mut self.multi_lacp_group_supported)?
-            }
-            "lacpFastModeSupported" => r.read_opt(&mut self.lacp_fast_mode_supported)?,
+        let result = match name {
+            "lacpSupported" => r.read_opt(&mut self.lacp_supported),
+            "multiLacpGroupSupported" => r.read_opt(&mut self.multi_lacp_group_supported),
+            "lacpFastModeSupported" => r.read_opt(&mut self.lacp_fast_mode_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("lacpSupported", &self.lacp_supported);
@@ -1926,20 +1924,20 @@ impl x::Fields for VMwareDvsLacpGroupConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "mode" => r.read_opt(&mut self.mode)?,
-            "uplinkNum" => r.read_opt(&mut self.uplink_num)?,
-            "loadbalanceAlgorithm" => r.read_opt(&mut self.loadbalance_algorithm)?,
-            "vlan" => r.read_opt(&mut self.vlan)?,
-            "ipfix" => r.read_opt(&mut self.ipfix)?,
-            "uplinkName" => r.read_push(&mut self.uplink_name)?,
-            "uplinkPortKey" => r.read_push(&mut self.uplink_port_key)?,
-            "timeoutMode" => r.read_opt(&mut self.timeout_mode)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "mode" => r.read_opt(&mut self.mode),
+            "uplinkNum" => r.read_opt(&mut self.uplink_num),
+            "loadbalanceAlgorithm" => r.read_opt(&mut self.loadbalance_algorithm),
+            "vlan" => r.read_opt(&mut self.vlan),
+            "ipfix" => r.read_opt(&mut self.ipfix),
+            "uplinkName" => r.read_push(&mut self.uplink_name),
+            "uplinkPortKey" => r.read_push(&mut self.uplink_port_key),
+            "timeoutMode" => r.read_opt(&mut self.timeout_mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
@@ -1976,12 +1974,12 @@ impl x::Fields for VMwareDvsLacpGroupSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "lacpGroupConfig" => r.read(&mut self.lacp_group_config)?,
-            "operation" => r.read(&mut self.operation)?,
+        let result = match name {
+            "lacpGroupConfig" => r.read(&mut self.lacp_group_config),
+            "operation" => r.read(&mut self.operation),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("lacpGroupConfig", &self.lacp_group_config);
@@ -2008,11 +2006,11 @@ impl x::Fields for VMwareDvsLagIpfixConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipfixEnabled" => r.read_opt(&mut self.ipfix_enabled)?,
+        let result = match name {
+            "ipfixEnabled" => r.read_opt(&mut self.ipfix_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipfixEnabled", &self.ipfix_enabled);
@@ -2034,11 +2032,11 @@ impl x::Fields for VMwareDvsLagVlanConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vlanId" => r.read_push(&mut self.vlan_id)?,
+        let result = match name {
+            "vlanId" => r.read_push(&mut self.vlan_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vlanId", &self.vlan_id);
@@ -2062,12 +2060,12 @@ impl x::Fields for VMwareDvsMtuCapability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "minMtuSupported" => r.read(&mut self.min_mtu_supported)?,
-            "maxMtuSupported" => r.read(&mut self.max_mtu_supported)?,
+        let result = match name {
+            "minMtuSupported" => r.read(&mut self.min_mtu_supported),
+            "maxMtuSupported" => r.read(&mut self.max_mtu_supported),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("minMtuSupported", &self.min_mtu_supported);
@@ -2102,17 +2100,17 @@ impl x::Fields for VMwareIpfixConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "collectorIpAddress" => r.read_opt(&mut self.collector_ip_address)?,
-            "collectorPort" => r.read_opt(&mut self.collector_port)?,
-            "observationDomainId" => r.read_opt(&mut self.observation_domain_id)?,
-            "activeFlowTimeout" => r.read(&mut self.active_flow_timeout)?,
-            "idleFlowTimeout" => r.read(&mut self.idle_flow_timeout)?,
-            "samplingRate" => r.read(&mut self.sampling_rate)?,
-            "internalFlowsOnly" => r.read(&mut self.internal_flows_only)?,
+        let result = match name {
+            "collectorIpAddress" => r.read_opt(&mut self.collector_ip_address),
+            "collectorPort" => r.read_opt(&mut self.collector_port),
+            "observationDomainId" => r.read_opt(&mut self.observation_domain_id),
+            "activeFlowTimeout" => r.read(&mut self.active_flow_timeout),
+            "idleFlowTimeout" => r.read(&mut self.idle_flow_timeout),
+            "samplingRate" => r.read(&mut self.sampling_rate),
+            "internalFlowsOnly" => r.read(&mut self.internal_flows_only),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("collectorIpAddress", &self.collector_ip_address);
@@ -2144,13 +2142,13 @@ impl x::Fields for VMwareUplinkLacpPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "enable" => r.read_opt(&mut self.enable)?,
-            "mode" => r.read_opt(&mut self.mode)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "enable" => r.read_opt(&mut self.enable),
+            "mode" => r.read_opt(&mut self.mode),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -2178,13 +2176,13 @@ impl x::Fields for VMwareUplinkPortOrderPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "activeUplinkPort" => r.read_push(&mut self.active_uplink_port)?,
-            "standbyUplinkPort" => r.read_push(&mut self.standby_uplink_port)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "activeUplinkPort" => r.read_push(&mut self.active_uplink_port),
+            "standbyUplinkPort" => r.read_push(&mut self.standby_uplink_port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -2216,17 +2214,17 @@ impl x::Fields for VMwareVspanPort {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "portKey" => r.read_push(&mut self.port_key)?,
-            "uplinkPortName" => r.read_push(&mut self.uplink_port_name)?,
+        let result = match name {
+            "portKey" => r.read_push(&mut self.port_key),
+            "uplinkPortName" => r.read_push(&mut self.uplink_port_name),
             "wildcardPortConnecteeType" => {
-                r.read_push(&mut self.wildcard_port_connectee_type)?
+                r.read_push(&mut self.wildcard_port_connectee_type)
             }
-            "vlans" => r.read_push(&mut self.vlans)?,
-            "ipAddress" => r.read_push(&mut self.ip_address)?,
+            "vlans" => r.read_push(&mut self.vlans),
+            "ipAddress" => r.read_push(&mut self.ip_address),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("portKey", &self.port_key);
@@ -2286,28 +2284,28 @@ impl x::Fields for VMwareVspanSession {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "key" => r.read_opt(&mut self.key)?,
-            "name" => r.read_opt(&mut self.name)?,
-            "description" => r.read_opt(&mut self.description)?,
-            "enabled" => r.read(&mut self.enabled)?,
-            "sourcePortTransmitted" => r.read_opt(&mut self.source_port_transmitted)?,
-            "sourcePortReceived" => r.read_opt(&mut self.source_port_received)?,
-            "destinationPort" => r.read_opt(&mut self.destination_port)?,
-            "encapsulationVlanId" => r.read_opt(&mut self.encapsulation_vlan_id)?,
-            "stripOriginalVlan" => r.read(&mut self.strip_original_vlan)?,
-            "mirroredPacketLength" => r.read_opt(&mut self.mirrored_packet_length)?,
-            "normalTrafficAllowed" => r.read(&mut self.normal_traffic_allowed)?,
-            "sessionType" => r.read_opt(&mut self.session_type)?,
-            "samplingRate" => r.read_opt(&mut self.sampling_rate)?,
-            "encapType" => r.read_opt(&mut self.encap_type)?,
-            "erspanId" => r.read_opt(&mut self.erspan_id)?,
-            "erspanCOS" => r.read_opt(&mut self.erspan_cos)?,
-            "erspanGraNanosec" => r.read_opt(&mut self.erspan_gra_nanosec)?,
-            "netstack" => r.read_opt(&mut self.netstack)?,
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "description" => r.read_opt(&mut self.description),
+            "enabled" => r.read(&mut self.enabled),
+            "sourcePortTransmitted" => r.read_opt(&mut self.source_port_transmitted),
+            "sourcePortReceived" => r.read_opt(&mut self.source_port_received),
+            "destinationPort" => r.read_opt(&mut self.destination_port),
+            "encapsulationVlanId" => r.read_opt(&mut self.encapsulation_vlan_id),
+            "stripOriginalVlan" => r.read(&mut self.strip_original_vlan),
+            "mirroredPacketLength" => r.read_opt(&mut self.mirrored_packet_length),
+            "normalTrafficAllowed" => r.read(&mut self.normal_traffic_allowed),
+            "sessionType" => r.read_opt(&mut self.session_type),
+            "samplingRate" => r.read_opt(&mut self.sampling_rate),
+            "encapType" => r.read_opt(&mut self.encap_type),
+            "erspanId" => r.read_opt(&mut self.erspan_id),
+            "erspanCOS" => r.read_opt(&mut self.erspan_cos),
+            "erspanGraNanosec" => r.read_opt(&mut self.erspan_gra_nanosec),
+            "netstack" => r.read_opt(&mut self.netstack),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);

@@ -25,13 +25,13 @@ impl x::Fields for VmfsAlreadyMounted {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -59,13 +59,13 @@ impl x::Fields for VmfsAmbiguousMount {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -99,22 +99,22 @@ impl x::Fields for VmfsConfigOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "blockSizeOption" => r.read(&mut self.block_size_option)?,
-            "unmapGranularityOption" => r.read_push(&mut self.unmap_granularity_option)?,
+        let result = match name {
+            "blockSizeOption" => r.read(&mut self.block_size_option),
+            "unmapGranularityOption" => r.read_push(&mut self.unmap_granularity_option),
             "unmapBandwidthFixedValue" => {
-                r.read_opt(&mut self.unmap_bandwidth_fixed_value)?
+                r.read_opt(&mut self.unmap_bandwidth_fixed_value)
             }
             "unmapBandwidthDynamicMin" => {
-                r.read_opt(&mut self.unmap_bandwidth_dynamic_min)?
+                r.read_opt(&mut self.unmap_bandwidth_dynamic_min)
             }
             "unmapBandwidthDynamicMax" => {
-                r.read_opt(&mut self.unmap_bandwidth_dynamic_max)?
+                r.read_opt(&mut self.unmap_bandwidth_dynamic_max)
             }
-            "unmapBandwidthIncrement" => r.read_opt(&mut self.unmap_bandwidth_increment)?,
+            "unmapBandwidthIncrement" => r.read_opt(&mut self.unmap_bandwidth_increment),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("blockSizeOption", &self.block_size_option);
@@ -149,13 +149,13 @@ impl x::Fields for VmfsDatastoreAllExtentOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "layout" => r.read(&mut self.layout)?,
-            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change)?,
-            "vmfsExtent" => r.read(&mut self.vmfs_extent)?,
+        let result = match name {
+            "layout" => r.read(&mut self.layout),
+            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change),
+            "vmfsExtent" => r.read(&mut self.vmfs_extent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("layout", &self.layout);
@@ -183,12 +183,12 @@ impl x::Fields for VmfsDatastoreBaseOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "layout" => r.read(&mut self.layout)?,
-            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change)?,
+        let result = match name {
+            "layout" => r.read(&mut self.layout),
+            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("layout", &self.layout);
@@ -217,14 +217,14 @@ impl x::Fields for VmfsDatastoreCreateSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskUuid" => r.read(&mut self.disk_uuid)?,
-            "partition" => r.read(&mut self.partition)?,
-            "vmfs" => r.read(&mut self.vmfs)?,
-            "extent" => r.read_push(&mut self.extent)?,
+        let result = match name {
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            "partition" => r.read(&mut self.partition),
+            "vmfs" => r.read(&mut self.vmfs),
+            "extent" => r.read_push(&mut self.extent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskUuid", &self.disk_uuid);
@@ -253,13 +253,13 @@ impl x::Fields for VmfsDatastoreExpandSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskUuid" => r.read(&mut self.disk_uuid)?,
-            "partition" => r.read(&mut self.partition)?,
-            "extent" => r.read(&mut self.extent)?,
+        let result = match name {
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            "partition" => r.read(&mut self.partition),
+            "extent" => r.read(&mut self.extent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskUuid", &self.disk_uuid);
@@ -287,13 +287,13 @@ impl x::Fields for VmfsDatastoreExtendSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskUuid" => r.read(&mut self.disk_uuid)?,
-            "partition" => r.read(&mut self.partition)?,
-            "extent" => r.read_push(&mut self.extent)?,
+        let result = match name {
+            "diskUuid" => r.read(&mut self.disk_uuid),
+            "partition" => r.read(&mut self.partition),
+            "extent" => r.read_push(&mut self.extent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskUuid", &self.disk_uuid);
@@ -339,22 +339,22 @@ impl x::Fields for VmfsDatastoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
-            "freeSpace" => r.read(&mut self.free_space)?,
-            "maxFileSize" => r.read(&mut self.max_file_size)?,
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity)?,
-            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size)?,
-            "timestamp" => r.read_opt(&mut self.timestamp)?,
-            "containerId" => r.read_opt(&mut self.container_id)?,
-            "aliasOf" => r.read_opt(&mut self.alias_of)?,
-            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size)?,
-            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size)?,
-            "vmfs" => r.read_opt(&mut self.vmfs)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            "freeSpace" => r.read(&mut self.free_space),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size),
+            "timestamp" => r.read_opt(&mut self.timestamp),
+            "containerId" => r.read_opt(&mut self.container_id),
+            "aliasOf" => r.read_opt(&mut self.alias_of),
+            "maxPhysicalRDMFileSize" => r.read_opt(&mut self.max_physical_rdm_file_size),
+            "maxVirtualRDMFileSize" => r.read_opt(&mut self.max_virtual_rdm_file_size),
+            "vmfs" => r.read_opt(&mut self.vmfs),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -391,13 +391,13 @@ impl x::Fields for VmfsDatastoreMultipleExtentOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "layout" => r.read(&mut self.layout)?,
-            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change)?,
-            "vmfsExtent" => r.read_push(&mut self.vmfs_extent)?,
+        let result = match name {
+            "layout" => r.read(&mut self.layout),
+            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change),
+            "vmfsExtent" => r.read_push(&mut self.vmfs_extent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("layout", &self.layout);
@@ -423,12 +423,12 @@ impl x::Fields for VmfsDatastoreOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "info" => r.read(&mut self.info)?,
-            "spec" => r.read(&mut self.spec)?,
+        let result = match name {
+            "info" => r.read(&mut self.info),
+            "spec" => r.read(&mut self.spec),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("info", &self.info);
@@ -459,13 +459,13 @@ impl x::Fields for VmfsDatastoreSingleExtentOption {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "layout" => r.read(&mut self.layout)?,
-            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change)?,
-            "vmfsExtent" => r.read(&mut self.vmfs_extent)?,
+        let result = match name {
+            "layout" => r.read(&mut self.layout),
+            "partitionFormatChange" => r.read_opt(&mut self.partition_format_change),
+            "vmfsExtent" => r.read(&mut self.vmfs_extent),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("layout", &self.layout);
@@ -491,11 +491,11 @@ impl x::Fields for VmfsDatastoreSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskUuid" => r.read(&mut self.disk_uuid)?,
+        let result = match name {
+            "diskUuid" => r.read(&mut self.disk_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskUuid", &self.disk_uuid);
@@ -521,13 +521,13 @@ impl x::Fields for VmfsMountFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "uuid" => r.read(&mut self.uuid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "uuid" => r.read(&mut self.uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -557,14 +557,14 @@ impl x::Fields for VmfsUnmapBandwidthSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "policy" => r.read(&mut self.policy)?,
-            "fixedValue" => r.read(&mut self.fixed_value)?,
-            "dynamicMin" => r.read(&mut self.dynamic_min)?,
-            "dynamicMax" => r.read(&mut self.dynamic_max)?,
+        let result = match name {
+            "policy" => r.read(&mut self.policy),
+            "fixedValue" => r.read(&mut self.fixed_value),
+            "dynamicMin" => r.read(&mut self.dynamic_min),
+            "dynamicMax" => r.read(&mut self.dynamic_max),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
@@ -591,12 +591,12 @@ impl x::Fields for VmotionInterfaceNotEnabled {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -621,12 +621,12 @@ impl x::Fields for VmwareDistributedVirtualSwitchPvlanSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "pvlanId" => r.read(&mut self.pvlan_id)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "pvlanId" => r.read(&mut self.pvlan_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -651,12 +651,12 @@ impl x::Fields for VmwareDistributedVirtualSwitchTrunkVlanSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "vlanId" => r.read_push(&mut self.vlan_id)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "vlanId" => r.read_push(&mut self.vlan_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -681,12 +681,12 @@ impl x::Fields for VmwareDistributedVirtualSwitchVlanIdSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "vlanId" => r.read(&mut self.vlan_id)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "vlanId" => r.read(&mut self.vlan_id),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -711,11 +711,11 @@ impl x::Fields for VmwareDistributedVirtualSwitchVlanSpec {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -749,17 +749,17 @@ impl x::Fields for VmwareUplinkPortTeamingPolicy {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inherited" => r.read(&mut self.inherited)?,
-            "policy" => r.read_opt(&mut self.policy)?,
-            "reversePolicy" => r.read_opt(&mut self.reverse_policy)?,
-            "notifySwitches" => r.read_opt(&mut self.notify_switches)?,
-            "rollingOrder" => r.read_opt(&mut self.rolling_order)?,
-            "failureCriteria" => r.read_opt(&mut self.failure_criteria)?,
-            "uplinkPortOrder" => r.read_opt(&mut self.uplink_port_order)?,
+        let result = match name {
+            "inherited" => r.read(&mut self.inherited),
+            "policy" => r.read_opt(&mut self.policy),
+            "reversePolicy" => r.read_opt(&mut self.reverse_policy),
+            "notifySwitches" => r.read_opt(&mut self.notify_switches),
+            "rollingOrder" => r.read_opt(&mut self.rolling_order),
+            "failureCriteria" => r.read_opt(&mut self.failure_criteria),
+            "uplinkPortOrder" => r.read_opt(&mut self.uplink_port_order),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inherited", &self.inherited);
@@ -789,12 +789,12 @@ impl x::Fields for VnicPortArgument {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vnic" => r.read(&mut self.vnic)?,
-            "port" => r.read(&mut self.port)?,
+        let result = match name {
+            "vnic" => r.read(&mut self.vnic),
+            "port" => r.read(&mut self.port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vnic", &self.vnic);
@@ -823,12 +823,12 @@ impl x::Fields for VolumeEditorError {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -855,13 +855,13 @@ impl x::Fields for VramLimitLicense {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "limit" => r.read(&mut self.limit)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "limit" => r.read(&mut self.limit),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -887,12 +887,12 @@ impl x::Fields for VsanClusterConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "defaultConfig" => r.read_opt(&mut self.default_config)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "defaultConfig" => r.read_opt(&mut self.default_config),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -919,13 +919,13 @@ impl x::Fields for VsanClusterConfigInfoHostDefaultInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "autoClaimStorage" => r.read_opt(&mut self.auto_claim_storage)?,
-            "checksumEnabled" => r.read_opt(&mut self.checksum_enabled)?,
+        let result = match name {
+            "uuid" => r.read_opt(&mut self.uuid),
+            "autoClaimStorage" => r.read_opt(&mut self.auto_claim_storage),
+            "checksumEnabled" => r.read_opt(&mut self.checksum_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("uuid", &self.uuid);
@@ -955,14 +955,14 @@ impl x::Fields for VsanClusterUuidMismatch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "hostClusterUuid" => r.read(&mut self.host_cluster_uuid)?,
-            "destinationClusterUuid" => r.read(&mut self.destination_cluster_uuid)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostClusterUuid" => r.read(&mut self.host_cluster_uuid),
+            "destinationClusterUuid" => r.read(&mut self.destination_cluster_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1007,21 +1007,21 @@ impl x::Fields for VsanDatastoreInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
-            "url" => r.read(&mut self.url)?,
-            "freeSpace" => r.read(&mut self.free_space)?,
-            "maxFileSize" => r.read(&mut self.max_file_size)?,
-            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity)?,
-            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size)?,
-            "timestamp" => r.read_opt(&mut self.timestamp)?,
-            "containerId" => r.read_opt(&mut self.container_id)?,
-            "aliasOf" => r.read_opt(&mut self.alias_of)?,
-            "membershipUuid" => r.read_opt(&mut self.membership_uuid)?,
-            "accessGenNo" => r.read_opt(&mut self.access_gen_no)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "url" => r.read(&mut self.url),
+            "freeSpace" => r.read(&mut self.free_space),
+            "maxFileSize" => r.read(&mut self.max_file_size),
+            "maxVirtualDiskCapacity" => r.read_opt(&mut self.max_virtual_disk_capacity),
+            "maxMemoryFileSize" => r.read_opt(&mut self.max_memory_file_size),
+            "timestamp" => r.read_opt(&mut self.timestamp),
+            "containerId" => r.read_opt(&mut self.container_id),
+            "aliasOf" => r.read_opt(&mut self.alias_of),
+            "membershipUuid" => r.read_opt(&mut self.membership_uuid),
+            "accessGenNo" => r.read_opt(&mut self.access_gen_no),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1057,13 +1057,13 @@ impl x::Fields for VsanDiskFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1089,12 +1089,12 @@ impl x::Fields for VsanFault {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1125,15 +1125,15 @@ impl x::Fields for VsanHostClusterStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "nodeUuid" => r.read_opt(&mut self.node_uuid)?,
-            "health" => r.read(&mut self.health)?,
-            "nodeState" => r.read(&mut self.node_state)?,
-            "memberUuid" => r.read_push(&mut self.member_uuid)?,
+        let result = match name {
+            "uuid" => r.read_opt(&mut self.uuid),
+            "nodeUuid" => r.read_opt(&mut self.node_uuid),
+            "health" => r.read(&mut self.health),
+            "nodeState" => r.read(&mut self.node_state),
+            "memberUuid" => r.read_push(&mut self.member_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("uuid", &self.uuid);
@@ -1161,12 +1161,12 @@ impl x::Fields for VsanHostClusterStatusState {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "state" => r.read(&mut self.state)?,
-            "completion" => r.read_opt(&mut self.completion)?,
+        let result = match name {
+            "state" => r.read(&mut self.state),
+            "completion" => r.read_opt(&mut self.completion),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
@@ -1191,12 +1191,12 @@ impl x::Fields for VsanHostClusterStatusStateCompletionEstimate {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "completeTime" => r.read_opt(&mut self.complete_time)?,
-            "percentComplete" => r.read_opt(&mut self.percent_complete)?,
+        let result = match name {
+            "completeTime" => r.read_opt(&mut self.complete_time),
+            "percentComplete" => r.read_opt(&mut self.percent_complete),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("completeTime", &self.complete_time);
@@ -1229,16 +1229,16 @@ impl x::Fields for VsanHostConfigInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "enabled" => r.read_opt(&mut self.enabled)?,
-            "hostSystem" => r.read_opt(&mut self.host_system)?,
-            "clusterInfo" => r.read_opt(&mut self.cluster_info)?,
-            "storageInfo" => r.read_opt(&mut self.storage_info)?,
-            "networkInfo" => r.read_opt(&mut self.network_info)?,
-            "faultDomainInfo" => r.read_opt(&mut self.fault_domain_info)?,
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            "hostSystem" => r.read_opt(&mut self.host_system),
+            "clusterInfo" => r.read_opt(&mut self.cluster_info),
+            "storageInfo" => r.read_opt(&mut self.storage_info),
+            "networkInfo" => r.read_opt(&mut self.network_info),
+            "faultDomainInfo" => r.read_opt(&mut self.fault_domain_info),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
@@ -1271,12 +1271,12 @@ impl x::Fields for VsanHostConfigInfoClusterInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "nodeUuid" => r.read_opt(&mut self.node_uuid)?,
+        let result = match name {
+            "uuid" => r.read_opt(&mut self.uuid),
+            "nodeUuid" => r.read_opt(&mut self.node_uuid),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("uuid", &self.uuid);
@@ -1299,11 +1299,11 @@ impl x::Fields for VsanHostConfigInfoNetworkInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "port" => r.read_push(&mut self.port)?,
+        let result = match name {
+            "port" => r.read_push(&mut self.port),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("port", &self.port);
@@ -1327,12 +1327,12 @@ impl x::Fields for VsanHostConfigInfoNetworkInfoPortConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ipConfig" => r.read_opt(&mut self.ip_config)?,
-            "device" => r.read(&mut self.device)?,
+        let result = match name {
+            "ipConfig" => r.read_opt(&mut self.ip_config),
+            "device" => r.read(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipConfig", &self.ip_config);
@@ -1365,14 +1365,14 @@ impl x::Fields for VsanHostConfigInfoStorageInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "autoClaimStorage" => r.read_opt(&mut self.auto_claim_storage)?,
-            "diskMapping" => r.read_push(&mut self.disk_mapping)?,
-            "diskMapInfo" => r.read_push(&mut self.disk_map_info)?,
-            "checksumEnabled" => r.read_opt(&mut self.checksum_enabled)?,
+        let result = match name {
+            "autoClaimStorage" => r.read_opt(&mut self.auto_claim_storage),
+            "diskMapping" => r.read_push(&mut self.disk_mapping),
+            "diskMapInfo" => r.read_push(&mut self.disk_map_info),
+            "checksumEnabled" => r.read_opt(&mut self.checksum_enabled),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("autoClaimStorage", &self.auto_claim_storage);
@@ -1397,11 +1397,11 @@ impl x::Fields for VsanHostDecommissionMode {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "objectAction" => r.read(&mut self.object_action)?,
+        let result = match name {
+            "objectAction" => r.read(&mut self.object_action),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("objectAction", &self.object_action);
@@ -1425,12 +1425,12 @@ impl x::Fields for VsanHostDiskMapInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "mapping" => r.read(&mut self.mapping)?,
-            "mounted" => r.read(&mut self.mounted)?,
+        let result = match name {
+            "mapping" => r.read(&mut self.mapping),
+            "mounted" => r.read(&mut self.mounted),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("mapping", &self.mapping);
@@ -1461,13 +1461,13 @@ impl x::Fields for VsanHostDiskMapResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "mapping" => r.read(&mut self.mapping)?,
-            "diskResult" => r.read_push(&mut self.disk_result)?,
-            "error" => r.read_opt(&mut self.error)?,
+        let result = match name {
+            "mapping" => r.read(&mut self.mapping),
+            "diskResult" => r.read_push(&mut self.disk_result),
+            "error" => r.read_opt(&mut self.error),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("mapping", &self.mapping);
@@ -1497,12 +1497,12 @@ impl x::Fields for VsanHostDiskMapping {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "ssd" => r.read(&mut self.ssd)?,
-            "nonSsd" => r.read_push(&mut self.non_ssd)?,
+        let result = match name {
+            "ssd" => r.read(&mut self.ssd),
+            "nonSsd" => r.read_push(&mut self.non_ssd),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ssd", &self.ssd);
@@ -1537,15 +1537,15 @@ impl x::Fields for VsanHostDiskResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "disk" => r.read(&mut self.disk)?,
-            "state" => r.read(&mut self.state)?,
-            "vsanUuid" => r.read_opt(&mut self.vsan_uuid)?,
-            "error" => r.read_opt(&mut self.error)?,
-            "degraded" => r.read_opt(&mut self.degraded)?,
+        let result = match name {
+            "disk" => r.read(&mut self.disk),
+            "state" => r.read(&mut self.state),
+            "vsanUuid" => r.read_opt(&mut self.vsan_uuid),
+            "error" => r.read_opt(&mut self.error),
+            "degraded" => r.read_opt(&mut self.degraded),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("disk", &self.disk);
@@ -1575,11 +1575,11 @@ impl x::Fields for VsanHostFaultDomainInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "name" => r.read(&mut self.name)?,
+        let result = match name {
+            "name" => r.read(&mut self.name),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
@@ -1603,12 +1603,12 @@ impl x::Fields for VsanHostIpConfig {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "upstreamIpAddress" => r.read(&mut self.upstream_ip_address)?,
-            "downstreamIpAddress" => r.read(&mut self.downstream_ip_address)?,
+        let result = match name {
+            "upstreamIpAddress" => r.read(&mut self.upstream_ip_address),
+            "downstreamIpAddress" => r.read(&mut self.downstream_ip_address),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("upstreamIpAddress", &self.upstream_ip_address);
@@ -1633,12 +1633,12 @@ impl x::Fields for VsanHostMembershipInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "nodeUuid" => r.read(&mut self.node_uuid)?,
-            "hostname" => r.read(&mut self.hostname)?,
+        let result = match name {
+            "nodeUuid" => r.read(&mut self.node_uuid),
+            "hostname" => r.read(&mut self.hostname),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nodeUuid", &self.node_uuid);
@@ -1669,13 +1669,13 @@ impl x::Fields for VsanHostRuntimeInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "membershipList" => r.read_push(&mut self.membership_list)?,
-            "diskIssues" => r.read_push(&mut self.disk_issues)?,
-            "accessGenNo" => r.read_opt(&mut self.access_gen_no)?,
+        let result = match name {
+            "membershipList" => r.read_push(&mut self.membership_list),
+            "diskIssues" => r.read_push(&mut self.disk_issues),
+            "accessGenNo" => r.read_opt(&mut self.access_gen_no),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("membershipList", &self.membership_list);
@@ -1701,12 +1701,12 @@ impl x::Fields for VsanHostRuntimeInfoDiskIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "diskId" => r.read(&mut self.disk_id)?,
-            "issue" => r.read(&mut self.issue)?,
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "issue" => r.read(&mut self.issue),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
@@ -1735,12 +1735,12 @@ impl x::Fields for VsanHostVsanDiskInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "vsanUuid" => r.read(&mut self.vsan_uuid)?,
-            "formatVersion" => r.read(&mut self.format_version)?,
+        let result = match name {
+            "vsanUuid" => r.read(&mut self.vsan_uuid),
+            "formatVersion" => r.read(&mut self.format_version),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vsanUuid", &self.vsan_uuid);
@@ -1767,13 +1767,13 @@ impl x::Fields for VsanIncompatibleDiskMapping {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause)?,
-            "faultMessage" => r.read_push(&mut self.fault_message)?,
-            "device" => r.read_opt(&mut self.device)?,
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "device" => r.read_opt(&mut self.device),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
@@ -1799,12 +1799,12 @@ impl x::Fields for VsanNewPolicyBatch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "size" => r.read_push(&mut self.size)?,
-            "policy" => r.read_opt(&mut self.policy)?,
+        let result = match name {
+            "size" => r.read_push(&mut self.size),
+            "policy" => r.read_opt(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("size", &self.size);
@@ -1833,12 +1833,12 @@ impl x::Fields for VsanPolicyChangeBatch {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read_push(&mut self.uuid)?,
-            "policy" => r.read_opt(&mut self.policy)?,
+        let result = match name {
+            "uuid" => r.read_push(&mut self.uuid),
+            "policy" => r.read_opt(&mut self.policy),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("uuid", &self.uuid);
@@ -1879,26 +1879,26 @@ impl x::Fields for VsanPolicyCost {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "changeDataSize" => r.read_opt(&mut self.change_data_size)?,
-            "currentDataSize" => r.read_opt(&mut self.current_data_size)?,
-            "tempDataSize" => r.read_opt(&mut self.temp_data_size)?,
-            "copyDataSize" => r.read_opt(&mut self.copy_data_size)?,
+        let result = match name {
+            "changeDataSize" => r.read_opt(&mut self.change_data_size),
+            "currentDataSize" => r.read_opt(&mut self.current_data_size),
+            "tempDataSize" => r.read_opt(&mut self.temp_data_size),
+            "copyDataSize" => r.read_opt(&mut self.copy_data_size),
             "changeFlashReadCacheSize" => {
-                r.read_opt(&mut self.change_flash_read_cache_size)?
+                r.read_opt(&mut self.change_flash_read_cache_size)
             }
             "currentFlashReadCacheSize" => {
-                r.read_opt(&mut self.current_flash_read_cache_size)?
+                r.read_opt(&mut self.current_flash_read_cache_size)
             }
             "currentDiskSpaceToAddressSpaceRatio" => {
-                r.read_opt(&mut self.current_disk_space_to_address_space_ratio)?
+                r.read_opt(&mut self.current_disk_space_to_address_space_ratio)
             }
             "diskSpaceToAddressSpaceRatio" => {
-                r.read_opt(&mut self.disk_space_to_address_space_ratio)?
+                r.read_opt(&mut self.disk_space_to_address_space_ratio)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeDataSize", &self.change_data_size);
@@ -1939,14 +1939,14 @@ impl x::Fields for VsanPolicySatisfiability {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "uuid" => r.read_opt(&mut self.uuid)?,
-            "isSatisfiable" => r.read(&mut self.is_satisfiable)?,
-            "reason" => r.read_opt(&mut self.reason)?,
-            "cost" => r.read_opt(&mut self.cost)?,
+        let result = match name {
+            "uuid" => r.read_opt(&mut self.uuid),
+            "isSatisfiable" => r.read(&mut self.is_satisfiable),
+            "reason" => r.read_opt(&mut self.reason),
+            "cost" => r.read_opt(&mut self.cost),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("uuid", &self.uuid);
@@ -1977,12 +1977,12 @@ impl x::Fields for VsanUpgradeSystemAPIBrokenIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2007,12 +2007,12 @@ impl x::Fields for VsanUpgradeSystemAutoClaimEnabledOnHostsIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2037,12 +2037,12 @@ impl x::Fields for VsanUpgradeSystemHostsDisconnectedIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2067,12 +2067,12 @@ impl x::Fields for VsanUpgradeSystemMissingHostsInClusterIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2095,11 +2095,11 @@ impl x::Fields for VsanUpgradeSystemNetworkPartitionInfo {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("hosts", &self.hosts);
@@ -2127,12 +2127,12 @@ impl x::Fields for VsanUpgradeSystemNetworkPartitionIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
-            "partitions" => r.read_push(&mut self.partitions)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
+            "partitions" => r.read_push(&mut self.partitions),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2157,14 +2157,14 @@ impl x::Fields for VsanUpgradeSystemNotEnoughFreeCapacityIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
             "reducedRedundancyUpgradePossible" => {
-                r.read(&mut self.reduced_redundancy_upgrade_possible)?
+                r.read(&mut self.reduced_redundancy_upgrade_possible)
             }
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2192,11 +2192,11 @@ impl x::Fields for VsanUpgradeSystemPreflightCheckIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2220,12 +2220,12 @@ impl x::Fields for VsanUpgradeSystemPreflightCheckResult {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "issues" => r.read_push(&mut self.issues)?,
-            "diskMappingToRestore" => r.read_opt(&mut self.disk_mapping_to_restore)?,
+        let result = match name {
+            "issues" => r.read_push(&mut self.issues),
+            "diskMappingToRestore" => r.read_opt(&mut self.disk_mapping_to_restore),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("issues", &self.issues);
@@ -2250,12 +2250,12 @@ impl x::Fields for VsanUpgradeSystemRogueHostsInClusterIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
-            "uuids" => r.read_push(&mut self.uuids)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
+            "uuids" => r.read_push(&mut self.uuids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2288,16 +2288,16 @@ impl x::Fields for VsanUpgradeSystemUpgradeHistoryDiskGroupOp {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timestamp" => r.read(&mut self.timestamp)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "message" => r.read(&mut self.message)?,
-            "task" => r.read_opt(&mut self.task)?,
-            "operation" => r.read(&mut self.operation)?,
-            "diskMapping" => r.read(&mut self.disk_mapping)?,
+        let result = match name {
+            "timestamp" => r.read(&mut self.timestamp),
+            "host" => r.read_opt(&mut self.host),
+            "message" => r.read(&mut self.message),
+            "task" => r.read_opt(&mut self.task),
+            "operation" => r.read(&mut self.operation),
+            "diskMapping" => r.read(&mut self.disk_mapping),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("timestamp", &self.timestamp);
@@ -2332,14 +2332,14 @@ impl x::Fields for VsanUpgradeSystemUpgradeHistoryItem {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timestamp" => r.read(&mut self.timestamp)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "message" => r.read(&mut self.message)?,
-            "task" => r.read_opt(&mut self.task)?,
+        let result = match name {
+            "timestamp" => r.read(&mut self.timestamp),
+            "host" => r.read_opt(&mut self.host),
+            "message" => r.read(&mut self.message),
+            "task" => r.read_opt(&mut self.task),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("timestamp", &self.timestamp);
@@ -2372,15 +2372,15 @@ impl x::Fields for VsanUpgradeSystemUpgradeHistoryPreflightFail {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "timestamp" => r.read(&mut self.timestamp)?,
-            "host" => r.read_opt(&mut self.host)?,
-            "message" => r.read(&mut self.message)?,
-            "task" => r.read_opt(&mut self.task)?,
-            "preflightResult" => r.read(&mut self.preflight_result)?,
+        let result = match name {
+            "timestamp" => r.read(&mut self.timestamp),
+            "host" => r.read_opt(&mut self.host),
+            "message" => r.read(&mut self.message),
+            "task" => r.read_opt(&mut self.task),
+            "preflightResult" => r.read(&mut self.preflight_result),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("timestamp", &self.timestamp);
@@ -2414,15 +2414,15 @@ impl x::Fields for VsanUpgradeSystemUpgradeStatus {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "inProgress" => r.read(&mut self.in_progress)?,
-            "history" => r.read_push(&mut self.history)?,
-            "aborted" => r.read_opt(&mut self.aborted)?,
-            "completed" => r.read_opt(&mut self.completed)?,
-            "progress" => r.read_opt(&mut self.progress)?,
+        let result = match name {
+            "inProgress" => r.read(&mut self.in_progress),
+            "history" => r.read_push(&mut self.history),
+            "aborted" => r.read_opt(&mut self.aborted),
+            "completed" => r.read_opt(&mut self.completed),
+            "progress" => r.read_opt(&mut self.progress),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inProgress", &self.in_progress);
@@ -2450,12 +2450,12 @@ impl x::Fields for VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
-            "uuids" => r.read_push(&mut self.uuids)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
+            "uuids" => r.read_push(&mut self.uuids),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
@@ -2480,12 +2480,12 @@ impl x::Fields for VsanUpgradeSystemWrongEsxVersionIssue {
         r: &mut x::XmlReader<'_>,
         name: &str,
     ) -> Result<bool, x::DecodeError> {
-        match name {
-            "msg" => r.read(&mut self.msg)?,
-            "hosts" => r.read_push(&mut self.hosts)?,
+        let result = match name {
+            "msg" => r.read(&mut self.msg),
+            "hosts" => r.read_push(&mut self.hosts),
             _ => return Ok(false),
-        }
-        Ok(true)
+        };
+        x::field_decoded(result)
     }
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("msg", &self.msg);
