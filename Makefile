@@ -11,13 +11,14 @@ MANAGED_OBJECTS := wsdl/managed-objects.json
 # pyvmomi release wsdl/managed-objects.json is extracted from.
 PYVMOMI_VERSION := 9.1.1.0
 
-.PHONY: help test deps vcsim generate check-generated check-managed-objects demo
+.PHONY: help test deps vcsim generate check-generated check-managed-objects demo fuzz
 
 help:
 	@echo "make demo               start the simulator and run the CLI against it"
 	@echo "make test               install what is missing, check generated code, run every test"
 	@echo "make generate           regenerate $(GENERATED) (WSDL_DIR=$(or $(WSDL_DIR),<unset>))"
 	@echo "make check-generated    fail if $(GENERATED) differs from what the generator makes"
+	@echo "make fuzz               run each fuzz target FUZZ_SECONDS (default 60) s; fails on a crash"
 
 # golang-go + Debian's govmomi (simulator launcher) and cargo-nextest.
 deps:
@@ -85,6 +86,12 @@ check-managed-objects:
 
 demo: deps
 	tests/demo.sh
+
+# Each target in fuzz/ for FUZZ_SECONDS, one job (cargo-fuzz on stable via
+# RUSTC_BOOTSTRAP, installed when missing); FUZZ_TARGETS narrows the list.
+FUZZ_SECONDS ?= 60
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$(CURDIR)/fuzz/target} fuzz/run $(FUZZ_TARGETS)
 
 define require_bundle
 if [ -z "$(WSDL_DIR)" ] || [ ! -f "$(WSDL_DIR)/vimService.wsdl" ]; then \

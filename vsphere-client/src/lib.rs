@@ -5,6 +5,12 @@
 mod generated;
 pub mod xml;
 
+/// The generated `xsi:type` registry, for the fuzz targets in `fuzz/` only.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzzing_registry() -> &'static xml::Registry {
+    &generated::REGISTRY
+}
 pub use generated::{mo, types};
 
 // Hand-written runtime: transport, TLS, sessions, errors.

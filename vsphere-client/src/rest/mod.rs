@@ -35,6 +35,9 @@
 //! session together) and is retried transparently.
 
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod library;
 mod session;
 mod tagging;
