@@ -117,6 +117,33 @@ step "tags: create a category and a tag, attach it to a VM (like govc tags.*)" \
 step "banlieue check: a Provider on the simulator (failure domains), the guide's VMImage, VMClass and VirtualMachine" \
     operator/demo/check.sh operator/demo/check.sh
 
+# The inventory by path and the VM lifecycle, like govc: ls, find, vm.info,
+# clone the template with a fixed instance UUID and power it on, power off,
+# mark a VM as template, destroy; then the benchmark's property walk.
+vm_demo() {
+    local - args
+    set -f # the globs are for the inventory, not for the shell
+    for args in \
+        "ls" \
+        "ls /DC1/host/*" \
+        "find /DC0 -type h" \
+        "find / -type m -name *_VM1" \
+        "vm.info /DC0/vm/DC0_H0_VM0" \
+        "vm.clone -dc DC0 -vm golden -on -net DC0_DVPG0 -uuid 5a0d3c18-8e4f-4c1b-9d2a-3f7e6b5c4d3e web-1" \
+        "vm.info -dc DC0 -json web-1" \
+        "vm.power -dc DC0 -off web-1" \
+        "vm.markastemplate -dc DC0 web-1" \
+        "find /DC0/vm -type m -name web-*" \
+        "vm.destroy -dc DC0 web-1" \
+        "walk -n 3"; do
+        echo "\$ vsphere $args"
+        # shellcheck disable=SC2086 # the words of $args are the arguments
+        "${vsphere[@]}" $args
+    done
+}
+step "inventory and VM lifecycle: ls, find, vm.info, vm.clone, vm.power, vm.markastemplate, vm.destroy, walk" \
+    vsphere-client/examples/vsphere/vm.rs vm_demo
+
 # ---- end of steps ----------------------------------------------------------
 
 echo

@@ -17,8 +17,11 @@
 mod about;
 mod args;
 mod config;
+mod inventory;
 mod library;
 mod tags;
+mod vm;
+mod walk;
 
 use std::process::ExitCode;
 
@@ -40,6 +43,9 @@ fn command_table() -> Vec<&'static Command> {
     table.extend(about::COMMANDS);
     table.extend(tags::COMMANDS);
     table.extend(library::COMMANDS);
+    table.extend(inventory::COMMANDS);
+    table.extend(vm::COMMANDS);
+    table.extend(walk::COMMANDS);
     table
 }
 

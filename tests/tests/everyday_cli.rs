@@ -1,0 +1,261 @@
+//! The `vsphere` CLI's inventory and VM commands (ls, find, vm.*, walk)
+//! against the simulator, as a govc user would run them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use vsphere_tests::{Simulator, SimulatorOptions, Template};
+
+/// The example binary, built when missing or older than the client's sources.
+fn cli() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable path");
+            let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
+            let target_dir = profile_dir.parent().expect("target dir");
+            let binary = profile_dir.join("examples").join("vsphere");
+            let client_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vsphere-client");
+            let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
+            if built.is_some_and(|built| newest_change(&client_dir) <= built) {
+                return binary;
+            }
+            let mut build = Command::new(env!("CARGO"));
+            build
+                .args([
+                    "build",
+                    "-q",
+                    "-p",
+                    "vsphere-client",
+                    "--example",
+                    "vsphere",
+                    "--target-dir",
+                ])
+                .arg(target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let status = build.status().expect("run cargo build");
+            assert!(status.success(), "building the vsphere example failed");
+            binary
+        })
+        .clone()
+}
+
+fn newest_change(dir: &Path) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else if let Ok(modified) = meta.modified() {
+                newest = newest.max(modified);
+            }
+        }
+    }
+    newest
+}
+
+struct Cli<'a> {
+    sim: &'a Simulator,
+}
+
+impl Cli<'_> {
+    fn run(&self, args: &[&str]) -> Output {
+        let mut command = Command::new(cli());
+        command.args(args);
+        for var in [
+            "GOVC_TLS_CA_CERTS",
+            "GOVC_TLS_KNOWN_HOSTS",
+            "VSPHERE_LOG",
+            "HTTPS_PROXY",
+            "https_proxy",
+        ] {
+            command.env_remove(var);
+        }
+        command
+            .env("GOVC_URL", self.sim.sdk_url())
+            .env("GOVC_USERNAME", self.sim.username())
+            .env("GOVC_PASSWORD", self.sim.password())
+            .env("GOVC_INSECURE", "1");
+        command.output().expect("run the vsphere CLI")
+    }
+
+    /// Runs a command that must succeed; its stdout lines.
+    fn ok(&self, args: &[&str]) -> Vec<String> {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "vsphere {args:?} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Runs a command that must fail; its exit code and stderr.
+    fn fails(&self, args: &[&str]) -> (i32, String) {
+        let output = self.run(args);
+        assert!(!output.status.success(), "vsphere {args:?} should fail");
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+}
+
+async fn simulator(options: SimulatorOptions) -> Simulator {
+    tokio::task::spawn_blocking(move || Simulator::start(options))
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("simulator: {e}"))
+}
+
+#[tokio::test]
+async fn ls_and_find_print_inventory_paths() {
+    let sim = simulator(SimulatorOptions {
+        datacenters: 2,
+        ..Default::default()
+    })
+    .await;
+    let cli = Cli { sim: &sim };
+    assert_eq!(cli.ok(&["ls"]), ["/DC0", "/DC1"]);
+    assert_eq!(
+        cli.ok(&["ls", "/DC0"]),
+        ["/DC0/datastore", "/DC0/host", "/DC0/network", "/DC0/vm"]
+    );
+    assert_eq!(cli.ok(&["ls", "-dc", "DC1", "vm"]).len(), 4);
+    let hosts = cli.ok(&["find", "/DC1", "-type", "h"]);
+    assert_eq!(
+        hosts,
+        [
+            "/DC1/host/DC1_C0/DC1_C0_H0",
+            "/DC1/host/DC1_C0/DC1_C0_H1",
+            "/DC1/host/DC1_C0/DC1_C0_H2",
+            "/DC1/host/DC1_H0/DC1_H0"
+        ]
+    );
+    assert_eq!(cli.ok(&["find", "-type", "m", "-name", "*_VM1"]).len(), 4);
+    assert_eq!(cli.ok(&["find", "/", "-type", "d"]), ["/DC0", "/DC1"]);
+    assert!(cli
+        .ok(&["find", "/DC0", "-type", "n"])
+        .iter()
+        .any(|p| p == "/DC0/network/VM Network"));
+    assert!(cli
+        .ok(&["find", "-type", "s"])
+        .iter()
+        .all(|p| p.contains("/datastore/")));
+    let (code, err) = cli.fails(&["ls", "/DC0/vm/nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not found"), "{err}");
+    let (code, err) = cli.fails(&["find", "-type", "z"]);
+    assert_eq!(code, 2, "usage error");
+    assert!(err.contains("unknown -type"), "{err}");
+}
+
+#[tokio::test]
+async fn vm_info_clone_power_ip_template_destroy() {
+    let sim = simulator(SimulatorOptions {
+        templates: vec![Template::everywhere("golden")],
+        ..Default::default()
+    })
+    .await;
+    let cli = Cli { sim: &sim };
+    let info = cli.ok(&["vm.info", "DC0_H0_VM0"]);
+    assert_eq!(info[0], "Name:           DC0_H0_VM0");
+    assert!(
+        info.contains(&"  Path:         /DC0/vm/DC0_H0_VM0".to_string()),
+        "{info:?}"
+    );
+    assert!(
+        info.contains(&"  Power state:  poweredOn".to_string()),
+        "{info:?}"
+    );
+    assert!(
+        info.contains(&"  Host:         DC0_H0".to_string()),
+        "{info:?}"
+    );
+
+    let uuid = "5a0d3c18-8e4f-4c1b-9d2a-3f7e6b5c4d3e";
+    let cloned = cli.ok(&[
+        "vm.clone",
+        "-vm",
+        "golden",
+        "-on",
+        "-uuid",
+        uuid,
+        "-net",
+        "DC0_DVPG0",
+        "web-1",
+    ]);
+    assert_eq!(cloned, ["/DC0/vm/web-1"]);
+    let json = cli.ok(&["vm.info", "-json", "web-1"]).join("\n");
+    let value: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let vm = &value["virtualMachines"][0];
+    assert_eq!(vm["instanceUuid"], uuid);
+    assert_eq!(vm["powerState"], "poweredOn");
+    assert_eq!(vm["path"], "/DC0/vm/web-1");
+    assert_eq!(vm["template"], false);
+
+    assert_eq!(cli.ok(&["vm.power", "-off", "web-1"]).len(), 1);
+    let (code, err) = cli.fails(&["vm.power", "-off", "web-1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("InvalidPowerState"), "{err}");
+    let (code, _) = cli.fails(&["vm.power", "-on", "-off", "web-1"]);
+    assert_eq!(code, 2);
+    cli.ok(&["vm.power", "-on", "web-1"]);
+    cli.ok(&["vm.power", "-s", "web-1"]);
+    let (_, err) = cli.fails(&["vm.ip", "-wait", "1s", "web-1"]);
+    assert!(err.contains("no IP address within"), "{err}");
+
+    cli.ok(&["vm.markastemplate", "web-1"]);
+    let json = cli.ok(&["vm.info", "-json", "web-1"]).join("\n");
+    let value: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(value["virtualMachines"][0]["template"], true);
+
+    cli.ok(&["vm.destroy", "DC0_H0_VM1"]);
+    let (_, err) = cli.fails(&["vm.info", "DC0_H0_VM1"]);
+    assert!(err.contains("not found"), "{err}");
+}
+
+#[tokio::test]
+async fn walk_counts_every_vm_of_every_round() {
+    // 30 VMs per pool and standalone host: 60 VMs, read in pages of 7.
+    let sim = simulator(SimulatorOptions {
+        vms: 30,
+        autostart: false,
+        ..Default::default()
+    })
+    .await;
+    let cli = Cli { sim: &sim };
+    assert_eq!(
+        cli.ok(&["walk", "-n", "3", "-page", "7"]),
+        ["vms=180 iters=3"]
+    );
+    assert_eq!(
+        cli.ok(&[
+            "walk",
+            "-props",
+            "name,config.hardware.device",
+            "-interval",
+            "10ms",
+            "-n",
+            "2"
+        ]),
+        ["vms=120 iters=2"]
+    );
+    let (code, err) = cli.fails(&["walk", "-props", "name,runtime.nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("runtime.nope"), "{err}");
+}
