@@ -180,7 +180,9 @@ pub fn encode_request<R: Request>(request: &R) -> Vec<u8> {
 pub fn decode_response<R: Request>(body: &[u8]) -> Result<R::Response, DecodeError> {
     let mut r = XmlReader::new(body, &crate::generated::REGISTRY);
     r.expect_root_named(&response_element_name(R::NAME))?;
-    R::decode_response(&mut r)
+    let response = R::decode_response(&mut r)?;
+    r.finish()?;
+    Ok(response)
 }
 
 pub(crate) fn response_element_name(operation: &str) -> String {

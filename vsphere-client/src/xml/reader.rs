@@ -303,6 +303,30 @@ impl<'a> XmlReader<'a> {
         }
     }
 
+    /// Reads the rest of the document: every open element must close and
+    /// nothing but whitespace, comments or processing instructions may follow.
+    /// Catches a body truncated after the interesting part.
+    pub fn finish(&mut self) -> Result<(), DecodeError> {
+        while !self.stack.is_empty() {
+            if self.next_child()?.is_some() {
+                self.skip()?;
+            }
+        }
+        loop {
+            match self.read_event()? {
+                Event::Eof => return Ok(()),
+                Event::Text(text) if is_blank(&text) => continue,
+                Event::Comment(_) | Event::PI(_) => continue,
+                _ => {
+                    return Err(self.error(
+                        DecodeErrorKind::UnexpectedContent,
+                        "content after the document element",
+                    ))
+                }
+            }
+        }
+    }
+
     /// Skips the rest of the current element, whatever it contains, and leaves it.
     pub fn skip(&mut self) -> Result<(), DecodeError> {
         self.skip_raw().map(|_| ())

@@ -89,7 +89,9 @@ pub fn decode_response_with<R: Request>(
     let mut r = XmlReader::new(document, registry);
     let expected = response_element_name(R::NAME);
     open_body(&mut r, &expected)?;
-    Ok(R::decode_response(&mut r)?)
+    let response = R::decode_response(&mut r)?;
+    r.finish()?;
+    Ok(response)
 }
 
 /// Decodes only a SOAP fault, if the document is one (for error responses

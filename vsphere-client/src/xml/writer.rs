@@ -15,9 +15,11 @@ const ENVELOPE_END: &str = "</soapenv:Body></soapenv:Envelope>";
 #[derive(Debug, Default)]
 pub struct XmlWriter {
     buf: Vec<u8>,
-    /// Whether `xmlns:xsi` is in scope (inside an envelope); otherwise the
-    /// first element carrying `xsi:type` declares it.
+    /// Whether an enclosing element (the envelope) declares `xmlns:xsi`;
+    /// otherwise every top-level element declares it.
     xsi_declared: bool,
+    /// Open elements.
+    depth: usize,
 }
 
 impl XmlWriter {
@@ -50,8 +52,9 @@ impl XmlWriter {
     ) {
         self.buf.push(b'<');
         self.buf.extend_from_slice(tag.as_bytes());
+        self.declare_xsi_at_top();
+        self.depth += 1;
         if let Some(ty) = xsi_type {
-            self.declare_xsi_once();
             self.buf.extend_from_slice(b" xsi:type=\"");
             escape_into(&mut self.buf, ty, true);
             self.buf.push(b'"');
@@ -70,12 +73,13 @@ impl XmlWriter {
     pub fn nil(&mut self, tag: &str) {
         self.buf.push(b'<');
         self.buf.extend_from_slice(tag.as_bytes());
-        self.declare_xsi_once();
+        self.declare_xsi_at_top();
         self.buf.extend_from_slice(b" xsi:nil=\"true\"/>");
     }
 
     /// `</tag>`.
     pub fn end(&mut self, tag: &str) {
+        self.depth = self.depth.saturating_sub(1);
         self.buf.extend_from_slice(b"</");
         self.buf.extend_from_slice(tag.as_bytes());
         self.buf.push(b'>');
@@ -136,12 +140,8 @@ impl XmlWriter {
         self.buf.push(b'<');
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.extend_from_slice(b" xmlns=\"urn:vim25\"");
-        if !self.xsi_declared {
-            self.buf.extend_from_slice(
-                b" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"",
-            );
-            self.xsi_declared = true;
-        }
+        self.declare_xsi_at_top();
+        self.depth += 1;
         self.buf.push(b'>');
         fields.encode_fields(self);
         self.end(name);
@@ -155,12 +155,13 @@ impl XmlWriter {
         self.buf.extend_from_slice(ENVELOPE_END.as_bytes());
     }
 
-    fn declare_xsi_once(&mut self) {
-        if !self.xsi_declared {
+    /// A top-level element declares the `xsi`/`xsd` prefixes for everything
+    /// inside it (unless an envelope already did).
+    fn declare_xsi_at_top(&mut self) {
+        if self.depth == 0 && !self.xsi_declared {
             self.buf.extend_from_slice(
                 b" xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"",
             );
-            self.xsi_declared = true;
         }
     }
 }

@@ -1,0 +1,353 @@
+//! Encode -> decode -> equal for representative generated types, and the
+//! decoder's behaviour on what real servers and broken networks send:
+//! unknown elements, unknown `xsi:type`s and enumeration values, `xsi:nil`,
+//! malformed and truncated documents (an error naming the path, no panic).
+
+use vsphere_client::types::*;
+use vsphere_client::xml::soap::{self, SoapError};
+use vsphere_client::xml::{
+    Decode, DecodeErrorKind, Encode, ManagedObjectReference, Value, XmlReader, XmlWriter,
+};
+
+fn encode<T: Encode>(value: &T, tag: &str) -> String {
+    let mut w = XmlWriter::new();
+    value.encode(&mut w, tag);
+    String::from_utf8(w.into_bytes()).expect("UTF-8")
+}
+
+fn decode<T: Decode>(xml: &str) -> Result<T, vsphere_client::xml::DecodeError> {
+    let mut r = XmlReader::new(xml.as_bytes(), &REGISTRY);
+    r.root()?;
+    T::decode(&mut r)
+}
+
+fn round_trip<T: Encode + Decode + PartialEq + std::fmt::Debug>(value: &T) -> T {
+    let xml = encode(value, "value");
+    let back: T = decode(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    assert_eq!(&back, value, "round trip changed the value:\n{xml}");
+    back
+}
+
+fn mor(type_: &str, value: &str) -> ManagedObjectReference {
+    ManagedObjectReference::new(type_, value)
+}
+
+fn device_change(device: impl Into<AnyVirtualDevice>) -> VirtualDeviceConfigSpec {
+    VirtualDeviceConfigSpec {
+        operation: Some(VirtualDeviceConfigSpecOperation::Add),
+        device: device.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn vm_config_spec_with_devices_of_several_subtypes() {
+    let disk = VirtualDisk {
+        key: -101,
+        controller_key: Some(1000),
+        unit_number: Some(0),
+        capacity_in_kb: 16 * 1024 * 1024,
+        backing: Some(
+            VirtualDiskFlatVer2BackingInfo {
+                file_name: "[datastore1] vm/vm.vmdk".into(),
+                disk_mode: "persistent".into(),
+                thin_provisioned: Some(true),
+                datastore: Some(mor("Datastore", "datastore-1")),
+                ..Default::default()
+            }
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let nic = VirtualVmxnet3 {
+        key: -102,
+        address_type: Some("generated".into()),
+        backing: Some(
+            VirtualEthernetCardNetworkBackingInfo {
+                device_name: "VM Network & <test> ünïcode".into(),
+                network: Some(mor("Network", "network-7")),
+                ..Default::default()
+            }
+            .into(),
+        ),
+        connectable: Some(VirtualDeviceConnectInfo {
+            start_connected: true,
+            connected: false,
+            allow_guest_control: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let cdrom = VirtualCdrom {
+        key: -103,
+        backing: Some(
+            VirtualCdromIsoBackingInfo {
+                file_name: "[iso] ubuntu.iso".into(),
+                ..Default::default()
+            }
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let spec = VirtualMachineConfigSpec {
+        name: Some("web-01".into()),
+        num_cpus: Some(4),
+        memory_mb: Some(8192),
+        annotation: Some("line 1\r\nline 2 \"quoted\" 'single' \t tab".into()),
+        device_change: vec![device_change(disk).into(), device_change(nic).into(), device_change(cdrom).into()],
+        extra_config: vec![
+            OptionValue { key: "guestinfo.a".into(), value: Some(Value::String("x&y".into())) }.into(),
+            OptionValue { key: "n".into(), value: Some(Value::Int(-3)) }.into(),
+            OptionValue { key: "b".into(), value: Some(Value::Boolean(true)) }.into(),
+            OptionValue { key: "l".into(), value: Some(Value::ArrayOfLong(vec![1, i64::MAX])) }.into(),
+            OptionValue { key: "nil".into(), value: None }.into(),
+        ],
+        ..Default::default()
+    };
+    let xml = encode(&spec, "spec");
+    assert!(xml.contains(r#"<device xsi:type="VirtualDisk">"#), "{xml}");
+    assert!(xml.contains(r#"<backing xsi:type="VirtualDiskFlatVer2BackingInfo">"#), "{xml}");
+    assert!(xml.contains(r#"<value xsi:type="xsd:string">x&amp;y</value>"#), "{xml}");
+    let back = round_trip(&spec);
+    let device = |i: usize| &back.device_change[i].downcast_ref::<VirtualDeviceConfigSpec>().expect("spec").device;
+    match device(0) {
+        AnyVirtualDevice::VirtualDisk(disk) => assert_eq!(disk.capacity_in_kb, 16 * 1024 * 1024),
+        other => panic!("expected a VirtualDisk, got {}", other.type_name()),
+    }
+    assert_eq!(device(1).type_name(), "VirtualVmxnet3");
+    assert!(device(2).downcast_ref::<VirtualCdrom>().is_some());
+}
+
+#[test]
+fn property_filter_spec_with_traversal_specs() {
+    let traverse_folders = TraversalSpec {
+        name: Some("folderTraversal".into()),
+        type_: "Folder".into(),
+        path: "childEntity".into(),
+        skip: Some(false),
+        select_set: vec![SelectionSpec { name: Some("folderTraversal".into()) }.into()],
+    };
+    let spec = PropertyFilterSpec {
+        prop_set: vec![PropertySpec {
+            type_: "VirtualMachine".into(),
+            all: Some(false),
+            path_set: vec!["name".into(), "runtime.powerState".into(), "config.hardware.device".into()],
+        }],
+        object_set: vec![ObjectSpec {
+            obj: mor("Folder", "group-d1"),
+            skip: Some(true),
+            select_set: vec![traverse_folders.into(), SelectionSpec { name: Some("dc".into()) }.into()],
+        }],
+        report_missing_objects_in_results: Some(true),
+    };
+    let xml = encode(&spec, "specSet");
+    assert!(xml.contains(r#"<selectSet xsi:type="TraversalSpec"><name>folderTraversal</name><type>Folder</type>"#), "{xml}");
+    assert!(xml.contains(r#"<selectSet><name>dc</name></selectSet>"#), "the declared type has no xsi:type: {xml}");
+    assert!(xml.contains(r#"<obj type="Folder">group-d1</obj>"#), "{xml}");
+    round_trip(&spec);
+}
+
+#[test]
+fn faults_round_trip_and_decode_from_a_soap_fault() {
+    let fault: AnyMethodFault = InvalidLogin {
+        fault_message: vec![LocalizableMessage {
+            key: "vim.fault.InvalidLogin".into(),
+            message: Some("Cannot complete login".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+    .into();
+    round_trip(&fault);
+
+    let nested: AnyMethodFault = FileNotFound {
+        file: "[ds] missing.vmdk".into(),
+        fault_cause: Some(LocalizedMethodFault {
+            fault: NotAuthenticated { object: mor("Folder", "group-d1"), privilege_id: "System.View".into(), ..Default::default() }.into(),
+            localized_message: Some("not authenticated".into()),
+        }),
+        ..Default::default()
+    }
+    .into();
+    round_trip(&nested);
+
+    let document = r#"<?xml version="1.0" encoding="UTF-8"?>
+<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>Cannot complete login due to an incorrect user name or password.</faultstring>
+<detail><InvalidLoginFault xmlns="urn:vim25" xsi:type="InvalidLogin"></InvalidLoginFault></detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>"#;
+    let fault = soap::decode_fault(document.as_bytes()).expect("a fault");
+    assert_eq!(fault.faultcode, "ServerFaultCode");
+    assert_eq!(fault.fault_type(), Some("InvalidLogin"));
+    assert!(matches!(fault.detail, Some(AnyMethodFault::InvalidLogin(_))));
+
+    // Without xsi:type the element name minus "Fault" names the type.
+    let untyped = document.replace(r#" xsi:type="InvalidLogin""#, "").replace("InvalidLoginFault", "NotAuthenticatedFault");
+    let err = soap::decode_response::<CurrentTimeRequestType>(untyped.as_bytes()).expect_err("a fault");
+    match err {
+        SoapError::Fault(fault) => assert_eq!(fault.fault_type(), Some("NotAuthenticated")),
+        other => panic!("expected a fault, got {other}"),
+    }
+}
+
+#[test]
+fn request_envelope_and_response() {
+    let request = RetrievePropertiesExRequestType {
+        this: mor("PropertyCollector", "propertyCollector"),
+        spec_set: vec![PropertyFilterSpec::default()],
+        options: RetrieveOptions { max_objects: Some(100) },
+    };
+    let body = String::from_utf8(soap::encode_request_envelope(&request)).expect("UTF-8");
+    assert!(body.starts_with(r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope"#), "{body}");
+    assert!(body.contains(r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet>"#), "{body}");
+    assert!(body.contains("<options><maxObjects>100</maxObjects></options>"), "{body}");
+
+    let response = r#"<?xml version="1.0" encoding="UTF-8"?>
+<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<soapenv:Body><RetrievePropertiesExResponse xmlns="urn:vim25"><returnval>
+<objects><obj type="VirtualMachine">vm-42</obj>
+ <propSet><name>name</name><val xsi:type="xsd:string">web &amp; db</val></propSet>
+ <propSet><name>runtime.powerState</name><val xsi:type="VirtualMachinePowerState">poweredOn</val></propSet>
+ <propSet><name>config.hardware.device</name><val xsi:type="ArrayOfVirtualDevice">
+   <VirtualDevice xsi:type="VirtualDisk"><key>2000</key><capacityInKB>1024</capacityInKB><futureField>kept out</futureField></VirtualDevice>
+   <VirtualDevice xsi:type="VirtualFutureDevice"><key>4000</key><unknownThing><a/></unknownThing></VirtualDevice>
+ </val></propSet>
+ <propSet><name>summary.quickStats.uptimeSeconds</name><val xsi:type="xsd:int">42</val></propSet>
+ <propSet><name>datastore</name><val xsi:type="ArrayOfManagedObjectReference"><ManagedObjectReference type="Datastore">ds-1</ManagedObjectReference></val></propSet>
+ <propSet><name>future</name><val xsi:type="SomethingNew"><x>1</x></val></propSet>
+</objects></returnval></RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>"#;
+    let result = soap::decode_response::<RetrievePropertiesExRequestType>(response.as_bytes())
+        .expect("decodes")
+        .expect("a result");
+    let props = &result.objects[0].prop_set;
+    assert_eq!(result.objects[0].obj, mor("VirtualMachine", "vm-42"));
+    assert_eq!(props[0].val, Value::String("web & db".into()));
+    assert_eq!(props[1].val.downcast_ref::<VirtualMachinePowerState>(), Some(&VirtualMachinePowerState::PoweredOn));
+    let devices = props[2].val.downcast_ref::<Vec<AnyVirtualDevice>>().expect("typed array");
+    assert_eq!(devices.len(), 2);
+    assert_eq!(devices[0].downcast_ref::<VirtualDisk>().map(|d| d.capacity_in_kb), Some(1024));
+    // An unknown subtype falls back to the declared type, keeping what it knows.
+    match &devices[1] {
+        AnyVirtualDevice::VirtualDevice(device) => assert_eq!(device.key, 4000),
+        other => panic!("expected the declared type, got {}", other.type_name()),
+    }
+    assert_eq!(props[3].val, Value::Int(42));
+    assert_eq!(props[4].val, Value::ArrayOfManagedObjectReference(vec![mor("Datastore", "ds-1")]));
+    match &props[5].val {
+        Value::Unknown { type_name, raw_xml } => {
+            assert_eq!(type_name, "SomethingNew");
+            assert_eq!(raw_xml, "<x>1</x>");
+        }
+        other => panic!("expected an unknown value, got {other:?}"),
+    }
+
+    // Managed object structs take the top-level properties.
+    use vsphere_client::xml::ManagedObjectType;
+    let mut vm = vsphere_client::mo::VirtualMachine::default();
+    for prop in result.objects[0].prop_set.iter().cloned() {
+        let known = vm.set_property(&prop.name, prop.val).expect("typed");
+        assert_eq!(known, prop.name == "name" || prop.name == "datastore", "{}", prop.name);
+    }
+    assert_eq!(vm.name.as_deref(), Some("web & db"));
+    assert_eq!(vm.datastore, Some(vec![mor("Datastore", "ds-1")]));
+    let field = vsphere_client::mo::property_type("VirtualMachine", "runtime.powerState").expect("valid path");
+    assert_eq!(field.type_name, "VirtualMachinePowerState");
+    assert!(vsphere_client::mo::property_type("VirtualMachine", "runtime.powerStat").is_err());
+    assert!(vsphere_client::mo::property_type("VirtualMachine", "config.hardware.device.key").is_err());
+}
+
+#[test]
+fn unknown_enum_values_are_kept_and_nil_is_honoured() {
+    let state: VirtualMachinePowerState = decode("<s>hibernating</s>").expect("decodes");
+    assert_eq!(state, VirtualMachinePowerState::Unrecognized("hibernating".into()));
+    assert!(encode(&state, "s").ends_with(">hibernating</s>"));
+    assert_eq!(HostSystemPowerState::from("unknown"), HostSystemPowerState::Unknown);
+
+    let xml = r#"<info xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><name xsi:nil="true"/><fullName>x</fullName><patchLevel xsi:nil="true"/></info>"#;
+    let about: AboutInfo = decode(xml).expect("decodes");
+    assert_eq!(about.name, "");
+    assert_eq!(about.full_name, "x");
+    assert_eq!(about.patch_level, None);
+}
+
+#[test]
+fn strings_survive_escaping_both_ways() {
+    for text in ["a&b", "<tag>", "quote\" apostrophe'", "ünïcødé ✓ 日本", "cr\rlf\nboth\r\n", "  spaced  ", "]]>"] {
+        let value = Description { label: text.into(), summary: text.into() };
+        round_trip(&value);
+        let mor = ManagedObjectReference::new(text, "v");
+        let back: ManagedObjectReference = decode(&encode(&mor, "m")).expect("decodes");
+        assert_eq!(back, mor, "attribute {text:?}");
+    }
+    let entities: Description = decode("<d><label>&#x41;&#66;&lt;&amp;&gt;&quot;&apos;</label><summary><![CDATA[<raw>&]]></summary></d>").expect("decodes");
+    assert_eq!(entities.label, "AB<&>\"'");
+    assert_eq!(entities.summary, "<raw>&");
+}
+
+#[test]
+fn malformed_and_truncated_input_is_an_error_naming_the_path() {
+    let good = r#"<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><obj type="VirtualMachine">vm-1</obj><propSet><name>a</name><val xsi:type="xsd:int">1</val></propSet></objects><objects><obj type="VirtualMachine">vm-2</obj><propSet><name>a</name><val xsi:type="xsd:int">2</val></propSet><propSet><name>b</name><val xsi:type="xsd:int">x</val></propSet></objects></returnval></RetrievePropertiesExResponse></soapenv:Body></soapenv:Envelope>"#;
+    let err = match soap::decode_response::<RetrievePropertiesExRequestType>(good.as_bytes()) {
+        Err(SoapError::Decode(e)) => e,
+        other => panic!("expected a decode error, got {other:?}"),
+    };
+    assert_eq!(err.kind(), DecodeErrorKind::InvalidValue);
+    assert_eq!(err.path(), "RetrievePropertiesExResponse/returnval/objects[1]/propSet[1]/val");
+
+    // Every truncation of a valid document is an error, never a panic.
+    let valid = good.replace(">x<", ">3<");
+    assert!(soap::decode_response::<RetrievePropertiesExRequestType>(valid.as_bytes()).is_ok());
+    for end in 0..valid.len() {
+        let result = soap::decode_response::<RetrievePropertiesExRequestType>(&valid.as_bytes()[..end]);
+        assert!(result.is_err(), "truncated at {end} decoded");
+    }
+    // Byte-level damage: also errors or values, never a panic.
+    for i in (0..valid.len()).step_by(7) {
+        let mut damaged = valid.clone().into_bytes();
+        damaged[i] = b'<';
+        let _ = soap::decode_response::<RetrievePropertiesExRequestType>(&damaged);
+    }
+
+    let mismatched = "<a><b></c></a>";
+    let err = decode::<Description>(mismatched).expect_err("mismatched end tag");
+    assert_eq!(err.kind(), DecodeErrorKind::Syntax);
+
+    let html = "<html><body>503 Service Unavailable</body></html>";
+    let err = soap::decode_response::<CurrentTimeRequestType>(html.as_bytes()).expect_err("not SOAP");
+    assert!(err.to_string().contains("expected a SOAP Envelope"), "{err}");
+
+    let err = decode::<Description>("<d><label><x/></label></d>").expect_err("element in text");
+    assert_eq!(err.path(), "d/label/x");
+}
+
+#[test]
+fn deep_nesting_is_rejected_not_a_stack_overflow() {
+    // A fault chain nested far past any real payload, decoded on a small stack.
+    let depth = 5_000;
+    let mut xml = String::from(r#"<f xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">"#);
+    for _ in 0..depth {
+        xml.push_str(r#"<faultCause><fault xsi:type="SystemError">"#);
+    }
+    for _ in 0..depth {
+        xml.push_str("</fault></faultCause>");
+    }
+    xml.push_str("</f>");
+    let result = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(move || decode::<AnyMethodFault>(&xml).map(|_| ()))
+        .expect("thread")
+        .join()
+        .expect("no stack overflow");
+    let err = result.expect_err("too deep");
+    assert_eq!(err.kind(), DecodeErrorKind::TooDeep);
+
+    // Within the limit it decodes.
+    let mut ok = String::from(r#"<f xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">"#);
+    for _ in 0..30 {
+        ok.push_str(r#"<faultCause><fault xsi:type="SystemError">"#);
+    }
+    for _ in 0..30 {
+        ok.push_str("</fault></faultCause>");
+    }
+    ok.push_str("</f>");
+    assert!(decode::<AnyMethodFault>(&ok).is_ok());
+}
