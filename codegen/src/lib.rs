@@ -89,7 +89,11 @@ fn check_counts(
         ("ArrayOf types", schema.array_types, counts.array_types),
         ("enumerations", schema.enums, counts.enums),
         ("enumeration values", schema.enum_values, counts.enum_values),
-        ("operations (request types)", schema.operations, counts.operations),
+        (
+            "operations (request types)",
+            schema.operations,
+            counts.operations,
+        ),
         ("operations (methods)", schema.operations, counts.methods),
         (
             "managed objects",

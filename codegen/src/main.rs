@@ -50,7 +50,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<vsphere_codegen:
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--wsdl" => wsdl = Some(PathBuf::from(value("--wsdl")?)),
-            "--managed-objects" => managed_objects = Some(PathBuf::from(value("--managed-objects")?)),
+            "--managed-objects" => {
+                managed_objects = Some(PathBuf::from(value("--managed-objects")?))
+            }
             "--out" => out = Some(PathBuf::from(value("--out")?)),
             "-h" | "--help" => return Err("help".into()),
             other => return Err(format!("unknown argument {other:?}")),

@@ -136,7 +136,11 @@ fn is_plural_s(chars: &[char], at: usize) -> bool {
         return false;
     }
     // The run of capitals before it must be at least two long.
-    let run = chars[..at].iter().rev().take_while(|c| c.is_uppercase()).count();
+    let run = chars[..at]
+        .iter()
+        .rev()
+        .take_while(|c| c.is_uppercase())
+        .count();
     if run < 2 {
         return false;
     }
@@ -195,7 +199,8 @@ pub fn variant_name(value: &str) -> String {
             continue;
         }
         // Keep digits apart across a separator: `7_64` must not read `764`.
-        if out.ends_with(|c: char| c.is_ascii_digit()) && word.starts_with(|c: char| c.is_ascii_digit())
+        if out.ends_with(|c: char| c.is_ascii_digit())
+            && word.starts_with(|c: char| c.is_ascii_digit())
         {
             out.push('_');
         }
@@ -256,10 +261,19 @@ mod tests {
             ("CloneVM_Task", "clone_vm_task"),
             ("RetrievePropertiesEx", "retrieve_properties_ex"),
             ("PowerOnVM_Task", "power_on_vm_task"),
-            ("CertMgrRefreshCACertificatesAndCRLs_Task", "cert_mgr_refresh_ca_certificates_and_crls_task"),
+            (
+                "CertMgrRefreshCACertificatesAndCRLs_Task",
+                "cert_mgr_refresh_ca_certificates_and_crls_task",
+            ),
             ("QueryNFSUser", "query_nfs_user"),
-            ("GetSystemVMsRestrictedDatastores", "get_system_vms_restricted_datastores"),
-            ("ReplaceCACertificatesAndCRLs", "replace_ca_certificates_and_crls"),
+            (
+                "GetSystemVMsRestrictedDatastores",
+                "get_system_vms_restricted_datastores",
+            ),
+            (
+                "ReplaceCACertificatesAndCRLs",
+                "replace_ca_certificates_and_crls",
+            ),
             ("Login", "login"),
             ("CurrentTime", "current_time"),
         ];
@@ -270,9 +284,15 @@ mod tests {
 
     #[test]
     fn type_names() {
-        assert_eq!(type_name("CloneVM_TaskRequestType"), "CloneVMTaskRequestType");
+        assert_eq!(
+            type_name("CloneVM_TaskRequestType"),
+            "CloneVMTaskRequestType"
+        );
         assert_eq!(type_name("vslmVClockInfo"), "VslmVClockInfo");
-        assert_eq!(type_name("VirtualMachineConfigSpec"), "VirtualMachineConfigSpec");
+        assert_eq!(
+            type_name("VirtualMachineConfigSpec"),
+            "VirtualMachineConfigSpec"
+        );
         assert_eq!(any_type_name("VirtualDevice"), "AnyVirtualDevice");
     }
 
@@ -310,7 +330,10 @@ mod tests {
     fn keywords_are_escaped_everywhere() {
         for keyword in KEYWORDS {
             let name = field_name(keyword);
-            assert!(name.ends_with('_') || !KEYWORDS.contains(&name.as_str()), "{keyword}");
+            assert!(
+                name.ends_with('_') || !KEYWORDS.contains(&name.as_str()),
+                "{keyword}"
+            );
         }
     }
 }

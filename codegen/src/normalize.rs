@@ -37,7 +37,11 @@ pub fn normalize(bundle: &RawBundle, managed: Option<&ManagedObjectsFile>) -> Re
 
     for st in &bundle.simple_types {
         if st.base.local != "string" || !st.base.is_xsd() {
-            bail!("{}: enumeration {} is not over xsd:string", st.file, st.name);
+            bail!(
+                "{}: enumeration {} is not over xsd:string",
+                st.file,
+                st.name
+            );
         }
         if st.values.is_empty() {
             bail!("{}: simpleType {} has no values", st.file, st.name);
@@ -85,7 +89,11 @@ pub fn normalize(bundle: &RawBundle, managed: Option<&ManagedObjectsFile>) -> Re
             .map_err(|e| e.context(format!("{}: {}", ct.file, ct.name)))?;
         let is_request = ct.file.ends_with("messagetypes.xsd");
         if is_request && !ct.name.ends_with("RequestType") {
-            bail!("{}: {} in a message file is not a *RequestType", ct.file, ct.name);
+            bail!(
+                "{}: {} in a message file is not a *RequestType",
+                ct.file,
+                ct.name
+            );
         }
         insert_unique(
             &mut model.types,
@@ -288,13 +296,17 @@ fn read_operations(bundle: &RawBundle, resolver: &Resolver<'_>, model: &mut Mode
             None => bail!("operation {}: request element has an inline type", op.name),
         };
         match model.types.get(&request_type) {
-            Some(t) if t.is_request => {
-                match t.fields.first() {
-                    Some(f) if f.name == "_this" && f.ty == TypeRef::Mor && f.occurs == Occurs::Required => {}
-                    _ => bail!("{request_type}: first element is not a required _this reference"),
-                }
-            }
-            _ => bail!("operation {}: {request_type} is not a request type", op.name),
+            Some(t) if t.is_request => match t.fields.first() {
+                Some(f)
+                    if f.name == "_this"
+                        && f.ty == TypeRef::Mor
+                        && f.occurs == Occurs::Required => {}
+                _ => bail!("{request_type}: first element is not a required _this reference"),
+            },
+            _ => bail!(
+                "operation {}: {request_type} is not a request type",
+                op.name
+            ),
         }
         let response_el = elements
             .get(output)
@@ -321,7 +333,10 @@ fn read_operations(bundle: &RawBundle, resolver: &Resolver<'_>, model: &mut Mode
                 .ok_or_else(|| Error::new(format!("no fault element {element}")))?;
             match el.type_name.as_ref().map(|q| resolver.resolve(q)) {
                 Some(Ok(TypeRef::Complex(name))) => faults.push(name),
-                _ => bail!("operation {}: fault {element} is not a complex type", op.name),
+                _ => bail!(
+                    "operation {}: fault {element} is not a complex type",
+                    op.name
+                ),
             }
         }
         faults.sort();
@@ -365,7 +380,11 @@ fn read_managed_objects(
                 (false, false) => Occurs::Required,
             };
             if p.mo_type.is_some() && ty != TypeRef::Mor {
-                bail!("{}.{}: mo_type on a non-reference property", mo.name, p.name);
+                bail!(
+                    "{}.{}: mo_type on a non-reference property",
+                    mo.name,
+                    p.name
+                );
             }
             properties.push(Property {
                 name: p.name.clone(),
@@ -377,7 +396,10 @@ fn read_managed_objects(
         properties.sort_by(|a, b| a.name.cmp(&b.name));
         for m in &mo.methods {
             if !model.operations.contains_key(m) {
-                bail!("managed object {}: method {m} is not an operation of the WSDL", mo.name);
+                bail!(
+                    "managed object {}: method {m} is not an operation of the WSDL",
+                    mo.name
+                );
             }
         }
         let mut methods = mo.methods.clone();

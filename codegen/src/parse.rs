@@ -160,9 +160,7 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn element_children<'a, 'input>(
-    node: Node<'a, 'input>,
-) -> impl Iterator<Item = Node<'a, 'input>> {
+fn element_children<'a, 'input>(node: Node<'a, 'input>) -> impl Iterator<Item = Node<'a, 'input>> {
     node.children().filter(|n| n.is_element())
 }
 
@@ -190,9 +188,9 @@ fn resolve_qname(node: Node<'_, '_>, value: &str, file: &str) -> Result<QName> {
         Some((p, l)) => (Some(p), l),
         None => (None, value),
     };
-    let namespace = node.lookup_namespace_uri(prefix).ok_or_else(|| {
-        Error::new(format!("{file}: unbound namespace prefix in {value:?}"))
-    })?;
+    let namespace = node
+        .lookup_namespace_uri(prefix)
+        .ok_or_else(|| Error::new(format!("{file}: unbound namespace prefix in {value:?}")))?;
     Ok(QName {
         namespace: namespace.to_string(),
         local: local.to_string(),
@@ -208,7 +206,10 @@ fn read_schema(
 ) -> Result<()> {
     for child in element_children(schema) {
         if child.tag_name().namespace() != Some(XSD_NS) {
-            bail!("{file}: unexpected element {:?} in schema", child.tag_name());
+            bail!(
+                "{file}: unexpected element {:?} in schema",
+                child.tag_name()
+            );
         }
         match child.tag_name().name() {
             "include" | "import" => {
@@ -263,7 +264,10 @@ fn read_complex_content(node: Node<'_, '_>, file: &str) -> Result<RawContent> {
             let mut attributes = Vec::new();
             for attr in element_children(ext) {
                 if attr.tag_name().name() != "attribute" {
-                    bail!("{file}: unsupported <{}> in simpleContent", attr.tag_name().name());
+                    bail!(
+                        "{file}: unsupported <{}> in simpleContent",
+                        attr.tag_name().name()
+                    );
                 }
                 let name = attribute(attr, "name", file)?.to_string();
                 let ty = resolve_qname(attr, attribute(attr, "type", file)?, file)?;
@@ -373,8 +377,8 @@ fn read_simple_type(node: Node<'_, '_>, file: &str) -> Result<RawSimpleType> {
 
 fn read_message(node: Node<'_, '_>, bundle: &mut RawBundle) -> Result<()> {
     let name = attribute(node, "name", "vim.wsdl")?.to_string();
-    let part = single_child(node, "part", "vim.wsdl")
-        .map_err(|e| e.context(format!("message {name}")))?;
+    let part =
+        single_child(node, "part", "vim.wsdl").map_err(|e| e.context(format!("message {name}")))?;
     let element = resolve_qname(part, attribute(part, "element", "vim.wsdl")?, "vim.wsdl")?;
     bundle.messages.insert(name, element);
     Ok(())

@@ -14,13 +14,35 @@ use crate::naming;
 /// Names the runtime or the prelude already uses in the modules generated
 /// code lives in; a schema type with one of these names would shadow them.
 const RESERVED_TYPE_NAMES: &[&str] = &[
-    "Box", "Clone", "DateTime", "Debug", "Default", "Err", "Error", "ManagedObjectReference",
-    "None", "Ok", "Option", "PartialEq", "Result", "Self", "Some", "String", "Value", "Vec",
+    "Box",
+    "Clone",
+    "DateTime",
+    "Debug",
+    "Default",
+    "Err",
+    "Error",
+    "ManagedObjectReference",
+    "None",
+    "Ok",
+    "Option",
+    "PartialEq",
+    "Result",
+    "Self",
+    "Some",
+    "String",
+    "Value",
+    "Vec",
 ];
 
 /// Methods `Client` has by hand; an operation with one of these names would clash.
 const RESERVED_CLIENT_METHODS: &[&str] = &[
-    "builder", "invoke", "clone", "service_content", "relogin", "session", "fmt",
+    "builder",
+    "invoke",
+    "clone",
+    "service_content",
+    "relogin",
+    "session",
+    "fmt",
 ];
 
 /// Everything decided about the model before emitting.
@@ -63,7 +85,11 @@ impl Plan {
     /// The Rust type of a field with its cardinality and boxing.
     pub fn field_type(&self, ty: &TypeRef, occurs: Occurs, boxed: bool) -> String {
         let inner = self.rust_type(ty);
-        let inner = if boxed { format!("Box<{inner}>") } else { inner };
+        let inner = if boxed {
+            format!("Box<{inner}>")
+        } else {
+            inner
+        };
         match occurs {
             Occurs::Required => inner,
             Occurs::Optional => format!("Option<{inner}>"),
@@ -121,7 +147,10 @@ pub fn plan(model: &Model) -> Result<Plan> {
     let mut field_names = BTreeMap::new();
     for ty in model.types.values() {
         for f in &ty.fields {
-            field_names.insert((ty.name.clone(), f.name.clone()), naming::field_name(&f.name));
+            field_names.insert(
+                (ty.name.clone(), f.name.clone()),
+                naming::field_name(&f.name),
+            );
         }
     }
     for ty in model.types.values() {
@@ -129,7 +158,11 @@ pub fn plan(model: &Model) -> Result<Plan> {
         for (owner, f) in model.all_fields(&ty.name) {
             let rust = &field_names[&(owner.to_string(), f.name.clone())];
             if let Some(other) = seen.insert(rust.clone(), f.name.clone()) {
-                bail!("{}: fields {other} and {} both map to {rust}", ty.name, f.name);
+                bail!(
+                    "{}: fields {other} and {} both map to {rust}",
+                    ty.name,
+                    f.name
+                );
             }
         }
     }
@@ -140,7 +173,10 @@ pub fn plan(model: &Model) -> Result<Plan> {
         let mut seen = BTreeSet::new();
         for (value, variant) in e.values.iter().zip(&names) {
             if variant == naming::UNRECOGNIZED_VARIANT {
-                bail!("{}: value {value:?} maps to the fallback variant name", e.name);
+                bail!(
+                    "{}: value {value:?} maps to the fallback variant name",
+                    e.name
+                );
             }
             if !seen.insert(variant.as_str()) {
                 bail!("{}: two values map to the variant {variant}", e.name);
@@ -168,7 +204,10 @@ pub fn plan(model: &Model) -> Result<Plan> {
     for array in model.arrays.values() {
         if let TypeRef::Complex(item) | TypeRef::Enum(item) = &array.item {
             if array.name != format!("ArrayOf{item}") {
-                bail!("{} holds {item}: array names must be ArrayOf + item", array.name);
+                bail!(
+                    "{} holds {item}: array names must be ArrayOf + item",
+                    array.name
+                );
             }
             array_of.insert(item.clone(), array.name.clone());
         }
@@ -183,7 +222,11 @@ pub fn plan(model: &Model) -> Result<Plan> {
             if p.occurs == Occurs::Repeated {
                 if let TypeRef::Complex(item) | TypeRef::Enum(item) = &p.ty {
                     if !array_of.contains_key(item) {
-                        bail!("{}.{}: no ArrayOf{item} to carry its value", mo.name, p.name);
+                        bail!(
+                            "{}.{}: no ArrayOf{item} to carry its value",
+                            mo.name,
+                            p.name
+                        );
                     }
                 }
             }
@@ -239,16 +282,23 @@ fn polymorphic_types(model: &Model) -> BTreeSet<String> {
         .collect()
 }
 
+/// An inline containment: target type index, the field's origin
+/// `(declaring type, field)`, and its cardinality.
+type Edge = (usize, (String, String), Occurs);
+
 /// Fields that must be boxed: a struct holding itself (directly or through
 /// other structs) by value is infinitely large. Edges through `Vec` or through
 /// a polymorphic enum (whose variants are boxed) do not count. Every field on
 /// a cycle is boxed, in every type that inherits it, so a field has one Rust
 /// type wherever it appears.
-fn boxed_fields(model: &Model, polymorphic: &BTreeSet<String>) -> Result<BTreeSet<(String, String)>> {
+fn boxed_fields(
+    model: &Model,
+    polymorphic: &BTreeSet<String>,
+) -> Result<BTreeSet<(String, String)>> {
     // Edges: struct -> struct it contains inline, labelled by the field's origin.
     let names: Vec<&str> = model.types.keys().map(String::as_str).collect();
     let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-    let mut edges: Vec<Vec<(usize, (String, String), Occurs)>> = vec![Vec::new(); names.len()];
+    let mut edges: Vec<Vec<Edge>> = vec![Vec::new(); names.len()];
     for (i, name) in names.iter().enumerate() {
         for (owner, f) in model.all_fields(name) {
             if f.occurs == Occurs::Repeated {
@@ -258,7 +308,11 @@ fn boxed_fields(model: &Model, polymorphic: &BTreeSet<String>) -> Result<BTreeSe
                 if polymorphic.contains(target) {
                     continue;
                 }
-                edges[i].push((index[target.as_str()], (owner.to_string(), f.name.clone()), f.occurs));
+                edges[i].push((
+                    index[target.as_str()],
+                    (owner.to_string(), f.name.clone()),
+                    f.occurs,
+                ));
             }
         }
     }
@@ -288,7 +342,7 @@ fn boxed_fields(model: &Model, polymorphic: &BTreeSet<String>) -> Result<BTreeSe
 
 /// Whether `target` reaches `start` through required edges only.
 fn required_cycle(
-    edges: &[Vec<(usize, (String, String), Occurs)>],
+    edges: &[Vec<Edge>],
     start: usize,
     target: usize,
 ) -> bool {

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 fn read_tree(dir: &Path, prefix: &str, out: &mut BTreeMap<String, String>) {
     for entry in std::fs::read_dir(dir).expect("golden dir") {
         let path = entry.expect("entry").path();
-        let name = format!("{prefix}{}", path.file_name().expect("name").to_string_lossy());
+        let name = format!(
+            "{prefix}{}",
+            path.file_name().expect("name").to_string_lossy()
+        );
         if path.is_dir() {
             read_tree(&path, &format!("{name}/"), out);
         } else {
@@ -34,7 +37,10 @@ fn basic_fixture_matches_golden_output() {
     };
     let (output, summary) = vsphere_codegen::generate(&options).expect("the fixture generates");
     assert_eq!(summary.counts.methods, 8);
-    assert_eq!(summary.counts.polymorphic_enums, 2, "AnyShape and AnyMethodFault");
+    assert_eq!(
+        summary.counts.polymorphic_enums, 2,
+        "AnyShape and AnyMethodFault"
+    );
 
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         vsphere_codegen::emit::write(&output, &golden).expect("write golden");
@@ -44,7 +50,10 @@ fn basic_fixture_matches_golden_output() {
     read_tree(&golden, "", &mut expected);
     let produced: Vec<&String> = output.files.keys().collect();
     let wanted: Vec<&String> = expected.keys().collect();
-    assert_eq!(produced, wanted, "generated file set differs from tests/golden/basic");
+    assert_eq!(
+        produced, wanted,
+        "generated file set differs from tests/golden/basic"
+    );
     for (path, code) in &output.files {
         let want = &expected[path];
         if code != want {
@@ -73,7 +82,9 @@ fn a_schema_construct_the_generator_does_not_know_fails_loudly() {
         std::fs::copy(fixture.join(file), dir.join(file)).expect("copy");
     }
     let core = std::fs::read_to_string(fixture.join("core-types.xsd")).expect("core");
-    let core = core.replacen("<sequence>", "<choice>", 1).replacen("</sequence>", "</choice>", 1);
+    let core = core
+        .replacen("<sequence>", "<choice>", 1)
+        .replacen("</sequence>", "</choice>", 1);
     std::fs::write(dir.join("core-types.xsd"), core).expect("write");
     let err = vsphere_codegen::generate(&vsphere_codegen::Options {
         wsdl: dir.clone(),

@@ -37,7 +37,14 @@ fn attribute(e: &quick_xml::events::BytesStart<'_>, name: &[u8]) -> Option<Strin
 /// Reads the schema files' complex types, enumerations and the port type's operations.
 fn read_bundle(dir: &Path) -> Bundle {
     let mut bundle = Bundle::default();
-    for file in ["core-types.xsd", "query-types.xsd", "vim-types.xsd", "query-messagetypes.xsd", "vim-messagetypes.xsd", "vim.wsdl"] {
+    for file in [
+        "core-types.xsd",
+        "query-types.xsd",
+        "vim-types.xsd",
+        "query-messagetypes.xsd",
+        "vim-messagetypes.xsd",
+        "vim.wsdl",
+    ] {
         let text = std::fs::read_to_string(dir.join(file)).expect("bundle file");
         let mut reader = Reader::from_str(&text);
         let mut current_complex: Option<String> = None;
@@ -81,7 +88,11 @@ fn read_bundle(dir: &Path) -> Bundle {
                 }
                 b"element" if file != "vim.wsdl" => {
                     if let (Some(ty), Some(name)) = (&current_complex, attribute(&e, b"name")) {
-                        bundle.complex_types.get_mut(ty).expect("open type").push(name);
+                        bundle
+                            .complex_types
+                            .get_mut(ty)
+                            .expect("open type")
+                            .push(name);
                     }
                 }
                 b"simpleType" => {
@@ -96,9 +107,9 @@ fn read_bundle(dir: &Path) -> Bundle {
                     }
                 }
                 b"portType" => in_port_type = true,
-                b"operation" if in_port_type => {
-                    bundle.operations.push(attribute(&e, b"name").expect("operation name"))
-                }
+                b"operation" if in_port_type => bundle
+                    .operations
+                    .push(attribute(&e, b"name").expect("operation name")),
                 _ => {}
             }
         }
@@ -200,7 +211,10 @@ fn every_type_field_enum_value_and_operation_is_generated() {
             let mut w = vsphere_client::xml::XmlWriter::new();
             decoded.encode_dyn(&mut w, "v", None);
             let written = String::from_utf8_lossy(w.as_bytes()).into_owned();
-            assert!(written.ends_with(&format!(">{value}</v>")), "{name}::{value} round trip: {written}");
+            assert!(
+                written.ends_with(&format!(">{value}</v>")),
+                "{name}::{value} round trip: {written}"
+            );
         }
     }
 
@@ -208,7 +222,10 @@ fn every_type_field_enum_value_and_operation_is_generated() {
     assert_eq!(methods, bundle.operations.len(), "one method per operation");
     for op in &bundle.operations {
         let invokes = format!("/// Invokes `{op}`");
-        if !lines.iter().any(|l| l.starts_with(&invokes) && l[invokes.len()..].starts_with([' ', '.'])) {
+        if !lines
+            .iter()
+            .any(|l| l.starts_with(&invokes) && l[invokes.len()..].starts_with([' ', '.']))
+        {
             missing.push(format!("method for {op}"));
         }
         if !lines.contains(&format!("const NAME: &'static str = {op:?};")) {
@@ -216,7 +233,11 @@ fn every_type_field_enum_value_and_operation_is_generated() {
         }
     }
 
-    assert!(missing.is_empty(), "missing from the generated code:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "missing from the generated code:\n{}",
+        missing.join("\n")
+    );
     // Sanity: the test saw the bundle it expects.
     assert!(bundle.complex_types.len() > 4000 && bundle.enums.len() > 390);
     let _ = Value::Nil;

@@ -94,22 +94,57 @@ fn vm_config_spec_with_devices_of_several_subtypes() {
         num_cpus: Some(4),
         memory_mb: Some(8192),
         annotation: Some("line 1\r\nline 2 \"quoted\" 'single' \t tab".into()),
-        device_change: vec![device_change(disk).into(), device_change(nic).into(), device_change(cdrom).into()],
+        device_change: vec![
+            device_change(disk).into(),
+            device_change(nic).into(),
+            device_change(cdrom).into(),
+        ],
         extra_config: vec![
-            OptionValue { key: "guestinfo.a".into(), value: Some(Value::String("x&y".into())) }.into(),
-            OptionValue { key: "n".into(), value: Some(Value::Int(-3)) }.into(),
-            OptionValue { key: "b".into(), value: Some(Value::Boolean(true)) }.into(),
-            OptionValue { key: "l".into(), value: Some(Value::ArrayOfLong(vec![1, i64::MAX])) }.into(),
-            OptionValue { key: "nil".into(), value: None }.into(),
+            OptionValue {
+                key: "guestinfo.a".into(),
+                value: Some(Value::String("x&y".into())),
+            }
+            .into(),
+            OptionValue {
+                key: "n".into(),
+                value: Some(Value::Int(-3)),
+            }
+            .into(),
+            OptionValue {
+                key: "b".into(),
+                value: Some(Value::Boolean(true)),
+            }
+            .into(),
+            OptionValue {
+                key: "l".into(),
+                value: Some(Value::ArrayOfLong(vec![1, i64::MAX])),
+            }
+            .into(),
+            OptionValue {
+                key: "nil".into(),
+                value: None,
+            }
+            .into(),
         ],
         ..Default::default()
     };
     let xml = encode(&spec, "spec");
     assert!(xml.contains(r#"<device xsi:type="VirtualDisk">"#), "{xml}");
-    assert!(xml.contains(r#"<backing xsi:type="VirtualDiskFlatVer2BackingInfo">"#), "{xml}");
-    assert!(xml.contains(r#"<value xsi:type="xsd:string">x&amp;y</value>"#), "{xml}");
+    assert!(
+        xml.contains(r#"<backing xsi:type="VirtualDiskFlatVer2BackingInfo">"#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<value xsi:type="xsd:string">x&amp;y</value>"#),
+        "{xml}"
+    );
     let back = round_trip(&spec);
-    let device = |i: usize| &back.device_change[i].downcast_ref::<VirtualDeviceConfigSpec>().expect("spec").device;
+    let device = |i: usize| {
+        &back.device_change[i]
+            .downcast_ref::<VirtualDeviceConfigSpec>()
+            .expect("spec")
+            .device
+    };
     match device(0) {
         AnyVirtualDevice::VirtualDisk(disk) => assert_eq!(disk.capacity_in_kb, 16 * 1024 * 1024),
         other => panic!("expected a VirtualDisk, got {}", other.type_name()),
@@ -125,25 +160,49 @@ fn property_filter_spec_with_traversal_specs() {
         type_: "Folder".into(),
         path: "childEntity".into(),
         skip: Some(false),
-        select_set: vec![SelectionSpec { name: Some("folderTraversal".into()) }.into()],
+        select_set: vec![SelectionSpec {
+            name: Some("folderTraversal".into()),
+        }
+        .into()],
     };
     let spec = PropertyFilterSpec {
         prop_set: vec![PropertySpec {
             type_: "VirtualMachine".into(),
             all: Some(false),
-            path_set: vec!["name".into(), "runtime.powerState".into(), "config.hardware.device".into()],
+            path_set: vec![
+                "name".into(),
+                "runtime.powerState".into(),
+                "config.hardware.device".into(),
+            ],
         }],
         object_set: vec![ObjectSpec {
             obj: mor("Folder", "group-d1"),
             skip: Some(true),
-            select_set: vec![traverse_folders.into(), SelectionSpec { name: Some("dc".into()) }.into()],
+            select_set: vec![
+                traverse_folders.into(),
+                SelectionSpec {
+                    name: Some("dc".into()),
+                }
+                .into(),
+            ],
         }],
         report_missing_objects_in_results: Some(true),
     };
     let xml = encode(&spec, "specSet");
-    assert!(xml.contains(r#"<selectSet xsi:type="TraversalSpec"><name>folderTraversal</name><type>Folder</type>"#), "{xml}");
-    assert!(xml.contains(r#"<selectSet><name>dc</name></selectSet>"#), "the declared type has no xsi:type: {xml}");
-    assert!(xml.contains(r#"<obj type="Folder">group-d1</obj>"#), "{xml}");
+    assert!(
+        xml.contains(
+            r#"<selectSet xsi:type="TraversalSpec"><name>folderTraversal</name><type>Folder</type>"#
+        ),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<selectSet><name>dc</name></selectSet>"#),
+        "the declared type has no xsi:type: {xml}"
+    );
+    assert!(
+        xml.contains(r#"<obj type="Folder">group-d1</obj>"#),
+        "{xml}"
+    );
     round_trip(&spec);
 }
 
@@ -163,7 +222,12 @@ fn faults_round_trip_and_decode_from_a_soap_fault() {
     let nested: AnyMethodFault = FileNotFound {
         file: "[ds] missing.vmdk".into(),
         fault_cause: Some(LocalizedMethodFault {
-            fault: NotAuthenticated { object: mor("Folder", "group-d1"), privilege_id: "System.View".into(), ..Default::default() }.into(),
+            fault: NotAuthenticated {
+                object: mor("Folder", "group-d1"),
+                privilege_id: "System.View".into(),
+                ..Default::default()
+            }
+            .into(),
             localized_message: Some("not authenticated".into()),
         }),
         ..Default::default()
@@ -178,11 +242,17 @@ fn faults_round_trip_and_decode_from_a_soap_fault() {
     let fault = soap::decode_fault(document.as_bytes()).expect("a fault");
     assert_eq!(fault.faultcode, "ServerFaultCode");
     assert_eq!(fault.fault_type(), Some("InvalidLogin"));
-    assert!(matches!(fault.detail, Some(AnyMethodFault::InvalidLogin(_))));
+    assert!(matches!(
+        fault.detail,
+        Some(AnyMethodFault::InvalidLogin(_))
+    ));
 
     // Without xsi:type the element name minus "Fault" names the type.
-    let untyped = document.replace(r#" xsi:type="InvalidLogin""#, "").replace("InvalidLoginFault", "NotAuthenticatedFault");
-    let err = soap::decode_response::<CurrentTimeRequestType>(untyped.as_bytes()).expect_err("a fault");
+    let untyped = document
+        .replace(r#" xsi:type="InvalidLogin""#, "")
+        .replace("InvalidLoginFault", "NotAuthenticatedFault");
+    let err =
+        soap::decode_response::<CurrentTimeRequestType>(untyped.as_bytes()).expect_err("a fault");
     match err {
         SoapError::Fault(fault) => assert_eq!(fault.fault_type(), Some("NotAuthenticated")),
         other => panic!("expected a fault, got {other}"),
@@ -194,12 +264,20 @@ fn request_envelope_and_response() {
     let request = RetrievePropertiesExRequestType {
         this: mor("PropertyCollector", "propertyCollector"),
         spec_set: vec![PropertyFilterSpec::default()],
-        options: RetrieveOptions { max_objects: Some(100) },
+        options: RetrieveOptions {
+            max_objects: Some(100),
+        },
     };
     let body = String::from_utf8(soap::encode_request_envelope(&request)).expect("UTF-8");
-    assert!(body.starts_with(r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope"#), "{body}");
+    assert!(
+        body.starts_with(r#"<?xml version="1.0" encoding="UTF-8"?><soapenv:Envelope"#),
+        "{body}"
+    );
     assert!(body.contains(r#"<RetrievePropertiesEx xmlns="urn:vim25"><_this type="PropertyCollector">propertyCollector</_this><specSet>"#), "{body}");
-    assert!(body.contains("<options><maxObjects>100</maxObjects></options>"), "{body}");
+    assert!(
+        body.contains("<options><maxObjects>100</maxObjects></options>"),
+        "{body}"
+    );
 
     let response = r#"<?xml version="1.0" encoding="UTF-8"?>
 <soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
@@ -221,17 +299,31 @@ fn request_envelope_and_response() {
     let props = &result.objects[0].prop_set;
     assert_eq!(result.objects[0].obj, mor("VirtualMachine", "vm-42"));
     assert_eq!(props[0].val, Value::String("web & db".into()));
-    assert_eq!(props[1].val.downcast_ref::<VirtualMachinePowerState>(), Some(&VirtualMachinePowerState::PoweredOn));
-    let devices = props[2].val.downcast_ref::<Vec<AnyVirtualDevice>>().expect("typed array");
+    assert_eq!(
+        props[1].val.downcast_ref::<VirtualMachinePowerState>(),
+        Some(&VirtualMachinePowerState::PoweredOn)
+    );
+    let devices = props[2]
+        .val
+        .downcast_ref::<Vec<AnyVirtualDevice>>()
+        .expect("typed array");
     assert_eq!(devices.len(), 2);
-    assert_eq!(devices[0].downcast_ref::<VirtualDisk>().map(|d| d.capacity_in_kb), Some(1024));
+    assert_eq!(
+        devices[0]
+            .downcast_ref::<VirtualDisk>()
+            .map(|d| d.capacity_in_kb),
+        Some(1024)
+    );
     // An unknown subtype falls back to the declared type, keeping what it knows.
     match &devices[1] {
         AnyVirtualDevice::VirtualDevice(device) => assert_eq!(device.key, 4000),
         other => panic!("expected the declared type, got {}", other.type_name()),
     }
     assert_eq!(props[3].val, Value::Int(42));
-    assert_eq!(props[4].val, Value::ArrayOfManagedObjectReference(vec![mor("Datastore", "ds-1")]));
+    assert_eq!(
+        props[4].val,
+        Value::ArrayOfManagedObjectReference(vec![mor("Datastore", "ds-1")])
+    );
     match &props[5].val {
         Value::Unknown { type_name, raw_xml } => {
             assert_eq!(type_name, "SomethingNew");
@@ -245,22 +337,36 @@ fn request_envelope_and_response() {
     let mut vm = vsphere_client::mo::VirtualMachine::default();
     for prop in result.objects[0].prop_set.iter().cloned() {
         let known = vm.set_property(&prop.name, prop.val).expect("typed");
-        assert_eq!(known, prop.name == "name" || prop.name == "datastore", "{}", prop.name);
+        assert_eq!(
+            known,
+            prop.name == "name" || prop.name == "datastore",
+            "{}",
+            prop.name
+        );
     }
     assert_eq!(vm.name.as_deref(), Some("web & db"));
     assert_eq!(vm.datastore, Some(vec![mor("Datastore", "ds-1")]));
-    let field = vsphere_client::mo::property_type("VirtualMachine", "runtime.powerState").expect("valid path");
+    let field = vsphere_client::mo::property_type("VirtualMachine", "runtime.powerState")
+        .expect("valid path");
     assert_eq!(field.type_name, "VirtualMachinePowerState");
     assert!(vsphere_client::mo::property_type("VirtualMachine", "runtime.powerStat").is_err());
-    assert!(vsphere_client::mo::property_type("VirtualMachine", "config.hardware.device.key").is_err());
+    assert!(
+        vsphere_client::mo::property_type("VirtualMachine", "config.hardware.device.key").is_err()
+    );
 }
 
 #[test]
 fn unknown_enum_values_are_kept_and_nil_is_honoured() {
     let state: VirtualMachinePowerState = decode("<s>hibernating</s>").expect("decodes");
-    assert_eq!(state, VirtualMachinePowerState::Unrecognized("hibernating".into()));
+    assert_eq!(
+        state,
+        VirtualMachinePowerState::Unrecognized("hibernating".into())
+    );
     assert!(encode(&state, "s").ends_with(">hibernating</s>"));
-    assert_eq!(HostSystemPowerState::from("unknown"), HostSystemPowerState::Unknown);
+    assert_eq!(
+        HostSystemPowerState::from("unknown"),
+        HostSystemPowerState::Unknown
+    );
 
     let xml = r#"<info xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><name xsi:nil="true"/><fullName>x</fullName><patchLevel xsi:nil="true"/></info>"#;
     let about: AboutInfo = decode(xml).expect("decodes");
@@ -271,8 +377,19 @@ fn unknown_enum_values_are_kept_and_nil_is_honoured() {
 
 #[test]
 fn strings_survive_escaping_both_ways() {
-    for text in ["a&b", "<tag>", "quote\" apostrophe'", "ünïcødé ✓ 日本", "cr\rlf\nboth\r\n", "  spaced  ", "]]>"] {
-        let value = Description { label: text.into(), summary: text.into() };
+    for text in [
+        "a&b",
+        "<tag>",
+        "quote\" apostrophe'",
+        "ünïcødé ✓ 日本",
+        "cr\rlf\nboth\r\n",
+        "  spaced  ",
+        "]]>",
+    ] {
+        let value = Description {
+            label: text.into(),
+            summary: text.into(),
+        };
         round_trip(&value);
         let mor = ManagedObjectReference::new(text, "v");
         let back: ManagedObjectReference = decode(&encode(&mor, "m")).expect("decodes");
@@ -291,13 +408,17 @@ fn malformed_and_truncated_input_is_an_error_naming_the_path() {
         other => panic!("expected a decode error, got {other:?}"),
     };
     assert_eq!(err.kind(), DecodeErrorKind::InvalidValue);
-    assert_eq!(err.path(), "RetrievePropertiesExResponse/returnval/objects[1]/propSet[1]/val");
+    assert_eq!(
+        err.path(),
+        "RetrievePropertiesExResponse/returnval/objects[1]/propSet[1]/val"
+    );
 
     // Every truncation of a valid document is an error, never a panic.
     let valid = good.replace(">x<", ">3<");
     assert!(soap::decode_response::<RetrievePropertiesExRequestType>(valid.as_bytes()).is_ok());
     for end in 0..valid.len() {
-        let result = soap::decode_response::<RetrievePropertiesExRequestType>(&valid.as_bytes()[..end]);
+        let result =
+            soap::decode_response::<RetrievePropertiesExRequestType>(&valid.as_bytes()[..end]);
         assert!(result.is_err(), "truncated at {end} decoded");
     }
     // Byte-level damage: also errors or values, never a panic.
@@ -312,8 +433,12 @@ fn malformed_and_truncated_input_is_an_error_naming_the_path() {
     assert_eq!(err.kind(), DecodeErrorKind::Syntax);
 
     let html = "<html><body>503 Service Unavailable</body></html>";
-    let err = soap::decode_response::<CurrentTimeRequestType>(html.as_bytes()).expect_err("not SOAP");
-    assert!(err.to_string().contains("expected a SOAP Envelope"), "{err}");
+    let err =
+        soap::decode_response::<CurrentTimeRequestType>(html.as_bytes()).expect_err("not SOAP");
+    assert!(
+        err.to_string().contains("expected a SOAP Envelope"),
+        "{err}"
+    );
 
     let err = decode::<Description>("<d><label><x/></label></d>").expect_err("element in text");
     assert_eq!(err.path(), "d/label/x");

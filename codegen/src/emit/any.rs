@@ -25,7 +25,8 @@ use crate::plan::Plan;
 /// (whose objects are `Send + Sync` by `DataObject`'s bounds) and other `Any*`
 /// enums; the generated `thread_safety` test asserts `Send + Sync` for every
 /// variant's type, so a field that breaks this fails the build of the tests.
-const THREAD_SAFETY: &str = "// SAFETY: every variant is a Box of a generated type whose fields are all\n\
+const THREAD_SAFETY: &str =
+    "// SAFETY: every variant is a Box of a generated type whose fields are all\n\
 // Send + Sync (asserted for each variant type by the generated thread_safety test).\n";
 
 pub(crate) fn emit(
@@ -76,9 +77,16 @@ pub(crate) fn emit(
 
         writeln!(code, "impl {any} {{").ok();
         code.push_str("    /// The value held, as a schema object (to downcast or inspect).\n");
-        code.push_str("    pub fn as_data_object(&self) -> &dyn x::DataObject {\n        match self {\n");
+        code.push_str(
+            "    pub fn as_data_object(&self) -> &dyn x::DataObject {\n        match self {\n",
+        );
         for t in &variants {
-            writeln!(code, "            Self::{}(value) => value.as_ref(),", rust(t)).ok();
+            writeln!(
+                code,
+                "            Self::{}(value) => value.as_ref(),",
+                rust(t)
+            )
+            .ok();
         }
         code.push_str("        }\n    }\n");
         code.push_str(
@@ -191,7 +199,7 @@ pub(crate) fn emit(
                 code: format(&from)?,
             });
         }
-        thread_safety_checks.extend(variants.iter().map(|t| rust(t)));
+        thread_safety_checks.extend(variants.iter().map(rust));
         counts.polymorphic_enums += 1;
         counts.polymorphic_variants += variants.len();
     }

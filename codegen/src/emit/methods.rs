@@ -22,16 +22,22 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
             let name = &plan.field_names[&(request.name.clone(), f.name.clone())];
             let boxed = plan.is_boxed(&request.name, &f.name);
             let rust = plan.rust_type(&f.ty);
-            let is_str = matches!(f.ty, TypeRef::Primitive(Primitive::String | Primitive::AnyUri));
+            let is_str = matches!(
+                f.ty,
+                TypeRef::Primitive(Primitive::String | Primitive::AnyUri)
+            );
             let is_copy = matches!(f.ty, TypeRef::Primitive(p) if p.is_copy());
             let (param, value) = match f.occurs {
                 Occurs::Required if is_str => ("&str".to_string(), format!("{name}.to_owned()")),
                 Occurs::Required if is_copy => (rust.clone(), name.clone()),
-                Occurs::Required if boxed => (format!("&{rust}"), format!("Box::new({name}.clone())")),
-                Occurs::Required => (format!("&{rust}"), format!("{name}.clone()")),
-                Occurs::Optional if is_str => {
-                    ("Option<&str>".to_string(), format!("{name}.map(str::to_owned)"))
+                Occurs::Required if boxed => {
+                    (format!("&{rust}"), format!("Box::new({name}.clone())"))
                 }
+                Occurs::Required => (format!("&{rust}"), format!("{name}.clone()")),
+                Occurs::Optional if is_str => (
+                    "Option<&str>".to_string(),
+                    format!("{name}.map(str::to_owned)"),
+                ),
                 Occurs::Optional if is_copy => (format!("Option<{rust}>"), name.clone()),
                 Occurs::Optional if boxed => (
                     format!("Option<&{rust}>"),

@@ -13,12 +13,19 @@ use crate::naming;
 use crate::plan::Plan;
 
 /// Returns `(file name, contents without header)` pairs for `mo/`.
-pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Vec<(String, String)>> {
+pub(crate) fn emit(
+    model: &Model,
+    plan: &Plan,
+    counts: &mut Counts,
+) -> Result<Vec<(String, String)>> {
     let mut items = Vec::new();
     for mo in model.managed_objects.values() {
         let rust = naming::type_name(&mo.name);
         if plan.type_names.values().any(|t| *t == rust) {
-            bail!("managed object {} has the Rust name of a data type", mo.name);
+            bail!(
+                "managed object {} has the Rust name of a data type",
+                mo.name
+            );
         }
         items.push(Item {
             group: super::group_of(&mo.name),
@@ -131,7 +138,12 @@ fn struct_code(model: &Model, plan: &Plan, mo: &ManagedObject, rust: &str) -> Re
             write!(doc, ": a `{target}`").ok();
         }
         writeln!(code, "    /// {doc}.\n    pub {name}: Option<{inner}>,").ok();
-        writeln!(arms, "            {} => self.{name} = x::from_property(value)?,", lit(&p.name)).ok();
+        writeln!(
+            arms,
+            "            {} => self.{name} = x::from_property(value)?,",
+            lit(&p.name)
+        )
+        .ok();
     }
     code.push_str("}\n");
     writeln!(

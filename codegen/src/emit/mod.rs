@@ -64,7 +64,9 @@ pub(crate) struct Item {
 pub(crate) fn format(code: &str) -> Result<String> {
     let file = syn::parse_file(code).map_err(|e| {
         let excerpt: String = code.chars().take(3000).collect();
-        Error::new(format!("generated code does not parse: {e}, in:\n{excerpt}"))
+        Error::new(format!(
+            "generated code does not parse: {e}, in:\n{excerpt}"
+        ))
     })?;
     Ok(prettyplease::unparse(&file))
 }
@@ -145,9 +147,15 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     let any = any::emit(model, plan, &mut out.counts, &mut thread_safety_checks)?;
     let enums = enums::emit(model, plan, &mut out.counts)?;
     let requests = requests::emit(model, plan, &mut out.counts)?;
-    for (prefix, items) in [("", structs), ("any_", any), ("enum_", enums), ("request_", requests)] {
+    for (prefix, items) in [
+        ("", structs),
+        ("any_", any),
+        ("enum_", enums),
+        ("request_", requests),
+    ] {
         for (name, codes) in pack(items) {
-            let name = crate::naming::module_name(&format!("{prefix}{}", name.trim_end_matches('_')));
+            let name =
+                crate::naming::module_name(&format!("{prefix}{}", name.trim_end_matches('_')));
             type_files.push((name, codes.concat()));
         }
     }
@@ -177,7 +185,9 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
 
     // registry/: the xsi:type registry with inheritance and field tables.
     let registry_files = registry::emit(model, plan, &mut out.counts)?;
-    let mut registry_mod = format!("{header}//! The `xsi:type` registry: every schema type, its base and its fields.\n\n");
+    let mut registry_mod = format!(
+        "{header}//! The `xsi:type` registry: every schema type, its base and its fields.\n\n"
+    );
     let mut chunk_paths = Vec::new();
     for (name, code) in registry_files {
         writeln!(registry_mod, "mod {name};").ok();
@@ -194,13 +204,14 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
 
     // methods/: one typed async method per operation on `Client`.
     let method_items = methods::emit(model, plan, &mut out.counts)?;
-    let mut methods_mod = format!("{header}//! A typed method on `Client` for every operation.\n\n");
+    let mut methods_mod =
+        format!("{header}//! A typed method on `Client` for every operation.\n\n");
     for (name, codes) in pack(method_items) {
         writeln!(methods_mod, "mod {name};").ok();
         out.files.insert(
             format!("methods/{name}.rs"),
             format!(
-                "{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\nimpl crate::Client {{\n{}}}\n",
+                "{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\n// Parameters mirror the operation's.\n#[allow(clippy::too_many_arguments)]\nimpl crate::Client {{\n{}}}\n",
                 codes.concat()
             ),
         );
@@ -211,13 +222,17 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     // mo/: managed object structs and property tables.
     let mo_files = mo::emit(model, plan, &mut out.counts)?;
     for (path, code) in mo_files {
-        out.files.insert(format!("mo/{path}"), format!("{header}{code}"));
+        out.files
+            .insert(format!("mo/{path}"), format!("{header}{code}"));
     }
     modules.push("pub mod mo;".into());
 
     out.files.insert(
         "thread_safety.rs".into(),
-        format!("{header}{}", any::thread_safety_test(&thread_safety_checks)?),
+        format!(
+            "{header}{}",
+            any::thread_safety_test(&thread_safety_checks)?
+        ),
     );
     modules.push("#[cfg(test)]\nmod thread_safety;".into());
 
@@ -244,7 +259,10 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
 fn check_sizes(out: &Output) -> Result<()> {
     for (path, code) in &out.files {
         if code.len() > 2 * MAX_FILE_BYTES + 50_000 {
-            bail!("{path} is {} bytes: split the item that makes it so large", code.len());
+            bail!(
+                "{path} is {} bytes: split the item that makes it so large",
+                code.len()
+            );
         }
     }
     Ok(())

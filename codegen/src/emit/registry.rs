@@ -10,7 +10,11 @@ use crate::error::Result;
 use crate::model::{Field, Model, Occurs, TypeRef};
 use crate::plan::Plan;
 
-pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Vec<(String, String)>> {
+pub(crate) fn emit(
+    model: &Model,
+    plan: &Plan,
+    counts: &mut Counts,
+) -> Result<Vec<(String, String)>> {
     let mut entries: BTreeMap<&str, String> = BTreeMap::new();
     for ty in model.types.values() {
         let rust = &plan.type_names[&ty.name];
@@ -48,7 +52,10 @@ pub(crate) fn emit(model: &Model, plan: &Plan, counts: &mut Counts) -> Result<Ve
         // Arrays of primitives and references are `Value` variants, decoded by the runtime.
         let decode = match &array.item {
             TypeRef::Complex(_) | TypeRef::Enum(_) => {
-                format!("Some(x::decode_boxed::<Vec<{}>>)", plan.rust_type(&array.item))
+                format!(
+                    "Some(x::decode_boxed::<Vec<{}>>)",
+                    plan.rust_type(&array.item)
+                )
             }
             _ => "None".to_string(),
         };

@@ -53,7 +53,11 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
         )
         .ok();
     }
-    writeln!(code, "#[derive(Debug, Clone, PartialEq, Default)]\npub struct {rust} {{").ok();
+    writeln!(
+        code,
+        "#[derive(Debug, Clone, PartialEq, Default)]\npub struct {rust} {{"
+    )
+    .ok();
     for (owner, f) in &fields {
         let name = &plan.field_names[&(owner.to_string(), f.name.clone())];
         let field_type = plan.field_type(&f.ty, f.occurs, plan.is_boxed(owner, &f.name));
@@ -96,9 +100,16 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
             (Occurs::Optional, true) => "read_opt_box",
             (Occurs::Repeated, _) => "read_push",
         };
-        writeln!(code, "            {} => r.{reader}(&mut self.{name}),", lit(&f.name)).ok();
+        writeln!(
+            code,
+            "            {} => r.{reader}(&mut self.{name}),",
+            lit(&f.name)
+        )
+        .ok();
     }
-    code.push_str("            _ => return Ok(false),\n        };\n        x::field_decoded(result)\n    }\n");
+    code.push_str(
+        "            _ => return Ok(false),\n        };\n        x::field_decoded(result)\n    }\n",
+    );
     code.push_str("    fn encode_fields(&self, w: &mut x::XmlWriter) {\n");
     for (owner, f) in &fields {
         let name = &plan.field_names[&(owner.to_string(), f.name.clone())];

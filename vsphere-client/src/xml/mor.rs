@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::reader::XmlReader;
-use super::{DecodeError, Decode, Encode, XmlWriter};
+use super::{Decode, DecodeError, Encode, XmlWriter};
 
 /// A reference to a server-side managed object: `<obj type="VirtualMachine">vm-42</obj>`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

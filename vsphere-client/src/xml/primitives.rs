@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::reader::{DecodeErrorKind, XmlReader};
-use super::{DecodeError, Decode, Encode, XmlWriter};
+use super::{Decode, DecodeError, Encode, XmlWriter};
 
 impl Decode for String {
     fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {

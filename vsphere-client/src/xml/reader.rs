@@ -425,7 +425,10 @@ impl<'a> XmlReader<'a> {
     }
 
     /// Decodes the current element into a boxed optional field.
-    pub fn read_opt_box<T: Decode>(&mut self, slot: &mut Option<Box<T>>) -> Result<(), DecodeError> {
+    pub fn read_opt_box<T: Decode>(
+        &mut self,
+        slot: &mut Option<Box<T>>,
+    ) -> Result<(), DecodeError> {
         if self.current.nil {
             *slot = None;
             return self.skip();
@@ -664,9 +667,7 @@ impl<'a> XmlReader<'a> {
             match (local_name.as_ref(), is_xsi) {
                 (b"type", true) => {
                     self.current.xsi_type = Some(match value {
-                        Cow::Borrowed(s) => {
-                            Cow::Borrowed(s.rsplit(':').next().unwrap_or(s).trim())
-                        }
+                        Cow::Borrowed(s) => Cow::Borrowed(s.rsplit(':').next().unwrap_or(s).trim()),
                         Cow::Owned(s) => {
                             Cow::Owned(s.rsplit(':').next().unwrap_or(&s).trim().to_string())
                         }

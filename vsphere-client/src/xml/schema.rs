@@ -212,7 +212,9 @@ pub struct ManagedObjectInfo {
 
 /// A generated managed object struct (`mo::VirtualMachine`): its reference and
 /// its properties, each `None` until retrieved.
-pub trait ManagedObjectType: Default + fmt::Debug + Clone + PartialEq + Send + Sync + 'static {
+pub trait ManagedObjectType:
+    Default + fmt::Debug + Clone + PartialEq + Send + Sync + 'static
+{
     /// The managed object type name (`VirtualMachine`).
     const TYPE_NAME: &'static str;
 
@@ -256,7 +258,10 @@ impl fmt::Display for PropertyPathError {
                 write!(f, "{type_name} has no property {segment}")
             }
             PropertyPathError::NotTraversable { prefix, type_name } => {
-                write!(f, "{prefix} is of type {type_name}, which has no properties")
+                write!(
+                    f,
+                    "{prefix} is of type {type_name}, which has no properties"
+                )
             }
         }
     }

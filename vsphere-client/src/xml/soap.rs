@@ -4,7 +4,7 @@ use std::fmt;
 
 use super::reader::{DecodeErrorKind, XmlReader};
 use super::schema::Registry;
-use super::{response_element_name, DecodeError, Decode, Request, XmlWriter};
+use super::{response_element_name, Decode, DecodeError, Request, XmlWriter};
 use crate::types::AnyMethodFault;
 
 /// A SOAP fault returned by the server.
@@ -132,10 +132,9 @@ fn open_body(r: &mut XmlReader<'_>, expected: &str) -> Result<(), SoapError> {
     }
     r.hide_path_prefix();
     let Some(name) = r.next_child()? else {
-        return Err(SoapError::Decode(r.error(
-            DecodeErrorKind::UnexpectedContent,
-            "empty SOAP Body",
-        )));
+        return Err(SoapError::Decode(
+            r.error(DecodeErrorKind::UnexpectedContent, "empty SOAP Body"),
+        ));
     };
     if name == "Fault" {
         return Err(SoapError::Fault(read_fault(r)?));

@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use super::mor::ManagedObjectReference;
 use super::primitives::DateTime;
 use super::reader::XmlReader;
-use super::{DecodeError, Decode, Encode, SchemaType, XmlWriter};
+use super::{Decode, DecodeError, Encode, SchemaType, XmlWriter};
 
 /// Any schema type, boxed: what an `anyType` slot holds when `xsi:type` names
 /// a data object, a fault, an enumeration or an `ArrayOf*` of those.
@@ -296,7 +296,13 @@ fn read_items<T: Decode>(r: &mut XmlReader<'_>) -> Result<Vec<T>, DecodeError> {
     Ok(items)
 }
 
-fn write_items<T: Encode>(w: &mut XmlWriter, tag: &str, array_type: &str, item_tag: &str, items: &[T]) {
+fn write_items<T: Encode>(
+    w: &mut XmlWriter,
+    tag: &str,
+    array_type: &str,
+    item_tag: &str,
+    items: &[T],
+) {
     w.start(tag, Some(array_type));
     w.write_vec(item_tag, items);
     w.end(tag);
@@ -338,9 +344,7 @@ impl Decode for Value {
             "ArrayOfUri" => Value::ArrayOfUri(read_items(r)?),
             "ArrayOfDateTime" => Value::ArrayOfDateTime(read_items(r)?),
             "ArrayOfBase64Binary" => Value::ArrayOfBase64Binary(read_items(r)?),
-            "ArrayOfManagedObjectReference" => {
-                Value::ArrayOfManagedObjectReference(read_items(r)?)
-            }
+            "ArrayOfManagedObjectReference" => Value::ArrayOfManagedObjectReference(read_items(r)?),
             "ArrayOfAnyType" => Value::ArrayOfAnyType(read_items(r)?),
             _ => match r.registry().get(&type_name).and_then(|t| t.decode) {
                 Some(decode) => Value::Object(decode(r)?),
@@ -438,7 +442,11 @@ pub struct ValueTypeError {
 
 impl std::fmt::Display for ValueTypeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "expected a {} value, found {:?}", self.expected, self.found)
+        write!(
+            f,
+            "expected a {} value, found {:?}",
+            self.expected, self.found
+        )
     }
 }
 

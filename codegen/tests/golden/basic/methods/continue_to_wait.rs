@@ -4,6 +4,8 @@
 use super::super::types::*;
 use crate::xml as x;
 
+// Parameters mirror the operation's.
+#[allow(clippy::too_many_arguments)]
 impl crate::Client {
     /// Invokes `ContinueRetrievePropertiesEx`.
     ///
