@@ -403,3 +403,56 @@ async fn a_container_watch_sees_vms_come_and_go() {
     }
     assert_eq!(calls(&client, "DestroyPropertyCollector"), 1);
 }
+
+#[tokio::test]
+async fn an_update_stream_survives_a_lost_session() {
+    let sim = simulator(SimulatorOptions {
+        session_idle_timeout: Some(std::time::Duration::from_secs(1)),
+        ..Default::default()
+    })
+    .await;
+    let client = connect(&sim).await;
+    let vm = vm_refs(&client).await.remove(0);
+    let spec = vec![vsphere_client::types::ObjectSpec {
+        obj: vm.clone(),
+        skip: Some(false),
+        select_set: Vec::new(),
+    }];
+    let mut stream = client
+        .properties::<mo::VirtualMachine>(&["runtime.powerState"])
+        .unwrap()
+        .watch_select(
+            spec,
+            property::UpdateStreamOptions {
+                max_wait: Some(std::time::Duration::from_secs(1)),
+                max_object_updates: None,
+            },
+        )
+        .await
+        .expect("watch");
+    assert_eq!(
+        next_change(&mut stream).await.kind,
+        property::UpdateKind::Enter
+    );
+    // The session expires while nobody calls; the power-off logs in again.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let task = client
+        .power_off_vm_task(&vm)
+        .await
+        .expect("power off after re-login");
+    client.task(task).wait().await.expect("powered off");
+    assert!(calls(&client, "Login") >= 2, "{:?}", client.call_stats());
+    // The stream's collector went with the old session: it is made again
+    // and the VM enters anew, as it is now.
+    let change = next_change(&mut stream).await;
+    assert_eq!(change.kind, property::UpdateKind::Enter);
+    assert_eq!(
+        change.object.runtime.map(|r| r.power_state),
+        Some(VirtualMachinePowerState::PoweredOff)
+    );
+    assert_eq!(
+        calls(&client, "CreateFilter"),
+        2 + 1,
+        "stream twice, task watcher once"
+    );
+}

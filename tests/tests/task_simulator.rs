@@ -161,3 +161,32 @@ async fn a_wait_for_a_task_that_does_not_exist_fails() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn the_task_watcher_survives_a_lost_session() {
+    let sim = simulator(SimulatorOptions {
+        session_idle_timeout: Some(std::time::Duration::from_secs(1)),
+        ..Default::default()
+    })
+    .await;
+    let client = connect(&sim).await;
+    let vms = vms(&client).await;
+    let task = client.task(client.power_off_vm_task(&vms[0]).await.unwrap());
+    task.wait_timeout(std::time::Duration::from_secs(30))
+        .await
+        .expect("first wait");
+    // The session (and the watcher's collector and view with it) expires.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let task = client.task(client.power_off_vm_task(&vms[1]).await.unwrap());
+    let info = task
+        .wait_timeout(std::time::Duration::from_secs(30))
+        .await
+        .expect("a wait after the session was renewed");
+    assert_eq!(info.state, TaskInfoState::Success);
+    assert!(calls(&client, "Login") >= 2);
+    assert_eq!(
+        calls(&client, "CreateFilter"),
+        2,
+        "made again once in the new session"
+    );
+}

@@ -84,6 +84,12 @@ impl ContainerView {
         self.destroyed = true;
         self.client.destroy_view(&self.view).await
     }
+
+    /// Drops the handle without destroying the view (it is already gone
+    /// with its session).
+    pub(crate) fn forget(&mut self) {
+        self.destroyed = true;
+    }
 }
 
 impl Drop for ContainerView {

@@ -1026,7 +1026,7 @@ mod tests {
                 capacity_in_kb: 1024,
                 ..Default::default()
             })),
-            AnyVirtualDevice::VirtualE1000(Box::new(Default::default())),
+            AnyVirtualDevice::VirtualE1000(Box::default()),
         ]
     }
 

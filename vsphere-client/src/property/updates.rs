@@ -54,7 +54,7 @@ pub struct ObjectChange<T> {
 }
 
 /// Options of an [`UpdateStream`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UpdateStreamOptions {
     /// How long one `WaitForUpdatesEx` call waits for a change before it
     /// returns empty (and the stream asks again). Keep it below the client's
@@ -63,15 +63,6 @@ pub struct UpdateStreamOptions {
     /// At most this many object updates per call (the server may send
     /// fewer and say so with `truncated`; the stream then asks for the rest).
     pub max_object_updates: Option<u32>,
-}
-
-impl Default for UpdateStreamOptions {
-    fn default() -> Self {
-        UpdateStreamOptions {
-            max_wait: None,
-            max_object_updates: None,
-        }
-    }
 }
 
 impl UpdateStreamOptions {
@@ -125,6 +116,7 @@ impl<T: ManagedObject> PropertyQuery<T> {
             .watch_select(spec_objects, UpdateStreamOptions::default())
             .await?;
         stream.view = Some(view);
+        stream.view_source = Some((container.clone(), vec![T::TYPE_NAME.to_string()]));
         Ok(stream)
     }
 
@@ -294,6 +286,10 @@ pub struct UpdateStream<T: ManagedObject> {
     queue: VecDeque<ObjectChange<T>>,
     pending: Option<JoinHandle<Result<Option<RawUpdateSet>, Error>>>,
     view: Option<ContainerView>,
+    /// What the filter was made from, to make it again after a session loss.
+    spec: PropertyFilterSpec,
+    /// The container and types of the stream's own view, if it has one.
+    view_source: Option<(ManagedObjectReference, Vec<String>)>,
     closed: bool,
 }
 
@@ -323,6 +319,8 @@ impl<T: ManagedObject> UpdateStream<T> {
             queue: VecDeque::new(),
             pending: None,
             view: None,
+            spec,
+            view_source: None,
             closed: false,
         })
     }
@@ -344,7 +342,12 @@ impl<T: ManagedObject> UpdateStream<T> {
 
     /// The next change. Waits as long as it takes; wrap it in a timeout to
     /// bound it. An error leaves the stream usable: calling again retries.
+    ///
+    /// When the session that held the collector is gone (the client logged
+    /// in again), the collector, filter and view are made again in the new
+    /// session and every object is reported as entering anew.
     pub async fn next(&mut self) -> Result<ObjectChange<T>, Error> {
+        let mut remade = false;
         loop {
             if let Some(change) = self.queue.pop_front() {
                 return Ok(change);
@@ -357,6 +360,14 @@ impl<T: ManagedObject> UpdateStream<T> {
             let result = pending.await;
             self.pending = None;
             let set = match result {
+                Ok(Err(err))
+                    if !remade && err.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) =>
+                {
+                    tracing::debug!(error = %err, "update stream: collector gone, making it again");
+                    self.remake().await?;
+                    remade = true;
+                    continue;
+                }
                 Ok(result) => result?,
                 Err(join) => {
                     return Err(Error::new(
@@ -370,6 +381,21 @@ impl<T: ManagedObject> UpdateStream<T> {
                 self.queue.extend(self.watch.apply(set)?);
             }
         }
+    }
+
+    /// Makes the view (if the stream has its own), collector and filter again.
+    async fn remake(&mut self) -> Result<(), Error> {
+        if let Some((container, types)) = &self.view_source {
+            let types: Vec<&str> = types.iter().map(String::as_str).collect();
+            let view = ContainerView::create(&self.client, container, &types, true).await?;
+            self.spec.object_set = vec![view_object_spec(view.reference())];
+            // The old view went with its session: nothing to destroy.
+            if let Some(mut old) = self.view.replace(view) {
+                old.forget();
+            }
+        }
+        self.watch = Watch::create(&self.client, &self.spec).await?;
+        Ok(())
     }
 
     /// The changes as a [`Stream`](futures_core::Stream) (ending at the first error).
