@@ -1132,6 +1132,116 @@ mod tests {
     }
 
     #[test]
+    fn new_disks_on_another_datastore_with_their_provisioning() {
+        let placement = DiskPlacement {
+            datastore_name: "fast-ssd".to_string(),
+            datastore: ManagedObjectReference::new("Datastore", "datastore-9"),
+        };
+        let spec = ConfigSpec::new()
+            .add_disk(4096, DiskProvisioning::Thick, Some(placement))
+            .add_disk(4096, DiskProvisioning::EagerZeroedThick, None)
+            .to_vim(&template_devices())
+            .unwrap();
+        let backings: Vec<VirtualDiskFlatVer2BackingInfo> = spec
+            .device_change
+            .iter()
+            .filter_map(|c| match c {
+                AnyVirtualDeviceConfigSpec::VirtualDeviceConfigSpec(c) => match &c.device {
+                    AnyVirtualDevice::VirtualDisk(d) => match &d.backing {
+                        Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(b)) => {
+                            Some((**b).clone())
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(backings.len(), 2);
+        assert_eq!(backings[0].file_name, "[fast-ssd]");
+        assert_eq!(
+            backings[0].datastore,
+            Some(ManagedObjectReference::new("Datastore", "datastore-9"))
+        );
+        assert_eq!(
+            (backings[0].thin_provisioned, backings[0].eagerly_scrub),
+            (Some(false), Some(false))
+        );
+        assert_eq!(backings[1].file_name, "", "the VM's own directory");
+        assert_eq!(
+            (backings[1].thin_provisioned, backings[1].eagerly_scrub),
+            (Some(false), Some(true))
+        );
+    }
+
+    #[test]
+    fn nics_on_each_kind_of_network() {
+        let dvpg = NetworkInfo {
+            name: "pg".to_string(),
+            reference: ManagedObjectReference::new("DistributedVirtualPortgroup", "dvportgroup-1"),
+            kind: NetworkKind::Distributed {
+                portgroup_key: "dvportgroup-1".to_string(),
+                switch: None,
+                switch_uuid: "50 2a 9e".to_string(),
+            },
+        };
+        let spec = ConfigSpec::new()
+            .nic(standard("VM Network"))
+            .nic_spec(NicSpec {
+                network: dvpg,
+                adapter: NicAdapter::E1000e,
+                mac_address: Some("00:50:56:00:00:01".to_string()),
+            })
+            .to_vim(&[])
+            .unwrap();
+        let devices: Vec<&AnyVirtualDevice> = spec
+            .device_change
+            .iter()
+            .map(|c| match c {
+                AnyVirtualDeviceConfigSpec::VirtualDeviceConfigSpec(c) => &c.device,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let AnyVirtualDevice::VirtualVmxnet3(first) = devices[0] else {
+            panic!("{:?}", devices[0])
+        };
+        assert!(matches!(
+            &first.backing,
+            Some(AnyVirtualDeviceBackingInfo::VirtualEthernetCardNetworkBackingInfo(b)) if b.device_name == "VM Network"
+        ));
+        assert_eq!(first.address_type.as_deref(), Some("generated"));
+        let AnyVirtualDevice::VirtualE1000e(second) = devices[1] else {
+            panic!("{:?}", devices[1])
+        };
+        assert_eq!(second.address_type.as_deref(), Some("manual"));
+        assert_eq!(second.mac_address.as_deref(), Some("00:50:56:00:00:01"));
+        match &second.backing {
+            Some(
+                AnyVirtualDeviceBackingInfo::VirtualEthernetCardDistributedVirtualPortBackingInfo(
+                    b,
+                ),
+            ) => {
+                assert_eq!(b.port.switch_uuid, "50 2a 9e");
+                assert_eq!(b.port.portgroup_key.as_deref(), Some("dvportgroup-1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let opaque = NetworkInfo {
+            kind: NetworkKind::Opaque,
+            ..standard("nsx")
+        };
+        assert_eq!(
+            ConfigSpec::new()
+                .nic(opaque)
+                .to_vim(&[])
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidArgument
+        );
+    }
+
+    #[test]
     fn a_full_controller_is_an_error() {
         let mut devices = template_devices();
         for unit in 2..=15 {
@@ -1164,7 +1274,6 @@ mod wire_tests {
         let mut w = XmlWriter::new();
         spec.encode(&mut w, "spec");
         let xml = String::from_utf8(w.into_bytes()).unwrap();
-        println!("{xml}");
         assert!(xml.contains("VirtualDiskFlatVer2BackingInfo"), "{xml}");
     }
 }
