@@ -16,7 +16,7 @@ const DEFAULT_PROPS: &str =
 
 pub const COMMANDS: &[&Command] = &[&Command {
     name: "walk",
-    usage: "[-props a,b,c] [-n N] [-interval D] [-page N] [-v]  read VM properties N times; prints vms=TOTAL iters=N",
+    usage: "[-props a,b,c] [-n N] [-interval D] [-page N (100)] [-v]  read VM properties N times; prints vms=TOTAL iters=N",
     run: |args| Box::pin(walk(args)),
 }];
 
@@ -38,7 +38,10 @@ async fn walk(mut args: Args) -> Result<(), CliError> {
         Some(n) => n
             .parse()
             .map_err(|_| CliError::Usage(format!("-page {n}: not a number")))?,
-        None => 500,
+        // vCenter's own page size; larger pages cost memory (the response
+        // and its objects) for little CPU (measured on the simulator: 500
+        // per page took 35% more RSS than 100, the same CPU).
+        None => 100,
     };
     let verbose = args.flag("v")?;
     if !args.positionals()?.is_empty() {
