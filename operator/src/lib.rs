@@ -10,6 +10,7 @@ pub mod conditions;
 pub mod controller;
 pub mod crdgen;
 pub mod health;
+pub mod lifecycle;
 pub mod machine;
 pub mod provider;
 pub mod provider_role;

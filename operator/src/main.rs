@@ -47,6 +47,9 @@ enum Command {
         /// Also create the VMs in vCenter and wait for them to be Ready.
         #[arg(long)]
         apply: bool,
+        /// With --apply: how long to wait for every VirtualMachine to be Ready (30s, 10m...).
+        #[arg(long, default_value = "10m", value_parser = provider_role::parse_interval)]
+        timeout: std::time::Duration,
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -146,7 +149,7 @@ async fn main() -> ExitCode {
                 }
             }
         }
-        Command::Check { files, apply, output } => {
+        Command::Check { files, apply, timeout, output } => {
             let mut world = match check::World::load(&files) {
                 Ok(w) => w,
                 Err(e) => {
@@ -154,11 +157,12 @@ async fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            if apply {
-                eprintln!("note: --apply needs the VSphereMachine lifecycle, which this build lacks: no VM is created and none becomes Ready.");
-            }
             let vcenter = VCenter::default();
             check::reconcile(&mut world, &vcenter, &banlieue::conditions::now()).await;
+            if apply {
+                let deadline = std::time::Instant::now() + timeout;
+                check::apply(&mut world, &vcenter, deadline, &banlieue::conditions::now()).await;
+            }
             // A check leaves no session behind on vCenter.
             vcenter.close_all().await;
             let report = check::report(&world, output, apply);

@@ -51,6 +51,7 @@ impl Default for Options {
 struct Cached {
     params: ConnectParams,
     client: vsphere_client::Client,
+    placement: crate::lifecycle::vcenter::SharedPlacement,
 }
 
 /// A Provider's slot: the lock serializes its connects, so two reconciles
@@ -147,7 +148,7 @@ impl VSphere for VCenter {
         let slot = self.slot(&params.provider);
         let mut cached = slot.lock().await;
         if let Some(c) = cached.as_ref().filter(|c| c.params == *params) {
-            return Ok(VCenterSession { client: c.client.clone(), page_size: self.options.page_size });
+            return Ok(VCenterSession { client: c.client.clone(), page_size: self.options.page_size, placement: c.placement.clone() });
         }
         // New Provider, or its endpoint, credentials or CA changed: the old
         // session (if any) belongs to settings no longer wanted.
@@ -157,8 +158,9 @@ impl VSphere for VCenter {
         }
         let client = self.login(params).await?;
         info!(provider = %params.provider, endpoint = %params.endpoint, user = %params.username, "logged in to vCenter");
-        *cached = Some(Cached { params: params.clone(), client: client.clone() });
-        Ok(VCenterSession { client, page_size: self.options.page_size })
+        let placement = crate::lifecycle::vcenter::SharedPlacement::default();
+        *cached = Some(Cached { params: params.clone(), client: client.clone(), placement: placement.clone() });
+        Ok(VCenterSession { client, page_size: self.options.page_size, placement })
     }
 }
 
@@ -167,11 +169,17 @@ impl VSphere for VCenter {
 pub struct VCenterSession {
     client: vsphere_client::Client,
     page_size: u32,
+    /// VM placement resolved once per session (see `lifecycle::vcenter`).
+    placement: crate::lifecycle::vcenter::SharedPlacement,
 }
 
 impl VCenterSession {
     pub fn client(&self) -> &vsphere_client::Client {
         &self.client
+    }
+
+    pub(crate) fn placement(&self) -> &crate::lifecycle::vcenter::PlacementCache {
+        &self.placement
     }
 }
 

@@ -163,6 +163,8 @@ pub mod mock {
         pub connect_error: Option<Error>,
         pub inventory_error: Option<Error>,
         pub lookup_error: Option<Error>,
+        /// The VMs and tasks of the lifecycle (shared by every session).
+        pub machines: crate::lifecycle::mock::MockMachines,
     }
 
     /// Scripted backend; the script can be changed between reconciles, and the
@@ -238,6 +240,40 @@ pub mod mock {
                     (dc.clone(), found)
                 })
                 .collect())
+        }
+    }
+
+    use crate::lifecycle::backend::{CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, VmFacts};
+    use std::time::Duration;
+
+    /// The lifecycle on the script's [`MockMachines`](crate::lifecycle::mock::MockMachines).
+    impl Machines for MockSession {
+        async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+            self.script.machines.find_vm(instance_uuid, fresh).await
+        }
+        async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
+            self.script.machines.task(mo_ref).await
+        }
+        async fn wait_task(&self, mo_ref: &str, timeout: Duration, on_progress: impl FnMut(&TaskFacts) + Send) -> Result<TaskFacts, MachineError> {
+            self.script.machines.wait_task(mo_ref, timeout, on_progress).await
+        }
+        async fn start_clone(&self, request: &CloneRequest) -> Result<String, MachineError> {
+            self.script.machines.start_clone(request).await
+        }
+        async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, MachineError> {
+            self.script.machines.start_reconfigure(vm, shape).await
+        }
+        async fn start_power_on(&self, vm: &str) -> Result<String, MachineError> {
+            self.script.machines.start_power_on(vm).await
+        }
+        async fn power_off(&self, vm: &str, graceful: Option<Duration>) -> Result<(), MachineError> {
+            self.script.machines.power_off(vm, graceful).await
+        }
+        async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {
+            self.script.machines.start_destroy(vm).await
+        }
+        fn server(&self) -> ServerIdentity {
+            self.script.machines.server()
         }
     }
 }

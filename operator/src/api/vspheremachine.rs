@@ -129,6 +129,9 @@ pub struct TaskStatus {
     pub progress: Option<i32>,
     /// `queued`, `running`, `success` or `error`.
     pub state: String,
+    /// What the task does: `clone`, `reconfigure`, `powerOn`, `destroy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
 }
 
 impl VSphereMachine {

@@ -96,7 +96,7 @@ impl<V: VSphere> Context<V> {
     }
 
     /// Records one more failure of `key`; returns the delay before the next try.
-    fn failed(&self, key: String) -> Duration {
+    pub(crate) fn failed(&self, key: String) -> Duration {
         let n = self
             .failures
             .lock()
@@ -109,7 +109,7 @@ impl<V: VSphere> Context<V> {
         crate::controller::backoff(n).min(self.resync)
     }
 
-    fn succeeded(&self, key: &str) {
+    pub(crate) fn succeeded(&self, key: &str) {
         if let Ok(mut f) = self.failures.lock() {
             f.remove(key);
         }

@@ -1,0 +1,219 @@
+//! Runs the lifecycle of one VSphereMachine: observe, [`step`], act, until
+//! there is nothing to do but wait for vCenter or the guest. The same code
+//! serves the provider role's controller, `check --apply` and the tests; what
+//! differs is in [`Hooks`] (where the status goes, events, crash points).
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use tracing::{debug, info};
+
+use super::backend::{MachineError, Machines, TaskState};
+use super::step::{self, operation, Action, Observation, Step};
+use super::{clone_request, identity};
+use crate::api::{TaskStatus, VSphereMachine};
+
+/// Points where a test can stop the driver, as a crash would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// `CloneVM_Task` returned its task, not yet written to the status.
+    CloneSent,
+    /// The clone's task reference is written to the status.
+    TaskRecorded,
+    /// A power-on task finished.
+    PoweredOn,
+}
+
+/// Where the driver's effects go.
+pub trait Hooks: Send {
+    /// Persists the machine's status (the caller may skip an unchanged one).
+    /// A failure stops the reconcile: nothing is done that the status does not record.
+    fn persist(&mut self, machine: &VSphereMachine) -> impl Future<Output = Result<(), MachineError>> + Send;
+
+    /// A lifecycle step happened (for Kubernetes events and logs).
+    fn event(&mut self, machine: &VSphereMachine, reason: &str, message: &str) -> impl Future<Output = ()> + Send {
+        let _ = (machine, reason, message);
+        async {}
+    }
+
+    /// Called at each [`Checkpoint`]; an error stops the driver there.
+    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), MachineError> {
+        let _ = point;
+        Ok(())
+    }
+}
+
+/// Driver settings.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long one task may run before the reconcile gives up waiting (the
+    /// task goes on, recorded in the status; the next reconcile waits again).
+    pub task_timeout: Duration,
+    /// Guest shutdown time before a hard power-off.
+    pub guest_shutdown_timeout: Duration,
+    /// At most this many steps per reconcile (a guard against a loop).
+    pub max_steps: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { task_timeout: Duration::from_secs(30 * 60), guest_shutdown_timeout: step::GUEST_SHUTDOWN_TIMEOUT, max_steps: 16 }
+    }
+}
+
+/// How a reconcile ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Ready (as asked: on, or off).
+    Ready,
+    /// Waiting for something vCenter or the guest will report (an IP).
+    Waiting(String),
+    /// Failed with the vSphere fault; retried after a backoff.
+    Failed(String),
+    /// Deleting, and the VM is confirmed gone: the finalizer may go.
+    Released,
+}
+
+/// Runs the machine's lifecycle until it is Ready, waits on the guest, failed,
+/// or (when `deleting`) the VM is gone. `machine.status` is updated in place
+/// and persisted through `hooks` before every action that depends on it.
+pub async fn reconcile<M: Machines, H: Hooks>(
+    machine: &mut VSphereMachine,
+    deleting: bool,
+    secrets: &[Secret],
+    backend: &M,
+    hooks: &mut H,
+    options: &Options,
+) -> Result<Outcome, MachineError> {
+    let uuid = identity::instance_uuid(machine);
+    let server = backend.server();
+    // After an action of ours, ask vCenter, not a cache that may lag behind.
+    let mut fresh = false;
+    for _ in 0..options.max_steps {
+        let observation = observe(machine, &uuid, backend, fresh).await?;
+        let step = step::step(machine, &observation, deleting, &server, &crate::conditions::now());
+        apply(machine, &step, hooks).await?;
+        debug!(machine = %name(machine), action = ?step.action, reason = %step.ready.reason, "lifecycle step");
+        fresh = true;
+        match step.action {
+            Action::Idle => {
+                return Ok(match step.ready.status {
+                    crate::conditions::Status::True => Outcome::Ready,
+                    _ if step.failed() => Outcome::Failed(step.ready.message),
+                    _ => Outcome::Waiting(step.ready.message),
+                })
+            }
+            Action::RemoveFinalizer => {
+                // Gone by the update stream is not enough: vCenter must say so.
+                if backend.find_vm(&uuid, true).await?.is_none() {
+                    hooks.event(machine, "Destroyed", "the VM is gone").await;
+                    return Ok(Outcome::Released);
+                }
+            }
+            Action::WaitTask(task) => {
+                backend.wait_task(&task, options.task_timeout, |_| {}).await?;
+            }
+            Action::Clone => {
+                // The one action that must never be repeated: confirm with
+                // vCenter itself that no VM has this instance UUID.
+                if backend.find_vm(&uuid, true).await?.is_some() {
+                    continue;
+                }
+                let request = match clone_request(machine, secrets) {
+                    Ok(r) => r,
+                    Err(message) => return fail(machine, hooks, message).await,
+                };
+                let task = match backend.start_clone(&request).await {
+                    Ok(task) => task,
+                    // Its twin exists, or a lost request was carried out after all:
+                    // the next look-up by instance UUID finds it.
+                    Err(e) if e.is_fault("DuplicateName") || e.is_fault("FileAlreadyExists") => {
+                        info!(machine = %name(machine), error = %e, "clone refused as a duplicate; will look the VM up again");
+                        return Ok(Outcome::Waiting(format!(
+                            "a VM named {} exists or is being made (a clone sent before?); waiting to find it by instance UUID {uuid}",
+                            request.name
+                        )));
+                    }
+                    Err(e) if e.is_fault("NotFound") || e.is_fault("InvalidArgument") => return fail(machine, hooks, e.to_string()).await,
+                    Err(e) => return Err(e),
+                };
+                hooks.checkpoint(Checkpoint::CloneSent)?;
+                record(machine, hooks, &task, operation::CLONE).await?;
+                hooks.event(machine, "Cloning", &format!("cloning {} as {} (task {task})", request.template_name, request.name)).await;
+                hooks.checkpoint(Checkpoint::TaskRecorded)?;
+            }
+            Action::Reconfigure(vm) => {
+                let shape = step::configured_shape(machine);
+                let task = backend.start_reconfigure(&vm, &shape).await?;
+                record(machine, hooks, &task, operation::RECONFIGURE).await?;
+                hooks.event(machine, "Reconfiguring", &format!("setting {} CPUs and {} MiB on {vm}", shape.cpus, shape.memory_mib)).await;
+            }
+            Action::PowerOn(vm) => {
+                let task = backend.start_power_on(&vm).await?;
+                record(machine, hooks, &task, operation::POWER_ON).await?;
+                hooks.event(machine, "PoweringOn", &format!("powering {vm} on")).await;
+                let done = backend.wait_task(&task, options.task_timeout, |_| {}).await?;
+                if done.state == TaskState::Success {
+                    hooks.checkpoint(Checkpoint::PoweredOn)?;
+                }
+            }
+            Action::PowerOff { vm, graceful } => {
+                hooks.event(machine, "PoweringOff", &format!("powering {vm} off")).await;
+                backend.power_off(&vm, graceful.then_some(options.guest_shutdown_timeout)).await?;
+            }
+            Action::Destroy(vm) => match backend.start_destroy(&vm).await {
+                Ok(task) => {
+                    record(machine, hooks, &task, operation::DESTROY).await?;
+                    hooks.event(machine, "Destroying", &format!("destroying {vm}")).await;
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            },
+        }
+    }
+    Ok(Outcome::Waiting(format!("no settled state after {} steps", options.max_steps)))
+}
+
+fn name(machine: &VSphereMachine) -> String {
+    format!("{}/{}", machine.metadata.namespace.as_deref().unwrap_or_default(), machine.metadata.name.as_deref().unwrap_or_default())
+}
+
+async fn observe<M: Machines>(machine: &VSphereMachine, uuid: &str, backend: &M, fresh: bool) -> Result<Observation, MachineError> {
+    let vm = backend.find_vm(uuid, fresh).await?;
+    let recorded = machine.status.as_ref().and_then(|s| s.task.as_ref()).map(|t| t.mo_ref.clone());
+    let task = match recorded {
+        Some(task) => backend.task(&task).await?,
+        None => None,
+    };
+    Ok(Observation { vm, task })
+}
+
+async fn apply<H: Hooks>(machine: &mut VSphereMachine, step: &Step, hooks: &mut H) -> Result<(), MachineError> {
+    let changed = machine.status.as_ref() != Some(&step.status);
+    machine.status = Some(step.status.clone());
+    if changed {
+        hooks.persist(machine).await?;
+    }
+    if step.transitioned {
+        hooks.event(machine, &step.ready.reason, &step.ready.message).await;
+    }
+    Ok(())
+}
+
+/// Records a started task in the status, and persists it before anything else.
+async fn record<H: Hooks>(machine: &mut VSphereMachine, hooks: &mut H, task: &str, op: &str) -> Result<(), MachineError> {
+    let status = machine.status.get_or_insert_with(Default::default);
+    status.task = Some(TaskStatus { mo_ref: task.to_string(), progress: None, state: "running".into(), operation: Some(op.into()) });
+    hooks.persist(machine).await
+}
+
+async fn fail<H: Hooks>(machine: &mut VSphereMachine, hooks: &mut H, message: String) -> Result<Outcome, MachineError> {
+    let status = machine.status.get_or_insert_with(Default::default);
+    let observed = crate::conditions::Observed::new(crate::conditions::READY, crate::conditions::Status::False, step::reason::FAILED, message.clone());
+    if crate::conditions::set(&mut status.conditions, observed, machine.metadata.generation, &crate::conditions::now()) {
+        hooks.event(machine, step::reason::FAILED, &message).await;
+    }
+    hooks.persist(machine).await?;
+    Ok(Outcome::Failed(message))
+}

@@ -1,0 +1,250 @@
+//! A scripted, in-memory vCenter for the lifecycle: VMs by instance UUID,
+//! tasks that stay running until waited for (so a "clone in flight" exists),
+//! faults injected per operation, and counters to assert "exactly one clone".
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::backend::{CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
+
+#[derive(Debug)]
+enum Pending {
+    Clone(CloneRequest),
+    Reconfigure(String, Shape),
+    PowerOn(String),
+    Destroy(String),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    vms: BTreeMap<String, VmFacts>,
+    tasks: HashMap<String, (TaskFacts, Option<Pending>)>,
+    next_id: u32,
+    faults: HashMap<&'static str, MachineError>,
+    calls: BTreeMap<&'static str, u32>,
+    /// Clones keep the template's 1 CPU / 32 MiB, like the simulator.
+    clone_ignores_shape: bool,
+}
+
+/// The mock (cheap to clone; clones share the state).
+#[derive(Clone, Debug, Default)]
+pub struct MockMachines {
+    state: Arc<Mutex<State>>,
+}
+
+impl MockMachines {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut state)
+    }
+
+    /// Makes the next call of `operation` (`clone`, `destroy`, `powerOff`,
+    /// `find`...) fail with `error` (once).
+    pub fn fail_next(&self, operation: &'static str, error: MachineError) {
+        self.with(|s| s.faults.insert(operation, error));
+    }
+
+    pub fn clone_ignores_shape(&self, ignore: bool) {
+        self.with(|s| s.clone_ignores_shape = ignore);
+    }
+
+    /// Every VM, by reference.
+    pub fn vms(&self) -> Vec<VmFacts> {
+        self.with(|s| s.vms.values().cloned().collect())
+    }
+
+    /// Calls made, per operation.
+    pub fn calls(&self, operation: &str) -> u32 {
+        self.with(|s| s.calls.get(operation).copied().unwrap_or(0))
+    }
+
+    /// The guest reports an address.
+    pub fn set_ip(&self, vm: &str, ip: &str) {
+        self.with(|s| {
+            if let Some(v) = s.vms.get_mut(vm) {
+                v.ip_addresses = vec![ip.to_string()];
+            }
+        });
+    }
+
+    /// Someone powered the VM off (or on) behind our back.
+    pub fn set_power(&self, vm: &str, power: &str) {
+        self.with(|s| {
+            if let Some(v) = s.vms.get_mut(vm) {
+                v.power_state = power.to_string();
+            }
+        });
+    }
+
+    fn enter(&self, operation: &'static str) -> Result<(), MachineError> {
+        self.with(|s| {
+            *s.calls.entry(operation).or_default() += 1;
+            match s.faults.remove(operation) {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        })
+    }
+
+    fn start(&self, pending: Pending) -> String {
+        self.with(|s| {
+            s.next_id += 1;
+            let id = format!("task-{}", s.next_id);
+            let facts = TaskFacts { mo_ref: id.clone(), state: TaskState::Running, progress: Some(0), error: None, result: None };
+            s.tasks.insert(id.clone(), (facts, Some(pending)));
+            id
+        })
+    }
+
+    /// Carries out every running task, oldest first (vCenter working on
+    /// requests whose sender is gone).
+    pub fn finish_all(&self) {
+        let mut running: Vec<(u32, String)> = self.with(|s| {
+            s.tasks
+                .iter()
+                .filter(|(_, (_, pending))| pending.is_some())
+                .map(|(id, _)| (id.trim_start_matches("task-").parse().unwrap_or(0), id.clone()))
+                .collect()
+        });
+        running.sort();
+        for (_, task) in running {
+            self.finish(&task);
+        }
+    }
+
+    /// Carries out a running task (what vCenter does in the background).
+    pub fn finish(&self, task: &str) {
+        self.with(|s| {
+            let Some((facts, pending)) = s.tasks.get_mut(task) else { return };
+            let Some(pending) = pending.take() else { return };
+            facts.state = TaskState::Success;
+            facts.progress = Some(100);
+            match pending {
+                Pending::Clone(request) => {
+                    if s.vms.values().any(|v| v.name == request.name) {
+                        facts.state = TaskState::Error;
+                        facts.error = Some(MachineError::fault("DuplicateName", format!("{} exists", request.name)));
+                        return;
+                    }
+                    s.next_id += 1;
+                    let mo_ref = format!("vm-{}", s.next_id);
+                    let shape = if s.clone_ignores_shape { Shape { cpus: 1, memory_mib: 32, ..Default::default() } } else { request.shape.clone() };
+                    s.vms.insert(
+                        mo_ref.clone(),
+                        VmFacts {
+                            mo_ref: mo_ref.clone(),
+                            name: request.name,
+                            instance_uuid: request.instance_uuid,
+                            power_state: "poweredOff".into(),
+                            ip_addresses: vec![],
+                            ..Default::default()
+                        }
+                        .reshaped(&shape),
+                    );
+                    facts.result = Some(mo_ref);
+                }
+                Pending::Reconfigure(vm, shape) => match s.vms.get_mut(&vm) {
+                    Some(v) => *v = v.clone().reshaped(&shape),
+                    None => not_found(facts, &vm),
+                },
+                Pending::PowerOn(vm) => match s.vms.get_mut(&vm) {
+                    Some(v) => v.power_state = "poweredOn".into(),
+                    None => not_found(facts, &vm),
+                },
+                Pending::Destroy(vm) => {
+                    if s.vms.remove(&vm).is_none() {
+                        not_found(facts, &vm);
+                    }
+                }
+            }
+        })
+    }
+}
+
+fn not_found(facts: &mut TaskFacts, vm: &str) {
+    facts.state = TaskState::Error;
+    facts.error = Some(MachineError::fault("ManagedObjectNotFound", format!("{vm} is gone")));
+}
+
+impl Machines for MockMachines {
+    async fn find_vm(&self, instance_uuid: &str, _fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+        self.enter("find")?;
+        Ok(self.with(|s| s.vms.values().find(|v| v.instance_uuid == instance_uuid).cloned()))
+    }
+
+    async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
+        self.enter("task")?;
+        Ok(self.with(|s| s.tasks.get(mo_ref).map(|(f, _)| f.clone())))
+    }
+
+    async fn wait_task(&self, mo_ref: &str, _timeout: Duration, mut on_progress: impl FnMut(&TaskFacts) + Send) -> Result<TaskFacts, MachineError> {
+        self.enter("wait")?;
+        self.finish(mo_ref);
+        let facts = self
+            .with(|s| s.tasks.get(mo_ref).map(|(f, _)| f.clone()))
+            .ok_or_else(|| MachineError::fault("ManagedObjectNotFound", format!("task {mo_ref} is gone")))?;
+        on_progress(&facts);
+        Ok(facts)
+    }
+
+    async fn start_clone(&self, request: &CloneRequest) -> Result<String, MachineError> {
+        self.enter("clone")?;
+        let taken = |s: &State| {
+            s.vms.values().any(|v| v.name == request.name)
+                || s.tasks.values().any(|(_, p)| matches!(p, Some(Pending::Clone(r)) if r.name == request.name))
+        };
+        if self.with(|s| taken(s)) {
+            return Err(MachineError::fault("DuplicateName", format!("{} exists", request.name)));
+        }
+        Ok(self.start(Pending::Clone(request.clone())))
+    }
+
+    async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, MachineError> {
+        self.enter("reconfigure")?;
+        Ok(self.start(Pending::Reconfigure(vm.into(), shape.clone())))
+    }
+
+    async fn start_power_on(&self, vm: &str) -> Result<String, MachineError> {
+        self.enter("powerOn")?;
+        Ok(self.start(Pending::PowerOn(vm.into())))
+    }
+
+    async fn power_off(&self, vm: &str, _graceful: Option<Duration>) -> Result<(), MachineError> {
+        self.enter("powerOff")?;
+        self.with(|s| match s.vms.get_mut(vm) {
+            Some(v) => {
+                v.power_state = "poweredOff".into();
+                Ok(())
+            }
+            None => Err(MachineError::fault("ManagedObjectNotFound", format!("{vm} is gone"))),
+        })
+    }
+
+    async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {
+        self.enter("destroy")?;
+        Ok(self.start(Pending::Destroy(vm.into())))
+    }
+
+    fn server(&self) -> ServerIdentity {
+        ServerIdentity { host: "vcenter.test".into(), server_guid: "mock-guid".into() }
+    }
+}
+
+impl VmFacts {
+    /// The VM with `shape`'s configuration, as vCenter would apply it.
+    fn reshaped(mut self, shape: &Shape) -> VmFacts {
+        use crate::api::Firmware;
+        self.cpus = shape.cpus;
+        self.memory_mib = shape.memory_mib;
+        self.firmware = if shape.firmware == Firmware::Bios { "bios" } else { "efi" }.into();
+        self.secure_boot = shape.firmware == Firmware::EfiSecure;
+        self.cpu_hot_add = shape.hot_add_cpu;
+        self.memory_hot_add = shape.hot_add_memory;
+        self
+    }
+}

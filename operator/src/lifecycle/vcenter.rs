@@ -1,0 +1,323 @@
+//! [`Machines`] on a real vCenter session, with `vsphere-client`.
+//!
+//! Calls per VM: the lookup by instance UUID is `FindByUuid` plus one
+//! `RetrievePropertiesEx`; a clone reads the template's devices and calls
+//! `CloneVM_Task`; each power or reconfigure operation is one task call; tasks
+//! are waited for through the client's one shared task filter. Placement
+//! (folder, resource pool, datastores, port groups) is resolved once per
+//! session and cached, so it is amortised over every VM of the Provider.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use vsphere_client::inventory::NetworkInfo;
+use vsphere_client::mo;
+use vsphere_client::types::{ManagedObjectReference, TaskInfo, TaskInfoState};
+use vsphere_client::vm::{CloneSpec, ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec};
+
+use super::backend::{CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
+use crate::api::{Firmware, Provisioning};
+use crate::vcenter::VCenterSession;
+
+/// What a session resolved once: inventory paths to references, port groups.
+#[derive(Default)]
+pub struct PlacementCache {
+    paths: Mutex<HashMap<String, ManagedObjectReference>>,
+    networks: Mutex<HashMap<(String, String), NetworkInfo>>,
+}
+
+impl std::fmt::Debug for PlacementCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PlacementCache")
+    }
+}
+
+pub(crate) fn error(context: &str, e: &vsphere_client::Error) -> MachineError {
+    match e.fault() {
+        Some(fault) => MachineError::fault(fault.type_name().unwrap_or("Fault"), format!("{context}: {e}")),
+        None => MachineError::new(format!("{context}: {e}")),
+    }
+}
+
+fn vm_ref(value: &str) -> ManagedObjectReference {
+    ManagedObjectReference { type_: "VirtualMachine".into(), value: value.into() }
+}
+
+/// An inventory path element: `/` in a name is written `%2f`.
+fn escape(name: &str) -> String {
+    name.replace('%', "%25").replace('/', "%2f")
+}
+
+pub(crate) const VM_PROPERTIES: &[&str] = &[
+    "name",
+    "config.instanceUuid",
+    "runtime.powerState",
+    "config.hardware.numCPU",
+    "config.hardware.memoryMB",
+    "config.firmware",
+    "config.bootOptions.efiSecureBootEnabled",
+    "config.cpuHotAddEnabled",
+    "config.memoryHotAddEnabled",
+    "guest.ipAddress",
+    "guest.net",
+];
+
+pub(crate) fn facts_of(vm: &mo::VirtualMachine) -> VmFacts {
+    let guest = vm.guest.as_ref();
+    let mut ips: Vec<String> = guest.and_then(|g| g.ip_address.clone()).filter(|ip| !ip.is_empty()).into_iter().collect();
+    for nic in guest.map(|g| g.net.as_slice()).unwrap_or_default() {
+        for ip in &nic.ip_address {
+            if !ips.contains(ip) {
+                ips.push(ip.clone());
+            }
+        }
+    }
+    VmFacts {
+        mo_ref: vm.mo_ref.value.clone(),
+        name: vm.name.clone().unwrap_or_default(),
+        instance_uuid: vm.config.as_ref().and_then(|c| c.instance_uuid.clone()).unwrap_or_default(),
+        power_state: vm.runtime.as_ref().map(|r| r.power_state.as_str().to_string()).unwrap_or_default(),
+        cpus: vm.config.as_ref().map(|c| c.hardware.num_cpu).unwrap_or_default(),
+        memory_mib: vm.config.as_ref().map(|c| i64::from(c.hardware.memory_mb)).unwrap_or_default(),
+        ip_addresses: ips,
+        firmware: vm.config.as_ref().and_then(|c| c.firmware.clone()).unwrap_or_else(|| "bios".into()),
+        secure_boot: vm.config.as_ref().and_then(|c| c.boot_options.as_ref()).and_then(|b| b.efi_secure_boot_enabled).unwrap_or(false),
+        cpu_hot_add: vm.config.as_ref().and_then(|c| c.cpu_hot_add_enabled).unwrap_or(false),
+        memory_hot_add: vm.config.as_ref().and_then(|c| c.memory_hot_add_enabled).unwrap_or(false),
+    }
+}
+
+pub(crate) fn task_facts(info: &TaskInfo) -> TaskFacts {
+    let state = match info.state {
+        TaskInfoState::Queued => TaskState::Queued,
+        TaskInfoState::Running => TaskState::Running,
+        TaskInfoState::Success => TaskState::Success,
+        _ => TaskState::Error,
+    };
+    let error = (state == TaskState::Error).then(|| {
+        let e = vsphere_client::task::task_error(info);
+        error("the task failed", &e)
+    });
+    TaskFacts {
+        mo_ref: info.task.value.clone(),
+        state,
+        progress: info.progress,
+        error,
+        result: vsphere_client::task::task_result_reference(info).map(|r| r.value),
+    }
+}
+
+fn firmware(firmware: Firmware) -> VmFirmware {
+    match firmware {
+        Firmware::Bios => VmFirmware::Bios,
+        Firmware::Efi => VmFirmware::Efi { secure_boot: false },
+        Firmware::EfiSecure => VmFirmware::Efi { secure_boot: true },
+    }
+}
+
+impl VCenterSession {
+    /// The object at an inventory path, cached for the session.
+    async fn path(&self, path: &str) -> Result<Option<ManagedObjectReference>, MachineError> {
+        if let Some(found) = self.placement().paths.lock().ok().and_then(|p| p.get(path).cloned()) {
+            return Ok(Some(found));
+        }
+        let found = self.client().search_inventory_path(path).await.map_err(|e| error(&format!("looking up {path}"), &e))?;
+        if let (Some(r), Ok(mut paths)) = (&found, self.placement().paths.lock()) {
+            paths.insert(path.to_string(), r.clone());
+        }
+        Ok(found)
+    }
+
+    async fn required(&self, path: &str, what: &str) -> Result<ManagedObjectReference, MachineError> {
+        self.path(path).await?.ok_or_else(|| MachineError::fault("NotFound", format!("{what} {path} not found")))
+    }
+
+    /// The failure domain's VM folder, made when missing (two makers racing:
+    /// the loser's `DuplicateName` means it exists).
+    async fn folder(&self, datacenter: &str, folder: &str) -> Result<ManagedObjectReference, MachineError> {
+        let path = format!("{}/vm/{}", escape(datacenter), escape(folder));
+        if let Some(found) = self.path(&path).await? {
+            return Ok(found);
+        }
+        let parent = self.required(&format!("{}/vm", escape(datacenter)), "VM folder").await?;
+        match self.client().create_folder(&parent, folder).await {
+            Ok(made) => Ok(made),
+            Err(e) if e.fault().is_some_and(|f| f.is("DuplicateName")) => self.required(&path, "VM folder").await,
+            Err(e) => Err(error(&format!("creating folder {path}"), &e)),
+        }
+    }
+
+    async fn network(&self, datacenter: &str, port_group: &str) -> Result<NetworkInfo, MachineError> {
+        let key = (datacenter.to_string(), port_group.to_string());
+        if let Some(found) = self.placement().networks.lock().ok().and_then(|n| n.get(&key).cloned()) {
+            return Ok(found);
+        }
+        let dc = self.required(&escape(datacenter), "datacenter").await?;
+        let found = self
+            .client()
+            .finder()
+            .under(dc)
+            .network(port_group)
+            .await
+            .map_err(|e| error(&format!("port group {port_group} in {datacenter}"), &e))?;
+        if let Ok(mut networks) = self.placement().networks.lock() {
+            networks.insert(key, found.clone());
+        }
+        Ok(found)
+    }
+
+    async fn config_spec(&self, datacenter: &str, shape: &Shape, instance_uuid: &str) -> Result<ConfigSpec, MachineError> {
+        let mut config = ConfigSpec::new()
+            .cpus(shape.cpus)
+            .memory_mb(shape.memory_mib)
+            .instance_uuid(instance_uuid)
+            .firmware(firmware(shape.firmware));
+        if shape.hot_add_cpu {
+            config = config.cpu_hot_add(true);
+        }
+        if shape.hot_add_memory {
+            config = config.memory_hot_add(true);
+        }
+        if shape.vtpm {
+            config = config.vtpm();
+        }
+        if let Some(gib) = shape.root_disk_gib {
+            config = config.grow_disk(0, gib as i64 * 1024 * 1024);
+        }
+        for disk in &shape.extra_disks {
+            let datastore = self.required(&format!("{}/datastore/{}", escape(datacenter), escape(&disk.datastore)), "datastore").await?;
+            let provisioning = match disk.provisioning {
+                Provisioning::Thin => DiskProvisioning::Thin,
+                Provisioning::Thick => DiskProvisioning::Thick,
+                Provisioning::EagerZeroed => DiskProvisioning::EagerZeroedThick,
+            };
+            config = config.add_disk(
+                disk.size_gib as i64 * 1024 * 1024,
+                provisioning,
+                Some(DiskPlacement { datastore_name: disk.datastore.clone(), datastore }),
+            );
+        }
+        if !shape.nics.is_empty() {
+            config = config.replace_nics();
+        }
+        for nic in &shape.nics {
+            let network = self.network(datacenter, &nic.port_group).await?;
+            config = config.nic_spec(NicSpec { network, adapter: NicAdapter::Vmxnet3, mac_address: Some(nic.mac_address.clone()) });
+        }
+        for (key, value) in &shape.extra_config {
+            config = config.extra_config(key.clone(), value.clone());
+        }
+        Ok(config)
+    }
+}
+
+impl Machines for VCenterSession {
+    async fn find_vm(&self, instance_uuid: &str, _fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+        let client = self.client();
+        let Some(found) = client.search_vm_by_uuid(instance_uuid, true, None).await.map_err(|e| error("looking up the VM by instance UUID", &e))? else {
+            return Ok(None);
+        };
+        let query = client.properties::<mo::VirtualMachine>(VM_PROPERTIES).map_err(|e| error("reading the VM", &e))?;
+        match query.get(&found).await {
+            Ok(vm) => Ok(Some(facts_of(&vm))),
+            // Destroyed between the two calls.
+            Err(e) if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) => Ok(None),
+            Err(e) => Err(error(&format!("reading {}", found.value), &e)),
+        }
+    }
+
+    async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
+        let task = self.client().task(ManagedObjectReference { type_: "Task".into(), value: mo_ref.into() });
+        match task.info().await {
+            Ok(info) => Ok(Some(task_facts(&info))),
+            Err(e) if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) => Ok(None),
+            Err(e) => Err(error(&format!("reading task {mo_ref}"), &e)),
+        }
+    }
+
+    async fn wait_task(&self, mo_ref: &str, timeout: Duration, mut on_progress: impl FnMut(&TaskFacts) + Send) -> Result<TaskFacts, MachineError> {
+        let task = self.client().task(ManagedObjectReference { type_: "Task".into(), value: mo_ref.into() });
+        match task.wait_with_progress(Some(timeout), |info| on_progress(&task_facts(info))).await {
+            Ok(info) => Ok(task_facts(&info)),
+            // A failed task is a result, not an error of the wait: the step reports its fault.
+            Err(e) if e.kind() == vsphere_client::ErrorKind::Fault => {
+                self.task(mo_ref).await?.ok_or_else(|| error(&format!("task {mo_ref}"), &e))
+            }
+            Err(e) => Err(error(&format!("waiting for task {mo_ref}"), &e)),
+        }
+    }
+
+    async fn start_clone(&self, request: &CloneRequest) -> Result<String, MachineError> {
+        let dc = escape(&request.datacenter);
+        let template = match &request.template_mo_ref {
+            Some(r) => vm_ref(r),
+            None => self.required(&format!("{dc}/vm/{}", escape(&request.template_name)), "template").await?,
+        };
+        let folder = self.folder(&request.datacenter, &request.folder).await?;
+        let pool = self.required(&format!("{dc}/host/{}/Resources", escape(&request.cluster)), "resource pool").await?;
+        let mut spec = CloneSpec::new(folder).pool(pool);
+        if let Some(ds) = &request.datastore {
+            spec = spec.datastore(self.required(&format!("{dc}/datastore/{}", escape(ds)), "datastore").await?);
+        }
+        let spec = spec.config(self.config_spec(&request.datacenter, &request.shape, &request.instance_uuid).await?);
+        let task = self
+            .client()
+            .vm(template)
+            .start_clone(&request.name, &spec)
+            .await
+            .map_err(|e| error(&format!("cloning {} as {}", request.template_name, request.name), &e))?;
+        Ok(task.reference().value.clone())
+    }
+
+    async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, MachineError> {
+        // Configuration only: no device is touched, so no device list is needed.
+        let mut config = ConfigSpec::new().cpus(shape.cpus).memory_mb(shape.memory_mib).firmware(firmware(shape.firmware));
+        if shape.hot_add_cpu {
+            config = config.cpu_hot_add(true);
+        }
+        if shape.hot_add_memory {
+            config = config.memory_hot_add(true);
+        }
+        let spec = config.to_vim(&[]).map_err(|e| error("the configuration", &e))?;
+        let task = self.client().reconfig_vm_task(&vm_ref(vm), &spec).await.map_err(|e| error(&format!("reconfiguring {vm}"), &e))?;
+        Ok(task.value)
+    }
+
+    async fn start_power_on(&self, vm: &str) -> Result<String, MachineError> {
+        let task = self.client().power_on_vm_task(&vm_ref(vm), None).await.map_err(|e| error(&format!("powering {vm} on"), &e))?;
+        Ok(task.value)
+    }
+
+    async fn power_off(&self, vm: &str, graceful: Option<Duration>) -> Result<(), MachineError> {
+        let handle = self.client().vm(vm_ref(vm));
+        let result = match graceful {
+            Some(timeout) => handle.shutdown(timeout).await.map(|_| ()),
+            None => handle.power_off().await,
+        };
+        match result {
+            Ok(()) => Ok(()),
+            // Already off (raced with the guest or a user): what we wanted.
+            Err(e) if e.fault().is_some_and(|f| f.is("InvalidPowerState")) => Ok(()),
+            Err(e) => Err(error(&format!("powering {vm} off"), &e)),
+        }
+    }
+
+    async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {
+        let task = self.client().destroy_task(&vm_ref(vm)).await.map_err(|e| error(&format!("destroying {vm}"), &e))?;
+        Ok(task.value)
+    }
+
+    fn server(&self) -> ServerIdentity {
+        let url = self.client().url();
+        let host = match (url.host_str(), url.port()) {
+            (Some(h), Some(p)) => format!("{h}:{p}"),
+            (Some(h), None) => h.to_string(),
+            _ => String::new(),
+        };
+        ServerIdentity { host, server_guid: self.client().service_content().about.instance_uuid.clone().unwrap_or_default() }
+    }
+}
+
+/// A shared handle so the cache outlives a session value.
+pub type SharedPlacement = Arc<PlacementCache>;
