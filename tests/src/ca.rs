@@ -5,8 +5,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    date_time_ymd, BasicConstraints, CertificateParams, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
 
 use crate::simulator::ServerTls;
@@ -22,6 +22,20 @@ pub struct TestCa {
     unrelated_ca_pem: String,
     server_cert_pem: String,
     server_cert_der: Vec<u8>,
+    /// The CA's private key (PEM), for secrets audits: it must never show.
+    ca_key_pem: String,
+    /// Signs more server certificates ([`TestCa::other_server_tls`]).
+    issuer: Issuer<'static, KeyPair>,
+}
+
+/// How an extra server certificate of [`TestCa::other_server_tls`] differs
+/// from the good one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerCertificate {
+    /// Valid now, for these names (DNS names or IP addresses) only.
+    ForNames(Vec<String>),
+    /// For `127.0.0.1` and `localhost`, but expired (valid in 2020 only).
+    Expired,
 }
 
 impl TestCa {
@@ -35,16 +49,9 @@ impl TestCa {
             .self_signed(&unrelated_key)
             .map_err(to_io)?;
 
-        let mut server_params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-                .map_err(to_io)?;
-        let mut name = DistinguishedName::new();
-        name.push(DnType::CommonName, "127.0.0.1");
-        server_params.distinguished_name = name;
-        server_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        server_params.use_authority_key_identifier_extension = true;
+        let server_params = server_params(&["127.0.0.1", "localhost"])?;
         let server_key = KeyPair::generate().map_err(to_io)?;
+        let ca_key_pem = ca_key.serialize_pem();
         let issuer = Issuer::new(ca_params, ca_key);
         let server_cert = server_params
             .signed_by(&server_key, &issuer)
@@ -58,6 +65,8 @@ impl TestCa {
             unrelated_ca_pem: unrelated_cert.pem(),
             server_cert_pem: server_cert.pem(),
             server_cert_der: server_cert.der().to_vec(),
+            ca_key_pem,
+            issuer,
             dir,
         };
         std::fs::write(ca.ca_file(), &ca.ca_pem)?;
@@ -136,6 +145,57 @@ impl TestCa {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+
+    /// The CA's private key (PEM). Never give it to a client: it is here so
+    /// that secrets audits can check it never shows in logs or errors.
+    pub fn ca_key_pem(&self) -> &str {
+        &self.ca_key_pem
+    }
+
+    /// Another server certificate signed by the same CA (so a client that
+    /// trusts [`TestCa::ca_pem`] gets past the chain check and fails on the
+    /// name or the dates alone), written as `<label>.pem` and
+    /// `<label>-key.pem`; what the simulator needs to serve it.
+    pub fn other_server_tls(&self, label: &str, kind: &ServerCertificate) -> io::Result<ServerTls> {
+        let mut params = match kind {
+            ServerCertificate::ForNames(names) => {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                server_params(&names)?
+            }
+            ServerCertificate::Expired => server_params(&["127.0.0.1", "localhost"])?,
+        };
+        if *kind == ServerCertificate::Expired {
+            params.not_before = date_time_ymd(2020, 1, 1);
+            params.not_after = date_time_ymd(2020, 12, 31);
+        }
+        let key = KeyPair::generate().map_err(to_io)?;
+        let cert = params.signed_by(&key, &self.issuer).map_err(to_io)?;
+        let cert_file = self.dir.path().join(format!("{label}.pem"));
+        let key_file = self.dir.path().join(format!("{label}-key.pem"));
+        std::fs::write(&cert_file, cert.pem())?;
+        std::fs::write(&key_file, key.serialize_pem())?;
+        Ok(ServerTls::Certificate {
+            cert_file,
+            key_file,
+        })
+    }
+}
+
+/// A TLS server certificate's parameters for these names (the first is
+/// also the common name).
+fn server_params(names: &[&str]) -> io::Result<CertificateParams> {
+    let sans: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(sans).map_err(to_io)?;
+    let mut name = DistinguishedName::new();
+    name.push(
+        DnType::CommonName,
+        names.first().copied().unwrap_or("server"),
+    );
+    params.distinguished_name = name;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    Ok(params)
 }
 
 fn new_ca_params(common_name: &str) -> io::Result<(CertificateParams, KeyPair)> {

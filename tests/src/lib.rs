@@ -13,7 +13,7 @@
 mod ca;
 mod simulator;
 
-pub use ca::{thumbprint, TestCa};
+pub use ca::{thumbprint, ServerCertificate, TestCa};
 pub use simulator::{
     launcher_binary, ServerTls, Simulator, SimulatorError, SimulatorOptions, Template,
 };

@@ -421,6 +421,17 @@ impl Simulator {
         let _ = running.child.wait();
     }
 
+    /// Kills the simulator at once (SIGKILL), as a crash or a power cut
+    /// would: connections in flight are cut, nothing is cleaned up.
+    /// [`Simulator::restart`] brings it back on the same port. Idempotent.
+    pub fn kill(&mut self) {
+        let Some(mut running) = self.running.take() else {
+            return;
+        };
+        let _ = running.child.kill();
+        let _ = running.child.wait();
+    }
+
     pub fn is_running(&mut self) -> bool {
         match &mut self.running {
             Some(running) => matches!(running.child.try_wait(), Ok(None)),
@@ -466,6 +477,13 @@ impl Simulator {
 
     pub fn options(&self) -> &SimulatorOptions {
         &self.options
+    }
+
+    /// The options, to change before a [`Simulator::restart`] (a fault
+    /// injection test may restart without the delays that made its window).
+    /// The address stays the same.
+    pub fn options_mut(&mut self) -> &mut SimulatorOptions {
+        &mut self.options
     }
 
     /// The launcher's stderr so far (all runs, restarts included).

@@ -310,10 +310,24 @@ fn describe_certificate_error(reason: &rustls::CertificateError) -> String {
     use rustls::CertificateError as E;
     match reason {
         E::UnknownIssuer => "the certificate is not signed by a trusted CA (unknown issuer)".into(),
-        E::NotValidForName | E::NotValidForNameContext { .. } => {
-            "the certificate is not valid for this host name".into()
+        E::NotValidForName => "the certificate is not valid for this host name".into(),
+        E::NotValidForNameContext { expected, presented } => {
+            let names: Vec<&str> = presented.iter().map(|n| presented_name(n)).collect();
+            format!(
+                "the certificate is not valid for the host name {} (it names {})",
+                expected.to_str(),
+                if names.is_empty() {
+                    "no host".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
         }
-        E::Expired | E::ExpiredContext { .. } => "the certificate has expired".into(),
+        E::Expired => "the certificate has expired".into(),
+        E::ExpiredContext { time, not_after } => {
+            let days = time.as_secs().saturating_sub(not_after.as_secs()) / 86_400;
+            format!("the certificate has expired ({days} days ago)")
+        }
         E::NotValidYet | E::NotValidYetContext { .. } => "the certificate is not valid yet".into(),
         E::Revoked => "the certificate was revoked".into(),
         E::BadSignature | E::BadEncoding => "the certificate is malformed or badly signed".into(),
@@ -330,6 +344,18 @@ fn describe_certificate_error(reason: &rustls::CertificateError) -> String {
         },
         other => format!("the certificate was refused ({other:?})"),
     }
+}
+
+/// A subject name as webpki reports it (`DnsName("vc.example.com")`,
+/// `IpAddress(10.0.0.1)`), without the wrapper.
+fn presented_name(name: &str) -> &str {
+    name.strip_prefix("DnsName(\"")
+        .and_then(|n| n.strip_suffix("\")"))
+        .or_else(|| {
+            name.strip_prefix("IpAddress(")
+                .and_then(|n| n.strip_suffix(')'))
+        })
+        .unwrap_or(name)
 }
 
 /// The first error of type `T` in `err`'s source chain (itself included).
@@ -370,6 +396,30 @@ mod tests {
                 .map(|s| s.to_string())
                 .as_deref(),
             Some("connection reset by peer")
+        );
+    }
+
+    #[test]
+    fn certificate_name_and_date_errors_say_what_is_wrong() {
+        use rustls::pki_types::{ServerName, UnixTime};
+        let wrong_name = rustls::CertificateError::NotValidForNameContext {
+            expected: ServerName::try_from("127.0.0.1").unwrap(),
+            presented: vec![
+                "DnsName(\"vc.example.test\")".to_string(),
+                "IpAddress(10.0.0.1)".to_string(),
+            ],
+        };
+        assert_eq!(
+            describe_certificate_error(&wrong_name),
+            "the certificate is not valid for the host name 127.0.0.1 (it names vc.example.test, 10.0.0.1)"
+        );
+        let expired = rustls::CertificateError::ExpiredContext {
+            time: UnixTime::since_unix_epoch(std::time::Duration::from_secs(10 * 86_400)),
+            not_after: UnixTime::since_unix_epoch(std::time::Duration::from_secs(3 * 86_400)),
+        };
+        assert_eq!(
+            describe_certificate_error(&expired),
+            "the certificate has expired (7 days ago)"
         );
     }
 

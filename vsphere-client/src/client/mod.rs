@@ -157,7 +157,10 @@ impl Client {
         let span = tracing::debug_span!(
             "soap_call",
             method = R::NAME,
-            this = %request.this(),
+            this = %SpanTarget {
+                this: request.this(),
+                session: &self.inner.session,
+            },
             status = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
         );
@@ -401,6 +404,25 @@ impl Client {
             // Already gone on the server: that is what we wanted.
             Err(err) if err.is_not_authenticated() => Ok(()),
             Err(err) => Err(err),
+        }
+    }
+}
+
+/// The target object of a call, for its span. Some servers name
+/// session-scoped objects (views, collectors) after the session, and vcsim's
+/// session key is the cookie value (`session[<cookie>]<id>`): the cookie is
+/// blanked out, as in the wire log. Formatted only when the span is logged.
+struct SpanTarget<'a> {
+    this: &'a ManagedObjectReference,
+    session: &'a Session,
+}
+
+impl std::fmt::Display for SpanTarget<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = self.this.to_string();
+        match self.session.cookie() {
+            Some(cookie) => f.write_str(&crate::redact::redact_body(text.as_bytes(), &[&cookie])),
+            None => f.write_str(&text),
         }
     }
 }
