@@ -251,6 +251,9 @@ pub mod mock {
         async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
             self.script.machines.find_vm(instance_uuid, fresh).await
         }
+        async fn vm(&self, mo_ref: &str) -> Result<Option<VmFacts>, MachineError> {
+            self.script.machines.vm(mo_ref).await
+        }
         async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
             self.script.machines.task(mo_ref).await
         }

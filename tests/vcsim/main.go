@@ -34,6 +34,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -143,6 +144,7 @@ type options struct {
 	pod            int
 	autostart      bool
 	pageSize       int
+	uniqueVMNames  bool
 }
 
 func parseFlags() *options {
@@ -178,6 +180,7 @@ func parseFlags() *options {
 	f.IntVar(&o.pod, "pod", model.Pod, "storage pods per cluster")
 	f.BoolVar(&o.autostart, "autostart", model.Autostart, "power on the model's VMs")
 	f.IntVar(&o.pageSize, "page-size", 0, "RetrievePropertiesEx returns at most this many objects per page, whatever maxObjects asks (0: no cap)")
+	f.BoolVar(&o.uniqueVMNames, "unique-vm-names", false, "a clone of a template into a folder that already holds a VM of that name fails with DuplicateName, as on vCenter")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		fail("unexpected arguments: %s", strings.Join(flag.Args(), " "))
@@ -405,6 +408,36 @@ func (pc *pagingCollector) CancelRetrievePropertiesEx(ctx *simulator.Context, r 
 	return body
 }
 
+// uniqueNameTemplate is a template whose clones keep VM names unique per
+// folder, as vCenter does (govmomi 0.24's simulator makes a second VM of the
+// same name). The check runs when the call is carried out, after any
+// -method-delay, so a clone sent while another of the same name is delayed
+// fails once the first one exists: the case of a request sent twice.
+type uniqueNameTemplate struct {
+	simulator.VirtualMachine
+}
+
+func (vm *uniqueNameTemplate) CloneVMTask(ctx *simulator.Context, req *types.CloneVM_Task) soap.HasFault {
+	if folder, ok := simulator.Map.Get(req.Folder).(mo.Entity); ok {
+		if f, ok := folder.(*simulator.Folder); ok {
+			if existing := simulator.Map.FindByName(req.Name, f.ChildEntity); existing != nil {
+				return &methods.CloneVM_TaskBody{Fault_: simulator.Fault("", &types.DuplicateName{Name: req.Name, Object: existing.Reference()})}
+			}
+		}
+	}
+	return vm.VirtualMachine.CloneVMTask(ctx, req)
+}
+
+func installUniqueNames() {
+	for _, entity := range simulator.Map.All("VirtualMachine") {
+		vm, ok := entity.(*simulator.VirtualMachine)
+		if !ok || vm.Config == nil || !vm.Config.Template {
+			continue
+		}
+		simulator.Map.Put(&uniqueNameTemplate{VirtualMachine: *vm})
+	}
+}
+
 func tlsConfig(o *options) (*tls.Config, error) {
 	if o.plain {
 		return nil, nil
@@ -452,6 +485,9 @@ func run() error {
 		return err
 	}
 	installPaging(o.pageSize)
+	if o.uniqueVMNames {
+		installUniqueNames()
+	}
 	// Model.Create points the service at model.DelayConfig; setting it only
 	// now keeps the templates' setup calls fast.
 	model.DelayConfig = simulator.DelayConfig{

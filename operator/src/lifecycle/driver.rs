@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use tracing::{debug, info};
 
-use super::backend::{MachineError, Machines, TaskState};
+use super::backend::{MachineError, Machines, TaskFacts, TaskState};
 use super::step::{self, operation, Action, Observation, Step};
 use super::{clone_request, identity};
 use crate::api::{TaskStatus, VSphereMachine};
@@ -88,14 +88,13 @@ pub async fn reconcile<M: Machines, H: Hooks>(
 ) -> Result<Outcome, MachineError> {
     let uuid = identity::instance_uuid(machine);
     let server = backend.server();
-    // After an action of ours, ask vCenter, not a cache that may lag behind.
-    let mut fresh = false;
+    // The last task we saw finish, so it is not read again.
+    let mut finished: Option<TaskFacts> = None;
     for _ in 0..options.max_steps {
-        let observation = observe(machine, &uuid, backend, fresh).await?;
+        let (observation, authoritative) = observe(machine, &uuid, backend, finished.as_ref()).await?;
         let step = step::step(machine, &observation, deleting, &server, &crate::conditions::now());
         apply(machine, &step, hooks).await?;
         debug!(machine = %name(machine), action = ?step.action, reason = %step.ready.reason, "lifecycle step");
-        fresh = true;
         match step.action {
             Action::Idle => {
                 return Ok(match step.ready.status {
@@ -105,19 +104,19 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 })
             }
             Action::RemoveFinalizer => {
-                // Gone by the update stream is not enough: vCenter must say so.
-                if backend.find_vm(&uuid, true).await?.is_none() {
+                // Gone by an update stream is not enough: vCenter must say so.
+                if authoritative || backend.find_vm(&uuid, true).await?.is_none() {
                     hooks.event(machine, "Destroyed", "the VM is gone").await;
                     return Ok(Outcome::Released);
                 }
             }
             Action::WaitTask(task) => {
-                backend.wait_task(&task, options.task_timeout, |_| {}).await?;
+                finished = Some(backend.wait_task(&task, options.task_timeout, |_| {}).await?);
             }
             Action::Clone => {
-                // The one action that must never be repeated: confirm with
-                // vCenter itself that no VM has this instance UUID.
-                if backend.find_vm(&uuid, true).await?.is_some() {
+                // The one action that must never be repeated: vCenter itself
+                // must say that no VM has this instance UUID.
+                if !authoritative && backend.find_vm(&uuid, true).await?.is_some() {
                     continue;
                 }
                 let request = match clone_request(machine, secrets) {
@@ -142,19 +141,23 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 record(machine, hooks, &task, operation::CLONE).await?;
                 hooks.event(machine, "Cloning", &format!("cloning {} as {} (task {task})", request.template_name, request.name)).await;
                 hooks.checkpoint(Checkpoint::TaskRecorded)?;
+                finished = Some(settle(backend, &task, options).await?);
             }
             Action::Reconfigure(vm) => {
                 let shape = step::configured_shape(machine);
                 let task = backend.start_reconfigure(&vm, &shape).await?;
                 record(machine, hooks, &task, operation::RECONFIGURE).await?;
                 hooks.event(machine, "Reconfiguring", &format!("setting {} CPUs and {} MiB on {vm}", shape.cpus, shape.memory_mib)).await;
+                finished = Some(settle(backend, &task, options).await?);
             }
             Action::PowerOn(vm) => {
                 let task = backend.start_power_on(&vm).await?;
                 record(machine, hooks, &task, operation::POWER_ON).await?;
                 hooks.event(machine, "PoweringOn", &format!("powering {vm} on")).await;
-                let done = backend.wait_task(&task, options.task_timeout, |_| {}).await?;
-                if done.state == TaskState::Success {
+                let done = settle(backend, &task, options).await?;
+                let succeeded = done.state == TaskState::Success;
+                finished = Some(done);
+                if succeeded {
                     hooks.checkpoint(Checkpoint::PoweredOn)?;
                 }
             }
@@ -166,6 +169,7 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 Ok(task) => {
                     record(machine, hooks, &task, operation::DESTROY).await?;
                     hooks.event(machine, "Destroying", &format!("destroying {vm}")).await;
+                    finished = Some(settle(backend, &task, options).await?);
                 }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
@@ -175,18 +179,47 @@ pub async fn reconcile<M: Machines, H: Hooks>(
     Ok(Outcome::Waiting(format!("no settled state after {} steps", options.max_steps)))
 }
 
+/// A task just started: one read (quick tasks are done by then), and a
+/// wait through the shared task filter only when it is still running.
+async fn settle<M: Machines>(backend: &M, task: &str, options: &Options) -> Result<TaskFacts, MachineError> {
+    match backend.task(task).await? {
+        Some(facts) if !facts.state.in_progress() => Ok(facts),
+        _ => backend.wait_task(task, options.task_timeout, |_| {}).await,
+    }
+}
+
 fn name(machine: &VSphereMachine) -> String {
     format!("{}/{}", machine.metadata.namespace.as_deref().unwrap_or_default(), machine.metadata.name.as_deref().unwrap_or_default())
 }
 
-async fn observe<M: Machines>(machine: &VSphereMachine, uuid: &str, backend: &M, fresh: bool) -> Result<Observation, MachineError> {
-    let vm = backend.find_vm(uuid, fresh).await?;
-    let recorded = machine.status.as_ref().and_then(|s| s.task.as_ref()).map(|t| t.mo_ref.clone());
-    let task = match recorded {
-        Some(task) => backend.task(&task).await?,
+/// The VM (by its recorded reference when there is one: one read; by
+/// instance UUID otherwise) and the recorded task (unless it is the one
+/// just seen finishing). Also whether the answer came from vCenter itself.
+async fn observe<M: Machines>(
+    machine: &VSphereMachine,
+    uuid: &str,
+    backend: &M,
+    finished: Option<&TaskFacts>,
+) -> Result<(Observation, bool), MachineError> {
+    let status = machine.status.as_ref();
+    // A clone just finished names its VM in its result.
+    let known = status.and_then(|s| s.mo_ref.as_deref()).or_else(|| finished.and_then(|f| f.result.as_deref()));
+    let by_ref = match known {
+        Some(mo_ref) => backend.vm(mo_ref).await?.filter(|vm| vm.instance_uuid.eq_ignore_ascii_case(uuid)),
         None => None,
     };
-    Ok(Observation { vm, task })
+    let (vm, authoritative) = match by_ref {
+        Some(vm) => (Some(vm), true),
+        None => (backend.find_vm(uuid, false).await?, !backend.cached()),
+    };
+    let task = match status.and_then(|s| s.task.as_ref()) {
+        None => None,
+        Some(t) => match finished.filter(|f| f.mo_ref == t.mo_ref) {
+            Some(f) => Some(f.clone()),
+            None => backend.task(&t.mo_ref).await?,
+        },
+    };
+    Ok((Observation { vm, task }, authoritative))
 }
 
 async fn apply<H: Hooks>(machine: &mut VSphereMachine, step: &Step, hooks: &mut H) -> Result<(), MachineError> {

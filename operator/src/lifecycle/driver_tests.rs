@@ -176,7 +176,7 @@ async fn a_delete_that_meets_a_fault_keeps_the_machine_and_a_retry_finishes() {
     m.spec.guest_agent = Some("none".into());
     let mut store = Store::default();
     run(&mut m, false, &mock, &mut store).await.expect("create");
-    for (operation, fault) in [("powerOff", "TaskInProgress"), ("destroy", "NotAuthenticated"), ("find", "RequestTimeout")] {
+    for (operation, fault) in [("powerOff", "TaskInProgress"), ("destroy", "NotAuthenticated"), ("vm", "RequestTimeout")] {
         mock.fail_next(operation, MachineError::fault(fault, "injected"));
         let result = run(&mut m, true, &mock, &mut store).await;
         assert!(!matches!(result, Ok(Outcome::Released)), "{operation} {fault}: {result:?}");

@@ -177,6 +177,11 @@ impl Machines for MockMachines {
         Ok(self.with(|s| s.vms.values().find(|v| v.instance_uuid == instance_uuid).cloned()))
     }
 
+    async fn vm(&self, mo_ref: &str) -> Result<Option<VmFacts>, MachineError> {
+        self.enter("vm")?;
+        Ok(self.with(|s| s.vms.get(mo_ref).cloned()))
+    }
+
     async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
         self.enter("task")?;
         Ok(self.with(|s| s.tasks.get(mo_ref).map(|(f, _)| f.clone())))

@@ -172,6 +172,8 @@ fn decide(
         let why = t.error.as_ref().map(|e| e.to_string()).unwrap_or_else(|| "no reason given".into());
         format!("{op} ({}) failed: {why}", t.mo_ref)
     });
+    let duplicate = recorded_operation == Some(operation::CLONE)
+        && observed.task.as_ref().and_then(|t| t.error.as_ref()).is_some_and(|e| e.is_fault("DuplicateName") || e.is_fault("FileAlreadyExists"));
     status.task = None;
 
     match (&observed.vm, deleting) {
@@ -182,6 +184,10 @@ fn decide(
         ),
         (Some(vm), true) => (Action::Destroy(vm.mo_ref.clone()), not_ready(reason::DELETING, format!("destroying {}", vm.mo_ref))),
         (None, false) => match failure {
+            // A clone refused because its name is taken: most likely our own
+            // clone sent before (a lost response, a crash) that vCenter is
+            // still making; wait to find it by instance UUID.
+            Some(message) if duplicate => (Action::Idle, not_ready(reason::CLONING, format!("{message}; waiting to find the VM by instance UUID"))),
             Some(message) => (Action::Idle, not_ready(reason::FAILED, message)),
             None => (
                 Action::Clone,

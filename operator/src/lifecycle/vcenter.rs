@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use vsphere_client::inventory::NetworkInfo;
 use vsphere_client::mo;
-use vsphere_client::types::{ManagedObjectReference, TaskInfo, TaskInfoState};
-use vsphere_client::vm::{CloneSpec, ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec};
+use vsphere_client::types::{
+    AnyVirtualDevice, ManagedObjectReference, TaskInfo, TaskInfoState, VirtualMachineCloneSpec, VirtualMachineRelocateSpec,
+};
+use vsphere_client::vm::{ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec};
 
 use super::backend::{CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
 use crate::api::{Firmware, Provisioning};
@@ -25,6 +27,8 @@ use crate::vcenter::VCenterSession;
 pub struct PlacementCache {
     paths: Mutex<HashMap<String, ManagedObjectReference>>,
     networks: Mutex<HashMap<(String, String), NetworkInfo>>,
+    /// Template reference -> its devices.
+    devices: Mutex<HashMap<String, Vec<AnyVirtualDevice>>>,
 }
 
 impl std::fmt::Debug for PlacementCache {
@@ -142,10 +146,35 @@ impl VCenterSession {
         }
         let parent = self.required(&format!("{}/vm", escape(datacenter)), "VM folder").await?;
         match self.client().create_folder(&parent, folder).await {
-            Ok(made) => Ok(made),
+            Ok(made) => {
+                if let Ok(mut paths) = self.placement().paths.lock() {
+                    paths.insert(path, made.clone());
+                }
+                Ok(made)
+            }
             Err(e) if e.fault().is_some_and(|f| f.is("DuplicateName")) => self.required(&path, "VM folder").await,
             Err(e) => Err(error(&format!("creating folder {path}"), &e)),
         }
+    }
+
+    /// A template's devices (the clone's device changes are computed from
+    /// them), read once per session: templates do not change under a clone.
+    async fn template_devices(&self, template: &ManagedObjectReference) -> Result<Vec<AnyVirtualDevice>, MachineError> {
+        if let Some(found) = self.placement().devices.lock().ok().and_then(|d| d.get(&template.value).cloned()) {
+            return Ok(found);
+        }
+        let source = self
+            .client()
+            .properties::<mo::VirtualMachine>(&["config.hardware.device"])
+            .map_err(|e| error("reading the template", &e))?
+            .get(template)
+            .await
+            .map_err(|e| error(&format!("reading template {}", template.value), &e))?;
+        let devices = source.config.map(|c| c.hardware.device).unwrap_or_default();
+        if let Ok(mut cache) = self.placement().devices.lock() {
+            cache.insert(template.value.clone(), devices.clone());
+        }
+        Ok(devices)
     }
 
     async fn network(&self, datacenter: &str, port_group: &str) -> Result<NetworkInfo, MachineError> {
@@ -218,12 +247,16 @@ impl Machines for VCenterSession {
         let Some(found) = client.search_vm_by_uuid(instance_uuid, true, None).await.map_err(|e| error("looking up the VM by instance UUID", &e))? else {
             return Ok(None);
         };
-        let query = client.properties::<mo::VirtualMachine>(VM_PROPERTIES).map_err(|e| error("reading the VM", &e))?;
-        match query.get(&found).await {
+        // Destroyed between the two calls: gone.
+        self.vm(&found.value).await
+    }
+
+    async fn vm(&self, mo_ref: &str) -> Result<Option<VmFacts>, MachineError> {
+        let query = self.client().properties::<mo::VirtualMachine>(VM_PROPERTIES).map_err(|e| error("reading the VM", &e))?;
+        match query.get(&vm_ref(mo_ref)).await {
             Ok(vm) => Ok(Some(facts_of(&vm))),
-            // Destroyed between the two calls.
             Err(e) if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) => Ok(None),
-            Err(e) => Err(error(&format!("reading {}", found.value), &e)),
+            Err(e) => Err(error(&format!("reading {mo_ref}"), &e)),
         }
     }
 
@@ -256,18 +289,29 @@ impl Machines for VCenterSession {
         };
         let folder = self.folder(&request.datacenter, &request.folder).await?;
         let pool = self.required(&format!("{dc}/host/{}/Resources", escape(&request.cluster)), "resource pool").await?;
-        let mut spec = CloneSpec::new(folder).pool(pool);
-        if let Some(ds) = &request.datastore {
-            spec = spec.datastore(self.required(&format!("{dc}/datastore/{}", escape(ds)), "datastore").await?);
-        }
-        let spec = spec.config(self.config_spec(&request.datacenter, &request.shape, &request.instance_uuid).await?);
+        let datastore = match &request.datastore {
+            Some(ds) => Some(self.required(&format!("{dc}/datastore/{}", escape(ds)), "datastore").await?),
+            None => None,
+        };
+        let devices = self.template_devices(&template).await?;
+        let config = self
+            .config_spec(&request.datacenter, &request.shape, &request.instance_uuid)
+            .await?
+            .to_vim(&devices)
+            .map_err(|e| error(&format!("the clone's configuration from {}", request.template_name), &e))?;
+        let spec = VirtualMachineCloneSpec {
+            location: VirtualMachineRelocateSpec { folder: Some(folder.clone()), pool: Some(pool), datastore, ..Default::default() },
+            template: false,
+            config: Some(config),
+            power_on: false,
+            ..Default::default()
+        };
         let task = self
             .client()
-            .vm(template)
-            .start_clone(&request.name, &spec)
+            .clone_vm_task(&template, &folder, &request.name, &spec)
             .await
             .map_err(|e| error(&format!("cloning {} as {}", request.template_name, request.name), &e))?;
-        Ok(task.reference().value.clone())
+        Ok(task.value)
     }
 
     async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, MachineError> {

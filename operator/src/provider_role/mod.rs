@@ -24,14 +24,17 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::Predicate;
 use kube::runtime::{predicates, watcher, Controller, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::api::{ImageProviderStatus, NamespacedReference, Provider, VMImage, VMImageStatus, API_VERSION};
+use crate::api::{ImageProviderStatus, NamespacedReference, Provider, VMImage, VMImageStatus, VSphereMachine, API_VERSION};
 use crate::conditions::{self, READY};
 use crate::health::Metrics;
+use crate::lifecycle::backend::Machines;
+use crate::lifecycle::controller::{machine_error_policy, reconcile_machine};
 use crate::provider::{self, reason, Objects};
 use crate::vsphere::VSphere;
 use crate::{Error, Result};
@@ -320,12 +323,17 @@ pub fn parse_interval(text: &str) -> std::result::Result<Duration, String> {
 }
 
 /// Runs the role until a shutdown signal, then logs out of every vCenter.
-pub async fn run<V: VSphere>(client: Client, namespace: &str, resync: Duration, vsphere: Arc<V>, metrics: Arc<Metrics>) -> Result<()> {
+pub async fn run<V>(client: Client, namespace: &str, resync: Duration, vsphere: Arc<V>, metrics: Arc<Metrics>) -> Result<()>
+where
+    V: VSphere,
+    V::Session: Machines,
+{
     let config = watcher::Config::default().any_semantic();
     let (secrets, secret_writer) = reflector::store::<Secret>();
     let (config_maps, config_map_writer) = reflector::store::<ConfigMap>();
     let (providers, provider_writer) = reflector::store::<Provider>();
     let (images, image_writer) = reflector::store::<VMImage>();
+    let (machines, machine_writer) = reflector::store::<VSphereMachine>();
 
     let secret_stream =
         reflector::reflector(secret_writer, watcher(Api::<Secret>::namespaced(client.clone(), namespace), config.clone()))
@@ -350,6 +358,13 @@ pub async fn run<V: VSphere>(client: Client, namespace: &str, resync: Duration, 
         .default_backoff()
         .touched_objects()
         .predicate_filter(predicates::generation, Default::default());
+    // VSphereMachines of every namespace (those of this namespace's Providers
+    // are served): spec changes, deletion (it bumps the generation) and the
+    // finalizer trigger a reconcile; our own status writes do not.
+    let machine_stream = reflector::reflector(machine_writer, watcher(Api::<VSphereMachine>::all(client.clone()), config.clone()))
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::generation.combine(predicates::finalizers), Default::default());
     // Any Provider change (its status included: readiness, failure domains)
     // re-verifies the images.
     let provider_changes = watcher(Api::<Provider>::namespaced(client.clone(), namespace), config)
@@ -416,13 +431,21 @@ pub async fn run<V: VSphere>(client: Client, namespace: &str, resync: Duration, 
             all_images.state().iter().map(|i| ObjectRef::from(i.as_ref())).collect::<Vec<_>>()
         })
         .shutdown_on_signal()
-        .run(reconcile_image, image_error_policy, ctx)
+        .run(reconcile_image, image_error_policy, ctx.clone())
         .for_each(|result| async move {
             if let Err(e) = result {
                 warn!(error = %e, "VMImage reconcile loop");
             }
         });
-    futures::join!(provider_controller, image_controller);
+    let machine_controller = Controller::for_stream(machine_stream, machines)
+        .shutdown_on_signal()
+        .run(reconcile_machine, machine_error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(error = %e, "VSphereMachine reconcile loop");
+            }
+        });
+    futures::join!(provider_controller, image_controller, machine_controller);
     sweeper.abort();
     info!("stopping: logging out of vCenter");
     vsphere.retain_sessions(&BTreeSet::new()).await;

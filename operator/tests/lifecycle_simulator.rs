@@ -1,0 +1,490 @@
+//! The VSphereMachine lifecycle against the simulator, through `check`'s
+//! reconcile functions and the `banlieue check --apply` binary: a
+//! VirtualMachine ends Ready with its VM cloned, shaped (read back),
+//! powered on and mirrored; power off and on; delete; crashes at each step
+//! leave exactly one VM (counted by instance UUID and by name); re-runs make
+//! no second VM; the SOAP calls per VM.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use banlieue::api::{PowerState, VSphereMachine};
+use banlieue::check::{self, parse_documents, World};
+use banlieue::conditions;
+use banlieue::lifecycle::backend::MachineError;
+use banlieue::lifecycle::driver::{self, Checkpoint, Hooks, Outcome};
+use banlieue::lifecycle::{guestinfo, identity};
+use banlieue::vcenter::VCenter;
+use banlieue::vsphere::VSphere;
+use vsphere_client::types::{AnyOptionValue, AnyVirtualDevice, AnyVirtualDeviceBackingInfo};
+use vsphere_client::xml::Value;
+use vsphere_client::{mo, Client};
+use vsphere_tests::{Simulator, SimulatorOptions, Template};
+
+const PASSWORD: &str = "s3cret-Pw";
+
+async fn simulator(options: SimulatorOptions) -> Simulator {
+    let options = SimulatorOptions { password: PASSWORD.into(), templates: vec![Template::everywhere("golden")], ..options };
+    tokio::task::spawn_blocking(move || Simulator::start(options))
+        .await
+        .expect("simulator start task")
+        .unwrap_or_else(|e| panic!("simulator: {e}"))
+}
+
+fn small() -> SimulatorOptions {
+    SimulatorOptions { hosts_per_cluster: 1, standalone_hosts: 0, vms: 1, ..Default::default() }
+}
+
+/// Provider, credentials, a cloud-config Secret, a class with two disks, two
+/// NICs (one static), EFI secure boot, vTPM and hot add, an image, and
+/// VirtualMachines `names` in namespace `team-a`.
+fn manifests(sim: &Simulator, install_mode: &str, names: &[&str]) -> String {
+    let mut text = format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{ name: vsphere-creds, namespace: banlieue-system }}
+stringData: {{ username: "{user}", password: "{PASSWORD}" }}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{ name: web-cloud-config, namespace: banlieue-system }}
+stringData:
+  userdata: |
+    #cloud-config
+    packages: [nginx]
+---
+apiVersion: banlieue.io/v1alpha1
+kind: Provider
+metadata: {{ name: vc, namespace: banlieue-system }}
+spec:
+  providerClassRef: {{ name: vsphere }}
+  connection:
+    endpoint: "{url}"
+    credentialsRef: {{ name: vsphere-creds }}
+    insecureSkipTLSVerify: true
+  capabilities:
+    storageClasses:
+      - {{ name: gold, target: {{ datastore: LocalDS_0 }} }}
+    networkClasses:
+      - {{ name: prod, target: {{ portGroup: DC0_DVPG0 }} }}
+      - {{ name: mgmt, target: {{ portGroup: VM Network }} }}
+    features: [hotAddCPU, vtpm, efiSecureBoot]
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VMClass
+metadata: {{ name: web }}
+spec:
+  hardware:
+    cpus: 2
+    memoryMiB: 2048
+    disks:
+      - {{ name: root, sizeGiB: 10, storageClass: gold, provisioning: thin }}
+      - {{ name: data, sizeGiB: 3, storageClass: gold, provisioning: eagerZeroed }}
+  network:
+    interfaces:
+      - name: eth0
+        networkClass: prod
+        ipam: {{ static: {{ address: 10.0.0.10/24, gateway: 10.0.0.1, nameservers: [10.0.0.2] }} }}
+      - {{ name: eth1, networkClass: mgmt, ipam: {{}} }}
+  firmware: efi-secure
+  features: [hotAddCPU]
+  tpmEnabled: true
+---
+apiVersion: banlieue.io/v1alpha1
+kind: VMImage
+metadata: {{ name: golden }}
+spec:
+  guestAgent: open-vm-tools
+  sources: [{{ providerClass: vsphere, kind: Template, ref: golden }}]
+  template: {{ firmware: efi, installMode: {install_mode} }}
+  cloudConfigs: [{{ secretRef: {{ name: web-cloud-config }} }}]
+---
+"#,
+        user = sim.username(),
+        url = sim.sdk_url()
+    );
+    for name in names {
+        text.push_str(&format!(
+            "apiVersion: banlieue.io/v1alpha1\nkind: VirtualMachine\nmetadata: {{ name: {name}, namespace: team-a }}\n\
+             spec: {{ classRef: {{ name: web }}, imageRef: {{ name: golden }}, desiredPowerState: PoweredOn }}\n---\n"
+        ));
+    }
+    text
+}
+
+fn world_of(text: &str) -> World {
+    let mut world = World::default();
+    for doc in parse_documents(text).expect("test manifests") {
+        world.add("test", doc);
+    }
+    assert!(world.rejected.is_empty(), "{:?}", world.rejected);
+    world
+}
+
+async fn connect(sim: &Simulator) -> Client {
+    Client::builder(&sim.sdk_url()).credentials(sim.username(), sim.password()).insecure(true).keepalive(None).connect().await.expect("connect")
+}
+
+/// Every VM of the simulator with name, instance UUID, power, parent.
+async fn all_vms(client: &Client) -> Vec<mo::VirtualMachine> {
+    let root = client.service_content().root_folder.clone();
+    client
+        .properties::<mo::VirtualMachine>(&["name", "config.instanceUuid", "runtime.powerState"])
+        .expect("paths")
+        .in_container(&root)
+        .collect_all()
+        .await
+        .expect("VMs")
+}
+
+/// VMs with this instance UUID and VMs with this name, over every VM (the
+/// simulator has no `FindAllByUuid`).
+async fn count(client: &Client, uuid: &str, name: &str) -> (usize, usize) {
+    let vms = all_vms(client).await;
+    let by_uuid = vms.iter().filter(|v| v.config.as_ref().and_then(|c| c.instance_uuid.as_deref()) == Some(uuid)).count();
+    let by_name = vms.iter().filter(|v| v.name.as_deref() == Some(name)).count();
+    (by_uuid, by_name)
+}
+
+fn extra_config(vm: &mo::VirtualMachine) -> BTreeMap<String, String> {
+    vm.config
+        .iter()
+        .flat_map(|c| &c.extra_config)
+        .filter_map(|o| match o {
+            AnyOptionValue::OptionValue(o) => match &o.value {
+                Some(Value::String(s)) => Some((o.key.clone(), s.clone())),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// The guest reports an address once its VM is on (the simulator's
+/// `SET.guest.ipAddress` extraConfig stands in for VMware tools).
+async fn guest_reports_ip(client: Client, uuid: String, ip: &'static str) {
+    for _ in 0..300 {
+        if let Ok(Some(vm)) = client.search_vm_by_uuid(&uuid, true, None).await {
+            let state = client.vm(vm.clone()).state().await;
+            if state.is_ok_and(|s| s.power_state == vsphere_client::types::VirtualMachinePowerState::PoweredOn) {
+                let config = vsphere_client::vm::ConfigSpec::new().extra_config("SET.guest.ipAddress", ip);
+                client.vm(vm).reconfigure(&config).await.expect("set the guest IP");
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the VM never powered on");
+}
+
+fn ready_of(world: &World, name: &str) -> (String, String, String) {
+    let vm = world.vms.iter().find(|v| v.metadata.name.as_deref() == Some(name)).expect("VirtualMachine");
+    let c = vm.status.as_ref().and_then(|s| conditions::find(&s.conditions, conditions::READY)).expect("Ready");
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+fn machine<'a>(world: &'a World, name: &str) -> &'a VSphereMachine {
+    world.machines.iter().find(|m| m.metadata.name.as_deref() == Some(name)).expect("VSphereMachine")
+}
+
+#[tokio::test]
+async fn a_virtual_machine_ends_ready_cloned_shaped_on_and_mirrored() {
+    let sim = simulator(small()).await;
+    let mut world = world_of(&manifests(&sim, "immediate", &["web-1"]));
+    let vcenter = VCenter::default();
+    check::reconcile(&mut world, &vcenter, &conditions::now()).await;
+    assert_eq!(world.machines.len(), 1, "scheduled: {:?}", world.vms[0].status);
+    let uuid = identity::instance_uuid(&world.machines[0]);
+    let guest = tokio::spawn(guest_reports_ip(connect(&sim).await, uuid.clone(), "10.0.0.10"));
+    check::apply(&mut world, &vcenter, Instant::now() + Duration::from_secs(60), &conditions::now()).await;
+    guest.await.expect("guest");
+
+    let (ready, reason, message) = ready_of(&world, "web-1");
+    assert_eq!((ready.as_str(), reason.as_str()), ("True", "PoweredOn"), "{message}\n{}", sim.log());
+    let vm_status = world.vms[0].status.clone().unwrap_or_default();
+    assert_eq!(vm_status.power_state.as_deref(), Some("PoweredOn"), "the VirtualMachine mirrors POWER");
+    let status = machine(&world, "web-1").status.clone().unwrap_or_default();
+    assert_eq!(status.instance_uuid.as_deref(), Some(uuid.as_str()));
+    assert_eq!(status.ip_addresses, vec!["10.0.0.10"]);
+    assert!(status.provisioned && status.task.is_none());
+    let mo_ref = status.mo_ref.clone().expect("moref");
+    let console = status.console_url.clone().expect("console URL");
+    assert!(console.starts_with(&format!("https://127.0.0.1:{}/ui/app/vm;nav=h/urn:vmomi:VirtualMachine:{mo_ref}:", sim.port())), "{console}");
+
+    // Read the VM back.
+    let client = connect(&sim).await;
+    assert_eq!(count(&client, &uuid, "team-a-web-1").await, (1, 1));
+    let vm_ref = vsphere_client::types::ManagedObjectReference { type_: "VirtualMachine".into(), value: mo_ref };
+    let vm = client
+        .properties::<mo::VirtualMachine>(&[
+            "name",
+            "parent",
+            "config.instanceUuid",
+            "config.hardware",
+            "config.firmware",
+            "config.bootOptions",
+            "config.cpuHotAddEnabled",
+            "config.extraConfig",
+            "runtime.powerState",
+        ])
+        .expect("paths")
+        .get(&vm_ref)
+        .await
+        .expect("the VM");
+    let config = vm.config.clone().expect("config");
+    assert_eq!((config.hardware.num_cpu, config.hardware.memory_mb), (2, 2048));
+    assert_eq!(config.firmware.as_deref(), Some("efi"));
+    assert_eq!(config.boot_options.as_ref().and_then(|b| b.efi_secure_boot_enabled), Some(true));
+    assert_eq!(config.cpu_hot_add_enabled, Some(true));
+    let devices = &config.hardware.device;
+    let disks: Vec<(i64, Option<bool>)> = devices
+        .iter()
+        .filter_map(|d| match d {
+            AnyVirtualDevice::VirtualDisk(d) => Some((
+                d.capacity_in_kb,
+                match &d.backing {
+                    Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(b)) => b.eagerly_scrub,
+                    _ => None,
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(disks.len(), 2, "{disks:?}");
+    assert_eq!(disks[0].0, 10 * 1024 * 1024, "root grown to 10 GiB");
+    assert_eq!(disks[1], (3 * 1024 * 1024, Some(true)), "data disk eager-zeroed");
+    assert!(devices.iter().any(|d| matches!(d, AnyVirtualDevice::VirtualTPM(_))), "vTPM");
+    let macs: Vec<String> = devices
+        .iter()
+        .filter_map(|d| match d {
+            AnyVirtualDevice::VirtualVmxnet3(n) => n.mac_address.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(macs, vec![identity::mac_address(&uuid, 0), identity::mac_address(&uuid, 1)], "two NICs with their fixed MACs");
+    let extra = extra_config(&vm);
+    assert_eq!(extra.get("guestinfo.userdata.encoding").map(String::as_str), Some("base64"));
+    assert_eq!(extra.get("guestinfo.metadata.encoding").map(String::as_str), Some("base64"));
+    let user = guestinfo::decode(extra.get("guestinfo.userdata").map(String::as_str).unwrap_or_default()).unwrap_or_default();
+    assert!(user.contains("packages: [nginx]"), "{user}");
+    let meta: serde_json::Value = serde_json::from_str(&guestinfo::decode(extra.get("guestinfo.metadata").map(String::as_str).unwrap_or_default()).unwrap_or_default()).expect("metadata JSON");
+    assert_eq!(meta["instance-id"], uuid.as_str());
+    assert_eq!(meta["network"]["ethernets"]["eth0"]["addresses"][0], "10.0.0.10/24");
+    // In the failure domain's folder.
+    let parent = vm.parent.clone().expect("parent");
+    let folder = client.properties::<mo::Folder>(&["name"]).expect("paths").get(&parent).await.expect("folder");
+    assert_eq!(folder.name.as_deref(), Some(identity::folder_name(&machine(&world, "web-1").spec.failure_domain).as_str()));
+    vcenter.close_all().await;
+}
+
+/// Keeps the last persisted copy (what the API server would hold) and stops
+/// at one checkpoint, as a crash would.
+#[derive(Default)]
+struct Store {
+    persisted: Option<VSphereMachine>,
+    crash_at: Option<Checkpoint>,
+}
+
+impl Hooks for Store {
+    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), MachineError> {
+        self.persisted = Some(machine.clone());
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, point: Checkpoint) -> Result<(), MachineError> {
+        match self.crash_at {
+            Some(p) if p == point => Err(MachineError::new(format!("crashed at {point:?}"))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A fresh process: new vCenter sessions, only the persisted machine.
+async fn run_fresh(world: &World, machine: &mut VSphereMachine, deleting: bool, hooks: &mut Store) -> Result<Outcome, MachineError> {
+    let vcenter = VCenter::default();
+    let provider = &world.providers[0];
+    let params = banlieue::provider::connect_params(provider, world).expect("params");
+    let session = vcenter.connect(&params).await.expect("connect");
+    let secrets = banlieue::lifecycle::controller::cloud_config_secrets(machine, world).expect("secrets");
+    let result = driver::reconcile(machine, deleting, &secrets, &session, hooks, &driver::Options::default()).await;
+    vcenter.close_all().await;
+    result
+}
+
+async fn scheduled_world(sim: &Simulator, names: &[&str]) -> World {
+    let mut world = world_of(&manifests(sim, "deferred", names));
+    let vcenter = VCenter::default();
+    check::reconcile(&mut world, &vcenter, &conditions::now()).await;
+    vcenter.close_all().await;
+    assert_eq!(world.machines.len(), names.len());
+    world
+}
+
+#[tokio::test]
+async fn power_off_and_on_again_then_delete_removes_the_vm() {
+    let sim = simulator(small()).await;
+    let world = scheduled_world(&sim, &["web-1"]).await;
+    let mut m = world.machines[0].clone();
+    let uuid = identity::instance_uuid(&m);
+    let mut store = Store::default();
+    assert_eq!(run_fresh(&world, &mut m, false, &mut store).await, Ok(Outcome::Ready));
+    let client = connect(&sim).await;
+    let power = |vms: Vec<mo::VirtualMachine>| {
+        vms.into_iter().find(|v| v.name.as_deref() == Some("team-a-web-1")).and_then(|v| v.runtime).map(|r| r.power_state.as_str().to_string())
+    };
+    assert_eq!(power(all_vms(&client).await).as_deref(), Some("poweredOn"));
+
+    m.spec.desired_power_state = PowerState::PoweredOff;
+    assert_eq!(run_fresh(&world, &mut m, false, &mut store).await, Ok(Outcome::Ready));
+    assert_eq!(power(all_vms(&client).await).as_deref(), Some("poweredOff"));
+    assert_eq!(m.status.as_ref().and_then(|s| s.power_state.as_deref()), Some("PoweredOff"));
+    m.spec.desired_power_state = PowerState::PoweredOn;
+    assert_eq!(run_fresh(&world, &mut m, false, &mut store).await, Ok(Outcome::Ready));
+    assert_eq!(power(all_vms(&client).await).as_deref(), Some("poweredOn"));
+    assert_eq!(count(&client, &uuid, "team-a-web-1").await, (1, 1));
+
+    assert_eq!(run_fresh(&world, &mut m, true, &mut store).await, Ok(Outcome::Released));
+    assert_eq!(count(&client, &uuid, "team-a-web-1").await, (0, 0), "deletion removes the VM");
+}
+
+#[tokio::test]
+async fn a_crash_after_each_step_leaves_exactly_one_vm() {
+    let sim = simulator(small()).await;
+    let names = ["crash-sent", "crash-recorded", "crash-on"];
+    let world = scheduled_world(&sim, &names).await;
+    let client = connect(&sim).await;
+    for (i, point) in [Checkpoint::CloneSent, Checkpoint::TaskRecorded, Checkpoint::PoweredOn].into_iter().enumerate() {
+        let mut m = world.machines.iter().find(|m| m.metadata.name.as_deref() == Some(names[i])).cloned().expect("machine");
+        let uuid = identity::instance_uuid(&m);
+        let vm_name = identity::vm_name(&m);
+        let mut first = Store { crash_at: Some(point), ..Default::default() };
+        let crashed = run_fresh(&world, &mut m, false, &mut first).await;
+        assert!(crashed.is_err(), "{point:?}: {crashed:?}");
+        assert_eq!(count(&client, &uuid, &vm_name).await, (1, 1), "{point:?}: the clone was made");
+        // The new process knows only what was persisted (nothing, for a crash
+        // before the task reference was written).
+        let mut restarted = first.persisted.clone().unwrap_or_else(|| world.machines.iter().find(|m| m.metadata.name.as_deref() == Some(names[i])).cloned().expect("machine"));
+        let outcome = run_fresh(&world, &mut restarted, false, &mut Store::default()).await;
+        assert_eq!(outcome, Ok(Outcome::Ready), "{point:?}");
+        assert_eq!(count(&client, &uuid, &vm_name).await, (1, 1), "{point:?}: exactly one VM");
+    }
+    assert_eq!(all_vms(&client).await.iter().filter(|v| v.name.as_deref().is_some_and(|n| n.starts_with("team-a-"))).count(), 3);
+}
+
+#[tokio::test]
+async fn a_clone_request_lost_in_flight_and_sent_again_makes_one_vm() {
+    // The clone takes 2 s to answer: the first process gives up (crashes)
+    // while its request is in flight; the second sends its own.
+    // `-unique-vm-names`: a second VM of the same name in a folder is refused, as on vCenter.
+    let sim = simulator(SimulatorOptions {
+        method_delays: vec![("CloneVM_Task".into(), Duration::from_secs(2))],
+        extra_args: vec!["-unique-vm-names".into()],
+        ..small()
+    })
+    .await;
+    let world = scheduled_world(&sim, &["web-1"]).await;
+    let original = world.machines[0].clone();
+    let uuid = identity::instance_uuid(&original);
+    let mut first = original.clone();
+    let lost = tokio::time::timeout(Duration::from_millis(700), run_fresh(&world, &mut first, false, &mut Store::default())).await;
+    assert!(lost.is_err(), "the first run was cut off mid-clone");
+    let mut second = original.clone();
+    let mut outcome = run_fresh(&world, &mut second, false, &mut Store::default()).await;
+    for _ in 0..5 {
+        if outcome == Ok(Outcome::Ready) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        outcome = run_fresh(&world, &mut second, false, &mut Store::default()).await;
+    }
+    assert_eq!(outcome, Ok(Outcome::Ready));
+    let client = connect(&sim).await;
+    assert_eq!(count(&client, &uuid, "team-a-web-1").await, (1, 1));
+}
+
+fn calls_since(client: &Client, before: &BTreeMap<&'static str, vsphere_client::MethodStats>) -> (u64, BTreeMap<&'static str, u64>) {
+    let per_method: BTreeMap<&str, u64> = client
+        .call_stats()
+        .iter()
+        .map(|(m, s)| (*m, s.calls - before.get(m).map(|b| b.calls).unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    (per_method.values().sum(), per_method)
+}
+
+#[tokio::test]
+async fn soap_calls_per_vm_stay_few() {
+    let sim = simulator(small()).await;
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let vcenter = VCenter::default();
+    let deadline = || Instant::now() + Duration::from_secs(60);
+
+    // The first VM pays for resolving the placement (folder, pool, datastore,
+    // port groups, the template's devices), cached for the session.
+    let mut world = world_of(&manifests(&sim, "deferred", &names[..1]));
+    check::reconcile(&mut world, &vcenter, &conditions::now()).await;
+    let provider = banlieue::api::NamespacedReference { namespace: "banlieue-system".into(), name: "vc".into() };
+    let client = vcenter.client(&provider).await.expect("session");
+    let before = client.call_stats();
+    check::apply(&mut world, &vcenter, deadline(), &conditions::now()).await;
+    let (first, first_methods) = calls_since(&client, &before);
+    eprintln!("SOAP calls, first VM cloned -> Ready: {first} {first_methods:?}");
+
+    // Five more on the same session: what each VM costs, amortised (the
+    // first one, known from a run before, is found again too).
+    let mut world = world_of(&manifests(&sim, "deferred", &names));
+    check::reconcile(&mut world, &vcenter, &conditions::now()).await;
+    let before = client.call_stats();
+    check::apply(&mut world, &vcenter, deadline(), &conditions::now()).await;
+    for name in names {
+        assert_eq!(ready_of(&world, name).0, "True", "{name}: {:?}", ready_of(&world, name));
+    }
+    let (next, next_methods) = calls_since(&client, &before);
+    let per_vm = next as f64 / 5.0;
+    eprintln!("SOAP calls, 5 more VMs cloned -> Ready (and 1 found again): {next} = {per_vm:.1}/VM {next_methods:?}");
+    assert!(per_vm <= 12.0, "{per_vm} calls per VM: {next_methods:?}");
+    assert_eq!(next_methods.get("CloneVM_Task"), Some(&5));
+
+    // A re-run (a resync) clones nothing and reads each VM once.
+    let before = client.call_stats();
+    check::apply(&mut world, &vcenter, deadline(), &conditions::now()).await;
+    let (resync, resync_methods) = calls_since(&client, &before);
+    eprintln!("SOAP calls, resync of 6 Ready VMs: {resync} {resync_methods:?}");
+    assert_eq!(resync_methods.keys().copied().collect::<Vec<_>>(), ["RetrievePropertiesEx"], "{resync_methods:?}");
+    assert_eq!(resync, names.len() as u64);
+    vcenter.close_all().await;
+}
+
+#[test]
+fn check_apply_twice_leaves_one_vm_per_virtual_machine() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let sim = runtime.block_on(simulator(small()));
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("all.yaml"), manifests(&sim, "deferred", &["web-1", "web-2"])).expect("write");
+    for run in 0..2 {
+        let out = Command::new(env!("CARGO_BIN_EXE_banlieue"))
+            .args(["check", "--apply", "--timeout", "60s", "-f"])
+            .arg(dir.path())
+            .output()
+            .expect("run banlieue");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "run {run}:\n{stdout}\n{stderr}");
+        assert!(stderr.contains("2 VirtualMachine(s), 2 scheduled, 2 Ready"), "{stderr}");
+        let web1 = stdout.lines().find(|l| l.starts_with("team-a/web-1")).unwrap_or_default();
+        assert!(web1.contains("PoweredOn"), "{stdout}");
+        if run == 0 {
+            assert!(stderr.contains("Cloning"), "events on stderr: {stderr}");
+        } else {
+            assert!(!stderr.contains("Cloning"), "the second run clones nothing: {stderr}");
+        }
+    }
+    let vms = runtime.block_on(async {
+        let client = connect(&sim).await;
+        all_vms(&client).await
+    });
+    let mut names: Vec<String> = vms.iter().filter_map(|v| v.name.clone()).filter(|n| n.starts_with("team-a-")).collect();
+    names.sort();
+    assert_eq!(names, ["team-a-web-1", "team-a-web-2"]);
+}
