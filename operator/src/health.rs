@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,14 +19,32 @@ struct Counters {
     status_writes: u64,
 }
 
+/// A vSphere call counter: name, and which of (calls, faults, errors) it shows.
+type CallColumn = (&'static str, fn(&(u64, u64, u64)) -> u64);
+
 /// A metric family: name, Prometheus type, value per kind.
 type Family = (&'static str, &'static str, fn(&Counters) -> String);
 
-/// Counters per kind, and readiness (caches synced).
+/// SOAP calls of one Provider's session, per method (from the client's call stats).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProviderCalls {
+    /// `namespace/name` of the Provider.
+    pub provider: String,
+    /// Method -> (calls, faults, other errors).
+    pub by_method: BTreeMap<String, (u64, u64, u64)>,
+}
+
+/// Where the vSphere side of the metrics comes from (the role's sessions).
+pub type VSphereSource = Arc<dyn Fn() -> Vec<ProviderCalls> + Send + Sync>;
+
+/// Counters per kind, readiness (caches synced), vSphere calls per Provider
+/// session and method, tasks being waited for.
 #[derive(Default)]
 pub struct Metrics {
     ready: AtomicBool,
     by_kind: Mutex<BTreeMap<&'static str, Counters>>,
+    tasks_in_flight: AtomicI64,
+    vsphere: Mutex<Option<VSphereSource>>,
 }
 
 impl Metrics {
@@ -46,6 +64,18 @@ impl Metrics {
             if failed {
                 c.errors += 1;
             }
+        }
+    }
+
+    /// A vSphere task started (+1) or finished being waited for (-1).
+    pub fn tasks_in_flight(&self, delta: i64) {
+        self.tasks_in_flight.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// Reads the sessions' call counts at each scrape.
+    pub fn set_vsphere_source(&self, source: VSphereSource) {
+        if let Ok(mut s) = self.vsphere.lock() {
+            *s = Some(source);
         }
     }
 
@@ -72,6 +102,26 @@ impl Metrics {
             }
         }
         let _ = writeln!(out, "# TYPE banlieue_ready gauge\nbanlieue_ready {}", u8::from(self.is_ready()));
+        let _ = writeln!(out, "# TYPE banlieue_vsphere_tasks_in_flight gauge\nbanlieue_vsphere_tasks_in_flight {}", self.tasks_in_flight.load(Ordering::Relaxed));
+        let source = self.vsphere.lock().ok().and_then(|s| s.clone());
+        let sessions = source.map(|f| f()).unwrap_or_default();
+        let _ = writeln!(out, "# TYPE banlieue_vcenter_sessions gauge");
+        for p in &sessions {
+            let _ = writeln!(out, "banlieue_vcenter_sessions{{provider=\"{}\"}} 1", p.provider);
+        }
+        let columns: [CallColumn; 3] = [
+            ("banlieue_vsphere_calls_total", |c| c.0),
+            ("banlieue_vsphere_faults_total", |c| c.1),
+            ("banlieue_vsphere_errors_total", |c| c.2),
+        ];
+        for (name, value) in columns {
+            let _ = writeln!(out, "# TYPE {name} counter");
+            for p in &sessions {
+                for (method, counts) in &p.by_method {
+                    let _ = writeln!(out, "{name}{{provider=\"{}\",method=\"{method}\"}} {}", p.provider, value(counts));
+                }
+            }
+        }
         out
     }
 }
@@ -149,5 +199,23 @@ mod tests {
         let text = m.render();
         assert!(text.contains("banlieue_reconciles_total{kind=\"VirtualMachine\"} 2"), "{text}");
         assert!(text.contains("banlieue_reconcile_errors_total{kind=\"VirtualMachine\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn metrics_show_vsphere_calls_sessions_and_tasks() {
+        let m = Metrics::default();
+        m.tasks_in_flight(2);
+        m.tasks_in_flight(-1);
+        m.set_vsphere_source(Arc::new(|| {
+            vec![ProviderCalls {
+                provider: "banlieue-system/vc".into(),
+                by_method: BTreeMap::from([("CloneVM_Task".to_string(), (3, 1, 0))]),
+            }]
+        }));
+        let text = m.render();
+        assert!(text.contains("banlieue_vsphere_tasks_in_flight 1"), "{text}");
+        assert!(text.contains("banlieue_vcenter_sessions{provider=\"banlieue-system/vc\"} 1"), "{text}");
+        assert!(text.contains("banlieue_vsphere_calls_total{provider=\"banlieue-system/vc\",method=\"CloneVM_Task\"} 3"), "{text}");
+        assert!(text.contains("banlieue_vsphere_faults_total{provider=\"banlieue-system/vc\",method=\"CloneVM_Task\"} 1"), "{text}");
     }
 }

@@ -141,6 +141,8 @@ async fn main() -> ExitCode {
             };
             info!(%namespace, resync = ?resync_interval, "vSphere provider starting");
             let vcenter = Arc::new(VCenter::default());
+            let sessions = vcenter.clone();
+            metrics.set_vsphere_source(Arc::new(move || sessions.call_stats()));
             match provider_role::run(client, &namespace, resync_interval, vcenter, metrics).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

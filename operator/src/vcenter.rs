@@ -94,6 +94,26 @@ impl VCenter {
         cached.as_ref().map(|c| c.client.clone())
     }
 
+    /// Each session's SOAP calls per method, for the metrics (a session
+    /// being set up at this instant is skipped).
+    pub fn call_stats(&self) -> Vec<crate::health::ProviderCalls> {
+        let slots: Vec<(NamespacedReference, Slot)> = match self.slots.lock() {
+            Ok(s) => s.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Err(_) => return Vec::new(),
+        };
+        slots
+            .into_iter()
+            .filter_map(|(provider, slot)| {
+                let cached = slot.try_lock().ok()?;
+                let client = cached.as_ref()?.client.clone();
+                Some(crate::health::ProviderCalls {
+                    provider: provider.to_string(),
+                    by_method: client.call_stats().into_iter().map(|(m, s)| (m.to_string(), (s.calls, s.faults, s.errors))).collect(),
+                })
+            })
+            .collect()
+    }
+
     /// Logs out the sessions of Providers not in `keep` (deleted ones).
     pub async fn retain(&self, keep: &BTreeSet<NamespacedReference>) {
         let gone: Vec<(NamespacedReference, Slot)> = {

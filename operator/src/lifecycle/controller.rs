@@ -48,6 +48,10 @@ impl Hooks for KubeHooks {
         Ok(())
     }
 
+    fn tasks_in_flight(&mut self, delta: i64) {
+        self.metrics.tasks_in_flight(delta);
+    }
+
     async fn event(&mut self, machine: &VSphereMachine, reason: &str, message: &str) {
         let warning = reason == super::step::reason::FAILED;
         let event = Event {

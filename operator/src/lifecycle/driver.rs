@@ -37,6 +37,11 @@ pub trait Hooks: Send {
         async {}
     }
 
+    /// A task is being waited for (+1) or no longer (-1).
+    fn tasks_in_flight(&mut self, delta: i64) {
+        let _ = delta;
+    }
+
     /// Called at each [`Checkpoint`]; an error stops the driver there.
     fn checkpoint(&mut self, point: Checkpoint) -> Result<(), MachineError> {
         let _ = point;
@@ -111,7 +116,11 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 }
             }
             Action::WaitTask(task) => {
-                finished = Some(backend.wait_task(&task, options.task_timeout, |_| {}).await?);
+                // Seen running just now: wait for it, without reading it again first.
+                hooks.tasks_in_flight(1);
+                let waited = backend.wait_task(&task, options.task_timeout, |_| {}).await;
+                hooks.tasks_in_flight(-1);
+                finished = Some(waited?);
             }
             Action::Clone => {
                 // The one action that must never be repeated: vCenter itself
@@ -141,20 +150,20 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 record(machine, hooks, &task, operation::CLONE).await?;
                 hooks.event(machine, "Cloning", &format!("cloning {} as {} (task {task})", request.template_name, request.name)).await;
                 hooks.checkpoint(Checkpoint::TaskRecorded)?;
-                finished = Some(settle(backend, &task, options).await?);
+                finished = Some(settle(backend, hooks, &task, options).await?);
             }
             Action::Reconfigure(vm) => {
                 let shape = step::configured_shape(machine);
                 let task = backend.start_reconfigure(&vm, &shape).await?;
                 record(machine, hooks, &task, operation::RECONFIGURE).await?;
                 hooks.event(machine, "Reconfiguring", &format!("setting {} CPUs and {} MiB on {vm}", shape.cpus, shape.memory_mib)).await;
-                finished = Some(settle(backend, &task, options).await?);
+                finished = Some(settle(backend, hooks, &task, options).await?);
             }
             Action::PowerOn(vm) => {
                 let task = backend.start_power_on(&vm).await?;
                 record(machine, hooks, &task, operation::POWER_ON).await?;
                 hooks.event(machine, "PoweringOn", &format!("powering {vm} on")).await;
-                let done = settle(backend, &task, options).await?;
+                let done = settle(backend, hooks, &task, options).await?;
                 let succeeded = done.state == TaskState::Success;
                 finished = Some(done);
                 if succeeded {
@@ -169,7 +178,7 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 Ok(task) => {
                     record(machine, hooks, &task, operation::DESTROY).await?;
                     hooks.event(machine, "Destroying", &format!("destroying {vm}")).await;
-                    finished = Some(settle(backend, &task, options).await?);
+                    finished = Some(settle(backend, hooks, &task, options).await?);
                 }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
@@ -181,11 +190,15 @@ pub async fn reconcile<M: Machines, H: Hooks>(
 
 /// A task just started: one read (quick tasks are done by then), and a
 /// wait through the shared task filter only when it is still running.
-async fn settle<M: Machines>(backend: &M, task: &str, options: &Options) -> Result<TaskFacts, MachineError> {
-    match backend.task(task).await? {
-        Some(facts) if !facts.state.in_progress() => Ok(facts),
-        _ => backend.wait_task(task, options.task_timeout, |_| {}).await,
-    }
+async fn settle<M: Machines, H: Hooks>(backend: &M, hooks: &mut H, task: &str, options: &Options) -> Result<TaskFacts, MachineError> {
+    hooks.tasks_in_flight(1);
+    let result = match backend.task(task).await {
+        Ok(Some(facts)) if !facts.state.in_progress() => Ok(facts),
+        Ok(_) => backend.wait_task(task, options.task_timeout, |_| {}).await,
+        Err(e) => Err(e),
+    };
+    hooks.tasks_in_flight(-1);
+    result
 }
 
 fn name(machine: &VSphereMachine) -> String {

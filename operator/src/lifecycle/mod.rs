@@ -114,4 +114,6 @@ pub(crate) mod testing {
 }
 
 #[cfg(test)]
+mod controller_tests;
+#[cfg(test)]
 mod driver_tests;

@@ -61,6 +61,50 @@ impl ApiServer {
         body
     }
 
+    /// Answers every request until the client is dropped: a PATCH or POST
+    /// with `object` merged with what was sent (status, metadata), anything
+    /// else with `object`. Returns (method, path, content type, body) of each.
+    pub async fn serve_all(mut self, object: Value) -> Vec<(String, String, String, Value)> {
+        let mut seen = Vec::new();
+        let mut current = object;
+        while let Some((request, send)) = self.0.next_request().await {
+            let method = request.method().to_string();
+            let path = request.uri().path().to_string();
+            let content_type = request.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+            let body = if method == "GET" { Value::Null } else { body_json(request).await };
+            let response = if path.contains("/events") {
+                body.clone()
+            } else {
+                if let Some(status) = body.get("status") {
+                    current["status"] = status.clone();
+                }
+                if content_type.contains("json-patch") {
+                    // A finalizer added or removed: answer with the list it leaves.
+                    for op in body.as_array().into_iter().flatten() {
+                        match (op["op"].as_str(), op["path"].as_str()) {
+                            (Some("add"), Some("/metadata/finalizers")) | (Some("replace"), Some("/metadata/finalizers")) => {
+                                current["metadata"]["finalizers"] = op["value"].clone()
+                            }
+                            (Some("add"), Some("/metadata/finalizers/-")) => {
+                                let mut list = current["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                                list.push(op["value"].clone());
+                                current["metadata"]["finalizers"] = Value::Array(list);
+                            }
+                            (Some("remove"), Some(p)) if p.starts_with("/metadata/finalizers") => {
+                                current["metadata"]["finalizers"] = json!([]);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                current.clone()
+            };
+            send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&response).unwrap_or_default())).unwrap());
+            seen.push((method, path, content_type, body));
+        }
+        seen
+    }
+
     /// Passes when the client is dropped without another request.
     pub async fn nothing_more(mut self) {
         if let Some((request, _)) = self.0.next_request().await {

@@ -1,0 +1,152 @@
+//! The VSphereMachine controller against a mocked API server (tower-test)
+//! and the scripted vCenter: the finalizer comes first, status patches
+//! (the task reference before the power-on), events, and a delete that keeps
+//! the finalizer until the VM is confirmed gone.
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use kube::runtime::controller::Action;
+use serde_json::{json, Value};
+
+use super::backend::MachineError;
+use super::controller::reconcile_machine;
+use super::driver::{self, Hooks};
+use super::testing::machine;
+use super::FINALIZER;
+use crate::api::VSphereMachine;
+use crate::provider_role::fixtures::{credentials, with_server, World, RESYNC};
+use crate::testutil;
+use crate::vsphere::mock::{MockVSphere, Script};
+
+const MACHINE: &str = "/apis/banlieue.io/v1alpha1/namespaces/ns/vspheremachines/web";
+
+type Seen = Vec<(String, String, String, Value)>;
+
+fn vsphere() -> MockVSphere {
+    MockVSphere::new(Script { password: Some("REPLACE-ME".into()), ..Default::default() })
+}
+
+fn world() -> World {
+    World {
+        providers: vec![testutil::provider("vc", json!({}), testutil::guide_capabilities())],
+        secrets: vec![credentials("REPLACE-ME")],
+        ..Default::default()
+    }
+}
+
+fn with_finalizer(mut m: VSphereMachine) -> VSphereMachine {
+    m.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+    m.metadata.uid = Some("0b5c1e2a-6f00-4d7e-9c59-7a9f3c3c1d11".into());
+    m.spec.guest_agent = Some("none".into());
+    m
+}
+
+/// Runs one reconcile of `m` while the API server answers everything; returns
+/// the reconcile's result and the requests it made.
+async fn reconcile(m: VSphereMachine, vsphere: &MockVSphere) -> (crate::Result<Action>, Seen) {
+    let (ctx, server) = world().context(vsphere.clone());
+    let object = serde_json::to_value(&m).unwrap_or_default();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let result = with_server(
+        ctx.clone(),
+        server,
+        move |server| {
+            async move {
+                let _ = tx.send(server.serve_all(object).await);
+            }
+            .boxed()
+        },
+        reconcile_machine(Arc::new(m), ctx),
+    )
+    .await;
+    (result, rx.await.unwrap_or_default())
+}
+
+fn status_patches(seen: &Seen) -> Vec<&Value> {
+    seen.iter().filter(|(m, p, _, _)| m == "PATCH" && p == &format!("{MACHINE}/status")).map(|(_, _, _, b)| &b["status"]).collect()
+}
+
+fn event_reasons(seen: &Seen) -> Vec<String> {
+    seen.iter().filter(|(_, p, _, _)| p.ends_with("/events")).map(|(_, _, _, b)| b["reason"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+fn finalizer_patches(seen: &Seen) -> Vec<&Value> {
+    seen.iter().filter(|(m, p, t, _)| m == "PATCH" && p == MACHINE && t.contains("json-patch")).map(|(_, _, _, b)| b).collect()
+}
+
+#[tokio::test]
+async fn a_new_machine_gets_the_finalizer_before_anything_else() {
+    let vsphere = vsphere();
+    let mut m = machine("web");
+    m.metadata.uid = Some("uid-1".into());
+    let (result, seen) = reconcile(m, &vsphere).await;
+    assert_eq!(result.expect("reconcile"), Action::await_change());
+    let patches = finalizer_patches(&seen);
+    assert_eq!(patches.len(), 1, "{seen:?}");
+    assert!(patches[0].to_string().contains(FINALIZER), "{}", patches[0]);
+    assert_eq!(seen.len(), 1, "nothing but the finalizer: {seen:?}");
+    assert!(vsphere.connects().is_empty(), "vCenter is not touched before the finalizer is on");
+}
+
+#[tokio::test]
+async fn a_machine_is_cloned_powered_on_and_its_status_patched() {
+    let vsphere = vsphere();
+    let (result, seen) = reconcile(with_finalizer(machine("web")), &vsphere).await;
+    assert_eq!(result.expect("reconcile"), Action::requeue(RESYNC), "Ready: periodic resync");
+    let patches = status_patches(&seen);
+    assert!(patches.len() >= 3, "{seen:?}");
+    // First the instance UUID and Cloning, then the task reference, before the VM exists.
+    assert_eq!(patches[0]["conditions"][0]["reason"], "Cloning");
+    let uuid = patches[0]["instanceUUID"].as_str().unwrap_or_default().to_string();
+    assert_eq!(uuid.len(), 36);
+    assert_eq!(patches[1]["task"]["operation"], "clone");
+    assert!(patches[1]["task"]["moRef"].as_str().is_some_and(|t| t.starts_with("task-")));
+    assert!(patches.iter().any(|p| p["task"]["operation"] == "powerOn"));
+    let last = patches.last().copied().unwrap_or(&Value::Null);
+    assert_eq!(last["conditions"][0]["status"], "True");
+    assert_eq!(last["powerState"], "PoweredOn");
+    assert_eq!(last["provisioned"], true);
+    assert!(last["consoleURL"].as_str().is_some_and(|u| u.contains("urn:vmomi:VirtualMachine:")));
+    assert!(last.get("task").is_none());
+    let reasons = event_reasons(&seen);
+    for step in ["Cloning", "PoweringOn", "PoweredOn"] {
+        assert!(reasons.iter().any(|r| r == step), "event {step} in {reasons:?}");
+    }
+    assert!(finalizer_patches(&seen).is_empty());
+    assert_eq!(vsphere.connects().len(), 1, "one connect (the Provider's session)");
+}
+
+/// Records nothing: to set up a VM in the mock before a controller test.
+struct Quiet;
+
+impl Hooks for Quiet {
+    async fn persist(&mut self, _machine: &VSphereMachine) -> Result<(), MachineError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
+    let machines = crate::lifecycle::mock::MockMachines::new();
+    let vsphere = MockVSphere::new(Script { password: Some("REPLACE-ME".into()), machines: machines.clone(), ..Default::default() });
+    let mut m = with_finalizer(machine("web"));
+    driver::reconcile(&mut m, false, &[], &machines, &mut Quiet, &driver::Options::default()).await.expect("create");
+    assert_eq!(machines.vms().len(), 1);
+    m.metadata.deletion_timestamp = Some(crate::conditions::now());
+
+    // vCenter refuses the destroy: the finalizer stays, the reconcile fails (and is retried).
+    machines.fail_next("destroy", MachineError::fault("NotAuthenticated", "the session is gone"));
+    let (result, seen) = reconcile(m.clone(), &vsphere).await;
+    assert!(result.is_err(), "{result:?}");
+    assert!(finalizer_patches(&seen).is_empty(), "the finalizer stays: {seen:?}");
+    assert_eq!(machines.vms().len(), 1);
+
+    // The retry destroys the VM, then removes the finalizer.
+    let (result, seen) = reconcile(m, &vsphere).await;
+    assert!(result.is_ok(), "{result:?}");
+    assert!(machines.vms().is_empty());
+    let patches = finalizer_patches(&seen);
+    assert_eq!(patches.len(), 1, "{seen:?}");
+    assert!(patches[0].to_string().contains("remove"), "{}", patches[0]);
+}
