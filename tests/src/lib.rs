@@ -10,9 +10,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod binaries;
 mod ca;
 mod simulator;
 
+pub use binaries::banlieue_binary;
 pub use ca::{thumbprint, ServerCertificate, TestCa};
 pub use simulator::{
     launcher_binary, ServerTls, Simulator, SimulatorError, SimulatorOptions, Template,

@@ -392,33 +392,32 @@ async fn an_update_stream_cut_by_a_crash_recovers_on_the_restarted_server() {
 #[tokio::test]
 async fn a_slow_server_times_out_with_bounded_retries_and_the_client_stays_usable() {
     guarded(async {
-        // Both calls take 5 s on the server; the client gives each attempt 400 ms.
+        // Both calls take 1.5 s on the server. The client allows 20 s; a
+        // handle of it allows 400 ms per attempt.
         let sim = simulator(plain(SimulatorOptions {
             method_delays: vec![
-                ("CurrentTime".into(), Duration::from_secs(5)),
-                ("PowerOnVM_Task".into(), Duration::from_secs(5)),
+                ("CurrentTime".into(), Duration::from_millis(1500)),
+                ("PowerOnVM_Task".into(), Duration::from_millis(1500)),
             ],
             ..Default::default()
         }))
         .await;
-        let client = Client::builder(&sim.sdk_url())
-            .credentials(sim.username(), sim.password())
-            .keepalive(None)
-            .retry(fast_retry())
-            .call_timeout(Some(Duration::from_millis(400)))
-            .connect()
-            .await
-            .expect("connect");
+        let client = connect(&sim).await;
+        let hasty = client.with_call_timeout(Duration::from_millis(400));
         let service_instance = ManagedObjectReference::new("ServiceInstance", "ServiceInstance");
         let started = std::time::Instant::now();
-        let err = client
+        let err = hasty
             .current_time(&service_instance)
             .await
             .expect_err("slow");
         let waited = started.elapsed();
         assert_eq!(err.kind(), ErrorKind::Timeout, "{}", chain(&err));
-        assert!(err.to_string().contains("within the call timeout"), "{err}");
-        // 4 attempts of 400 ms plus short backoffs, far below the 5 s answer.
+        assert!(
+            err.to_string().contains("within the call timeout (400ms)"),
+            "{err}"
+        );
+        // 4 attempts of 400 ms plus short backoffs: bounded, and below
+        // what waiting for the server would take (4 x 1.5 s).
         assert!(
             waited >= Duration::from_millis(1600) && waited < Duration::from_secs(4),
             "{waited:?}"
@@ -428,6 +427,12 @@ async fn a_slow_server_times_out_with_bounded_retries_and_the_client_stays_usabl
             4,
             "first attempt + 3 retries"
         );
+        // The client's own timeout is untouched by its handle.
+        client
+            .current_time(&service_instance)
+            .await
+            .expect("within 20 s");
+        assert_eq!(requests(&sim, "CurrentTime"), 5);
 
         // A call that may not be repeated times out once.
         let vm = client
@@ -439,12 +444,12 @@ async fn a_slow_server_times_out_with_bounded_retries_and_the_client_stays_usabl
             .expect("vms")
             .remove(0)
             .mo_ref;
-        let err = client.power_on_vm_task(&vm, None).await.expect_err("slow");
+        let err = hasty.power_on_vm_task(&vm, None).await.expect_err("slow");
         assert_eq!(err.kind(), ErrorKind::Timeout, "{}", chain(&err));
         assert_eq!(requests(&sim, "PowerOnVM_Task"), 1, "never sent twice");
 
         // The timed-out calls hold nothing: other calls go through.
-        assert_eq!(vm_names(&client).await.len(), 4);
+        assert_eq!(vm_names(&hasty).await.len(), 4);
     })
     .await
 }

@@ -12,14 +12,13 @@
 //! session key of the Login response).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use vsphere_client::types::ManagedObjectReference;
 use vsphere_client::{mo, Client, ErrorKind};
-use vsphere_tests::{Simulator, SimulatorOptions, Template, TestCa};
+use vsphere_tests::{banlieue_binary, Simulator, SimulatorOptions, Template, TestCa};
 
 const PASSWORD: &str = "Audit-Pa55w0rd-7f3c9e1b";
 const WRONG_PASSWORD: &str = "Wrong-Pa55w0rd-a1b2c3d4";
@@ -262,38 +261,6 @@ async fn the_sdk_at_trace_level_never_shows_a_secret() {
     let secrets = secrets_of(&ca, &cookies);
     assert_clean("the trace log", &log, &secrets);
     assert_clean("Debug/Display output", &outputs.join("\n"), &secrets);
-}
-
-/// The `banlieue` binary of this workspace: built by `cargo nextest run
-/// --workspace` (the operator's tests need it) next to this test's
-/// directory; built here when missing.
-fn banlieue_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    // <target>/<profile>/deps/secrets_audit-HASH
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("profile dir")
-        .to_path_buf();
-    let binary = profile_dir.join(format!("banlieue{}", std::env::consts::EXE_SUFFIX));
-    if !binary.is_file() {
-        let target_dir = profile_dir.parent().expect("target dir");
-        let status = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "banlieue",
-                "--bin",
-                "banlieue",
-                "--target-dir",
-            ])
-            .arg(target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build -p banlieue");
-        assert!(status.success(), "building banlieue failed");
-    }
-    binary
 }
 
 fn secret_manifest(name: &str, data: &[(&str, &str)]) -> String {

@@ -20,7 +20,7 @@ use http::StatusCode;
 use tower::retry::backoff::{Backoff, ExponentialBackoff, ExponentialBackoffMaker, MakeBackoff};
 use tower::util::rng::HasherRng;
 use tower::util::BoxCloneSyncService;
-use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+use tower::{Service, ServiceBuilder, ServiceExt};
 
 use crate::error::{from_reqwest, Error, ErrorKind};
 use crate::redact::{redact_body, Secret};
@@ -67,6 +67,8 @@ pub(crate) struct SoapCall {
     pub idempotent: bool,
     /// Other values to keep out of the wire log (the password).
     pub secrets: Arc<[Secret]>,
+    /// This call's per-attempt timeout, instead of the client's.
+    pub timeout: Option<Duration>,
 }
 
 /// The server's answer, body read in full (within the limit).
@@ -126,16 +128,17 @@ pub(crate) fn build_stack(
     http: reqwest::Client,
     config: &TransportConfig,
 ) -> Result<SoapService, Error> {
+    // The per-attempt timeout is applied by HttpService itself, inside the
+    // retry: a hung attempt of a safe call can be retried, and the bound on
+    // attempts bounds the total. (In the service rather than a tower
+    // timeout layer, so that one call can bring its own.)
     let base = HttpService {
         http,
         url: Arc::new(config.url.clone()),
         max_response_size: config.max_response_size,
+        default_timeout: config.call_timeout,
     };
     let policy = RetryPolicy::new(&config.retry)?;
-    // A per-attempt timeout, inside the retry: a hung attempt of a safe call
-    // can be retried, and the bound on attempts bounds the total.
-    let timeout = config.call_timeout.unwrap_or(Duration::MAX);
-    let url = config.url.to_string();
     let stack = ServiceBuilder::new()
         .option_layer(
             config
@@ -143,23 +146,8 @@ pub(crate) fn build_stack(
                 .map(tower::limit::ConcurrencyLimitLayer::new),
         )
         .layer(tower::retry::RetryLayer::new(policy))
-        .map_err(move |e: BoxError| timeout_or_inner(e, &url))
-        .layer(tower::timeout::TimeoutLayer::new(timeout))
         .service(base);
     Ok(BoxCloneSyncService::new(stack))
-}
-
-fn timeout_or_inner(err: BoxError, url: &str) -> Error {
-    match err.downcast::<Error>() {
-        Ok(err) => *err,
-        Err(other) if other.is::<tower::timeout::error::Elapsed>() => Error::new(
-            ErrorKind::Timeout,
-            format!("no complete answer from {url} within the call timeout"),
-        ),
-        Err(other) => {
-            Error::new(ErrorKind::Transport, format!("request to {url} failed")).with_source(other)
-        }
-    }
 }
 
 /// Decides which failed attempts to repeat.
@@ -243,6 +231,8 @@ pub(crate) struct HttpService {
     http: reqwest::Client,
     url: Arc<url::Url>,
     max_response_size: u64,
+    /// Per-attempt timeout of calls that bring none.
+    default_timeout: Option<Duration>,
 }
 
 impl Service<SoapCall> for HttpService {
@@ -256,7 +246,22 @@ impl Service<SoapCall> for HttpService {
 
     fn call(&mut self, call: SoapCall) -> Self::Future {
         let this = self.clone();
-        Box::pin(async move { this.post(call).await })
+        let limit = call.timeout.or(this.default_timeout);
+        Box::pin(async move {
+            let Some(limit) = limit else {
+                return this.post(call).await;
+            };
+            match tokio::time::timeout(limit, this.post(call)).await {
+                Ok(result) => result,
+                Err(_elapsed) => Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "no complete answer from {} within the call timeout ({limit:?})",
+                        this.url
+                    ),
+                )),
+            }
+        })
     }
 }
 

@@ -297,7 +297,10 @@ impl ClientBuilder {
             stats: Default::default(),
             task_watcher: Default::default(),
         });
-        let client = Client { inner };
+        let client = Client {
+            inner,
+            call_timeout: None,
+        };
         client.start(negotiated, self.keepalive).await?;
         Ok(client)
     }

@@ -34,6 +34,9 @@ use crate::xml::Request;
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// This handle's per-attempt timeout, instead of the builder's
+    /// ([`Client::with_call_timeout`]).
+    call_timeout: Option<Duration>,
 }
 
 pub(crate) struct Inner {
@@ -68,6 +71,7 @@ impl std::fmt::Debug for Client {
                 &self.inner.credentials.as_ref().map(|c| c.username.as_str()),
             )
             .field("logged_in", &self.inner.session.cookie().is_some())
+            .field("call_timeout", &self.call_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +95,22 @@ impl Client {
     /// `user:password@` (as `GOVC_URL` accepts).
     pub fn builder(url: &str) -> ClientBuilder {
         ClientBuilder::new(url)
+    }
+
+    /// A handle on the same session (and connection pool, concurrency limit,
+    /// retry policy, call statistics) whose calls give each attempt `timeout`
+    /// instead of the builder's [`call_timeout`](ClientBuilder::call_timeout):
+    /// longer for one known-slow call, shorter to fail fast. The retries of
+    /// a safe call each get the full timeout.
+    ///
+    /// Streams and task waits started from this handle use it for their
+    /// calls too: keep it above their wait (`WaitForUpdatesEx` asks the
+    /// server to answer within 30 s, or half the builder's timeout).
+    pub fn with_call_timeout(&self, timeout: Duration) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            call_timeout: Some(timeout),
+        }
     }
 
     /// The SDK endpoint (`https://host/sdk`), without credentials.
@@ -225,6 +245,7 @@ impl Client {
             cookie,
             idempotent: R::IDEMPOTENT,
             secrets: self.inner.secrets.clone(),
+            timeout: self.call_timeout,
         };
         let reply = transport::send(&self.inner.service, call).await?;
         if let Some(cookie) = reply.new_cookie.clone() {
@@ -435,7 +456,10 @@ async fn keepalive_loop(client: Weak<Inner>, interval: Duration) {
         let Some(inner) = client.upgrade() else {
             return;
         };
-        let client = Client { inner };
+        let client = Client {
+            inner,
+            call_timeout: None,
+        };
         if client.inner.session.is_closed() {
             return;
         }
@@ -486,6 +510,7 @@ impl Drop for Inner {
             cookie: Some(cookie),
             idempotent: true,
             secrets: self.secrets.clone(),
+            timeout: None,
         };
         let service = self.service.clone();
         runtime.spawn(async move {
