@@ -34,9 +34,19 @@ async fn simulator(options: SimulatorOptions) -> Simulator {
         .unwrap_or_else(|e| panic!("simulator: {e}"))
 }
 
-/// Kills the simulator after `after` (the launcher blocks: off the runtime).
-async fn kill_after(mut sim: Simulator, after: Duration) -> Simulator {
-    tokio::time::sleep(after).await;
+/// Kills the simulator (SIGKILL) as soon as it has received more than
+/// `seen` requests of `method`: with that request in flight (the tests
+/// delay it on the server).
+async fn kill_when_received(mut sim: Simulator, method: &str, seen: usize) -> Simulator {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while requests(&sim, method) <= seen {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {method} request reached the simulator"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The launcher blocks while it stops: off the runtime.
     tokio::task::spawn_blocking(move || {
         sim.kill();
         sim
@@ -164,7 +174,7 @@ async fn a_paged_walk_cut_by_a_crash_fails_clearly_and_the_next_walk_works() {
         let started = std::time::Instant::now();
         let (second, sim) = tokio::join!(
             pages.next_page(),
-            kill_after(sim, Duration::from_millis(700))
+            kill_when_received(sim, "ContinueRetrievePropertiesEx", 0)
         );
         let err = second.expect_err("the server died mid-page");
         assert_eq!(err.kind(), ErrorKind::Transport, "{}", chain(&err));
@@ -229,7 +239,7 @@ async fn a_clone_cut_by_a_crash_is_not_sent_twice_and_can_be_made_once_after() {
         let (template, spec) = clone_setup(&client).await;
         let (started, sim) = tokio::join!(
             template.start_clone("web-1", &spec),
-            kill_after(sim, Duration::from_secs(1))
+            kill_when_received(sim, "CloneVM_Task", 0)
         );
         let err = started.expect_err("the server died mid-clone");
         assert_eq!(err.kind(), ErrorKind::Transport, "{}", chain(&err));
@@ -276,11 +286,12 @@ async fn a_task_wait_cut_by_a_crash_ends_with_a_clear_error_and_the_next_wait_wo
             .start_clone("web-1", &spec)
             .await
             .expect("clone started");
+        let waits_before = requests(&sim, "WaitForUpdatesEx");
         let waiting = tokio::spawn({
             let task = task.clone();
             async move { task.wait().await }
         });
-        let sim = kill_after(sim, Duration::from_secs(1)).await;
+        let sim = kill_when_received(sim, "WaitForUpdatesEx", waits_before).await;
         let sim = restart(sim, |o| o.method_delays.clear()).await;
         // The task died with the server: the wait ends, it does not hang.
         // Either the restarted server answered (the task's object is gone)
@@ -351,8 +362,9 @@ async fn an_update_stream_cut_by_a_crash_recovers_on_the_restarted_server() {
         assert_eq!(first.kind, property::UpdateKind::Enter);
 
         // The server dies while the stream waits, and comes back.
+        let waits_before = requests(&sim, "WaitForUpdatesEx");
         let (result, sim) = tokio::join!(stream.next(), async {
-            let sim = kill_after(sim, Duration::from_millis(300)).await;
+            let sim = kill_when_received(sim, "WaitForUpdatesEx", waits_before).await;
             tokio::time::sleep(Duration::from_millis(500)).await;
             restart(sim, |_| {}).await
         });
