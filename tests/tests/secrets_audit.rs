@@ -178,6 +178,20 @@ async fn the_sdk_at_trace_level_never_shows_a_secret() {
         "a re-login happened"
     );
 
+    // A keepalive at work: it reads SessionManager.currentSession, whose
+    // answer holds the session key (the cookie value, on the simulator).
+    let kept_alive = Client::builder(&sim.sdk_url())
+        .credentials(sim.username(), PASSWORD)
+        .keepalive(Some(Duration::from_millis(200)))
+        .ca_bundle_pem(bundle.as_bytes())
+        .expect("bundle")
+        .connect()
+        .await
+        .expect("connect");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    outputs.push(format!("{kept_alive:?}"));
+    drop(kept_alive);
+
     // A fault from the server.
     let gone = ManagedObjectReference::new("VirtualMachine", "vm-does-not-exist");
     let fault = client
@@ -251,11 +265,15 @@ async fn the_sdk_at_trace_level_never_shows_a_secret() {
         "PowerOnVM_Task",
         "InvalidLogin",
         "logging in again",
+        "currentSession",
         "<redacted>",
     ] {
         assert!(log.contains(needle), "the trace log lacks {needle:?}");
     }
-    assert!(cookies.len() >= 2, "connect and re-login: {cookies:?}");
+    assert!(
+        cookies.len() >= 3,
+        "connect, re-login and the keepalive's client: {cookies:?}"
+    );
     assert!(!key_lines(ca.ca_key_pem()).is_empty());
 
     let secrets = secrets_of(&ca, &cookies);
