@@ -117,6 +117,9 @@ step "tags: create a category and a tag, attach it to a VM (like govc tags.*)" \
 step "banlieue check: a Provider on the simulator (failure domains), the guide's VMImage, VMClass and VirtualMachine" \
     operator/demo/check.sh operator/demo/check.sh
 
+step "banlieue check --apply: a VirtualMachine cloned, shaped, powered on and Ready; run again, the same VM" \
+    operator/demo/apply.sh operator/demo/apply.sh
+
 # The inventory by path and the VM lifecycle, like govc: ls, find, vm.info,
 # clone the template with a fixed instance UUID and power it on, power off,
 # mark a VM as template, destroy; then the benchmark's property walk.

@@ -582,16 +582,27 @@ fn table(world: &World) -> String {
             .machines
             .iter()
             .map(|m| {
+                let status = m.status.clone().unwrap_or_default();
+                let (ready, reason, message) = condition_of(&status.conditions, READY);
                 vec![
                     format!("{}/{}", m.namespace().unwrap_or_default(), m.name_any()),
                     m.spec.provider_ref.to_string(),
                     m.spec.failure_domain.clone(),
                     m.spec.template.name.clone(),
                     m.spec.desired_power_state.as_str().to_string(),
+                    status.mo_ref.clone().unwrap_or_default(),
+                    status.power_state.clone().unwrap_or_default(),
+                    status.ip_addresses.join(","),
+                    ready.to_string(),
+                    reason.to_string(),
+                    message.to_string(),
                 ]
             })
             .collect();
-        out.push_str(&render_table(&["VSPHEREMACHINE", "PROVIDER", "FAILURE-DOMAIN", "TEMPLATE", "DESIRED-POWER"], rows));
+        out.push_str(&render_table(
+            &["VSPHEREMACHINE", "PROVIDER", "FAILURE-DOMAIN", "TEMPLATE", "DESIRED-POWER", "VM", "POWER", "IP", "READY", "REASON", "MESSAGE"],
+            rows,
+        ));
         out.push('\n');
     }
     out.push_str(&rejected_text(world, ""));
