@@ -140,7 +140,7 @@ async fn main() -> ExitCode {
                 }
             };
             info!(%namespace, resync = ?resync_interval, "vSphere provider starting");
-            let vcenter = Arc::new(VCenter::default());
+            let vcenter = Arc::new(VCenter::new(banlieue::vcenter::Options { watch_vms: true, ..Default::default() }));
             let sessions = vcenter.clone();
             metrics.set_vsphere_source(Arc::new(move || sessions.call_stats()));
             match provider_role::run(client, &namespace, resync_interval, vcenter, metrics).await {

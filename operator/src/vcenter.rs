@@ -35,6 +35,9 @@ pub struct Options {
     pub keepalive: Duration,
     /// Objects per `RetrievePropertiesEx` page.
     pub page_size: u32,
+    /// Watch every Provider's VMs through one update stream per session
+    /// (the provider role; `check` runs are too short to need it).
+    pub watch_vms: bool,
 }
 
 impl Default for Options {
@@ -44,6 +47,7 @@ impl Default for Options {
             call_timeout: Duration::from_secs(120),
             keepalive: Duration::from_secs(5 * 60),
             page_size: 1000,
+            watch_vms: false,
         }
     }
 }
@@ -52,6 +56,8 @@ struct Cached {
     params: ConnectParams,
     client: vsphere_client::Client,
     placement: crate::lifecycle::vcenter::SharedPlacement,
+    /// The session's VM update stream (stopped when this is dropped).
+    watch: Option<Arc<crate::lifecycle::watch::VmWatch>>,
 }
 
 /// A Provider's slot: the lock serializes its connects, so two reconciles
@@ -59,15 +65,22 @@ struct Cached {
 type Slot = Arc<tokio::sync::Mutex<Option<Cached>>>;
 
 /// vCenter sessions by Provider.
-#[derive(Default)]
 pub struct VCenter {
     options: Options,
     slots: Mutex<BTreeMap<NamespacedReference, Slot>>,
+    /// Instance UUIDs of VMs that changed, from every session's update stream.
+    changes: tokio::sync::broadcast::Sender<String>,
+}
+
+impl Default for VCenter {
+    fn default() -> Self {
+        VCenter::new(Options::default())
+    }
 }
 
 impl VCenter {
     pub fn new(options: Options) -> Self {
-        VCenter { options, slots: Mutex::default() }
+        VCenter { options, slots: Mutex::default(), changes: tokio::sync::broadcast::channel(1024).0 }
     }
 
     fn slot(&self, provider: &NamespacedReference) -> Slot {
@@ -164,11 +177,20 @@ impl VSphere for VCenter {
         self.retain(keep).await
     }
 
+    fn machine_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.options.watch_vms.then(|| self.changes.subscribe())
+    }
+
     async fn connect(&self, params: &ConnectParams) -> Result<VCenterSession, Error> {
         let slot = self.slot(&params.provider);
         let mut cached = slot.lock().await;
         if let Some(c) = cached.as_ref().filter(|c| c.params == *params) {
-            return Ok(VCenterSession { client: c.client.clone(), page_size: self.options.page_size, placement: c.placement.clone() });
+            return Ok(VCenterSession {
+                client: c.client.clone(),
+                page_size: self.options.page_size,
+                placement: c.placement.clone(),
+                watch: c.watch.clone(),
+            });
         }
         // New Provider, or its endpoint, credentials or CA changed: the old
         // session (if any) belongs to settings no longer wanted.
@@ -179,8 +201,12 @@ impl VSphere for VCenter {
         let client = self.login(params).await?;
         info!(provider = %params.provider, endpoint = %params.endpoint, user = %params.username, "logged in to vCenter");
         let placement = crate::lifecycle::vcenter::SharedPlacement::default();
-        *cached = Some(Cached { params: params.clone(), client: client.clone(), placement: placement.clone() });
-        Ok(VCenterSession { client, page_size: self.options.page_size, placement })
+        let watch = self
+            .options
+            .watch_vms
+            .then(|| Arc::new(crate::lifecycle::watch::VmWatch::start(client.clone(), self.changes.clone())));
+        *cached = Some(Cached { params: params.clone(), client: client.clone(), placement: placement.clone(), watch: watch.clone() });
+        Ok(VCenterSession { client, page_size: self.options.page_size, placement, watch })
     }
 }
 
@@ -191,6 +217,7 @@ pub struct VCenterSession {
     page_size: u32,
     /// VM placement resolved once per session (see `lifecycle::vcenter`).
     placement: crate::lifecycle::vcenter::SharedPlacement,
+    watch: Option<Arc<crate::lifecycle::watch::VmWatch>>,
 }
 
 impl VCenterSession {
@@ -200,6 +227,11 @@ impl VCenterSession {
 
     pub(crate) fn placement(&self) -> &crate::lifecycle::vcenter::PlacementCache {
         &self.placement
+    }
+
+    /// The session's VM update stream, when the role watches VMs.
+    pub fn watch(&self) -> Option<&crate::lifecycle::watch::VmWatch> {
+        self.watch.as_deref()
     }
 }
 

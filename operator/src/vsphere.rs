@@ -122,6 +122,12 @@ pub trait VSphere: Send + Sync + 'static {
 
     fn connect(&self, params: &ConnectParams) -> impl Future<Output = Result<Self::Session, Error>> + Send;
 
+    /// The instance UUIDs of VMs that changed (from the Providers' update
+    /// streams), when the implementation watches them.
+    fn machine_changes(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
+
     /// Ends the sessions of Providers not in `keep` (deleted ones; all of
     /// them when `keep` is empty, as the role stops).
     fn retain_sessions(&self, keep: &BTreeSet<NamespacedReference>) -> impl Future<Output = ()> + Send {
@@ -251,8 +257,8 @@ pub mod mock {
         async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
             self.script.machines.find_vm(instance_uuid, fresh).await
         }
-        async fn vm(&self, mo_ref: &str) -> Result<Option<VmFacts>, MachineError> {
-            self.script.machines.vm(mo_ref).await
+        async fn vm(&self, mo_ref: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+            self.script.machines.vm(mo_ref, fresh).await
         }
         async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
             self.script.machines.task(mo_ref).await

@@ -488,3 +488,48 @@ fn check_apply_twice_leaves_one_vm_per_virtual_machine() {
     names.sort();
     assert_eq!(names, ["team-a-web-1", "team-a-web-2"]);
 }
+
+#[tokio::test]
+async fn one_update_stream_per_provider_reports_vm_changes_and_serves_resyncs_without_calls() {
+    let sim = simulator(small()).await;
+    let mut world = world_of(&manifests(&sim, "immediate", &["web-1"]));
+    let vcenter = VCenter::new(banlieue::vcenter::Options { watch_vms: true, ..Default::default() });
+    check::reconcile(&mut world, &vcenter, &conditions::now()).await;
+    let mut changes = vcenter.machine_changes().expect("the VM watch is on");
+    let params = banlieue::provider::connect_params(&world.providers[0], &world).expect("params");
+    let session = vcenter.connect(&params).await.expect("connect");
+    let mut m = world.machines[0].clone();
+    let uuid = identity::instance_uuid(&m);
+    let secrets = banlieue::lifecycle::controller::cloud_config_secrets(&m, &world).expect("secrets");
+    let mut store = Store::default();
+    let outcome = driver::reconcile(&mut m, false, &secrets, &session, &mut store, &driver::Options::default()).await;
+    assert!(matches!(&outcome, Ok(Outcome::Waiting(w)) if w.contains("IP")), "{outcome:?}");
+
+    // The guest reports its address: the stream announces the VM's change.
+    guest_reports_ip(connect(&sim).await, uuid.clone(), "10.0.0.10").await;
+    let watch = session.watch().expect("watch");
+    let announced = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match changes.recv().await {
+                Ok(changed) if changed.eq_ignore_ascii_case(&uuid) && watch.by_uuid(&uuid).is_some_and(|vm| !vm.ip_addresses.is_empty()) => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(announced, Ok(true), "the IP arrived through the update stream");
+
+    // The reconcile it triggers, and any resync after, read the VM from the
+    // stream's cache: no SOAP call at all.
+    let before = session.client().call_stats();
+    let outcome = driver::reconcile(&mut m, false, &secrets, &session, &mut store, &driver::Options::default()).await;
+    assert_eq!(outcome, Ok(Outcome::Ready));
+    assert_eq!(m.status.as_ref().map(|s| s.ip_addresses.clone()), Some(vec!["10.0.0.10".to_string()]));
+    let resync = driver::reconcile(&mut m, false, &secrets, &session, &mut store, &driver::Options::default()).await;
+    assert_eq!(resync, Ok(Outcome::Ready));
+    let (calls, methods) = calls_since(session.client(), &before);
+    let waits = methods.get("WaitForUpdatesEx").copied().unwrap_or(0);
+    assert_eq!(calls - waits, 0, "only the stream's own WaitForUpdatesEx: {methods:?}");
+    vcenter.close_all().await;
+}

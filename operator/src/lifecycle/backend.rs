@@ -207,8 +207,9 @@ pub trait Machines: Clone + Send + Sync + 'static {
     /// an implementation may answer from the Provider's update stream.
     fn find_vm(&self, instance_uuid: &str, fresh: bool) -> impl Future<Output = Result<Option<VmFacts>, MachineError>> + Send;
 
-    /// The VM by its reference (one read); `None` when it is gone.
-    fn vm(&self, mo_ref: &str) -> impl Future<Output = Result<Option<VmFacts>, MachineError>> + Send;
+    /// The VM by its reference (one read); `None` when it is gone. `fresh`
+    /// as for [`find_vm`](Self::find_vm).
+    fn vm(&self, mo_ref: &str, fresh: bool) -> impl Future<Output = Result<Option<VmFacts>, MachineError>> + Send;
 
     /// Whether `find_vm(_, false)` may answer from a cache (an update stream)
     /// rather than vCenter itself.

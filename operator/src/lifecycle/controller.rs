@@ -140,6 +140,9 @@ where
             ctx.succeeded(&key);
             Action::requeue(ctx.resync)
         }
+        // With the update stream, the VM's change (an IP) triggers the next
+        // reconcile; without it, look again soon.
+        Outcome::Waiting(_) if session.cached() => Action::requeue(ctx.resync),
         Outcome::Waiting(_) => Action::requeue(WAITING_RECHECK),
         Outcome::Failed(_) | Outcome::Released => Action::requeue(ctx.failed(key)),
     })

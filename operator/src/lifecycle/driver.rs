@@ -95,8 +95,12 @@ pub async fn reconcile<M: Machines, H: Hooks>(
     let server = backend.server();
     // The last task we saw finish, so it is not read again.
     let mut finished: Option<TaskFacts> = None;
+    // The first look may come from the update stream's cache; after an
+    // action of ours, only vCenter itself knows its effect for sure.
+    let mut fresh = false;
     for _ in 0..options.max_steps {
-        let (observation, authoritative) = observe(machine, &uuid, backend, finished.as_ref()).await?;
+        let (observation, authoritative) = observe(machine, &uuid, backend, finished.as_ref(), fresh).await?;
+        fresh = true;
         let step = step::step(machine, &observation, deleting, &server, &crate::conditions::now());
         apply(machine, &step, hooks).await?;
         debug!(machine = %name(machine), action = ?step.action, reason = %step.ready.reason, "lifecycle step");
@@ -213,17 +217,18 @@ async fn observe<M: Machines>(
     uuid: &str,
     backend: &M,
     finished: Option<&TaskFacts>,
+    fresh: bool,
 ) -> Result<(Observation, bool), MachineError> {
     let status = machine.status.as_ref();
     // A clone just finished names its VM in its result.
     let known = status.and_then(|s| s.mo_ref.as_deref()).or_else(|| finished.and_then(|f| f.result.as_deref()));
     let by_ref = match known {
-        Some(mo_ref) => backend.vm(mo_ref).await?.filter(|vm| vm.instance_uuid.eq_ignore_ascii_case(uuid)),
+        Some(mo_ref) => backend.vm(mo_ref, fresh).await?.filter(|vm| vm.instance_uuid.eq_ignore_ascii_case(uuid)),
         None => None,
     };
     let (vm, authoritative) = match by_ref {
-        Some(vm) => (Some(vm), true),
-        None => (backend.find_vm(uuid, false).await?, !backend.cached()),
+        Some(vm) => (Some(vm), fresh || !backend.cached()),
+        None => (backend.find_vm(uuid, fresh).await?, fresh || !backend.cached()),
     };
     let task = match status.and_then(|s| s.task.as_ref()) {
         None => None,

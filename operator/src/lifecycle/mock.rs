@@ -177,7 +177,7 @@ impl Machines for MockMachines {
         Ok(self.with(|s| s.vms.values().find(|v| v.instance_uuid == instance_uuid).cloned()))
     }
 
-    async fn vm(&self, mo_ref: &str) -> Result<Option<VmFacts>, MachineError> {
+    async fn vm(&self, mo_ref: &str, _fresh: bool) -> Result<Option<VmFacts>, MachineError> {
         self.enter("vm")?;
         Ok(self.with(|s| s.vms.get(mo_ref).cloned()))
     }

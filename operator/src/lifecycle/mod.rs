@@ -21,6 +21,7 @@ pub mod identity;
 pub mod mock;
 pub mod step;
 pub mod vcenter;
+pub mod watch;
 
 use k8s_openapi::api::core::v1::Secret;
 

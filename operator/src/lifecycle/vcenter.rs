@@ -242,16 +242,22 @@ impl VCenterSession {
 }
 
 impl Machines for VCenterSession {
-    async fn find_vm(&self, instance_uuid: &str, _fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+    async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+        if let Some(found) = self.watch().filter(|_| !fresh).and_then(|w| w.by_uuid(instance_uuid)) {
+            return Ok(Some(found));
+        }
         let client = self.client();
         let Some(found) = client.search_vm_by_uuid(instance_uuid, true, None).await.map_err(|e| error("looking up the VM by instance UUID", &e))? else {
             return Ok(None);
         };
         // Destroyed between the two calls: gone.
-        self.vm(&found.value).await
+        self.vm(&found.value, true).await
     }
 
-    async fn vm(&self, mo_ref: &str) -> Result<Option<VmFacts>, MachineError> {
+    async fn vm(&self, mo_ref: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+        if let Some(found) = self.watch().filter(|_| !fresh).and_then(|w| w.by_ref(mo_ref)) {
+            return Ok(Some(found));
+        }
         let query = self.client().properties::<mo::VirtualMachine>(VM_PROPERTIES).map_err(|e| error("reading the VM", &e))?;
         match query.get(&vm_ref(mo_ref)).await {
             Ok(vm) => Ok(Some(facts_of(&vm))),
@@ -350,6 +356,10 @@ impl Machines for VCenterSession {
     async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {
         let task = self.client().destroy_task(&vm_ref(vm)).await.map_err(|e| error(&format!("destroying {vm}"), &e))?;
         Ok(task.value)
+    }
+
+    fn cached(&self) -> bool {
+        self.watch().is_some_and(|w| w.is_live())
     }
 
     fn server(&self) -> ServerIdentity {

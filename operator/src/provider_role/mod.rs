@@ -437,7 +437,33 @@ where
                 warn!(error = %e, "VMImage reconcile loop");
             }
         });
+    // A VM that changed in vCenter (from the Providers' update streams: an IP
+    // reported, a power change, a clone done) reconciles its VSphereMachine.
+    let vm_changes = {
+        let machines = machines.clone();
+        let changes = vsphere.machine_changes();
+        futures::stream::unfold(changes, |changes| async move {
+            let mut receiver = changes?;
+            loop {
+                match receiver.recv().await {
+                    Ok(uuid) => return Some((uuid, Some(receiver))),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .flat_map(move |uuid: String| {
+            let owners: Vec<ObjectRef<VSphereMachine>> = machines
+                .state()
+                .iter()
+                .filter(|m| m.status.as_ref().and_then(|s| s.instance_uuid.as_deref()).is_some_and(|u| u.eq_ignore_ascii_case(&uuid)))
+                .map(|m| ObjectRef::from(m.as_ref()))
+                .collect();
+            futures::stream::iter(owners)
+        })
+    };
     let machine_controller = Controller::for_stream(machine_stream, machines)
+        .reconcile_on(vm_changes)
         .shutdown_on_signal()
         .run(reconcile_machine, machine_error_policy, ctx.clone())
         .for_each(|result| async move {
