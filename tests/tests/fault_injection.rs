@@ -244,6 +244,12 @@ async fn a_clone_cut_by_a_crash_is_not_sent_twice_and_can_be_made_once_after() {
         let err = started.expect_err("the server died mid-clone");
         assert_eq!(err.kind(), ErrorKind::Transport, "{}", chain(&err));
         assert_eq!(err.method(), Some("CloneVM_Task"), "{err}");
+        assert!(
+            err.to_string().contains(
+                "the request may have reached the server, which may have run it: not repeated"
+            ),
+            "the caller is told to look before cloning again: {err}"
+        );
         assert_eq!(requests(&sim, "CloneVM_Task"), 1);
 
         let sim = restart(sim, |o| o.method_delays.clear()).await;
@@ -458,6 +464,10 @@ async fn a_slow_server_times_out_with_bounded_retries_and_the_client_stays_usabl
             .mo_ref;
         let err = hasty.power_on_vm_task(&vm, None).await.expect_err("slow");
         assert_eq!(err.kind(), ErrorKind::Timeout, "{}", chain(&err));
+        assert!(
+            err.to_string().contains("may have run it: not repeated"),
+            "{err}"
+        );
         assert_eq!(requests(&sim, "PowerOnVM_Task"), 1, "never sent twice");
 
         // The timed-out calls hold nothing: other calls go through.

@@ -181,6 +181,16 @@ impl Error {
         self
     }
 
+    /// Adds a remark to the message: `message (note)`.
+    pub(crate) fn with_note(mut self, note: &str) -> Self {
+        self.inner.message = if self.inner.message.is_empty() {
+            note.to_string()
+        } else {
+            format!("{} ({note})", self.inner.message)
+        };
+        self
+    }
+
     pub(crate) fn from_fault(fault: Fault) -> Self {
         let mut err = Error::new(ErrorKind::Fault, String::new());
         err.inner.fault = Some(fault);

@@ -247,20 +247,33 @@ impl Service<SoapCall> for HttpService {
     fn call(&mut self, call: SoapCall) -> Self::Future {
         let this = self.clone();
         let limit = call.timeout.or(this.default_timeout);
+        let idempotent = call.idempotent;
         Box::pin(async move {
-            let Some(limit) = limit else {
-                return this.post(call).await;
+            let result = match limit {
+                None => this.post(call).await,
+                Some(limit) => match tokio::time::timeout(limit, this.post(call)).await {
+                    Ok(result) => result,
+                    Err(_elapsed) => Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "no complete answer from {} within the call timeout ({limit:?})",
+                            this.url
+                        ),
+                    )),
+                },
             };
-            match tokio::time::timeout(limit, this.post(call)).await {
-                Ok(result) => result,
-                Err(_elapsed) => Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "no complete answer from {} within the call timeout ({limit:?})",
-                        this.url
-                    ),
-                )),
-            }
+            result.map_err(|err| {
+                // The caller must know before trying again (another clone,
+                // another power-on...).
+                if !idempotent
+                    && matches!(err.kind(), ErrorKind::Transport | ErrorKind::Timeout)
+                    && !err.request_not_sent()
+                {
+                    err.with_note("the request may have reached the server, which may have run it: not repeated")
+                } else {
+                    err
+                }
+            })
         })
     }
 }
