@@ -103,15 +103,21 @@ pub struct TaskFacts {
 pub struct MachineError {
     pub fault: Option<String>,
     pub message: String,
+    /// A wait that gave up (the operation itself goes on).
+    pub timed_out: bool,
 }
 
 impl MachineError {
     pub fn new(message: impl Into<String>) -> Self {
-        MachineError { fault: None, message: message.into() }
+        MachineError { fault: None, message: message.into(), timed_out: false }
     }
 
     pub fn fault(fault: impl Into<String>, message: impl Into<String>) -> Self {
-        MachineError { fault: Some(fault.into()), message: message.into() }
+        MachineError { fault: Some(fault.into()), message: message.into(), timed_out: false }
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Self {
+        MachineError { fault: None, message: message.into(), timed_out: true }
     }
 
     pub fn is_fault(&self, name: &str) -> bool {

@@ -59,11 +59,18 @@ pub struct Options {
     pub guest_shutdown_timeout: Duration,
     /// At most this many steps per reconcile (a guard against a loop).
     pub max_steps: usize,
+    /// While waiting for a task, its progress goes to the status this often.
+    pub progress_interval: Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { task_timeout: Duration::from_secs(30 * 60), guest_shutdown_timeout: step::GUEST_SHUTDOWN_TIMEOUT, max_steps: 16 }
+        Options {
+            task_timeout: Duration::from_secs(30 * 60),
+            guest_shutdown_timeout: step::GUEST_SHUTDOWN_TIMEOUT,
+            max_steps: 16,
+            progress_interval: Duration::from_secs(30),
+        }
     }
 }
 
@@ -122,7 +129,7 @@ pub async fn reconcile<M: Machines, H: Hooks>(
             Action::WaitTask(task) => {
                 // Seen running just now: wait for it, without reading it again first.
                 hooks.tasks_in_flight(1);
-                let waited = backend.wait_task(&task, options.task_timeout, |_| {}).await;
+                let waited = wait(machine, backend, hooks, &task, options).await;
                 hooks.tasks_in_flight(-1);
                 finished = Some(waited?);
             }
@@ -154,20 +161,20 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 record(machine, hooks, &task, operation::CLONE).await?;
                 hooks.event(machine, "Cloning", &format!("cloning {} as {} (task {task})", request.template_name, request.name)).await;
                 hooks.checkpoint(Checkpoint::TaskRecorded)?;
-                finished = Some(settle(backend, hooks, &task, options).await?);
+                finished = Some(settle(machine, backend, hooks, &task, options).await?);
             }
             Action::Reconfigure(vm) => {
                 let shape = step::configured_shape(machine);
                 let task = backend.start_reconfigure(&vm, &shape).await?;
                 record(machine, hooks, &task, operation::RECONFIGURE).await?;
                 hooks.event(machine, "Reconfiguring", &format!("setting {} CPUs and {} MiB on {vm}", shape.cpus, shape.memory_mib)).await;
-                finished = Some(settle(backend, hooks, &task, options).await?);
+                finished = Some(settle(machine, backend, hooks, &task, options).await?);
             }
             Action::PowerOn(vm) => {
                 let task = backend.start_power_on(&vm).await?;
                 record(machine, hooks, &task, operation::POWER_ON).await?;
                 hooks.event(machine, "PoweringOn", &format!("powering {vm} on")).await;
-                let done = settle(backend, hooks, &task, options).await?;
+                let done = settle(machine, backend, hooks, &task, options).await?;
                 let succeeded = done.state == TaskState::Success;
                 finished = Some(done);
                 if succeeded {
@@ -182,7 +189,7 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 Ok(task) => {
                     record(machine, hooks, &task, operation::DESTROY).await?;
                     hooks.event(machine, "Destroying", &format!("destroying {vm}")).await;
-                    finished = Some(settle(backend, hooks, &task, options).await?);
+                    finished = Some(settle(machine, backend, hooks, &task, options).await?);
                 }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
@@ -194,15 +201,51 @@ pub async fn reconcile<M: Machines, H: Hooks>(
 
 /// A task just started: one read (quick tasks are done by then), and a
 /// wait through the shared task filter only when it is still running.
-async fn settle<M: Machines, H: Hooks>(backend: &M, hooks: &mut H, task: &str, options: &Options) -> Result<TaskFacts, MachineError> {
+async fn settle<M: Machines, H: Hooks>(
+    machine: &mut VSphereMachine,
+    backend: &M,
+    hooks: &mut H,
+    task: &str,
+    options: &Options,
+) -> Result<TaskFacts, MachineError> {
     hooks.tasks_in_flight(1);
     let result = match backend.task(task).await {
         Ok(Some(facts)) if !facts.state.in_progress() => Ok(facts),
-        Ok(_) => backend.wait_task(task, options.task_timeout, |_| {}).await,
+        Ok(_) => wait(machine, backend, hooks, task, options).await,
         Err(e) => Err(e),
     };
     hooks.tasks_in_flight(-1);
     result
+}
+
+/// Waits for a task through the shared task filter, writing its progress to
+/// the status every `progress_interval`, up to `task_timeout` in all.
+async fn wait<M: Machines, H: Hooks>(
+    machine: &mut VSphereMachine,
+    backend: &M,
+    hooks: &mut H,
+    task: &str,
+    options: &Options,
+) -> Result<TaskFacts, MachineError> {
+    let deadline = tokio::time::Instant::now() + options.task_timeout;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let mut latest: Option<TaskFacts> = None;
+        match backend.wait_task(task, options.progress_interval.min(left), |f| latest = Some(f.clone())).await {
+            Err(e) if e.timed_out && !left.is_zero() && left > options.progress_interval => {
+                let progress = latest.map(|f| (f.state, f.progress));
+                let recorded = machine.status.as_mut().and_then(|s| s.task.as_mut()).filter(|t| t.mo_ref == task);
+                if let (Some(t), Some((state, pct))) = (recorded, progress) {
+                    if t.progress != pct || t.state != state.as_str() {
+                        t.progress = pct;
+                        t.state = state.as_str().to_string();
+                        hooks.persist(machine).await?;
+                    }
+                }
+            }
+            other => return other,
+        }
+    }
 }
 
 fn name(machine: &VSphereMachine) -> String {

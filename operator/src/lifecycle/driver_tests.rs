@@ -214,3 +214,32 @@ async fn a_failed_clone_reports_the_fault_then_retries() {
     assert_eq!(run(&mut m, false, &mock, &mut store).await.expect("retry"), Outcome::Ready);
     assert_eq!(mock.vms().len(), 1);
 }
+
+#[derive(Default)]
+struct Progress {
+    seen: Vec<(String, Option<i32>)>,
+}
+
+impl Hooks for Progress {
+    async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), MachineError> {
+        if let Some(t) = machine.status.as_ref().and_then(|s| s.task.as_ref()) {
+            self.seen.push((t.state.clone(), t.progress));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_long_task_writes_its_progress_while_it_runs() {
+    let mock = MockMachines::new();
+    mock.slow_waits(2);
+    let mut m = machine("web");
+    m.spec.guest_agent = Some("none".into());
+    let mut hooks = Progress::default();
+    let options = Options { progress_interval: std::time::Duration::from_millis(10), ..Options::default() };
+    let outcome = reconcile(&mut m, false, &[], &mock, &mut hooks, &options).await.expect("reconcile");
+    assert_eq!(outcome, Outcome::Ready);
+    assert!(hooks.seen.contains(&("running".to_string(), Some(30))), "{:?}", hooks.seen);
+    assert!(hooks.seen.contains(&("running".to_string(), Some(60))), "{:?}", hooks.seen);
+    assert_eq!(mock.calls("clone"), 1, "a slow clone is waited for, not repeated");
+}

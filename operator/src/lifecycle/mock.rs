@@ -25,6 +25,8 @@ struct State {
     calls: BTreeMap<&'static str, u32>,
     /// Clones keep the template's 1 CPU / 32 MiB, like the simulator.
     clone_ignores_shape: bool,
+    /// Waits that time out (the task 30% further each time) before tasks finish.
+    slow_waits: u32,
 }
 
 /// The mock (cheap to clone; clones share the state).
@@ -47,6 +49,11 @@ impl MockMachines {
     /// `find`...) fail with `error` (once).
     pub fn fail_next(&self, operation: &'static str, error: MachineError) {
         self.with(|s| s.faults.insert(operation, error));
+    }
+
+    /// The next `n` waits time out with the task still running.
+    pub fn slow_waits(&self, n: u32) {
+        self.with(|s| s.slow_waits = n);
     }
 
     pub fn clone_ignores_shape(&self, ignore: bool) {
@@ -189,6 +196,19 @@ impl Machines for MockMachines {
 
     async fn wait_task(&self, mo_ref: &str, _timeout: Duration, mut on_progress: impl FnMut(&TaskFacts) + Send) -> Result<TaskFacts, MachineError> {
         self.enter("wait")?;
+        let still_running = self.with(|s| {
+            if s.slow_waits == 0 {
+                return None;
+            }
+            s.slow_waits -= 1;
+            let (facts, _) = s.tasks.get_mut(mo_ref)?;
+            facts.progress = Some(facts.progress.unwrap_or(0) + 30);
+            Some(facts.clone())
+        });
+        if let Some(facts) = still_running {
+            on_progress(&facts);
+            return Err(MachineError::timeout(format!("task {mo_ref} still running")));
+        }
         self.finish(mo_ref);
         let facts = self
             .with(|s| s.tasks.get(mo_ref).map(|(f, _)| f.clone()))

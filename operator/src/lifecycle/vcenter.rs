@@ -283,6 +283,7 @@ impl Machines for VCenterSession {
             Err(e) if e.kind() == vsphere_client::ErrorKind::Fault => {
                 self.task(mo_ref).await?.ok_or_else(|| error(&format!("task {mo_ref}"), &e))
             }
+            Err(e) if e.kind() == vsphere_client::ErrorKind::Timeout => Err(MachineError::timeout(format!("waiting for task {mo_ref}: {e}"))),
             Err(e) => Err(error(&format!("waiting for task {mo_ref}"), &e)),
         }
     }
