@@ -307,13 +307,16 @@ async fn a_task_wait_cut_by_a_crash_ends_with_a_clear_error_and_the_next_wait_wo
             .expect("the wait does not panic")
             .expect_err("the task died with the server");
         let text = chain(&err);
-        assert!(text.contains("waiting for the task failed"), "{text}");
-        assert!(
-            (err.kind() == ErrorKind::Fault && text.contains("ManagedObjectNotFound"))
-                || err.kind() == ErrorKind::Transport,
-            "{:?}: {text}",
-            err.kind()
-        );
+        assert!(text.contains(&format!("waiting for task {} failed", task.reference())), "{text}");
+        match err.kind() {
+            // The fault of the call that failed is kept, typed.
+            ErrorKind::Fault => assert!(
+                err.fault().is_some_and(|f| f.is("ManagedObjectNotFound")),
+                "{err:?}"
+            ),
+            ErrorKind::Transport => {}
+            other => panic!("{other:?}: {text}"),
+        }
         // The same client's task watcher works on the new server.
         let (template, spec) = clone_setup(&client).await;
         let info = template

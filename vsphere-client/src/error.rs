@@ -197,6 +197,13 @@ impl Error {
         err
     }
 
+    /// Attaches the fault and method of another error this one reports on.
+    pub(crate) fn with_fault(mut self, fault: Option<Fault>, method: Option<&'static str>) -> Self {
+        self.inner.fault = fault;
+        self.inner.method = self.inner.method.or(method);
+        self
+    }
+
     /// Records which SOAP method failed (shown in `Display`).
     pub(crate) fn in_method(mut self, method: &'static str) -> Self {
         if self.inner.method.is_none() {

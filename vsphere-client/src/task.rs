@@ -96,7 +96,12 @@ impl Task {
                 let update = registration.receiver.borrow_and_update().clone();
                 match update {
                     TaskUpdate::Waiting => {}
-                    TaskUpdate::Failed { kind, message } => return Err(Error::new(kind, message)),
+                    TaskUpdate::Failed {
+                        kind,
+                        message,
+                        fault,
+                        method,
+                    } => return Err(Error::new(kind, message).with_fault(fault, method)),
                     TaskUpdate::Info(info) => {
                         let seen = (info.state.clone(), info.progress);
                         if last_seen.as_ref() != Some(&seen) {
@@ -202,7 +207,14 @@ pub fn task_result_reference(info: &TaskInfo) -> Option<ManagedObjectReference> 
 enum TaskUpdate {
     Waiting,
     Info(Box<TaskInfo>),
-    Failed { kind: ErrorKind, message: String },
+    /// Waiting failed; the fault and method of the failed call are kept, so
+    /// the waiter's error answers `fault()` like the call's own would.
+    Failed {
+        kind: ErrorKind,
+        message: String,
+        fault: Option<Fault>,
+        method: Option<&'static str>,
+    },
 }
 
 /// The per-client task watcher (see the module documentation).
@@ -519,6 +531,8 @@ fn deliver(
                 entry.sender.send_replace(TaskUpdate::Failed {
                     kind: ErrorKind::NotFound,
                     message: format!("task {task} disappeared"),
+                    fault: None,
+                    method: None,
                 });
             }
             continue;
@@ -539,10 +553,12 @@ fn deliver(
 /// Tells every waiter the watcher failed, and stops.
 fn fail_all(shared: &Shared, err: &Error) {
     if let Ok(mut state) = shared.state.lock() {
-        for entry in state.tasks.values() {
+        for (task, entry) in state.tasks.iter() {
             entry.sender.send_replace(TaskUpdate::Failed {
                 kind: err.kind(),
-                message: format!("waiting for the task failed: {err}"),
+                message: format!("waiting for task {task} failed"),
+                fault: err.fault().cloned(),
+                method: err.method(),
             });
         }
         state.loop_running = false;
