@@ -159,7 +159,9 @@ async fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let vcenter = VCenter::default();
+            // With --apply, VM changes (power, IPs) arrive through one update
+            // stream per Provider instead of a read per VM per pass.
+            let vcenter = VCenter::new(banlieue::vcenter::Options { watch_vms: apply, ..Default::default() });
             check::reconcile(&mut world, &vcenter, &banlieue::conditions::now()).await;
             if apply {
                 let deadline = std::time::Instant::now() + timeout;
