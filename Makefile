@@ -11,7 +11,7 @@ MANAGED_OBJECTS := wsdl/managed-objects.json
 # pyvmomi release wsdl/managed-objects.json is extracted from.
 PYVMOMI_VERSION := 9.1.1.0
 
-.PHONY: help test deps vcsim generate check-generated check-managed-objects demo fuzz
+.PHONY: help test deps vcsim generate check-generated check-managed-objects demo fuzz bench bench-build
 
 help:
 	@echo "make demo               start the simulator and run the CLI against it"
@@ -19,6 +19,8 @@ help:
 	@echo "make generate           regenerate $(GENERATED) (WSDL_DIR=$(or $(WSDL_DIR),<unset>))"
 	@echo "make check-generated    fail if $(GENERATED) differs from what the generator makes"
 	@echo "make fuzz               run each fuzz target FUZZ_SECONDS (default 60) s; fails on a crash"
+	@echo "make bench              decode/encode throughput, walk vs govmomi and pyvmomi; one table (BENCH_BUILD=1: build times too)"
+	@echo "make bench-build        clean debug and release builds of vsphere-client, timed (minutes)"
 
 # golang-go + Debian's govmomi (simulator launcher) and cargo-nextest.
 deps:
@@ -92,6 +94,15 @@ demo: deps
 FUZZ_SECONDS ?= 60
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$(CURDIR)/fuzz/target} fuzz/run $(FUZZ_TARGETS)
+
+# Issue #9's benchmarks (benches/run): criterion decode/encode benches, the
+# whole-process walk against the govmomi and pyvmomi peers, and with
+# BENCH_BUILD=1 the clean build times; prints one table.
+bench: deps
+	@benches/run
+
+bench-build:
+	@benches/build-time
 
 define require_bundle
 if [ -z "$(WSDL_DIR)" ] || [ ! -f "$(WSDL_DIR)/vimService.wsdl" ]; then \
