@@ -83,7 +83,9 @@ pub(crate) fn emit(
         for t in &variants {
             writeln!(
                 code,
-                "            Self::{}(value) => value.as_ref(),",
+                // Out of line, so each type's vtable is emitted once (see
+                // `as_dyn` in the runtime).
+                "            Self::{}(value) => x::as_dyn(&**value),",
                 rust(t)
             )
             .ok();

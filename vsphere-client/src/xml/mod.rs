@@ -29,8 +29,8 @@ pub use schema::{
     PropertyPathError, Registry, TypeInfo, TypeKind,
 };
 pub use value::{
-    any_from_value, decode_boxed, downcast_box, from_property, DataObject, FromValue, Value,
-    ValueTypeError,
+    any_from_value, as_dyn, decode_boxed, downcast_box, from_property, into_dyn, DataObject,
+    FromValue, Value, ValueTypeError,
 };
 pub use writer::XmlWriter;
 
@@ -89,11 +89,24 @@ pub fn field_decoded(result: Result<(), DecodeError>) -> Result<bool, DecodeErro
 /// A generated structure: the marker that gives it [`Decode`] and [`Encode`].
 pub trait Structure: Fields + Default {}
 
+// The `dyn Fields` of a structure are made out of line, for the reason given
+// at `value::as_dyn`: one vtable per type instead of one per codegen unit
+// that decodes or encodes it.
+#[inline(never)]
+fn fields_mut<T: Fields>(value: &mut T) -> &mut dyn Fields {
+    value
+}
+
+#[inline(never)]
+fn fields_ref<T: Fields>(value: &T) -> &dyn Fields {
+    value
+}
+
 impl<T: Structure> Decode for T {
     fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {
         let mut value = T::default();
         // `match`, not `?`: see the note in `XmlReader::read`.
-        match r.read_fields(&mut value) {
+        match r.read_fields(fields_mut(&mut value)) {
             Ok(()) => Ok(value),
             Err(e) => Err(e),
         }
@@ -102,7 +115,7 @@ impl<T: Structure> Decode for T {
 
 impl<T: Structure> Encode for T {
     fn encode_as(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>) {
-        w.write_struct(tag, xsi_type, self)
+        w.write_struct(tag, xsi_type, fields_ref(self))
     }
 }
 

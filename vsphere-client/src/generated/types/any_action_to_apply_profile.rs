@@ -41,12 +41,12 @@ impl AnyAction {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::Action(value) => value.as_ref(),
-            Self::CreateTaskAction(value) => value.as_ref(),
-            Self::MethodAction(value) => value.as_ref(),
-            Self::RunScriptAction(value) => value.as_ref(),
-            Self::SendEmailAction(value) => value.as_ref(),
-            Self::SendSNMPAction(value) => value.as_ref(),
+            Self::Action(value) => x::as_dyn(&**value),
+            Self::CreateTaskAction(value) => x::as_dyn(&**value),
+            Self::MethodAction(value) => x::as_dyn(&**value),
+            Self::RunScriptAction(value) => x::as_dyn(&**value),
+            Self::SendEmailAction(value) => x::as_dyn(&**value),
+            Self::SendSNMPAction(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -234,9 +234,9 @@ impl AnyAlarmAction {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::AlarmAction(value) => value.as_ref(),
-            Self::AlarmTriggeringAction(value) => value.as_ref(),
-            Self::GroupAlarmAction(value) => value.as_ref(),
+            Self::AlarmAction(value) => x::as_dyn(&**value),
+            Self::AlarmTriggeringAction(value) => x::as_dyn(&**value),
+            Self::GroupAlarmAction(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -380,12 +380,12 @@ impl AnyAlarmExpression {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::AlarmExpression(value) => value.as_ref(),
-            Self::AndAlarmExpression(value) => value.as_ref(),
-            Self::EventAlarmExpression(value) => value.as_ref(),
-            Self::MetricAlarmExpression(value) => value.as_ref(),
-            Self::OrAlarmExpression(value) => value.as_ref(),
-            Self::StateAlarmExpression(value) => value.as_ref(),
+            Self::AlarmExpression(value) => x::as_dyn(&**value),
+            Self::AndAlarmExpression(value) => x::as_dyn(&**value),
+            Self::EventAlarmExpression(value) => x::as_dyn(&**value),
+            Self::MetricAlarmExpression(value) => x::as_dyn(&**value),
+            Self::OrAlarmExpression(value) => x::as_dyn(&**value),
+            Self::StateAlarmExpression(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -576,8 +576,8 @@ impl AnyAlarmSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::AlarmSpec(value) => value.as_ref(),
-            Self::AlarmInfo(value) => value.as_ref(),
+            Self::AlarmSpec(value) => x::as_dyn(&**value),
+            Self::AlarmInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -697,9 +697,9 @@ impl AnyAnswerFileCreateSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::AnswerFileCreateSpec(value) => value.as_ref(),
-            Self::AnswerFileOptionsCreateSpec(value) => value.as_ref(),
-            Self::AnswerFileSerializedCreateSpec(value) => value.as_ref(),
+            Self::AnswerFileCreateSpec(value) => x::as_dyn(&**value),
+            Self::AnswerFileOptionsCreateSpec(value) => x::as_dyn(&**value),
+            Self::AnswerFileSerializedCreateSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -874,47 +874,47 @@ impl AnyApplyProfile {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ApplyProfile(value) => value.as_ref(),
-            Self::ActiveDirectoryProfile(value) => value.as_ref(),
-            Self::AuthenticationProfile(value) => value.as_ref(),
-            Self::DateTimeProfile(value) => value.as_ref(),
-            Self::DvsHostVNicProfile(value) => value.as_ref(),
-            Self::DvsProfile(value) => value.as_ref(),
-            Self::DvsServiceConsoleVNicProfile(value) => value.as_ref(),
-            Self::DvsVNicProfile(value) => value.as_ref(),
-            Self::FirewallProfile(value) => value.as_ref(),
-            Self::FirewallProfileRulesetProfile(value) => value.as_ref(),
-            Self::HostApplyProfile(value) => value.as_ref(),
-            Self::HostMemoryProfile(value) => value.as_ref(),
-            Self::HostPortGroupProfile(value) => value.as_ref(),
-            Self::IpAddressProfile(value) => value.as_ref(),
-            Self::IpRouteProfile(value) => value.as_ref(),
-            Self::LinkProfile(value) => value.as_ref(),
-            Self::NasStorageProfile(value) => value.as_ref(),
-            Self::NetStackInstanceProfile(value) => value.as_ref(),
-            Self::NetworkPolicyProfile(value) => value.as_ref(),
-            Self::NetworkProfile(value) => value.as_ref(),
-            Self::NetworkProfileDnsConfigProfile(value) => value.as_ref(),
-            Self::NsxHostVNicProfile(value) => value.as_ref(),
-            Self::NumPortsProfile(value) => value.as_ref(),
-            Self::OpaqueSwitchProfile(value) => value.as_ref(),
-            Self::OptionProfile(value) => value.as_ref(),
-            Self::PermissionProfile(value) => value.as_ref(),
-            Self::PhysicalNicProfile(value) => value.as_ref(),
-            Self::PnicUplinkProfile(value) => value.as_ref(),
-            Self::PortGroupProfile(value) => value.as_ref(),
-            Self::ProfileApplyProfileElement(value) => value.as_ref(),
-            Self::SecurityProfile(value) => value.as_ref(),
-            Self::ServiceConsolePortGroupProfile(value) => value.as_ref(),
-            Self::ServiceProfile(value) => value.as_ref(),
-            Self::StaticRouteProfile(value) => value.as_ref(),
-            Self::StorageProfile(value) => value.as_ref(),
-            Self::UserGroupProfile(value) => value.as_ref(),
-            Self::UserProfile(value) => value.as_ref(),
-            Self::VirtualSwitchProfile(value) => value.as_ref(),
-            Self::VirtualSwitchSelectionProfile(value) => value.as_ref(),
-            Self::VlanProfile(value) => value.as_ref(),
-            Self::VmPortGroupProfile(value) => value.as_ref(),
+            Self::ApplyProfile(value) => x::as_dyn(&**value),
+            Self::ActiveDirectoryProfile(value) => x::as_dyn(&**value),
+            Self::AuthenticationProfile(value) => x::as_dyn(&**value),
+            Self::DateTimeProfile(value) => x::as_dyn(&**value),
+            Self::DvsHostVNicProfile(value) => x::as_dyn(&**value),
+            Self::DvsProfile(value) => x::as_dyn(&**value),
+            Self::DvsServiceConsoleVNicProfile(value) => x::as_dyn(&**value),
+            Self::DvsVNicProfile(value) => x::as_dyn(&**value),
+            Self::FirewallProfile(value) => x::as_dyn(&**value),
+            Self::FirewallProfileRulesetProfile(value) => x::as_dyn(&**value),
+            Self::HostApplyProfile(value) => x::as_dyn(&**value),
+            Self::HostMemoryProfile(value) => x::as_dyn(&**value),
+            Self::HostPortGroupProfile(value) => x::as_dyn(&**value),
+            Self::IpAddressProfile(value) => x::as_dyn(&**value),
+            Self::IpRouteProfile(value) => x::as_dyn(&**value),
+            Self::LinkProfile(value) => x::as_dyn(&**value),
+            Self::NasStorageProfile(value) => x::as_dyn(&**value),
+            Self::NetStackInstanceProfile(value) => x::as_dyn(&**value),
+            Self::NetworkPolicyProfile(value) => x::as_dyn(&**value),
+            Self::NetworkProfile(value) => x::as_dyn(&**value),
+            Self::NetworkProfileDnsConfigProfile(value) => x::as_dyn(&**value),
+            Self::NsxHostVNicProfile(value) => x::as_dyn(&**value),
+            Self::NumPortsProfile(value) => x::as_dyn(&**value),
+            Self::OpaqueSwitchProfile(value) => x::as_dyn(&**value),
+            Self::OptionProfile(value) => x::as_dyn(&**value),
+            Self::PermissionProfile(value) => x::as_dyn(&**value),
+            Self::PhysicalNicProfile(value) => x::as_dyn(&**value),
+            Self::PnicUplinkProfile(value) => x::as_dyn(&**value),
+            Self::PortGroupProfile(value) => x::as_dyn(&**value),
+            Self::ProfileApplyProfileElement(value) => x::as_dyn(&**value),
+            Self::SecurityProfile(value) => x::as_dyn(&**value),
+            Self::ServiceConsolePortGroupProfile(value) => x::as_dyn(&**value),
+            Self::ServiceProfile(value) => x::as_dyn(&**value),
+            Self::StaticRouteProfile(value) => x::as_dyn(&**value),
+            Self::StorageProfile(value) => x::as_dyn(&**value),
+            Self::UserGroupProfile(value) => x::as_dyn(&**value),
+            Self::UserProfile(value) => x::as_dyn(&**value),
+            Self::VirtualSwitchProfile(value) => x::as_dyn(&**value),
+            Self::VirtualSwitchSelectionProfile(value) => x::as_dyn(&**value),
+            Self::VlanProfile(value) => x::as_dyn(&**value),
+            Self::VmPortGroupProfile(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -41,10 +41,10 @@ impl AnyBaseConfigInfoBackingInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::BaseConfigInfoBackingInfo(value) => value.as_ref(),
-            Self::BaseConfigInfoDiskFileBackingInfo(value) => value.as_ref(),
-            Self::BaseConfigInfoFileBackingInfo(value) => value.as_ref(),
-            Self::BaseConfigInfoRawDiskMappingBackingInfo(value) => value.as_ref(),
+            Self::BaseConfigInfoBackingInfo(value) => x::as_dyn(&**value),
+            Self::BaseConfigInfoDiskFileBackingInfo(value) => x::as_dyn(&**value),
+            Self::BaseConfigInfoFileBackingInfo(value) => x::as_dyn(&**value),
+            Self::BaseConfigInfoRawDiskMappingBackingInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -204,9 +204,9 @@ impl AnyBaseConfigInfoFileBackingInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::BaseConfigInfoFileBackingInfo(value) => value.as_ref(),
-            Self::BaseConfigInfoDiskFileBackingInfo(value) => value.as_ref(),
-            Self::BaseConfigInfoRawDiskMappingBackingInfo(value) => value.as_ref(),
+            Self::BaseConfigInfoFileBackingInfo(value) => x::as_dyn(&**value),
+            Self::BaseConfigInfoDiskFileBackingInfo(value) => x::as_dyn(&**value),
+            Self::BaseConfigInfoRawDiskMappingBackingInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -356,15 +356,15 @@ impl AnyClusterAction {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterAction(value) => value.as_ref(),
-            Self::ClusterHostInfraUpdateHaModeAction(value) => value.as_ref(),
-            Self::ClusterHostPowerAction(value) => value.as_ref(),
-            Self::ClusterInitialPlacementAction(value) => value.as_ref(),
-            Self::ClusterMigrationAction(value) => value.as_ref(),
-            Self::HbrDiskMigrationAction(value) => value.as_ref(),
-            Self::PlacementAction(value) => value.as_ref(),
-            Self::StorageMigrationAction(value) => value.as_ref(),
-            Self::StoragePlacementAction(value) => value.as_ref(),
+            Self::ClusterAction(value) => x::as_dyn(&**value),
+            Self::ClusterHostInfraUpdateHaModeAction(value) => x::as_dyn(&**value),
+            Self::ClusterHostPowerAction(value) => x::as_dyn(&**value),
+            Self::ClusterInitialPlacementAction(value) => x::as_dyn(&**value),
+            Self::ClusterMigrationAction(value) => x::as_dyn(&**value),
+            Self::HbrDiskMigrationAction(value) => x::as_dyn(&**value),
+            Self::PlacementAction(value) => x::as_dyn(&**value),
+            Self::StorageMigrationAction(value) => x::as_dyn(&**value),
+            Self::StoragePlacementAction(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -613,12 +613,14 @@ impl AnyClusterComputeResourceValidationResultBase {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterComputeResourceValidationResultBase(value) => value.as_ref(),
+            Self::ClusterComputeResourceValidationResultBase(value) => {
+                x::as_dyn(&**value)
+            }
             Self::ClusterComputeResourceDVSConfigurationValidation(value) => {
-                value.as_ref()
+                x::as_dyn(&**value)
             }
             Self::ClusterComputeResourceHostConfigurationValidation(value) => {
-                value.as_ref()
+                x::as_dyn(&**value)
             }
         }
     }
@@ -789,10 +791,12 @@ impl AnyClusterDasAdmissionControlInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterDasAdmissionControlInfo(value) => value.as_ref(),
-            Self::ClusterFailoverHostAdmissionControlInfo(value) => value.as_ref(),
-            Self::ClusterFailoverLevelAdmissionControlInfo(value) => value.as_ref(),
-            Self::ClusterFailoverResourcesAdmissionControlInfo(value) => value.as_ref(),
+            Self::ClusterDasAdmissionControlInfo(value) => x::as_dyn(&**value),
+            Self::ClusterFailoverHostAdmissionControlInfo(value) => x::as_dyn(&**value),
+            Self::ClusterFailoverLevelAdmissionControlInfo(value) => x::as_dyn(&**value),
+            Self::ClusterFailoverResourcesAdmissionControlInfo(value) => {
+                x::as_dyn(&**value)
+            }
         }
     }
     /// The XML type name of the value held.
@@ -967,10 +971,14 @@ impl AnyClusterDasAdmissionControlPolicy {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterDasAdmissionControlPolicy(value) => value.as_ref(),
-            Self::ClusterFailoverHostAdmissionControlPolicy(value) => value.as_ref(),
-            Self::ClusterFailoverLevelAdmissionControlPolicy(value) => value.as_ref(),
-            Self::ClusterFailoverResourcesAdmissionControlPolicy(value) => value.as_ref(),
+            Self::ClusterDasAdmissionControlPolicy(value) => x::as_dyn(&**value),
+            Self::ClusterFailoverHostAdmissionControlPolicy(value) => x::as_dyn(&**value),
+            Self::ClusterFailoverLevelAdmissionControlPolicy(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::ClusterFailoverResourcesAdmissionControlPolicy(value) => {
+                x::as_dyn(&**value)
+            }
         }
     }
     /// The XML type name of the value held.

@@ -39,8 +39,10 @@ impl AnyClusterDasAdvancedRuntimeInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterDasAdvancedRuntimeInfo(value) => value.as_ref(),
-            Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(value) => value.as_ref(),
+            Self::ClusterDasAdvancedRuntimeInfo(value) => x::as_dyn(&**value),
+            Self::ClusterDasFailoverLevelAdvancedRuntimeInfo(value) => {
+                x::as_dyn(&**value)
+            }
         }
     }
     /// The XML type name of the value held.
@@ -163,8 +165,8 @@ impl AnyClusterDasData {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterDasData(value) => value.as_ref(),
-            Self::ClusterDasDataSummary(value) => value.as_ref(),
+            Self::ClusterDasData(value) => x::as_dyn(&**value),
+            Self::ClusterDasDataSummary(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -283,8 +285,8 @@ impl AnyClusterDasHostInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterDasHostInfo(value) => value.as_ref(),
-            Self::ClusterDasAamHostInfo(value) => value.as_ref(),
+            Self::ClusterDasHostInfo(value) => x::as_dyn(&**value),
+            Self::ClusterDasAamHostInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -403,8 +405,8 @@ impl AnyClusterDrsFaultsFaultsByVm {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterDrsFaultsFaultsByVm(value) => value.as_ref(),
-            Self::ClusterDrsFaultsFaultsByVirtualDisk(value) => value.as_ref(),
+            Self::ClusterDrsFaultsFaultsByVm(value) => x::as_dyn(&**value),
+            Self::ClusterDrsFaultsFaultsByVirtualDisk(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -532,9 +534,9 @@ impl AnyClusterGroupInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterGroupInfo(value) => value.as_ref(),
-            Self::ClusterHostGroup(value) => value.as_ref(),
-            Self::ClusterVmGroup(value) => value.as_ref(),
+            Self::ClusterGroupInfo(value) => x::as_dyn(&**value),
+            Self::ClusterHostGroup(value) => x::as_dyn(&**value),
+            Self::ClusterVmGroup(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -675,9 +677,9 @@ impl AnyClusterProfileConfigSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterProfileConfigSpec(value) => value.as_ref(),
-            Self::ClusterProfileCompleteConfigSpec(value) => value.as_ref(),
-            Self::ClusterProfileConfigServiceCreateSpec(value) => value.as_ref(),
+            Self::ClusterProfileConfigSpec(value) => x::as_dyn(&**value),
+            Self::ClusterProfileCompleteConfigSpec(value) => x::as_dyn(&**value),
+            Self::ClusterProfileConfigServiceCreateSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -822,13 +824,13 @@ impl AnyClusterRuleInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterRuleInfo(value) => value.as_ref(),
-            Self::ClusterAffinityRuleSpec(value) => value.as_ref(),
-            Self::ClusterAntiAffinityRuleSpec(value) => value.as_ref(),
-            Self::ClusterDependencyRuleInfo(value) => value.as_ref(),
-            Self::ClusterVmHostRuleInfo(value) => value.as_ref(),
-            Self::VirtualDiskAntiAffinityRuleSpec(value) => value.as_ref(),
-            Self::VirtualDiskRuleSpec(value) => value.as_ref(),
+            Self::ClusterRuleInfo(value) => x::as_dyn(&**value),
+            Self::ClusterAffinityRuleSpec(value) => x::as_dyn(&**value),
+            Self::ClusterAntiAffinityRuleSpec(value) => x::as_dyn(&**value),
+            Self::ClusterDependencyRuleInfo(value) => x::as_dyn(&**value),
+            Self::ClusterVmHostRuleInfo(value) => x::as_dyn(&**value),
+            Self::VirtualDiskAntiAffinityRuleSpec(value) => x::as_dyn(&**value),
+            Self::VirtualDiskRuleSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1036,8 +1038,8 @@ impl AnyClusterSlotPolicy {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ClusterSlotPolicy(value) => value.as_ref(),
-            Self::ClusterFixedSizeSlotPolicy(value) => value.as_ref(),
+            Self::ClusterSlotPolicy(value) => x::as_dyn(&**value),
+            Self::ClusterFixedSizeSlotPolicy(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -37,8 +37,8 @@ impl AnyComputeResourceConfigInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ComputeResourceConfigInfo(value) => value.as_ref(),
-            Self::ClusterConfigInfoEx(value) => value.as_ref(),
+            Self::ComputeResourceConfigInfo(value) => x::as_dyn(&**value),
+            Self::ClusterConfigInfoEx(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -158,8 +158,8 @@ impl AnyComputeResourceConfigSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ComputeResourceConfigSpec(value) => value.as_ref(),
-            Self::ClusterConfigSpecEx(value) => value.as_ref(),
+            Self::ComputeResourceConfigSpec(value) => x::as_dyn(&**value),
+            Self::ClusterConfigSpecEx(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -279,8 +279,8 @@ impl AnyComputeResourceSummary {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ComputeResourceSummary(value) => value.as_ref(),
-            Self::ClusterComputeResourceSummary(value) => value.as_ref(),
+            Self::ComputeResourceSummary(value) => x::as_dyn(&**value),
+            Self::ClusterComputeResourceSummary(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -404,13 +404,13 @@ impl AnyCryptoSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::CryptoSpec(value) => value.as_ref(),
-            Self::CryptoSpecDecrypt(value) => value.as_ref(),
-            Self::CryptoSpecDeepRecrypt(value) => value.as_ref(),
-            Self::CryptoSpecEncrypt(value) => value.as_ref(),
-            Self::CryptoSpecNoOp(value) => value.as_ref(),
-            Self::CryptoSpecRegister(value) => value.as_ref(),
-            Self::CryptoSpecShallowRecrypt(value) => value.as_ref(),
+            Self::CryptoSpec(value) => x::as_dyn(&**value),
+            Self::CryptoSpecDecrypt(value) => x::as_dyn(&**value),
+            Self::CryptoSpecDeepRecrypt(value) => x::as_dyn(&**value),
+            Self::CryptoSpecEncrypt(value) => x::as_dyn(&**value),
+            Self::CryptoSpecNoOp(value) => x::as_dyn(&**value),
+            Self::CryptoSpecRegister(value) => x::as_dyn(&**value),
+            Self::CryptoSpecShallowRecrypt(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -614,8 +614,8 @@ impl AnyCustomFieldValue {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::CustomFieldValue(value) => value.as_ref(),
-            Self::CustomFieldStringValue(value) => value.as_ref(),
+            Self::CustomFieldValue(value) => x::as_dyn(&**value),
+            Self::CustomFieldStringValue(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -741,11 +741,11 @@ impl AnyCustomizationIdentitySettings {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::CustomizationIdentitySettings(value) => value.as_ref(),
-            Self::CustomizationCloudinitPrep(value) => value.as_ref(),
-            Self::CustomizationLinuxPrep(value) => value.as_ref(),
-            Self::CustomizationSysprep(value) => value.as_ref(),
-            Self::CustomizationSysprepText(value) => value.as_ref(),
+            Self::CustomizationIdentitySettings(value) => x::as_dyn(&**value),
+            Self::CustomizationCloudinitPrep(value) => x::as_dyn(&**value),
+            Self::CustomizationLinuxPrep(value) => x::as_dyn(&**value),
+            Self::CustomizationSysprep(value) => x::as_dyn(&**value),
+            Self::CustomizationSysprepText(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -919,11 +919,11 @@ impl AnyCustomizationIpGenerator {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::CustomizationIpGenerator(value) => value.as_ref(),
-            Self::CustomizationCustomIpGenerator(value) => value.as_ref(),
-            Self::CustomizationDhcpIpGenerator(value) => value.as_ref(),
-            Self::CustomizationFixedIp(value) => value.as_ref(),
-            Self::CustomizationUnknownIpGenerator(value) => value.as_ref(),
+            Self::CustomizationIpGenerator(value) => x::as_dyn(&**value),
+            Self::CustomizationCustomIpGenerator(value) => x::as_dyn(&**value),
+            Self::CustomizationDhcpIpGenerator(value) => x::as_dyn(&**value),
+            Self::CustomizationFixedIp(value) => x::as_dyn(&**value),
+            Self::CustomizationUnknownIpGenerator(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

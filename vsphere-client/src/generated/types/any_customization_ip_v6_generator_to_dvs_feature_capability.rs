@@ -42,13 +42,13 @@ impl AnyCustomizationIpV6Generator {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::CustomizationIpV6Generator(value) => value.as_ref(),
-            Self::CustomizationAutoIpV6Generator(value) => value.as_ref(),
-            Self::CustomizationCustomIpV6Generator(value) => value.as_ref(),
-            Self::CustomizationDhcpIpV6Generator(value) => value.as_ref(),
-            Self::CustomizationFixedIpV6(value) => value.as_ref(),
-            Self::CustomizationStatelessIpV6Generator(value) => value.as_ref(),
-            Self::CustomizationUnknownIpV6Generator(value) => value.as_ref(),
+            Self::CustomizationIpV6Generator(value) => x::as_dyn(&**value),
+            Self::CustomizationAutoIpV6Generator(value) => x::as_dyn(&**value),
+            Self::CustomizationCustomIpV6Generator(value) => x::as_dyn(&**value),
+            Self::CustomizationDhcpIpV6Generator(value) => x::as_dyn(&**value),
+            Self::CustomizationFixedIpV6(value) => x::as_dyn(&**value),
+            Self::CustomizationStatelessIpV6Generator(value) => x::as_dyn(&**value),
+            Self::CustomizationUnknownIpV6Generator(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -264,12 +264,12 @@ impl AnyCustomizationName {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::CustomizationName(value) => value.as_ref(),
-            Self::CustomizationCustomName(value) => value.as_ref(),
-            Self::CustomizationFixedName(value) => value.as_ref(),
-            Self::CustomizationPrefixName(value) => value.as_ref(),
-            Self::CustomizationUnknownName(value) => value.as_ref(),
-            Self::CustomizationVirtualMachineName(value) => value.as_ref(),
+            Self::CustomizationName(value) => x::as_dyn(&**value),
+            Self::CustomizationCustomName(value) => x::as_dyn(&**value),
+            Self::CustomizationFixedName(value) => x::as_dyn(&**value),
+            Self::CustomizationPrefixName(value) => x::as_dyn(&**value),
+            Self::CustomizationUnknownName(value) => x::as_dyn(&**value),
+            Self::CustomizationVirtualMachineName(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -457,9 +457,9 @@ impl AnyCustomizationOptions {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::CustomizationOptions(value) => value.as_ref(),
-            Self::CustomizationLinuxOptions(value) => value.as_ref(),
-            Self::CustomizationWinOptions(value) => value.as_ref(),
+            Self::CustomizationOptions(value) => x::as_dyn(&**value),
+            Self::CustomizationLinuxOptions(value) => x::as_dyn(&**value),
+            Self::CustomizationWinOptions(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -595,8 +595,8 @@ impl AnyDVPortSetting {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DVPortSetting(value) => value.as_ref(),
-            Self::VMwareDVSPortSetting(value) => value.as_ref(),
+            Self::DVPortSetting(value) => x::as_dyn(&**value),
+            Self::VMwareDVSPortSetting(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -715,8 +715,8 @@ impl AnyDVPortgroupPolicy {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DVPortgroupPolicy(value) => value.as_ref(),
-            Self::VMwareDVSPortgroupPolicy(value) => value.as_ref(),
+            Self::DVPortgroupPolicy(value) => x::as_dyn(&**value),
+            Self::VMwareDVSPortgroupPolicy(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -835,8 +835,8 @@ impl AnyDVSConfigInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DVSConfigInfo(value) => value.as_ref(),
-            Self::VMwareDVSConfigInfo(value) => value.as_ref(),
+            Self::DVSConfigInfo(value) => x::as_dyn(&**value),
+            Self::VMwareDVSConfigInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -955,8 +955,8 @@ impl AnyDVSConfigSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DVSConfigSpec(value) => value.as_ref(),
-            Self::VMwareDVSConfigSpec(value) => value.as_ref(),
+            Self::DVSConfigSpec(value) => x::as_dyn(&**value),
+            Self::VMwareDVSConfigSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1075,8 +1075,8 @@ impl AnyDVSFeatureCapability {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DVSFeatureCapability(value) => value.as_ref(),
-            Self::VMwareDVSFeatureCapability(value) => value.as_ref(),
+            Self::DVSFeatureCapability(value) => x::as_dyn(&**value),
+            Self::VMwareDVSFeatureCapability(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -39,10 +39,10 @@ impl AnyDvsFilterConfig {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DvsFilterConfig(value) => value.as_ref(),
-            Self::DvsFilterConfigSpec(value) => value.as_ref(),
-            Self::DvsTrafficFilterConfig(value) => value.as_ref(),
-            Self::DvsTrafficFilterConfigSpec(value) => value.as_ref(),
+            Self::DvsFilterConfig(value) => x::as_dyn(&**value),
+            Self::DvsFilterConfigSpec(value) => x::as_dyn(&**value),
+            Self::DvsTrafficFilterConfig(value) => x::as_dyn(&**value),
+            Self::DvsTrafficFilterConfigSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -200,9 +200,9 @@ impl AnyDvsIpPort {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DvsIpPort(value) => value.as_ref(),
-            Self::DvsIpPortRange(value) => value.as_ref(),
-            Self::DvsSingleIpPort(value) => value.as_ref(),
+            Self::DvsIpPort(value) => x::as_dyn(&**value),
+            Self::DvsIpPortRange(value) => x::as_dyn(&**value),
+            Self::DvsSingleIpPort(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -346,16 +346,16 @@ impl AnyDvsNetworkRuleAction {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DvsNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsAcceptNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsCopyNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsDropNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsGreEncapNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsLogNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsMacRewriteNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsPuntNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsRateLimitNetworkRuleAction(value) => value.as_ref(),
-            Self::DvsUpdateTagNetworkRuleAction(value) => value.as_ref(),
+            Self::DvsNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsAcceptNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsCopyNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsDropNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsGreEncapNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsLogNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsMacRewriteNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsPuntNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsRateLimitNetworkRuleAction(value) => x::as_dyn(&**value),
+            Self::DvsUpdateTagNetworkRuleAction(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -612,10 +612,10 @@ impl AnyDvsNetworkRuleQualifier {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DvsNetworkRuleQualifier(value) => value.as_ref(),
-            Self::DvsIpNetworkRuleQualifier(value) => value.as_ref(),
-            Self::DvsMacNetworkRuleQualifier(value) => value.as_ref(),
-            Self::DvsSystemTrafficNetworkRuleQualifier(value) => value.as_ref(),
+            Self::DvsNetworkRuleQualifier(value) => x::as_dyn(&**value),
+            Self::DvsIpNetworkRuleQualifier(value) => x::as_dyn(&**value),
+            Self::DvsMacNetworkRuleQualifier(value) => x::as_dyn(&**value),
+            Self::DvsSystemTrafficNetworkRuleQualifier(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -776,11 +776,11 @@ impl AnyElementDescription {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ElementDescription(value) => value.as_ref(),
-            Self::EVCMode(value) => value.as_ref(),
-            Self::ExtendedElementDescription(value) => value.as_ref(),
-            Self::FeatureEVCMode(value) => value.as_ref(),
-            Self::OptionDef(value) => value.as_ref(),
+            Self::ElementDescription(value) => x::as_dyn(&**value),
+            Self::EVCMode(value) => x::as_dyn(&**value),
+            Self::ExtendedElementDescription(value) => x::as_dyn(&**value),
+            Self::FeatureEVCMode(value) => x::as_dyn(&**value),
+            Self::OptionDef(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -965,19 +965,19 @@ impl AnyEntityEventArgument {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::EntityEventArgument(value) => value.as_ref(),
-            Self::AlarmEventArgument(value) => value.as_ref(),
-            Self::ComputeResourceEventArgument(value) => value.as_ref(),
-            Self::DatacenterEventArgument(value) => value.as_ref(),
-            Self::DatastoreEventArgument(value) => value.as_ref(),
-            Self::DvsEventArgument(value) => value.as_ref(),
-            Self::FolderEventArgument(value) => value.as_ref(),
-            Self::HostEventArgument(value) => value.as_ref(),
-            Self::ManagedEntityEventArgument(value) => value.as_ref(),
-            Self::NetworkEventArgument(value) => value.as_ref(),
-            Self::ResourcePoolEventArgument(value) => value.as_ref(),
-            Self::ScheduledTaskEventArgument(value) => value.as_ref(),
-            Self::VmEventArgument(value) => value.as_ref(),
+            Self::EntityEventArgument(value) => x::as_dyn(&**value),
+            Self::AlarmEventArgument(value) => x::as_dyn(&**value),
+            Self::ComputeResourceEventArgument(value) => x::as_dyn(&**value),
+            Self::DatacenterEventArgument(value) => x::as_dyn(&**value),
+            Self::DatastoreEventArgument(value) => x::as_dyn(&**value),
+            Self::DvsEventArgument(value) => x::as_dyn(&**value),
+            Self::FolderEventArgument(value) => x::as_dyn(&**value),
+            Self::HostEventArgument(value) => x::as_dyn(&**value),
+            Self::ManagedEntityEventArgument(value) => x::as_dyn(&**value),
+            Self::NetworkEventArgument(value) => x::as_dyn(&**value),
+            Self::ResourcePoolEventArgument(value) => x::as_dyn(&**value),
+            Self::ScheduledTaskEventArgument(value) => x::as_dyn(&**value),
+            Self::VmEventArgument(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -37,8 +37,8 @@ impl AnyDVSHealthCheckCapability {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DVSHealthCheckCapability(value) => value.as_ref(),
-            Self::VMwareDVSHealthCheckCapability(value) => value.as_ref(),
+            Self::DVSHealthCheckCapability(value) => x::as_dyn(&**value),
+            Self::VMwareDVSHealthCheckCapability(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -160,10 +160,10 @@ impl AnyDVSHealthCheckConfig {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DVSHealthCheckConfig(value) => value.as_ref(),
-            Self::VMwareDVSHealthCheckConfig(value) => value.as_ref(),
-            Self::VMwareDVSTeamingHealthCheckConfig(value) => value.as_ref(),
-            Self::VMwareDVSVlanMtuHealthCheckConfig(value) => value.as_ref(),
+            Self::DVSHealthCheckConfig(value) => x::as_dyn(&**value),
+            Self::VMwareDVSHealthCheckConfig(value) => x::as_dyn(&**value),
+            Self::VMwareDVSTeamingHealthCheckConfig(value) => x::as_dyn(&**value),
+            Self::VMwareDVSVlanMtuHealthCheckConfig(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -320,8 +320,8 @@ impl AnyDVSUplinkPortPolicy {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DVSUplinkPortPolicy(value) => value.as_ref(),
-            Self::DVSNameArrayUplinkPortPolicy(value) => value.as_ref(),
+            Self::DVSUplinkPortPolicy(value) => x::as_dyn(&**value),
+            Self::DVSNameArrayUplinkPortPolicy(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -445,13 +445,13 @@ impl AnyDatastoreInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DatastoreInfo(value) => value.as_ref(),
-            Self::LocalDatastoreInfo(value) => value.as_ref(),
-            Self::NasDatastoreInfo(value) => value.as_ref(),
-            Self::PMemDatastoreInfo(value) => value.as_ref(),
-            Self::VmfsDatastoreInfo(value) => value.as_ref(),
-            Self::VsanDatastoreInfo(value) => value.as_ref(),
-            Self::VvolDatastoreInfo(value) => value.as_ref(),
+            Self::DatastoreInfo(value) => x::as_dyn(&**value),
+            Self::LocalDatastoreInfo(value) => x::as_dyn(&**value),
+            Self::NasDatastoreInfo(value) => x::as_dyn(&**value),
+            Self::PMemDatastoreInfo(value) => x::as_dyn(&**value),
+            Self::VmfsDatastoreInfo(value) => x::as_dyn(&**value),
+            Self::VsanDatastoreInfo(value) => x::as_dyn(&**value),
+            Self::VvolDatastoreInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -663,16 +663,16 @@ impl AnyDescription {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::Description(value) => value.as_ref(),
-            Self::EVCMode(value) => value.as_ref(),
-            Self::ElementDescription(value) => value.as_ref(),
-            Self::ExtendedDescription(value) => value.as_ref(),
-            Self::ExtendedElementDescription(value) => value.as_ref(),
-            Self::FeatureEVCMode(value) => value.as_ref(),
-            Self::MethodDescription(value) => value.as_ref(),
-            Self::OptionDef(value) => value.as_ref(),
-            Self::ScheduledTaskDetail(value) => value.as_ref(),
-            Self::TypeDescription(value) => value.as_ref(),
+            Self::Description(value) => x::as_dyn(&**value),
+            Self::EVCMode(value) => x::as_dyn(&**value),
+            Self::ElementDescription(value) => x::as_dyn(&**value),
+            Self::ExtendedDescription(value) => x::as_dyn(&**value),
+            Self::ExtendedElementDescription(value) => x::as_dyn(&**value),
+            Self::FeatureEVCMode(value) => x::as_dyn(&**value),
+            Self::MethodDescription(value) => x::as_dyn(&**value),
+            Self::OptionDef(value) => x::as_dyn(&**value),
+            Self::ScheduledTaskDetail(value) => x::as_dyn(&**value),
+            Self::TypeDescription(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -931,8 +931,10 @@ impl AnyDistributedVirtualSwitchHostMemberBacking {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::DistributedVirtualSwitchHostMemberBacking(value) => value.as_ref(),
-            Self::DistributedVirtualSwitchHostMemberPnicBacking(value) => value.as_ref(),
+            Self::DistributedVirtualSwitchHostMemberBacking(value) => x::as_dyn(&**value),
+            Self::DistributedVirtualSwitchHostMemberPnicBacking(value) => {
+                x::as_dyn(&**value)
+            }
         }
     }
     /// The XML type name of the value held.
@@ -1073,14 +1075,16 @@ impl AnyDistributedVirtualSwitchManagerHostDvsFilterSpec {
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
             Self::DistributedVirtualSwitchManagerHostDvsFilterSpec(value) => {
-                value.as_ref()
+                x::as_dyn(&**value)
             }
-            Self::DistributedVirtualSwitchManagerHostArrayFilter(value) => value.as_ref(),
+            Self::DistributedVirtualSwitchManagerHostArrayFilter(value) => {
+                x::as_dyn(&**value)
+            }
             Self::DistributedVirtualSwitchManagerHostContainerFilter(value) => {
-                value.as_ref()
+                x::as_dyn(&**value)
             }
             Self::DistributedVirtualSwitchManagerHostDvsMembershipFilter(value) => {
-                value.as_ref()
+                x::as_dyn(&**value)
             }
         }
     }

@@ -38,9 +38,9 @@ impl AnyFaultToleranceConfigInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::FaultToleranceConfigInfo(value) => value.as_ref(),
-            Self::FaultTolerancePrimaryConfigInfo(value) => value.as_ref(),
-            Self::FaultToleranceSecondaryConfigInfo(value) => value.as_ref(),
+            Self::FaultToleranceConfigInfo(value) => x::as_dyn(&**value),
+            Self::FaultTolerancePrimaryConfigInfo(value) => x::as_dyn(&**value),
+            Self::FaultToleranceSecondaryConfigInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -185,16 +185,16 @@ impl AnyFileInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::FileInfo(value) => value.as_ref(),
-            Self::FloppyImageFileInfo(value) => value.as_ref(),
-            Self::FolderFileInfo(value) => value.as_ref(),
-            Self::IsoImageFileInfo(value) => value.as_ref(),
-            Self::TemplateConfigFileInfo(value) => value.as_ref(),
-            Self::VmConfigFileInfo(value) => value.as_ref(),
-            Self::VmDiskFileInfo(value) => value.as_ref(),
-            Self::VmLogFileInfo(value) => value.as_ref(),
-            Self::VmNvramFileInfo(value) => value.as_ref(),
-            Self::VmSnapshotFileInfo(value) => value.as_ref(),
+            Self::FileInfo(value) => x::as_dyn(&**value),
+            Self::FloppyImageFileInfo(value) => x::as_dyn(&**value),
+            Self::FolderFileInfo(value) => x::as_dyn(&**value),
+            Self::IsoImageFileInfo(value) => x::as_dyn(&**value),
+            Self::TemplateConfigFileInfo(value) => x::as_dyn(&**value),
+            Self::VmConfigFileInfo(value) => x::as_dyn(&**value),
+            Self::VmDiskFileInfo(value) => x::as_dyn(&**value),
+            Self::VmLogFileInfo(value) => x::as_dyn(&**value),
+            Self::VmNvramFileInfo(value) => x::as_dyn(&**value),
+            Self::VmSnapshotFileInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -461,16 +461,16 @@ impl AnyFileQuery {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::FileQuery(value) => value.as_ref(),
-            Self::FloppyImageFileQuery(value) => value.as_ref(),
-            Self::FolderFileQuery(value) => value.as_ref(),
-            Self::IsoImageFileQuery(value) => value.as_ref(),
-            Self::TemplateConfigFileQuery(value) => value.as_ref(),
-            Self::VmConfigFileQuery(value) => value.as_ref(),
-            Self::VmDiskFileQuery(value) => value.as_ref(),
-            Self::VmLogFileQuery(value) => value.as_ref(),
-            Self::VmNvramFileQuery(value) => value.as_ref(),
-            Self::VmSnapshotFileQuery(value) => value.as_ref(),
+            Self::FileQuery(value) => x::as_dyn(&**value),
+            Self::FloppyImageFileQuery(value) => x::as_dyn(&**value),
+            Self::FolderFileQuery(value) => x::as_dyn(&**value),
+            Self::IsoImageFileQuery(value) => x::as_dyn(&**value),
+            Self::TemplateConfigFileQuery(value) => x::as_dyn(&**value),
+            Self::VmConfigFileQuery(value) => x::as_dyn(&**value),
+            Self::VmDiskFileQuery(value) => x::as_dyn(&**value),
+            Self::VmLogFileQuery(value) => x::as_dyn(&**value),
+            Self::VmNvramFileQuery(value) => x::as_dyn(&**value),
+            Self::VmSnapshotFileQuery(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -730,9 +730,9 @@ impl AnyGuestAuthSubject {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::GuestAuthSubject(value) => value.as_ref(),
-            Self::GuestAuthAnySubject(value) => value.as_ref(),
-            Self::GuestAuthNamedSubject(value) => value.as_ref(),
+            Self::GuestAuthSubject(value) => x::as_dyn(&**value),
+            Self::GuestAuthAnySubject(value) => x::as_dyn(&**value),
+            Self::GuestAuthNamedSubject(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -875,11 +875,11 @@ impl AnyGuestAuthentication {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::GuestAuthentication(value) => value.as_ref(),
-            Self::NamePasswordAuthentication(value) => value.as_ref(),
-            Self::SAMLTokenAuthentication(value) => value.as_ref(),
-            Self::SSPIAuthentication(value) => value.as_ref(),
-            Self::TicketedSessionAuthentication(value) => value.as_ref(),
+            Self::GuestAuthentication(value) => x::as_dyn(&**value),
+            Self::NamePasswordAuthentication(value) => x::as_dyn(&**value),
+            Self::SAMLTokenAuthentication(value) => x::as_dyn(&**value),
+            Self::SSPIAuthentication(value) => x::as_dyn(&**value),
+            Self::TicketedSessionAuthentication(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1050,9 +1050,9 @@ impl AnyGuestFileAttributes {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::GuestFileAttributes(value) => value.as_ref(),
-            Self::GuestPosixFileAttributes(value) => value.as_ref(),
-            Self::GuestWindowsFileAttributes(value) => value.as_ref(),
+            Self::GuestFileAttributes(value) => x::as_dyn(&**value),
+            Self::GuestPosixFileAttributes(value) => x::as_dyn(&**value),
+            Self::GuestWindowsFileAttributes(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -37,8 +37,8 @@ impl AnyGuestProgramSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::GuestProgramSpec(value) => value.as_ref(),
-            Self::GuestWindowsProgramSpec(value) => value.as_ref(),
+            Self::GuestProgramSpec(value) => x::as_dyn(&**value),
+            Self::GuestWindowsProgramSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -162,13 +162,13 @@ impl AnyGuestRegValueDataSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::GuestRegValueDataSpec(value) => value.as_ref(),
-            Self::GuestRegValueBinarySpec(value) => value.as_ref(),
-            Self::GuestRegValueDwordSpec(value) => value.as_ref(),
-            Self::GuestRegValueExpandStringSpec(value) => value.as_ref(),
-            Self::GuestRegValueMultiStringSpec(value) => value.as_ref(),
-            Self::GuestRegValueQwordSpec(value) => value.as_ref(),
-            Self::GuestRegValueStringSpec(value) => value.as_ref(),
+            Self::GuestRegValueDataSpec(value) => x::as_dyn(&**value),
+            Self::GuestRegValueBinarySpec(value) => x::as_dyn(&**value),
+            Self::GuestRegValueDwordSpec(value) => x::as_dyn(&**value),
+            Self::GuestRegValueExpandStringSpec(value) => x::as_dyn(&**value),
+            Self::GuestRegValueMultiStringSpec(value) => x::as_dyn(&**value),
+            Self::GuestRegValueQwordSpec(value) => x::as_dyn(&**value),
+            Self::GuestRegValueStringSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -372,8 +372,8 @@ impl AnyHostAccountSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostAccountSpec(value) => value.as_ref(),
-            Self::HostPosixAccountSpec(value) => value.as_ref(),
+            Self::HostAccountSpec(value) => x::as_dyn(&**value),
+            Self::HostPosixAccountSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -498,10 +498,10 @@ impl AnyHostAuthenticationStoreInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostAuthenticationStoreInfo(value) => value.as_ref(),
-            Self::HostActiveDirectoryInfo(value) => value.as_ref(),
-            Self::HostDirectoryStoreInfo(value) => value.as_ref(),
-            Self::HostLocalAuthenticationInfo(value) => value.as_ref(),
+            Self::HostAuthenticationStoreInfo(value) => x::as_dyn(&**value),
+            Self::HostActiveDirectoryInfo(value) => x::as_dyn(&**value),
+            Self::HostDirectoryStoreInfo(value) => x::as_dyn(&**value),
+            Self::HostLocalAuthenticationInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -659,8 +659,8 @@ impl AnyHostConnectInfoNetworkInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostConnectInfoNetworkInfo(value) => value.as_ref(),
-            Self::HostNewNetworkConnectInfo(value) => value.as_ref(),
+            Self::HostConnectInfoNetworkInfo(value) => x::as_dyn(&**value),
+            Self::HostNewNetworkConnectInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -785,9 +785,9 @@ impl AnyHostDatastoreConnectInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostDatastoreConnectInfo(value) => value.as_ref(),
-            Self::HostDatastoreExistsConnectInfo(value) => value.as_ref(),
-            Self::HostDatastoreNameConflictConnectInfo(value) => value.as_ref(),
+            Self::HostDatastoreConnectInfo(value) => x::as_dyn(&**value),
+            Self::HostDatastoreExistsConnectInfo(value) => x::as_dyn(&**value),
+            Self::HostDatastoreNameConflictConnectInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -928,8 +928,8 @@ impl AnyHostDnsConfig {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostDnsConfig(value) => value.as_ref(),
-            Self::HostDnsConfigSpec(value) => value.as_ref(),
+            Self::HostDnsConfig(value) => x::as_dyn(&**value),
+            Self::HostDnsConfigSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1054,14 +1054,14 @@ impl AnyHostFileSystemVolume {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostFileSystemVolume(value) => value.as_ref(),
-            Self::HostLocalFileSystemVolume(value) => value.as_ref(),
-            Self::HostNasVolume(value) => value.as_ref(),
-            Self::HostPMemVolume(value) => value.as_ref(),
-            Self::HostVfatVolume(value) => value.as_ref(),
-            Self::HostVffsVolume(value) => value.as_ref(),
-            Self::HostVmfsVolume(value) => value.as_ref(),
-            Self::HostVvolVolume(value) => value.as_ref(),
+            Self::HostFileSystemVolume(value) => x::as_dyn(&**value),
+            Self::HostLocalFileSystemVolume(value) => x::as_dyn(&**value),
+            Self::HostNasVolume(value) => x::as_dyn(&**value),
+            Self::HostPMemVolume(value) => x::as_dyn(&**value),
+            Self::HostVfatVolume(value) => x::as_dyn(&**value),
+            Self::HostVffsVolume(value) => x::as_dyn(&**value),
+            Self::HostVmfsVolume(value) => x::as_dyn(&**value),
+            Self::HostVvolVolume(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -37,8 +37,8 @@ impl AnyHostHardwareElementInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostHardwareElementInfo(value) => value.as_ref(),
-            Self::HostStorageElementInfo(value) => value.as_ref(),
+            Self::HostHardwareElementInfo(value) => x::as_dyn(&**value),
+            Self::HostStorageElementInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -162,8 +162,8 @@ impl AnyHostHbaCreateSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostHbaCreateSpec(value) => value.as_ref(),
-            Self::HostTcpHbaCreateSpec(value) => value.as_ref(),
+            Self::HostHbaCreateSpec(value) => x::as_dyn(&**value),
+            Self::HostTcpHbaCreateSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -290,16 +290,16 @@ impl AnyHostHostBusAdapter {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostHostBusAdapter(value) => value.as_ref(),
-            Self::HostBlockHba(value) => value.as_ref(),
-            Self::HostFibreChannelHba(value) => value.as_ref(),
-            Self::HostFibreChannelOverEthernetHba(value) => value.as_ref(),
-            Self::HostInternetScsiHba(value) => value.as_ref(),
-            Self::HostParallelScsiHba(value) => value.as_ref(),
-            Self::HostPcieHba(value) => value.as_ref(),
-            Self::HostRdmaHba(value) => value.as_ref(),
-            Self::HostSerialAttachedHba(value) => value.as_ref(),
-            Self::HostTcpHba(value) => value.as_ref(),
+            Self::HostHostBusAdapter(value) => x::as_dyn(&**value),
+            Self::HostBlockHba(value) => x::as_dyn(&**value),
+            Self::HostFibreChannelHba(value) => x::as_dyn(&**value),
+            Self::HostFibreChannelOverEthernetHba(value) => x::as_dyn(&**value),
+            Self::HostInternetScsiHba(value) => x::as_dyn(&**value),
+            Self::HostParallelScsiHba(value) => x::as_dyn(&**value),
+            Self::HostPcieHba(value) => x::as_dyn(&**value),
+            Self::HostRdmaHba(value) => x::as_dyn(&**value),
+            Self::HostSerialAttachedHba(value) => x::as_dyn(&**value),
+            Self::HostTcpHba(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -558,8 +558,8 @@ impl AnyHostIpRouteConfig {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostIpRouteConfig(value) => value.as_ref(),
-            Self::HostIpRouteConfigSpec(value) => value.as_ref(),
+            Self::HostIpRouteConfig(value) => x::as_dyn(&**value),
+            Self::HostIpRouteConfigSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -681,11 +681,11 @@ impl AnyHostMemberHealthCheckResult {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostMemberHealthCheckResult(value) => value.as_ref(),
-            Self::HostMemberUplinkHealthCheckResult(value) => value.as_ref(),
-            Self::VMwareDVSMtuHealthCheckResult(value) => value.as_ref(),
-            Self::VMwareDVSTeamingHealthCheckResult(value) => value.as_ref(),
-            Self::VMwareDVSVlanHealthCheckResult(value) => value.as_ref(),
+            Self::HostMemberHealthCheckResult(value) => x::as_dyn(&**value),
+            Self::HostMemberUplinkHealthCheckResult(value) => x::as_dyn(&**value),
+            Self::VMwareDVSMtuHealthCheckResult(value) => x::as_dyn(&**value),
+            Self::VMwareDVSTeamingHealthCheckResult(value) => x::as_dyn(&**value),
+            Self::VMwareDVSVlanHealthCheckResult(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -863,9 +863,9 @@ impl AnyHostMultipathInfoLogicalUnitPolicy {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostMultipathInfoLogicalUnitPolicy(value) => value.as_ref(),
-            Self::HostMultipathInfoFixedLogicalUnitPolicy(value) => value.as_ref(),
-            Self::HostMultipathInfoHppLogicalUnitPolicy(value) => value.as_ref(),
+            Self::HostMultipathInfoLogicalUnitPolicy(value) => x::as_dyn(&**value),
+            Self::HostMultipathInfoFixedLogicalUnitPolicy(value) => x::as_dyn(&**value),
+            Self::HostMultipathInfoHppLogicalUnitPolicy(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1018,11 +1018,11 @@ impl AnyHostNvmeTransportParameters {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostNvmeTransportParameters(value) => value.as_ref(),
-            Self::HostNvmeOpaqueTransportParameters(value) => value.as_ref(),
-            Self::HostNvmeOverFibreChannelParameters(value) => value.as_ref(),
-            Self::HostNvmeOverRdmaParameters(value) => value.as_ref(),
-            Self::HostNvmeOverTcpParameters(value) => value.as_ref(),
+            Self::HostNvmeTransportParameters(value) => x::as_dyn(&**value),
+            Self::HostNvmeOpaqueTransportParameters(value) => x::as_dyn(&**value),
+            Self::HostNvmeOverFibreChannelParameters(value) => x::as_dyn(&**value),
+            Self::HostNvmeOverRdmaParameters(value) => x::as_dyn(&**value),
+            Self::HostNvmeOverTcpParameters(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

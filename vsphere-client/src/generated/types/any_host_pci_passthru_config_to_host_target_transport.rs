@@ -37,8 +37,8 @@ impl AnyHostPciPassthruConfig {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostPciPassthruConfig(value) => value.as_ref(),
-            Self::HostSriovConfig(value) => value.as_ref(),
+            Self::HostPciPassthruConfig(value) => x::as_dyn(&**value),
+            Self::HostSriovConfig(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -161,8 +161,8 @@ impl AnyHostPciPassthruInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostPciPassthruInfo(value) => value.as_ref(),
-            Self::HostSriovInfo(value) => value.as_ref(),
+            Self::HostPciPassthruInfo(value) => x::as_dyn(&**value),
+            Self::HostSriovInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -286,9 +286,9 @@ impl AnyHostProfileConfigSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostProfileConfigSpec(value) => value.as_ref(),
-            Self::HostProfileCompleteConfigSpec(value) => value.as_ref(),
-            Self::HostProfileHostBasedConfigSpec(value) => value.as_ref(),
+            Self::HostProfileConfigSpec(value) => x::as_dyn(&**value),
+            Self::HostProfileCompleteConfigSpec(value) => x::as_dyn(&**value),
+            Self::HostProfileHostBasedConfigSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -424,8 +424,8 @@ impl AnyHostProfilesEntityCustomizations {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostProfilesEntityCustomizations(value) => value.as_ref(),
-            Self::StructuredCustomizations(value) => value.as_ref(),
+            Self::HostProfilesEntityCustomizations(value) => x::as_dyn(&**value),
+            Self::StructuredCustomizations(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -556,8 +556,8 @@ impl AnyHostRdmaDeviceBacking {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostRdmaDeviceBacking(value) => value.as_ref(),
-            Self::HostRdmaDevicePnicBacking(value) => value.as_ref(),
+            Self::HostRdmaDeviceBacking(value) => x::as_dyn(&**value),
+            Self::HostRdmaDevicePnicBacking(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -676,8 +676,8 @@ impl AnyHostSriovDevicePoolInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostSriovDevicePoolInfo(value) => value.as_ref(),
-            Self::HostSriovNetworkDevicePoolInfo(value) => value.as_ref(),
+            Self::HostSriovDevicePoolInfo(value) => x::as_dyn(&**value),
+            Self::HostSriovNetworkDevicePoolInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -814,11 +814,19 @@ impl AnyHostSystemSwapConfigurationSystemSwapOption {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostSystemSwapConfigurationSystemSwapOption(value) => value.as_ref(),
-            Self::HostSystemSwapConfigurationDatastoreOption(value) => value.as_ref(),
-            Self::HostSystemSwapConfigurationDisabledOption(value) => value.as_ref(),
-            Self::HostSystemSwapConfigurationHostCacheOption(value) => value.as_ref(),
-            Self::HostSystemSwapConfigurationHostLocalSwapOption(value) => value.as_ref(),
+            Self::HostSystemSwapConfigurationSystemSwapOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::HostSystemSwapConfigurationDatastoreOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::HostSystemSwapConfigurationDisabledOption(value) => x::as_dyn(&**value),
+            Self::HostSystemSwapConfigurationHostCacheOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::HostSystemSwapConfigurationHostLocalSwapOption(value) => {
+                x::as_dyn(&**value)
+            }
         }
     }
     /// The XML type name of the value held.
@@ -1024,16 +1032,18 @@ impl AnyHostTargetTransport {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostTargetTransport(value) => value.as_ref(),
-            Self::HostBlockAdapterTargetTransport(value) => value.as_ref(),
-            Self::HostFibreChannelOverEthernetTargetTransport(value) => value.as_ref(),
-            Self::HostFibreChannelTargetTransport(value) => value.as_ref(),
-            Self::HostInternetScsiTargetTransport(value) => value.as_ref(),
-            Self::HostParallelScsiTargetTransport(value) => value.as_ref(),
-            Self::HostPcieTargetTransport(value) => value.as_ref(),
-            Self::HostRdmaTargetTransport(value) => value.as_ref(),
-            Self::HostSerialAttachedTargetTransport(value) => value.as_ref(),
-            Self::HostTcpTargetTransport(value) => value.as_ref(),
+            Self::HostTargetTransport(value) => x::as_dyn(&**value),
+            Self::HostBlockAdapterTargetTransport(value) => x::as_dyn(&**value),
+            Self::HostFibreChannelOverEthernetTargetTransport(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::HostFibreChannelTargetTransport(value) => x::as_dyn(&**value),
+            Self::HostInternetScsiTargetTransport(value) => x::as_dyn(&**value),
+            Self::HostParallelScsiTargetTransport(value) => x::as_dyn(&**value),
+            Self::HostPcieTargetTransport(value) => x::as_dyn(&**value),
+            Self::HostRdmaTargetTransport(value) => x::as_dyn(&**value),
+            Self::HostSerialAttachedTargetTransport(value) => x::as_dyn(&**value),
+            Self::HostTcpTargetTransport(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -41,12 +41,12 @@ impl AnyHostTpmEventDetails {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostTpmEventDetails(value) => value.as_ref(),
-            Self::HostTpmBootSecurityOptionEventDetails(value) => value.as_ref(),
-            Self::HostTpmCommandEventDetails(value) => value.as_ref(),
-            Self::HostTpmNvTagEventDetails(value) => value.as_ref(),
-            Self::HostTpmOptionEventDetails(value) => value.as_ref(),
-            Self::HostTpmSoftwareComponentEventDetails(value) => value.as_ref(),
+            Self::HostTpmEventDetails(value) => x::as_dyn(&**value),
+            Self::HostTpmBootSecurityOptionEventDetails(value) => x::as_dyn(&**value),
+            Self::HostTpmCommandEventDetails(value) => x::as_dyn(&**value),
+            Self::HostTpmNvTagEventDetails(value) => x::as_dyn(&**value),
+            Self::HostTpmOptionEventDetails(value) => x::as_dyn(&**value),
+            Self::HostTpmSoftwareComponentEventDetails(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -235,10 +235,10 @@ impl AnyHostVirtualSwitchBridge {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::HostVirtualSwitchBridge(value) => value.as_ref(),
-            Self::HostVirtualSwitchAutoBridge(value) => value.as_ref(),
-            Self::HostVirtualSwitchBondBridge(value) => value.as_ref(),
-            Self::HostVirtualSwitchSimpleBridge(value) => value.as_ref(),
+            Self::HostVirtualSwitchBridge(value) => x::as_dyn(&**value),
+            Self::HostVirtualSwitchAutoBridge(value) => x::as_dyn(&**value),
+            Self::HostVirtualSwitchBondBridge(value) => x::as_dyn(&**value),
+            Self::HostVirtualSwitchSimpleBridge(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -393,9 +393,9 @@ impl AnyImportSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ImportSpec(value) => value.as_ref(),
-            Self::VirtualAppImportSpec(value) => value.as_ref(),
-            Self::VirtualMachineImportSpec(value) => value.as_ref(),
+            Self::ImportSpec(value) => x::as_dyn(&**value),
+            Self::VirtualAppImportSpec(value) => x::as_dyn(&**value),
+            Self::VirtualMachineImportSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -536,9 +536,9 @@ impl AnyIpAddress {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::IpAddress(value) => value.as_ref(),
-            Self::IpRange(value) => value.as_ref(),
-            Self::SingleIp(value) => value.as_ref(),
+            Self::IpAddress(value) => x::as_dyn(&**value),
+            Self::IpRange(value) => x::as_dyn(&**value),
+            Self::SingleIp(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -676,10 +676,10 @@ impl AnyLicenseSource {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::LicenseSource(value) => value.as_ref(),
-            Self::EvaluationLicenseSource(value) => value.as_ref(),
-            Self::LicenseServerSource(value) => value.as_ref(),
-            Self::LocalLicenseSource(value) => value.as_ref(),
+            Self::LicenseSource(value) => x::as_dyn(&**value),
+            Self::EvaluationLicenseSource(value) => x::as_dyn(&**value),
+            Self::LicenseServerSource(value) => x::as_dyn(&**value),
+            Self::LocalLicenseSource(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -833,9 +833,9 @@ impl AnyMacAddress {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::MacAddress(value) => value.as_ref(),
-            Self::MacRange(value) => value.as_ref(),
-            Self::SingleMac(value) => value.as_ref(),
+            Self::MacAddress(value) => x::as_dyn(&**value),
+            Self::MacRange(value) => x::as_dyn(&**value),
+            Self::SingleMac(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

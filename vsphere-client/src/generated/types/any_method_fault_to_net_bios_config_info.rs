@@ -1062,8 +1062,8 @@ impl AnyNetBIOSConfigInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::NetBIOSConfigInfo(value) => value.as_ref(),
-            Self::WinNetBIOSConfigInfo(value) => value.as_ref(),
+            Self::NetBIOSConfigInfo(value) => x::as_dyn(&**value),
+            Self::WinNetBIOSConfigInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

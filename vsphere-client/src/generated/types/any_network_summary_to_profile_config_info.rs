@@ -37,8 +37,8 @@ impl AnyNetworkSummary {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::NetworkSummary(value) => value.as_ref(),
-            Self::OpaqueNetworkSummary(value) => value.as_ref(),
+            Self::NetworkSummary(value) => x::as_dyn(&**value),
+            Self::OpaqueNetworkSummary(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -157,8 +157,8 @@ impl AnyNodeDeploymentSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::NodeDeploymentSpec(value) => value.as_ref(),
-            Self::PassiveNodeDeploymentSpec(value) => value.as_ref(),
+            Self::NodeDeploymentSpec(value) => x::as_dyn(&**value),
+            Self::PassiveNodeDeploymentSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -277,8 +277,8 @@ impl AnyNodeNetworkSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::NodeNetworkSpec(value) => value.as_ref(),
-            Self::PassiveNodeNetworkSpec(value) => value.as_ref(),
+            Self::NodeNetworkSpec(value) => x::as_dyn(&**value),
+            Self::PassiveNodeNetworkSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -402,13 +402,13 @@ impl AnyOptionType {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::OptionType(value) => value.as_ref(),
-            Self::BoolOption(value) => value.as_ref(),
-            Self::ChoiceOption(value) => value.as_ref(),
-            Self::FloatOption(value) => value.as_ref(),
-            Self::IntOption(value) => value.as_ref(),
-            Self::LongOption(value) => value.as_ref(),
-            Self::StringOption(value) => value.as_ref(),
+            Self::OptionType(value) => x::as_dyn(&**value),
+            Self::BoolOption(value) => x::as_dyn(&**value),
+            Self::ChoiceOption(value) => x::as_dyn(&**value),
+            Self::FloatOption(value) => x::as_dyn(&**value),
+            Self::IntOption(value) => x::as_dyn(&**value),
+            Self::LongOption(value) => x::as_dyn(&**value),
+            Self::StringOption(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -612,8 +612,8 @@ impl AnyOptionValue {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::OptionValue(value) => value.as_ref(),
-            Self::HostInternetScsiHbaParamValue(value) => value.as_ref(),
+            Self::OptionValue(value) => x::as_dyn(&**value),
+            Self::HostInternetScsiHbaParamValue(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -737,9 +737,9 @@ impl AnyPerfEntityMetricBase {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::PerfEntityMetricBase(value) => value.as_ref(),
-            Self::PerfEntityMetric(value) => value.as_ref(),
-            Self::PerfEntityMetricCSV(value) => value.as_ref(),
+            Self::PerfEntityMetricBase(value) => x::as_dyn(&**value),
+            Self::PerfEntityMetric(value) => x::as_dyn(&**value),
+            Self::PerfEntityMetricCSV(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -880,9 +880,9 @@ impl AnyPerfMetricSeries {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::PerfMetricSeries(value) => value.as_ref(),
-            Self::PerfMetricIntSeries(value) => value.as_ref(),
-            Self::PerfMetricSeriesCSV(value) => value.as_ref(),
+            Self::PerfMetricSeries(value) => x::as_dyn(&**value),
+            Self::PerfMetricIntSeries(value) => x::as_dyn(&**value),
+            Self::PerfMetricSeriesCSV(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1022,8 +1022,8 @@ impl AnyPolicyOption {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::PolicyOption(value) => value.as_ref(),
-            Self::CompositePolicyOption(value) => value.as_ref(),
+            Self::PolicyOption(value) => x::as_dyn(&**value),
+            Self::CompositePolicyOption(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1147,9 +1147,9 @@ impl AnyProfileConfigInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ProfileConfigInfo(value) => value.as_ref(),
-            Self::ClusterProfileConfigInfo(value) => value.as_ref(),
-            Self::HostProfileConfigInfo(value) => value.as_ref(),
+            Self::ProfileConfigInfo(value) => x::as_dyn(&**value),
+            Self::ClusterProfileConfigInfo(value) => x::as_dyn(&**value),
+            Self::HostProfileConfigInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -45,16 +45,16 @@ impl AnyProfileCreateSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ProfileCreateSpec(value) => value.as_ref(),
-            Self::ClusterProfileCompleteConfigSpec(value) => value.as_ref(),
-            Self::ClusterProfileConfigServiceCreateSpec(value) => value.as_ref(),
-            Self::ClusterProfileConfigSpec(value) => value.as_ref(),
-            Self::ClusterProfileCreateSpec(value) => value.as_ref(),
-            Self::HostProfileCompleteConfigSpec(value) => value.as_ref(),
-            Self::HostProfileConfigSpec(value) => value.as_ref(),
-            Self::HostProfileHostBasedConfigSpec(value) => value.as_ref(),
-            Self::HostProfileSerializedHostProfileSpec(value) => value.as_ref(),
-            Self::ProfileSerializedCreateSpec(value) => value.as_ref(),
+            Self::ProfileCreateSpec(value) => x::as_dyn(&**value),
+            Self::ClusterProfileCompleteConfigSpec(value) => x::as_dyn(&**value),
+            Self::ClusterProfileConfigServiceCreateSpec(value) => x::as_dyn(&**value),
+            Self::ClusterProfileConfigSpec(value) => x::as_dyn(&**value),
+            Self::ClusterProfileCreateSpec(value) => x::as_dyn(&**value),
+            Self::HostProfileCompleteConfigSpec(value) => x::as_dyn(&**value),
+            Self::HostProfileConfigSpec(value) => x::as_dyn(&**value),
+            Self::HostProfileHostBasedConfigSpec(value) => x::as_dyn(&**value),
+            Self::HostProfileSerializedHostProfileSpec(value) => x::as_dyn(&**value),
+            Self::ProfileSerializedCreateSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -309,8 +309,8 @@ impl AnyProfileExecuteResult {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ProfileExecuteResult(value) => value.as_ref(),
-            Self::ApplyHostProfileConfigurationSpec(value) => value.as_ref(),
+            Self::ProfileExecuteResult(value) => x::as_dyn(&**value),
+            Self::ApplyHostProfileConfigurationSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -430,9 +430,9 @@ impl AnyProfileExpression {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ProfileExpression(value) => value.as_ref(),
-            Self::ProfileCompositeExpression(value) => value.as_ref(),
-            Self::ProfileSimpleExpression(value) => value.as_ref(),
+            Self::ProfileExpression(value) => x::as_dyn(&**value),
+            Self::ProfileCompositeExpression(value) => x::as_dyn(&**value),
+            Self::ProfileSimpleExpression(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -573,9 +573,9 @@ impl AnyProfilePolicyOptionMetadata {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ProfilePolicyOptionMetadata(value) => value.as_ref(),
-            Self::ProfileCompositePolicyOptionMetadata(value) => value.as_ref(),
-            Self::UserInputRequiredParameterMetadata(value) => value.as_ref(),
+            Self::ProfilePolicyOptionMetadata(value) => x::as_dyn(&**value),
+            Self::ProfileCompositePolicyOptionMetadata(value) => x::as_dyn(&**value),
+            Self::UserInputRequiredParameterMetadata(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -722,8 +722,8 @@ impl AnyResourcePoolSummary {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ResourcePoolSummary(value) => value.as_ref(),
-            Self::VirtualAppSummary(value) => value.as_ref(),
+            Self::ResourcePoolSummary(value) => x::as_dyn(&**value),
+            Self::VirtualAppSummary(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -842,8 +842,8 @@ impl AnyScheduledTaskSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ScheduledTaskSpec(value) => value.as_ref(),
-            Self::ScheduledTaskInfo(value) => value.as_ref(),
+            Self::ScheduledTaskSpec(value) => x::as_dyn(&**value),
+            Self::ScheduledTaskInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -962,8 +962,8 @@ impl AnyScsiLun {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ScsiLun(value) => value.as_ref(),
-            Self::HostScsiDisk(value) => value.as_ref(),
+            Self::ScsiLun(value) => x::as_dyn(&**value),
+            Self::HostScsiDisk(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1087,9 +1087,9 @@ impl AnySelectionSet {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::SelectionSet(value) => value.as_ref(),
-            Self::DVPortgroupSelection(value) => value.as_ref(),
-            Self::DVSSelection(value) => value.as_ref(),
+            Self::SelectionSet(value) => x::as_dyn(&**value),
+            Self::DVPortgroupSelection(value) => x::as_dyn(&**value),
+            Self::DVSSelection(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

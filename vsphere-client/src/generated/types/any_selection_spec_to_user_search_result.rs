@@ -37,8 +37,8 @@ impl AnySelectionSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::SelectionSpec(value) => value.as_ref(),
-            Self::TraversalSpec(value) => value.as_ref(),
+            Self::SelectionSpec(value) => x::as_dyn(&**value),
+            Self::TraversalSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -162,9 +162,9 @@ impl AnyServiceLocatorCredential {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::ServiceLocatorCredential(value) => value.as_ref(),
-            Self::ServiceLocatorNamePassword(value) => value.as_ref(),
-            Self::ServiceLocatorSAMLCredential(value) => value.as_ref(),
+            Self::ServiceLocatorCredential(value) => x::as_dyn(&**value),
+            Self::ServiceLocatorNamePassword(value) => x::as_dyn(&**value),
+            Self::ServiceLocatorSAMLCredential(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -302,9 +302,9 @@ impl AnySessionManagerServiceRequestSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::SessionManagerServiceRequestSpec(value) => value.as_ref(),
-            Self::SessionManagerHttpServiceRequestSpec(value) => value.as_ref(),
-            Self::SessionManagerVmomiServiceRequestSpec(value) => value.as_ref(),
+            Self::SessionManagerServiceRequestSpec(value) => x::as_dyn(&**value),
+            Self::SessionManagerHttpServiceRequestSpec(value) => x::as_dyn(&**value),
+            Self::SessionManagerVmomiServiceRequestSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -457,11 +457,11 @@ impl AnyTaskReason {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::TaskReason(value) => value.as_ref(),
-            Self::TaskReasonAlarm(value) => value.as_ref(),
-            Self::TaskReasonSchedule(value) => value.as_ref(),
-            Self::TaskReasonSystem(value) => value.as_ref(),
-            Self::TaskReasonUser(value) => value.as_ref(),
+            Self::TaskReason(value) => x::as_dyn(&**value),
+            Self::TaskReasonAlarm(value) => x::as_dyn(&**value),
+            Self::TaskReasonSchedule(value) => x::as_dyn(&**value),
+            Self::TaskReasonSystem(value) => x::as_dyn(&**value),
+            Self::TaskReasonUser(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -639,16 +639,16 @@ impl AnyTaskScheduler {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::TaskScheduler(value) => value.as_ref(),
-            Self::AfterStartupTaskScheduler(value) => value.as_ref(),
-            Self::DailyTaskScheduler(value) => value.as_ref(),
-            Self::HourlyTaskScheduler(value) => value.as_ref(),
-            Self::MonthlyByDayTaskScheduler(value) => value.as_ref(),
-            Self::MonthlyByWeekdayTaskScheduler(value) => value.as_ref(),
-            Self::MonthlyTaskScheduler(value) => value.as_ref(),
-            Self::OnceTaskScheduler(value) => value.as_ref(),
-            Self::RecurrentTaskScheduler(value) => value.as_ref(),
-            Self::WeeklyTaskScheduler(value) => value.as_ref(),
+            Self::TaskScheduler(value) => x::as_dyn(&**value),
+            Self::AfterStartupTaskScheduler(value) => x::as_dyn(&**value),
+            Self::DailyTaskScheduler(value) => x::as_dyn(&**value),
+            Self::HourlyTaskScheduler(value) => x::as_dyn(&**value),
+            Self::MonthlyByDayTaskScheduler(value) => x::as_dyn(&**value),
+            Self::MonthlyByWeekdayTaskScheduler(value) => x::as_dyn(&**value),
+            Self::MonthlyTaskScheduler(value) => x::as_dyn(&**value),
+            Self::OnceTaskScheduler(value) => x::as_dyn(&**value),
+            Self::RecurrentTaskScheduler(value) => x::as_dyn(&**value),
+            Self::WeeklyTaskScheduler(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -903,8 +903,8 @@ impl AnyTypeDescription {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::TypeDescription(value) => value.as_ref(),
-            Self::ScheduledTaskDetail(value) => value.as_ref(),
+            Self::TypeDescription(value) => x::as_dyn(&**value),
+            Self::ScheduledTaskDetail(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1027,8 +1027,8 @@ impl AnyUserSearchResult {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::UserSearchResult(value) => value.as_ref(),
-            Self::PosixUserSearchResult(value) => value.as_ref(),
+            Self::UserSearchResult(value) => x::as_dyn(&**value),
+            Self::PosixUserSearchResult(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

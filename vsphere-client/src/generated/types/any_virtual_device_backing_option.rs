@@ -109,52 +109,66 @@ impl AnyVirtualDeviceBackingOption {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualCdromAtapiBackingOption(value) => value.as_ref(),
-            Self::VirtualCdromIsoBackingOption(value) => value.as_ref(),
-            Self::VirtualCdromPassthroughBackingOption(value) => value.as_ref(),
-            Self::VirtualCdromRemoteAtapiBackingOption(value) => value.as_ref(),
-            Self::VirtualCdromRemotePassthroughBackingOption(value) => value.as_ref(),
-            Self::VirtualDeviceDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualDeviceFileBackingOption(value) => value.as_ref(),
-            Self::VirtualDevicePipeBackingOption(value) => value.as_ref(),
-            Self::VirtualDeviceRemoteDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualDeviceURIBackingOption(value) => value.as_ref(),
-            Self::VirtualDiskFlatVer1BackingOption(value) => value.as_ref(),
-            Self::VirtualDiskFlatVer2BackingOption(value) => value.as_ref(),
-            Self::VirtualDiskLocalPMemBackingOption(value) => value.as_ref(),
-            Self::VirtualDiskPartitionedRawDiskVer2BackingOption(value) => value.as_ref(),
-            Self::VirtualDiskRawDiskMappingVer1BackingOption(value) => value.as_ref(),
-            Self::VirtualDiskRawDiskVer2BackingOption(value) => value.as_ref(),
-            Self::VirtualDiskSeSparseBackingOption(value) => value.as_ref(),
-            Self::VirtualDiskSparseVer1BackingOption(value) => value.as_ref(),
-            Self::VirtualDiskSparseVer2BackingOption(value) => value.as_ref(),
-            Self::VirtualEthernetCardDVPortBackingOption(value) => value.as_ref(),
-            Self::VirtualEthernetCardLegacyNetworkBackingOption(value) => value.as_ref(),
-            Self::VirtualEthernetCardNetworkBackingOption(value) => value.as_ref(),
-            Self::VirtualEthernetCardOpaqueNetworkBackingOption(value) => value.as_ref(),
-            Self::VirtualFloppyDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualFloppyImageBackingOption(value) => value.as_ref(),
-            Self::VirtualFloppyRemoteDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualPCIPassthroughDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualPCIPassthroughDynamicBackingOption(value) => value.as_ref(),
-            Self::VirtualPCIPassthroughPluginBackingOption(value) => value.as_ref(),
-            Self::VirtualPCIPassthroughVmiopBackingOption(value) => value.as_ref(),
-            Self::VirtualParallelPortDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualParallelPortFileBackingOption(value) => value.as_ref(),
-            Self::VirtualPointingDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualPrecisionClockSystemClockBackingOption(value) => value.as_ref(),
-            Self::VirtualSCSIPassthroughDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualSerialPortDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualSerialPortFileBackingOption(value) => value.as_ref(),
-            Self::VirtualSerialPortPipeBackingOption(value) => value.as_ref(),
-            Self::VirtualSerialPortThinPrintBackingOption(value) => value.as_ref(),
-            Self::VirtualSerialPortURIBackingOption(value) => value.as_ref(),
-            Self::VirtualSoundCardDeviceBackingOption(value) => value.as_ref(),
-            Self::VirtualSriovEthernetCardSriovBackingOption(value) => value.as_ref(),
-            Self::VirtualUSBRemoteClientBackingOption(value) => value.as_ref(),
-            Self::VirtualUSBRemoteHostBackingOption(value) => value.as_ref(),
-            Self::VirtualUSBUSBBackingOption(value) => value.as_ref(),
+            Self::VirtualDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualCdromAtapiBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualCdromIsoBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualCdromPassthroughBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualCdromRemoteAtapiBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualCdromRemotePassthroughBackingOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualDeviceDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDeviceFileBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDevicePipeBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDeviceRemoteDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDeviceURIBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDiskFlatVer1BackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDiskFlatVer2BackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDiskLocalPMemBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDiskPartitionedRawDiskVer2BackingOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualDiskRawDiskMappingVer1BackingOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualDiskRawDiskVer2BackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDiskSeSparseBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDiskSparseVer1BackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualDiskSparseVer2BackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualEthernetCardDVPortBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualEthernetCardLegacyNetworkBackingOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualEthernetCardNetworkBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualEthernetCardOpaqueNetworkBackingOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualFloppyDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualFloppyImageBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualFloppyRemoteDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualPCIPassthroughDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualPCIPassthroughDynamicBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualPCIPassthroughPluginBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualPCIPassthroughVmiopBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualParallelPortDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualParallelPortFileBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualPointingDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualPrecisionClockSystemClockBackingOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualSCSIPassthroughDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualSerialPortDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualSerialPortFileBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualSerialPortPipeBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualSerialPortThinPrintBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualSerialPortURIBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualSoundCardDeviceBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualSriovEthernetCardSriovBackingOption(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualUSBRemoteClientBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualUSBRemoteHostBackingOption(value) => x::as_dyn(&**value),
+            Self::VirtualUSBUSBBackingOption(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

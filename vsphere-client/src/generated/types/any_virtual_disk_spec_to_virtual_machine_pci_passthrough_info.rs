@@ -39,10 +39,10 @@ impl AnyVirtualDiskSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualDiskSpec(value) => value.as_ref(),
-            Self::DeviceBackedVirtualDiskSpec(value) => value.as_ref(),
-            Self::FileBackedVirtualDiskSpec(value) => value.as_ref(),
-            Self::SeSparseVirtualDiskSpec(value) => value.as_ref(),
+            Self::VirtualDiskSpec(value) => x::as_dyn(&**value),
+            Self::DeviceBackedVirtualDiskSpec(value) => x::as_dyn(&**value),
+            Self::FileBackedVirtualDiskSpec(value) => x::as_dyn(&**value),
+            Self::SeSparseVirtualDiskSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -200,9 +200,9 @@ impl AnyVirtualMachineBaseIndependentFilterSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualMachineBaseIndependentFilterSpec(value) => value.as_ref(),
-            Self::VirtualMachineEmptyIndependentFilterSpec(value) => value.as_ref(),
-            Self::VirtualMachineIndependentFilterSpec(value) => value.as_ref(),
+            Self::VirtualMachineBaseIndependentFilterSpec(value) => x::as_dyn(&**value),
+            Self::VirtualMachineEmptyIndependentFilterSpec(value) => x::as_dyn(&**value),
+            Self::VirtualMachineIndependentFilterSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -369,13 +369,19 @@ impl AnyVirtualMachineBootOptionsBootableDevice {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualMachineBootOptionsBootableDevice(value) => value.as_ref(),
-            Self::VirtualMachineBootOptionsBootableCdromDevice(value) => value.as_ref(),
-            Self::VirtualMachineBootOptionsBootableDiskDevice(value) => value.as_ref(),
-            Self::VirtualMachineBootOptionsBootableEthernetDevice(value) => {
-                value.as_ref()
+            Self::VirtualMachineBootOptionsBootableDevice(value) => x::as_dyn(&**value),
+            Self::VirtualMachineBootOptionsBootableCdromDevice(value) => {
+                x::as_dyn(&**value)
             }
-            Self::VirtualMachineBootOptionsBootableFloppyDevice(value) => value.as_ref(),
+            Self::VirtualMachineBootOptionsBootableDiskDevice(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualMachineBootOptionsBootableEthernetDevice(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VirtualMachineBootOptionsBootableFloppyDevice(value) => {
+                x::as_dyn(&**value)
+            }
         }
     }
     /// The XML type name of the value held.
@@ -571,8 +577,8 @@ impl AnyVirtualMachineConnection {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualMachineConnection(value) => value.as_ref(),
-            Self::VirtualMachineMksConnection(value) => value.as_ref(),
+            Self::VirtualMachineConnection(value) => x::as_dyn(&**value),
+            Self::VirtualMachineMksConnection(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -701,11 +707,11 @@ impl AnyVirtualMachineDeviceRuntimeInfoDeviceRuntimeState {
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
             Self::VirtualMachineDeviceRuntimeInfoDeviceRuntimeState(value) => {
-                value.as_ref()
+                x::as_dyn(&**value)
             }
             Self::VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState(
                 value,
-            ) => value.as_ref(),
+            ) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -851,8 +857,8 @@ impl AnyVirtualMachineGuestQuiesceSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualMachineGuestQuiesceSpec(value) => value.as_ref(),
-            Self::VirtualMachineWindowsQuiesceSpec(value) => value.as_ref(),
+            Self::VirtualMachineGuestQuiesceSpec(value) => x::as_dyn(&**value),
+            Self::VirtualMachineWindowsQuiesceSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -979,8 +985,8 @@ impl AnyVirtualMachinePciPassthroughInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualMachinePciPassthroughInfo(value) => value.as_ref(),
-            Self::VirtualMachineSriovInfo(value) => value.as_ref(),
+            Self::VirtualMachinePciPassthroughInfo(value) => x::as_dyn(&**value),
+            Self::VirtualMachineSriovInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -39,10 +39,10 @@ impl AnyVirtualMachineProfileSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualMachineProfileSpec(value) => value.as_ref(),
-            Self::VirtualMachineDefaultProfileSpec(value) => value.as_ref(),
-            Self::VirtualMachineDefinedProfileSpec(value) => value.as_ref(),
-            Self::VirtualMachineEmptyProfileSpec(value) => value.as_ref(),
+            Self::VirtualMachineProfileSpec(value) => x::as_dyn(&**value),
+            Self::VirtualMachineDefaultProfileSpec(value) => x::as_dyn(&**value),
+            Self::VirtualMachineDefinedProfileSpec(value) => x::as_dyn(&**value),
+            Self::VirtualMachineEmptyProfileSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -202,8 +202,8 @@ impl AnyVirtualMachineSriovDevicePoolInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VirtualMachineSriovDevicePoolInfo(value) => value.as_ref(),
-            Self::VirtualMachineSriovNetworkDevicePoolInfo(value) => value.as_ref(),
+            Self::VirtualMachineSriovDevicePoolInfo(value) => x::as_dyn(&**value),
+            Self::VirtualMachineSriovNetworkDevicePoolInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -333,8 +333,8 @@ impl AnyVmConfigInfo {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VmConfigInfo(value) => value.as_ref(),
-            Self::VAppConfigInfo(value) => value.as_ref(),
+            Self::VmConfigInfo(value) => x::as_dyn(&**value),
+            Self::VAppConfigInfo(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -453,8 +453,8 @@ impl AnyVmConfigSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VmConfigSpec(value) => value.as_ref(),
-            Self::VAppConfigSpec(value) => value.as_ref(),
+            Self::VmConfigSpec(value) => x::as_dyn(&**value),
+            Self::VAppConfigSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -575,10 +575,10 @@ impl AnyVmfsDatastoreBaseOption {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VmfsDatastoreBaseOption(value) => value.as_ref(),
-            Self::VmfsDatastoreAllExtentOption(value) => value.as_ref(),
-            Self::VmfsDatastoreMultipleExtentOption(value) => value.as_ref(),
-            Self::VmfsDatastoreSingleExtentOption(value) => value.as_ref(),
+            Self::VmfsDatastoreBaseOption(value) => x::as_dyn(&**value),
+            Self::VmfsDatastoreAllExtentOption(value) => x::as_dyn(&**value),
+            Self::VmfsDatastoreMultipleExtentOption(value) => x::as_dyn(&**value),
+            Self::VmfsDatastoreSingleExtentOption(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -734,10 +734,10 @@ impl AnyVmfsDatastoreSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VmfsDatastoreSpec(value) => value.as_ref(),
-            Self::VmfsDatastoreCreateSpec(value) => value.as_ref(),
-            Self::VmfsDatastoreExpandSpec(value) => value.as_ref(),
-            Self::VmfsDatastoreExtendSpec(value) => value.as_ref(),
+            Self::VmfsDatastoreSpec(value) => x::as_dyn(&**value),
+            Self::VmfsDatastoreCreateSpec(value) => x::as_dyn(&**value),
+            Self::VmfsDatastoreExpandSpec(value) => x::as_dyn(&**value),
+            Self::VmfsDatastoreExtendSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -898,10 +898,12 @@ impl AnyVmwareDistributedVirtualSwitchVlanSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VmwareDistributedVirtualSwitchVlanSpec(value) => value.as_ref(),
-            Self::VmwareDistributedVirtualSwitchPvlanSpec(value) => value.as_ref(),
-            Self::VmwareDistributedVirtualSwitchTrunkVlanSpec(value) => value.as_ref(),
-            Self::VmwareDistributedVirtualSwitchVlanIdSpec(value) => value.as_ref(),
+            Self::VmwareDistributedVirtualSwitchVlanSpec(value) => x::as_dyn(&**value),
+            Self::VmwareDistributedVirtualSwitchPvlanSpec(value) => x::as_dyn(&**value),
+            Self::VmwareDistributedVirtualSwitchTrunkVlanSpec(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VmwareDistributedVirtualSwitchVlanIdSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -1091,18 +1093,24 @@ impl AnyVsanUpgradeSystemPreflightCheckIssue {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VsanUpgradeSystemPreflightCheckIssue(value) => value.as_ref(),
-            Self::VsanUpgradeSystemAPIBrokenIssue(value) => value.as_ref(),
-            Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(value) => value.as_ref(),
-            Self::VsanUpgradeSystemHostsDisconnectedIssue(value) => value.as_ref(),
-            Self::VsanUpgradeSystemMissingHostsInClusterIssue(value) => value.as_ref(),
-            Self::VsanUpgradeSystemNetworkPartitionIssue(value) => value.as_ref(),
-            Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(value) => value.as_ref(),
-            Self::VsanUpgradeSystemRogueHostsInClusterIssue(value) => value.as_ref(),
-            Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(value) => {
-                value.as_ref()
+            Self::VsanUpgradeSystemPreflightCheckIssue(value) => x::as_dyn(&**value),
+            Self::VsanUpgradeSystemAPIBrokenIssue(value) => x::as_dyn(&**value),
+            Self::VsanUpgradeSystemAutoClaimEnabledOnHostsIssue(value) => {
+                x::as_dyn(&**value)
             }
-            Self::VsanUpgradeSystemWrongEsxVersionIssue(value) => value.as_ref(),
+            Self::VsanUpgradeSystemHostsDisconnectedIssue(value) => x::as_dyn(&**value),
+            Self::VsanUpgradeSystemMissingHostsInClusterIssue(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VsanUpgradeSystemNetworkPartitionIssue(value) => x::as_dyn(&**value),
+            Self::VsanUpgradeSystemNotEnoughFreeCapacityIssue(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VsanUpgradeSystemRogueHostsInClusterIssue(value) => x::as_dyn(&**value),
+            Self::VsanUpgradeSystemV2ObjectsPresentDuringDowngradeIssue(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VsanUpgradeSystemWrongEsxVersionIssue(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

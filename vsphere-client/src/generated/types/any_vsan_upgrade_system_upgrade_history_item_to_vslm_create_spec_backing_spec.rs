@@ -42,9 +42,13 @@ impl AnyVsanUpgradeSystemUpgradeHistoryItem {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VsanUpgradeSystemUpgradeHistoryItem(value) => value.as_ref(),
-            Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(value) => value.as_ref(),
-            Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(value) => value.as_ref(),
+            Self::VsanUpgradeSystemUpgradeHistoryItem(value) => x::as_dyn(&**value),
+            Self::VsanUpgradeSystemUpgradeHistoryDiskGroupOp(value) => {
+                x::as_dyn(&**value)
+            }
+            Self::VsanUpgradeSystemUpgradeHistoryPreflightFail(value) => {
+                x::as_dyn(&**value)
+            }
         }
     }
     /// The XML type name of the value held.
@@ -201,9 +205,9 @@ impl AnyVslmCreateSpecBackingSpec {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::VslmCreateSpecBackingSpec(value) => value.as_ref(),
-            Self::VslmCreateSpecDiskFileBackingSpec(value) => value.as_ref(),
-            Self::VslmCreateSpecRawDiskMappingBackingSpec(value) => value.as_ref(),
+            Self::VslmCreateSpecBackingSpec(value) => x::as_dyn(&**value),
+            Self::VslmCreateSpecDiskFileBackingSpec(value) => x::as_dyn(&**value),
+            Self::VslmCreateSpecRawDiskMappingBackingSpec(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.

@@ -37,8 +37,8 @@ impl AnyMethodFault {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::MethodFault(value) => value.as_ref(),
-            Self::InvalidLogin(value) => value.as_ref(),
+            Self::MethodFault(value) => x::as_dyn(&**value),
+            Self::InvalidLogin(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
@@ -158,9 +158,9 @@ impl AnyShape {
     /// The value held, as a schema object (to downcast or inspect).
     pub fn as_data_object(&self) -> &dyn x::DataObject {
         match self {
-            Self::Shape(value) => value.as_ref(),
-            Self::Circle(value) => value.as_ref(),
-            Self::Square(value) => value.as_ref(),
+            Self::Shape(value) => x::as_dyn(&**value),
+            Self::Circle(value) => x::as_dyn(&**value),
+            Self::Square(value) => x::as_dyn(&**value),
         }
     }
     /// The XML type name of the value held.
