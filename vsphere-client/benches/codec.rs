@@ -252,7 +252,6 @@ fn large_config_spec() -> ReconfigVMRequestType {
                         portgroup_key: Some(format!("dvportgroup-{}", 40 + i)),
                         ..Default::default()
                     },
-                    ..Default::default()
                 }
                 .into(),
             ),
