@@ -31,6 +31,20 @@ pub struct PlacementCache {
     devices: Mutex<HashMap<String, Vec<AnyVirtualDevice>>>,
 }
 
+impl PlacementCache {
+    fn clear(&self) {
+        if let Ok(mut p) = self.paths.lock() {
+            p.clear();
+        }
+        if let Ok(mut n) = self.networks.lock() {
+            n.clear();
+        }
+        if let Ok(mut d) = self.devices.lock() {
+            d.clear();
+        }
+    }
+}
+
 impl std::fmt::Debug for PlacementCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PlacementCache")
@@ -313,11 +327,14 @@ impl Machines for VCenterSession {
             power_on: false,
             ..Default::default()
         };
-        let task = self
-            .client()
-            .clone_vm_task(&template, &folder, &request.name, &spec)
-            .await
-            .map_err(|e| error(&format!("cloning {} as {}", request.template_name, request.name), &e))?;
+        let task = self.client().clone_vm_task(&template, &folder, &request.name, &spec).await.map_err(|e| {
+            if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) {
+                // A folder, pool, datastore or template cached earlier is gone
+                // (removed, or re-created by an administrator): resolve anew next time.
+                self.placement().clear();
+            }
+            error(&format!("cloning {} as {}", request.template_name, request.name), &e)
+        })?;
         Ok(task.value)
     }
 
