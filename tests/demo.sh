@@ -89,7 +89,9 @@ step() {
 }
 
 # ---- steps -----------------------------------------------------------------
-vsphere=(cargo run -q --release -p vsphere-client --example vsphere --)
+# Debug builds: the same target as `make test`, so after it the demo starts at
+# once (release builds of the bindings take minutes; `make bench` uses them).
+vsphere=(cargo run -q -p vsphere-client --example vsphere --)
 
 step "about: product and API version (like govc about)" \
     vsphere-client/examples/vsphere/main.rs "${vsphere[@]}" about

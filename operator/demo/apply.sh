@@ -59,7 +59,7 @@ spec:
 YAML
 
 cd "$repo"
-if [ -n "${BANLIEUE:-}" ]; then banlieue=("$BANLIEUE"); else banlieue=(cargo run -q --release -p banlieue --); fi
+if [ -n "${BANLIEUE:-}" ]; then banlieue=("$BANLIEUE"); else banlieue=(cargo run -q -p banlieue --); fi
 echo "\$ banlieue check --apply -f $out"
 "${banlieue[@]}" check --apply --timeout 2m -f "$out" "$@"
 echo

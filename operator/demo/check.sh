@@ -73,5 +73,5 @@ YAML
 
 cd "$repo"
 # BANLIEUE: a banlieue binary to use instead of building one.
-if [ -n "${BANLIEUE:-}" ]; then banlieue=("$BANLIEUE"); else banlieue=(cargo run -q --release -p banlieue --); fi
+if [ -n "${BANLIEUE:-}" ]; then banlieue=("$BANLIEUE"); else banlieue=(cargo run -q -p banlieue --); fi
 "${banlieue[@]}" check -f "$out" deploy/examples/02-vmclass.yaml deploy/examples/04-virtualmachine.yaml "$@"
