@@ -189,10 +189,13 @@ fn decide(
             // still making; wait to find it by instance UUID.
             Some(message) if duplicate => (Action::Idle, not_ready(reason::CLONING, format!("{message}; waiting to find the VM by instance UUID"))),
             Some(message) => (Action::Idle, not_ready(reason::FAILED, message)),
-            None => (
-                Action::Clone,
-                not_ready(reason::CLONING, format!("cloning {} in {}/{}", spec.template.name, spec.datacenter, spec.cluster)),
-            ),
+            None => match unsupported(machine) {
+                Some(message) => (Action::Idle, not_ready(reason::FAILED, message)),
+                None => (
+                    Action::Clone,
+                    not_ready(reason::CLONING, format!("cloning {} in {}/{}", spec.template.name, spec.datacenter, spec.cluster)),
+                ),
+            },
         },
         (Some(vm), false) => {
             if let Some(message) = failure {
@@ -239,6 +242,18 @@ fn decide(
             }
         }
     }
+}
+
+/// Why the machine cannot be made as asked, before anything is cloned: an IP
+/// pool has no allocator in this provider yet, and a NIC silently on DHCP
+/// would be a machine other than the one asked for.
+fn unsupported(machine: &VSphereMachine) -> Option<String> {
+    let nic = machine.spec.network_interfaces.iter().find(|n| n.ipam.pool.is_some())?;
+    let pool = nic.ipam.pool.as_ref().map(|p| p.name.as_str()).unwrap_or_default();
+    Some(format!(
+        "interface {} asks for IP pool {pool:?}: IP pools are not supported by the vSphere provider yet; use ipam.static or DHCP (ipam: {{}})",
+        nic.name
+    ))
 }
 
 /// The configuration part of the machine's shape (no devices, no guestinfo).
@@ -296,6 +311,25 @@ mod tests {
         assert_eq!(s.action, Action::Clone);
         assert_eq!(s.ready.reason, reason::CLONING);
         assert!(s.status.instance_uuid.is_some());
+    }
+
+    #[test]
+    fn an_ip_pool_fails_clearly_instead_of_cloning_on_dhcp() {
+        use crate::api::{IpPool, Ipam, MachineNetworkInterface};
+        let mut m = machine("web");
+        m.spec.network_interfaces.push(MachineNetworkInterface {
+            name: "eth0".into(),
+            network_class: "prod".into(),
+            port_group: "DC0_DVPG0".into(),
+            ipam: Ipam { static_: None, pool: Some(IpPool { name: "prod-pool".into() }) },
+        });
+        let s = run(&m, Observation::default(), false);
+        assert_eq!(s.action, Action::Idle, "nothing is cloned");
+        assert_eq!(s.ready.reason, reason::FAILED);
+        assert!(s.ready.message.contains("eth0") && s.ready.message.contains("prod-pool"), "{}", s.ready.message);
+        // A VM that exists already (made before) is still mirrored and managed.
+        let s = run(&m, Observation { vm: Some(vm("poweredOn", 2, 2048, &["10.0.0.5"])), task: None }, false);
+        assert_ne!(s.ready.reason, reason::FAILED);
     }
 
     #[test]
