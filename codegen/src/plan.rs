@@ -341,11 +341,7 @@ fn boxed_fields(
 }
 
 /// Whether `target` reaches `start` through required edges only.
-fn required_cycle(
-    edges: &[Vec<Edge>],
-    start: usize,
-    target: usize,
-) -> bool {
+fn required_cycle(edges: &[Vec<Edge>], start: usize, target: usize) -> bool {
     let mut seen = vec![false; edges.len()];
     let mut stack = vec![start];
     while let Some(node) = stack.pop() {

@@ -35,15 +35,30 @@ pub struct Observed {
 }
 
 impl Observed {
-    pub fn new(type_: &'static str, status: Status, reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Observed { type_, status, reason: reason.into(), message: message.into() }
+    pub fn new(
+        type_: &'static str,
+        status: Status,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Observed {
+            type_,
+            status,
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 }
 
 /// Put `observed` into `conditions`, keeping the previous `lastTransitionTime`
 /// unless the status changed. Returns whether the status changed (a transition
 /// worth an event); a first appearance counts as a transition.
-pub fn set(conditions: &mut Vec<Condition>, observed: Observed, generation: Option<i64>, now: &Time) -> bool {
+pub fn set(
+    conditions: &mut Vec<Condition>,
+    observed: Observed,
+    generation: Option<i64>,
+    now: &Time,
+) -> bool {
     match conditions.iter_mut().find(|c| c.type_ == observed.type_) {
         Some(existing) => {
             let transitioned = existing.status != observed.status.as_str();
@@ -93,16 +108,31 @@ mod tests {
     #[test]
     fn transition_time_only_moves_on_status_change() {
         let mut conditions = Vec::new();
-        assert!(set(&mut conditions, Observed::new(READY, Status::False, "A", "a"), Some(1), &at(10)));
+        assert!(set(
+            &mut conditions,
+            Observed::new(READY, Status::False, "A", "a"),
+            Some(1),
+            &at(10)
+        ));
         assert_eq!(conditions[0].last_transition_time, at(10));
 
         // Same status, new reason and message: no transition, time kept.
-        assert!(!set(&mut conditions, Observed::new(READY, Status::False, "B", "b"), Some(2), &at(20)));
+        assert!(!set(
+            &mut conditions,
+            Observed::new(READY, Status::False, "B", "b"),
+            Some(2),
+            &at(20)
+        ));
         assert_eq!(conditions[0].last_transition_time, at(10));
         assert_eq!(conditions[0].reason, "B");
         assert_eq!(conditions[0].observed_generation, Some(2));
 
-        assert!(set(&mut conditions, Observed::new(READY, Status::True, "C", "c"), Some(2), &at(30)));
+        assert!(set(
+            &mut conditions,
+            Observed::new(READY, Status::True, "C", "c"),
+            Some(2),
+            &at(30)
+        ));
         assert_eq!(conditions[0].last_transition_time, at(30));
         assert_eq!(conditions.len(), 1);
     }
@@ -110,9 +140,19 @@ mod tests {
     #[test]
     fn recomputing_the_same_condition_changes_nothing() {
         let mut conditions = Vec::new();
-        set(&mut conditions, Observed::new(SCHEDULED, Status::True, "Scheduled", "on x"), Some(1), &at(10));
+        set(
+            &mut conditions,
+            Observed::new(SCHEDULED, Status::True, "Scheduled", "on x"),
+            Some(1),
+            &at(10),
+        );
         let before = conditions.clone();
-        set(&mut conditions, Observed::new(SCHEDULED, Status::True, "Scheduled", "on x"), Some(1), &at(99));
+        set(
+            &mut conditions,
+            Observed::new(SCHEDULED, Status::True, "Scheduled", "on x"),
+            Some(1),
+            &at(99),
+        );
         assert_eq!(before, conditions);
     }
 }

@@ -90,10 +90,18 @@ impl Metrics {
         let snapshot = self.by_kind.lock().map(|m| m.clone()).unwrap_or_default();
         let mut out = String::new();
         let families: [Family; 4] = [
-            ("banlieue_reconciles_total", "counter", |c| c.reconciles.to_string()),
-            ("banlieue_reconcile_errors_total", "counter", |c| c.errors.to_string()),
-            ("banlieue_reconcile_duration_seconds_sum", "counter", |c| c.seconds.to_string()),
-            ("banlieue_status_writes_total", "counter", |c| c.status_writes.to_string()),
+            ("banlieue_reconciles_total", "counter", |c| {
+                c.reconciles.to_string()
+            }),
+            ("banlieue_reconcile_errors_total", "counter", |c| {
+                c.errors.to_string()
+            }),
+            ("banlieue_reconcile_duration_seconds_sum", "counter", |c| {
+                c.seconds.to_string()
+            }),
+            ("banlieue_status_writes_total", "counter", |c| {
+                c.status_writes.to_string()
+            }),
         ];
         for (name, kind, value) in families {
             let _ = writeln!(out, "# TYPE {name} {kind}");
@@ -101,13 +109,25 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{kind=\"{k}\"}} {}", value(c));
             }
         }
-        let _ = writeln!(out, "# TYPE banlieue_ready gauge\nbanlieue_ready {}", u8::from(self.is_ready()));
-        let _ = writeln!(out, "# TYPE banlieue_vsphere_tasks_in_flight gauge\nbanlieue_vsphere_tasks_in_flight {}", self.tasks_in_flight.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "# TYPE banlieue_ready gauge\nbanlieue_ready {}",
+            u8::from(self.is_ready())
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE banlieue_vsphere_tasks_in_flight gauge\nbanlieue_vsphere_tasks_in_flight {}",
+            self.tasks_in_flight.load(Ordering::Relaxed)
+        );
         let source = self.vsphere.lock().ok().and_then(|s| s.clone());
         let sessions = source.map(|f| f()).unwrap_or_default();
         let _ = writeln!(out, "# TYPE banlieue_vcenter_sessions gauge");
         for p in &sessions {
-            let _ = writeln!(out, "banlieue_vcenter_sessions{{provider=\"{}\"}} 1", p.provider);
+            let _ = writeln!(
+                out,
+                "banlieue_vcenter_sessions{{provider=\"{}\"}} 1",
+                p.provider
+            );
         }
         let columns: [CallColumn; 3] = [
             ("banlieue_vsphere_calls_total", |c| c.0),
@@ -118,7 +138,12 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {name} counter");
             for p in &sessions {
                 for (method, counts) in &p.by_method {
-                    let _ = writeln!(out, "{name}{{provider=\"{}\",method=\"{method}\"}} {}", p.provider, value(counts));
+                    let _ = writeln!(
+                        out,
+                        "{name}{{provider=\"{}\",method=\"{method}\"}} {}",
+                        p.provider,
+                        value(counts)
+                    );
                 }
             }
         }
@@ -128,7 +153,10 @@ impl Metrics {
 
 fn respond(metrics: &Metrics, request_line: &str) -> (u16, &'static str, String) {
     let mut parts = request_line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let (method, path) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
     if method != "GET" {
         return (405, "text/plain", "method not allowed\n".into());
     }
@@ -197,8 +225,14 @@ mod tests {
         m.observe_reconcile("VirtualMachine", Duration::from_millis(10), false);
         m.observe_reconcile("VirtualMachine", Duration::from_millis(10), true);
         let text = m.render();
-        assert!(text.contains("banlieue_reconciles_total{kind=\"VirtualMachine\"} 2"), "{text}");
-        assert!(text.contains("banlieue_reconcile_errors_total{kind=\"VirtualMachine\"} 1"), "{text}");
+        assert!(
+            text.contains("banlieue_reconciles_total{kind=\"VirtualMachine\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("banlieue_reconcile_errors_total{kind=\"VirtualMachine\"} 1"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -213,8 +247,14 @@ mod tests {
             }]
         }));
         let text = m.render();
-        assert!(text.contains("banlieue_vsphere_tasks_in_flight 1"), "{text}");
-        assert!(text.contains("banlieue_vcenter_sessions{provider=\"banlieue-system/vc\"} 1"), "{text}");
+        assert!(
+            text.contains("banlieue_vsphere_tasks_in_flight 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("banlieue_vcenter_sessions{provider=\"banlieue-system/vc\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("banlieue_vsphere_calls_total{provider=\"banlieue-system/vc\",method=\"CloneVM_Task\"} 3"), "{text}");
         assert!(text.contains("banlieue_vsphere_faults_total{provider=\"banlieue-system/vc\",method=\"CloneVM_Task\"} 1"), "{text}");
     }

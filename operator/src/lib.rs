@@ -14,11 +14,11 @@ pub mod lifecycle;
 pub mod machine;
 pub mod provider;
 pub mod provider_role;
-pub mod schema;
 pub mod schedule;
-pub mod validate;
+pub mod schema;
 #[cfg(test)]
 mod testutil;
+pub mod validate;
 pub mod vcenter;
 pub mod vsphere;
 

@@ -8,8 +8,8 @@ use kube::Resource;
 
 use crate::api::{
     MachineDisk, MachineNetworkInterface, NamespacedReference, ResolvedNetwork, ResolvedStorage,
-    ScheduledPlacement, TemplateRef, VMClass, VMImage, VSphereMachine, VSphereMachineSpec, VirtualMachine,
-    MANAGED_BY_LABEL,
+    ScheduledPlacement, TemplateRef, VMClass, VMImage, VSphereMachine, VSphereMachineSpec,
+    VirtualMachine, MANAGED_BY_LABEL,
 };
 use crate::schedule::needs_tpm;
 
@@ -26,10 +26,20 @@ pub fn build(
     template: TemplateRef,
 ) -> VSphereMachine {
     let datastore = |sc: &str| {
-        placement.storage.iter().find(|s| s.storage_class == sc).map(|s| s.datastore.clone()).unwrap_or_default()
+        placement
+            .storage
+            .iter()
+            .find(|s| s.storage_class == sc)
+            .map(|s| s.datastore.clone())
+            .unwrap_or_default()
     };
     let port_group = |nc: &str| {
-        placement.network.iter().find(|n| n.network_class == nc).map(|n| n.port_group.clone()).unwrap_or_default()
+        placement
+            .network
+            .iter()
+            .find(|n| n.network_class == nc)
+            .map(|n| n.port_group.clone())
+            .unwrap_or_default()
     };
     let spec = &class.spec;
     let has_feature = |f: &str| spec.features.iter().any(|x| x == f);
@@ -72,16 +82,29 @@ pub fn build(
         hot_add_cpu: has_feature(HOT_ADD_CPU),
         hot_add_memory: has_feature(HOT_ADD_MEMORY),
         desired_power_state: vm.spec.desired_power_state,
-        install_mode: image.spec.template.as_ref().map(|t| t.install_mode).unwrap_or_default(),
+        install_mode: image
+            .spec
+            .template
+            .as_ref()
+            .map(|t| t.install_mode)
+            .unwrap_or_default(),
         guest_agent: image.spec.guest_agent.clone(),
-        cloud_config_secret_refs: image.spec.cloud_configs.iter().map(|c| c.secret_ref.clone()).collect(),
+        cloud_config_secret_refs: image
+            .spec
+            .cloud_configs
+            .iter()
+            .map(|c| c.secret_ref.clone())
+            .collect(),
     };
     let owner = vm.controller_owner_ref(&());
     VSphereMachine {
         metadata: ObjectMeta {
             name: vm.metadata.name.clone(),
             namespace: vm.metadata.namespace.clone(),
-            labels: Some(BTreeMap::from([(MANAGED_BY_LABEL.0.to_string(), MANAGED_BY_LABEL.1.to_string())])),
+            labels: Some(BTreeMap::from([(
+                MANAGED_BY_LABEL.0.to_string(),
+                MANAGED_BY_LABEL.1.to_string(),
+            )])),
             owner_references: owner.map(|o| vec![o]),
             ..Default::default()
         },
@@ -93,10 +116,21 @@ pub fn build(
 /// Is `machine` the one `vm` owns? By controller reference UID in a cluster; in
 /// `check`, where objects have no UID, by the owner's kind and name.
 pub fn is_owned_by(machine: &VSphereMachine, vm: &VirtualMachine) -> bool {
-    let owners = machine.metadata.owner_references.as_deref().unwrap_or_default();
+    let owners = machine
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default();
     match vm.metadata.uid.as_deref() {
-        Some(uid) => owners.iter().any(|o| o.controller == Some(true) && o.uid == uid),
-        None => owners.is_empty() || owners.iter().any(|o| o.kind == "VirtualMachine" && Some(&o.name) == vm.metadata.name.as_ref()),
+        Some(uid) => owners
+            .iter()
+            .any(|o| o.controller == Some(true) && o.uid == uid),
+        None => {
+            owners.is_empty()
+                || owners.iter().any(|o| {
+                    o.kind == "VirtualMachine" && Some(&o.name) == vm.metadata.name.as_ref()
+                })
+        }
     }
 }
 
@@ -108,13 +142,19 @@ pub fn placement_of(machine: &VSphereMachine) -> ScheduledPlacement {
     let mut storage: Vec<ResolvedStorage> = Vec::new();
     for d in &spec.disks {
         if !storage.iter().any(|s| s.storage_class == d.storage_class) {
-            storage.push(ResolvedStorage { storage_class: d.storage_class.clone(), datastore: d.datastore.clone() });
+            storage.push(ResolvedStorage {
+                storage_class: d.storage_class.clone(),
+                datastore: d.datastore.clone(),
+            });
         }
     }
     let mut network: Vec<ResolvedNetwork> = Vec::new();
     for n in &spec.network_interfaces {
         if !network.iter().any(|x| x.network_class == n.network_class) {
-            network.push(ResolvedNetwork { network_class: n.network_class.clone(), port_group: n.port_group.clone() });
+            network.push(ResolvedNetwork {
+                network_class: n.network_class.clone(),
+                port_group: n.port_group.clone(),
+            });
         }
     }
     ScheduledPlacement {

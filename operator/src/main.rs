@@ -14,7 +14,11 @@ use banlieue::provider_role;
 use banlieue::vcenter::VCenter;
 
 #[derive(Parser)]
-#[command(name = "banlieue", version, about = "Kubernetes operator for banlieue.io/v1alpha1 VMs on vSphere")]
+#[command(
+    name = "banlieue",
+    version,
+    about = "Kubernetes operator for banlieue.io/v1alpha1 VMs on vSphere"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -122,7 +126,14 @@ async fn main() -> ExitCode {
                 }
             }
         }
-        Command::Provider { backend: Backend::Vsphere { namespace, health_addr, resync_interval } } => {
+        Command::Provider {
+            backend:
+                Backend::Vsphere {
+                    namespace,
+                    health_addr,
+                    resync_interval,
+                },
+        } => {
             let metrics = Arc::new(Metrics::default());
             let listener = match tokio::net::TcpListener::bind(health_addr).await {
                 Ok(l) => l,
@@ -140,7 +151,10 @@ async fn main() -> ExitCode {
                 }
             };
             info!(%namespace, resync = ?resync_interval, "vSphere provider starting");
-            let vcenter = Arc::new(VCenter::new(banlieue::vcenter::Options { watch_vms: true, ..Default::default() }));
+            let vcenter = Arc::new(VCenter::new(banlieue::vcenter::Options {
+                watch_vms: true,
+                ..Default::default()
+            }));
             let sessions = vcenter.clone();
             metrics.set_vsphere_source(Arc::new(move || sessions.call_stats()));
             match provider_role::run(client, &namespace, resync_interval, vcenter, metrics).await {
@@ -151,7 +165,12 @@ async fn main() -> ExitCode {
                 }
             }
         }
-        Command::Check { files, apply, timeout, output } => {
+        Command::Check {
+            files,
+            apply,
+            timeout,
+            output,
+        } => {
             let mut world = match check::World::load(&files) {
                 Ok(w) => w,
                 Err(e) => {
@@ -161,7 +180,10 @@ async fn main() -> ExitCode {
             };
             // With --apply, VM changes (power, IPs) arrive through one update
             // stream per Provider instead of a read per VM per pass.
-            let vcenter = VCenter::new(banlieue::vcenter::Options { watch_vms: apply, ..Default::default() });
+            let vcenter = VCenter::new(banlieue::vcenter::Options {
+                watch_vms: apply,
+                ..Default::default()
+            });
             check::reconcile(&mut world, &vcenter, &banlieue::conditions::now()).await;
             if apply {
                 let deadline = std::time::Instant::now() + timeout;

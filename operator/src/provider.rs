@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{
-    DatacenterTemplate, FailureDomain, ImageProviderStatus, NamespacedReference, Provider, ProviderStatus,
-    SourceKind, VMImage,
+    DatacenterTemplate, FailureDomain, ImageProviderStatus, NamespacedReference, Provider,
+    ProviderStatus, SourceKind, VMImage,
 };
 use crate::conditions::{self, Observed, Status, READY};
 use crate::validate;
@@ -45,7 +45,11 @@ pub fn secret_value(secret: &Secret, key: &str) -> Option<String> {
     if let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(key)) {
         return String::from_utf8(bytes.0.clone()).ok();
     }
-    secret.string_data.as_ref().and_then(|d| d.get(key)).cloned()
+    secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .cloned()
 }
 
 fn key_of(provider: &Provider) -> NamespacedReference {
@@ -59,7 +63,10 @@ fn key_of(provider: &Provider) -> NamespacedReference {
 type Failure = (&'static str, String);
 
 /// Credentials and TLS settings of a Provider, read from its Secrets and ConfigMaps.
-pub fn connect_params(provider: &Provider, objects: &impl Objects) -> Result<ConnectParams, Failure> {
+pub fn connect_params(
+    provider: &Provider,
+    objects: &impl Objects,
+) -> Result<ConnectParams, Failure> {
     let errors = validate::provider(&provider.spec);
     if !errors.is_empty() {
         return Err((reason::INVALID_SPEC, validate::describe(&errors)));
@@ -68,12 +75,26 @@ pub fn connect_params(provider: &Provider, objects: &impl Objects) -> Result<Con
     let connection = &provider.spec.connection;
     let secret_name = &connection.credentials_ref.name;
     let secret = objects.secret(&key.namespace, secret_name).ok_or_else(|| {
-        (reason::SECRET_MISSING, format!("Secret {}/{secret_name} (spec.connection.credentialsRef) not found", key.namespace))
+        (
+            reason::SECRET_MISSING,
+            format!(
+                "Secret {}/{secret_name} (spec.connection.credentialsRef) not found",
+                key.namespace
+            ),
+        )
     })?;
     let field = |name: &str| {
-        secret_value(&secret, name).filter(|v| !v.is_empty()).ok_or_else(|| {
-            (reason::SECRET_INVALID, format!("Secret {}/{secret_name} has no non-empty {name:?} key", key.namespace))
-        })
+        secret_value(&secret, name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                (
+                    reason::SECRET_INVALID,
+                    format!(
+                        "Secret {}/{secret_name} has no non-empty {name:?} key",
+                        key.namespace
+                    ),
+                )
+            })
     };
     let username = field("username")?;
     let password = SecretString::new(field("password")?);
@@ -86,24 +107,50 @@ pub fn connect_params(provider: &Provider, objects: &impl Objects) -> Result<Con
                 Some(inline.clone())
             } else if let Some(r) = &ca.config_map_ref {
                 let cm = objects.config_map(&key.namespace, &r.name).ok_or_else(|| {
-                    (reason::CA_BUNDLE_INVALID, format!("ConfigMap {}/{} (spec.connection.caBundle.configMapRef) not found", key.namespace, r.name))
+                    (
+                        reason::CA_BUNDLE_INVALID,
+                        format!(
+                            "ConfigMap {}/{} (spec.connection.caBundle.configMapRef) not found",
+                            key.namespace, r.name
+                        ),
+                    )
                 })?;
                 cm.data.as_ref().and_then(|d| d.get(&ca.key)).cloned()
             } else if let Some(r) = &ca.secret_ref {
                 let s = objects.secret(&key.namespace, &r.name).ok_or_else(|| {
-                    (reason::CA_BUNDLE_INVALID, format!("Secret {}/{} (spec.connection.caBundle.secretRef) not found", key.namespace, r.name))
+                    (
+                        reason::CA_BUNDLE_INVALID,
+                        format!(
+                            "Secret {}/{} (spec.connection.caBundle.secretRef) not found",
+                            key.namespace, r.name
+                        ),
+                    )
                 })?;
                 secret_value(&s, &ca.key)
             } else {
                 None
             };
-            let pem = pem.filter(|p| p.contains("-----BEGIN CERTIFICATE-----")).ok_or_else(|| {
-                (reason::CA_BUNDLE_INVALID, format!("spec.connection.caBundle: no PEM certificate under key {:?}", ca.key))
-            })?;
+            let pem = pem
+                .filter(|p| p.contains("-----BEGIN CERTIFICATE-----"))
+                .ok_or_else(|| {
+                    (
+                        reason::CA_BUNDLE_INVALID,
+                        format!(
+                            "spec.connection.caBundle: no PEM certificate under key {:?}",
+                            ca.key
+                        ),
+                    )
+                })?;
             Tls::CaBundle(pem)
         }
     };
-    Ok(ConnectParams { provider: key, endpoint: connection.endpoint.clone(), username, password, tls })
+    Ok(ConnectParams {
+        provider: key,
+        endpoint: connection.endpoint.clone(),
+        username,
+        password,
+        tls,
+    })
 }
 
 /// What a Provider reconcile produced: the status to write.
@@ -118,8 +165,13 @@ impl ProviderOutcome {
     /// soon (vCenter unreachable, a walk that failed) rather than a spec or
     /// Secret that only a change fixes.
     pub fn ready_reason(&self) -> (&str, bool) {
-        let reason = conditions::find(&self.status.conditions, READY).map(|c| c.reason.as_str()).unwrap_or_default();
-        (reason, matches!(reason, reason::CONNECT_FAILED | reason::INVENTORY_FAILED))
+        let reason = conditions::find(&self.status.conditions, READY)
+            .map(|c| c.reason.as_str())
+            .unwrap_or_default();
+        (
+            reason,
+            matches!(reason, reason::CONNECT_FAILED | reason::INVENTORY_FAILED),
+        )
     }
 }
 
@@ -148,23 +200,41 @@ pub async fn reconcile_provider<V: VSphere>(
     let generation = provider.metadata.generation;
     let transitioned = conditions::set(&mut status.conditions, observed, generation, now);
     status.observed_generation = generation;
-    ProviderOutcome { status, transitioned }
+    ProviderOutcome {
+        status,
+        transitioned,
+    }
 }
 
-async fn connect_and_walk<V: VSphere>(provider: &Provider, objects: &impl Objects, vsphere: &V) -> Result<Vec<FailureDomain>, Failure> {
+async fn connect_and_walk<V: VSphere>(
+    provider: &Provider,
+    objects: &impl Objects,
+    vsphere: &V,
+) -> Result<Vec<FailureDomain>, Failure> {
     let params = connect_params(provider, objects)?;
-    let session = vsphere.connect(&params).await.map_err(|e| (reason::CONNECT_FAILED, e.message))?;
+    let session = vsphere
+        .connect(&params)
+        .await
+        .map_err(|e| (reason::CONNECT_FAILED, e.message))?;
     let inventory = session.inventory().await.map_err(|e| {
-        let reason = if e.kind == ErrorKind::Connect { reason::CONNECT_FAILED } else { reason::INVENTORY_FAILED };
+        let reason = if e.kind == ErrorKind::Connect {
+            reason::CONNECT_FAILED
+        } else {
+            reason::INVENTORY_FAILED
+        };
         (reason, e.message)
     })?;
-    failure_domains(provider, &inventory).map_err(|message| (reason::DUPLICATE_FAILURE_DOMAIN, message))
+    failure_domains(provider, &inventory)
+        .map_err(|message| (reason::DUPLICATE_FAILURE_DOMAIN, message))
 }
 
 /// One failure domain per (datacenter, cluster), named by override or
 /// `<provider>-<datacenter>-<cluster>` made a DNS-1123 label. Two resolving to
 /// one name is an error naming both.
-pub fn failure_domains(provider: &Provider, inventory: &Inventory) -> Result<Vec<FailureDomain>, String> {
+pub fn failure_domains(
+    provider: &Provider,
+    inventory: &Inventory,
+) -> Result<Vec<FailureDomain>, String> {
     let provider_name = provider.metadata.name.clone().unwrap_or_default();
     let caps = &provider.spec.capabilities;
     let mut by_name: BTreeMap<String, (String, String)> = BTreeMap::new();
@@ -178,7 +248,9 @@ pub fn failure_domains(provider: &Provider, inventory: &Inventory) -> Result<Vec
                 .find(|o| o.datacenter == dc.name && o.cluster == cluster.name)
                 .map(|o| o.name.clone())
                 .unwrap_or_else(|| failure_domain_name(&provider_name, &dc.name, &cluster.name));
-            if let Some((other_dc, other_cluster)) = by_name.insert(name.clone(), (dc.name.clone(), cluster.name.clone())) {
+            if let Some((other_dc, other_cluster)) =
+                by_name.insert(name.clone(), (dc.name.clone(), cluster.name.clone()))
+            {
                 return Err(format!(
                     "failure domain name {name:?} is used by both datacenter {other_dc:?} cluster {other_cluster:?} and datacenter {:?} cluster {:?}",
                     dc.name, cluster.name
@@ -253,22 +325,35 @@ pub async fn image_on_provider<V: VSphere>(
     vsphere: &V,
 ) -> ImageProviderStatus {
     let key = key_of(provider);
-    let mut entry = ImageProviderStatus { provider: key.name.clone(), namespace: key.namespace.clone(), ..Default::default() };
+    let mut entry = ImageProviderStatus {
+        provider: key.name.clone(),
+        namespace: key.namespace.clone(),
+        ..Default::default()
+    };
     let mut fail = |reason: &str, message: String| {
         entry.reason = Some(reason.to_string());
         entry.message = Some(message);
         entry.clone()
     };
     let class = &provider.spec.provider_class_ref.name;
-    let Some(source) = image.source_for_class(class).filter(|s| s.kind == SourceKind::Template) else {
-        return fail(reason::NO_VSPHERE_SOURCE, format!("VMImage has no Template source for provider class {class:?}"));
+    let Some(source) = image
+        .source_for_class(class)
+        .filter(|s| s.kind == SourceKind::Template)
+    else {
+        return fail(
+            reason::NO_VSPHERE_SOURCE,
+            format!("VMImage has no Template source for provider class {class:?}"),
+        );
     };
     let provider_status = provider.status.clone().unwrap_or_default();
     if !conditions::is_true(&provider_status.conditions, READY) {
         let why = conditions::find(&provider_status.conditions, READY)
             .map(|c| format!("{}: {}", c.reason, c.message))
             .unwrap_or_else(|| "not reconciled yet".to_string());
-        return fail(reason::CONNECT_FAILED, format!("provider {key} is not ready ({why})"));
+        return fail(
+            reason::CONNECT_FAILED,
+            format!("provider {key} is not ready ({why})"),
+        );
     }
     let datacenters: Vec<String> = provider_status
         .failure_domains
@@ -278,7 +363,13 @@ pub async fn image_on_provider<V: VSphere>(
         .into_iter()
         .collect();
     if datacenters.is_empty() {
-        return fail(reason::TEMPLATE_NOT_FOUND, format!("provider {key} has no failure domains to look for template {:?} in", source.reference));
+        return fail(
+            reason::TEMPLATE_NOT_FOUND,
+            format!(
+                "provider {key} has no failure domains to look for template {:?} in",
+                source.reference
+            ),
+        );
     }
     let session = match connect_params(provider, objects) {
         Ok(params) => vsphere.connect(&params).await.map_err(|e| e.message),
@@ -301,12 +392,20 @@ pub async fn image_on_provider<V: VSphere>(
     if !missing.is_empty() {
         return fail(
             reason::TEMPLATE_NOT_FOUND,
-            format!("template {:?} not found in datacenter(s) {}", source.reference, missing.join(", ")),
+            format!(
+                "template {:?} not found in datacenter(s) {}",
+                source.reference,
+                missing.join(", ")
+            ),
         );
     }
     entry.ready = true;
     entry.reason = Some(reason::TEMPLATE_FOUND.to_string());
-    entry.message = Some(format!("template {:?} found in {} datacenter(s)", source.reference, datacenters.len()));
+    entry.message = Some(format!(
+        "template {:?} found in {} datacenter(s)",
+        source.reference,
+        datacenters.len()
+    ));
     entry.templates = datacenters
         .iter()
         .map(|dc| DatacenterTemplate {
@@ -326,27 +425,55 @@ mod tests {
 
     #[test]
     fn secret_values_from_data_or_string_data() {
-        let applied: Secret = serde_json::from_value(json!({"metadata": {"name": "s"}, "data": {"password": "c2VjcmV0"}})).unwrap();
-        assert_eq!(secret_value(&applied, "password").as_deref(), Some("secret"));
-        let manifest: Secret = serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"password": "secret"}})).unwrap();
-        assert_eq!(secret_value(&manifest, "password").as_deref(), Some("secret"));
+        let applied: Secret = serde_json::from_value(
+            json!({"metadata": {"name": "s"}, "data": {"password": "c2VjcmV0"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            secret_value(&applied, "password").as_deref(),
+            Some("secret")
+        );
+        let manifest: Secret = serde_json::from_value(
+            json!({"metadata": {"name": "s"}, "stringData": {"password": "secret"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            secret_value(&manifest, "password").as_deref(),
+            Some("secret")
+        );
         assert_eq!(secret_value(&manifest, "username"), None);
     }
 
     #[test]
     fn names_are_dns_labels_and_long_ones_hashed_without_collision() {
-        assert_eq!(failure_domain_name("prod-vsphere", "DC-East", "Compute-Cluster-A"), "prod-vsphere-dc-east-compute-cluster-a");
-        assert_eq!(failure_domain_name("p", "My DC", "Cluster_01"), "p-my-dc-cluster-01");
+        assert_eq!(
+            failure_domain_name("prod-vsphere", "DC-East", "Compute-Cluster-A"),
+            "prod-vsphere-dc-east-compute-cluster-a"
+        );
+        assert_eq!(
+            failure_domain_name("p", "My DC", "Cluster_01"),
+            "p-my-dc-cluster-01"
+        );
 
         let long_cluster = "Compute-Cluster-With-A-Really-Long-Enterprise-Name-Number";
         let a = failure_domain_name("prod-vsphere", "DC-East", &format!("{long_cluster}-1"));
         let b = failure_domain_name("prod-vsphere", "DC-East", &format!("{long_cluster}-2"));
         for name in [&a, &b] {
-            assert!(name.len() <= 63 && validate::is_dns1123_label(name), "{name}");
-            assert!(name.starts_with("prod-vsphere-dc-east-compute-cluster-with"), "{name}");
+            assert!(
+                name.len() <= 63 && validate::is_dns1123_label(name),
+                "{name}"
+            );
+            assert!(
+                name.starts_with("prod-vsphere-dc-east-compute-cluster-with"),
+                "{name}"
+            );
         }
         assert_ne!(a, b, "long names that differ after the cut stay distinct");
-        assert_eq!(a, failure_domain_name("prod-vsphere", "DC-East", &format!("{long_cluster}-1")), "stable");
+        assert_eq!(
+            a,
+            failure_domain_name("prod-vsphere", "DC-East", &format!("{long_cluster}-1")),
+            "stable"
+        );
     }
 
     fn inventory() -> Inventory {
@@ -356,12 +483,25 @@ mod tests {
                 Datacenter {
                     name: "DC-East".into(),
                     clusters: vec![
-                        Cluster { name: "Compute-Cluster-A".into(), datastores: vec!["ds-fast-01".into()] },
-                        Cluster { name: "B".into(), datastores: vec!["ds-slow".into()] },
+                        Cluster {
+                            name: "Compute-Cluster-A".into(),
+                            datastores: vec!["ds-fast-01".into()],
+                        },
+                        Cluster {
+                            name: "B".into(),
+                            datastores: vec!["ds-slow".into()],
+                        },
                     ],
                     portgroups: vec!["vmnet-prod".into()],
                 },
-                Datacenter { name: "DC-West".into(), clusters: vec![Cluster { name: "C".into(), datastores: vec!["ds-fast-01".into()] }], portgroups: vec![] },
+                Datacenter {
+                    name: "DC-West".into(),
+                    clusters: vec![Cluster {
+                        name: "C".into(),
+                        datastores: vec!["ds-fast-01".into()],
+                    }],
+                    portgroups: vec![],
+                },
             ],
         }
     }
@@ -373,14 +513,36 @@ mod tests {
             serde_json::from_value(json!([{"datacenter": "DC-East", "cluster": "Compute-Cluster-A", "name": "cluster-01"}])).unwrap();
         let fds = failure_domains(&p, &inventory()).unwrap();
         let names: Vec<&str> = fds.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["cluster-01", "prod-vsphere-dc-east-b", "prod-vsphere-dc-west-c"]);
+        assert_eq!(
+            names,
+            [
+                "cluster-01",
+                "prod-vsphere-dc-east-b",
+                "prod-vsphere-dc-west-c"
+            ]
+        );
         let a = &fds[0];
         assert_eq!(a.labels.get("name").map(String::as_str), Some("cluster-01"));
-        assert_eq!(a.labels.get("cluster").map(String::as_str), Some("Compute-Cluster-A"));
-        assert_eq!(a.labels.get("datacenter").map(String::as_str), Some("DC-East"));
-        assert_eq!((a.storage_classes.as_slice(), a.network_classes.as_slice()), (&["gold".to_string()][..], &["prod".to_string()][..]));
-        assert!(fds[1].storage_classes.is_empty(), "ds-fast-01 not mounted on B");
-        assert!(fds[2].network_classes.is_empty(), "no vmnet-prod in DC-West");
+        assert_eq!(
+            a.labels.get("cluster").map(String::as_str),
+            Some("Compute-Cluster-A")
+        );
+        assert_eq!(
+            a.labels.get("datacenter").map(String::as_str),
+            Some("DC-East")
+        );
+        assert_eq!(
+            (a.storage_classes.as_slice(), a.network_classes.as_slice()),
+            (&["gold".to_string()][..], &["prod".to_string()][..])
+        );
+        assert!(
+            fds[1].storage_classes.is_empty(),
+            "ds-fast-01 not mounted on B"
+        );
+        assert!(
+            fds[2].network_classes.is_empty(),
+            "no vmnet-prod in DC-West"
+        );
         assert_eq!(a.features, ["hotAddCPU", "hotAddMemory", "efiSecureBoot"]);
     }
 

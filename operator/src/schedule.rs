@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::core::SelectorExt;
 
 use crate::api::{
-    FailureDomain, NamespacedReference, Provider, ResolvedNetwork, ResolvedStorage, ScheduledPlacement,
-    TemplateRef, VMClass, VMImage, VirtualMachine,
+    FailureDomain, NamespacedReference, Provider, ResolvedNetwork, ResolvedStorage,
+    ScheduledPlacement, TemplateRef, VMClass, VMImage, VirtualMachine,
 };
 use crate::conditions::{self, READY};
 use crate::validate;
@@ -92,13 +92,23 @@ fn requirements(class: &VMClass) -> Requirements<'_> {
     Requirements {
         storage_classes: storage,
         network_classes: network,
-        features: class.spec.features.iter().map(String::as_str).filter(|f| *f != VTPM_FEATURE).collect(),
+        features: class
+            .spec
+            .features
+            .iter()
+            .map(String::as_str)
+            .filter(|f| *f != VTPM_FEATURE)
+            .collect(),
         tpm: needs_tpm(class),
     }
 }
 
 fn quoted(items: &[&str]) -> String {
-    items.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
+    items
+        .iter()
+        .map(|s| format!("{s:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The failure domains of `provider` the VM can use, or why there is none.
@@ -114,7 +124,9 @@ fn evaluate<'p>(
     let class_name = class.metadata.name.as_deref().unwrap_or_default();
     let provider_class = &provider.spec.provider_class_ref.name;
     if image.source_for_class(provider_class).is_none() {
-        return no_match(format!("provider class {provider_class:?} has no source in VMImage {image_name:?}"));
+        return no_match(format!(
+            "provider class {provider_class:?} has no source in VMImage {image_name:?}"
+        ));
     }
 
     let placement = vm.spec.placement.as_ref();
@@ -145,7 +157,10 @@ fn evaluate<'p>(
         }
     }
     if !missing.is_empty() {
-        return no_match(format!("does not advertise {} (needed by VMClass {class_name:?})", missing.join(", ")));
+        return no_match(format!(
+            "does not advertise {} (needed by VMClass {class_name:?})",
+            missing.join(", ")
+        ));
     }
 
     let status = provider.status.clone().unwrap_or_default();
@@ -160,10 +175,18 @@ fn evaluate<'p>(
     };
     let mut usable = Vec::new();
     let mut rejected = Vec::new();
-    for fd in provider.status.as_ref().map(|s| s.failure_domains.as_slice()).unwrap_or_default() {
+    for fd in provider
+        .status
+        .as_ref()
+        .map(|s| s.failure_domains.as_slice())
+        .unwrap_or_default()
+    {
         if let Some(selector) = &fd_selector {
             if !selector.matches(&fd.labels) {
-                rejected.push(format!("{} does not match failureDomainSelector ({selector})", fd.name));
+                rejected.push(format!(
+                    "{} does not match failureDomainSelector ({selector})",
+                    fd.name
+                ));
                 continue;
             }
         }
@@ -171,7 +194,11 @@ fn evaluate<'p>(
             .storage_classes
             .iter()
             .filter(|sc| !fd.storage_classes.iter().any(|c| c == *sc))
-            .chain(req.network_classes.iter().filter(|nc| !fd.network_classes.iter().any(|c| c == *nc)))
+            .chain(
+                req.network_classes
+                    .iter()
+                    .filter(|nc| !fd.network_classes.iter().any(|c| c == *nc)),
+            )
             .copied()
             .collect();
         if !lacking.is_empty() {
@@ -205,7 +232,10 @@ fn evaluate<'p>(
                 entry.message.as_deref().unwrap_or("")
             ),
         )),
-        None => Err((Reason::ImageNotReady, format!("VMImage {image_name:?} has no readiness reported for this provider yet"))),
+        None => Err((
+            Reason::ImageNotReady,
+            format!("VMImage {image_name:?} has no readiness reported for this provider yet"),
+        )),
     }
 }
 
@@ -226,12 +256,18 @@ pub fn schedule(
     for provider in sorted {
         match evaluate(vm, class, image, provider, &req) {
             Ok(domains) => candidates.extend(domains.into_iter().map(|fd| (provider, fd))),
-            Err((reason, why)) => failures.push((reason, format!("{}: {why}", provider_key(provider)))),
+            Err((reason, why)) => {
+                failures.push((reason, format!("{}: {why}", provider_key(provider))))
+            }
         }
     }
 
     let best = candidates.into_iter().min_by(|(pa, fa), (pb, fb)| {
-        let count = |p: &Provider, fd: &FailureDomain| load.get(&(provider_key(p), fd.name.clone())).copied().unwrap_or(0);
+        let count = |p: &Provider, fd: &FailureDomain| {
+            load.get(&(provider_key(p), fd.name.clone()))
+                .copied()
+                .unwrap_or(0)
+        };
         count(pa, fa)
             .cmp(&count(pb, fb))
             .then_with(|| fa.name.cmp(&fb.name))
@@ -247,13 +283,19 @@ pub fn schedule(
         .storage_classes
         .iter()
         .filter_map(|sc| caps.storage_classes.iter().find(|c| c.name == *sc))
-        .map(|c| ResolvedStorage { storage_class: c.name.clone(), datastore: c.target.datastore.clone() })
+        .map(|c| ResolvedStorage {
+            storage_class: c.name.clone(),
+            datastore: c.target.datastore.clone(),
+        })
         .collect();
     let network = req
         .network_classes
         .iter()
         .filter_map(|nc| caps.network_classes.iter().find(|c| c.name == *nc))
-        .map(|c| ResolvedNetwork { network_class: c.name.clone(), port_group: c.target.port_group.clone() })
+        .map(|c| ResolvedNetwork {
+            network_class: c.name.clone(),
+            port_group: c.target.port_group.clone(),
+        })
         .collect();
     let source_ref = image
         .source_for_class(&provider.spec.provider_class_ref.name)
@@ -273,18 +315,28 @@ pub fn schedule(
             storage,
             network,
         },
-        template: TemplateRef { name: source_ref, mo_ref },
+        template: TemplateRef {
+            name: source_ref,
+            mo_ref,
+        },
     })
 }
 
 /// Longest message we put in a condition; the rest is summarised.
 const MAX_MESSAGE: usize = 4000;
 
-fn unschedulable(class: &VMClass, image: &VMImage, failures: Vec<(Reason, String)>) -> Unschedulable {
+fn unschedulable(
+    class: &VMClass,
+    image: &VMImage,
+    failures: Vec<(Reason, String)>,
+) -> Unschedulable {
     let class_name = class.metadata.name.as_deref().unwrap_or_default();
     let image_name = image.metadata.name.as_deref().unwrap_or_default();
     let Some(reason) = failures.iter().map(|(r, _)| *r).max() else {
-        return Unschedulable { reason: Reason::NoProviderMatched, message: "no Provider exists".to_string() };
+        return Unschedulable {
+            reason: Reason::NoProviderMatched,
+            message: "no Provider exists".to_string(),
+        };
     };
     let head = match reason {
         Reason::NoProviderMatched => format!("no Provider matches VMClass {class_name:?} and VMImage {image_name:?}"),
@@ -312,13 +364,20 @@ fn unschedulable(class: &VMClass, image: &VMImage, failures: Vec<(Reason, String
 }
 
 /// Load from the placements already made: each VM counted once.
-pub fn load_of<'a>(placements: impl IntoIterator<Item = (NamespacedReference, &'a ScheduledPlacement)>) -> Load {
+pub fn load_of<'a>(
+    placements: impl IntoIterator<Item = (NamespacedReference, &'a ScheduledPlacement)>,
+) -> Load {
     let mut seen = BTreeSet::new();
     let mut load = Load::new();
     for (vm, placement) in placements {
         if seen.insert(vm) {
-            let key = NamespacedReference { namespace: placement.provider_namespace.clone(), name: placement.provider.clone() };
-            *load.entry((key, placement.failure_domain.clone())).or_default() += 1;
+            let key = NamespacedReference {
+                namespace: placement.provider_namespace.clone(),
+                name: placement.provider.clone(),
+            };
+            *load
+                .entry((key, placement.failure_domain.clone()))
+                .or_default() += 1;
         }
     }
     load
@@ -333,27 +392,50 @@ mod tests {
 
     fn guide_provider() -> Provider {
         ready(
-            provider("prod-vsphere", json!({"dc": "dc1", "env": "prod"}), guide_capabilities()),
+            provider(
+                "prod-vsphere",
+                json!({"dc": "dc1", "env": "prod"}),
+                guide_capabilities(),
+            ),
             vec![failure_domain("prod-vsphere-dc1-c1", "DC1", "C1")],
         )
     }
 
     fn selector_vm() -> VirtualMachine {
-        vm("db-prod-01", json!({"providerSelector": {"matchLabels": {"dc": "dc1", "env": "prod"}}}))
+        vm(
+            "db-prod-01",
+            json!({"providerSelector": {"matchLabels": {"dc": "dc1", "env": "prod"}}}),
+        )
     }
 
-    fn run(vm: &VirtualMachine, class: &VMClass, image: &VMImage, providers: &[Provider], load: &Load) -> Result<Decision, Unschedulable> {
+    fn run(
+        vm: &VirtualMachine,
+        class: &VMClass,
+        image: &VMImage,
+        providers: &[Provider],
+        load: &Load,
+    ) -> Result<Decision, Unschedulable> {
         let refs: Vec<&Provider> = providers.iter().collect();
         schedule(vm, class, image, &refs, load)
     }
 
     fn key(name: &str) -> NamespacedReference {
-        NamespacedReference { namespace: "banlieue-system".into(), name: name.into() }
+        NamespacedReference {
+            namespace: "banlieue-system".into(),
+            name: name.into(),
+        }
     }
 
     #[test]
     fn schedules_the_guide_vm_with_resolved_classes() {
-        let d = run(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[guide_provider()], &Load::new()).unwrap();
+        let d = run(
+            &selector_vm(),
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[guide_provider()],
+            &Load::new(),
+        )
+        .unwrap();
         assert_eq!(
             d.placement,
             ScheduledPlacement {
@@ -362,22 +444,43 @@ mod tests {
                 failure_domain: "prod-vsphere-dc1-c1".into(),
                 datacenter: "DC1".into(),
                 cluster: "C1".into(),
-                storage: vec![ResolvedStorage { storage_class: "gold".into(), datastore: "ds-fast-01".into() }],
-                network: vec![ResolvedNetwork { network_class: "prod".into(), port_group: "vmnet-prod".into() }],
+                storage: vec![ResolvedStorage {
+                    storage_class: "gold".into(),
+                    datastore: "ds-fast-01".into()
+                }],
+                network: vec![ResolvedNetwork {
+                    network_class: "prod".into(),
+                    port_group: "vmnet-prod".into()
+                }],
             }
         );
-        assert_eq!(d.template, TemplateRef { name: "ubuntu-22.04-cloudinit".into(), mo_ref: Some("vm-42".into()) });
+        assert_eq!(
+            d.template,
+            TemplateRef {
+                name: "ubuntu-22.04-cloudinit".into(),
+                mo_ref: Some("vm-42".into())
+            }
+        );
     }
 
     #[test]
     fn spreads_to_the_least_loaded_failure_domain_ties_by_name() {
         let p = ready(
             provider("prod-vsphere", json!({}), guide_capabilities()),
-            vec![failure_domain("fd-b", "DC1", "B"), failure_domain("fd-a", "DC1", "A"), failure_domain("fd-c", "DC1", "C")],
+            vec![
+                failure_domain("fd-b", "DC1", "B"),
+                failure_domain("fd-a", "DC1", "A"),
+                failure_domain("fd-c", "DC1", "C"),
+            ],
         );
         let (class, image) = (guide_class(), image(&["prod-vsphere"]));
         let vm = vm("x", json!({}));
-        let pick = |load: &Load| run(&vm, &class, &image, std::slice::from_ref(&p), load).unwrap().placement.failure_domain;
+        let pick = |load: &Load| {
+            run(&vm, &class, &image, std::slice::from_ref(&p), load)
+                .unwrap()
+                .placement
+                .failure_domain
+        };
 
         assert_eq!(pick(&Load::new()), "fd-a", "empty: first by name");
         let mut load = Load::from([((key("prod-vsphere"), "fd-a".to_string()), 1)]);
@@ -390,23 +493,70 @@ mod tests {
 
     #[test]
     fn spreads_across_providers() {
-        let a = ready(provider("a", json!({}), guide_capabilities()), vec![failure_domain("a-fd", "DC1", "C1")]);
-        let b = ready(provider("b", json!({}), guide_capabilities()), vec![failure_domain("b-fd", "DC1", "C1")]);
-        let load = Load::from([((key("a"), "a-fd".to_string()), 2), ((key("b"), "b-fd".to_string()), 1)]);
-        let d = run(&vm("x", json!({})), &guide_class(), &image(&["a", "b"]), &[a, b], &load).unwrap();
-        assert_eq!((d.placement.provider.as_str(), d.placement.failure_domain.as_str()), ("b", "b-fd"));
+        let a = ready(
+            provider("a", json!({}), guide_capabilities()),
+            vec![failure_domain("a-fd", "DC1", "C1")],
+        );
+        let b = ready(
+            provider("b", json!({}), guide_capabilities()),
+            vec![failure_domain("b-fd", "DC1", "C1")],
+        );
+        let load = Load::from([
+            ((key("a"), "a-fd".to_string()), 2),
+            ((key("b"), "b-fd".to_string()), 1),
+        ]);
+        let d = run(
+            &vm("x", json!({})),
+            &guide_class(),
+            &image(&["a", "b"]),
+            &[a, b],
+            &load,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                d.placement.provider.as_str(),
+                d.placement.failure_domain.as_str()
+            ),
+            ("b", "b-fd")
+        );
     }
 
     #[test]
     fn load_counts_each_vm_once() {
-        let p = ScheduledPlacement { provider: "p".into(), provider_namespace: "ns".into(), failure_domain: "fd".into(), ..Default::default() };
-        let vm = NamespacedReference { namespace: "ns".into(), name: "vm".into() };
-        let other = NamespacedReference { namespace: "ns".into(), name: "other".into() };
+        let p = ScheduledPlacement {
+            provider: "p".into(),
+            provider_namespace: "ns".into(),
+            failure_domain: "fd".into(),
+            ..Default::default()
+        };
+        let vm = NamespacedReference {
+            namespace: "ns".into(),
+            name: "vm".into(),
+        };
+        let other = NamespacedReference {
+            namespace: "ns".into(),
+            name: "other".into(),
+        };
         let load = load_of([(vm.clone(), &p), (vm, &p), (other, &p)]);
-        assert_eq!(load.get(&(NamespacedReference { namespace: "ns".into(), name: "p".into() }, "fd".into())), Some(&2));
+        assert_eq!(
+            load.get(&(
+                NamespacedReference {
+                    namespace: "ns".into(),
+                    name: "p".into()
+                },
+                "fd".into()
+            )),
+            Some(&2)
+        );
     }
 
-    fn unschedulable(vm: &VirtualMachine, class: &VMClass, image: &VMImage, providers: &[Provider]) -> Unschedulable {
+    fn unschedulable(
+        vm: &VirtualMachine,
+        class: &VMClass,
+        image: &VMImage,
+        providers: &[Provider],
+    ) -> Unschedulable {
         match run(vm, class, image, providers, &Load::new()) {
             Err(u) => u,
             Ok(d) => panic!("expected no placement, got {d:?}"),
@@ -416,13 +566,31 @@ mod tests {
     #[test]
     fn no_provider_at_all() {
         let u = unschedulable(&selector_vm(), &guide_class(), &image(&[]), &[]);
-        assert_eq!(u, Unschedulable { reason: Reason::NoProviderMatched, message: "no Provider exists".into() });
+        assert_eq!(
+            u,
+            Unschedulable {
+                reason: Reason::NoProviderMatched,
+                message: "no Provider exists".into()
+            }
+        );
     }
 
     #[test]
     fn provider_selector_mismatch_names_the_provider_and_selector() {
-        let p = ready(provider("prod-vsphere", json!({"dc": "dc2", "env": "prod"}), guide_capabilities()), vec![failure_domain("fd", "DC1", "C1")]);
-        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        let p = ready(
+            provider(
+                "prod-vsphere",
+                json!({"dc": "dc2", "env": "prod"}),
+                guide_capabilities(),
+            ),
+            vec![failure_domain("fd", "DC1", "C1")],
+        );
+        let u = unschedulable(
+            &selector_vm(),
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[p],
+        );
         assert_eq!(u.reason, Reason::NoProviderMatched);
         assert_eq!(
             u.message,
@@ -433,19 +601,50 @@ mod tests {
 
     #[test]
     fn match_expressions_are_honoured() {
-        let vm = vm("x", json!({"providerSelector": {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}}));
-        let u = unschedulable(&vm, &guide_class(), &image(&["prod-vsphere"]), &[guide_provider()]);
-        assert!(u.message.contains("labels do not match providerSelector (env notin (prod))"), "{}", u.message);
+        let vm = vm(
+            "x",
+            json!({"providerSelector": {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}}),
+        );
+        let u = unschedulable(
+            &vm,
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[guide_provider()],
+        );
+        assert!(
+            u.message
+                .contains("labels do not match providerSelector (env notin (prod))"),
+            "{}",
+            u.message
+        );
 
-        let vm2 = super::tests::vm("y", json!({"providerSelector": {"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}}));
-        assert!(run(&vm2, &guide_class(), &image(&["prod-vsphere"]), &[guide_provider()], &Load::new()).is_ok());
+        let vm2 = super::tests::vm(
+            "y",
+            json!({"providerSelector": {"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}]}}),
+        );
+        assert!(run(
+            &vm2,
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[guide_provider()],
+            &Load::new()
+        )
+        .is_ok());
     }
 
     #[test]
     fn missing_capabilities_are_each_named() {
         let caps = json!({"storageClasses": [{"name": "silver", "target": {"datastore": "ds"}}], "features": ["hotAddCPU"]});
-        let p = ready(provider("prod-vsphere", json!({"dc": "dc1", "env": "prod"}), caps), vec![failure_domain("fd", "DC1", "C1")]);
-        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        let p = ready(
+            provider("prod-vsphere", json!({"dc": "dc1", "env": "prod"}), caps),
+            vec![failure_domain("fd", "DC1", "C1")],
+        );
+        let u = unschedulable(
+            &selector_vm(),
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[p],
+        );
         assert_eq!(u.reason, Reason::NoProviderMatched);
         assert!(
             u.message.ends_with(
@@ -461,7 +660,12 @@ mod tests {
     fn provider_class_without_image_source() {
         let mut p = guide_provider();
         p.spec.provider_class_ref.name = "libvirt".into();
-        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        let u = unschedulable(
+            &selector_vm(),
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[p],
+        );
         assert!(u.message.ends_with("banlieue-system/prod-vsphere: provider class \"libvirt\" has no source in VMImage \"ubuntu-22.04-cloudinit\""), "{}", u.message);
     }
 
@@ -473,22 +677,51 @@ mod tests {
             s.conditions[0].reason = "ConnectFailed".into();
             s.conditions[0].message = "x509: unknown authority".into();
         }
-        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[p]);
+        let u = unschedulable(
+            &selector_vm(),
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[p],
+        );
         assert_eq!(u.reason, Reason::NoProviderMatched);
         assert!(u.message.ends_with("banlieue-system/prod-vsphere: is not Ready (ConnectFailed: x509: unknown authority)"), "{}", u.message);
 
-        let fresh = provider("prod-vsphere", json!({"dc": "dc1", "env": "prod"}), guide_capabilities());
-        let u = unschedulable(&selector_vm(), &guide_class(), &image(&["prod-vsphere"]), &[fresh]);
-        assert!(u.message.ends_with("is not Ready (no status reported yet)"), "{}", u.message);
+        let fresh = provider(
+            "prod-vsphere",
+            json!({"dc": "dc1", "env": "prod"}),
+            guide_capabilities(),
+        );
+        let u = unschedulable(
+            &selector_vm(),
+            &guide_class(),
+            &image(&["prod-vsphere"]),
+            &[fresh],
+        );
+        assert!(
+            u.message.ends_with("is not Ready (no status reported yet)"),
+            "{}",
+            u.message
+        );
     }
 
     #[test]
     fn failure_domain_selector_and_offerings() {
         let mut lacking = failure_domain("fd-b", "DC1", "B");
         lacking["storageClasses"] = json!([]);
-        let p = ready(provider("p", json!({}), guide_capabilities()), vec![failure_domain("fd-a", "DC1", "A"), lacking]);
-        let vm = vm("x", json!({"failureDomainSelector": {"matchLabels": {"name": "cluster-01"}}}));
-        let u = unschedulable(&vm, &guide_class(), &image(&["p"]), std::slice::from_ref(&p));
+        let p = ready(
+            provider("p", json!({}), guide_capabilities()),
+            vec![failure_domain("fd-a", "DC1", "A"), lacking],
+        );
+        let vm = vm(
+            "x",
+            json!({"failureDomainSelector": {"matchLabels": {"name": "cluster-01"}}}),
+        );
+        let u = unschedulable(
+            &vm,
+            &guide_class(),
+            &image(&["p"]),
+            std::slice::from_ref(&p),
+        );
         assert_eq!(u.reason, Reason::NoProviderMatched);
         assert!(
             u.message.ends_with(
@@ -500,25 +733,54 @@ mod tests {
         );
 
         // Selecting fd-b, which cannot offer gold: named as such.
-        let vm = super::tests::vm("x", json!({"failureDomainSelector": {"matchLabels": {"cluster": "B"}}}));
-        let u = unschedulable(&vm, &guide_class(), &image(&["p"]), std::slice::from_ref(&p));
-        assert!(u.message.contains("fd-b cannot offer \"gold\""), "{}", u.message);
+        let vm = super::tests::vm(
+            "x",
+            json!({"failureDomainSelector": {"matchLabels": {"cluster": "B"}}}),
+        );
+        let u = unschedulable(
+            &vm,
+            &guide_class(),
+            &image(&["p"]),
+            std::slice::from_ref(&p),
+        );
+        assert!(
+            u.message.contains("fd-b cannot offer \"gold\""),
+            "{}",
+            u.message
+        );
 
         // Selecting fd-a by its friendly name works.
-        let vm = super::tests::vm("x", json!({"failureDomainSelector": {"matchLabels": {"name": "fd-a"}}}));
-        assert_eq!(run(&vm, &guide_class(), &image(&["p"]), &[p], &Load::new()).unwrap().placement.failure_domain, "fd-a");
+        let vm = super::tests::vm(
+            "x",
+            json!({"failureDomainSelector": {"matchLabels": {"name": "fd-a"}}}),
+        );
+        assert_eq!(
+            run(&vm, &guide_class(), &image(&["p"]), &[p], &Load::new())
+                .unwrap()
+                .placement
+                .failure_domain,
+            "fd-a"
+        );
     }
 
     #[test]
     fn no_failure_domains() {
         let p = ready(provider("p", json!({}), guide_capabilities()), vec![]);
         let u = unschedulable(&vm("x", json!({})), &guide_class(), &image(&["p"]), &[p]);
-        assert!(u.message.ends_with("banlieue-system/p: has no failure domains"), "{}", u.message);
+        assert!(
+            u.message
+                .ends_with("banlieue-system/p: has no failure domains"),
+            "{}",
+            u.message
+        );
     }
 
     #[test]
     fn tpm_needs_the_vtpm_feature() {
-        let p = ready(provider("p", json!({}), guide_capabilities()), vec![failure_domain("fd", "DC1", "C1")]);
+        let p = ready(
+            provider("p", json!({}), guide_capabilities()),
+            vec![failure_domain("fd", "DC1", "C1")],
+        );
         let u = unschedulable(&vm("x", json!({})), &tpm_class(), &image(&["p"]), &[p]);
         assert_eq!(u.reason, Reason::TpmUnsupported);
         assert_eq!(
@@ -529,8 +791,18 @@ mod tests {
 
         let mut caps = guide_capabilities();
         caps["features"] = json!(["hotAddCPU", "hotAddMemory", "efiSecureBoot", "vtpm"]);
-        let p = ready(provider("p", json!({}), caps), vec![failure_domain("fd", "DC1", "C1")]);
-        assert!(run(&vm("x", json!({})), &tpm_class(), &image(&["p"]), &[p], &Load::new()).is_ok());
+        let p = ready(
+            provider("p", json!({}), caps),
+            vec![failure_domain("fd", "DC1", "C1")],
+        );
+        assert!(run(
+            &vm("x", json!({})),
+            &tpm_class(),
+            &image(&["p"]),
+            &[p],
+            &Load::new()
+        )
+        .is_ok());
     }
 
     #[test]
@@ -546,13 +818,26 @@ mod tests {
              VMImage \"ubuntu-22.04-cloudinit\" is not ready here (TemplateNotFound: template \"ubuntu-22.04-cloudinit\" not found in datacenter(s) DC2)"
         );
 
-        let u = unschedulable(&selector_vm(), &guide_class(), &image(&[]), &[guide_provider()]);
-        assert!(u.message.ends_with("has no readiness reported for this provider yet"), "{}", u.message);
+        let u = unschedulable(
+            &selector_vm(),
+            &guide_class(),
+            &image(&[]),
+            &[guide_provider()],
+        );
+        assert!(
+            u.message
+                .ends_with("has no readiness reported for this provider yet"),
+            "{}",
+            u.message
+        );
     }
 
     #[test]
     fn reason_is_the_furthest_providers_and_it_is_listed_first() {
-        let near = ready(provider("a-near", json!({"dc": "dc2"}), guide_capabilities()), vec![failure_domain("fd", "DC1", "C1")]);
+        let near = ready(
+            provider("a-near", json!({"dc": "dc2"}), guide_capabilities()),
+            vec![failure_domain("fd", "DC1", "C1")],
+        );
         let far = guide_provider();
         let u = unschedulable(&selector_vm(), &guide_class(), &image(&[]), &[near, far]);
         assert_eq!(u.reason, Reason::ImageNotReady);
@@ -563,7 +848,9 @@ mod tests {
 
     #[test]
     fn long_messages_are_summarised() {
-        let providers: Vec<Provider> = (0..200).map(|i| provider(&format!("provider-{i:03}"), json!({}), json!({}))).collect();
+        let providers: Vec<Provider> = (0..200)
+            .map(|i| provider(&format!("provider-{i:03}"), json!({}), json!({})))
+            .collect();
         let u = unschedulable(&vm("x", json!({})), &guide_class(), &image(&[]), &providers);
         assert!(u.message.len() < MAX_MESSAGE + 200, "{}", u.message.len());
         assert!(u.message.contains("more Provider(s)"));

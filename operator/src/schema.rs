@@ -14,7 +14,13 @@ use crate::validate::FieldError;
 
 /// The served version's schema of `crd`.
 pub fn schema_of(crd: &CustomResourceDefinition) -> Option<&JSONSchemaProps> {
-    crd.spec.versions.first()?.schema.as_ref()?.open_api_v3_schema.as_ref()
+    crd.spec
+        .versions
+        .first()?
+        .schema
+        .as_ref()?
+        .open_api_v3_schema
+        .as_ref()
 }
 
 /// Validates a whole object. `apiVersion`, `kind` and `metadata` are the API
@@ -22,7 +28,10 @@ pub fn schema_of(crd: &CustomResourceDefinition) -> Option<&JSONSchemaProps> {
 pub fn validate_object(object: &Value, schema: &JSONSchemaProps) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let Some(map) = object.as_object() else {
-        errors.push(FieldError { path: "<root>".into(), message: "must be an object".into() });
+        errors.push(FieldError {
+            path: "<root>".into(),
+            message: "must be an object".into(),
+        });
         return errors;
     };
     let mut body = map.clone();
@@ -43,7 +52,10 @@ fn child(path: &str, key: &str) -> String {
 
 fn err(errors: &mut Vec<FieldError>, path: &str, message: impl Into<String>) {
     let path = if path.is_empty() { "<root>" } else { path };
-    errors.push(FieldError { path: path.to_string(), message: message.into() });
+    errors.push(FieldError {
+        path: path.to_string(),
+        message: message.into(),
+    });
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -59,8 +71,17 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 fn check(value: &Value, schema: &JSONSchemaProps, path: &str, errors: &mut Vec<FieldError>) {
-    if schema.one_of.is_some() || schema.any_of.is_some() || schema.all_of.is_some() || schema.not.is_some() || schema.pattern.is_some() {
-        err(errors, path, "schema uses a construct this checker does not support (oneOf/anyOf/allOf/not/pattern)");
+    if schema.one_of.is_some()
+        || schema.any_of.is_some()
+        || schema.all_of.is_some()
+        || schema.not.is_some()
+        || schema.pattern.is_some()
+    {
+        err(
+            errors,
+            path,
+            "schema uses a construct this checker does not support (oneOf/anyOf/allOf/not/pattern)",
+        );
         return;
     }
     if value.is_null() {
@@ -71,7 +92,11 @@ fn check(value: &Value, schema: &JSONSchemaProps, path: &str, errors: &mut Vec<F
     }
     if schema.x_kubernetes_int_or_string == Some(true) {
         if !(value.is_string() || type_name(value) == "integer") {
-            err(errors, path, format!("must be an integer or a string, got {}", type_name(value)));
+            err(
+                errors,
+                path,
+                format!("must be an integer or a string, got {}", type_name(value)),
+            );
         }
         return;
     }
@@ -85,14 +110,26 @@ fn check(value: &Value, schema: &JSONSchemaProps, path: &str, errors: &mut Vec<F
         Some("number") if actual == "integer" || actual == "number" => {}
         Some(expected) if expected == actual => {}
         Some(expected) => {
-            err(errors, path, format!("must be of type {expected}, got {actual}"));
+            err(
+                errors,
+                path,
+                format!("must be of type {expected}, got {actual}"),
+            );
             return;
         }
     }
     if let Some(allowed) = &schema.enum_ {
         if !allowed.iter().any(|a| &a.0 == value) {
-            let list = allowed.iter().map(|a| a.0.to_string()).collect::<Vec<_>>().join(", ");
-            err(errors, path, format!("unsupported value {value}: must be one of {list}"));
+            let list = allowed
+                .iter()
+                .map(|a| a.0.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            err(
+                errors,
+                path,
+                format!("unsupported value {value}: must be one of {list}"),
+            );
         }
     }
     match value {
@@ -100,12 +137,20 @@ fn check(value: &Value, schema: &JSONSchemaProps, path: &str, errors: &mut Vec<F
             let x = n.as_f64().unwrap_or(0.0);
             if let Some(min) = schema.minimum {
                 if x < min {
-                    err(errors, path, format!("must be greater than or equal to {min}, got {n}"));
+                    err(
+                        errors,
+                        path,
+                        format!("must be greater than or equal to {min}, got {n}"),
+                    );
                 }
             }
             if let Some(max) = schema.maximum {
                 if x > max {
-                    err(errors, path, format!("must be less than or equal to {max}, got {n}"));
+                    err(
+                        errors,
+                        path,
+                        format!("must be less than or equal to {max}, got {n}"),
+                    );
                 }
             }
         }
@@ -113,12 +158,20 @@ fn check(value: &Value, schema: &JSONSchemaProps, path: &str, errors: &mut Vec<F
             let len = s.chars().count() as i64;
             if let Some(min) = schema.min_length {
                 if len < min {
-                    err(errors, path, format!("must be at least {min} character(s) long"));
+                    err(
+                        errors,
+                        path,
+                        format!("must be at least {min} character(s) long"),
+                    );
                 }
             }
             if let Some(max) = schema.max_length {
                 if len > max {
-                    err(errors, path, format!("must be at most {max} character(s) long"));
+                    err(
+                        errors,
+                        path,
+                        format!("must be at most {max} character(s) long"),
+                    );
                 }
             }
         }
@@ -139,7 +192,9 @@ fn check(value: &Value, schema: &JSONSchemaProps, path: &str, errors: &mut Vec<F
                         check(v, item, &format!("{path}[{i}]"), errors);
                     }
                 }
-                Some(JSONSchemaPropsOrArray::Schemas(_)) => err(errors, path, "tuple item schemas are not structural"),
+                Some(JSONSchemaPropsOrArray::Schemas(_)) => {
+                    err(errors, path, "tuple item schemas are not structural")
+                }
                 None => err(errors, path, "array schema has no items"),
             }
         }
@@ -194,12 +249,20 @@ mod tests {
 
     #[test]
     fn reports_missing_unknown_and_mistyped_fields() {
-        let v = provider(json!({"providerClassRef": {"name": "vsphere"}, "surprise": 1,
-            "connection": {"endpoint": 42, "credentialsRef": {}}}));
+        let v = provider(
+            json!({"providerClassRef": {"name": "vsphere"}, "surprise": 1,
+            "connection": {"endpoint": 42, "credentialsRef": {}}}),
+        );
         let e = errors(v);
         assert!(e.contains("spec.surprise: unknown field"), "{e}");
-        assert!(e.contains("spec.connection.endpoint: must be of type string, got integer"), "{e}");
-        assert!(e.contains("spec.connection.credentialsRef.name: required field is missing"), "{e}");
+        assert!(
+            e.contains("spec.connection.endpoint: must be of type string, got integer"),
+            "{e}"
+        );
+        assert!(
+            e.contains("spec.connection.credentialsRef.name: required field is missing"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -210,8 +273,14 @@ mod tests {
                 "firmware": "uefi"}});
         let crd = crate::api::VMClass::crd();
         let e = crate::validate::describe(&validate_object(&class, schema_of(&crd).unwrap()));
-        assert!(e.contains("spec.hardware.cpus: must be greater than or equal to 1"), "{e}");
+        assert!(
+            e.contains("spec.hardware.cpus: must be greater than or equal to 1"),
+            "{e}"
+        );
         assert!(e.contains("spec.hardware.disks[0].provisioning: unsupported value \"sparse\": must be one of \"thin\", \"thick\", \"eagerZeroed\""), "{e}");
-        assert!(e.contains("spec.firmware: unsupported value \"uefi\""), "{e}");
+        assert!(
+            e.contains("spec.firmware: unsupported value \"uefi\""),
+            "{e}"
+        );
     }
 }

@@ -27,42 +27,88 @@ impl fmt::Display for FieldError {
 
 /// Joins errors into one condition message.
 pub fn describe(errors: &[FieldError]) -> String {
-    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn error(path: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError { path: path.into(), message: message.into() }
+    FieldError {
+        path: path.into(),
+        message: message.into(),
+    }
 }
 
 pub fn provider(spec: &ProviderSpec) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let connection = &spec.connection;
-    if !(connection.endpoint.starts_with("https://") || connection.endpoint.starts_with("http://")) {
-        errors.push(error("spec.connection.endpoint", format!("{:?} is not an http(s) URL", connection.endpoint)));
+    if !(connection.endpoint.starts_with("https://") || connection.endpoint.starts_with("http://"))
+    {
+        errors.push(error(
+            "spec.connection.endpoint",
+            format!("{:?} is not an http(s) URL", connection.endpoint),
+        ));
     }
     if let Some(ca) = &connection.ca_bundle {
-        let sources = [ca.inline.is_some(), ca.config_map_ref.is_some(), ca.secret_ref.is_some()];
+        let sources = [
+            ca.inline.is_some(),
+            ca.config_map_ref.is_some(),
+            ca.secret_ref.is_some(),
+        ];
         if sources.iter().filter(|set| **set).count() != 1 {
-            let (path, message) = CA_BUNDLE_EXACTLY_ONE_MESSAGE.split_once(": ").unwrap_or(("spec.connection.caBundle", CA_BUNDLE_EXACTLY_ONE_MESSAGE));
+            let (path, message) = CA_BUNDLE_EXACTLY_ONE_MESSAGE
+                .split_once(": ")
+                .unwrap_or(("spec.connection.caBundle", CA_BUNDLE_EXACTLY_ONE_MESSAGE));
             errors.push(error(path, message));
         }
         if connection.insecure_skip_tls_verify {
-            errors.push(error("spec.connection.insecureSkipTLSVerify", "cannot be combined with caBundle"));
+            errors.push(error(
+                "spec.connection.insecureSkipTLSVerify",
+                "cannot be combined with caBundle",
+            ));
         }
         if ca.key.is_empty() {
             errors.push(error("spec.connection.caBundle.key", "must not be empty"));
         }
     }
-    duplicates(spec.capabilities.storage_classes.iter().map(|c| c.name.as_str()), "spec.capabilities.storageClasses", &mut errors);
-    duplicates(spec.capabilities.network_classes.iter().map(|c| c.name.as_str()), "spec.capabilities.networkClasses", &mut errors);
+    duplicates(
+        spec.capabilities
+            .storage_classes
+            .iter()
+            .map(|c| c.name.as_str()),
+        "spec.capabilities.storageClasses",
+        &mut errors,
+    );
+    duplicates(
+        spec.capabilities
+            .network_classes
+            .iter()
+            .map(|c| c.name.as_str()),
+        "spec.capabilities.networkClasses",
+        &mut errors,
+    );
     let mut pairs = BTreeSet::new();
     for (i, o) in spec.failure_domain_name_overrides.iter().enumerate() {
         let path = format!("spec.failureDomainNameOverrides[{i}]");
         if !is_dns1123_label(&o.name) {
-            errors.push(error(format!("{path}.name"), format!("{:?} is not a DNS-1123 label (lower case alphanumerics and '-', at most 63)", o.name)));
+            errors.push(error(
+                format!("{path}.name"),
+                format!(
+                    "{:?} is not a DNS-1123 label (lower case alphanumerics and '-', at most 63)",
+                    o.name
+                ),
+            ));
         }
         if !pairs.insert((o.datacenter.as_str(), o.cluster.as_str())) {
-            errors.push(error(path, format!("datacenter {:?} cluster {:?} is listed twice", o.datacenter, o.cluster)));
+            errors.push(error(
+                path,
+                format!(
+                    "datacenter {:?} cluster {:?} is listed twice",
+                    o.datacenter, o.cluster
+                ),
+            ));
         }
     }
     errors
@@ -70,15 +116,29 @@ pub fn provider(spec: &ProviderSpec) -> Vec<FieldError> {
 
 pub fn vm_class(spec: &VMClassSpec) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    duplicates(spec.hardware.disks.iter().map(|d| d.name.as_str()), "spec.hardware.disks", &mut errors);
-    duplicates(spec.network.interfaces.iter().map(|n| n.name.as_str()), "spec.network.interfaces", &mut errors);
+    duplicates(
+        spec.hardware.disks.iter().map(|d| d.name.as_str()),
+        "spec.hardware.disks",
+        &mut errors,
+    );
+    duplicates(
+        spec.network.interfaces.iter().map(|n| n.name.as_str()),
+        "spec.network.interfaces",
+        &mut errors,
+    );
     for (i, nic) in spec.network.interfaces.iter().enumerate() {
         if nic.ipam.static_.is_some() && nic.ipam.pool.is_some() {
-            errors.push(error(format!("spec.network.interfaces[{i}].ipam"), "set at most one of static or pool (neither for DHCP)"));
+            errors.push(error(
+                format!("spec.network.interfaces[{i}].ipam"),
+                "set at most one of static or pool (neither for DHCP)",
+            ));
         }
     }
     if spec.tpm_enabled && spec.firmware == crate::api::Firmware::Bios {
-        errors.push(error("spec.tpmEnabled", "a virtual TPM needs firmware efi or efi-secure"));
+        errors.push(error(
+            "spec.tpmEnabled",
+            "a virtual TPM needs firmware efi or efi-secure",
+        ));
     }
     errors
 }
@@ -88,7 +148,11 @@ pub fn vm_image(spec: &VMImageSpec) -> Vec<FieldError> {
     if spec.sources.is_empty() {
         errors.push(error("spec.sources", "at least one source is required"));
     }
-    duplicates(spec.sources.iter().map(|s| s.provider_class.as_str()), "spec.sources (providerClass)", &mut errors);
+    duplicates(
+        spec.sources.iter().map(|s| s.provider_class.as_str()),
+        "spec.sources (providerClass)",
+        &mut errors,
+    );
     errors
 }
 
@@ -126,7 +190,9 @@ fn duplicates<'a>(names: impl Iterator<Item = &'a str>, path: &str, errors: &mut
 pub fn is_dns1123_label(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
 }
@@ -161,12 +227,21 @@ mod tests {
         let errors = provider(&spec);
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].path, "spec.connection.caBundle");
-        assert!(errors[0].message.contains("exactly one of inline, configMapRef or secretRef"));
+        assert!(errors[0]
+            .message
+            .contains("exactly one of inline, configMapRef or secretRef"));
 
-        spec.connection.ca_bundle = Some(CaBundle { key: "ca.crt".into(), ..Default::default() });
+        spec.connection.ca_bundle = Some(CaBundle {
+            key: "ca.crt".into(),
+            ..Default::default()
+        });
         assert_eq!(provider(&spec)[0].path, "spec.connection.caBundle");
 
-        spec.connection.ca_bundle = Some(CaBundle { secret_ref: Some(LocalObjectReference { name: "ca".into() }), key: "ca.crt".into(), ..Default::default() });
+        spec.connection.ca_bundle = Some(CaBundle {
+            secret_ref: Some(LocalObjectReference { name: "ca".into() }),
+            key: "ca.crt".into(),
+            ..Default::default()
+        });
         assert!(provider(&spec).is_empty());
     }
 
@@ -174,8 +249,15 @@ mod tests {
     fn insecure_and_ca_bundle_conflict() {
         let mut spec = provider_spec();
         spec.connection.insecure_skip_tls_verify = true;
-        spec.connection.ca_bundle = Some(CaBundle { inline: Some("PEM".into()), key: "ca.crt".into(), ..Default::default() });
-        assert_eq!(provider(&spec)[0].path, "spec.connection.insecureSkipTLSVerify");
+        spec.connection.ca_bundle = Some(CaBundle {
+            inline: Some("PEM".into()),
+            key: "ca.crt".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            provider(&spec)[0].path,
+            "spec.connection.insecureSkipTLSVerify"
+        );
     }
 
     #[test]
@@ -187,7 +269,12 @@ mod tests {
         ]))
         .unwrap();
         let errors = describe(&provider(&spec));
-        assert!(errors.contains("spec.failureDomainNameOverrides[0].name: \"Cluster_01\" is not a DNS-1123 label"), "{errors}");
+        assert!(
+            errors.contains(
+                "spec.failureDomainNameOverrides[0].name: \"Cluster_01\" is not a DNS-1123 label"
+            ),
+            "{errors}"
+        );
         assert!(errors.contains("spec.failureDomainNameOverrides[1]: datacenter \"DC\" cluster \"C\" is listed twice"), "{errors}");
     }
 
@@ -210,9 +297,18 @@ mod tests {
         }))
         .unwrap();
         let errors = describe(&vm_class(&spec));
-        assert!(errors.contains("spec.hardware.disks: \"root\" is listed twice"), "{errors}");
-        assert!(errors.contains("spec.network.interfaces[0].ipam: set at most one"), "{errors}");
-        assert!(errors.contains("spec.tpmEnabled: a virtual TPM needs firmware efi"), "{errors}");
+        assert!(
+            errors.contains("spec.hardware.disks: \"root\" is listed twice"),
+            "{errors}"
+        );
+        assert!(
+            errors.contains("spec.network.interfaces[0].ipam: set at most one"),
+            "{errors}"
+        );
+        assert!(
+            errors.contains("spec.tpmEnabled: a virtual TPM needs firmware efi"),
+            "{errors}"
+        );
     }
 
     #[test]

@@ -17,11 +17,15 @@ use std::time::Duration;
 
 use tracing::{debug, info};
 use vsphere_client::mo;
-use vsphere_client::types::{AnySelectionSpec, HostSystemConnectionState, ManagedObjectReference, SelectionSpec, TraversalSpec};
+use vsphere_client::types::{
+    AnySelectionSpec, HostSystemConnectionState, ManagedObjectReference, SelectionSpec,
+    TraversalSpec,
+};
 
 use crate::api::NamespacedReference;
 use crate::vsphere::{
-    Cluster, ConnectParams, Datacenter, Error, ErrorKind, FoundTemplate, Inventory, Session, Tls, VSphere,
+    Cluster, ConnectParams, Datacenter, Error, ErrorKind, FoundTemplate, Inventory, Session, Tls,
+    VSphere,
 };
 
 /// How the clients are configured.
@@ -80,17 +84,27 @@ impl Default for VCenter {
 
 impl VCenter {
     pub fn new(options: Options) -> Self {
-        VCenter { options, slots: Mutex::default(), changes: tokio::sync::broadcast::channel(1024).0 }
+        VCenter {
+            options,
+            slots: Mutex::default(),
+            changes: tokio::sync::broadcast::channel(1024).0,
+        }
     }
 
     fn slot(&self, provider: &NamespacedReference) -> Slot {
-        let mut slots = self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         slots.entry(provider.clone()).or_default().clone()
     }
 
     /// The Providers that currently hold a session.
     pub fn providers(&self) -> Vec<NamespacedReference> {
-        let slots = self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut keys: Vec<_> = slots
             .iter()
             .filter(|(_, slot)| slot.try_lock().map(|s| s.is_some()).unwrap_or(true))
@@ -121,7 +135,11 @@ impl VCenter {
                 let client = cached.as_ref()?.client.clone();
                 Some(crate::health::ProviderCalls {
                     provider: provider.to_string(),
-                    by_method: client.call_stats().into_iter().map(|(m, s)| (m.to_string(), (s.calls, s.faults, s.errors))).collect(),
+                    by_method: client
+                        .call_stats()
+                        .into_iter()
+                        .map(|(m, s)| (m.to_string(), (s.calls, s.faults, s.errors)))
+                        .collect(),
                 })
             })
             .collect()
@@ -130,9 +148,18 @@ impl VCenter {
     /// Logs out the sessions of Providers not in `keep` (deleted ones).
     pub async fn retain(&self, keep: &BTreeSet<NamespacedReference>) {
         let gone: Vec<(NamespacedReference, Slot)> = {
-            let mut slots = self.slots.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let keys: Vec<_> = slots.keys().filter(|k| !keep.contains(*k)).cloned().collect();
-            keys.into_iter().filter_map(|k| slots.remove(&k).map(|s| (k, s))).collect()
+            let mut slots = self
+                .slots
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let keys: Vec<_> = slots
+                .keys()
+                .filter(|k| !keep.contains(*k))
+                .cloned()
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| slots.remove(&k).map(|s| (k, s)))
+                .collect()
         };
         for (provider, slot) in gone {
             if let Some(cached) = slot.lock().await.take() {
@@ -160,7 +187,10 @@ impl VCenter {
             Tls::CaBundle(pem) => builder.ca_bundle_pem(pem.as_bytes()),
         }
         .map_err(|e| connect_error(params, &e))?;
-        builder.connect().await.map_err(|e| connect_error(params, &e))
+        builder
+            .connect()
+            .await
+            .map_err(|e| connect_error(params, &e))
     }
 }
 
@@ -201,12 +231,24 @@ impl VSphere for VCenter {
         let client = self.login(params).await?;
         info!(provider = %params.provider, endpoint = %params.endpoint, user = %params.username, "logged in to vCenter");
         let placement = crate::lifecycle::vcenter::SharedPlacement::default();
-        let watch = self
-            .options
-            .watch_vms
-            .then(|| Arc::new(crate::lifecycle::watch::VmWatch::start(client.clone(), self.changes.clone())));
-        *cached = Some(Cached { params: params.clone(), client: client.clone(), placement: placement.clone(), watch: watch.clone() });
-        Ok(VCenterSession { client, page_size: self.options.page_size, placement, watch })
+        let watch = self.options.watch_vms.then(|| {
+            Arc::new(crate::lifecycle::watch::VmWatch::start(
+                client.clone(),
+                self.changes.clone(),
+            ))
+        });
+        *cached = Some(Cached {
+            params: params.clone(),
+            client: client.clone(),
+            placement: placement.clone(),
+            watch: watch.clone(),
+        });
+        Ok(VCenterSession {
+            client,
+            page_size: self.options.page_size,
+            placement,
+            watch,
+        })
     }
 }
 
@@ -238,7 +280,9 @@ impl VCenterSession {
 impl Session for VCenterSession {
     async fn inventory(&self) -> Result<Inventory, Error> {
         let root = self.client.service_content().root_folder.clone();
-        let fail = |e: vsphere_client::Error| call_error(ErrorKind::Inventory, "walking the inventory", &e);
+        let fail = |e: vsphere_client::Error| {
+            call_error(ErrorKind::Inventory, "walking the inventory", &e)
+        };
         // Two walks of the same traversal (datacenters, their host, network
         // and datastore folders, clusters and their hosts; never the VMs):
         // names and parents of everything, then the hosts' datastores.
@@ -260,11 +304,21 @@ impl Session for VCenterSession {
             .collect_all()
             .await
             .map_err(fail)?;
-        let entities = entities.into_iter().map(|e| Entity { mo_ref: e.mo_ref, name: e.name, parent: e.parent }).collect();
+        let entities = entities
+            .into_iter()
+            .map(|e| Entity {
+                mo_ref: e.mo_ref,
+                name: e.name,
+                parent: e.parent,
+            })
+            .collect();
         let hosts = hosts
             .into_iter()
             .map(|h| Host {
-                connected: h.runtime.as_ref().is_some_and(|r| r.connection_state == HostSystemConnectionState::Connected),
+                connected: h
+                    .runtime
+                    .as_ref()
+                    .is_some_and(|r| r.connection_state == HostSystemConnectionState::Connected),
                 datastores: h.datastore.unwrap_or_default(),
                 mo_ref: h.mo_ref,
             })
@@ -272,9 +326,19 @@ impl Session for VCenterSession {
         Ok(assemble(entities, hosts))
     }
 
-    async fn find_template(&self, name: &str, datacenters: &[String]) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
+    async fn find_template(
+        &self,
+        name: &str,
+        datacenters: &[String],
+    ) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
         let root = self.client.service_content().root_folder.clone();
-        let fail = |e: vsphere_client::Error| call_error(ErrorKind::Lookup, &format!("looking up template {name:?}"), &e);
+        let fail = |e: vsphere_client::Error| {
+            call_error(
+                ErrorKind::Lookup,
+                &format!("looking up template {name:?}"),
+                &e,
+            )
+        };
         // Names and parents of the VM folders' contents, then `config.template`
         // of the few VMs with the right name: never every VM's config.
         let entities: Vec<Entity> = self
@@ -287,15 +351,23 @@ impl Session for VCenterSession {
             .await
             .map_err(fail)?
             .into_iter()
-            .map(|e| Entity { mo_ref: e.mo_ref, name: e.name, parent: e.parent })
+            .map(|e| Entity {
+                mo_ref: e.mo_ref,
+                name: e.name,
+                parent: e.parent,
+            })
             .collect();
         let tree = Tree::new(&entities);
         let candidates: Vec<ManagedObjectReference> = entities
             .iter()
-            .filter(|e| e.mo_ref.type_ == "VirtualMachine" && e.name.as_deref().map(unescape_name).as_deref() == Some(name))
+            .filter(|e| {
+                e.mo_ref.type_ == "VirtualMachine"
+                    && e.name.as_deref().map(unescape_name).as_deref() == Some(name)
+            })
             .map(|e| e.mo_ref.clone())
             .collect();
-        let mut found: BTreeMap<String, Option<FoundTemplate>> = datacenters.iter().map(|dc| (dc.clone(), None)).collect();
+        let mut found: BTreeMap<String, Option<FoundTemplate>> =
+            datacenters.iter().map(|dc| (dc.clone(), None)).collect();
         if candidates.is_empty() {
             return Ok(found);
         }
@@ -313,8 +385,13 @@ impl Session for VCenterSession {
             if !vm.config.as_ref().is_some_and(|c| c.template) {
                 continue;
             }
-            if let Some(slot) = tree.datacenter_of(&vm.mo_ref).and_then(|dc| found.get_mut(&dc)) {
-                slot.get_or_insert(FoundTemplate { mo_ref: vm.mo_ref.value.clone() });
+            if let Some(slot) = tree
+                .datacenter_of(&vm.mo_ref)
+                .and_then(|dc| found.get_mut(&dc))
+            {
+                slot.get_or_insert(FoundTemplate {
+                    mo_ref: vm.mo_ref.value.clone(),
+                });
             }
         }
         Ok(found)
@@ -329,7 +406,11 @@ fn traversal(name: &str, type_: &str, path: &str, next: &[&str]) -> AnySelection
         skip: Some(false),
         select_set: next
             .iter()
-            .map(|n| AnySelectionSpec::SelectionSpec(Box::new(SelectionSpec { name: Some(n.to_string()) })))
+            .map(|n| {
+                AnySelectionSpec::SelectionSpec(Box::new(SelectionSpec {
+                    name: Some(n.to_string()),
+                }))
+            })
             .collect(),
     }))
 }
@@ -339,12 +420,33 @@ fn traversal(name: &str, type_: &str, path: &str, next: &[&str]) -> AnySelection
 /// nested folders and storage pods), and the clusters' hosts. Not the VM
 /// folders: a failure domain walk costs the same with 10 VMs or 10,000.
 fn failure_domain_traversal() -> Vec<AnySelectionSpec> {
-    const NEXT: &[&str] = &["folderChildren", "datacenterHosts", "datacenterNetworks", "datacenterDatastores", "computeHosts"];
+    const NEXT: &[&str] = &[
+        "folderChildren",
+        "datacenterHosts",
+        "datacenterNetworks",
+        "datacenterDatastores",
+        "computeHosts",
+    ];
     vec![
         traversal("folderChildren", "Folder", "childEntity", NEXT),
-        traversal("datacenterHosts", "Datacenter", "hostFolder", &["folderChildren"]),
-        traversal("datacenterNetworks", "Datacenter", "networkFolder", &["folderChildren"]),
-        traversal("datacenterDatastores", "Datacenter", "datastoreFolder", &["folderChildren"]),
+        traversal(
+            "datacenterHosts",
+            "Datacenter",
+            "hostFolder",
+            &["folderChildren"],
+        ),
+        traversal(
+            "datacenterNetworks",
+            "Datacenter",
+            "networkFolder",
+            &["folderChildren"],
+        ),
+        traversal(
+            "datacenterDatastores",
+            "Datacenter",
+            "datastoreFolder",
+            &["folderChildren"],
+        ),
         traversal("computeHosts", "ComputeResource", "host", &[]),
     ]
 }
@@ -353,8 +455,18 @@ fn failure_domain_traversal() -> Vec<AnySelectionSpec> {
 /// (VMs, templates, nested folders).
 fn vm_folder_traversal() -> Vec<AnySelectionSpec> {
     vec![
-        traversal("folderChildren", "Folder", "childEntity", &["folderChildren", "datacenterVms"]),
-        traversal("datacenterVms", "Datacenter", "vmFolder", &["folderChildren"]),
+        traversal(
+            "folderChildren",
+            "Folder",
+            "childEntity",
+            &["folderChildren", "datacenterVms"],
+        ),
+        traversal(
+            "datacenterVms",
+            "Datacenter",
+            "vmFolder",
+            &["folderChildren"],
+        ),
     ]
 }
 
@@ -380,11 +492,19 @@ struct Tree<'a> {
 
 impl<'a> Tree<'a> {
     fn new(entities: &'a [Entity]) -> Self {
-        Tree { by_value: entities.iter().map(|e| (e.mo_ref.value.as_str(), e)).collect() }
+        Tree {
+            by_value: entities
+                .iter()
+                .map(|e| (e.mo_ref.value.as_str(), e))
+                .collect(),
+        }
     }
 
     fn name_of(&self, mo_ref: &ManagedObjectReference) -> Option<String> {
-        self.by_value.get(mo_ref.value.as_str()).and_then(|e| e.name.as_deref()).map(unescape_name)
+        self.by_value
+            .get(mo_ref.value.as_str())
+            .and_then(|e| e.name.as_deref())
+            .map(unescape_name)
     }
 
     /// The name of the datacenter above `mo_ref`.
@@ -404,7 +524,11 @@ impl<'a> Tree<'a> {
 /// vCenter escapes `%`, `/` and `\` in entity names; names are shown and
 /// matched unescaped.
 fn unescape_name(name: &str) -> String {
-    name.replace("%2f", "/").replace("%2F", "/").replace("%5c", "\\").replace("%5C", "\\").replace("%25", "%")
+    name.replace("%2f", "/")
+        .replace("%2F", "/")
+        .replace("%5c", "\\")
+        .replace("%5C", "\\")
+        .replace("%25", "%")
 }
 
 /// The inventory from the walk's entities and hosts: per datacenter, its
@@ -416,22 +540,41 @@ fn assemble(entities: Vec<Entity>, hosts: Vec<Host>) -> Inventory {
         .iter()
         .filter(|e| e.mo_ref.type_ == "Datacenter")
         .filter_map(|e| tree.name_of(&e.mo_ref))
-        .map(|name| (name.clone(), Datacenter { name, ..Default::default() }))
+        .map(|name| {
+            (
+                name.clone(),
+                Datacenter {
+                    name,
+                    ..Default::default()
+                },
+            )
+        })
         .collect();
 
     let mut hosts_of: HashMap<&str, Vec<&Host>> = HashMap::new();
     for host in &hosts {
-        let parent = tree.by_value.get(host.mo_ref.value.as_str()).and_then(|e| e.parent.as_ref());
+        let parent = tree
+            .by_value
+            .get(host.mo_ref.value.as_str())
+            .and_then(|e| e.parent.as_ref());
         if let Some(parent) = parent {
-            hosts_of.entry(parent.value.as_str()).or_default().push(host);
+            hosts_of
+                .entry(parent.value.as_str())
+                .or_default()
+                .push(host);
         }
     }
 
     for entity in &entities {
-        let Some(dc) = tree.datacenter_of(&entity.mo_ref).and_then(|name| datacenters.get_mut(&name)) else {
+        let Some(dc) = tree
+            .datacenter_of(&entity.mo_ref)
+            .and_then(|name| datacenters.get_mut(&name))
+        else {
             continue;
         };
-        let Some(name) = tree.name_of(&entity.mo_ref) else { continue };
+        let Some(name) = tree.name_of(&entity.mo_ref) else {
+            continue;
+        };
         match entity.mo_ref.type_.as_str() {
             "ClusterComputeResource" => {
                 let connected: Vec<&Host> = hosts_of
@@ -443,19 +586,28 @@ fn assemble(entities: Vec<Entity>, hosts: Vec<Host>) -> Inventory {
                     .collect();
                 let mut mounted: Option<BTreeSet<String>> = None;
                 for host in &connected {
-                    let names: BTreeSet<String> = host.datastores.iter().filter_map(|ds| tree.name_of(ds)).collect();
+                    let names: BTreeSet<String> = host
+                        .datastores
+                        .iter()
+                        .filter_map(|ds| tree.name_of(ds))
+                        .collect();
                     mounted = Some(match mounted {
                         None => names,
                         Some(so_far) => so_far.intersection(&names).cloned().collect(),
                     });
                 }
-                dc.clusters.push(Cluster { name, datastores: mounted.unwrap_or_default().into_iter().collect() });
+                dc.clusters.push(Cluster {
+                    name,
+                    datastores: mounted.unwrap_or_default().into_iter().collect(),
+                });
             }
             "Network" | "DistributedVirtualPortgroup" | "OpaqueNetwork" => dc.portgroups.push(name),
             _ => {}
         }
     }
-    let mut inventory = Inventory { datacenters: datacenters.into_values().collect() };
+    let mut inventory = Inventory {
+        datacenters: datacenters.into_values().collect(),
+    };
     for dc in &mut inventory.datacenters {
         dc.clusters.sort_by(|a, b| a.name.cmp(&b.name));
         dc.portgroups.sort();
@@ -473,7 +625,10 @@ fn connect_error(params: &ConnectParams, e: &vsphere_client::Error) -> Error {
         K::Tls if e.to_string().contains("TLS") => e.to_string(),
         K::Tls => format!("TLS: {e}"),
         K::Fault if e.fault().is_some_and(|f| f.is("InvalidLogin")) => {
-            format!("login as {:?} failed: incorrect user name or password ({e})", params.username)
+            format!(
+                "login as {:?} failed: incorrect user name or password ({e})",
+                params.username
+            )
         }
         K::Fault | K::NotAuthenticated => format!("login as {:?} failed: {e}", params.username),
         K::Transport | K::Timeout => format!("unreachable: {}", with_root_cause(e)),
@@ -516,11 +671,23 @@ mod tests {
     use super::*;
 
     fn r(type_: &str, value: &str) -> ManagedObjectReference {
-        ManagedObjectReference { type_: type_.into(), value: value.into() }
+        ManagedObjectReference {
+            type_: type_.into(),
+            value: value.into(),
+        }
     }
 
-    fn entity(type_: &str, value: &str, name: &str, parent: Option<&ManagedObjectReference>) -> Entity {
-        Entity { mo_ref: r(type_, value), name: Some(name.into()), parent: parent.cloned() }
+    fn entity(
+        type_: &str,
+        value: &str,
+        name: &str,
+        parent: Option<&ManagedObjectReference>,
+    ) -> Entity {
+        Entity {
+            mo_ref: r(type_, value),
+            name: Some(name.into()),
+            parent: parent.cloned(),
+        }
     }
 
     #[test]
@@ -540,7 +707,12 @@ mod tests {
         let entities = vec![
             entity("Folder", "group-d1", "Datacenters", None),
             entity("Folder", "group-d2", "EMEA", Some(&root)),
-            entity("Datacenter", "datacenter-1", "DC%2fParis", Some(&dcs_folder)),
+            entity(
+                "Datacenter",
+                "datacenter-1",
+                "DC%2fParis",
+                Some(&dcs_folder),
+            ),
             entity("Folder", "group-h1", "host", Some(&dc1)),
             entity("Folder", "group-h9", "prod", Some(&hosts1)),
             entity("Folder", "group-n1", "network", Some(&dc1)),
@@ -556,8 +728,18 @@ mod tests {
             entity("Datastore", "datastore-a", "ds-a", Some(&dss1)),
             entity("Datastore", "datastore-b", "ds-b", Some(&dss1)),
             entity("Network", "network-1", "VM Network", Some(&nets1)),
-            entity("DistributedVirtualPortgroup", "dvportgroup-1", "prod", Some(&nets1)),
-            entity("VmwareDistributedVirtualSwitch", "dvs-1", "DSwitch", Some(&nets1)),
+            entity(
+                "DistributedVirtualPortgroup",
+                "dvportgroup-1",
+                "prod",
+                Some(&nets1),
+            ),
+            entity(
+                "VmwareDistributedVirtualSwitch",
+                "dvs-1",
+                "DSwitch",
+                Some(&nets1),
+            ),
         ];
         let host = |value: &str, ds: &[&ManagedObjectReference], connected: bool| Host {
             mo_ref: r("HostSystem", value),
@@ -579,8 +761,14 @@ mod tests {
                 datacenters: vec![Datacenter {
                     name: "DC/Paris".into(),
                     clusters: vec![
-                        Cluster { name: "C1".into(), datastores: vec!["ds-a".into()] },
-                        Cluster { name: "C2".into(), datastores: vec!["ds-b".into()] },
+                        Cluster {
+                            name: "C1".into(),
+                            datastores: vec!["ds-a".into()]
+                        },
+                        Cluster {
+                            name: "C2".into(),
+                            datastores: vec!["ds-b".into()]
+                        },
                     ],
                     portgroups: vec!["VM Network".into(), "prod".into()],
                 }]
@@ -598,14 +786,23 @@ mod tests {
             entity("ClusterComputeResource", "c", "empty", Some(&hf)),
         ];
         let inventory = assemble(entities, Vec::new());
-        assert_eq!(inventory.datacenters[0].clusters, [Cluster { name: "empty".into(), datastores: vec![] }]);
+        assert_eq!(
+            inventory.datacenters[0].clusters,
+            [Cluster {
+                name: "empty".into(),
+                datastores: vec![]
+            }]
+        );
     }
 
     #[test]
     fn parent_cycles_end() {
         let a = r("Folder", "a");
         let b = r("Folder", "b");
-        let entities = vec![entity("Folder", "a", "a", Some(&b)), entity("Folder", "b", "b", Some(&a))];
+        let entities = vec![
+            entity("Folder", "a", "a", Some(&b)),
+            entity("Folder", "b", "b", Some(&a)),
+        ];
         assert_eq!(Tree::new(&entities).datacenter_of(&a), None);
     }
 

@@ -104,7 +104,10 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into() }
+        Error {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
@@ -120,7 +123,10 @@ impl std::error::Error for Error {}
 pub trait VSphere: Send + Sync + 'static {
     type Session: Session;
 
-    fn connect(&self, params: &ConnectParams) -> impl Future<Output = Result<Self::Session, Error>> + Send;
+    fn connect(
+        &self,
+        params: &ConnectParams,
+    ) -> impl Future<Output = Result<Self::Session, Error>> + Send;
 
     /// The instance UUIDs of VMs that changed (from the Providers' update
     /// streams), when the implementation watches them.
@@ -130,7 +136,10 @@ pub trait VSphere: Send + Sync + 'static {
 
     /// Ends the sessions of Providers not in `keep` (deleted ones; all of
     /// them when `keep` is empty, as the role stops).
-    fn retain_sessions(&self, keep: &BTreeSet<NamespacedReference>) -> impl Future<Output = ()> + Send {
+    fn retain_sessions(
+        &self,
+        keep: &BTreeSet<NamespacedReference>,
+    ) -> impl Future<Output = ()> + Send {
         let _ = keep;
         async {}
     }
@@ -183,7 +192,10 @@ pub mod mock {
 
     impl MockVSphere {
         pub fn new(script: Script) -> Self {
-            MockVSphere { script: Arc::new(Mutex::new(script)), ..Default::default() }
+            MockVSphere {
+                script: Arc::new(Mutex::new(script)),
+                ..Default::default()
+            }
         }
 
         pub fn set_script(&self, script: Script) {
@@ -220,7 +232,10 @@ pub mod mock {
             }
             if let Some(expected) = &script.password {
                 if params.password.expose() != expected {
-                    return Err(Error::new(ErrorKind::Connect, "login failed: incorrect user name or password"));
+                    return Err(Error::new(
+                        ErrorKind::Connect,
+                        "login failed: incorrect user name or password",
+                    ));
                 }
             }
             Ok(MockSession { script })
@@ -235,26 +250,42 @@ pub mod mock {
             }
         }
 
-        async fn find_template(&self, name: &str, datacenters: &[String]) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
+        async fn find_template(
+            &self,
+            name: &str,
+            datacenters: &[String],
+        ) -> Result<BTreeMap<String, Option<FoundTemplate>>, Error> {
             if let Some(e) = &self.script.lookup_error {
                 return Err(e.clone());
             }
             Ok(datacenters
                 .iter()
                 .map(|dc| {
-                    let found = self.script.templates.get(&(name.to_string(), dc.clone())).map(|mo_ref| FoundTemplate { mo_ref: mo_ref.clone() });
+                    let found = self
+                        .script
+                        .templates
+                        .get(&(name.to_string(), dc.clone()))
+                        .map(|mo_ref| FoundTemplate {
+                            mo_ref: mo_ref.clone(),
+                        });
                     (dc.clone(), found)
                 })
                 .collect())
         }
     }
 
-    use crate::lifecycle::backend::{CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, VmFacts};
+    use crate::lifecycle::backend::{
+        CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, VmFacts,
+    };
     use std::time::Duration;
 
     /// The lifecycle on the script's [`MockMachines`](crate::lifecycle::mock::MockMachines).
     impl Machines for MockSession {
-        async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+        async fn find_vm(
+            &self,
+            instance_uuid: &str,
+            fresh: bool,
+        ) -> Result<Option<VmFacts>, MachineError> {
             self.script.machines.find_vm(instance_uuid, fresh).await
         }
         async fn vm(&self, mo_ref: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
@@ -263,8 +294,16 @@ pub mod mock {
         async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
             self.script.machines.task(mo_ref).await
         }
-        async fn wait_task(&self, mo_ref: &str, timeout: Duration, on_progress: impl FnMut(&TaskFacts) + Send) -> Result<TaskFacts, MachineError> {
-            self.script.machines.wait_task(mo_ref, timeout, on_progress).await
+        async fn wait_task(
+            &self,
+            mo_ref: &str,
+            timeout: Duration,
+            on_progress: impl FnMut(&TaskFacts) + Send,
+        ) -> Result<TaskFacts, MachineError> {
+            self.script
+                .machines
+                .wait_task(mo_ref, timeout, on_progress)
+                .await
         }
         async fn start_clone(&self, request: &CloneRequest) -> Result<String, MachineError> {
             self.script.machines.start_clone(request).await
@@ -275,7 +314,11 @@ pub mod mock {
         async fn start_power_on(&self, vm: &str) -> Result<String, MachineError> {
             self.script.machines.start_power_on(vm).await
         }
-        async fn power_off(&self, vm: &str, graceful: Option<Duration>) -> Result<(), MachineError> {
+        async fn power_off(
+            &self,
+            vm: &str,
+            graceful: Option<Duration>,
+        ) -> Result<(), MachineError> {
             self.script.machines.power_off(vm, graceful).await
         }
         async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {

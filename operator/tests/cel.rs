@@ -7,8 +7,15 @@ use kube_cel::Validator;
 use serde_json::{json, Value};
 
 fn schema(kind: &str) -> Value {
-    let (_, crd) = crdgen::all().into_iter().find(|(_, c)| c.spec.names.kind == kind).expect("kind");
-    let schema = crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
+    let (_, crd) = crdgen::all()
+        .into_iter()
+        .find(|(_, c)| c.spec.names.kind == kind)
+        .expect("kind");
+    let schema = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("schema");
     serde_json::to_value(schema).expect("json")
 }
 
@@ -16,7 +23,11 @@ fn schema(kind: &str) -> Value {
 fn violations(kind: &str, object: &Value, old: Option<&Value>) -> Vec<String> {
     match Validator::new().validate(&schema(kind), object, old) {
         Ok(()) => Vec::new(),
-        Err(errors) => errors.into_vec().into_iter().map(|e| format!("{}: {}", e.field_path, e.message)).collect(),
+        Err(errors) => errors
+            .into_vec()
+            .into_iter()
+            .map(|e| format!("{}: {}", e.field_path, e.message))
+            .collect(),
     }
 }
 
@@ -33,13 +44,28 @@ fn provider(ca_bundle: Value) -> Value {
 #[test]
 fn ca_bundle_needs_exactly_one_source() {
     let message = "set exactly one of inline, configMapRef or secretRef";
-    for one in [json!({"inline": "PEM"}), json!({"configMapRef": {"name": "ca"}}), json!({"secretRef": {"name": "ca"}, "key": "ca.pem"})] {
-        assert_eq!(violations("Provider", &provider(one.clone()), None), Vec::<String>::new(), "{one}");
+    for one in [
+        json!({"inline": "PEM"}),
+        json!({"configMapRef": {"name": "ca"}}),
+        json!({"secretRef": {"name": "ca"}, "key": "ca.pem"}),
+    ] {
+        assert_eq!(
+            violations("Provider", &provider(one.clone()), None),
+            Vec::<String>::new(),
+            "{one}"
+        );
     }
-    for bad in [json!({}), json!({"inline": "PEM", "secretRef": {"name": "ca"}}), json!({"inline": "PEM", "configMapRef": {"name": "a"}, "secretRef": {"name": "b"}})] {
+    for bad in [
+        json!({}),
+        json!({"inline": "PEM", "secretRef": {"name": "ca"}}),
+        json!({"inline": "PEM", "configMapRef": {"name": "a"}, "secretRef": {"name": "b"}}),
+    ] {
         let v = violations("Provider", &provider(bad.clone()), None);
         assert_eq!(v.len(), 1, "{bad}: {v:?}");
-        assert!(v[0].contains("spec.connection.caBundle") && v[0].contains(message), "{v:?}");
+        assert!(
+            v[0].contains("spec.connection.caBundle") && v[0].contains(message),
+            "{v:?}"
+        );
     }
 }
 
@@ -53,16 +79,25 @@ fn vm(class: &str, image: &str) -> Value {
 #[test]
 fn class_and_image_refs_cannot_change() {
     let old = vm("small", "ubuntu");
-    assert!(violations("VirtualMachine", &old, None).is_empty(), "creation is fine");
+    assert!(
+        violations("VirtualMachine", &old, None).is_empty(),
+        "creation is fine"
+    );
     let mut powered_off = old.clone();
     powered_off["spec"]["desiredPowerState"] = json!("PoweredOff");
-    assert!(violations("VirtualMachine", &powered_off, Some(&old)).is_empty(), "other fields may change");
+    assert!(
+        violations("VirtualMachine", &powered_off, Some(&old)).is_empty(),
+        "other fields may change"
+    );
 
     let v = violations("VirtualMachine", &vm("large", "ubuntu"), Some(&old));
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].contains("classRef is immutable"), "{v:?}");
     let v = violations("VirtualMachine", &vm("small", "kairos"), Some(&old));
-    assert!(v.len() == 1 && v[0].contains("imageRef is immutable"), "{v:?}");
+    assert!(
+        v.len() == 1 && v[0].contains("imageRef is immutable"),
+        "{v:?}"
+    );
 }
 
 #[test]
@@ -75,9 +110,21 @@ fn ipam_is_static_or_pool_or_dhcp() {
         })
     };
     assert!(violations("VMClass", &class(json!({})), None).is_empty());
-    assert!(violations("VMClass", &class(json!({"static": {"address": "10.0.0.2/24"}})), None).is_empty());
-    let v = violations("VMClass", &class(json!({"static": {"address": "10.0.0.2/24"}, "pool": {"name": "p"}})), None);
-    assert!(v.len() == 1 && v[0].contains("set at most one of static or pool"), "{v:?}");
+    assert!(violations(
+        "VMClass",
+        &class(json!({"static": {"address": "10.0.0.2/24"}})),
+        None
+    )
+    .is_empty());
+    let v = violations(
+        "VMClass",
+        &class(json!({"static": {"address": "10.0.0.2/24"}, "pool": {"name": "p"}})),
+        None,
+    );
+    assert!(
+        v.len() == 1 && v[0].contains("set at most one of static or pool"),
+        "{v:?}"
+    );
 }
 
 #[test]
@@ -88,7 +135,12 @@ fn every_example_passes_the_cel_rules() {
         for doc in banlieue::check::parse_documents(&text).expect("yaml") {
             let kind = doc["kind"].as_str().unwrap_or_default().to_string();
             if doc["apiVersion"] == "banlieue.io/v1alpha1" {
-                assert_eq!(violations(&kind, &doc, None), Vec::<String>::new(), "{}", file.display());
+                assert_eq!(
+                    violations(&kind, &doc, None),
+                    Vec::<String>::new(),
+                    "{}",
+                    file.display()
+                );
             }
         }
     }

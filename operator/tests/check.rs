@@ -18,19 +18,42 @@ fn examples() -> PathBuf {
 
 /// A vCenter with the guide's datastore and portgroup in DC1 (two clusters) and DC2.
 fn script() -> Script {
-    let cluster = |name: &str| Cluster { name: name.into(), datastores: vec!["ds-fast-01".into()] };
+    let cluster = |name: &str| Cluster {
+        name: name.into(),
+        datastores: vec!["ds-fast-01".into()],
+    };
     Script {
         inventory: Inventory {
             datacenters: vec![
-                Datacenter { name: "DC1".into(), clusters: vec![cluster("C1"), cluster("C2")], portgroups: vec!["vmnet-prod".into()] },
-                Datacenter { name: "DC2".into(), clusters: vec![cluster("C3")], portgroups: vec!["vmnet-prod".into()] },
+                Datacenter {
+                    name: "DC1".into(),
+                    clusters: vec![cluster("C1"), cluster("C2")],
+                    portgroups: vec!["vmnet-prod".into()],
+                },
+                Datacenter {
+                    name: "DC2".into(),
+                    clusters: vec![cluster("C3")],
+                    portgroups: vec!["vmnet-prod".into()],
+                },
             ],
         },
         templates: BTreeMap::from([
-            (("ubuntu-22.04-cloudinit".into(), "DC1".into()), "vm-101".into()),
-            (("ubuntu-22.04-cloudinit".into(), "DC2".into()), "vm-201".into()),
-            (("kairos-deferred-install-tpm".into(), "DC1".into()), "vm-102".into()),
-            (("kairos-deferred-install-tpm".into(), "DC2".into()), "vm-202".into()),
+            (
+                ("ubuntu-22.04-cloudinit".into(), "DC1".into()),
+                "vm-101".into(),
+            ),
+            (
+                ("ubuntu-22.04-cloudinit".into(), "DC2".into()),
+                "vm-201".into(),
+            ),
+            (
+                ("kairos-deferred-install-tpm".into(), "DC1".into()),
+                "vm-102".into(),
+            ),
+            (
+                ("kairos-deferred-install-tpm".into(), "DC2".into()),
+                "vm-202".into(),
+            ),
         ]),
         password: Some("REPLACE-ME".into()),
         ..Default::default()
@@ -47,8 +70,16 @@ fn ready_of(p: &Provider) -> (String, String, String) {
 }
 
 fn scheduled_reason(world: &World, name: &str) -> (String, String) {
-    let vm = world.vms.iter().find(|v| v.metadata.name.as_deref() == Some(name)).expect("vm");
-    let c = conditions::find(&vm.status.as_ref().expect("status").conditions, conditions::SCHEDULED).expect("Scheduled");
+    let vm = world
+        .vms
+        .iter()
+        .find(|v| v.metadata.name.as_deref() == Some(name))
+        .expect("vm");
+    let c = conditions::find(
+        &vm.status.as_ref().expect("status").conditions,
+        conditions::SCHEDULED,
+    )
+    .expect("Scheduled");
     (c.reason.clone(), c.message.clone())
 }
 
@@ -61,36 +92,72 @@ async fn the_guide_schedules_end_to_end() {
 
     let provider = &world.providers[0];
     assert_eq!(ready_of(provider).0, "True", "{:?}", ready_of(provider));
-    let fds: Vec<&str> = provider.status.as_ref().unwrap().failure_domains.iter().map(|f| f.name.as_str()).collect();
-    assert_eq!(fds, ["prod-vsphere-dc1-c1", "prod-vsphere-dc1-c2", "prod-vsphere-dc2-c3"]);
+    let fds: Vec<&str> = provider
+        .status
+        .as_ref()
+        .unwrap()
+        .failure_domains
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(
+        fds,
+        [
+            "prod-vsphere-dc1-c1",
+            "prod-vsphere-dc1-c2",
+            "prod-vsphere-dc2-c3"
+        ]
+    );
 
     // The connection used the Secret's credentials and the system roots.
     let connect = &vsphere.connects()[0];
     assert_eq!(connect.username, "administrator@vsphere.local");
     assert_eq!(connect.tls, Tls::SystemRoots);
-    assert!(!format!("{connect:?}").contains("REPLACE-ME"), "password never in Debug output");
+    assert!(
+        !format!("{connect:?}").contains("REPLACE-ME"),
+        "password never in Debug output"
+    );
 
     for image in &world.images {
         assert!(image_ready(image), "{:?}", image.status);
     }
     let vm = &world.vms[0];
     let status = vm.status.as_ref().unwrap();
-    assert_eq!(status.scheduled.as_ref().unwrap().failure_domain, "prod-vsphere-dc1-c1");
+    assert_eq!(
+        status.scheduled.as_ref().unwrap().failure_domain,
+        "prod-vsphere-dc1-c1"
+    );
     let machine = &world.machines[0];
     assert_eq!(machine.spec.template.mo_ref.as_deref(), Some("vm-101"));
     assert_eq!(machine.spec.desired_power_state, PowerState::PoweredOn);
-    assert_eq!(machine.metadata.labels.as_ref().unwrap()["app.kubernetes.io/name"], "banlieue");
+    assert_eq!(
+        machine.metadata.labels.as_ref().unwrap()["app.kubernetes.io/name"],
+        "banlieue"
+    );
 
     let report = check::report(&world, Output::Table, false);
     assert!(report.passed, "{}\n{}", report.summary, report.output);
     let with_apply = check::report(&world, Output::Yaml, true);
-    assert!(!with_apply.passed, "--apply needs Ready VMs, which nothing provisions yet");
-    assert!(!with_apply.output.contains("REPLACE-ME"), "Secrets are never printed");
+    assert!(
+        !with_apply.passed,
+        "--apply needs Ready VMs, which nothing provisions yet"
+    );
+    assert!(
+        !with_apply.output.contains("REPLACE-ME"),
+        "Secrets are never printed"
+    );
 
     // A second pass over the result is a fixed point: nothing moves.
     let before: Vec<_> = world.vms.iter().map(|v| v.status.clone()).collect();
     run(&mut world, &vsphere).await;
-    assert_eq!(before, world.vms.iter().map(|v| v.status.clone()).collect::<Vec<_>>());
+    assert_eq!(
+        before,
+        world
+            .vms
+            .iter()
+            .map(|v| v.status.clone())
+            .collect::<Vec<_>>()
+    );
     assert_eq!(world.machines.len(), 1);
 }
 
@@ -112,8 +179,20 @@ async fn vms_spread_over_failure_domains() {
         world.add("test", doc);
     }
     run(&mut world, &MockVSphere::new(script())).await;
-    let placed: Vec<String> = world.vms.iter().map(|v| v.scheduled().unwrap().failure_domain.clone()).collect();
-    assert_eq!(placed, ["prod-vsphere-dc1-c1", "prod-vsphere-dc1-c2", "prod-vsphere-dc2-c3", "prod-vsphere-dc1-c1"]);
+    let placed: Vec<String> = world
+        .vms
+        .iter()
+        .map(|v| v.scheduled().unwrap().failure_domain.clone())
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            "prod-vsphere-dc1-c1",
+            "prod-vsphere-dc1-c2",
+            "prod-vsphere-dc2-c3",
+            "prod-vsphere-dc1-c1"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -124,10 +203,24 @@ async fn provider_reasons_come_from_their_causes() {
     s.password = Some("other".into());
     run(&mut world, &MockVSphere::new(s)).await;
     let (status, reason, message) = ready_of(&world.providers[0]);
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "ConnectFailed"));
-    assert!(message.contains("incorrect user name or password"), "{message}");
-    assert_eq!(scheduled_reason(&world, "db-prod-01").0, "NoProviderMatched");
-    assert_eq!(world.images[0].status.as_ref().unwrap().per_provider[0].reason.as_deref(), Some("ConnectFailed"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ConnectFailed")
+    );
+    assert!(
+        message.contains("incorrect user name or password"),
+        "{message}"
+    );
+    assert_eq!(
+        scheduled_reason(&world, "db-prod-01").0,
+        "NoProviderMatched"
+    );
+    assert_eq!(
+        world.images[0].status.as_ref().unwrap().per_provider[0]
+            .reason
+            .as_deref(),
+        Some("ConnectFailed")
+    );
 
     // Missing Secret.
     let mut world = World::load(&[examples()]).unwrap();
@@ -135,7 +228,10 @@ async fn provider_reasons_come_from_their_causes() {
     run(&mut world, &MockVSphere::new(script())).await;
     let (_, reason, message) = ready_of(&world.providers[0]);
     assert_eq!(reason, "SecretMissing");
-    assert_eq!(message, "Secret banlieue-system/vsphere-creds (spec.connection.credentialsRef) not found");
+    assert_eq!(
+        message,
+        "Secret banlieue-system/vsphere-creds (spec.connection.credentialsRef) not found"
+    );
 
     // Secret without a password.
     let mut world = World::load(&[examples()]).unwrap();
@@ -152,7 +248,10 @@ async fn provider_reasons_come_from_their_causes() {
     // Inventory walk fails.
     let mut world = World::load(&[examples()]).unwrap();
     let mut s = script();
-    s.inventory_error = Some(Error::new(ErrorKind::Inventory, "RetrievePropertiesEx: InvalidProperty"));
+    s.inventory_error = Some(Error::new(
+        ErrorKind::Inventory,
+        "RetrievePropertiesEx: InvalidProperty",
+    ));
     run(&mut world, &MockVSphere::new(s)).await;
     assert_eq!(ready_of(&world.providers[0]).1, "InventoryFailed");
 }
@@ -162,31 +261,53 @@ async fn failure_domains_survive_a_connect_failure() {
     let mut world = World::load(&[examples()]).unwrap();
     let vsphere = MockVSphere::new(script());
     run(&mut world, &vsphere).await;
-    let known = world.providers[0].status.as_ref().unwrap().failure_domains.clone();
+    let known = world.providers[0]
+        .status
+        .as_ref()
+        .unwrap()
+        .failure_domains
+        .clone();
     assert_eq!(known.len(), 3);
 
     let mut s = script();
-    s.connect_error = Some(Error::new(ErrorKind::Connect, "tls: certificate signed by unknown authority"));
+    s.connect_error = Some(Error::new(
+        ErrorKind::Connect,
+        "tls: certificate signed by unknown authority",
+    ));
     vsphere.set_script(s);
     run(&mut world, &vsphere).await;
     let status = world.providers[0].status.as_ref().unwrap();
     assert_eq!(ready_of(&world.providers[0]).1, "ConnectFailed");
-    assert_eq!(status.failure_domains, known, "last known failure domains kept");
+    assert_eq!(
+        status.failure_domains, known,
+        "last known failure domains kept"
+    );
     // The VM scheduled before stays where it was.
-    assert_eq!(world.vms[0].scheduled().unwrap().failure_domain, "prod-vsphere-dc1-c1");
+    assert_eq!(
+        world.vms[0].scheduled().unwrap().failure_domain,
+        "prod-vsphere-dc1-c1"
+    );
 }
 
 #[tokio::test]
 async fn template_missing_in_one_datacenter() {
     let mut world = World::load(&[examples()]).unwrap();
     let mut s = script();
-    s.templates.remove(&("ubuntu-22.04-cloudinit".to_string(), "DC2".to_string()));
+    s.templates
+        .remove(&("ubuntu-22.04-cloudinit".to_string(), "DC2".to_string()));
     run(&mut world, &MockVSphere::new(s)).await;
-    let image = world.images.iter().find(|i| i.metadata.name.as_deref() == Some("ubuntu-22.04-cloudinit")).unwrap();
+    let image = world
+        .images
+        .iter()
+        .find(|i| i.metadata.name.as_deref() == Some("ubuntu-22.04-cloudinit"))
+        .unwrap();
     let entry = &image.status.as_ref().unwrap().per_provider[0];
     assert!(!entry.ready);
     assert_eq!(entry.reason.as_deref(), Some("TemplateNotFound"));
-    assert_eq!(entry.message.as_deref(), Some("template \"ubuntu-22.04-cloudinit\" not found in datacenter(s) DC2"));
+    assert_eq!(
+        entry.message.as_deref(),
+        Some("template \"ubuntu-22.04-cloudinit\" not found in datacenter(s) DC2")
+    );
     let (reason, message) = scheduled_reason(&world, "db-prod-01");
     assert_eq!(reason, "ImageNotReady");
     assert!(message.contains("TemplateNotFound"), "{message}");
@@ -201,8 +322,10 @@ async fn ca_bundle_from_a_config_map() {
     for doc in parse_documents(text).unwrap() {
         world.add("test", doc);
     }
-    world.providers[0].spec.connection.ca_bundle =
-        serde_json::from_value(serde_json::json!({"configMapRef": {"name": "corp-ca-bundle"}, "key": "ca.crt"})).unwrap();
+    world.providers[0].spec.connection.ca_bundle = serde_json::from_value(
+        serde_json::json!({"configMapRef": {"name": "corp-ca-bundle"}, "key": "ca.crt"}),
+    )
+    .unwrap();
     let vsphere = MockVSphere::new(script());
     run(&mut world, &vsphere).await;
     assert!(matches!(&vsphere.connects()[0].tls, Tls::CaBundle(pem) if pem.contains("MIIB")));
@@ -211,20 +334,27 @@ async fn ca_bundle_from_a_config_map() {
     run(&mut world, &vsphere).await;
     let (_, reason, message) = ready_of(&world.providers[0]);
     assert_eq!(reason, "CABundleInvalid");
-    assert!(message.contains("ConfigMap banlieue-system/corp-ca-bundle"), "{message}");
+    assert!(
+        message.contains("ConfigMap banlieue-system/corp-ca-bundle"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
 async fn duplicate_failure_domain_names_fail_the_provider() {
     let mut world = World::load(&[examples()]).unwrap();
-    world.providers[0].spec.failure_domain_name_overrides = serde_json::from_value(serde_json::json!([
-        {"datacenter": "DC1", "cluster": "C1", "name": "zone"},
-        {"datacenter": "DC2", "cluster": "C3", "name": "zone"},
-    ]))
-    .unwrap();
+    world.providers[0].spec.failure_domain_name_overrides =
+        serde_json::from_value(serde_json::json!([
+            {"datacenter": "DC1", "cluster": "C1", "name": "zone"},
+            {"datacenter": "DC2", "cluster": "C3", "name": "zone"},
+        ]))
+        .unwrap();
     run(&mut world, &MockVSphere::new(script())).await;
     let (status, reason, message) = ready_of(&world.providers[0]);
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "DuplicateFailureDomainName"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "DuplicateFailureDomainName")
+    );
     assert!(message.contains("\"zone\""), "{message}");
 }
 
@@ -234,18 +364,29 @@ fn the_binary_rejects_a_bad_manifest_with_the_field() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.yaml");
     std::fs::write(&file, "apiVersion: banlieue.io/v1alpha1\nkind: VMClass\nmetadata: { name: c }\nspec:\n  hardware: { cpus: 2, memoryMiB: 2048 }\n  firmware: uefi\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_banlieue")).args(["check", "-o", "yaml", "-f"]).arg(&file).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_banlieue"))
+        .args(["check", "-o", "yaml", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("REJECTED VMClass/c"), "{stdout}");
-    assert!(stdout.contains("spec.firmware: unsupported value \"uefi\""), "{stdout}");
+    assert!(
+        stdout.contains("spec.firmware: unsupported value \"uefi\""),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn crdgen_writes_what_is_committed() {
     let dir = std::env::temp_dir().join(format!("banlieue-crdgen-{}", std::process::id()));
-    let status = Command::new(env!("CARGO_BIN_EXE_banlieue")).args(["crdgen", "--out"]).arg(&dir).status().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_banlieue"))
+        .args(["crdgen", "--out"])
+        .arg(&dir)
+        .status()
+        .unwrap();
     assert!(status.success());
     for (file, contents) in banlieue::crdgen::render().unwrap() {
         assert_eq!(std::fs::read_to_string(dir.join(file)).unwrap(), contents);

@@ -20,7 +20,10 @@ fn committed_crds_match_the_generator() {
     on_disk.sort();
     let mut expected: Vec<String> = rendered.iter().map(|(f, _)| f.to_string()).collect();
     expected.sort();
-    assert_eq!(on_disk, expected, "deploy/crds has exactly the generated files");
+    assert_eq!(
+        on_disk, expected,
+        "deploy/crds has exactly the generated files"
+    );
     for (file, contents) in rendered {
         let committed = std::fs::read_to_string(crd_dir().join(file)).expect("read CRD");
         assert!(
@@ -31,14 +34,18 @@ fn committed_crds_match_the_generator() {
 }
 
 fn schema(kind: &str) -> Value {
-    let (_, crd) = crdgen::all().into_iter().find(|(_, c)| c.spec.names.kind == kind).expect("kind");
+    let (_, crd) = crdgen::all()
+        .into_iter()
+        .find(|(_, c)| c.spec.names.kind == kind)
+        .expect("kind");
     serde_json::to_value(&crd.spec.versions[0]).expect("json")
 }
 
 #[test]
 fn ca_bundle_carries_the_exactly_one_rule() {
     let v = schema("Provider");
-    let ca = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["connection"]["properties"]["caBundle"];
+    let ca = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["connection"]
+        ["properties"]["caBundle"];
     assert_eq!(
         ca["x-kubernetes-validations"],
         json!([{
@@ -53,8 +60,14 @@ fn ca_bundle_carries_the_exactly_one_rule() {
 fn class_and_image_refs_are_immutable() {
     let v = schema("VirtualMachine");
     let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
-    for (field, message) in [("classRef", "classRef is immutable"), ("imageRef", "imageRef is immutable")] {
-        assert_eq!(spec[field]["x-kubernetes-validations"], json!([{"rule": "self == oldSelf", "message": message}]));
+    for (field, message) in [
+        ("classRef", "classRef is immutable"),
+        ("imageRef", "imageRef is immutable"),
+    ] {
+        assert_eq!(
+            spec[field]["x-kubernetes-validations"],
+            json!([{"rule": "self == oldSelf", "message": message}])
+        );
     }
 }
 
@@ -62,38 +75,85 @@ fn class_and_image_refs_are_immutable() {
 fn enums_and_minimums_are_in_the_schema() {
     let class = schema("VMClass");
     let spec = &class["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
-    assert_eq!(spec["firmware"]["enum"], json!(["bios", "efi", "efi-secure"]));
-    assert_eq!(spec["hardware"]["properties"]["cpus"]["minimum"], json!(1.0));
+    assert_eq!(
+        spec["firmware"]["enum"],
+        json!(["bios", "efi", "efi-secure"])
+    );
+    assert_eq!(
+        spec["hardware"]["properties"]["cpus"]["minimum"],
+        json!(1.0)
+    );
     let disk = &spec["hardware"]["properties"]["disks"]["items"]["properties"];
-    assert_eq!(disk["provisioning"]["enum"], json!(["thin", "thick", "eagerZeroed"]));
+    assert_eq!(
+        disk["provisioning"]["enum"],
+        json!(["thin", "thick", "eagerZeroed"])
+    );
     assert_eq!(disk["sizeGiB"]["minimum"], json!(1.0));
 
     let image = schema("VMImage");
     let spec = &image["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
-    assert_eq!(spec["sources"]["items"]["properties"]["kind"]["enum"], json!(["Template"]));
-    assert_eq!(spec["template"]["properties"]["installMode"]["enum"], json!(["immediate", "deferred"]));
+    assert_eq!(
+        spec["sources"]["items"]["properties"]["kind"]["enum"],
+        json!(["Template"])
+    );
+    assert_eq!(
+        spec["template"]["properties"]["installMode"]["enum"],
+        json!(["immediate", "deferred"])
+    );
 
     let vm = schema("VirtualMachine");
     let spec = &vm["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
-    assert_eq!(spec["desiredPowerState"]["enum"], json!(["PoweredOn", "PoweredOff"]));
+    assert_eq!(
+        spec["desiredPowerState"]["enum"],
+        json!(["PoweredOn", "PoweredOff"])
+    );
 }
 
 #[test]
 fn names_scopes_columns_and_status_subresources() {
     let crds = crdgen::all();
-    let by_kind = |k: &str| crds.iter().find(|(_, c)| c.spec.names.kind == k).map(|(_, c)| c.clone()).expect("kind");
+    let by_kind = |k: &str| {
+        crds.iter()
+            .find(|(_, c)| c.spec.names.kind == k)
+            .map(|(_, c)| c.clone())
+            .expect("kind")
+    };
     let columns = |k: &str| -> Vec<String> {
-        by_kind(k).spec.versions[0].additional_printer_columns.iter().flatten().map(|c| c.name.clone()).collect()
+        by_kind(k).spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.clone())
+            .collect()
     };
     assert_eq!(columns("Provider"), ["CLASS", "READY"]);
-    assert_eq!(columns("VirtualMachine"), ["CLASS", "IMAGE", "PROVIDER", "POWER", "READY"]);
-    assert_eq!(by_kind("VirtualMachine").spec.names.short_names, Some(vec!["vm".to_string()]));
-    for (kind, scope) in [("Provider", "Namespaced"), ("VMClass", "Cluster"), ("VMImage", "Cluster"), ("VirtualMachine", "Namespaced"), ("VSphereMachine", "Namespaced")] {
+    assert_eq!(
+        columns("VirtualMachine"),
+        ["CLASS", "IMAGE", "PROVIDER", "POWER", "READY"]
+    );
+    assert_eq!(
+        by_kind("VirtualMachine").spec.names.short_names,
+        Some(vec!["vm".to_string()])
+    );
+    for (kind, scope) in [
+        ("Provider", "Namespaced"),
+        ("VMClass", "Cluster"),
+        ("VMImage", "Cluster"),
+        ("VirtualMachine", "Namespaced"),
+        ("VSphereMachine", "Namespaced"),
+    ] {
         assert_eq!(by_kind(kind).spec.scope, scope, "{kind}");
         assert_eq!(by_kind(kind).spec.group, "banlieue.io");
         assert_eq!(by_kind(kind).spec.versions[0].name, "v1alpha1");
     }
     for kind in ["Provider", "VMImage", "VirtualMachine", "VSphereMachine"] {
-        assert!(by_kind(kind).spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(), "{kind} has status");
+        assert!(
+            by_kind(kind).spec.versions[0]
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some(),
+            "{kind} has status"
+        );
     }
 }

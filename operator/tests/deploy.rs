@@ -25,14 +25,19 @@ fn of_kind<'a>(docs: &'a [(String, Value)], kind: &str) -> Vec<&'a (String, Valu
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect()
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(String::from))
+        .collect()
 }
 
 /// Does a rule reach core Secrets (directly or by wildcard)?
 fn grants_secrets(rule: &Value) -> bool {
     let groups = strings(&rule["apiGroups"]);
     let resources = strings(&rule["resources"]);
-    (groups.iter().any(|g| g.is_empty() || g == "*")) && resources.iter().any(|r| r == "secrets" || r == "*")
+    (groups.iter().any(|g| g.is_empty() || g == "*"))
+        && resources.iter().any(|r| r == "secrets" || r == "*")
 }
 
 #[test]
@@ -42,12 +47,20 @@ fn no_cluster_role_grants_secrets() {
     assert!(roles.len() >= 2, "controller and provider ClusterRoles");
     for (file, role) in roles {
         for rule in role["rules"].as_array().into_iter().flatten() {
-            assert!(!grants_secrets(rule), "{file}: ClusterRole grants Secrets: {rule}");
+            assert!(
+                !grants_secrets(rule),
+                "{file}: ClusterRole grants Secrets: {rule}"
+            );
         }
     }
     // And no ClusterRole is bound per namespace to smuggle Secrets in: Secret access only via a Role.
     for (file, role) in of_kind(&docs, "Role") {
-        if role["rules"].as_array().into_iter().flatten().any(grants_secrets) {
+        if role["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(grants_secrets)
+        {
             assert_eq!(role["metadata"]["namespace"], "banlieue-system", "{file}");
         }
     }
@@ -56,59 +69,117 @@ fn no_cluster_role_grants_secrets() {
 #[test]
 fn provider_reads_secrets_only_in_its_namespace_and_providers_read_only() {
     let docs = documents();
-    let role = of_kind(&docs, "Role").into_iter().find(|(f, _)| f.contains("provider-vsphere")).expect("provider Role").1.clone();
+    let role = of_kind(&docs, "Role")
+        .into_iter()
+        .find(|(f, _)| f.contains("provider-vsphere"))
+        .expect("provider Role")
+        .1
+        .clone();
     assert_eq!(role["metadata"]["namespace"], "banlieue-system");
     let rule = &role["rules"][0];
     assert_eq!(strings(&rule["resources"]), ["secrets", "configmaps"]);
     assert_eq!(strings(&rule["verbs"]), ["get", "list", "watch"]);
 
-    let cluster = of_kind(&docs, "ClusterRole").into_iter().find(|(f, _)| f.contains("provider-vsphere")).expect("provider ClusterRole").1.clone();
+    let cluster = of_kind(&docs, "ClusterRole")
+        .into_iter()
+        .find(|(f, _)| f.contains("provider-vsphere"))
+        .expect("provider ClusterRole")
+        .1
+        .clone();
     let verbs_on = |resource: &str| -> Vec<String> {
-        cluster["rules"].as_array().into_iter().flatten()
+        cluster["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
             .filter(|r| strings(&r["resources"]).iter().any(|x| x == resource))
-            .flat_map(|r| strings(&r["verbs"])).collect()
+            .flat_map(|r| strings(&r["verbs"]))
+            .collect()
     };
-    assert_eq!(verbs_on("providers"), ["get", "list", "watch"], "read-only on providers");
+    assert_eq!(
+        verbs_on("providers"),
+        ["get", "list", "watch"],
+        "read-only on providers"
+    );
     assert!(verbs_on("providers/status").contains(&"patch".to_string()));
     assert!(verbs_on("vmimages/status").contains(&"patch".to_string()));
     assert!(verbs_on("vspheremachines").contains(&"watch".to_string()));
     assert!(verbs_on("vspheremachines/status").contains(&"patch".to_string()));
     assert!(verbs_on("vspheremachines/finalizers").contains(&"update".to_string()));
-    assert!(verbs_on("vmimages").iter().all(|v| ["get", "list", "watch"].contains(&v.as_str())));
+    assert!(verbs_on("vmimages")
+        .iter()
+        .all(|v| ["get", "list", "watch"].contains(&v.as_str())));
 }
 
 #[test]
 fn deployments_run_the_documented_roles() {
     let docs = documents();
     let deployment = |name: &str| {
-        of_kind(&docs, "Deployment").into_iter().find(|(_, d)| d["metadata"]["name"] == name).unwrap_or_else(|| panic!("{name}")).1.clone()
+        of_kind(&docs, "Deployment")
+            .into_iter()
+            .find(|(_, d)| d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .1
+            .clone()
     };
     let provider = deployment("banlieue-provider-vsphere");
     let container = &provider["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["name"], "provider");
     assert_eq!(container["image"], "ghcr.io/firestoned/banlieue:v0.1.0");
-    assert_eq!(strings(&container["args"]), ["provider", "vsphere", "--namespace", "banlieue-system"]);
-    assert_eq!(container["envFrom"][0]["configMapRef"]["name"], "banlieue-provider-vsphere-config");
-    assert_eq!(provider["spec"]["template"]["spec"]["serviceAccountName"], "banlieue-provider-vsphere");
+    assert_eq!(
+        strings(&container["args"]),
+        ["provider", "vsphere", "--namespace", "banlieue-system"]
+    );
+    assert_eq!(
+        container["envFrom"][0]["configMapRef"]["name"],
+        "banlieue-provider-vsphere-config"
+    );
+    assert_eq!(
+        provider["spec"]["template"]["spec"]["serviceAccountName"],
+        "banlieue-provider-vsphere"
+    );
 
     let controller = deployment("banlieue-controller");
-    assert_eq!(strings(&controller["spec"]["template"]["spec"]["containers"][0]["args"]), ["controller"]);
+    assert_eq!(
+        strings(&controller["spec"]["template"]["spec"]["containers"][0]["args"]),
+        ["controller"]
+    );
 
-    let config = of_kind(&docs, "ConfigMap").into_iter().find(|(_, d)| d["metadata"]["name"] == "banlieue-provider-vsphere-config");
-    assert!(config.is_some(), "the ConfigMap the provider Deployment reads");
-    let services: Vec<_> = of_kind(&docs, "Service").into_iter().map(|(_, s)| s["metadata"]["name"].clone()).collect();
+    let config = of_kind(&docs, "ConfigMap")
+        .into_iter()
+        .find(|(_, d)| d["metadata"]["name"] == "banlieue-provider-vsphere-config");
+    assert!(
+        config.is_some(),
+        "the ConfigMap the provider Deployment reads"
+    );
+    let services: Vec<_> = of_kind(&docs, "Service")
+        .into_iter()
+        .map(|(_, s)| s["metadata"]["name"].clone())
+        .collect();
     assert!(services.contains(&Value::from("banlieue-provider-vsphere")));
 }
 
 #[test]
 fn bindings_point_at_existing_roles_and_accounts() {
     let docs = documents();
-    let named = |kind: &str, name: &Value| of_kind(&docs, kind).iter().any(|(_, d)| &d["metadata"]["name"] == name);
+    let named = |kind: &str, name: &Value| {
+        of_kind(&docs, kind)
+            .iter()
+            .any(|(_, d)| &d["metadata"]["name"] == name)
+    };
     for kind in ["ClusterRoleBinding", "RoleBinding"] {
         for (file, binding) in of_kind(&docs, kind) {
-            assert!(named(binding["roleRef"]["kind"].as_str().unwrap_or_default(), &binding["roleRef"]["name"]), "{file}");
+            assert!(
+                named(
+                    binding["roleRef"]["kind"].as_str().unwrap_or_default(),
+                    &binding["roleRef"]["name"]
+                ),
+                "{file}"
+            );
             for subject in binding["subjects"].as_array().into_iter().flatten() {
-                assert!(named("ServiceAccount", &subject["name"]), "{file}: {subject}");
+                assert!(
+                    named("ServiceAccount", &subject["name"]),
+                    "{file}: {subject}"
+                );
             }
         }
     }

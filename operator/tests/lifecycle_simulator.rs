@@ -25,7 +25,11 @@ use vsphere_tests::{Simulator, SimulatorOptions, Template};
 const PASSWORD: &str = "s3cret-Pw";
 
 async fn simulator(options: SimulatorOptions) -> Simulator {
-    let options = SimulatorOptions { password: PASSWORD.into(), templates: vec![Template::everywhere("golden")], ..options };
+    let options = SimulatorOptions {
+        password: PASSWORD.into(),
+        templates: vec![Template::everywhere("golden")],
+        ..options
+    };
     tokio::task::spawn_blocking(move || Simulator::start(options))
         .await
         .expect("simulator start task")
@@ -33,7 +37,12 @@ async fn simulator(options: SimulatorOptions) -> Simulator {
 }
 
 fn small() -> SimulatorOptions {
-    SimulatorOptions { hosts_per_cluster: 1, standalone_hosts: 0, vms: 1, ..Default::default() }
+    SimulatorOptions {
+        hosts_per_cluster: 1,
+        standalone_hosts: 0,
+        vms: 1,
+        ..Default::default()
+    }
 }
 
 /// Provider, credentials, a cloud-config Secret, a class with two disks, two
@@ -123,7 +132,13 @@ fn world_of(text: &str) -> World {
 }
 
 async fn connect(sim: &Simulator) -> Client {
-    Client::builder(&sim.sdk_url()).credentials(sim.username(), sim.password()).insecure(true).keepalive(None).connect().await.expect("connect")
+    Client::builder(&sim.sdk_url())
+        .credentials(sim.username(), sim.password())
+        .insecure(true)
+        .keepalive(None)
+        .connect()
+        .await
+        .expect("connect")
 }
 
 /// Every VM of the simulator with name, instance UUID, power, parent.
@@ -142,8 +157,14 @@ async fn all_vms(client: &Client) -> Vec<mo::VirtualMachine> {
 /// simulator has no `FindAllByUuid`).
 async fn count(client: &Client, uuid: &str, name: &str) -> (usize, usize) {
     let vms = all_vms(client).await;
-    let by_uuid = vms.iter().filter(|v| v.config.as_ref().and_then(|c| c.instance_uuid.as_deref()) == Some(uuid)).count();
-    let by_name = vms.iter().filter(|v| v.name.as_deref() == Some(name)).count();
+    let by_uuid = vms
+        .iter()
+        .filter(|v| v.config.as_ref().and_then(|c| c.instance_uuid.as_deref()) == Some(uuid))
+        .count();
+    let by_name = vms
+        .iter()
+        .filter(|v| v.name.as_deref() == Some(name))
+        .count();
     (by_uuid, by_name)
 }
 
@@ -167,9 +188,16 @@ async fn guest_reports_ip(client: Client, uuid: String, ip: &'static str) {
     for _ in 0..300 {
         if let Ok(Some(vm)) = client.search_vm_by_uuid(&uuid, true, None).await {
             let state = client.vm(vm.clone()).state().await;
-            if state.is_ok_and(|s| s.power_state == vsphere_client::types::VirtualMachinePowerState::PoweredOn) {
-                let config = vsphere_client::vm::ConfigSpec::new().extra_config("SET.guest.ipAddress", ip);
-                client.vm(vm).reconfigure(&config).await.expect("set the guest IP");
+            if state.is_ok_and(|s| {
+                s.power_state == vsphere_client::types::VirtualMachinePowerState::PoweredOn
+            }) {
+                let config =
+                    vsphere_client::vm::ConfigSpec::new().extra_config("SET.guest.ipAddress", ip);
+                client
+                    .vm(vm)
+                    .reconfigure(&config)
+                    .await
+                    .expect("set the guest IP");
                 return;
             }
         }
@@ -179,13 +207,25 @@ async fn guest_reports_ip(client: Client, uuid: String, ip: &'static str) {
 }
 
 fn ready_of(world: &World, name: &str) -> (String, String, String) {
-    let vm = world.vms.iter().find(|v| v.metadata.name.as_deref() == Some(name)).expect("VirtualMachine");
-    let c = vm.status.as_ref().and_then(|s| conditions::find(&s.conditions, conditions::READY)).expect("Ready");
+    let vm = world
+        .vms
+        .iter()
+        .find(|v| v.metadata.name.as_deref() == Some(name))
+        .expect("VirtualMachine");
+    let c = vm
+        .status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, conditions::READY))
+        .expect("Ready");
     (c.status.clone(), c.reason.clone(), c.message.clone())
 }
 
 fn machine<'a>(world: &'a World, name: &str) -> &'a VSphereMachine {
-    world.machines.iter().find(|m| m.metadata.name.as_deref() == Some(name)).expect("VSphereMachine")
+    world
+        .machines
+        .iter()
+        .find(|m| m.metadata.name.as_deref() == Some(name))
+        .expect("VSphereMachine")
 }
 
 #[tokio::test]
@@ -194,28 +234,61 @@ async fn a_virtual_machine_ends_ready_cloned_shaped_on_and_mirrored() {
     let mut world = world_of(&manifests(&sim, "immediate", &["web-1"]));
     let vcenter = VCenter::default();
     check::reconcile(&mut world, &vcenter, &conditions::now()).await;
-    assert_eq!(world.machines.len(), 1, "scheduled: {:?}", world.vms[0].status);
+    assert_eq!(
+        world.machines.len(),
+        1,
+        "scheduled: {:?}",
+        world.vms[0].status
+    );
     let uuid = identity::instance_uuid(&world.machines[0]);
-    let guest = tokio::spawn(guest_reports_ip(connect(&sim).await, uuid.clone(), "10.0.0.10"));
-    check::apply(&mut world, &vcenter, Instant::now() + Duration::from_secs(60), &conditions::now()).await;
+    let guest = tokio::spawn(guest_reports_ip(
+        connect(&sim).await,
+        uuid.clone(),
+        "10.0.0.10",
+    ));
+    check::apply(
+        &mut world,
+        &vcenter,
+        Instant::now() + Duration::from_secs(60),
+        &conditions::now(),
+    )
+    .await;
     guest.await.expect("guest");
 
     let (ready, reason, message) = ready_of(&world, "web-1");
-    assert_eq!((ready.as_str(), reason.as_str()), ("True", "PoweredOn"), "{message}\n{}", sim.log());
+    assert_eq!(
+        (ready.as_str(), reason.as_str()),
+        ("True", "PoweredOn"),
+        "{message}\n{}",
+        sim.log()
+    );
     let vm_status = world.vms[0].status.clone().unwrap_or_default();
-    assert_eq!(vm_status.power_state.as_deref(), Some("PoweredOn"), "the VirtualMachine mirrors POWER");
+    assert_eq!(
+        vm_status.power_state.as_deref(),
+        Some("PoweredOn"),
+        "the VirtualMachine mirrors POWER"
+    );
     let status = machine(&world, "web-1").status.clone().unwrap_or_default();
     assert_eq!(status.instance_uuid.as_deref(), Some(uuid.as_str()));
     assert_eq!(status.ip_addresses, vec!["10.0.0.10"]);
     assert!(status.provisioned && status.task.is_none());
     let mo_ref = status.mo_ref.clone().expect("moref");
     let console = status.console_url.clone().expect("console URL");
-    assert!(console.starts_with(&format!("https://127.0.0.1:{}/ui/app/vm;nav=h/urn:vmomi:VirtualMachine:{mo_ref}:", sim.port())), "{console}");
+    assert!(
+        console.starts_with(&format!(
+            "https://127.0.0.1:{}/ui/app/vm;nav=h/urn:vmomi:VirtualMachine:{mo_ref}:",
+            sim.port()
+        )),
+        "{console}"
+    );
 
     // Read the VM back.
     let client = connect(&sim).await;
     assert_eq!(count(&client, &uuid, "team-a-web-1").await, (1, 1));
-    let vm_ref = vsphere_client::types::ManagedObjectReference { type_: "VirtualMachine".into(), value: mo_ref };
+    let vm_ref = vsphere_client::types::ManagedObjectReference {
+        type_: "VirtualMachine".into(),
+        value: mo_ref,
+    };
     let vm = client
         .properties::<mo::VirtualMachine>(&[
             "name",
@@ -233,9 +306,18 @@ async fn a_virtual_machine_ends_ready_cloned_shaped_on_and_mirrored() {
         .await
         .expect("the VM");
     let config = vm.config.clone().expect("config");
-    assert_eq!((config.hardware.num_cpu, config.hardware.memory_mb), (2, 2048));
+    assert_eq!(
+        (config.hardware.num_cpu, config.hardware.memory_mb),
+        (2, 2048)
+    );
     assert_eq!(config.firmware.as_deref(), Some("efi"));
-    assert_eq!(config.boot_options.as_ref().and_then(|b| b.efi_secure_boot_enabled), Some(true));
+    assert_eq!(
+        config
+            .boot_options
+            .as_ref()
+            .and_then(|b| b.efi_secure_boot_enabled),
+        Some(true)
+    );
     assert_eq!(config.cpu_hot_add_enabled, Some(true));
     let devices = &config.hardware.device;
     let disks: Vec<(i64, Option<bool>)> = devices
@@ -244,7 +326,9 @@ async fn a_virtual_machine_ends_ready_cloned_shaped_on_and_mirrored() {
             AnyVirtualDevice::VirtualDisk(d) => Some((
                 d.capacity_in_kb,
                 match &d.backing {
-                    Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(b)) => b.eagerly_scrub,
+                    Some(AnyVirtualDeviceBackingInfo::VirtualDiskFlatVer2BackingInfo(b)) => {
+                        b.eagerly_scrub
+                    }
                     _ => None,
                 },
             )),
@@ -253,8 +337,17 @@ async fn a_virtual_machine_ends_ready_cloned_shaped_on_and_mirrored() {
         .collect();
     assert_eq!(disks.len(), 2, "{disks:?}");
     assert_eq!(disks[0].0, 10 * 1024 * 1024, "root grown to 10 GiB");
-    assert_eq!(disks[1], (3 * 1024 * 1024, Some(true)), "data disk eager-zeroed");
-    assert!(devices.iter().any(|d| matches!(d, AnyVirtualDevice::VirtualTPM(_))), "vTPM");
+    assert_eq!(
+        disks[1],
+        (3 * 1024 * 1024, Some(true)),
+        "data disk eager-zeroed"
+    );
+    assert!(
+        devices
+            .iter()
+            .any(|d| matches!(d, AnyVirtualDevice::VirtualTPM(_))),
+        "vTPM"
+    );
     let macs: Vec<String> = devices
         .iter()
         .filter_map(|d| match d {
@@ -262,19 +355,58 @@ async fn a_virtual_machine_ends_ready_cloned_shaped_on_and_mirrored() {
             _ => None,
         })
         .collect();
-    assert_eq!(macs, vec![identity::mac_address(&uuid, 0), identity::mac_address(&uuid, 1)], "two NICs with their fixed MACs");
+    assert_eq!(
+        macs,
+        vec![
+            identity::mac_address(&uuid, 0),
+            identity::mac_address(&uuid, 1)
+        ],
+        "two NICs with their fixed MACs"
+    );
     let extra = extra_config(&vm);
-    assert_eq!(extra.get("guestinfo.userdata.encoding").map(String::as_str), Some("base64"));
-    assert_eq!(extra.get("guestinfo.metadata.encoding").map(String::as_str), Some("base64"));
-    let user = guestinfo::decode(extra.get("guestinfo.userdata").map(String::as_str).unwrap_or_default()).unwrap_or_default();
+    assert_eq!(
+        extra.get("guestinfo.userdata.encoding").map(String::as_str),
+        Some("base64")
+    );
+    assert_eq!(
+        extra.get("guestinfo.metadata.encoding").map(String::as_str),
+        Some("base64")
+    );
+    let user = guestinfo::decode(
+        extra
+            .get("guestinfo.userdata")
+            .map(String::as_str)
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default();
     assert!(user.contains("packages: [nginx]"), "{user}");
-    let meta: serde_json::Value = serde_json::from_str(&guestinfo::decode(extra.get("guestinfo.metadata").map(String::as_str).unwrap_or_default()).unwrap_or_default()).expect("metadata JSON");
+    let meta: serde_json::Value = serde_json::from_str(
+        &guestinfo::decode(
+            extra
+                .get("guestinfo.metadata")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default(),
+    )
+    .expect("metadata JSON");
     assert_eq!(meta["instance-id"], uuid.as_str());
-    assert_eq!(meta["network"]["ethernets"]["eth0"]["addresses"][0], "10.0.0.10/24");
+    assert_eq!(
+        meta["network"]["ethernets"]["eth0"]["addresses"][0],
+        "10.0.0.10/24"
+    );
     // In the failure domain's folder.
     let parent = vm.parent.clone().expect("parent");
-    let folder = client.properties::<mo::Folder>(&["name"]).expect("paths").get(&parent).await.expect("folder");
-    assert_eq!(folder.name.as_deref(), Some(identity::folder_name(&machine(&world, "web-1").spec.failure_domain).as_str()));
+    let folder = client
+        .properties::<mo::Folder>(&["name"])
+        .expect("paths")
+        .get(&parent)
+        .await
+        .expect("folder");
+    assert_eq!(
+        folder.name.as_deref(),
+        Some(identity::folder_name(&machine(&world, "web-1").spec.failure_domain).as_str())
+    );
     vcenter.close_all().await;
 }
 
@@ -301,13 +433,27 @@ impl Hooks for Store {
 }
 
 /// A fresh process: new vCenter sessions, only the persisted machine.
-async fn run_fresh(world: &World, machine: &mut VSphereMachine, deleting: bool, hooks: &mut Store) -> Result<Outcome, MachineError> {
+async fn run_fresh(
+    world: &World,
+    machine: &mut VSphereMachine,
+    deleting: bool,
+    hooks: &mut Store,
+) -> Result<Outcome, MachineError> {
     let vcenter = VCenter::default();
     let provider = &world.providers[0];
     let params = banlieue::provider::connect_params(provider, world).expect("params");
     let session = vcenter.connect(&params).await.expect("connect");
-    let secrets = banlieue::lifecycle::controller::cloud_config_secrets(machine, world).expect("secrets");
-    let result = driver::reconcile(machine, deleting, &secrets, &session, hooks, &driver::Options::default()).await;
+    let secrets =
+        banlieue::lifecycle::controller::cloud_config_secrets(machine, world).expect("secrets");
+    let result = driver::reconcile(
+        machine,
+        deleting,
+        &secrets,
+        &session,
+        hooks,
+        &driver::Options::default(),
+    )
+    .await;
     vcenter.close_all().await;
     result
 }
@@ -328,24 +474,46 @@ async fn power_off_and_on_again_then_delete_removes_the_vm() {
     let mut m = world.machines[0].clone();
     let uuid = identity::instance_uuid(&m);
     let mut store = Store::default();
-    assert_eq!(run_fresh(&world, &mut m, false, &mut store).await, Ok(Outcome::Ready));
+    assert_eq!(
+        run_fresh(&world, &mut m, false, &mut store).await,
+        Ok(Outcome::Ready)
+    );
     let client = connect(&sim).await;
     let power = |vms: Vec<mo::VirtualMachine>| {
-        vms.into_iter().find(|v| v.name.as_deref() == Some("team-a-web-1")).and_then(|v| v.runtime).map(|r| r.power_state.as_str().to_string())
+        vms.into_iter()
+            .find(|v| v.name.as_deref() == Some("team-a-web-1"))
+            .and_then(|v| v.runtime)
+            .map(|r| r.power_state.as_str().to_string())
     };
     assert_eq!(power(all_vms(&client).await).as_deref(), Some("poweredOn"));
 
     m.spec.desired_power_state = PowerState::PoweredOff;
-    assert_eq!(run_fresh(&world, &mut m, false, &mut store).await, Ok(Outcome::Ready));
+    assert_eq!(
+        run_fresh(&world, &mut m, false, &mut store).await,
+        Ok(Outcome::Ready)
+    );
     assert_eq!(power(all_vms(&client).await).as_deref(), Some("poweredOff"));
-    assert_eq!(m.status.as_ref().and_then(|s| s.power_state.as_deref()), Some("PoweredOff"));
+    assert_eq!(
+        m.status.as_ref().and_then(|s| s.power_state.as_deref()),
+        Some("PoweredOff")
+    );
     m.spec.desired_power_state = PowerState::PoweredOn;
-    assert_eq!(run_fresh(&world, &mut m, false, &mut store).await, Ok(Outcome::Ready));
+    assert_eq!(
+        run_fresh(&world, &mut m, false, &mut store).await,
+        Ok(Outcome::Ready)
+    );
     assert_eq!(power(all_vms(&client).await).as_deref(), Some("poweredOn"));
     assert_eq!(count(&client, &uuid, "team-a-web-1").await, (1, 1));
 
-    assert_eq!(run_fresh(&world, &mut m, true, &mut store).await, Ok(Outcome::Released));
-    assert_eq!(count(&client, &uuid, "team-a-web-1").await, (0, 0), "deletion removes the VM");
+    assert_eq!(
+        run_fresh(&world, &mut m, true, &mut store).await,
+        Ok(Outcome::Released)
+    );
+    assert_eq!(
+        count(&client, &uuid, "team-a-web-1").await,
+        (0, 0),
+        "deletion removes the VM"
+    );
 }
 
 #[tokio::test]
@@ -354,22 +522,59 @@ async fn a_crash_after_each_step_leaves_exactly_one_vm() {
     let names = ["crash-sent", "crash-recorded", "crash-on"];
     let world = scheduled_world(&sim, &names).await;
     let client = connect(&sim).await;
-    for (i, point) in [Checkpoint::CloneSent, Checkpoint::TaskRecorded, Checkpoint::PoweredOn].into_iter().enumerate() {
-        let mut m = world.machines.iter().find(|m| m.metadata.name.as_deref() == Some(names[i])).cloned().expect("machine");
+    for (i, point) in [
+        Checkpoint::CloneSent,
+        Checkpoint::TaskRecorded,
+        Checkpoint::PoweredOn,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut m = world
+            .machines
+            .iter()
+            .find(|m| m.metadata.name.as_deref() == Some(names[i]))
+            .cloned()
+            .expect("machine");
         let uuid = identity::instance_uuid(&m);
         let vm_name = identity::vm_name(&m);
-        let mut first = Store { crash_at: Some(point), ..Default::default() };
+        let mut first = Store {
+            crash_at: Some(point),
+            ..Default::default()
+        };
         let crashed = run_fresh(&world, &mut m, false, &mut first).await;
         assert!(crashed.is_err(), "{point:?}: {crashed:?}");
-        assert_eq!(count(&client, &uuid, &vm_name).await, (1, 1), "{point:?}: the clone was made");
+        assert_eq!(
+            count(&client, &uuid, &vm_name).await,
+            (1, 1),
+            "{point:?}: the clone was made"
+        );
         // The new process knows only what was persisted (nothing, for a crash
         // before the task reference was written).
-        let mut restarted = first.persisted.clone().unwrap_or_else(|| world.machines.iter().find(|m| m.metadata.name.as_deref() == Some(names[i])).cloned().expect("machine"));
+        let mut restarted = first.persisted.clone().unwrap_or_else(|| {
+            world
+                .machines
+                .iter()
+                .find(|m| m.metadata.name.as_deref() == Some(names[i]))
+                .cloned()
+                .expect("machine")
+        });
         let outcome = run_fresh(&world, &mut restarted, false, &mut Store::default()).await;
         assert_eq!(outcome, Ok(Outcome::Ready), "{point:?}");
-        assert_eq!(count(&client, &uuid, &vm_name).await, (1, 1), "{point:?}: exactly one VM");
+        assert_eq!(
+            count(&client, &uuid, &vm_name).await,
+            (1, 1),
+            "{point:?}: exactly one VM"
+        );
     }
-    assert_eq!(all_vms(&client).await.iter().filter(|v| v.name.as_deref().is_some_and(|n| n.starts_with("team-a-"))).count(), 3);
+    assert_eq!(
+        all_vms(&client)
+            .await
+            .iter()
+            .filter(|v| v.name.as_deref().is_some_and(|n| n.starts_with("team-a-")))
+            .count(),
+        3
+    );
 }
 
 #[tokio::test]
@@ -387,7 +592,11 @@ async fn a_clone_request_lost_in_flight_and_sent_again_makes_one_vm() {
     let original = world.machines[0].clone();
     let uuid = identity::instance_uuid(&original);
     let mut first = original.clone();
-    let lost = tokio::time::timeout(Duration::from_millis(700), run_fresh(&world, &mut first, false, &mut Store::default())).await;
+    let lost = tokio::time::timeout(
+        Duration::from_millis(700),
+        run_fresh(&world, &mut first, false, &mut Store::default()),
+    )
+    .await;
     assert!(lost.is_err(), "the first run was cut off mid-clone");
     let mut second = original.clone();
     let mut outcome = run_fresh(&world, &mut second, false, &mut Store::default()).await;
@@ -403,7 +612,10 @@ async fn a_clone_request_lost_in_flight_and_sent_again_makes_one_vm() {
     assert_eq!(count(&client, &uuid, "team-a-web-1").await, (1, 1));
 }
 
-fn calls_since(client: &Client, before: &BTreeMap<&'static str, vsphere_client::MethodStats>) -> (u64, BTreeMap<&'static str, u64>) {
+fn calls_since(
+    client: &Client,
+    before: &BTreeMap<&'static str, vsphere_client::MethodStats>,
+) -> (u64, BTreeMap<&'static str, u64>) {
     let per_method: BTreeMap<&str, u64> = client
         .call_stats()
         .iter()
@@ -424,7 +636,10 @@ async fn soap_calls_per_vm_stay_few() {
     // port groups, the template's devices), cached for the session.
     let mut world = world_of(&manifests(&sim, "deferred", &names[..1]));
     check::reconcile(&mut world, &vcenter, &conditions::now()).await;
-    let provider = banlieue::api::NamespacedReference { namespace: "banlieue-system".into(), name: "vc".into() };
+    let provider = banlieue::api::NamespacedReference {
+        namespace: "banlieue-system".into(),
+        name: "vc".into(),
+    };
     let client = vcenter.client(&provider).await.expect("session");
     let before = client.call_stats();
     check::apply(&mut world, &vcenter, deadline(), &conditions::now()).await;
@@ -438,7 +653,12 @@ async fn soap_calls_per_vm_stay_few() {
     let before = client.call_stats();
     check::apply(&mut world, &vcenter, deadline(), &conditions::now()).await;
     for name in names {
-        assert_eq!(ready_of(&world, name).0, "True", "{name}: {:?}", ready_of(&world, name));
+        assert_eq!(
+            ready_of(&world, name).0,
+            "True",
+            "{name}: {:?}",
+            ready_of(&world, name)
+        );
     }
     let (next, next_methods) = calls_since(&client, &before);
     let per_vm = next as f64 / 5.0;
@@ -451,7 +671,11 @@ async fn soap_calls_per_vm_stay_few() {
     check::apply(&mut world, &vcenter, deadline(), &conditions::now()).await;
     let (resync, resync_methods) = calls_since(&client, &before);
     eprintln!("SOAP calls, resync of 6 Ready VMs: {resync} {resync_methods:?}");
-    assert_eq!(resync_methods.keys().copied().collect::<Vec<_>>(), ["RetrievePropertiesEx"], "{resync_methods:?}");
+    assert_eq!(
+        resync_methods.keys().copied().collect::<Vec<_>>(),
+        ["RetrievePropertiesEx"],
+        "{resync_methods:?}"
+    );
     assert_eq!(resync, names.len() as u64);
     vcenter.close_all().await;
 }
@@ -461,7 +685,11 @@ fn check_apply_twice_leaves_one_vm_per_virtual_machine() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let sim = runtime.block_on(simulator(small()));
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("all.yaml"), manifests(&sim, "deferred", &["web-1", "web-2"])).expect("write");
+    std::fs::write(
+        dir.path().join("all.yaml"),
+        manifests(&sim, "deferred", &["web-1", "web-2"]),
+    )
+    .expect("write");
     for run in 0..2 {
         let out = Command::new(env!("CARGO_BIN_EXE_banlieue"))
             .args(["check", "--apply", "--timeout", "60s", "-f"])
@@ -471,20 +699,33 @@ fn check_apply_twice_leaves_one_vm_per_virtual_machine() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "run {run}:\n{stdout}\n{stderr}");
-        assert!(stderr.contains("2 VirtualMachine(s), 2 scheduled, 2 Ready"), "{stderr}");
-        let web1 = stdout.lines().find(|l| l.starts_with("team-a/web-1")).unwrap_or_default();
+        assert!(
+            stderr.contains("2 VirtualMachine(s), 2 scheduled, 2 Ready"),
+            "{stderr}"
+        );
+        let web1 = stdout
+            .lines()
+            .find(|l| l.starts_with("team-a/web-1"))
+            .unwrap_or_default();
         assert!(web1.contains("PoweredOn"), "{stdout}");
         if run == 0 {
             assert!(stderr.contains("Cloning"), "events on stderr: {stderr}");
         } else {
-            assert!(!stderr.contains("Cloning"), "the second run clones nothing: {stderr}");
+            assert!(
+                !stderr.contains("Cloning"),
+                "the second run clones nothing: {stderr}"
+            );
         }
     }
     let vms = runtime.block_on(async {
         let client = connect(&sim).await;
         all_vms(&client).await
     });
-    let mut names: Vec<String> = vms.iter().filter_map(|v| v.name.clone()).filter(|n| n.starts_with("team-a-")).collect();
+    let mut names: Vec<String> = vms
+        .iter()
+        .filter_map(|v| v.name.clone())
+        .filter(|n| n.starts_with("team-a-"))
+        .collect();
     names.sort();
     assert_eq!(names, ["team-a-web-1", "team-a-web-2"]);
 }
@@ -493,17 +734,32 @@ fn check_apply_twice_leaves_one_vm_per_virtual_machine() {
 async fn one_update_stream_per_provider_reports_vm_changes_and_serves_resyncs_without_calls() {
     let sim = simulator(small()).await;
     let mut world = world_of(&manifests(&sim, "immediate", &["web-1"]));
-    let vcenter = VCenter::new(banlieue::vcenter::Options { watch_vms: true, ..Default::default() });
+    let vcenter = VCenter::new(banlieue::vcenter::Options {
+        watch_vms: true,
+        ..Default::default()
+    });
     check::reconcile(&mut world, &vcenter, &conditions::now()).await;
     let mut changes = vcenter.machine_changes().expect("the VM watch is on");
     let params = banlieue::provider::connect_params(&world.providers[0], &world).expect("params");
     let session = vcenter.connect(&params).await.expect("connect");
     let mut m = world.machines[0].clone();
     let uuid = identity::instance_uuid(&m);
-    let secrets = banlieue::lifecycle::controller::cloud_config_secrets(&m, &world).expect("secrets");
+    let secrets =
+        banlieue::lifecycle::controller::cloud_config_secrets(&m, &world).expect("secrets");
     let mut store = Store::default();
-    let outcome = driver::reconcile(&mut m, false, &secrets, &session, &mut store, &driver::Options::default()).await;
-    assert!(matches!(&outcome, Ok(Outcome::Waiting(w)) if w.contains("IP")), "{outcome:?}");
+    let outcome = driver::reconcile(
+        &mut m,
+        false,
+        &secrets,
+        &session,
+        &mut store,
+        &driver::Options::default(),
+    )
+    .await;
+    assert!(
+        matches!(&outcome, Ok(Outcome::Waiting(w)) if w.contains("IP")),
+        "{outcome:?}"
+    );
 
     // The guest reports its address: the stream announces the VM's change.
     guest_reports_ip(connect(&sim).await, uuid.clone(), "10.0.0.10").await;
@@ -511,25 +767,59 @@ async fn one_update_stream_per_provider_reports_vm_changes_and_serves_resyncs_wi
     let announced = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match changes.recv().await {
-                Ok(changed) if changed.eq_ignore_ascii_case(&uuid) && watch.by_uuid(&uuid).is_some_and(|vm| !vm.ip_addresses.is_empty()) => return true,
+                Ok(changed)
+                    if changed.eq_ignore_ascii_case(&uuid)
+                        && watch
+                            .by_uuid(&uuid)
+                            .is_some_and(|vm| !vm.ip_addresses.is_empty()) =>
+                {
+                    return true
+                }
                 Ok(_) => continue,
                 Err(_) => return false,
             }
         }
     })
     .await;
-    assert_eq!(announced, Ok(true), "the IP arrived through the update stream");
+    assert_eq!(
+        announced,
+        Ok(true),
+        "the IP arrived through the update stream"
+    );
 
     // The reconcile it triggers, and any resync after, read the VM from the
     // stream's cache: no SOAP call at all.
     let before = session.client().call_stats();
-    let outcome = driver::reconcile(&mut m, false, &secrets, &session, &mut store, &driver::Options::default()).await;
+    let outcome = driver::reconcile(
+        &mut m,
+        false,
+        &secrets,
+        &session,
+        &mut store,
+        &driver::Options::default(),
+    )
+    .await;
     assert_eq!(outcome, Ok(Outcome::Ready));
-    assert_eq!(m.status.as_ref().map(|s| s.ip_addresses.clone()), Some(vec!["10.0.0.10".to_string()]));
-    let resync = driver::reconcile(&mut m, false, &secrets, &session, &mut store, &driver::Options::default()).await;
+    assert_eq!(
+        m.status.as_ref().map(|s| s.ip_addresses.clone()),
+        Some(vec!["10.0.0.10".to_string()])
+    );
+    let resync = driver::reconcile(
+        &mut m,
+        false,
+        &secrets,
+        &session,
+        &mut store,
+        &driver::Options::default(),
+    )
+    .await;
     assert_eq!(resync, Ok(Outcome::Ready));
     let (calls, methods) = calls_since(session.client(), &before);
     let waits = methods.get("WaitForUpdatesEx").copied().unwrap_or(0);
-    assert_eq!(calls - waits, 0, "only the stream's own WaitForUpdatesEx: {methods:?}");
+    assert_eq!(
+        calls - waits,
+        0,
+        "only the stream's own WaitForUpdatesEx: {methods:?}"
+    );
     vcenter.close_all().await;
 }

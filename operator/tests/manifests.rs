@@ -18,8 +18,14 @@ fn examples() -> PathBuf {
 fn schema_errors(doc: &Value) -> Vec<String> {
     let kind = doc["kind"].as_str().unwrap_or_default();
     let crds = crdgen::all();
-    let (_, crd) = crds.iter().find(|(_, c)| c.spec.names.kind == kind).expect("a CRD for the kind");
-    validate_object(doc, schema_of(crd).expect("schema")).iter().map(ToString::to_string).collect()
+    let (_, crd) = crds
+        .iter()
+        .find(|(_, c)| c.spec.names.kind == kind)
+        .expect("a CRD for the kind");
+    validate_object(doc, schema_of(crd).expect("schema"))
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 fn load(text: &str) -> World {
@@ -39,10 +45,22 @@ fn rejection(text: &str) -> String {
 #[test]
 fn every_example_parses_and_matches_the_crd_schema() {
     let files = banlieue::check::files(&[examples()]).expect("examples");
-    let names: Vec<String> = files.iter().filter_map(|f| f.file_name()?.to_str().map(String::from)).collect();
-    for expected in ["01-provider.yaml", "02-vmclass.yaml", "03-vmimage.yaml", "04-virtualmachine.yaml",
-                     "12-vmclass-tpm-encrypted.yaml", "13-vmimage-kairos-deferred-install-tpm.yaml"] {
-        assert!(names.iter().any(|n| n == expected), "missing example {expected}");
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.file_name()?.to_str().map(String::from))
+        .collect();
+    for expected in [
+        "01-provider.yaml",
+        "02-vmclass.yaml",
+        "03-vmimage.yaml",
+        "04-virtualmachine.yaml",
+        "12-vmclass-tpm-encrypted.yaml",
+        "13-vmimage-kairos-deferred-install-tpm.yaml",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "missing example {expected}"
+        );
     }
     let mut kinds = Vec::new();
     for file in files {
@@ -52,25 +70,41 @@ fn every_example_parses_and_matches_the_crd_schema() {
             let name = format!("{} {kind}", file.display());
             match kind.as_str() {
                 "Provider" => {
-                    assert!(schema_errors(&doc).is_empty(), "{name}: {:?}", schema_errors(&doc));
+                    assert!(
+                        schema_errors(&doc).is_empty(),
+                        "{name}: {:?}",
+                        schema_errors(&doc)
+                    );
                     let p: Provider = serde_json::from_value(doc.clone()).expect(&name);
                     assert!(validate::provider(&p.spec).is_empty());
                     roundtrip(&doc, &p);
                 }
                 "VMClass" => {
-                    assert!(schema_errors(&doc).is_empty(), "{name}: {:?}", schema_errors(&doc));
+                    assert!(
+                        schema_errors(&doc).is_empty(),
+                        "{name}: {:?}",
+                        schema_errors(&doc)
+                    );
                     let c: VMClass = serde_json::from_value(doc.clone()).expect(&name);
                     assert!(validate::vm_class(&c.spec).is_empty());
                     roundtrip(&doc, &c);
                 }
                 "VMImage" => {
-                    assert!(schema_errors(&doc).is_empty(), "{name}: {:?}", schema_errors(&doc));
+                    assert!(
+                        schema_errors(&doc).is_empty(),
+                        "{name}: {:?}",
+                        schema_errors(&doc)
+                    );
                     let i: VMImage = serde_json::from_value(doc.clone()).expect(&name);
                     assert!(validate::vm_image(&i.spec).is_empty());
                     roundtrip(&doc, &i);
                 }
                 "VirtualMachine" => {
-                    assert!(schema_errors(&doc).is_empty(), "{name}: {:?}", schema_errors(&doc));
+                    assert!(
+                        schema_errors(&doc).is_empty(),
+                        "{name}: {:?}",
+                        schema_errors(&doc)
+                    );
                     let v: VirtualMachine = serde_json::from_value(doc.clone()).expect(&name);
                     assert!(validate::virtual_machine(&v.spec).is_empty());
                     roundtrip(&doc, &v);
@@ -89,7 +123,11 @@ fn every_example_parses_and_matches_the_crd_schema() {
 /// What we serialize back still validates, and keeps every field the user wrote.
 fn roundtrip<T: serde::Serialize>(original: &Value, typed: &T) {
     let back = serde_json::to_value(typed).expect("serialize");
-    assert!(schema_errors(&back).is_empty(), "{:?}", schema_errors(&back));
+    assert!(
+        schema_errors(&back).is_empty(),
+        "{:?}",
+        schema_errors(&back)
+    );
     assert_subset(&original["spec"], &back["spec"], "spec");
 }
 
@@ -122,20 +160,32 @@ fn guide_snippets_are_accepted_in_context() {
     )
     .expect("yaml")
     .remove(0);
-    provider["spec"]["failureDomainNameOverrides"] = overrides["spec"]["failureDomainNameOverrides"].clone();
+    provider["spec"]["failureDomainNameOverrides"] =
+        overrides["spec"]["failureDomainNameOverrides"].clone();
     // Step 8: the vtpm feature.
-    provider["spec"]["capabilities"]["features"] = json!(["hotAddCPU", "hotAddMemory", "efiSecureBoot", "vtpm"]);
+    provider["spec"]["capabilities"]["features"] =
+        json!(["hotAddCPU", "hotAddMemory", "efiSecureBoot", "vtpm"]);
     // The commented-out caBundle, with one source.
-    provider["spec"]["connection"]["caBundle"] = json!({"configMapRef": {"name": "corp-ca-bundle"}});
-    assert!(schema_errors(&provider).is_empty(), "{:?}", schema_errors(&provider));
+    provider["spec"]["connection"]["caBundle"] =
+        json!({"configMapRef": {"name": "corp-ca-bundle"}});
+    assert!(
+        schema_errors(&provider).is_empty(),
+        "{:?}",
+        schema_errors(&provider)
+    );
     let p: Provider = serde_json::from_value(provider).expect("provider");
     assert!(validate::provider(&p.spec).is_empty());
-    assert_eq!(p.spec.connection.ca_bundle.map(|c| c.key).as_deref(), Some("ca.crt"), "key defaults to ca.crt");
+    assert_eq!(
+        p.spec.connection.ca_bundle.map(|c| c.key).as_deref(),
+        Some("ca.crt"),
+        "key defaults to ca.crt"
+    );
 
     // Step 3: placement by the friendly failure-domain name.
     let vm_text = std::fs::read_to_string(examples().join("04-virtualmachine.yaml")).expect("read");
     let mut vm = parse_documents(&vm_text).expect("yaml").remove(0);
-    vm["spec"]["placement"]["failureDomainSelector"] = json!({"matchLabels": {"name": "cluster-01"}});
+    vm["spec"]["placement"]["failureDomainSelector"] =
+        json!({"matchLabels": {"name": "cluster-01"}});
     assert!(schema_errors(&vm).is_empty(), "{:?}", schema_errors(&vm));
     let _: VirtualMachine = serde_json::from_value(vm).expect("vm");
 }
@@ -175,7 +225,10 @@ spec:
   firmware: efi
 ";
     let message = rejection(class);
-    assert!(message.starts_with("spec.hardware.disks[0].provisioning: unsupported value \"sparse\""), "{message}");
+    assert!(
+        message.starts_with("spec.hardware.disks[0].provisioning: unsupported value \"sparse\""),
+        "{message}"
+    );
 
     let vm = "apiVersion: banlieue.io/v1alpha1
 kind: VirtualMachine
@@ -195,8 +248,14 @@ spec:
   template: { installMode: later }
 ";
     let message = rejection(image);
-    assert!(message.contains("spec.sources[0].kind: unsupported value \"OVA\""), "{message}");
-    assert!(message.contains("spec.template.installMode: unsupported value \"later\""), "{message}");
+    assert!(
+        message.contains("spec.sources[0].kind: unsupported value \"OVA\""),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.template.installMode: unsupported value \"later\""),
+        "{message}"
+    );
 }
 
 #[test]
@@ -208,8 +267,14 @@ spec:
   hardware: { cpus: 0, memoryMiB: 2048, gpus: 1 }
 ";
     let message = rejection(class);
-    assert!(message.contains("spec.hardware.cpus: must be greater than or equal to 1"), "{message}");
-    assert!(message.contains("spec.hardware.gpus: unknown field"), "{message}");
+    assert!(
+        message.contains("spec.hardware.cpus: must be greater than or equal to 1"),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.hardware.gpus: unknown field"),
+        "{message}"
+    );
 
     let vm = "apiVersion: banlieue.io/v1alpha1
 kind: VirtualMachine

@@ -62,8 +62,14 @@ impl Watches {
 fn resource_of(path: &str) -> Option<&'static str> {
     [
         ("/api/v1/namespaces/banlieue-system/secrets", "secrets"),
-        ("/api/v1/namespaces/banlieue-system/configmaps", "configmaps"),
-        ("/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/providers", "providers"),
+        (
+            "/api/v1/namespaces/banlieue-system/configmaps",
+            "configmaps",
+        ),
+        (
+            "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/providers",
+            "providers",
+        ),
         ("/apis/banlieue.io/v1alpha1/vmimages", "vmimages"),
     ]
     .into_iter()
@@ -72,7 +78,10 @@ fn resource_of(path: &str) -> Option<&'static str> {
 }
 
 impl FakeApiServer {
-    async fn serve(mut self, mut handle: tower_test::mock::Handle<Request<Body>, Response<ResponseBody>>) {
+    async fn serve(
+        mut self,
+        mut handle: tower_test::mock::Handle<Request<Body>, Response<ResponseBody>>,
+    ) {
         let mut version = 100;
         while let Some((request, send)) = handle.next_request().await {
             let path = request.uri().path().to_string();
@@ -90,29 +99,53 @@ impl FakeApiServer {
                         let list = json!({"apiVersion": api_version, "kind": kind, "metadata": {"resourceVersion": "1"}, "items": items});
                         Response::new(full(&list))
                     }
-                    None => Response::builder().status(404).body(full(&json!({"kind": "Status", "code": 404}))).unwrap(),
+                    None => Response::builder()
+                        .status(404)
+                        .body(full(&json!({"kind": "Status", "code": 404})))
+                        .unwrap(),
                 }
             } else {
-                let body = request.into_body().collect_bytes().await.unwrap_or_default();
+                let body = request
+                    .into_body()
+                    .collect_bytes()
+                    .await
+                    .unwrap_or_default();
                 let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 let mut answer = body.clone();
                 if method == http::Method::PATCH {
                     let _ = self.patches.send((format!("{path}?{query}"), body.clone()));
                     // A status write: applied, and seen by the watches like the API server does.
-                    let collection = path.trim_end_matches("/status").rsplit_once('/').map(|(c, n)| (c.to_string(), n.to_string()));
-                    if let Some((resource, name)) = collection.and_then(|(c, n)| resource_of(&c).map(|r| (r, n))) {
-                        if let Some(object) = self.objects.get_mut(resource).and_then(|(_, _, items)| {
-                            items.iter_mut().find(|o| o["metadata"]["name"] == name.as_str())
-                        }) {
+                    let collection = path
+                        .trim_end_matches("/status")
+                        .rsplit_once('/')
+                        .map(|(c, n)| (c.to_string(), n.to_string()));
+                    if let Some((resource, name)) =
+                        collection.and_then(|(c, n)| resource_of(&c).map(|r| (r, n)))
+                    {
+                        if let Some(object) =
+                            self.objects.get_mut(resource).and_then(|(_, _, items)| {
+                                items
+                                    .iter_mut()
+                                    .find(|o| o["metadata"]["name"] == name.as_str())
+                            })
+                        {
                             version += 1;
                             object["status"] = body["status"].clone();
                             object["metadata"]["resourceVersion"] = json!(version.to_string());
                             answer = object.clone();
-                            self.watches.send(resource, json!({"type": "MODIFIED", "object": object}));
+                            self.watches
+                                .send(resource, json!({"type": "MODIFIED", "object": object}));
                         }
                     }
                 }
-                Response::builder().status(if method == http::Method::POST { 201 } else { 200 }).body(full(&answer)).unwrap()
+                Response::builder()
+                    .status(if method == http::Method::POST {
+                        201
+                    } else {
+                        200
+                    })
+                    .body(full(&answer))
+                    .unwrap()
             };
             send.send_response(response);
         }
@@ -141,17 +174,37 @@ fn provider(generation: i64) -> Value {
 }
 
 fn script(password: &str) -> Script {
-    let cluster = |name: &str| Cluster { name: name.into(), datastores: vec!["ds-fast-01".into()] };
+    let cluster = |name: &str| Cluster {
+        name: name.into(),
+        datastores: vec!["ds-fast-01".into()],
+    };
     Script {
         inventory: Inventory {
             datacenters: vec![
-                Datacenter { name: "DC1".into(), clusters: vec![cluster("C1"), cluster("C2")], portgroups: vec![] },
-                Datacenter { name: "DC2".into(), clusters: vec![cluster("C3")], portgroups: vec![] },
+                Datacenter {
+                    name: "DC1".into(),
+                    clusters: vec![cluster("C1"), cluster("C2")],
+                    portgroups: vec![],
+                },
+                Datacenter {
+                    name: "DC2".into(),
+                    clusters: vec![cluster("C3")],
+                    portgroups: vec![],
+                },
             ],
         },
-        templates: [(("golden".to_string(), "DC1".to_string()), "vm-1".to_string()), (("golden".to_string(), "DC2".to_string()), "vm-2".to_string())]
-            .into_iter()
-            .collect(),
+        templates: [
+            (
+                ("golden".to_string(), "DC1".to_string()),
+                "vm-1".to_string(),
+            ),
+            (
+                ("golden".to_string(), "DC2".to_string()),
+                "vm-2".to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect(),
         password: Some(password.into()),
         ..Default::default()
     }
@@ -168,7 +221,10 @@ async fn next_patch(
             .await
             .unwrap_or_else(|_| panic!("no PATCH of {path_part} within 10s"))
             .expect("patch channel open");
-        assert!(path.contains("fieldManager=banlieue-provider-vsphere-banlieue-system"), "{path}");
+        assert!(
+            path.contains("fieldManager=banlieue-provider-vsphere-banlieue-system"),
+            "{path}"
+        );
         if path.contains(path_part) && wanted(&body) {
             return body;
         }
@@ -186,8 +242,14 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
         objects: HashMap::from([
             ("secrets", ("v1", "SecretList", vec![secret(None, "1")])),
             ("configmaps", ("v1", "ConfigMapList", vec![])),
-            ("providers", ("banlieue.io/v1alpha1", "ProviderList", vec![provider(1)])),
-            ("vmimages", ("banlieue.io/v1alpha1", "VMImageList", vec![image])),
+            (
+                "providers",
+                ("banlieue.io/v1alpha1", "ProviderList", vec![provider(1)]),
+            ),
+            (
+                "vmimages",
+                ("banlieue.io/v1alpha1", "VMImageList", vec![image]),
+            ),
         ]),
         watches: watches.clone(),
         patches: patch_tx,
@@ -197,23 +259,44 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
     let client = kube::Client::new(service, "default");
     let vsphere = MockVSphere::new(script("old-pw"));
     let metrics = Arc::new(Metrics::default());
-    let role = tokio::spawn(provider_role::run(client, NS, Duration::from_secs(3600), Arc::new(vsphere.clone()), metrics.clone()));
+    let role = tokio::spawn(provider_role::run(
+        client,
+        NS,
+        Duration::from_secs(3600),
+        Arc::new(vsphere.clone()),
+        metrics.clone(),
+    ));
 
     // The Secret has no password yet: nothing to retry until it changes (the
     // resync is an hour away).
     let status = next_patch(&mut patches, "/providers/prod-vsphere/status", |_| true).await;
-    assert_eq!(status["status"]["conditions"][0]["reason"], "SecretInvalid", "{status}");
+    assert_eq!(
+        status["status"]["conditions"][0]["reason"], "SecretInvalid",
+        "{status}"
+    );
 
     // The password is added: the Secret's watch triggers the Provider, which
     // logs in, walks and writes its status; then (the Provider's status
     // change seen by the image controller) the image is verified on it.
-    watches.send("secrets", json!({"type": "MODIFIED", "object": secret(Some("old-pw"), "2")}));
+    watches.send(
+        "secrets",
+        json!({"type": "MODIFIED", "object": secret(Some("old-pw"), "2")}),
+    );
     let status = next_patch(&mut patches, "/providers/prod-vsphere/status", |_| true).await;
-    assert_eq!(status["status"]["conditions"][0]["reason"], "Connected", "{status}");
-    assert_eq!(status["status"]["failureDomains"].as_array().map(Vec::len), Some(3));
+    assert_eq!(
+        status["status"]["conditions"][0]["reason"], "Connected",
+        "{status}"
+    );
+    assert_eq!(
+        status["status"]["failureDomains"].as_array().map(Vec::len),
+        Some(3)
+    );
     let ready = |b: &Value| b["status"]["perProvider"][0]["ready"] == true;
     let image_status = next_patch(&mut patches, "/vmimages/golden/status", ready).await;
-    assert_eq!(image_status["status"]["perProvider"][0]["templates"][1]["moRef"], "vm-2", "{image_status}");
+    assert_eq!(
+        image_status["status"]["perProvider"][0]["templates"][1]["moRef"], "vm-2",
+        "{image_status}"
+    );
     assert!(metrics.is_ready());
 
     // vCenter's password changes; the Provider's spec is edited (a new
@@ -224,18 +307,43 @@ async fn the_role_reconciles_and_picks_up_a_rotated_password_from_the_watch() {
     edited["status"] = status["status"].clone();
     watches.send("providers", json!({"type": "MODIFIED", "object": edited}));
     let status = next_patch(&mut patches, "/providers/prod-vsphere/status", |_| true).await;
-    assert_eq!(status["status"]["conditions"][0]["reason"], "ConnectFailed", "{status}");
-    assert_eq!(status["status"]["failureDomains"].as_array().map(Vec::len), Some(3), "kept on a connect failure");
+    assert_eq!(
+        status["status"]["conditions"][0]["reason"], "ConnectFailed",
+        "{status}"
+    );
+    assert_eq!(
+        status["status"]["failureDomains"].as_array().map(Vec::len),
+        Some(3),
+        "kept on a connect failure"
+    );
 
     // The Secret is rotated: logged in again with the new password at once,
     // not at the next retry (5 s away), and without a restart.
     let rotated = std::time::Instant::now();
-    watches.send("secrets", json!({"type": "MODIFIED", "object": secret(Some("new-pw"), "3")}));
+    watches.send(
+        "secrets",
+        json!({"type": "MODIFIED", "object": secret(Some("new-pw"), "3")}),
+    );
     let status = next_patch(&mut patches, "/providers/prod-vsphere/status", |_| true).await;
-    assert_eq!(status["status"]["conditions"][0]["reason"], "Connected", "{status}");
-    assert!(rotated.elapsed() < Duration::from_secs(4), "took {:?}: the watch, not the backoff", rotated.elapsed());
-    let passwords: Vec<String> = vsphere.connects().iter().map(|c| c.password.expose().to_string()).collect();
+    assert_eq!(
+        status["status"]["conditions"][0]["reason"], "Connected",
+        "{status}"
+    );
+    assert!(
+        rotated.elapsed() < Duration::from_secs(4),
+        "took {:?}: the watch, not the backoff",
+        rotated.elapsed()
+    );
+    let passwords: Vec<String> = vsphere
+        .connects()
+        .iter()
+        .map(|c| c.password.expose().to_string())
+        .collect();
     assert_eq!(passwords.first().map(String::as_str), Some("old-pw"));
-    assert_eq!(passwords.last().map(String::as_str), Some("new-pw"), "{passwords:?}");
+    assert_eq!(
+        passwords.last().map(String::as_str),
+        Some("new-pw"),
+        "{passwords:?}"
+    );
     role.abort();
 }

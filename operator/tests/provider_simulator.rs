@@ -20,7 +20,10 @@ use vsphere_tests::{Simulator, SimulatorOptions, Template, TestCa};
 const PASSWORD: &str = "s3cret-Pw";
 
 async fn simulator(options: SimulatorOptions) -> Simulator {
-    let options = SimulatorOptions { password: PASSWORD.into(), ..options };
+    let options = SimulatorOptions {
+        password: PASSWORD.into(),
+        ..options
+    };
     tokio::task::spawn_blocking(move || Simulator::start(options))
         .await
         .expect("simulator start task")
@@ -36,13 +39,18 @@ fn two_by_two() -> SimulatorOptions {
         hosts_per_cluster: 2,
         vms: 1,
         portgroups: 2,
-        templates: vec![Template::everywhere("golden"), Template::in_datacenters("partial", &["DC0"])],
+        templates: vec![
+            Template::everywhere("golden"),
+            Template::in_datacenters("partial", &["DC0"]),
+        ],
         ..Default::default()
     }
 }
 
 fn secret(name: &str, username: &str, password: Option<&str>) -> String {
-    let password = password.map(|p| format!("\n  password: \"{p}\"")).unwrap_or_default();
+    let password = password
+        .map(|p| format!("\n  password: \"{p}\""))
+        .unwrap_or_default();
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{ name: {name}, namespace: banlieue-system }}\nstringData:\n  username: \"{username}\"{password}\n---\n"
     )
@@ -73,16 +81,25 @@ fn world_of(text: &str) -> World {
 }
 
 fn provider_named<'a>(world: &'a World, name: &str) -> &'a Provider {
-    world.providers.iter().find(|p| p.metadata.name.as_deref() == Some(name)).expect("provider")
+    world
+        .providers
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+        .expect("provider")
 }
 
 fn ready(world: &World, name: &str) -> (String, String, String) {
-    let c = provider_named(world, name).ready_condition().expect("Ready condition");
+    let c = provider_named(world, name)
+        .ready_condition()
+        .expect("Ready condition");
     (c.status.clone(), c.reason.clone(), c.message.clone())
 }
 
 fn key(name: &str) -> NamespacedReference {
-    NamespacedReference { namespace: "banlieue-system".into(), name: name.into() }
+    NamespacedReference {
+        namespace: "banlieue-system".into(),
+        name: name.into(),
+    }
 }
 
 /// Makes a datastore `name` mounted on the hosts of `cluster` only.
@@ -103,9 +120,19 @@ async fn datastore_on_cluster(sim: &Simulator, cluster: &str, name: &str, dir: &
         .expect("hosts");
     let prefix = format!("{cluster}_H");
     let mut mounted = 0;
-    for host in hosts.iter().filter(|h| h.name.as_deref().is_some_and(|n| n.starts_with(&prefix))) {
-        let dss = host.config_manager.as_ref().and_then(|c| c.datastore_system.clone()).expect("datastore system");
-        client.create_local_datastore(&dss, name, &dir.display().to_string()).await.expect("CreateLocalDatastore");
+    for host in hosts
+        .iter()
+        .filter(|h| h.name.as_deref().is_some_and(|n| n.starts_with(&prefix)))
+    {
+        let dss = host
+            .config_manager
+            .as_ref()
+            .and_then(|c| c.datastore_system.clone())
+            .expect("datastore system");
+        client
+            .create_local_datastore(&dss, name, &dir.display().to_string())
+            .await
+            .expect("CreateLocalDatastore");
         mounted += 1;
     }
     assert!(mounted > 0, "no host in {cluster}");
@@ -113,7 +140,12 @@ async fn datastore_on_cluster(sim: &Simulator, cluster: &str, name: &str, dir: &
 }
 
 fn fd<'a>(fds: &'a [FailureDomain], name: &str) -> &'a FailureDomain {
-    fds.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("no failure domain {name} in {:?}", fds.iter().map(|f| &f.name).collect::<Vec<_>>()))
+    fds.iter().find(|f| f.name == name).unwrap_or_else(|| {
+        panic!(
+            "no failure domain {name} in {:?}",
+            fds.iter().map(|f| &f.name).collect::<Vec<_>>()
+        )
+    })
 }
 
 #[tokio::test]
@@ -130,26 +162,62 @@ async fn failure_domains_names_overrides_hashes_and_classes() {
     let overrides = "  failureDomainNameOverrides:\n    - { datacenter: DC1, cluster: DC1_C0, name: west-zero }\n";
     let long_name = "an-enterprise-vsphere-provider-with-a-rather-long-name-01";
     let text = secret("vsphere-creds", sim.username(), Some(PASSWORD))
-        + &provider("prod-vsphere", &sim.sdk_url(), insecure, &format!("{capabilities}{overrides}"))
+        + &provider(
+            "prod-vsphere",
+            &sim.sdk_url(),
+            insecure,
+            &format!("{capabilities}{overrides}"),
+        )
         + &provider(long_name, &sim.sdk_url(), insecure, "");
     let mut world = world_of(&text);
     let vcenter = VCenter::default();
     check::reconcile(&mut world, &vcenter, &conditions::now()).await;
 
-    assert_eq!(ready(&world, "prod-vsphere").0, "True", "{:?}", ready(&world, "prod-vsphere"));
-    let fds = &provider_named(&world, "prod-vsphere").status.as_ref().unwrap().failure_domains;
+    assert_eq!(
+        ready(&world, "prod-vsphere").0,
+        "True",
+        "{:?}",
+        ready(&world, "prod-vsphere")
+    );
+    let fds = &provider_named(&world, "prod-vsphere")
+        .status
+        .as_ref()
+        .unwrap()
+        .failure_domains;
     let names: Vec<&str> = fds.iter().map(|f| f.name.as_str()).collect();
-    assert_eq!(names, ["prod-vsphere-dc0-dc0-c0", "prod-vsphere-dc0-dc0-c1", "prod-vsphere-dc1-dc1-c1", "west-zero"]);
+    assert_eq!(
+        names,
+        [
+            "prod-vsphere-dc0-dc0-c0",
+            "prod-vsphere-dc0-dc0-c1",
+            "prod-vsphere-dc1-dc1-c1",
+            "west-zero"
+        ]
+    );
 
     let c1 = fd(fds, "prod-vsphere-dc0-dc0-c1");
-    assert_eq!((c1.datacenter.as_str(), c1.cluster.as_str()), ("DC0", "DC0_C1"));
-    assert_eq!(c1.storage_classes, ["gold", "silver"], "ds-fast-01 is mounted on DC0_C1");
+    assert_eq!(
+        (c1.datacenter.as_str(), c1.cluster.as_str()),
+        ("DC0", "DC0_C1")
+    );
+    assert_eq!(
+        c1.storage_classes,
+        ["gold", "silver"],
+        "ds-fast-01 is mounted on DC0_C1"
+    );
     assert_eq!(c1.network_classes, ["prod", "mgmt"]);
     assert_eq!(c1.features, ["hotAddCPU"]);
     let c0 = fd(fds, "prod-vsphere-dc0-dc0-c0");
-    assert_eq!(c0.storage_classes, ["silver"], "ds-fast-01 is not mounted on DC0_C0");
+    assert_eq!(
+        c0.storage_classes,
+        ["silver"],
+        "ds-fast-01 is not mounted on DC0_C0"
+    );
     let west = fd(fds, "west-zero");
-    assert_eq!((west.datacenter.as_str(), west.cluster.as_str()), ("DC1", "DC1_C0"));
+    assert_eq!(
+        (west.datacenter.as_str(), west.cluster.as_str()),
+        ("DC1", "DC1_C0")
+    );
     assert_eq!(
         west.labels,
         BTreeMap::from([
@@ -159,17 +227,37 @@ async fn failure_domains_names_overrides_hashes_and_classes() {
         ])
     );
     assert_eq!(west.network_classes, ["mgmt"], "DC0_DVPG1 is in DC0 only");
-    assert_eq!(fd(fds, "prod-vsphere-dc1-dc1-c1").storage_classes, ["silver"]);
+    assert_eq!(
+        fd(fds, "prod-vsphere-dc1-dc1-c1").storage_classes,
+        ["silver"]
+    );
 
     // The long Provider name: every name cut to a DNS label with a hash, all distinct.
     assert_eq!(ready(&world, long_name).0, "True");
-    let long: Vec<&FailureDomain> = provider_named(&world, long_name).status.as_ref().unwrap().failure_domains.iter().collect();
+    let long: Vec<&FailureDomain> = provider_named(&world, long_name)
+        .status
+        .as_ref()
+        .unwrap()
+        .failure_domains
+        .iter()
+        .collect();
     assert_eq!(long.len(), 4);
     for f in &long {
         assert!(format!("{long_name}-{}-{}", f.datacenter, f.cluster).len() > 63);
-        assert!(f.name.len() <= 63 && is_dns1123_label(&f.name), "{}", f.name);
-        assert!(f.name.starts_with("an-enterprise-vsphere-provider"), "{}", f.name);
-        assert_eq!(f.name, failure_domain_name(long_name, &f.datacenter, &f.cluster));
+        assert!(
+            f.name.len() <= 63 && is_dns1123_label(&f.name),
+            "{}",
+            f.name
+        );
+        assert!(
+            f.name.starts_with("an-enterprise-vsphere-provider"),
+            "{}",
+            f.name
+        );
+        assert_eq!(
+            f.name,
+            failure_domain_name(long_name, &f.datacenter, &f.cluster)
+        );
         assert_eq!(f.labels["name"], f.name);
     }
     let distinct: std::collections::BTreeSet<&str> = long.iter().map(|f| f.name.as_str()).collect();
@@ -184,13 +272,23 @@ async fn failure_domains_names_overrides_hashes_and_classes() {
 #[tokio::test]
 async fn every_ready_reason_from_its_cause() {
     let ca = TestCa::new().unwrap();
-    let sim = simulator(SimulatorOptions { tls: ca.server_tls(), ..two_by_two() }).await;
-    let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let sim = simulator(SimulatorOptions {
+        tls: ca.server_tls(),
+        ..two_by_two()
+    })
+    .await;
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let inline = |pem: &str| {
         let indented: String = pem.lines().map(|l| format!("          {l}\n")).collect();
         format!("    credentialsRef: {{ name: vsphere-creds }}\n    caBundle:\n      inline: |\n{indented}")
     };
-    let creds = |secret: &str| format!("    credentialsRef: {{ name: {secret} }}\n    insecureSkipTLSVerify: true\n");
+    let creds = |secret: &str| {
+        format!("    credentialsRef: {{ name: {secret} }}\n    insecureSkipTLSVerify: true\n")
+    };
     let url = sim.sdk_url();
     let overrides = "  failureDomainNameOverrides:\n    - { datacenter: DC0, cluster: DC0_C0, name: zone }\n    \
                      - { datacenter: DC1, cluster: DC1_C1, name: zone }\n";
@@ -199,11 +297,21 @@ async fn every_ready_reason_from_its_cause() {
         + &secret("wrong-password", sim.username(), Some("not-the-Pw"))
         + &provider("right-ca", &url, &inline(ca.ca_pem()), "")
         + &provider("wrong-ca", &url, &inline(ca.unrelated_ca_pem()), "")
-        + &provider("system-roots", &url, "    credentialsRef: { name: vsphere-creds }\n", "")
+        + &provider(
+            "system-roots",
+            &url,
+            "    credentialsRef: { name: vsphere-creds }\n",
+            "",
+        )
         + &provider("missing-secret", &url, &creds("nope"), "")
         + &provider("secret-without-password", &url, &creds("no-password"), "")
         + &provider("wrong-password", &url, &creds("wrong-password"), "")
-        + &provider("unreachable", &format!("https://127.0.0.1:{closed_port}/sdk"), &creds("vsphere-creds"), "")
+        + &provider(
+            "unreachable",
+            &format!("https://127.0.0.1:{closed_port}/sdk"),
+            &creds("vsphere-creds"),
+            "",
+        )
         + &provider("duplicate-names", &url, &creds("vsphere-creds"), overrides);
     let mut world = world_of(&text);
     let vcenter = VCenter::default();
@@ -213,33 +321,62 @@ async fn every_ready_reason_from_its_cause() {
     assert_eq!((status.as_str(), reason.as_str()), ("True", "Connected"));
 
     let (status, reason, message) = ready(&world, "wrong-ca");
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "ConnectFailed"));
-    assert!(message.contains(&format!("connecting to {url}: TLS")), "{message}");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ConnectFailed")
+    );
+    assert!(
+        message.contains(&format!("connecting to {url}: TLS")),
+        "{message}"
+    );
     assert!(message.contains("not signed by a trusted CA"), "{message}");
 
     let (_, reason, message) = ready(&world, "system-roots");
     assert_eq!(reason, "ConnectFailed");
-    assert!(message.contains("TLS") && message.contains("trusted CA"), "{message}");
+    assert!(
+        message.contains("TLS") && message.contains("trusted CA"),
+        "{message}"
+    );
 
     let (_, reason, message) = ready(&world, "missing-secret");
     assert_eq!(reason, "SecretMissing");
-    assert_eq!(message, "Secret banlieue-system/nope (spec.connection.credentialsRef) not found");
+    assert_eq!(
+        message,
+        "Secret banlieue-system/nope (spec.connection.credentialsRef) not found"
+    );
 
     let (_, reason, message) = ready(&world, "secret-without-password");
     assert_eq!(reason, "SecretInvalid");
-    assert_eq!(message, "Secret banlieue-system/no-password has no non-empty \"password\" key");
+    assert_eq!(
+        message,
+        "Secret banlieue-system/no-password has no non-empty \"password\" key"
+    );
 
     let (_, reason, message) = ready(&world, "wrong-password");
     assert_eq!(reason, "ConnectFailed");
-    assert!(message.contains("login as \"user\" failed: incorrect user name or password"), "{message}");
+    assert!(
+        message.contains("login as \"user\" failed: incorrect user name or password"),
+        "{message}"
+    );
 
     let (_, reason, message) = ready(&world, "unreachable");
     assert_eq!(reason, "ConnectFailed");
-    assert!(message.contains(&format!("connecting to https://127.0.0.1:{closed_port}/sdk: unreachable")), "{message}");
-    assert!(message.to_lowercase().contains("refused"), "names the cause: {message}");
+    assert!(
+        message.contains(&format!(
+            "connecting to https://127.0.0.1:{closed_port}/sdk: unreachable"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.to_lowercase().contains("refused"),
+        "names the cause: {message}"
+    );
 
     let (status, reason, message) = ready(&world, "duplicate-names");
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "DuplicateFailureDomainName"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "DuplicateFailureDomainName")
+    );
     assert_eq!(
         message,
         "failure domain name \"zone\" is used by both datacenter \"DC0\" cluster \"DC0_C0\" and datacenter \"DC1\" cluster \"DC1_C1\""
@@ -251,7 +388,10 @@ async fn every_ready_reason_from_its_cause() {
         assert!(!printed.contains(secret), "{secret} printed");
     }
     // Only the Providers that logged in hold a session.
-    assert_eq!(vcenter.providers(), [key("duplicate-names"), key("right-ca")]);
+    assert_eq!(
+        vcenter.providers(),
+        [key("duplicate-names"), key("right-ca")]
+    );
     vcenter.close_all().await;
 }
 
@@ -269,35 +409,63 @@ async fn images_ready_only_with_a_template_in_every_datacenter() {
     let vcenter = VCenter::default();
     check::reconcile(&mut world, &vcenter, &conditions::now()).await;
     let entry = |name: &str| {
-        let image = world.images.iter().find(|i| i.metadata.name.as_deref() == Some(name)).expect("image");
+        let image = world
+            .images
+            .iter()
+            .find(|i| i.metadata.name.as_deref() == Some(name))
+            .expect("image");
         image.status.as_ref().expect("status").per_provider[0].clone()
     };
 
     let golden = entry("golden-image");
     assert!(golden.ready, "{golden:?}");
     assert_eq!(golden.reason.as_deref(), Some("TemplateFound"));
-    let per_dc: Vec<(&str, &str)> = golden.templates.iter().map(|t| (t.datacenter.as_str(), t.name.as_str())).collect();
+    let per_dc: Vec<(&str, &str)> = golden
+        .templates
+        .iter()
+        .map(|t| (t.datacenter.as_str(), t.name.as_str()))
+        .collect();
     assert_eq!(per_dc, [("DC0", "golden"), ("DC1", "golden")]);
-    let refs: Vec<&str> = golden.templates.iter().filter_map(|t| t.mo_ref.as_deref()).collect();
+    let refs: Vec<&str> = golden
+        .templates
+        .iter()
+        .filter_map(|t| t.mo_ref.as_deref())
+        .collect();
     assert_eq!(refs.len(), 2);
     assert_ne!(refs[0], refs[1], "one template per datacenter");
-    assert!(check::image_ready(world.images.iter().find(|i| i.metadata.name.as_deref() == Some("golden-image")).unwrap()));
+    assert!(check::image_ready(
+        world
+            .images
+            .iter()
+            .find(|i| i.metadata.name.as_deref() == Some("golden-image"))
+            .unwrap()
+    ));
 
     let partial = entry("partial-image");
     assert!(!partial.ready);
     assert_eq!(partial.reason.as_deref(), Some("TemplateNotFound"));
-    assert_eq!(partial.message.as_deref(), Some("template \"partial\" not found in datacenter(s) DC1"));
+    assert_eq!(
+        partial.message.as_deref(),
+        Some("template \"partial\" not found in datacenter(s) DC1")
+    );
 
     let plain = entry("plain-vm-image");
     assert_eq!(plain.reason.as_deref(), Some("TemplateNotFound"));
-    assert_eq!(plain.message.as_deref(), Some("template \"DC0_C0_RP0_VM0\" not found in datacenter(s) DC0, DC1"));
+    assert_eq!(
+        plain.message.as_deref(),
+        Some("template \"DC0_C0_RP0_VM0\" not found in datacenter(s) DC0, DC1")
+    );
     vcenter.close_all().await;
 }
 
 /// The SOAP calls of one Provider's client: per method.
 async fn calls(vcenter: &VCenter, name: &str) -> BTreeMap<&'static str, u64> {
     let client = vcenter.client(&key(name)).await.expect("session");
-    client.call_stats().into_iter().map(|(m, s)| (m, s.calls)).collect()
+    client
+        .call_stats()
+        .into_iter()
+        .map(|(m, s)| (m, s.calls))
+        .collect()
 }
 
 /// Two reconciles of a Provider and a template lookup: the calls each made.
@@ -313,14 +481,22 @@ async fn count_calls(sim: &Simulator, expected_domains: usize) -> Vec<BTreeMap<&
     let mut seen = Vec::new();
     let mut before = BTreeMap::new();
     for _ in 0..2 {
-        let outcome = banlieue::provider::reconcile_provider(&provider, &objects, &vcenter, &conditions::now()).await;
+        let outcome = banlieue::provider::reconcile_provider(
+            &provider,
+            &objects,
+            &vcenter,
+            &conditions::now(),
+        )
+        .await;
         assert_eq!(outcome.status.failure_domains.len(), expected_domains);
         provider.status = Some(outcome.status);
         let now = calls(&vcenter, "prod-vsphere").await;
         seen.push(difference(&now, &before));
         before = now;
     }
-    let entry = banlieue::provider::image_on_provider(&world.images[0], &provider, &objects, &vcenter).await;
+    let entry =
+        banlieue::provider::image_on_provider(&world.images[0], &provider, &objects, &vcenter)
+            .await;
     assert!(entry.ready, "{entry:?}");
     let now = calls(&vcenter, "prod-vsphere").await;
     seen.push(difference(&now, &before));
@@ -328,7 +504,10 @@ async fn count_calls(sim: &Simulator, expected_domains: usize) -> Vec<BTreeMap<&
     seen
 }
 
-fn difference(now: &BTreeMap<&'static str, u64>, before: &BTreeMap<&'static str, u64>) -> BTreeMap<&'static str, u64> {
+fn difference(
+    now: &BTreeMap<&'static str, u64>,
+    before: &BTreeMap<&'static str, u64>,
+) -> BTreeMap<&'static str, u64> {
     now.iter()
         .map(|(m, n)| (*m, n - before.get(m).copied().unwrap_or(0)))
         .filter(|(_, n)| *n > 0)
@@ -348,9 +527,17 @@ async fn soap_calls_per_reconcile_do_not_grow_with_the_inventory() {
     .await;
     let small_calls = count_calls(&small, 8).await;
     drop(small);
-    let first_login = BTreeMap::from([("Login", 1), ("RetrievePropertiesEx", 2), ("RetrieveServiceContent", 1)]);
+    let first_login = BTreeMap::from([
+        ("Login", 1),
+        ("RetrievePropertiesEx", 2),
+        ("RetrieveServiceContent", 1),
+    ]);
     let reuse = BTreeMap::from([("RetrievePropertiesEx", 2)]);
-    assert_eq!(small_calls, [first_login.clone(), reuse.clone(), reuse.clone()], "login once, then 2 calls per walk and per lookup");
+    assert_eq!(
+        small_calls,
+        [first_login.clone(), reuse.clone(), reuse.clone()],
+        "login once, then 2 calls per walk and per lookup"
+    );
 
     let large = simulator(SimulatorOptions {
         datacenters: 3,
@@ -364,50 +551,105 @@ async fn soap_calls_per_reconcile_do_not_grow_with_the_inventory() {
     })
     .await;
     let large_calls = count_calls(&large, 18).await;
-    assert_eq!(large_calls, small_calls, "same calls for 3x6 clusters and 3x the VMs");
+    assert_eq!(
+        large_calls, small_calls,
+        "same calls for 3x6 clusters and 3x the VMs"
+    );
 }
 
 #[tokio::test]
 async fn paged_walks_see_the_whole_inventory() {
-    let sim = simulator(SimulatorOptions { extra_args: vec!["-page-size=4".into()], ..two_by_two() }).await;
+    let sim = simulator(SimulatorOptions {
+        extra_args: vec!["-page-size=4".into()],
+        ..two_by_two()
+    })
+    .await;
     let insecure = "    credentialsRef: { name: vsphere-creds }\n    insecureSkipTLSVerify: true\n";
     let text = secret("vsphere-creds", sim.username(), Some(PASSWORD))
         + &provider("prod-vsphere", &sim.sdk_url(), insecure, "")
         + &image("golden-image", "golden");
     let mut world = world_of(&text);
-    let vcenter = VCenter::new(Options { page_size: 3, ..Options::default() });
+    let vcenter = VCenter::new(Options {
+        page_size: 3,
+        ..Options::default()
+    });
     check::reconcile(&mut world, &vcenter, &conditions::now()).await;
-    let fds: Vec<String> = world.providers[0].status.as_ref().unwrap().failure_domains.iter().map(|f| f.name.clone()).collect();
-    assert_eq!(fds, ["prod-vsphere-dc0-dc0-c0", "prod-vsphere-dc0-dc0-c1", "prod-vsphere-dc1-dc1-c0", "prod-vsphere-dc1-dc1-c1"]);
-    assert!(check::image_ready(&world.images[0]), "{:?}", world.images[0].status);
+    let fds: Vec<String> = world.providers[0]
+        .status
+        .as_ref()
+        .unwrap()
+        .failure_domains
+        .iter()
+        .map(|f| f.name.clone())
+        .collect();
+    assert_eq!(
+        fds,
+        [
+            "prod-vsphere-dc0-dc0-c0",
+            "prod-vsphere-dc0-dc0-c1",
+            "prod-vsphere-dc1-dc1-c0",
+            "prod-vsphere-dc1-dc1-c1"
+        ]
+    );
+    assert!(
+        check::image_ready(&world.images[0]),
+        "{:?}",
+        world.images[0].status
+    );
     let calls = calls(&vcenter, "prod-vsphere").await;
-    assert!(calls.get("ContinueRetrievePropertiesEx").copied().unwrap_or(0) > 2, "walked in pages: {calls:?}");
+    assert!(
+        calls
+            .get("ContinueRetrievePropertiesEx")
+            .copied()
+            .unwrap_or(0)
+            > 2,
+        "walked in pages: {calls:?}"
+    );
     vcenter.close_all().await;
 }
 
 #[tokio::test]
 async fn a_session_is_reused_until_the_settings_change() {
     let ca = TestCa::new().unwrap();
-    let sim = simulator(SimulatorOptions { tls: ca.server_tls(), ..two_by_two() }).await;
+    let sim = simulator(SimulatorOptions {
+        tls: ca.server_tls(),
+        ..two_by_two()
+    })
+    .await;
     let objects = world_of(&secret("vsphere-creds", sim.username(), Some(PASSWORD)));
     let insecure = "    credentialsRef: { name: vsphere-creds }\n    insecureSkipTLSVerify: true\n";
-    let mut provider = world_of(&provider("prod-vsphere", &sim.sdk_url(), insecure, "")).providers.remove(0);
+    let mut provider = world_of(&provider("prod-vsphere", &sim.sdk_url(), insecure, ""))
+        .providers
+        .remove(0);
     let vcenter = VCenter::default();
     let reconcile = |p: Provider| {
         let (objects, vcenter) = (&objects, &vcenter);
-        async move { banlieue::provider::reconcile_provider(&p, objects, vcenter, &conditions::now()).await }
+        async move {
+            banlieue::provider::reconcile_provider(&p, objects, vcenter, &conditions::now()).await
+        }
     };
     for _ in 0..3 {
-        assert!(conditions::is_true(&reconcile(provider.clone()).await.status.conditions, conditions::READY));
+        assert!(conditions::is_true(
+            &reconcile(provider.clone()).await.status.conditions,
+            conditions::READY
+        ));
     }
     let first = vcenter.client(&key("prod-vsphere")).await.unwrap();
-    assert_eq!(first.call_stats()["Login"].calls, 1, "three reconciles, one login");
+    assert_eq!(
+        first.call_stats()["Login"].calls,
+        1,
+        "three reconciles, one login"
+    );
 
     // The CA is configured instead of skipping verification: a new session
     // with the new settings, the old one logged out.
     provider.spec.connection.insecure_skip_tls_verify = false;
-    provider.spec.connection.ca_bundle = Some(serde_json::from_value(serde_json::json!({"inline": ca.ca_pem()})).unwrap());
-    assert!(conditions::is_true(&reconcile(provider.clone()).await.status.conditions, conditions::READY));
+    provider.spec.connection.ca_bundle =
+        Some(serde_json::from_value(serde_json::json!({"inline": ca.ca_pem()})).unwrap());
+    assert!(conditions::is_true(
+        &reconcile(provider.clone()).await.status.conditions,
+        conditions::READY
+    ));
     let second = vcenter.client(&key("prod-vsphere")).await.unwrap();
     assert_eq!(second.call_stats()["Login"].calls, 1);
     assert_eq!(first.call_stats()["Login"].calls, 1);
@@ -419,14 +661,29 @@ async fn a_session_is_reused_until_the_settings_change() {
     }
     assert!(!first.has_session(), "the replaced session is logged out");
     assert_eq!(first.call_stats().get("Logout").map(|s| s.calls), Some(1));
-    assert!(conditions::is_true(&reconcile(provider.clone()).await.status.conditions, conditions::READY));
-    assert_eq!(vcenter.client(&key("prod-vsphere")).await.unwrap().call_stats()["Login"].calls, 1, "reused again");
+    assert!(conditions::is_true(
+        &reconcile(provider.clone()).await.status.conditions,
+        conditions::READY
+    ));
+    assert_eq!(
+        vcenter
+            .client(&key("prod-vsphere"))
+            .await
+            .unwrap()
+            .call_stats()["Login"]
+            .calls,
+        1,
+        "reused again"
+    );
     vcenter.close_all().await;
 }
 
 #[test]
 fn the_binary_checks_manifests_against_the_simulator() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let sim = runtime.block_on(simulator(two_by_two()));
     let dir = tempfile::tempdir().unwrap();
     let insecure = "    credentialsRef: { name: vsphere-creds }\n    insecureSkipTLSVerify: true\n";
@@ -434,18 +691,36 @@ fn the_binary_checks_manifests_against_the_simulator() {
         + &provider("prod-vsphere", &sim.sdk_url(), insecure, "")
         + &image("golden-image", "golden");
     std::fs::write(dir.path().join("manifests.yaml"), text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_banlieue")).args(["check", "-f"]).arg(dir.path()).output().expect("run banlieue");
+    let out = Command::new(env!("CARGO_BIN_EXE_banlieue"))
+        .args(["check", "-f"])
+        .arg(dir.path())
+        .output()
+        .expect("run banlieue");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("Connected") && stdout.contains("TemplateFound"), "{stdout}");
-    assert!(stderr.contains("1 Provider(s), 1 Ready; 1 VMImage(s), 1 ready") && stderr.contains("-> PASS"), "{stderr}");
+    assert!(
+        stdout.contains("Connected") && stdout.contains("TemplateFound"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("1 Provider(s), 1 Ready; 1 VMImage(s), 1 ready")
+            && stderr.contains("-> PASS"),
+        "{stderr}"
+    );
     assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD));
 
     // The simulator stopped: the same manifests fail with the cause.
     drop(sim);
-    let out = Command::new(env!("CARGO_BIN_EXE_banlieue")).args(["check", "-f"]).arg(dir.path()).output().expect("run banlieue");
+    let out = Command::new(env!("CARGO_BIN_EXE_banlieue"))
+        .args(["check", "-f"])
+        .arg(dir.path())
+        .output()
+        .expect("run banlieue");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout.contains("ConnectFailed") && stdout.contains("unreachable"), "{stdout}");
+    assert!(
+        stdout.contains("ConnectFailed") && stdout.contains("unreachable"),
+        "{stdout}"
+    );
 }

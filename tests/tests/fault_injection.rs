@@ -307,7 +307,10 @@ async fn a_task_wait_cut_by_a_crash_ends_with_a_clear_error_and_the_next_wait_wo
             .expect("the wait does not panic")
             .expect_err("the task died with the server");
         let text = chain(&err);
-        assert!(text.contains(&format!("waiting for task {} failed", task.reference())), "{text}");
+        assert!(
+            text.contains(&format!("waiting for task {} failed", task.reference())),
+            "{text}"
+        );
         match err.kind() {
             // The fault of the call that failed is kept, typed.
             ErrorKind::Fault => assert!(

@@ -26,7 +26,8 @@ mod transport;
 mod version;
 
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_RESPONSE_SIZE,
+    Client, ClientBuilder, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_KEEPALIVE,
+    DEFAULT_MAX_RESPONSE_SIZE,
 };
 pub use error::{Error, ErrorKind, Fault};
 

@@ -56,11 +56,33 @@ mod tests {
         stats.record::<()>("Login", &Ok(()));
         stats.record::<()>(
             "Login",
-            &Err(Error::from_fault(crate::Fault::new("ServerFaultCode", "no", Some("InvalidLogin".into()), None))),
+            &Err(Error::from_fault(crate::Fault::new(
+                "ServerFaultCode",
+                "no",
+                Some("InvalidLogin".into()),
+                None,
+            ))),
         );
-        stats.record::<()>("RetrievePropertiesEx", &Err(Error::new(ErrorKind::Timeout, "slow")));
+        stats.record::<()>(
+            "RetrievePropertiesEx",
+            &Err(Error::new(ErrorKind::Timeout, "slow")),
+        );
         let snapshot = stats.snapshot();
-        assert_eq!(snapshot["Login"], MethodStats { calls: 2, faults: 1, errors: 0 });
-        assert_eq!(snapshot["RetrievePropertiesEx"], MethodStats { calls: 1, faults: 0, errors: 1 });
+        assert_eq!(
+            snapshot["Login"],
+            MethodStats {
+                calls: 2,
+                faults: 1,
+                errors: 0
+            }
+        );
+        assert_eq!(
+            snapshot["RetrievePropertiesEx"],
+            MethodStats {
+                calls: 1,
+                faults: 0,
+                errors: 1
+            }
+        );
     }
 }

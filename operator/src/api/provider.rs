@@ -22,8 +22,16 @@ pub const CA_BUNDLE_EXACTLY_ONE_MESSAGE: &str =
     namespaced,
     status = "ProviderStatus",
     derive = "PartialEq",
-    printcolumn(name = "CLASS", type_ = "string", json_path = ".spec.providerClassRef.name"),
-    printcolumn(name = "READY", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status")
+    printcolumn(
+        name = "CLASS",
+        type_ = "string",
+        json_path = ".spec.providerClassRef.name"
+    ),
+    printcolumn(
+        name = "READY",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderSpec {
@@ -46,7 +54,11 @@ pub struct Connection {
     /// Secret in the Provider's namespace with `username` and `password` keys.
     pub credentials_ref: LocalObjectReference,
     /// Skip TLS verification (self-signed vCenters only; prefer `caBundle`).
-    #[serde(default, rename = "insecureSkipTLSVerify", skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        rename = "insecureSkipTLSVerify",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub insecure_skip_tls_verify: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<CaBundle>,
@@ -162,6 +174,8 @@ pub struct FailureDomain {
 
 impl Provider {
     pub fn ready_condition(&self) -> Option<&Condition> {
-        self.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
     }
 }

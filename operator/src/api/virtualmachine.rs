@@ -16,9 +16,17 @@ use super::{conditions_schema, Condition, LabelSelector, LocalObjectReference, P
     derive = "PartialEq",
     printcolumn(name = "CLASS", type_ = "string", json_path = ".spec.classRef.name"),
     printcolumn(name = "IMAGE", type_ = "string", json_path = ".spec.imageRef.name"),
-    printcolumn(name = "PROVIDER", type_ = "string", json_path = ".status.scheduled.provider"),
+    printcolumn(
+        name = "PROVIDER",
+        type_ = "string",
+        json_path = ".status.scheduled.provider"
+    ),
     printcolumn(name = "POWER", type_ = "string", json_path = ".status.powerState"),
-    printcolumn(name = "READY", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status")
+    printcolumn(
+        name = "READY",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachineSpec {

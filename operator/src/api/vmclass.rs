@@ -13,7 +13,11 @@ use super::{Firmware, Provisioning};
     plural = "vmclasses",
     derive = "PartialEq",
     printcolumn(name = "CPUS", type_ = "integer", json_path = ".spec.hardware.cpus"),
-    printcolumn(name = "MEMORY", type_ = "integer", json_path = ".spec.hardware.memoryMiB"),
+    printcolumn(
+        name = "MEMORY",
+        type_ = "integer",
+        json_path = ".spec.hardware.memoryMiB"
+    ),
     printcolumn(name = "FIRMWARE", type_ = "string", json_path = ".spec.firmware")
 )]
 #[serde(rename_all = "camelCase")]

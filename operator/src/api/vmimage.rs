@@ -128,7 +128,10 @@ pub struct DatacenterTemplate {
 fn per_provider_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut schema = generator.subschema_for::<Vec<ImageProviderStatus>>();
     schema.insert("x-kubernetes-list-type".into(), "map".into());
-    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["namespace", "provider"]));
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["namespace", "provider"]),
+    );
     schema
 }
 
@@ -143,6 +146,9 @@ impl VMImage {
     }
 
     pub fn source_for_class(&self, provider_class: &str) -> Option<&ImageSource> {
-        self.spec.sources.iter().find(|s| s.provider_class == provider_class)
+        self.spec
+            .sources
+            .iter()
+            .find(|s| s.provider_class == provider_class)
     }
 }

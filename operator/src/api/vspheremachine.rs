@@ -17,10 +17,22 @@ use super::{
     namespaced,
     status = "VSphereMachineStatus",
     derive = "PartialEq",
-    printcolumn(name = "PROVIDER", type_ = "string", json_path = ".spec.providerRef.name"),
-    printcolumn(name = "FAILURE-DOMAIN", type_ = "string", json_path = ".spec.failureDomain"),
+    printcolumn(
+        name = "PROVIDER",
+        type_ = "string",
+        json_path = ".spec.providerRef.name"
+    ),
+    printcolumn(
+        name = "FAILURE-DOMAIN",
+        type_ = "string",
+        json_path = ".spec.failureDomain"
+    ),
     printcolumn(name = "POWER", type_ = "string", json_path = ".status.powerState"),
-    printcolumn(name = "READY", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status")
+    printcolumn(
+        name = "READY",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct VSphereMachineSpec {
@@ -96,7 +108,11 @@ pub struct MachineNetworkInterface {
 #[serde(rename_all = "camelCase")]
 pub struct VSphereMachineStatus {
     /// The VM's instance UUID, derived from this object and set at clone time.
-    #[serde(default, rename = "instanceUUID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "instanceUUID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub instance_uuid: Option<String>,
     /// Managed object reference value of the VM (`vm-123`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,7 +130,11 @@ pub struct VSphereMachineStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
-    #[serde(default, rename = "consoleURL", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "consoleURL",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub console_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -136,6 +156,8 @@ pub struct TaskStatus {
 
 impl VSphereMachine {
     pub fn ready_condition(&self) -> Option<&Condition> {
-        self.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
     }
 }

@@ -18,12 +18,19 @@ use crate::vsphere::VSphere;
 struct CheckHooks;
 
 impl Hooks for CheckHooks {
-    async fn persist(&mut self, _machine: &VSphereMachine) -> std::result::Result<(), MachineError> {
+    async fn persist(
+        &mut self,
+        _machine: &VSphereMachine,
+    ) -> std::result::Result<(), MachineError> {
         Ok(())
     }
 
     async fn event(&mut self, machine: &VSphereMachine, reason: &str, message: &str) {
-        eprintln!("{}/{}: {reason}: {message}", machine.namespace().unwrap_or_default(), machine.name_any());
+        eprintln!(
+            "{}/{}: {reason}: {message}",
+            machine.namespace().unwrap_or_default(),
+            machine.name_any()
+        );
     }
 }
 
@@ -65,11 +72,25 @@ where
 
 fn lifecycle_error(machine: &mut VSphereMachine, message: &str, now: &Time) {
     let status = machine.status.get_or_insert_with(Default::default);
-    let observed = conditions::Observed::new(READY, conditions::Status::False, crate::lifecycle::step::reason::FAILED, message);
-    conditions::set(&mut status.conditions, observed, machine.metadata.generation, now);
+    let observed = conditions::Observed::new(
+        READY,
+        conditions::Status::False,
+        crate::lifecycle::step::reason::FAILED,
+        message,
+    );
+    conditions::set(
+        &mut status.conditions,
+        observed,
+        machine.metadata.generation,
+        now,
+    );
 }
 
-async fn apply_one<V>(world: &mut World, i: usize, vsphere: &V) -> std::result::Result<Outcome, MachineError>
+async fn apply_one<V>(
+    world: &mut World,
+    i: usize,
+    vsphere: &V,
+) -> std::result::Result<Outcome, MachineError>
 where
     V: VSphere,
     V::Session: Machines,
@@ -79,14 +100,25 @@ where
     let provider = world
         .providers
         .iter()
-        .find(|p| p.namespace().as_deref() == Some(provider_ref.namespace.as_str()) && p.name_any() == provider_ref.name)
+        .find(|p| {
+            p.namespace().as_deref() == Some(provider_ref.namespace.as_str())
+                && p.name_any() == provider_ref.name
+        })
         .ok_or_else(|| MachineError::new(format!("Provider {provider_ref} not found")))?;
-    let params = provider::connect_params(provider, &*world).map_err(|(reason, message)| MachineError::new(format!("{reason}: {message}")))?;
+    let params = provider::connect_params(provider, &*world)
+        .map_err(|(reason, message)| MachineError::new(format!("{reason}: {message}")))?;
     let session = vsphere.connect(&params).await?;
     let secrets = cloud_config_secrets(&machine, &*world).map_err(MachineError::new)?;
     let mut machine = machine;
-    let result = driver::reconcile(&mut machine, false, &secrets, &session, &mut CheckHooks, &driver::Options::default()).await;
+    let result = driver::reconcile(
+        &mut machine,
+        false,
+        &secrets,
+        &session,
+        &mut CheckHooks,
+        &driver::Options::default(),
+    )
+    .await;
     world.machines[i] = machine;
     result
 }
-

@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::{
-    ImageProviderStatus, NamespacedReference, Provider, VMClass, VMImage, VMImageStatus, VSphereMachine,
-    VirtualMachine, API_VERSION,
+    ImageProviderStatus, NamespacedReference, Provider, VMClass, VMImage, VMImageStatus,
+    VSphereMachine, VirtualMachine, API_VERSION,
 };
 use crate::conditions::{self, READY, SCHEDULED};
 use crate::controller::plan::{self, Cache};
@@ -72,7 +72,10 @@ pub fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let io = |e| Error::Io(path.display().to_string(), e);
     if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path).map_err(io)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(io)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
         entries.sort();
         for entry in entries {
             if entry.is_dir() || entry.extension().is_some_and(|x| x == "yaml" || x == "yml") {
@@ -87,7 +90,8 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 
 /// Parses multi-document YAML into JSON values (empty documents dropped).
 pub fn parse_documents(text: &str) -> Result<Vec<Value>> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| Error::Yaml(e.to_string()))?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| Error::Yaml(e.to_string()))?;
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
@@ -95,14 +99,18 @@ impl World {
     pub fn load(paths: &[PathBuf]) -> Result<World> {
         let mut world = World::default();
         for file in files(paths)? {
-            let text = std::fs::read_to_string(&file).map_err(|e| Error::Io(file.display().to_string(), e))?;
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| Error::Io(file.display().to_string(), e))?;
             let source = file.display().to_string();
             match parse_documents(&text) {
                 Ok(docs) => docs.into_iter().for_each(|doc| world.add(&source, doc)),
                 Err(e) => world.rejected.push(Rejected {
                     source: source.clone(),
                     object: "<file>".into(),
-                    errors: vec![FieldError { path: "<yaml>".into(), message: e.to_string() }],
+                    errors: vec![FieldError {
+                        path: "<yaml>".into(),
+                        message: e.to_string(),
+                    }],
                 }),
             }
         }
@@ -111,17 +119,39 @@ impl World {
 
     /// Adds one document: schema-checked, typed and validated.
     pub fn add(&mut self, source: &str, mut doc: Value) {
-        let api_version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
-        let name = doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let api_version = doc
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let kind = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let name = doc
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let object = format!("{kind}/{name}");
         let mut reject = |errors: Vec<FieldError>| {
-            self.rejected.push(Rejected { source: source.to_string(), object: object.clone(), errors });
+            self.rejected.push(Rejected {
+                source: source.to_string(),
+                object: object.clone(),
+                errors,
+            });
         };
         if name.is_empty() {
-            return reject(vec![FieldError { path: "metadata.name".into(), message: "required".into() }]);
+            return reject(vec![FieldError {
+                path: "metadata.name".into(),
+                message: "required".into(),
+            }]);
         }
-        let namespaced = matches!(kind.as_str(), "Provider" | "VirtualMachine" | "VSphereMachine" | "Secret" | "ConfigMap");
+        let namespaced = matches!(
+            kind.as_str(),
+            "Provider" | "VirtualMachine" | "VSphereMachine" | "Secret" | "ConfigMap"
+        );
         if namespaced && doc.pointer("/metadata/namespace").is_none() {
             if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
                 meta.insert("namespace".into(), Value::String("default".into()));
@@ -129,22 +159,30 @@ impl World {
         }
         match (api_version.as_str(), kind.as_str()) {
             (API_VERSION, "Provider") => {
-                if let Some(p) = typed::<Provider>(&doc, &mut reject, |p| validate::provider(&p.spec)) {
+                if let Some(p) =
+                    typed::<Provider>(&doc, &mut reject, |p| validate::provider(&p.spec))
+                {
                     self.providers.push(p);
                 }
             }
             (API_VERSION, "VMClass") => {
-                if let Some(c) = typed::<VMClass>(&doc, &mut reject, |c| validate::vm_class(&c.spec)) {
+                if let Some(c) =
+                    typed::<VMClass>(&doc, &mut reject, |c| validate::vm_class(&c.spec))
+                {
                     self.classes.push(c);
                 }
             }
             (API_VERSION, "VMImage") => {
-                if let Some(i) = typed::<VMImage>(&doc, &mut reject, |i| validate::vm_image(&i.spec)) {
+                if let Some(i) =
+                    typed::<VMImage>(&doc, &mut reject, |i| validate::vm_image(&i.spec))
+                {
                     self.images.push(i);
                 }
             }
             (API_VERSION, "VirtualMachine") => {
-                if let Some(v) = typed::<VirtualMachine>(&doc, &mut reject, |v| validate::virtual_machine(&v.spec)) {
+                if let Some(v) = typed::<VirtualMachine>(&doc, &mut reject, |v| {
+                    validate::virtual_machine(&v.spec)
+                }) {
                     self.vms.push(v);
                 }
             }
@@ -155,25 +193,40 @@ impl World {
             }
             ("v1", "Secret") => match serde_json::from_value::<Secret>(doc) {
                 Ok(s) => self.secrets.push(s),
-                Err(e) => reject(vec![FieldError { path: "<root>".into(), message: e.to_string() }]),
+                Err(e) => reject(vec![FieldError {
+                    path: "<root>".into(),
+                    message: e.to_string(),
+                }]),
             },
             ("v1", "ConfigMap") => match serde_json::from_value::<ConfigMap>(doc) {
                 Ok(c) => self.config_maps.push(c),
-                Err(e) => reject(vec![FieldError { path: "<root>".into(), message: e.to_string() }]),
+                Err(e) => reject(vec![FieldError {
+                    path: "<root>".into(),
+                    message: e.to_string(),
+                }]),
             },
-            _ => self.ignored.push(format!("{source}: {api_version} {object}")),
+            _ => self
+                .ignored
+                .push(format!("{source}: {api_version} {object}")),
         }
     }
 }
 
 /// Schema check against the generated CRD, then typed deserialization, then `validate`.
-fn typed<K>(doc: &Value, reject: &mut impl FnMut(Vec<FieldError>), validate: impl Fn(&K) -> Vec<FieldError>) -> Option<K>
+fn typed<K>(
+    doc: &Value,
+    reject: &mut impl FnMut(Vec<FieldError>),
+    validate: impl Fn(&K) -> Vec<FieldError>,
+) -> Option<K>
 where
     K: DeserializeOwned + kube::Resource<DynamicType = ()>,
 {
     let kind = K::kind(&());
     let crds = crate::crdgen::all();
-    let schema = crds.iter().find(|(_, crd)| crd.spec.names.kind == kind).and_then(|(_, crd)| crate::schema::schema_of(crd));
+    let schema = crds
+        .iter()
+        .find(|(_, crd)| crd.spec.names.kind == kind)
+        .and_then(|(_, crd)| crate::schema::schema_of(crd));
     if let Some(schema) = schema {
         let errors = crate::schema::validate_object(doc, schema);
         if !errors.is_empty() {
@@ -192,7 +245,10 @@ where
             }
         }
         Err(e) => {
-            reject(vec![FieldError { path: "<root>".into(), message: e.to_string() }]);
+            reject(vec![FieldError {
+                path: "<root>".into(),
+                message: e.to_string(),
+            }]);
             None
         }
     }
@@ -200,11 +256,17 @@ where
 
 impl Objects for World {
     fn secret(&self, namespace: &str, name: &str) -> Option<Secret> {
-        self.secrets.iter().find(|s| s.namespace().as_deref() == Some(namespace) && s.name_any() == name).cloned()
+        self.secrets
+            .iter()
+            .find(|s| s.namespace().as_deref() == Some(namespace) && s.name_any() == name)
+            .cloned()
     }
 
     fn config_map(&self, namespace: &str, name: &str) -> Option<ConfigMap> {
-        self.config_maps.iter().find(|c| c.namespace().as_deref() == Some(namespace) && c.name_any() == name).cloned()
+        self.config_maps
+            .iter()
+            .find(|c| c.namespace().as_deref() == Some(namespace) && c.name_any() == name)
+            .cloned()
     }
 }
 
@@ -212,11 +274,21 @@ struct Snapshot<'a>(&'a World);
 
 impl Cache for Snapshot<'_> {
     fn vm_class(&self, name: &str) -> Option<Arc<VMClass>> {
-        self.0.classes.iter().find(|c| c.name_any() == name).cloned().map(Arc::new)
+        self.0
+            .classes
+            .iter()
+            .find(|c| c.name_any() == name)
+            .cloned()
+            .map(Arc::new)
     }
 
     fn vm_image(&self, name: &str) -> Option<Arc<VMImage>> {
-        self.0.images.iter().find(|i| i.name_any() == name).cloned().map(Arc::new)
+        self.0
+            .images
+            .iter()
+            .find(|i| i.name_any() == name)
+            .cloned()
+            .map(Arc::new)
     }
 
     fn providers(&self) -> Vec<Arc<Provider>> {
@@ -237,7 +309,12 @@ impl Cache for Snapshot<'_> {
             namespace: m.namespace.clone().unwrap_or_default(),
             name: m.name.clone().unwrap_or_default(),
         };
-        let from_machines: Vec<_> = self.0.machines.iter().map(|m| (key(&m.metadata), crate::machine::placement_of(m))).collect();
+        let from_machines: Vec<_> = self
+            .0
+            .machines
+            .iter()
+            .map(|m| (key(&m.metadata), crate::machine::placement_of(m)))
+            .collect();
         schedule::load_of(
             self.0
                 .vms
@@ -257,17 +334,22 @@ pub async fn reconcile<V: VSphere>(world: &mut World, vsphere: &V, now: &Time) {
     world.classes.sort_by_key(|c| c.name_any());
 
     for i in 0..world.providers.len() {
-        let outcome = provider::reconcile_provider(&world.providers[i], &*world, vsphere, now).await;
+        let outcome =
+            provider::reconcile_provider(&world.providers[i], &*world, vsphere, now).await;
         world.providers[i].status = Some(outcome.status);
     }
 
     for i in 0..world.images.len() {
         let mut per_provider: Vec<ImageProviderStatus> = Vec::new();
         for p in &world.providers {
-            per_provider.push(provider::image_on_provider(&world.images[i], p, &*world, vsphere).await);
+            per_provider
+                .push(provider::image_on_provider(&world.images[i], p, &*world, vsphere).await);
         }
         let generation = world.images[i].metadata.generation;
-        world.images[i].status = Some(VMImageStatus { per_provider, observed_generation: generation });
+        world.images[i].status = Some(VMImageStatus {
+            per_provider,
+            observed_generation: generation,
+        });
     }
 
     // The first pass schedules and creates VSphereMachines, the second mirrors them.
@@ -282,17 +364,21 @@ pub(crate) fn mirror(world: &mut World, now: &Time) {
     {
         {
             for i in 0..world.vms.len() {
-            let plan = plan::plan(&world.vms[i], &Snapshot(world), now);
-            if let Some(machine) = plan.create {
-                world.machines.push(machine);
-            }
-            if let Some(power) = plan.set_power {
-                let (ns, name) = (world.vms[i].namespace(), world.vms[i].name_any());
-                if let Some(m) = world.machines.iter_mut().find(|m| m.namespace() == ns && m.name_any() == name) {
-                    m.spec.desired_power_state = power;
+                let plan = plan::plan(&world.vms[i], &Snapshot(world), now);
+                if let Some(machine) = plan.create {
+                    world.machines.push(machine);
                 }
-            }
-            world.vms[i].status = Some(plan.status);
+                if let Some(power) = plan.set_power {
+                    let (ns, name) = (world.vms[i].namespace(), world.vms[i].name_any());
+                    if let Some(m) = world
+                        .machines
+                        .iter_mut()
+                        .find(|m| m.namespace() == ns && m.name_any() == name)
+                    {
+                        m.spec.desired_power_state = power;
+                    }
+                }
+                world.vms[i].status = Some(plan.status);
             }
         }
     }
@@ -309,7 +395,10 @@ pub fn image_ready(image: &VMImage) -> bool {
     !entries.is_empty() && entries.iter().all(|e| e.ready)
 }
 
-fn condition_of<'a>(conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], t: &str) -> (&'a str, &'a str, &'a str) {
+fn condition_of<'a>(
+    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    t: &str,
+) -> (&'a str, &'a str, &'a str) {
     conditions::find(conditions, t)
         .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
         .unwrap_or(("Unknown", "", ""))
@@ -323,11 +412,36 @@ pub struct Report {
 }
 
 pub fn report(world: &World, output: Output, apply: bool) -> Report {
-    let providers_ready = world.providers.iter().filter(|p| conditions::is_true(p.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default(), READY)).count();
+    let providers_ready = world
+        .providers
+        .iter()
+        .filter(|p| {
+            conditions::is_true(
+                p.status
+                    .as_ref()
+                    .map(|s| s.conditions.as_slice())
+                    .unwrap_or_default(),
+                READY,
+            )
+        })
+        .count();
     let images_ready = world.images.iter().filter(|i| image_ready(i)).count();
-    let vm_conditions = |v: &VirtualMachine| v.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
-    let scheduled = world.vms.iter().filter(|v| conditions::is_true(&vm_conditions(v), SCHEDULED)).count();
-    let ready = world.vms.iter().filter(|v| conditions::is_true(&vm_conditions(v), READY)).count();
+    let vm_conditions = |v: &VirtualMachine| {
+        v.status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default()
+    };
+    let scheduled = world
+        .vms
+        .iter()
+        .filter(|v| conditions::is_true(&vm_conditions(v), SCHEDULED))
+        .count();
+    let ready = world
+        .vms
+        .iter()
+        .filter(|v| conditions::is_true(&vm_conditions(v), READY))
+        .count();
     let passed = world.rejected.is_empty()
         && providers_ready == world.providers.len()
         && images_ready == world.images.len()
@@ -345,7 +459,11 @@ pub fn report(world: &World, output: Output, apply: bool) -> Report {
         Output::Yaml => yaml(world),
         Output::Table => table(world),
     };
-    Report { passed, output, summary }
+    Report {
+        passed,
+        output,
+        summary,
+    }
 }
 
 fn yaml(world: &World) -> String {
@@ -356,15 +474,32 @@ fn yaml(world: &World) -> String {
         }
     };
     // Secrets and ConfigMaps are inputs, never printed: they may hold credentials.
-    world.providers.iter().for_each(|o| push(&mut docs, serde_json::to_value(o)));
-    world.classes.iter().for_each(|o| push(&mut docs, serde_json::to_value(o)));
-    world.images.iter().for_each(|o| push(&mut docs, serde_json::to_value(o)));
-    world.vms.iter().for_each(|o| push(&mut docs, serde_json::to_value(o)));
-    world.machines.iter().for_each(|o| push(&mut docs, serde_json::to_value(o)));
+    world
+        .providers
+        .iter()
+        .for_each(|o| push(&mut docs, serde_json::to_value(o)));
+    world
+        .classes
+        .iter()
+        .for_each(|o| push(&mut docs, serde_json::to_value(o)));
+    world
+        .images
+        .iter()
+        .for_each(|o| push(&mut docs, serde_json::to_value(o)));
+    world
+        .vms
+        .iter()
+        .for_each(|o| push(&mut docs, serde_json::to_value(o)));
+    world
+        .machines
+        .iter()
+        .for_each(|o| push(&mut docs, serde_json::to_value(o)));
     let mut out = String::new();
     for doc in docs {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(&doc).unwrap_or_else(|e| format!("# cannot render: {e}\n")));
+        out.push_str(
+            &serde_saphyr::to_string(&doc).unwrap_or_else(|e| format!("# cannot render: {e}\n")),
+        );
     }
     out.push_str(&rejected_text(world, "# "));
     out
@@ -373,7 +508,13 @@ fn yaml(world: &World) -> String {
 fn rejected_text(world: &World, prefix: &str) -> String {
     let mut out = String::new();
     for r in &world.rejected {
-        let _ = writeln!(out, "{prefix}REJECTED {} ({}): {}", r.object, r.source, validate::describe(&r.errors));
+        let _ = writeln!(
+            out,
+            "{prefix}REJECTED {} ({}): {}",
+            r.object,
+            r.source,
+            validate::describe(&r.errors)
+        );
     }
     for i in &world.ignored {
         let _ = writeln!(out, "{prefix}ignored {i}");
@@ -426,15 +567,35 @@ fn table(world: &World) -> String {
                 ]
             })
             .collect();
-        out.push_str(&render_table(&["PROVIDER", "CLASS", "READY", "FAILURE-DOMAINS", "REASON", "MESSAGE"], rows));
+        out.push_str(&render_table(
+            &[
+                "PROVIDER",
+                "CLASS",
+                "READY",
+                "FAILURE-DOMAINS",
+                "REASON",
+                "MESSAGE",
+            ],
+            rows,
+        ));
         out.push('\n');
     }
     if !world.images.is_empty() {
         let mut rows = Vec::new();
         for i in &world.images {
-            let entries = i.status.as_ref().map(|s| s.per_provider.clone()).unwrap_or_default();
+            let entries = i
+                .status
+                .as_ref()
+                .map(|s| s.per_provider.clone())
+                .unwrap_or_default();
             if entries.is_empty() {
-                rows.push(vec![i.name_any(), "-".into(), "false".into(), "".into(), "no Provider".into()]);
+                rows.push(vec![
+                    i.name_any(),
+                    "-".into(),
+                    "false".into(),
+                    "".into(),
+                    "no Provider".into(),
+                ]);
             }
             for e in entries {
                 rows.push(vec![
@@ -446,7 +607,10 @@ fn table(world: &World) -> String {
                 ]);
             }
         }
-        out.push_str(&render_table(&["VMIMAGE", "PROVIDER", "READY", "REASON", "MESSAGE"], rows));
+        out.push_str(&render_table(
+            &["VMIMAGE", "PROVIDER", "READY", "REASON", "MESSAGE"],
+            rows,
+        ));
         out.push('\n');
     }
     if !world.classes.is_empty() {
@@ -463,7 +627,10 @@ fn table(world: &World) -> String {
                 ]
             })
             .collect();
-        out.push_str(&render_table(&["VMCLASS", "CPUS", "MEMORY-MIB", "FIRMWARE", "TPM"], rows));
+        out.push_str(&render_table(
+            &["VMCLASS", "CPUS", "MEMORY-MIB", "FIRMWARE", "TPM"],
+            rows,
+        ));
         out.push('\n');
     }
     if !world.vms.is_empty() {
@@ -479,7 +646,11 @@ fn table(world: &World) -> String {
                     .as_ref()
                     .map(|p| format!("{}/{}", p.provider_namespace, p.provider))
                     .unwrap_or_default();
-                let fd = status.scheduled.as_ref().map(|p| p.failure_domain.clone()).unwrap_or_default();
+                let fd = status
+                    .scheduled
+                    .as_ref()
+                    .map(|p| p.failure_domain.clone())
+                    .unwrap_or_default();
                 vec![
                     format!("{}/{}", v.namespace().unwrap_or_default(), v.name_any()),
                     v.spec.class_ref.name.clone(),
@@ -495,7 +666,18 @@ fn table(world: &World) -> String {
             })
             .collect();
         out.push_str(&render_table(
-            &["VIRTUALMACHINE", "CLASS", "IMAGE", "PROVIDER", "FAILURE-DOMAIN", "POWER", "SCHEDULED", "READY", "REASON", "MESSAGE"],
+            &[
+                "VIRTUALMACHINE",
+                "CLASS",
+                "IMAGE",
+                "PROVIDER",
+                "FAILURE-DOMAIN",
+                "POWER",
+                "SCHEDULED",
+                "READY",
+                "REASON",
+                "MESSAGE",
+            ],
             rows,
         ));
         out.push('\n');
@@ -523,7 +705,19 @@ fn table(world: &World) -> String {
             })
             .collect();
         out.push_str(&render_table(
-            &["VSPHEREMACHINE", "PROVIDER", "FAILURE-DOMAIN", "TEMPLATE", "DESIRED-POWER", "VM", "POWER", "IP", "READY", "REASON", "MESSAGE"],
+            &[
+                "VSPHEREMACHINE",
+                "PROVIDER",
+                "FAILURE-DOMAIN",
+                "TEMPLATE",
+                "DESIRED-POWER",
+                "VM",
+                "POWER",
+                "IP",
+                "READY",
+                "REASON",
+                "MESSAGE",
+            ],
             rows,
         ));
         out.push('\n');

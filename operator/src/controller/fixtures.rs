@@ -22,7 +22,10 @@ pub enum Scenario {
     /// VSphereMachine POST, status PATCH, then one event per transition.
     Schedules { events: Vec<&'static str> },
     /// No machine; status PATCH with `Scheduled=False` and this reason, then events.
-    Unschedulable { reason: &'static str, message_contains: &'static str },
+    Unschedulable {
+        reason: &'static str,
+        message_contains: &'static str,
+    },
     /// Nothing at all: the status is already what the reconcile computes.
     NoRequests,
     /// The POST answers 409: no status write.
@@ -48,10 +51,16 @@ impl ApiServerVerifier {
                 Scenario::Schedules { events } => {
                     let this = self.handle_machine_create(201).await;
                     let (this, status) = this.handle_status_patch(&vm).await;
-                    assert_eq!(status.pointer("/status/conditions/0/status"), Some(&json!("True")));
+                    assert_eq!(
+                        status.pointer("/status/conditions/0/status"),
+                        Some(&json!("True"))
+                    );
                     this.handle_events(&events).await;
                 }
-                Scenario::Unschedulable { reason, message_contains } => {
+                Scenario::Unschedulable {
+                    reason,
+                    message_contains,
+                } => {
                     let (this, status) = self.handle_status_patch(&vm).await;
                     let scheduled = &status["status"]["conditions"][0];
                     assert_eq!(scheduled["type"], "Scheduled");
@@ -59,16 +68,26 @@ impl ApiServerVerifier {
                     assert_eq!(scheduled["reason"], reason);
                     let message = scheduled["message"].as_str().unwrap_or_default();
                     assert!(message.contains(message_contains), "{message}");
-                    assert!(status["status"].get("scheduled").is_none(), "not scheduled: {status}");
+                    assert!(
+                        status["status"].get("scheduled").is_none(),
+                        "not scheduled: {status}"
+                    );
                     this.handle_events(&[reason, "NotScheduled"]).await;
                 }
                 Scenario::NoRequests => self.expect_nothing().await,
-                Scenario::CreateConflict => self.handle_machine_create(409).await.expect_nothing().await,
-                Scenario::CreateFails => self.handle_machine_create(500).await.expect_nothing().await,
+                Scenario::CreateConflict => {
+                    self.handle_machine_create(409).await.expect_nothing().await
+                }
+                Scenario::CreateFails => {
+                    self.handle_machine_create(500).await.expect_nothing().await
+                }
                 Scenario::Adopts => {
                     let (this, status) = self.handle_status_patch(&vm).await;
                     let s = &status["status"];
-                    assert_eq!(s["scheduled"]["failureDomain"], "fd-recorded", "placement comes from the machine: {s}");
+                    assert_eq!(
+                        s["scheduled"]["failureDomain"], "fd-recorded",
+                        "placement comes from the machine: {s}"
+                    );
                     assert_eq!(s["powerState"], "PoweredOn");
                     assert_eq!(s["conditions"][1]["type"], "Ready");
                     assert_eq!(s["conditions"][1]["status"], "True");
@@ -78,35 +97,61 @@ impl ApiServerVerifier {
                 Scenario::PowerChange => {
                     let (request, send) = self.next().await;
                     assert_eq!(request.method(), http::Method::PATCH);
-                    assert!(request.uri().path().ends_with("/vspheremachines/db-prod-01"), "{}", request.uri());
+                    assert!(
+                        request
+                            .uri()
+                            .path()
+                            .ends_with("/vspheremachines/db-prod-01"),
+                        "{}",
+                        request.uri()
+                    );
                     let body = body_json(request).await;
                     assert_eq!(body, json!({"spec": {"desiredPowerState": "PoweredOff"}}));
                     let machine = serde_json::to_vec(&machine_owned_by(&vm)).unwrap_or_default();
                     send.send_response(Response::builder().body(Body::from(machine)).unwrap());
                     let (this, status) = self.handle_status_patch(&vm).await;
-                    assert_eq!(status["status"]["scheduled"]["failureDomain"], "fd-recorded");
-                    this.handle_events(&["Scheduled", "WaitingForProvider"]).await;
+                    assert_eq!(
+                        status["status"]["scheduled"]["failureDomain"],
+                        "fd-recorded"
+                    );
+                    this.handle_events(&["Scheduled", "WaitingForProvider"])
+                        .await;
                 }
             }
         })
     }
 
-    async fn next(&mut self) -> (Request<Body>, tower_test::mock::SendResponse<Response<Body>>) {
-        self.0.next_request().await.expect("the reconcile made no further request")
+    async fn next(
+        &mut self,
+    ) -> (
+        Request<Body>,
+        tower_test::mock::SendResponse<Response<Body>>,
+    ) {
+        self.0
+            .next_request()
+            .await
+            .expect("the reconcile made no further request")
     }
 
     async fn handle_machine_create(mut self, code: u16) -> Self {
         let (request, send) = self.next().await;
         assert_eq!(request.method(), http::Method::POST);
-        assert_eq!(request.uri().path(), "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/vspheremachines");
+        assert_eq!(
+            request.uri().path(),
+            "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/vspheremachines"
+        );
         let body = body_json(request).await;
         assert_machine_body(&body);
         let response = if code == 201 {
-            Response::builder().status(201).body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+            Response::builder()
+                .status(201)
+                .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
         } else {
             let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "nope",
                                 "reason": if code == 409 { "AlreadyExists" } else { "InternalError" }, "code": code});
-            Response::builder().status(code).body(Body::from(serde_json::to_vec(&status).unwrap_or_default()))
+            Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&status).unwrap_or_default()))
         };
         send.send_response(response.unwrap());
         self
@@ -117,9 +162,15 @@ impl ApiServerVerifier {
         assert_eq!(request.method(), http::Method::PATCH);
         assert_eq!(request.uri().path(), vm_path());
         let query = request.uri().query().unwrap_or_default().to_string();
-        assert!(query.contains("fieldManager=banlieue-controller") && query.contains("force=true"), "server-side apply: {query}");
+        assert!(
+            query.contains("fieldManager=banlieue-controller") && query.contains("force=true"),
+            "server-side apply: {query}"
+        );
         assert_eq!(
-            request.headers().get("content-type").and_then(|v| v.to_str().ok()),
+            request
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
             Some("application/apply-patch+yaml")
         );
         let body = body_json(request).await;
@@ -127,7 +178,11 @@ impl ApiServerVerifier {
         assert_eq!(body["kind"], "VirtualMachine");
         let mut updated = serde_json::to_value(vm).unwrap_or_default();
         updated["status"] = body["status"].clone();
-        send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&updated).unwrap_or_default())).unwrap());
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&updated).unwrap_or_default()))
+                .unwrap(),
+        );
         (self, body)
     }
 
@@ -135,11 +190,18 @@ impl ApiServerVerifier {
         for reason in reasons {
             let (request, send) = self.next().await;
             assert_eq!(request.method(), http::Method::POST);
-            assert_eq!(request.uri().path(), "/apis/events.k8s.io/v1/namespaces/banlieue-system/events");
+            assert_eq!(
+                request.uri().path(),
+                "/apis/events.k8s.io/v1/namespaces/banlieue-system/events"
+            );
             let body = body_json(request).await;
             assert_eq!(body["reason"], *reason, "{body}");
             assert_eq!(body["regarding"]["kind"], "VirtualMachine");
-            send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&body).unwrap_or_default())).unwrap());
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+                    .unwrap(),
+            );
         }
         self.expect_nothing().await;
     }
@@ -153,7 +215,11 @@ impl ApiServerVerifier {
 }
 
 async fn body_json(request: Request<Body>) -> Value {
-    let bytes = request.into_body().collect_bytes().await.expect("request body");
+    let bytes = request
+        .into_body()
+        .collect_bytes()
+        .await
+        .expect("request body");
     serde_json::from_slice(&bytes).expect("request body is JSON")
 }
 
@@ -164,15 +230,24 @@ fn assert_machine_body(body: &Value) {
     assert_eq!(owner["name"], "db-prod-01");
     assert_eq!(owner["uid"], "uid-db-prod-01");
     assert_eq!(owner["controller"], true);
-    assert_eq!(body["metadata"]["labels"]["app.kubernetes.io/name"], "banlieue");
+    assert_eq!(
+        body["metadata"]["labels"]["app.kubernetes.io/name"],
+        "banlieue"
+    );
     assert_eq!(body["metadata"]["name"], "db-prod-01");
     assert_eq!(body["metadata"]["namespace"], "banlieue-system");
     let spec = &body["spec"];
-    assert_eq!(spec["providerRef"], json!({"namespace": "banlieue-system", "name": "prod-vsphere"}));
+    assert_eq!(
+        spec["providerRef"],
+        json!({"namespace": "banlieue-system", "name": "prod-vsphere"})
+    );
     assert_eq!(spec["failureDomain"], "prod-vsphere-dc1-c1");
     assert_eq!(spec["datacenter"], "DC1");
     assert_eq!(spec["cluster"], "C1");
-    assert_eq!(spec["template"], json!({"name": "ubuntu-22.04-cloudinit", "moRef": "vm-42"}));
+    assert_eq!(
+        spec["template"],
+        json!({"name": "ubuntu-22.04-cloudinit", "moRef": "vm-42"})
+    );
     assert_eq!(spec["cpus"], 8);
     assert_eq!(spec["memoryMiB"], 32768);
     assert_eq!(spec["firmware"], "efi-secure");
@@ -222,7 +297,11 @@ impl World {
             classes: vec![testutil::guide_class(), testutil::tpm_class()],
             images: vec![testutil::image(&["prod-vsphere"])],
             providers: vec![testutil::ready(
-                testutil::provider("prod-vsphere", json!({"dc": "dc1", "env": "prod"}), testutil::guide_capabilities()),
+                testutil::provider(
+                    "prod-vsphere",
+                    json!({"dc": "dc1", "env": "prod"}),
+                    testutil::guide_capabilities(),
+                ),
                 vec![testutil::failure_domain("prod-vsphere-dc1-c1", "DC1", "C1")],
             )],
             ..Default::default()
@@ -239,12 +318,18 @@ impl World {
             machines: store_of(self.machines),
             vms: store_of(self.vms),
         };
-        (Arc::new(Context::new(client, caches, Arc::default())), ApiServerVerifier(handle))
+        (
+            Arc::new(Context::new(client, caches, Arc::default())),
+            ApiServerVerifier(handle),
+        )
     }
 }
 
 pub fn guide_vm() -> VirtualMachine {
-    testutil::vm("db-prod-01", json!({"providerSelector": {"matchLabels": {"dc": "dc1", "env": "prod"}}}))
+    testutil::vm(
+        "db-prod-01",
+        json!({"providerSelector": {"matchLabels": {"dc": "dc1", "env": "prod"}}}),
+    )
 }
 
 pub fn machine_owned_by(vm: &VirtualMachine) -> VSphereMachine {
@@ -262,7 +347,11 @@ pub fn machine_owned_by(vm: &VirtualMachine) -> VSphereMachine {
 }
 
 /// Runs one reconcile against the scenario; the scenario must finish within a second.
-pub async fn reconcile_with(world: World, vm: VirtualMachine, scenario: Scenario) -> Result<Action> {
+pub async fn reconcile_with(
+    world: World,
+    vm: VirtualMachine,
+    scenario: Scenario,
+) -> Result<Action> {
     let (ctx, server) = world.context();
     let mocked = server.run(scenario, vm.clone());
     let result = reconcile(Arc::new(vm), ctx.clone()).await;

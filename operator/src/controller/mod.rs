@@ -21,7 +21,8 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use crate::api::{
-    NamespacedReference, Provider, ScheduledPlacement, VMClass, VMImage, VSphereMachine, VirtualMachine,
+    NamespacedReference, Provider, ScheduledPlacement, VMClass, VMImage, VSphereMachine,
+    VirtualMachine,
 };
 use crate::conditions::Status;
 use crate::health::Metrics;
@@ -63,16 +64,18 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(
-        client: Client,
-        caches: Caches,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    pub fn new(client: Client, caches: Caches, metrics: Arc<Metrics>) -> Self {
         let reporter = Reporter {
             controller: MANAGER.to_string(),
             instance: std::env::var("POD_NAME").ok(),
         };
-        let Caches { classes, images, providers, machines, vms } = caches;
+        let Caches {
+            classes,
+            images,
+            providers,
+            machines,
+            vms,
+        } = caches;
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -114,7 +117,10 @@ impl Cache for Context {
             namespace: m.namespace.clone().unwrap_or_default(),
             name: m.name.clone().unwrap_or_default(),
         };
-        let from_machines: Vec<_> = machines.iter().map(|m| (key(&m.metadata), crate::machine::placement_of(m))).collect();
+        let from_machines: Vec<_> = machines
+            .iter()
+            .map(|m| (key(&m.metadata), crate::machine::placement_of(m)))
+            .collect();
         let placements = vms
             .iter()
             .filter_map(|vm| vm.scheduled().map(|p| (key(&vm.metadata), p)))
@@ -129,7 +135,8 @@ impl Cache for Context {
 pub async fn reconcile(vm: Arc<VirtualMachine>, ctx: Arc<Context>) -> Result<Action> {
     let started = std::time::Instant::now();
     let result = reconcile_inner(&vm, &ctx).await;
-    ctx.metrics.observe_reconcile("VirtualMachine", started.elapsed(), result.is_err());
+    ctx.metrics
+        .observe_reconcile("VirtualMachine", started.elapsed(), result.is_err());
     if result.is_ok() {
         if let Ok(mut failures) = ctx.failures.lock() {
             failures.remove(&ObjectRef::from(vm.as_ref()));
@@ -146,7 +153,10 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
     let machines: Api<VSphereMachine> = Api::namespaced(ctx.client.clone(), &namespace);
 
     if let Some(machine) = &plan.create {
-        let params = PostParams { field_manager: Some(MANAGER.to_string()), ..Default::default() };
+        let params = PostParams {
+            field_manager: Some(MANAGER.to_string()),
+            ..Default::default()
+        };
         match machines.create(&params, machine).await {
             Ok(_) => info!(%namespace, %name, "created VSphereMachine"),
             // The cache is behind: the machine's own watch event brings it and
@@ -158,7 +168,13 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
             Err(e) => return Err(e.into()),
         }
         if let (Some(placement), Ok(mut recent)) = (&plan.status.scheduled, ctx.recent.lock()) {
-            recent.insert(NamespacedReference { namespace: namespace.clone(), name: name.clone() }, placement.clone());
+            recent.insert(
+                NamespacedReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                },
+                placement.clone(),
+            );
         }
     }
     drop(scheduling);
@@ -175,19 +191,34 @@ async fn reconcile_inner(vm: &VirtualMachine, ctx: &Context) -> Result<Action> {
             "kind": "VirtualMachine",
             "status": plan.status,
         });
-        api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&patch))
-            .await?;
+        api.patch_status(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
         ctx.metrics.status_written("VirtualMachine");
     }
     // Once the status names the placement, the cache of recent ones is not needed.
-    if ctx.vms.get(&ObjectRef::from(vm)).is_some_and(|v| v.scheduled().is_some()) {
+    if ctx
+        .vms
+        .get(&ObjectRef::from(vm))
+        .is_some_and(|v| v.scheduled().is_some())
+    {
         if let Ok(mut recent) = ctx.recent.lock() {
-            recent.remove(&NamespacedReference { namespace: namespace.clone(), name: name.clone() });
+            recent.remove(&NamespacedReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            });
         }
     }
     for t in &plan.transitions {
         let event = Event {
-            type_: if t.status == Status::False { EventType::Warning } else { EventType::Normal },
+            type_: if t.status == Status::False {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
             reason: t.reason.clone(),
             note: Some(truncate(&t.message, 1000)),
             action: t.type_.to_string(),
@@ -239,20 +270,30 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
     let (providers, provider_writer) = reflector::store::<Provider>();
     let (machines, machine_writer) = reflector::store::<VSphereMachine>();
 
-    let class_stream = reflector::reflector(class_writer, watcher(Api::<VMClass>::all(client.clone()), config.clone()))
-        .default_backoff()
-        .touched_objects();
-    let image_stream = reflector::reflector(image_writer, watcher(Api::<VMImage>::all(client.clone()), config.clone()))
-        .default_backoff()
-        .touched_objects();
-    let provider_stream =
-        reflector::reflector(provider_writer, watcher(Api::<Provider>::all(client.clone()), config.clone()))
-            .default_backoff()
-            .touched_objects();
-    let machine_stream =
-        reflector::reflector(machine_writer, watcher(Api::<VSphereMachine>::all(client.clone()), config.clone()))
-            .default_backoff()
-            .touched_objects();
+    let class_stream = reflector::reflector(
+        class_writer,
+        watcher(Api::<VMClass>::all(client.clone()), config.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let image_stream = reflector::reflector(
+        image_writer,
+        watcher(Api::<VMImage>::all(client.clone()), config.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let provider_stream = reflector::reflector(
+        provider_writer,
+        watcher(Api::<Provider>::all(client.clone()), config.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let machine_stream = reflector::reflector(
+        machine_writer,
+        watcher(Api::<VSphereMachine>::all(client.clone()), config.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
 
     let controller = Controller::new(Api::<VirtualMachine>::all(client.clone()), config);
     let vms = controller.store();
@@ -270,8 +311,13 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
 
     let (by_class, by_image, unscheduled) = (vms.clone(), vms.clone(), vms.clone());
     let ready = {
-        let (classes, images, providers, machines, vms) =
-            (classes.clone(), images.clone(), providers.clone(), machines.clone(), vms.clone());
+        let (classes, images, providers, machines, vms) = (
+            classes.clone(),
+            images.clone(),
+            providers.clone(),
+            machines.clone(),
+            vms.clone(),
+        );
         async move {
             let _ = classes.wait_until_ready().await;
             let _ = images.wait_until_ready().await;
@@ -293,7 +339,9 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
             referencing(&by_image, |vm| vm.spec.image_ref.name == image.name_any())
         })
         // A Provider change (readiness, failure domains) can make a waiting VM schedulable.
-        .watches_stream(provider_stream, move |_: Provider| referencing(&unscheduled, |vm| vm.scheduled().is_none()))
+        .watches_stream(provider_stream, move |_: Provider| {
+            referencing(&unscheduled, |vm| vm.scheduled().is_none())
+        })
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -305,8 +353,15 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
     Ok(())
 }
 
-fn referencing(vms: &Store<VirtualMachine>, keep: impl Fn(&VirtualMachine) -> bool) -> Vec<ObjectRef<VirtualMachine>> {
-    vms.state().iter().filter(|vm| keep(vm)).map(|vm| ObjectRef::from(vm.as_ref())).collect()
+fn referencing(
+    vms: &Store<VirtualMachine>,
+    keep: impl Fn(&VirtualMachine) -> bool,
+) -> Vec<ObjectRef<VirtualMachine>> {
+    vms.state()
+        .iter()
+        .filter(|vm| keep(vm))
+        .map(|vm| ObjectRef::from(vm.as_ref()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -65,10 +65,15 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
             SCHEDULED,
             Status::False,
             reason::MACHINE_CONFLICT,
-            format!("VSphereMachine {namespace}/{name} exists and is not owned by this VirtualMachine"),
+            format!(
+                "VSphereMachine {namespace}/{name} exists and is not owned by this VirtualMachine"
+            ),
         ),
         Some(m) => {
-            let placement = status.scheduled.get_or_insert_with(|| machine::placement_of(&m)).clone();
+            let placement = status
+                .scheduled
+                .get_or_insert_with(|| machine::placement_of(&m))
+                .clone();
             if m.spec.desired_power_state != vm.spec.desired_power_state {
                 set_power = Some(vm.spec.desired_power_state);
             }
@@ -89,13 +94,26 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
     let ready = if let Some(m) = &existing {
         status.power_state = m.status.as_ref().and_then(|s| s.power_state.clone());
         match m.ready_condition() {
-            Some(c) => Observed::new(READY, status_of(&c.status), c.reason.clone(), c.message.clone()),
+            Some(c) => Observed::new(
+                READY,
+                status_of(&c.status),
+                c.reason.clone(),
+                c.message.clone(),
+            ),
             None => waiting(&namespace, &name),
         }
     } else if create.is_some() {
         waiting(&namespace, &name)
     } else {
-        Observed::new(READY, Status::False, reason::NOT_SCHEDULED, format!("not scheduled ({}): {}", scheduled.reason, scheduled.message))
+        Observed::new(
+            READY,
+            Status::False,
+            reason::NOT_SCHEDULED,
+            format!(
+                "not scheduled ({}): {}",
+                scheduled.reason, scheduled.message
+            ),
+        )
     };
 
     let mut transitions = Vec::new();
@@ -105,7 +123,12 @@ pub fn plan(vm: &VirtualMachine, cache: &impl Cache, now: &Time) -> Plan {
         }
     }
     status.observed_generation = generation;
-    Plan { status, create, set_power, transitions }
+    Plan {
+        status,
+        create,
+        set_power,
+        transitions,
+    }
 }
 
 fn waiting(namespace: &str, name: &str) -> Observed {
@@ -144,37 +167,55 @@ fn resolve(
     cache: &impl Cache,
     scheduled: Option<&ScheduledPlacement>,
 ) -> Result<(ScheduledPlacement, VSphereMachine), Observed> {
-    let fail = |reason: &str, message: String| Observed::new(SCHEDULED, Status::False, reason.to_string(), message);
+    let fail = |reason: &str, message: String| {
+        Observed::new(SCHEDULED, Status::False, reason.to_string(), message)
+    };
     let errors = validate::virtual_machine(&vm.spec);
     if !errors.is_empty() && scheduled.is_none() {
         return Err(fail(reason::INVALID_SPEC, validate::describe(&errors)));
     }
     let class_name = &vm.spec.class_ref.name;
     let image_name = &vm.spec.image_ref.name;
-    let class = cache
-        .vm_class(class_name)
-        .ok_or_else(|| fail(reason::VMCLASS_NOT_FOUND, format!("VMClass {class_name:?} not found")))?;
-    let image = cache
-        .vm_image(image_name)
-        .ok_or_else(|| fail(reason::VMIMAGE_NOT_FOUND, format!("VMImage {image_name:?} not found")))?;
+    let class = cache.vm_class(class_name).ok_or_else(|| {
+        fail(
+            reason::VMCLASS_NOT_FOUND,
+            format!("VMClass {class_name:?} not found"),
+        )
+    })?;
+    let image = cache.vm_image(image_name).ok_or_else(|| {
+        fail(
+            reason::VMIMAGE_NOT_FOUND,
+            format!("VMImage {image_name:?} not found"),
+        )
+    })?;
     let errors = validate::vm_class(&class.spec);
     if !errors.is_empty() {
-        return Err(fail(reason::INVALID_VMCLASS, format!("VMClass {class_name:?}: {}", validate::describe(&errors))));
+        return Err(fail(
+            reason::INVALID_VMCLASS,
+            format!("VMClass {class_name:?}: {}", validate::describe(&errors)),
+        ));
     }
     let errors = validate::vm_image(&image.spec);
     if !errors.is_empty() {
-        return Err(fail(reason::INVALID_VMIMAGE, format!("VMImage {image_name:?}: {}", validate::describe(&errors))));
+        return Err(fail(
+            reason::INVALID_VMIMAGE,
+            format!("VMImage {image_name:?}: {}", validate::describe(&errors)),
+        ));
     }
 
     if let Some(placement) = scheduled {
         let template = template_at(&image, placement, &cache.providers());
-        return Ok((placement.clone(), machine::build(vm, &class, &image, placement, template)));
+        return Ok((
+            placement.clone(),
+            machine::build(vm, &class, &image, placement, template),
+        ));
     }
     let providers = cache.providers();
     let providers: Vec<&Provider> = providers.iter().map(AsRef::as_ref).collect();
     match schedule::schedule(vm, &class, &image, &providers, &cache.load()) {
         Ok(decision) => {
-            let machine = machine::build(vm, &class, &image, &decision.placement, decision.template);
+            let machine =
+                machine::build(vm, &class, &image, &decision.placement, decision.template);
             Ok((decision.placement, machine))
         }
         Err(u) => Err(fail(u.reason.as_str(), u.message)),
@@ -182,8 +223,15 @@ fn resolve(
 }
 
 /// The template for a placement made earlier (re-creating a deleted VSphereMachine).
-fn template_at(image: &VMImage, placement: &ScheduledPlacement, providers: &[Arc<Provider>]) -> TemplateRef {
-    let key = NamespacedReference { namespace: placement.provider_namespace.clone(), name: placement.provider.clone() };
+fn template_at(
+    image: &VMImage,
+    placement: &ScheduledPlacement,
+    providers: &[Arc<Provider>],
+) -> TemplateRef {
+    let key = NamespacedReference {
+        namespace: placement.provider_namespace.clone(),
+        name: placement.provider.clone(),
+    };
     let provider_class = providers
         .iter()
         .find(|p| schedule::provider_key(p) == key)
@@ -194,7 +242,14 @@ fn template_at(image: &VMImage, placement: &ScheduledPlacement, providers: &[Arc
     };
     let mo_ref = image
         .on_provider(&key.namespace, &key.name)
-        .and_then(|e| e.templates.iter().find(|t| t.datacenter == placement.datacenter))
+        .and_then(|e| {
+            e.templates
+                .iter()
+                .find(|t| t.datacenter == placement.datacenter)
+        })
         .and_then(|t| t.mo_ref.clone());
-    TemplateRef { name: source.map(|s| s.reference.clone()).unwrap_or_default(), mo_ref }
+    TemplateRef {
+        name: source.map(|s| s.reference.clone()).unwrap_or_default(),
+        mo_ref,
+    }
 }

@@ -10,7 +10,14 @@ use crate::testutil;
 #[tokio::test]
 async fn schedules_and_creates_an_owned_labelled_machine() {
     let vm = guide_vm();
-    let result = reconcile_with(World::guide(), vm, Scenario::Schedules { events: vec!["Scheduled", "WaitingForProvider"] }).await;
+    let result = reconcile_with(
+        World::guide(),
+        vm,
+        Scenario::Schedules {
+            events: vec!["Scheduled", "WaitingForProvider"],
+        },
+    )
+    .await;
     assert_eq!(result.unwrap(), Action::await_change());
 }
 
@@ -18,14 +25,23 @@ async fn schedules_and_creates_an_owned_labelled_machine() {
 async fn image_not_ready() {
     let mut world = World::guide();
     world.images = vec![testutil::image(&[])];
-    let scenario = Scenario::Unschedulable { reason: "ImageNotReady", message_contains: "banlieue-system/prod-vsphere: VMImage" };
+    let scenario = Scenario::Unschedulable {
+        reason: "ImageNotReady",
+        message_contains: "banlieue-system/prod-vsphere: VMImage",
+    };
     reconcile_with(world, guide_vm(), scenario).await.unwrap();
 }
 
 #[tokio::test]
 async fn no_provider_matched() {
-    let vm = testutil::vm("db-prod-01", json!({"providerSelector": {"matchLabels": {"dc": "dc9"}}}));
-    let scenario = Scenario::Unschedulable { reason: "NoProviderMatched", message_contains: "labels do not match providerSelector (dc=dc9)" };
+    let vm = testutil::vm(
+        "db-prod-01",
+        json!({"providerSelector": {"matchLabels": {"dc": "dc9"}}}),
+    );
+    let scenario = Scenario::Unschedulable {
+        reason: "NoProviderMatched",
+        message_contains: "labels do not match providerSelector (dc=dc9)",
+    };
     reconcile_with(World::guide(), vm, scenario).await.unwrap();
 }
 
@@ -33,7 +49,10 @@ async fn no_provider_matched() {
 async fn tpm_unsupported() {
     let mut vm = guide_vm();
     vm.spec.class_ref.name = "tpm-encrypted".into();
-    let scenario = Scenario::Unschedulable { reason: "TpmUnsupported", message_contains: "does not advertise the \"vtpm\" feature" };
+    let scenario = Scenario::Unschedulable {
+        reason: "TpmUnsupported",
+        message_contains: "does not advertise the \"vtpm\" feature",
+    };
     reconcile_with(World::guide(), vm, scenario).await.unwrap();
 }
 
@@ -41,8 +60,14 @@ async fn tpm_unsupported() {
 async fn missing_class_is_reported_not_retried() {
     let mut vm = guide_vm();
     vm.spec.class_ref.name = "nope".into();
-    let scenario = Scenario::Unschedulable { reason: "VMClassNotFound", message_contains: "VMClass \"nope\" not found" };
-    assert_eq!(reconcile_with(World::guide(), vm, scenario).await.unwrap(), Action::await_change());
+    let scenario = Scenario::Unschedulable {
+        reason: "VMClassNotFound",
+        message_contains: "VMClass \"nope\" not found",
+    };
+    assert_eq!(
+        reconcile_with(World::guide(), vm, scenario).await.unwrap(),
+        Action::await_change()
+    );
 }
 
 #[tokio::test]
@@ -51,8 +76,14 @@ async fn invalid_spec_is_reported_and_waits_for_a_change() {
         "db-prod-01",
         json!({"providerSelector": {"matchExpressions": [{"key": "dc", "operator": "Near", "values": ["x"]}]}}),
     );
-    let scenario = Scenario::Unschedulable { reason: "InvalidSpec", message_contains: "spec.placement.providerSelector" };
-    assert_eq!(reconcile_with(World::guide(), vm, scenario).await.unwrap(), Action::await_change());
+    let scenario = Scenario::Unschedulable {
+        reason: "InvalidSpec",
+        message_contains: "spec.placement.providerSelector",
+    };
+    assert_eq!(
+        reconcile_with(World::guide(), vm, scenario).await.unwrap(),
+        Action::await_change()
+    );
 }
 
 #[tokio::test]
@@ -61,36 +92,54 @@ async fn no_write_when_nothing_changed() {
     let mut world = World::guide();
     world.images = vec![testutil::image(&[])];
     let mut vm = guide_vm();
-    let (ctx, _server) = World { images: world.images.clone(), ..World::guide() }.context();
+    let (ctx, _server) = World {
+        images: world.images.clone(),
+        ..World::guide()
+    }
+    .context();
     vm.status = Some(plan::plan(&vm, ctx.as_ref(), &crate::conditions::now()).status);
     drop(ctx);
     tokio::time::sleep(Duration::from_millis(1100)).await; // a later "now" must not leak into the status
-    reconcile_with(world, vm, Scenario::NoRequests).await.unwrap();
+    reconcile_with(world, vm, Scenario::NoRequests)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
 async fn no_write_when_scheduled_and_mirrored() {
     let vm = guide_vm();
     let mut machine = machine_owned_by(&vm);
-    machine.status = Some(serde_json::from_value(json!({"powerState": "PoweredOn", "provisioned": true,
+    machine.status = Some(
+        serde_json::from_value(json!({"powerState": "PoweredOn", "provisioned": true,
         "conditions": [{"type": "Ready", "status": "True", "reason": "Provisioned", "message": "up",
-                        "lastTransitionTime": "2025-01-01T00:00:00Z"}]})).unwrap());
+                        "lastTransitionTime": "2025-01-01T00:00:00Z"}]}))
+        .unwrap(),
+    );
     let mut world = World::guide();
     world.machines = vec![machine.clone()];
     let mut vm = vm;
-    let (ctx, _server) = World { machines: vec![machine], ..World::guide() }.context();
+    let (ctx, _server) = World {
+        machines: vec![machine],
+        ..World::guide()
+    }
+    .context();
     vm.status = Some(plan::plan(&vm, ctx.as_ref(), &crate::conditions::now()).status);
     drop(ctx);
-    reconcile_with(world, vm, Scenario::NoRequests).await.unwrap();
+    reconcile_with(world, vm, Scenario::NoRequests)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
 async fn existing_machine_is_adopted_not_recreated() {
     let vm = guide_vm();
     let mut machine = machine_owned_by(&vm);
-    machine.status = Some(serde_json::from_value(json!({"powerState": "PoweredOn", "provisioned": true,
+    machine.status = Some(
+        serde_json::from_value(json!({"powerState": "PoweredOn", "provisioned": true,
         "conditions": [{"type": "Ready", "status": "True", "reason": "Provisioned", "message": "up",
-                        "lastTransitionTime": "2025-01-01T00:00:00Z"}]})).unwrap());
+                        "lastTransitionTime": "2025-01-01T00:00:00Z"}]}))
+        .unwrap(),
+    );
     let mut world = World::guide();
     world.machines = vec![machine];
     reconcile_with(world, vm, Scenario::Adopts).await.unwrap();
@@ -103,7 +152,10 @@ async fn machine_owned_by_someone_else_is_a_conflict() {
     stranger.metadata.uid = Some("another-uid".into());
     let mut world = World::guide();
     world.machines = vec![machine_owned_by(&stranger)];
-    let scenario = Scenario::Unschedulable { reason: "VSphereMachineConflict", message_contains: "not owned by this VirtualMachine" };
+    let scenario = Scenario::Unschedulable {
+        reason: "VSphereMachineConflict",
+        message_contains: "not owned by this VirtualMachine",
+    };
     reconcile_with(world, vm, scenario).await.unwrap();
 }
 
@@ -126,7 +178,9 @@ async fn desired_power_state_is_propagated_to_the_machine() {
     vm.spec.desired_power_state = crate::api::PowerState::PoweredOff;
     let mut world = World::guide();
     world.machines = vec![machine];
-    reconcile_with(world, vm, Scenario::PowerChange).await.unwrap();
+    reconcile_with(world, vm, Scenario::PowerChange)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -135,12 +189,20 @@ async fn errors_back_off_exponentially_per_object() {
     let vm = Arc::new(guide_vm());
     let other = Arc::new(testutil::vm("other", json!({})));
     let error = Error::Invalid("boom".into());
-    let delays: Vec<Action> = (0..4).map(|_| error_policy(vm.clone(), &error, ctx.clone())).collect();
+    let delays: Vec<Action> = (0..4)
+        .map(|_| error_policy(vm.clone(), &error, ctx.clone()))
+        .collect();
     assert_eq!(
         delays,
-        [5, 10, 20, 40].map(|s| Action::requeue(Duration::from_secs(s))).to_vec()
+        [5, 10, 20, 40]
+            .map(|s| Action::requeue(Duration::from_secs(s)))
+            .to_vec()
     );
-    assert_eq!(error_policy(other, &error, ctx.clone()), Action::requeue(Duration::from_secs(5)), "per object");
+    assert_eq!(
+        error_policy(other, &error, ctx.clone()),
+        Action::requeue(Duration::from_secs(5)),
+        "per object"
+    );
     assert_eq!(backoff(30), Duration::from_secs(300), "capped");
 }
 
@@ -149,15 +211,39 @@ async fn spread_counts_machines_vms_and_recent_placements_once() {
     let vm = guide_vm();
     let machine = machine_owned_by(&vm);
     let mut scheduled_vm = guide_vm();
-    scheduled_vm.status = Some(crate::api::VirtualMachineStatus { scheduled: Some(crate::machine::placement_of(&machine)), ..Default::default() });
-    let world = World { machines: vec![machine], vms: vec![scheduled_vm], ..World::guide() };
+    scheduled_vm.status = Some(crate::api::VirtualMachineStatus {
+        scheduled: Some(crate::machine::placement_of(&machine)),
+        ..Default::default()
+    });
+    let world = World {
+        machines: vec![machine],
+        vms: vec![scheduled_vm],
+        ..World::guide()
+    };
     let (ctx, _server) = world.context();
     if let Ok(mut recent) = ctx.recent.lock() {
-        let p = ScheduledPlacement { provider: "prod-vsphere".into(), provider_namespace: "banlieue-system".into(), failure_domain: "fd-recorded".into(), ..Default::default() };
-        recent.insert(NamespacedReference { namespace: "banlieue-system".into(), name: "db-prod-02".into() }, p);
+        let p = ScheduledPlacement {
+            provider: "prod-vsphere".into(),
+            provider_namespace: "banlieue-system".into(),
+            failure_domain: "fd-recorded".into(),
+            ..Default::default()
+        };
+        recent.insert(
+            NamespacedReference {
+                namespace: "banlieue-system".into(),
+                name: "db-prod-02".into(),
+            },
+            p,
+        );
     }
     let load = ctx.load();
-    let key = (NamespacedReference { namespace: "banlieue-system".into(), name: "prod-vsphere".into() }, "fd-recorded".to_string());
+    let key = (
+        NamespacedReference {
+            namespace: "banlieue-system".into(),
+            name: "prod-vsphere".into(),
+        },
+        "fd-recorded".to_string(),
+    );
     assert_eq!(load.get(&key), Some(&2), "{load:?}");
 }
 

@@ -109,15 +109,27 @@ pub struct MachineError {
 
 impl MachineError {
     pub fn new(message: impl Into<String>) -> Self {
-        MachineError { fault: None, message: message.into(), timed_out: false }
+        MachineError {
+            fault: None,
+            message: message.into(),
+            timed_out: false,
+        }
     }
 
     pub fn fault(fault: impl Into<String>, message: impl Into<String>) -> Self {
-        MachineError { fault: Some(fault.into()), message: message.into(), timed_out: false }
+        MachineError {
+            fault: Some(fault.into()),
+            message: message.into(),
+            timed_out: false,
+        }
     }
 
     pub fn timeout(message: impl Into<String>) -> Self {
-        MachineError { fault: None, message: message.into(), timed_out: true }
+        MachineError {
+            fault: None,
+            message: message.into(),
+            timed_out: true,
+        }
     }
 
     pub fn is_fault(&self, name: &str) -> bool {
@@ -133,7 +145,9 @@ impl MachineError {
 impl fmt::Display for MachineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.fault {
-            Some(fault) if !self.message.contains(fault.as_str()) => write!(f, "{fault}: {}", self.message),
+            Some(fault) if !self.message.contains(fault.as_str()) => {
+                write!(f, "{fault}: {}", self.message)
+            }
             _ => f.write_str(&self.message),
         }
     }
@@ -211,11 +225,19 @@ pub struct ServerIdentity {
 pub trait Machines: Clone + Send + Sync + 'static {
     /// The VM with this instance UUID. `fresh` asks vCenter directly; otherwise
     /// an implementation may answer from the Provider's update stream.
-    fn find_vm(&self, instance_uuid: &str, fresh: bool) -> impl Future<Output = Result<Option<VmFacts>, MachineError>> + Send;
+    fn find_vm(
+        &self,
+        instance_uuid: &str,
+        fresh: bool,
+    ) -> impl Future<Output = Result<Option<VmFacts>, MachineError>> + Send;
 
     /// The VM by its reference (one read); `None` when it is gone. `fresh`
     /// as for [`find_vm`](Self::find_vm).
-    fn vm(&self, mo_ref: &str, fresh: bool) -> impl Future<Output = Result<Option<VmFacts>, MachineError>> + Send;
+    fn vm(
+        &self,
+        mo_ref: &str,
+        fresh: bool,
+    ) -> impl Future<Output = Result<Option<VmFacts>, MachineError>> + Send;
 
     /// Whether `find_vm(_, false)` may answer from a cache (an update stream)
     /// rather than vCenter itself.
@@ -224,7 +246,10 @@ pub trait Machines: Clone + Send + Sync + 'static {
     }
 
     /// A task's state; `None` when vCenter no longer knows it (old tasks expire).
-    fn task(&self, mo_ref: &str) -> impl Future<Output = Result<Option<TaskFacts>, MachineError>> + Send;
+    fn task(
+        &self,
+        mo_ref: &str,
+    ) -> impl Future<Output = Result<Option<TaskFacts>, MachineError>> + Send;
 
     /// Waits (up to `timeout`) for a task to finish; `on_progress` sees each change.
     fn wait_task(
@@ -234,16 +259,28 @@ pub trait Machines: Clone + Send + Sync + 'static {
         on_progress: impl FnMut(&TaskFacts) + Send,
     ) -> impl Future<Output = Result<TaskFacts, MachineError>> + Send;
 
-    fn start_clone(&self, request: &CloneRequest) -> impl Future<Output = Result<String, MachineError>> + Send;
+    fn start_clone(
+        &self,
+        request: &CloneRequest,
+    ) -> impl Future<Output = Result<String, MachineError>> + Send;
 
     /// Applies CPUs and memory to an existing VM (a clone whose shape differs).
-    fn start_reconfigure(&self, vm: &str, shape: &Shape) -> impl Future<Output = Result<String, MachineError>> + Send;
+    fn start_reconfigure(
+        &self,
+        vm: &str,
+        shape: &Shape,
+    ) -> impl Future<Output = Result<String, MachineError>> + Send;
 
-    fn start_power_on(&self, vm: &str) -> impl Future<Output = Result<String, MachineError>> + Send;
+    fn start_power_on(&self, vm: &str)
+        -> impl Future<Output = Result<String, MachineError>> + Send;
 
     /// Powers off: asks the guest first when `graceful` is set and waits for
     /// it that long, then hard. Returns once the VM is off.
-    fn power_off(&self, vm: &str, graceful: Option<Duration>) -> impl Future<Output = Result<(), MachineError>> + Send;
+    fn power_off(
+        &self,
+        vm: &str,
+        graceful: Option<Duration>,
+    ) -> impl Future<Output = Result<(), MachineError>> + Send;
 
     fn start_destroy(&self, vm: &str) -> impl Future<Output = Result<String, MachineError>> + Send;
 

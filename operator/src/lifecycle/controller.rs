@@ -41,7 +41,11 @@ impl Hooks for KubeHooks {
     async fn persist(&mut self, machine: &VSphereMachine) -> Result<(), MachineError> {
         let patch = json!({ "apiVersion": API_VERSION, "kind": "VSphereMachine", "status": machine.status });
         self.api
-            .patch_status(&machine.name_any(), &PatchParams::apply(&self.field_manager).force(), &Patch::Apply(&patch))
+            .patch_status(
+                &machine.name_any(),
+                &PatchParams::apply(&self.field_manager).force(),
+                &Patch::Apply(&patch),
+            )
             .await
             .map_err(|e| MachineError::new(format!("writing the status: {e}")))?;
         self.metrics.status_written("VSphereMachine");
@@ -55,36 +59,58 @@ impl Hooks for KubeHooks {
     async fn event(&mut self, machine: &VSphereMachine, reason: &str, message: &str) {
         let warning = reason == super::step::reason::FAILED;
         let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
             reason: reason.to_string(),
             note: Some(crate::controller::truncate(message, 1000)),
             action: "Lifecycle".to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &machine.object_ref(&())).await {
+        if let Err(e) = self
+            .recorder
+            .publish(&event, &machine.object_ref(&()))
+            .await
+        {
             warn!(name = %machine.name_any(), error = %e, "could not publish event");
         }
     }
 }
 
 fn machine_key(machine: &VSphereMachine) -> String {
-    format!("VSphereMachine/{}/{}", machine.namespace().unwrap_or_default(), machine.name_any())
+    format!(
+        "VSphereMachine/{}/{}",
+        machine.namespace().unwrap_or_default(),
+        machine.name_any()
+    )
 }
 
 /// The cloud-config Secrets of a machine, from the Provider's namespace.
-pub fn cloud_config_secrets(machine: &VSphereMachine, objects: &impl Objects) -> Result<Vec<Secret>, String> {
+pub fn cloud_config_secrets(
+    machine: &VSphereMachine,
+    objects: &impl Objects,
+) -> Result<Vec<Secret>, String> {
     let namespace = &machine.spec.provider_ref.namespace;
     machine
         .spec
         .cloud_config_secret_refs
         .iter()
-        .map(|r| objects.secret(namespace, &r.name).ok_or_else(|| format!("cloud-config Secret {namespace}/{} not found", r.name)))
+        .map(|r| {
+            objects
+                .secret(namespace, &r.name)
+                .ok_or_else(|| format!("cloud-config Secret {namespace}/{} not found", r.name))
+        })
         .collect()
 }
 
 /// One reconcile of a VSphereMachine served by this role (its Provider is
 /// in the role's namespace).
-pub async fn reconcile_machine<V>(machine: Arc<VSphereMachine>, ctx: Arc<Context<V>>) -> Result<Action>
+pub async fn reconcile_machine<V>(
+    machine: Arc<VSphereMachine>,
+    ctx: Arc<Context<V>>,
+) -> Result<Action>
 where
     V: VSphere,
     V::Session: Machines,
@@ -106,11 +132,22 @@ where
     })
     .await;
     let failed = result.is_err();
-    ctx.metrics.observe_reconcile("VSphereMachine", started.elapsed(), failed);
-    result.map_err(|e| Error::Invalid(format!("VSphereMachine {namespace}/{}: {e}", machine.name_any())))
+    ctx.metrics
+        .observe_reconcile("VSphereMachine", started.elapsed(), failed);
+    result.map_err(|e| {
+        Error::Invalid(format!(
+            "VSphereMachine {namespace}/{}: {e}",
+            machine.name_any()
+        ))
+    })
 }
 
-async fn lifecycle<V>(machine: &VSphereMachine, deleting: bool, ctx: &Context<V>, api: &Api<VSphereMachine>) -> Result<Action, MachineError>
+async fn lifecycle<V>(
+    machine: &VSphereMachine,
+    deleting: bool,
+    ctx: &Context<V>,
+    api: &Api<VSphereMachine>,
+) -> Result<Action, MachineError>
 where
     V: VSphere,
     V::Session: Machines,
@@ -121,18 +158,38 @@ where
         .providers
         .get(&ObjectRef::new(&provider_ref.name).within(&provider_ref.namespace))
         .ok_or_else(|| MachineError::new(format!("Provider {provider_ref} not found")))?;
-    let params = provider::connect_params(&provider, ctx).map_err(|(reason, message)| MachineError::new(format!("{reason}: {message}")))?;
+    let params = provider::connect_params(&provider, ctx)
+        .map_err(|(reason, message)| MachineError::new(format!("{reason}: {message}")))?;
     let session = ctx.vsphere.connect(&params).await?;
-    let secrets = if deleting { Vec::new() } else { cloud_config_secrets(machine, ctx).map_err(MachineError::new)? };
-    let mut hooks = KubeHooks { api: api.clone(), field_manager: ctx.field_manager.clone(), recorder: ctx.recorder.clone(), metrics: ctx.metrics.clone() };
+    let secrets = if deleting {
+        Vec::new()
+    } else {
+        cloud_config_secrets(machine, ctx).map_err(MachineError::new)?
+    };
+    let mut hooks = KubeHooks {
+        api: api.clone(),
+        field_manager: ctx.field_manager.clone(),
+        recorder: ctx.recorder.clone(),
+        metrics: ctx.metrics.clone(),
+    };
     let mut machine = machine.clone();
-    let outcome = driver::reconcile(&mut machine, deleting, &secrets, &session, &mut hooks, &driver::Options::default()).await?;
+    let outcome = driver::reconcile(
+        &mut machine,
+        deleting,
+        &secrets,
+        &session,
+        &mut hooks,
+        &driver::Options::default(),
+    )
+    .await?;
     info!(name = %key, ?outcome, "VSphereMachine reconciled");
     if deleting {
         // Anything but a confirmed absence keeps the finalizer (an error here does).
         return match outcome {
             Outcome::Released => Ok(Action::await_change()),
-            other => Err(MachineError::new(format!("the VM is not confirmed gone yet: {other:?}"))),
+            other => Err(MachineError::new(format!(
+                "the VM is not confirmed gone yet: {other:?}"
+            ))),
         };
     }
     Ok(match outcome {
@@ -148,7 +205,11 @@ where
     })
 }
 
-pub fn machine_error_policy<V: VSphere>(machine: Arc<VSphereMachine>, error: &Error, ctx: Arc<Context<V>>) -> Action {
+pub fn machine_error_policy<V: VSphere>(
+    machine: Arc<VSphereMachine>,
+    error: &Error,
+    ctx: Arc<Context<V>>,
+) -> Action {
     let delay = ctx.failed(machine_key(&machine));
     warn!(namespace = machine.namespace().unwrap_or_default(), name = machine.name_any(), %error, ?delay, "VSphereMachine reconcile failed");
     Action::requeue(delay)

@@ -24,12 +24,19 @@ const MACHINE: &str = "/apis/banlieue.io/v1alpha1/namespaces/ns/vspheremachines/
 type Seen = Vec<(String, String, String, Value)>;
 
 fn vsphere() -> MockVSphere {
-    MockVSphere::new(Script { password: Some("REPLACE-ME".into()), ..Default::default() })
+    MockVSphere::new(Script {
+        password: Some("REPLACE-ME".into()),
+        ..Default::default()
+    })
 }
 
 fn world() -> World {
     World {
-        providers: vec![testutil::provider("vc", json!({}), testutil::guide_capabilities())],
+        providers: vec![testutil::provider(
+            "vc",
+            json!({}),
+            testutil::guide_capabilities(),
+        )],
         secrets: vec![credentials("REPLACE-ME")],
         ..Default::default()
     }
@@ -64,15 +71,24 @@ async fn reconcile(m: VSphereMachine, vsphere: &MockVSphere) -> (crate::Result<A
 }
 
 fn status_patches(seen: &Seen) -> Vec<&Value> {
-    seen.iter().filter(|(m, p, _, _)| m == "PATCH" && p == &format!("{MACHINE}/status")).map(|(_, _, _, b)| &b["status"]).collect()
+    seen.iter()
+        .filter(|(m, p, _, _)| m == "PATCH" && p == &format!("{MACHINE}/status"))
+        .map(|(_, _, _, b)| &b["status"])
+        .collect()
 }
 
 fn event_reasons(seen: &Seen) -> Vec<String> {
-    seen.iter().filter(|(_, p, _, _)| p.ends_with("/events")).map(|(_, _, _, b)| b["reason"].as_str().unwrap_or_default().to_string()).collect()
+    seen.iter()
+        .filter(|(_, p, _, _)| p.ends_with("/events"))
+        .map(|(_, _, _, b)| b["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
 }
 
 fn finalizer_patches(seen: &Seen) -> Vec<&Value> {
-    seen.iter().filter(|(m, p, t, _)| m == "PATCH" && p == MACHINE && t.contains("json-patch")).map(|(_, _, _, b)| b).collect()
+    seen.iter()
+        .filter(|(m, p, t, _)| m == "PATCH" && p == MACHINE && t.contains("json-patch"))
+        .map(|(_, _, _, b)| b)
+        .collect()
 }
 
 #[tokio::test]
@@ -86,35 +102,56 @@ async fn a_new_machine_gets_the_finalizer_before_anything_else() {
     assert_eq!(patches.len(), 1, "{seen:?}");
     assert!(patches[0].to_string().contains(FINALIZER), "{}", patches[0]);
     assert_eq!(seen.len(), 1, "nothing but the finalizer: {seen:?}");
-    assert!(vsphere.connects().is_empty(), "vCenter is not touched before the finalizer is on");
+    assert!(
+        vsphere.connects().is_empty(),
+        "vCenter is not touched before the finalizer is on"
+    );
 }
 
 #[tokio::test]
 async fn a_machine_is_cloned_powered_on_and_its_status_patched() {
     let vsphere = vsphere();
     let (result, seen) = reconcile(with_finalizer(machine("web")), &vsphere).await;
-    assert_eq!(result.expect("reconcile"), Action::requeue(RESYNC), "Ready: periodic resync");
+    assert_eq!(
+        result.expect("reconcile"),
+        Action::requeue(RESYNC),
+        "Ready: periodic resync"
+    );
     let patches = status_patches(&seen);
     assert!(patches.len() >= 3, "{seen:?}");
     // First the instance UUID and Cloning, then the task reference, before the VM exists.
     assert_eq!(patches[0]["conditions"][0]["reason"], "Cloning");
-    let uuid = patches[0]["instanceUUID"].as_str().unwrap_or_default().to_string();
+    let uuid = patches[0]["instanceUUID"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert_eq!(uuid.len(), 36);
     assert_eq!(patches[1]["task"]["operation"], "clone");
-    assert!(patches[1]["task"]["moRef"].as_str().is_some_and(|t| t.starts_with("task-")));
+    assert!(patches[1]["task"]["moRef"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("task-")));
     assert!(patches.iter().any(|p| p["task"]["operation"] == "powerOn"));
     let last = patches.last().copied().unwrap_or(&Value::Null);
     assert_eq!(last["conditions"][0]["status"], "True");
     assert_eq!(last["powerState"], "PoweredOn");
     assert_eq!(last["provisioned"], true);
-    assert!(last["consoleURL"].as_str().is_some_and(|u| u.contains("urn:vmomi:VirtualMachine:")));
+    assert!(last["consoleURL"]
+        .as_str()
+        .is_some_and(|u| u.contains("urn:vmomi:VirtualMachine:")));
     assert!(last.get("task").is_none());
     let reasons = event_reasons(&seen);
     for step in ["Cloning", "PoweringOn", "PoweredOn"] {
-        assert!(reasons.iter().any(|r| r == step), "event {step} in {reasons:?}");
+        assert!(
+            reasons.iter().any(|r| r == step),
+            "event {step} in {reasons:?}"
+        );
     }
     assert!(finalizer_patches(&seen).is_empty());
-    assert_eq!(vsphere.connects().len(), 1, "one connect (the Provider's session)");
+    assert_eq!(
+        vsphere.connects().len(),
+        1,
+        "one connect (the Provider's session)"
+    );
 }
 
 /// Records nothing: to set up a VM in the mock before a controller test.
@@ -129,17 +166,36 @@ impl Hooks for Quiet {
 #[tokio::test]
 async fn a_delete_keeps_the_finalizer_until_the_vm_is_confirmed_gone() {
     let machines = crate::lifecycle::mock::MockMachines::new();
-    let vsphere = MockVSphere::new(Script { password: Some("REPLACE-ME".into()), machines: machines.clone(), ..Default::default() });
+    let vsphere = MockVSphere::new(Script {
+        password: Some("REPLACE-ME".into()),
+        machines: machines.clone(),
+        ..Default::default()
+    });
     let mut m = with_finalizer(machine("web"));
-    driver::reconcile(&mut m, false, &[], &machines, &mut Quiet, &driver::Options::default()).await.expect("create");
+    driver::reconcile(
+        &mut m,
+        false,
+        &[],
+        &machines,
+        &mut Quiet,
+        &driver::Options::default(),
+    )
+    .await
+    .expect("create");
     assert_eq!(machines.vms().len(), 1);
     m.metadata.deletion_timestamp = Some(crate::conditions::now());
 
     // vCenter refuses the destroy: the finalizer stays, the reconcile fails (and is retried).
-    machines.fail_next("destroy", MachineError::fault("NotAuthenticated", "the session is gone"));
+    machines.fail_next(
+        "destroy",
+        MachineError::fault("NotAuthenticated", "the session is gone"),
+    );
     let (result, seen) = reconcile(m.clone(), &vsphere).await;
     assert!(result.is_err(), "{result:?}");
-    assert!(finalizer_patches(&seen).is_empty(), "the finalizer stays: {seen:?}");
+    assert!(
+        finalizer_patches(&seen).is_empty(),
+        "the finalizer stays: {seen:?}"
+    );
     assert_eq!(machines.vms().len(), 1);
 
     // The retry destroys the VM, then removes the finalizer.

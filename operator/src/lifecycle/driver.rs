@@ -29,10 +29,18 @@ pub enum Checkpoint {
 pub trait Hooks: Send {
     /// Persists the machine's status (the caller may skip an unchanged one).
     /// A failure stops the reconcile: nothing is done that the status does not record.
-    fn persist(&mut self, machine: &VSphereMachine) -> impl Future<Output = Result<(), MachineError>> + Send;
+    fn persist(
+        &mut self,
+        machine: &VSphereMachine,
+    ) -> impl Future<Output = Result<(), MachineError>> + Send;
 
     /// A lifecycle step happened (for Kubernetes events and logs).
-    fn event(&mut self, machine: &VSphereMachine, reason: &str, message: &str) -> impl Future<Output = ()> + Send {
+    fn event(
+        &mut self,
+        machine: &VSphereMachine,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = ()> + Send {
         let _ = (machine, reason, message);
         async {}
     }
@@ -106,9 +114,16 @@ pub async fn reconcile<M: Machines, H: Hooks>(
     // action of ours, only vCenter itself knows its effect for sure.
     let mut fresh = false;
     for _ in 0..options.max_steps {
-        let (observation, authoritative) = observe(machine, &uuid, backend, finished.as_ref(), fresh).await?;
+        let (observation, authoritative) =
+            observe(machine, &uuid, backend, finished.as_ref(), fresh).await?;
         fresh = true;
-        let step = step::step(machine, &observation, deleting, &server, &crate::conditions::now());
+        let step = step::step(
+            machine,
+            &observation,
+            deleting,
+            &server,
+            &crate::conditions::now(),
+        );
         apply(machine, &step, hooks).await?;
         debug!(machine = %name(machine), action = ?step.action, reason = %step.ready.reason, "lifecycle step");
         match step.action {
@@ -154,12 +169,23 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                             request.name
                         )));
                     }
-                    Err(e) if e.is_fault("NotFound") || e.is_fault("InvalidArgument") => return fail(machine, hooks, e.to_string()).await,
+                    Err(e) if e.is_fault("NotFound") || e.is_fault("InvalidArgument") => {
+                        return fail(machine, hooks, e.to_string()).await
+                    }
                     Err(e) => return Err(e),
                 };
                 hooks.checkpoint(Checkpoint::CloneSent)?;
                 record(machine, hooks, &task, operation::CLONE).await?;
-                hooks.event(machine, "Cloning", &format!("cloning {} as {} (task {task})", request.template_name, request.name)).await;
+                hooks
+                    .event(
+                        machine,
+                        "Cloning",
+                        &format!(
+                            "cloning {} as {} (task {task})",
+                            request.template_name, request.name
+                        ),
+                    )
+                    .await;
                 hooks.checkpoint(Checkpoint::TaskRecorded)?;
                 finished = Some(settle(machine, backend, hooks, &task, options).await?);
             }
@@ -167,13 +193,24 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 let shape = step::configured_shape(machine);
                 let task = backend.start_reconfigure(&vm, &shape).await?;
                 record(machine, hooks, &task, operation::RECONFIGURE).await?;
-                hooks.event(machine, "Reconfiguring", &format!("setting {} CPUs and {} MiB on {vm}", shape.cpus, shape.memory_mib)).await;
+                hooks
+                    .event(
+                        machine,
+                        "Reconfiguring",
+                        &format!(
+                            "setting {} CPUs and {} MiB on {vm}",
+                            shape.cpus, shape.memory_mib
+                        ),
+                    )
+                    .await;
                 finished = Some(settle(machine, backend, hooks, &task, options).await?);
             }
             Action::PowerOn(vm) => {
                 let task = backend.start_power_on(&vm).await?;
                 record(machine, hooks, &task, operation::POWER_ON).await?;
-                hooks.event(machine, "PoweringOn", &format!("powering {vm} on")).await;
+                hooks
+                    .event(machine, "PoweringOn", &format!("powering {vm} on"))
+                    .await;
                 let done = settle(machine, backend, hooks, &task, options).await?;
                 let succeeded = done.state == TaskState::Success;
                 finished = Some(done);
@@ -182,13 +219,19 @@ pub async fn reconcile<M: Machines, H: Hooks>(
                 }
             }
             Action::PowerOff { vm, graceful } => {
-                hooks.event(machine, "PoweringOff", &format!("powering {vm} off")).await;
-                backend.power_off(&vm, graceful.then_some(options.guest_shutdown_timeout)).await?;
+                hooks
+                    .event(machine, "PoweringOff", &format!("powering {vm} off"))
+                    .await;
+                backend
+                    .power_off(&vm, graceful.then_some(options.guest_shutdown_timeout))
+                    .await?;
             }
             Action::Destroy(vm) => match backend.start_destroy(&vm).await {
                 Ok(task) => {
                     record(machine, hooks, &task, operation::DESTROY).await?;
-                    hooks.event(machine, "Destroying", &format!("destroying {vm}")).await;
+                    hooks
+                        .event(machine, "Destroying", &format!("destroying {vm}"))
+                        .await;
                     finished = Some(settle(machine, backend, hooks, &task, options).await?);
                 }
                 Err(e) if e.is_not_found() => {}
@@ -196,7 +239,10 @@ pub async fn reconcile<M: Machines, H: Hooks>(
             },
         }
     }
-    Ok(Outcome::Waiting(format!("no settled state after {} steps", options.max_steps)))
+    Ok(Outcome::Waiting(format!(
+        "no settled state after {} steps",
+        options.max_steps
+    )))
 }
 
 /// A task just started: one read (quick tasks are done by then), and a
@@ -231,10 +277,19 @@ async fn wait<M: Machines, H: Hooks>(
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let mut latest: Option<TaskFacts> = None;
-        match backend.wait_task(task, options.progress_interval.min(left), |f| latest = Some(f.clone())).await {
+        match backend
+            .wait_task(task, options.progress_interval.min(left), |f| {
+                latest = Some(f.clone())
+            })
+            .await
+        {
             Err(e) if e.timed_out && !left.is_zero() && left > options.progress_interval => {
                 let progress = latest.map(|f| (f.state, f.progress));
-                let recorded = machine.status.as_mut().and_then(|s| s.task.as_mut()).filter(|t| t.mo_ref == task);
+                let recorded = machine
+                    .status
+                    .as_mut()
+                    .and_then(|s| s.task.as_mut())
+                    .filter(|t| t.mo_ref == task);
                 if let (Some(t), Some((state, pct))) = (recorded, progress) {
                     if t.progress != pct || t.state != state.as_str() {
                         t.progress = pct;
@@ -249,7 +304,11 @@ async fn wait<M: Machines, H: Hooks>(
 }
 
 fn name(machine: &VSphereMachine) -> String {
-    format!("{}/{}", machine.metadata.namespace.as_deref().unwrap_or_default(), machine.metadata.name.as_deref().unwrap_or_default())
+    format!(
+        "{}/{}",
+        machine.metadata.namespace.as_deref().unwrap_or_default(),
+        machine.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// The VM (by its recorded reference when there is one: one read; by
@@ -264,14 +323,22 @@ async fn observe<M: Machines>(
 ) -> Result<(Observation, bool), MachineError> {
     let status = machine.status.as_ref();
     // A clone just finished names its VM in its result.
-    let known = status.and_then(|s| s.mo_ref.as_deref()).or_else(|| finished.and_then(|f| f.result.as_deref()));
+    let known = status
+        .and_then(|s| s.mo_ref.as_deref())
+        .or_else(|| finished.and_then(|f| f.result.as_deref()));
     let by_ref = match known {
-        Some(mo_ref) => backend.vm(mo_ref, fresh).await?.filter(|vm| vm.instance_uuid.eq_ignore_ascii_case(uuid)),
+        Some(mo_ref) => backend
+            .vm(mo_ref, fresh)
+            .await?
+            .filter(|vm| vm.instance_uuid.eq_ignore_ascii_case(uuid)),
         None => None,
     };
     let (vm, authoritative) = match by_ref {
         Some(vm) => (Some(vm), fresh || !backend.cached()),
-        None => (backend.find_vm(uuid, fresh).await?, fresh || !backend.cached()),
+        None => (
+            backend.find_vm(uuid, fresh).await?,
+            fresh || !backend.cached(),
+        ),
     };
     let task = match status.and_then(|s| s.task.as_ref()) {
         None => None,
@@ -283,29 +350,59 @@ async fn observe<M: Machines>(
     Ok((Observation { vm, task }, authoritative))
 }
 
-async fn apply<H: Hooks>(machine: &mut VSphereMachine, step: &Step, hooks: &mut H) -> Result<(), MachineError> {
+async fn apply<H: Hooks>(
+    machine: &mut VSphereMachine,
+    step: &Step,
+    hooks: &mut H,
+) -> Result<(), MachineError> {
     let changed = machine.status.as_ref() != Some(&step.status);
     machine.status = Some(step.status.clone());
     if changed {
         hooks.persist(machine).await?;
     }
     if step.transitioned {
-        hooks.event(machine, &step.ready.reason, &step.ready.message).await;
+        hooks
+            .event(machine, &step.ready.reason, &step.ready.message)
+            .await;
     }
     Ok(())
 }
 
 /// Records a started task in the status, and persists it before anything else.
-async fn record<H: Hooks>(machine: &mut VSphereMachine, hooks: &mut H, task: &str, op: &str) -> Result<(), MachineError> {
+async fn record<H: Hooks>(
+    machine: &mut VSphereMachine,
+    hooks: &mut H,
+    task: &str,
+    op: &str,
+) -> Result<(), MachineError> {
     let status = machine.status.get_or_insert_with(Default::default);
-    status.task = Some(TaskStatus { mo_ref: task.to_string(), progress: None, state: "running".into(), operation: Some(op.into()) });
+    status.task = Some(TaskStatus {
+        mo_ref: task.to_string(),
+        progress: None,
+        state: "running".into(),
+        operation: Some(op.into()),
+    });
     hooks.persist(machine).await
 }
 
-async fn fail<H: Hooks>(machine: &mut VSphereMachine, hooks: &mut H, message: String) -> Result<Outcome, MachineError> {
+async fn fail<H: Hooks>(
+    machine: &mut VSphereMachine,
+    hooks: &mut H,
+    message: String,
+) -> Result<Outcome, MachineError> {
     let status = machine.status.get_or_insert_with(Default::default);
-    let observed = crate::conditions::Observed::new(crate::conditions::READY, crate::conditions::Status::False, step::reason::FAILED, message.clone());
-    if crate::conditions::set(&mut status.conditions, observed, machine.metadata.generation, &crate::conditions::now()) {
+    let observed = crate::conditions::Observed::new(
+        crate::conditions::READY,
+        crate::conditions::Status::False,
+        step::reason::FAILED,
+        message.clone(),
+    );
+    if crate::conditions::set(
+        &mut status.conditions,
+        observed,
+        machine.metadata.generation,
+        &crate::conditions::now(),
+    ) {
         hooks.event(machine, step::reason::FAILED, &message).await;
     }
     hooks.persist(machine).await?;

@@ -42,12 +42,21 @@ impl Hooks for Store {
     }
 }
 
-async fn run(m: &mut VSphereMachine, deleting: bool, mock: &MockMachines, store: &mut Store) -> Result<Outcome, MachineError> {
+async fn run(
+    m: &mut VSphereMachine,
+    deleting: bool,
+    mock: &MockMachines,
+    store: &mut Store,
+) -> Result<Outcome, MachineError> {
     reconcile(m, deleting, &[], mock, store, &Options::default()).await
 }
 
 fn ready_reason(m: &VSphereMachine) -> String {
-    m.status.as_ref().and_then(|s| conditions::find(&s.conditions, conditions::READY)).map(|c| c.reason.clone()).unwrap_or_default()
+    m.status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, conditions::READY))
+        .map(|c| c.reason.clone())
+        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -56,28 +65,56 @@ async fn clone_power_on_wait_for_ip_then_ready() {
     mock.clone_ignores_shape(true);
     let mut m = machine("web");
     let mut store = Store::default();
-    let outcome = run(&mut m, false, &mock, &mut store).await.expect("reconcile");
+    let outcome = run(&mut m, false, &mock, &mut store)
+        .await
+        .expect("reconcile");
     assert!(matches!(outcome, Outcome::Waiting(_)), "{outcome:?}");
     assert_eq!(ready_reason(&m), reason::WAITING_FOR_IP);
     let vms = mock.vms();
     assert_eq!(vms.len(), 1);
-    assert_eq!((vms[0].cpus, vms[0].memory_mib, vms[0].power_state.as_str()), (2, 2048, "poweredOn"), "reconfigured, then on");
-    assert_eq!((mock.calls("clone"), mock.calls("reconfigure"), mock.calls("powerOn")), (1, 1, 1));
+    assert_eq!(
+        (vms[0].cpus, vms[0].memory_mib, vms[0].power_state.as_str()),
+        (2, 2048, "poweredOn"),
+        "reconfigured, then on"
+    );
+    assert_eq!(
+        (
+            mock.calls("clone"),
+            mock.calls("reconfigure"),
+            mock.calls("powerOn")
+        ),
+        (1, 1, 1)
+    );
     for step in [reason::CLONING, reason::RECONFIGURING, reason::POWERING_ON] {
-        assert!(store.events.iter().any(|e| e == step), "event {step} in {:?}", store.events);
+        assert!(
+            store.events.iter().any(|e| e == step),
+            "event {step} in {:?}",
+            store.events
+        );
     }
 
     mock.set_ip(&vms[0].mo_ref, "10.0.0.7");
-    let outcome = run(&mut m, false, &mock, &mut store).await.expect("reconcile");
+    let outcome = run(&mut m, false, &mock, &mut store)
+        .await
+        .expect("reconcile");
     assert_eq!(outcome, Outcome::Ready);
     let status = m.status.clone().unwrap_or_default();
     assert_eq!(status.ip_addresses, vec!["10.0.0.7"]);
     assert_eq!(status.mo_ref.as_deref(), Some(vms[0].mo_ref.as_str()));
-    assert_eq!(status.instance_uuid.as_deref(), Some(vms[0].instance_uuid.as_str()));
+    assert_eq!(
+        status.instance_uuid.as_deref(),
+        Some(vms[0].instance_uuid.as_str())
+    );
     assert!(status.provisioned && status.task.is_none());
-    assert!(status.console_url.as_deref().is_some_and(|u| u.contains(&vms[0].mo_ref)));
+    assert!(status
+        .console_url
+        .as_deref()
+        .is_some_and(|u| u.contains(&vms[0].mo_ref)));
     let writes = store.writes;
-    assert_eq!(run(&mut m, false, &mock, &mut store).await.expect("again"), Outcome::Ready);
+    assert_eq!(
+        run(&mut m, false, &mock, &mut store).await.expect("again"),
+        Outcome::Ready
+    );
     assert_eq!(store.writes, writes, "no status write when nothing changed");
     assert_eq!(mock.calls("clone"), 1);
 }
@@ -88,24 +125,51 @@ async fn power_off_and_on_again() {
     let mut m = machine("web");
     m.spec.guest_agent = Some("none".into());
     let mut store = Store::default();
-    assert_eq!(run(&mut m, false, &mock, &mut store).await.expect("create"), Outcome::Ready);
+    assert_eq!(
+        run(&mut m, false, &mock, &mut store).await.expect("create"),
+        Outcome::Ready
+    );
     m.spec.desired_power_state = PowerState::PoweredOff;
-    assert_eq!(run(&mut m, false, &mock, &mut store).await.expect("off"), Outcome::Ready);
+    assert_eq!(
+        run(&mut m, false, &mock, &mut store).await.expect("off"),
+        Outcome::Ready
+    );
     assert_eq!(mock.vms()[0].power_state, "poweredOff");
-    assert_eq!(m.status.as_ref().and_then(|s| s.power_state.clone()).as_deref(), Some("PoweredOff"));
+    assert_eq!(
+        m.status
+            .as_ref()
+            .and_then(|s| s.power_state.clone())
+            .as_deref(),
+        Some("PoweredOff")
+    );
     m.spec.desired_power_state = PowerState::PoweredOn;
-    assert_eq!(run(&mut m, false, &mock, &mut store).await.expect("on"), Outcome::Ready);
+    assert_eq!(
+        run(&mut m, false, &mock, &mut store).await.expect("on"),
+        Outcome::Ready
+    );
     assert_eq!(mock.vms()[0].power_state, "poweredOn");
-    assert_eq!((mock.calls("clone"), mock.calls("powerOn"), mock.calls("powerOff")), (1, 2, 1));
+    assert_eq!(
+        (
+            mock.calls("clone"),
+            mock.calls("powerOn"),
+            mock.calls("powerOff")
+        ),
+        (1, 2, 1)
+    );
 }
 
 /// A crash at `point`, then a fresh driver from what was persisted.
 async fn crash_and_restart(point: Checkpoint, vcenter_finishes_first: bool) -> MockMachines {
     let mock = MockMachines::new();
-    let mut first = Store { crash_at: Some(point), ..Default::default() };
+    let mut first = Store {
+        crash_at: Some(point),
+        ..Default::default()
+    };
     let mut m = machine("web");
     m.spec.guest_agent = Some("none".into());
-    let err = run(&mut m, false, &mock, &mut first).await.expect_err("crashed");
+    let err = run(&mut m, false, &mock, &mut first)
+        .await
+        .expect_err("crashed");
     assert!(err.message.contains("crashed"), "{err}");
     if vcenter_finishes_first {
         mock.finish_all();
@@ -129,7 +193,11 @@ async fn crash_and_restart(point: Checkpoint, vcenter_finishes_first: bool) -> M
 #[tokio::test]
 async fn crash_after_the_clone_request_is_sent_never_clones_twice() {
     let mock = crash_and_restart(Checkpoint::CloneSent, true).await;
-    assert_eq!(mock.calls("clone"), 1, "found by instance UUID, not cloned again");
+    assert_eq!(
+        mock.calls("clone"),
+        1,
+        "found by instance UUID, not cloned again"
+    );
     // Restarted while the lost clone is still running: the second request is
     // refused by name, and the first VM is adopted.
     let mock = crash_and_restart(Checkpoint::CloneSent, false).await;
@@ -139,7 +207,11 @@ async fn crash_after_the_clone_request_is_sent_never_clones_twice() {
 #[tokio::test]
 async fn crash_after_the_task_ref_is_written_waits_for_that_task() {
     let mock = crash_and_restart(Checkpoint::TaskRecorded, false).await;
-    assert_eq!(mock.calls("clone"), 1, "the recorded clone is waited for, not repeated");
+    assert_eq!(
+        mock.calls("clone"),
+        1,
+        "the recorded clone is waited for, not repeated"
+    );
 }
 
 #[tokio::test]
@@ -152,9 +224,16 @@ async fn crash_after_power_on_does_not_power_on_or_clone_again() {
 async fn a_status_that_cannot_be_written_stops_before_the_clone_is_waited_for() {
     let mock = MockMachines::new();
     let mut m = machine("web");
-    let mut store = Store { fail_writes: true, ..Default::default() };
+    let mut store = Store {
+        fail_writes: true,
+        ..Default::default()
+    };
     assert!(run(&mut m, false, &mock, &mut store).await.is_err());
-    assert_eq!(mock.calls("clone"), 0, "nothing is started that the status cannot record");
+    assert_eq!(
+        mock.calls("clone"),
+        0,
+        "nothing is started that the status cannot record"
+    );
 }
 
 #[tokio::test]
@@ -164,7 +243,10 @@ async fn delete_powers_off_destroys_and_releases() {
     m.spec.guest_agent = Some("none".into());
     let mut store = Store::default();
     run(&mut m, false, &mock, &mut store).await.expect("create");
-    assert_eq!(run(&mut m, true, &mock, &mut store).await.expect("delete"), Outcome::Released);
+    assert_eq!(
+        run(&mut m, true, &mock, &mut store).await.expect("delete"),
+        Outcome::Released
+    );
     assert!(mock.vms().is_empty());
     assert_eq!((mock.calls("powerOff"), mock.calls("destroy")), (1, 1));
 }
@@ -176,13 +258,23 @@ async fn a_delete_that_meets_a_fault_keeps_the_machine_and_a_retry_finishes() {
     m.spec.guest_agent = Some("none".into());
     let mut store = Store::default();
     run(&mut m, false, &mock, &mut store).await.expect("create");
-    for (operation, fault) in [("powerOff", "TaskInProgress"), ("destroy", "NotAuthenticated"), ("vm", "RequestTimeout")] {
+    for (operation, fault) in [
+        ("powerOff", "TaskInProgress"),
+        ("destroy", "NotAuthenticated"),
+        ("vm", "RequestTimeout"),
+    ] {
         mock.fail_next(operation, MachineError::fault(fault, "injected"));
         let result = run(&mut m, true, &mock, &mut store).await;
-        assert!(!matches!(result, Ok(Outcome::Released)), "{operation} {fault}: {result:?}");
+        assert!(
+            !matches!(result, Ok(Outcome::Released)),
+            "{operation} {fault}: {result:?}"
+        );
         assert_eq!(mock.vms().len(), 1, "{operation}: the VM is still there");
     }
-    assert_eq!(run(&mut m, true, &mock, &mut store).await.expect("retry"), Outcome::Released);
+    assert_eq!(
+        run(&mut m, true, &mock, &mut store).await.expect("retry"),
+        Outcome::Released
+    );
     assert!(mock.vms().is_empty());
 }
 
@@ -190,14 +282,29 @@ async fn a_delete_that_meets_a_fault_keeps_the_machine_and_a_retry_finishes() {
 async fn a_delete_during_a_running_clone_waits_for_it_then_destroys() {
     let mock = MockMachines::new();
     let mut m = machine("web");
-    let mut store = Store { crash_at: Some(Checkpoint::TaskRecorded), ..Default::default() };
-    run(&mut m, false, &mock, &mut store).await.expect_err("stopped with the clone running");
+    let mut store = Store {
+        crash_at: Some(Checkpoint::TaskRecorded),
+        ..Default::default()
+    };
+    run(&mut m, false, &mock, &mut store)
+        .await
+        .expect_err("stopped with the clone running");
     let mut deleting = store.persisted.clone().expect("persisted");
-    assert!(deleting.status.as_ref().and_then(|s| s.task.as_ref()).is_some());
-    let outcome = run(&mut deleting, true, &mock, &mut Store::default()).await.expect("delete");
+    assert!(deleting
+        .status
+        .as_ref()
+        .and_then(|s| s.task.as_ref())
+        .is_some());
+    let outcome = run(&mut deleting, true, &mock, &mut Store::default())
+        .await
+        .expect("delete");
     assert_eq!(outcome, Outcome::Released);
     assert_eq!(mock.calls("clone"), 1);
-    assert_eq!(mock.calls("destroy"), 1, "the clone finished, then was destroyed");
+    assert_eq!(
+        mock.calls("destroy"),
+        1,
+        "the clone finished, then was destroyed"
+    );
     assert!(mock.vms().is_empty());
 }
 
@@ -207,11 +314,22 @@ async fn a_failed_clone_reports_the_fault_then_retries() {
     let mut m = machine("web");
     m.spec.guest_agent = Some("none".into());
     let mut store = Store::default();
-    mock.fail_next("clone", MachineError::fault("NotFound", "template golden not found"));
-    let outcome = run(&mut m, false, &mock, &mut store).await.expect("reconcile");
-    assert!(matches!(&outcome, Outcome::Failed(msg) if msg.contains("golden")), "{outcome:?}");
+    mock.fail_next(
+        "clone",
+        MachineError::fault("NotFound", "template golden not found"),
+    );
+    let outcome = run(&mut m, false, &mock, &mut store)
+        .await
+        .expect("reconcile");
+    assert!(
+        matches!(&outcome, Outcome::Failed(msg) if msg.contains("golden")),
+        "{outcome:?}"
+    );
     assert_eq!(ready_reason(&m), reason::FAILED);
-    assert_eq!(run(&mut m, false, &mock, &mut store).await.expect("retry"), Outcome::Ready);
+    assert_eq!(
+        run(&mut m, false, &mock, &mut store).await.expect("retry"),
+        Outcome::Ready
+    );
     assert_eq!(mock.vms().len(), 1);
 }
 
@@ -236,10 +354,27 @@ async fn a_long_task_writes_its_progress_while_it_runs() {
     let mut m = machine("web");
     m.spec.guest_agent = Some("none".into());
     let mut hooks = Progress::default();
-    let options = Options { progress_interval: std::time::Duration::from_millis(10), ..Options::default() };
-    let outcome = reconcile(&mut m, false, &[], &mock, &mut hooks, &options).await.expect("reconcile");
+    let options = Options {
+        progress_interval: std::time::Duration::from_millis(10),
+        ..Options::default()
+    };
+    let outcome = reconcile(&mut m, false, &[], &mock, &mut hooks, &options)
+        .await
+        .expect("reconcile");
     assert_eq!(outcome, Outcome::Ready);
-    assert!(hooks.seen.contains(&("running".to_string(), Some(30))), "{:?}", hooks.seen);
-    assert!(hooks.seen.contains(&("running".to_string(), Some(60))), "{:?}", hooks.seen);
-    assert_eq!(mock.calls("clone"), 1, "a slow clone is waited for, not repeated");
+    assert!(
+        hooks.seen.contains(&("running".to_string(), Some(30))),
+        "{:?}",
+        hooks.seen
+    );
+    assert!(
+        hooks.seen.contains(&("running".to_string(), Some(60))),
+        "{:?}",
+        hooks.seen
+    );
+    assert_eq!(
+        mock.calls("clone"),
+        1,
+        "a slow clone is waited for, not repeated"
+    );
 }

@@ -27,10 +27,18 @@ fn user_data(parts: &[String]) -> Option<String> {
         [one] => Some(one.clone()),
         many => {
             let boundary = "==BANLIEUE-CLOUD-CONFIG==";
-            let mut out = format!("Content-Type: multipart/mixed; boundary=\"{boundary}\"\nMIME-Version: 1.0\n\n");
+            let mut out = format!(
+                "Content-Type: multipart/mixed; boundary=\"{boundary}\"\nMIME-Version: 1.0\n\n"
+            );
             for part in many {
-                let content_type = if part.starts_with("#!") { "text/x-shellscript" } else { "text/cloud-config" };
-                out.push_str(&format!("--{boundary}\nContent-Type: {content_type}; charset=\"utf-8\"\n\n{part}\n"));
+                let content_type = if part.starts_with("#!") {
+                    "text/x-shellscript"
+                } else {
+                    "text/cloud-config"
+                };
+                out.push_str(&format!(
+                    "--{boundary}\nContent-Type: {content_type}; charset=\"utf-8\"\n\n{part}\n"
+                ));
             }
             out.push_str(&format!("--{boundary}--\n"));
             Some(out)
@@ -61,7 +69,10 @@ pub fn network_config(machine: &VSphereMachine, macs: &[String]) -> Option<Value
                     eth.insert("routes".into(), json!([{ "to": "default", "via": gw }]));
                 }
                 if !ip.nameservers.is_empty() || !ip.search_domains.is_empty() {
-                    eth.insert("nameservers".into(), json!({ "addresses": ip.nameservers, "search": ip.search_domains }));
+                    eth.insert(
+                        "nameservers".into(),
+                        json!({ "addresses": ip.nameservers, "search": ip.search_domains }),
+                    );
                 }
             }
         }
@@ -82,12 +93,17 @@ pub fn extra_config(
     let mut user_parts = Vec::new();
     let mut metadata = Map::new();
     for secret in secrets {
-        if let Some(u) = secret_value(secret, "userdata").or_else(|| secret_value(secret, "user-data")) {
+        if let Some(u) =
+            secret_value(secret, "userdata").or_else(|| secret_value(secret, "user-data"))
+        {
             user_parts.push(u);
         }
-        if let Some(m) = secret_value(secret, "metadata").or_else(|| secret_value(secret, "meta-data")) {
+        if let Some(m) =
+            secret_value(secret, "metadata").or_else(|| secret_value(secret, "meta-data"))
+        {
             let name = secret.metadata.name.as_deref().unwrap_or_default();
-            let parsed: Value = serde_saphyr::from_str(&m).map_err(|e| format!("Secret {name}: metadata is not YAML or JSON: {e}"))?;
+            let parsed: Value = serde_saphyr::from_str(&m)
+                .map_err(|e| format!("Secret {name}: metadata is not YAML or JSON: {e}"))?;
             match parsed {
                 Value::Object(map) => metadata.extend(map),
                 Value::Null => {}
@@ -97,25 +113,39 @@ pub fn extra_config(
     }
     // Ours win: the instance id is what tells cloud-init a clone is a new instance.
     metadata.insert("instance-id".into(), json!(instance_uuid));
-    metadata.insert("local-hostname".into(), json!(machine.metadata.name.as_deref().unwrap_or_default()));
+    metadata.insert(
+        "local-hostname".into(),
+        json!(machine.metadata.name.as_deref().unwrap_or_default()),
+    );
     if let Some(network) = network_config(machine, macs) {
         metadata.insert("network".into(), network);
     }
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
     let mut keys = vec![
-        ("guestinfo.metadata".to_string(), b64(&Value::Object(metadata).to_string())),
-        ("guestinfo.metadata.encoding".to_string(), "base64".to_string()),
+        (
+            "guestinfo.metadata".to_string(),
+            b64(&Value::Object(metadata).to_string()),
+        ),
+        (
+            "guestinfo.metadata.encoding".to_string(),
+            "base64".to_string(),
+        ),
     ];
     if let Some(user) = user_data(&user_parts) {
         keys.push(("guestinfo.userdata".to_string(), b64(&user)));
-        keys.push(("guestinfo.userdata.encoding".to_string(), "base64".to_string()));
+        keys.push((
+            "guestinfo.userdata.encoding".to_string(),
+            "base64".to_string(),
+        ));
     }
     Ok(keys)
 }
 
 /// Decodes a base64 guestinfo value (for tests and diagnostics).
 pub fn decode(value: &str) -> Option<String> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(value).ok()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(value)
+        .ok()?;
     String::from_utf8(bytes).ok()
 }
 
@@ -129,25 +159,49 @@ mod tests {
     fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
         let mut s = Secret::default();
         s.metadata.name = Some(name.into());
-        s.string_data = Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>());
+        s.string_data = Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        );
         s
     }
 
     fn get<'a>(keys: &'a [(String, String)], k: &str) -> Option<&'a str> {
-        keys.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
+        keys.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
     }
 
     #[test]
     fn userdata_and_metadata_are_base64_with_encoding_keys() {
         let m = machine("web");
-        let keys = extra_config(&m, "u-1", &[], &[secret("cc", &[("userdata", "#cloud-config\nhostname: x\n")])]).expect("keys");
+        let keys = extra_config(
+            &m,
+            "u-1",
+            &[],
+            &[secret(
+                "cc",
+                &[("userdata", "#cloud-config\nhostname: x\n")],
+            )],
+        )
+        .expect("keys");
         assert_eq!(get(&keys, "guestinfo.userdata.encoding"), Some("base64"));
         assert_eq!(get(&keys, "guestinfo.metadata.encoding"), Some("base64"));
-        assert_eq!(decode(get(&keys, "guestinfo.userdata").unwrap_or_default()).as_deref(), Some("#cloud-config\nhostname: x\n"));
-        let meta: Value = serde_json::from_str(&decode(get(&keys, "guestinfo.metadata").unwrap_or_default()).unwrap_or_default()).expect("json");
+        assert_eq!(
+            decode(get(&keys, "guestinfo.userdata").unwrap_or_default()).as_deref(),
+            Some("#cloud-config\nhostname: x\n")
+        );
+        let meta: Value = serde_json::from_str(
+            &decode(get(&keys, "guestinfo.metadata").unwrap_or_default()).unwrap_or_default(),
+        )
+        .expect("json");
         assert_eq!(meta["instance-id"], "u-1");
         assert_eq!(meta["local-hostname"], "web");
-        assert!(meta.get("network").is_none(), "DHCP only: no network config");
+        assert!(
+            meta.get("network").is_none(),
+            "DHCP only: no network config"
+        );
     }
 
     #[test]
@@ -163,20 +217,41 @@ mod tests {
             &machine("web"),
             "u-1",
             &[],
-            &[secret("a", &[("userdata", "#cloud-config\na: 1\n"), ("metadata", "tier: web\ninstance-id: nope\n")]), secret("b", &[("userdata", "#!/bin/sh\necho hi\n")])],
+            &[
+                secret(
+                    "a",
+                    &[
+                        ("userdata", "#cloud-config\na: 1\n"),
+                        ("metadata", "tier: web\ninstance-id: nope\n"),
+                    ],
+                ),
+                secret("b", &[("userdata", "#!/bin/sh\necho hi\n")]),
+            ],
         )
         .expect("keys");
         let user = decode(get(&keys, "guestinfo.userdata").unwrap_or_default()).unwrap_or_default();
         assert!(user.starts_with("Content-Type: multipart/mixed"), "{user}");
         assert!(user.contains("text/cloud-config") && user.contains("text/x-shellscript"));
-        let meta: Value = serde_json::from_str(&decode(get(&keys, "guestinfo.metadata").unwrap_or_default()).unwrap_or_default()).expect("json");
+        let meta: Value = serde_json::from_str(
+            &decode(get(&keys, "guestinfo.metadata").unwrap_or_default()).unwrap_or_default(),
+        )
+        .expect("json");
         assert_eq!(meta["tier"], "web");
-        assert_eq!(meta["instance-id"], "u-1", "the instance id is never overridden");
+        assert_eq!(
+            meta["instance-id"], "u-1",
+            "the instance id is never overridden"
+        );
     }
 
     #[test]
     fn bad_metadata_is_an_error_naming_the_secret() {
-        let err = extra_config(&machine("web"), "u", &[], &[secret("broken", &[("metadata", "- a\n- b\n")])]).unwrap_err();
+        let err = extra_config(
+            &machine("web"),
+            "u",
+            &[],
+            &[secret("broken", &[("metadata", "- a\n- b\n")])],
+        )
+        .unwrap_err();
         assert!(err.contains("broken"), "{err}");
     }
 
@@ -198,17 +273,34 @@ mod tests {
                     pool: None,
                 },
             },
-            MachineNetworkInterface { name: "eth1".into(), network_class: "b".into(), port_group: "pg".into(), ipam: Ipam::default() },
+            MachineNetworkInterface {
+                name: "eth1".into(),
+                network_class: "b".into(),
+                port_group: "pg".into(),
+                ipam: Ipam::default(),
+            },
         ];
-        let macs = vec!["00:50:56:00:00:01".to_string(), "00:50:56:00:00:02".to_string()];
+        let macs = vec![
+            "00:50:56:00:00:01".to_string(),
+            "00:50:56:00:00:02".to_string(),
+        ];
         let keys = extra_config(&m, "u", &macs, &[]).expect("keys");
-        let meta: Value = serde_json::from_str(&decode(get(&keys, "guestinfo.metadata").unwrap_or_default()).unwrap_or_default()).expect("json");
+        let meta: Value = serde_json::from_str(
+            &decode(get(&keys, "guestinfo.metadata").unwrap_or_default()).unwrap_or_default(),
+        )
+        .expect("json");
         let net = &meta["network"];
         assert_eq!(net["version"], 2);
-        assert_eq!(net["ethernets"]["eth0"]["match"]["macaddress"], "00:50:56:00:00:01");
+        assert_eq!(
+            net["ethernets"]["eth0"]["match"]["macaddress"],
+            "00:50:56:00:00:01"
+        );
         assert_eq!(net["ethernets"]["eth0"]["addresses"][0], "10.0.0.10/24");
         assert_eq!(net["ethernets"]["eth0"]["routes"][0]["via"], "10.0.0.1");
-        assert_eq!(net["ethernets"]["eth0"]["nameservers"]["search"][0], "example.com");
+        assert_eq!(
+            net["ethernets"]["eth0"]["nameservers"]["search"][0],
+            "example.com"
+        );
         assert_eq!(net["ethernets"]["eth1"]["dhcp4"], true);
     }
 }

@@ -18,7 +18,14 @@ fn name_uuid(name: &str) -> String {
     b[6] = (b[6] & 0x0f) | 0x80; // version 8
     b[8] = (b[8] & 0x3f) | 0x80; // RFC variant
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// The VM's instance UUID: from the object's UID in a cluster (a re-created
@@ -60,12 +67,19 @@ pub fn vm_name(machine: &VSphereMachine) -> String {
 /// 00:50:56:00:00:00-00:50:56:3f:ff:ff, from the instance UUID.
 pub fn mac_address(instance_uuid: &str, index: usize) -> String {
     let digest = Sha256::digest(format!("{instance_uuid}/nic{index}").as_bytes());
-    format!("00:50:56:{:02x}:{:02x}:{:02x}", digest[0] & 0x3f, digest[1], digest[2])
+    format!(
+        "00:50:56:{:02x}:{:02x}:{:02x}",
+        digest[0] & 0x3f,
+        digest[1],
+        digest[2]
+    )
 }
 
 /// The vSphere Client's page of a VM.
 pub fn console_url(vcenter_host: &str, mo_ref: &str, server_guid: &str) -> String {
-    format!("https://{vcenter_host}/ui/app/vm;nav=h/urn:vmomi:VirtualMachine:{mo_ref}:{server_guid}")
+    format!(
+        "https://{vcenter_host}/ui/app/vm;nav=h/urn:vmomi:VirtualMachine:{mo_ref}:{server_guid}"
+    )
 }
 
 /// The VM folder of a failure domain.
@@ -82,7 +96,10 @@ mod tests {
         let mut m = VSphereMachine::new(
             name,
             VSphereMachineSpec {
-                provider_ref: NamespacedReference { namespace: "banlieue-system".into(), name: "vc".into() },
+                provider_ref: NamespacedReference {
+                    namespace: "banlieue-system".into(),
+                    name: "vc".into(),
+                },
                 failure_domain: "fd".into(),
                 datacenter: "DC0".into(),
                 cluster: "C0".into(),
@@ -114,7 +131,11 @@ mod tests {
         assert_ne!(a, instance_uuid(&machine("other", "a", None)));
         let with_uid = instance_uuid(&machine("ns", "a", Some("1234")));
         assert_ne!(a, with_uid);
-        assert_eq!(with_uid, instance_uuid(&machine("x", "y", Some("1234"))), "the UID alone decides in a cluster");
+        assert_eq!(
+            with_uid,
+            instance_uuid(&machine("x", "y", Some("1234"))),
+            "the UID alone decides in a cluster"
+        );
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "8", "version 8: {a}");
     }
@@ -122,8 +143,16 @@ mod tests {
     #[test]
     fn vm_names_fit_vsphere_and_stay_distinct() {
         assert_eq!(vm_name(&machine("ns", "web", None)), "ns-web");
-        let long_a = vm_name(&machine(&"n".repeat(63), &format!("{}a", "x".repeat(62)), None));
-        let long_b = vm_name(&machine(&"n".repeat(63), &format!("{}b", "x".repeat(62)), None));
+        let long_a = vm_name(&machine(
+            &"n".repeat(63),
+            &format!("{}a", "x".repeat(62)),
+            None,
+        ));
+        let long_b = vm_name(&machine(
+            &"n".repeat(63),
+            &format!("{}b", "x".repeat(62)),
+            None,
+        ));
         assert!(long_a.len() <= 80 && long_b.len() <= 80);
         assert_ne!(long_a, long_b);
     }

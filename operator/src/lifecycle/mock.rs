@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::backend::{CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
+use super::backend::{
+    CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts,
+};
 
 #[derive(Debug)]
 enum Pending {
@@ -102,7 +104,13 @@ impl MockMachines {
         self.with(|s| {
             s.next_id += 1;
             let id = format!("task-{}", s.next_id);
-            let facts = TaskFacts { mo_ref: id.clone(), state: TaskState::Running, progress: Some(0), error: None, result: None };
+            let facts = TaskFacts {
+                mo_ref: id.clone(),
+                state: TaskState::Running,
+                progress: Some(0),
+                error: None,
+                result: None,
+            };
             s.tasks.insert(id.clone(), (facts, Some(pending)));
             id
         })
@@ -115,7 +123,12 @@ impl MockMachines {
             s.tasks
                 .iter()
                 .filter(|(_, (_, pending))| pending.is_some())
-                .map(|(id, _)| (id.trim_start_matches("task-").parse().unwrap_or(0), id.clone()))
+                .map(|(id, _)| {
+                    (
+                        id.trim_start_matches("task-").parse().unwrap_or(0),
+                        id.clone(),
+                    )
+                })
                 .collect()
         });
         running.sort();
@@ -127,20 +140,35 @@ impl MockMachines {
     /// Carries out a running task (what vCenter does in the background).
     pub fn finish(&self, task: &str) {
         self.with(|s| {
-            let Some((facts, pending)) = s.tasks.get_mut(task) else { return };
-            let Some(pending) = pending.take() else { return };
+            let Some((facts, pending)) = s.tasks.get_mut(task) else {
+                return;
+            };
+            let Some(pending) = pending.take() else {
+                return;
+            };
             facts.state = TaskState::Success;
             facts.progress = Some(100);
             match pending {
                 Pending::Clone(request) => {
                     if s.vms.values().any(|v| v.name == request.name) {
                         facts.state = TaskState::Error;
-                        facts.error = Some(MachineError::fault("DuplicateName", format!("{} exists", request.name)));
+                        facts.error = Some(MachineError::fault(
+                            "DuplicateName",
+                            format!("{} exists", request.name),
+                        ));
                         return;
                     }
                     s.next_id += 1;
                     let mo_ref = format!("vm-{}", s.next_id);
-                    let shape = if s.clone_ignores_shape { Shape { cpus: 1, memory_mib: 32, ..Default::default() } } else { request.shape.clone() };
+                    let shape = if s.clone_ignores_shape {
+                        Shape {
+                            cpus: 1,
+                            memory_mib: 32,
+                            ..Default::default()
+                        }
+                    } else {
+                        request.shape.clone()
+                    };
                     s.vms.insert(
                         mo_ref.clone(),
                         VmFacts {
@@ -175,13 +203,25 @@ impl MockMachines {
 
 fn not_found(facts: &mut TaskFacts, vm: &str) {
     facts.state = TaskState::Error;
-    facts.error = Some(MachineError::fault("ManagedObjectNotFound", format!("{vm} is gone")));
+    facts.error = Some(MachineError::fault(
+        "ManagedObjectNotFound",
+        format!("{vm} is gone"),
+    ));
 }
 
 impl Machines for MockMachines {
-    async fn find_vm(&self, instance_uuid: &str, _fresh: bool) -> Result<Option<VmFacts>, MachineError> {
+    async fn find_vm(
+        &self,
+        instance_uuid: &str,
+        _fresh: bool,
+    ) -> Result<Option<VmFacts>, MachineError> {
         self.enter("find")?;
-        Ok(self.with(|s| s.vms.values().find(|v| v.instance_uuid == instance_uuid).cloned()))
+        Ok(self.with(|s| {
+            s.vms
+                .values()
+                .find(|v| v.instance_uuid == instance_uuid)
+                .cloned()
+        }))
     }
 
     async fn vm(&self, mo_ref: &str, _fresh: bool) -> Result<Option<VmFacts>, MachineError> {
@@ -194,7 +234,12 @@ impl Machines for MockMachines {
         Ok(self.with(|s| s.tasks.get(mo_ref).map(|(f, _)| f.clone())))
     }
 
-    async fn wait_task(&self, mo_ref: &str, _timeout: Duration, mut on_progress: impl FnMut(&TaskFacts) + Send) -> Result<TaskFacts, MachineError> {
+    async fn wait_task(
+        &self,
+        mo_ref: &str,
+        _timeout: Duration,
+        mut on_progress: impl FnMut(&TaskFacts) + Send,
+    ) -> Result<TaskFacts, MachineError> {
         self.enter("wait")?;
         let still_running = self.with(|s| {
             if s.slow_waits == 0 {
@@ -207,12 +252,16 @@ impl Machines for MockMachines {
         });
         if let Some(facts) = still_running {
             on_progress(&facts);
-            return Err(MachineError::timeout(format!("task {mo_ref} still running")));
+            return Err(MachineError::timeout(format!(
+                "task {mo_ref} still running"
+            )));
         }
         self.finish(mo_ref);
         let facts = self
             .with(|s| s.tasks.get(mo_ref).map(|(f, _)| f.clone()))
-            .ok_or_else(|| MachineError::fault("ManagedObjectNotFound", format!("task {mo_ref} is gone")))?;
+            .ok_or_else(|| {
+                MachineError::fault("ManagedObjectNotFound", format!("task {mo_ref} is gone"))
+            })?;
         on_progress(&facts);
         Ok(facts)
     }
@@ -221,10 +270,15 @@ impl Machines for MockMachines {
         self.enter("clone")?;
         let taken = |s: &State| {
             s.vms.values().any(|v| v.name == request.name)
-                || s.tasks.values().any(|(_, p)| matches!(p, Some(Pending::Clone(r)) if r.name == request.name))
+                || s.tasks
+                    .values()
+                    .any(|(_, p)| matches!(p, Some(Pending::Clone(r)) if r.name == request.name))
         };
         if self.with(|s| taken(s)) {
-            return Err(MachineError::fault("DuplicateName", format!("{} exists", request.name)));
+            return Err(MachineError::fault(
+                "DuplicateName",
+                format!("{} exists", request.name),
+            ));
         }
         Ok(self.start(Pending::Clone(request.clone())))
     }
@@ -246,7 +300,10 @@ impl Machines for MockMachines {
                 v.power_state = "poweredOff".into();
                 Ok(())
             }
-            None => Err(MachineError::fault("ManagedObjectNotFound", format!("{vm} is gone"))),
+            None => Err(MachineError::fault(
+                "ManagedObjectNotFound",
+                format!("{vm} is gone"),
+            )),
         })
     }
 
@@ -256,7 +313,10 @@ impl Machines for MockMachines {
     }
 
     fn server(&self) -> ServerIdentity {
-        ServerIdentity { host: "vcenter.test".into(), server_guid: "mock-guid".into() }
+        ServerIdentity {
+            host: "vcenter.test".into(),
+            server_guid: "mock-guid".into(),
+        }
     }
 }
 
@@ -266,7 +326,12 @@ impl VmFacts {
         use crate::api::Firmware;
         self.cpus = shape.cpus;
         self.memory_mib = shape.memory_mib;
-        self.firmware = if shape.firmware == Firmware::Bios { "bios" } else { "efi" }.into();
+        self.firmware = if shape.firmware == Firmware::Bios {
+            "bios"
+        } else {
+            "efi"
+        }
+        .into();
         self.secure_boot = shape.firmware == Firmware::EfiSecure;
         self.cpu_hot_add = shape.hot_add_cpu;
         self.memory_hot_add = shape.hot_add_memory;

@@ -37,7 +37,9 @@ pub const FINALIZER: &str = "banlieue.io/vm-cleanup";
 pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<CloneRequest, String> {
     let spec = &machine.spec;
     let uuid = identity::instance_uuid(machine);
-    let macs: Vec<String> = (0..spec.network_interfaces.len()).map(|i| identity::mac_address(&uuid, i)).collect();
+    let macs: Vec<String> = (0..spec.network_interfaces.len())
+        .map(|i| identity::mac_address(&uuid, i))
+        .collect();
     let extra_config = guestinfo::extra_config(machine, &uuid, &macs, secrets)?;
     let root = spec.disks.first();
     let shape = Shape {
@@ -48,13 +50,20 @@ pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<Clo
             .disks
             .iter()
             .skip(1)
-            .map(|d| ExtraDisk { size_gib: d.size_gib, provisioning: d.provisioning, datastore: d.datastore.clone() })
+            .map(|d| ExtraDisk {
+                size_gib: d.size_gib,
+                provisioning: d.provisioning,
+                datastore: d.datastore.clone(),
+            })
             .collect(),
         nics: spec
             .network_interfaces
             .iter()
             .zip(&macs)
-            .map(|(n, mac)| Nic { port_group: n.port_group.clone(), mac_address: mac.clone() })
+            .map(|(n, mac)| Nic {
+                port_group: n.port_group.clone(),
+                mac_address: mac.clone(),
+            })
             .collect(),
         firmware: spec.firmware,
         vtpm: spec.vtpm,
@@ -77,18 +86,26 @@ pub fn clone_request(machine: &VSphereMachine, secrets: &[Secret]) -> Result<Clo
 
 #[cfg(test)]
 pub(crate) mod testing {
-    use crate::api::{MachineDisk, NamespacedReference, TemplateRef, VSphereMachine, VSphereMachineSpec};
+    use crate::api::{
+        MachineDisk, NamespacedReference, TemplateRef, VSphereMachine, VSphereMachineSpec,
+    };
 
     /// A machine `name` in namespace `ns`: 2 CPUs, 2048 MiB, a 20 GiB root disk.
     pub fn machine(name: &str) -> VSphereMachine {
         let mut m = VSphereMachine::new(
             name,
             VSphereMachineSpec {
-                provider_ref: NamespacedReference { namespace: "banlieue-system".into(), name: "vc".into() },
+                provider_ref: NamespacedReference {
+                    namespace: "banlieue-system".into(),
+                    name: "vc".into(),
+                },
                 failure_domain: "vc-dc0-c0".into(),
                 datacenter: "DC0".into(),
                 cluster: "DC0_C0".into(),
-                template: TemplateRef { name: "golden".into(), mo_ref: Some("vm-1".into()) },
+                template: TemplateRef {
+                    name: "golden".into(),
+                    mo_ref: Some("vm-1".into()),
+                },
                 cpus: 2,
                 memory_mib: 2048,
                 disks: vec![MachineDisk {

@@ -14,11 +14,16 @@ use std::time::Duration;
 use vsphere_client::inventory::NetworkInfo;
 use vsphere_client::mo;
 use vsphere_client::types::{
-    AnyVirtualDevice, ManagedObjectReference, TaskInfo, TaskInfoState, VirtualMachineCloneSpec, VirtualMachineRelocateSpec,
+    AnyVirtualDevice, ManagedObjectReference, TaskInfo, TaskInfoState, VirtualMachineCloneSpec,
+    VirtualMachineRelocateSpec,
 };
-use vsphere_client::vm::{ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec};
+use vsphere_client::vm::{
+    ConfigSpec, DiskPlacement, DiskProvisioning, Firmware as VmFirmware, NicAdapter, NicSpec,
+};
 
-use super::backend::{CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts};
+use super::backend::{
+    CloneRequest, MachineError, Machines, ServerIdentity, Shape, TaskFacts, TaskState, VmFacts,
+};
 use crate::api::{Firmware, Provisioning};
 use crate::vcenter::VCenterSession;
 
@@ -53,13 +58,19 @@ impl std::fmt::Debug for PlacementCache {
 
 pub(crate) fn error(context: &str, e: &vsphere_client::Error) -> MachineError {
     match e.fault() {
-        Some(fault) => MachineError::fault(fault.type_name().unwrap_or("Fault"), format!("{context}: {e}")),
+        Some(fault) => MachineError::fault(
+            fault.type_name().unwrap_or("Fault"),
+            format!("{context}: {e}"),
+        ),
         None => MachineError::new(format!("{context}: {e}")),
     }
 }
 
 fn vm_ref(value: &str) -> ManagedObjectReference {
-    ManagedObjectReference { type_: "VirtualMachine".into(), value: value.into() }
+    ManagedObjectReference {
+        type_: "VirtualMachine".into(),
+        value: value.into(),
+    }
 }
 
 /// An inventory path element: `/` in a name is written `%2f`.
@@ -83,7 +94,11 @@ pub(crate) const VM_PROPERTIES: &[&str] = &[
 
 pub(crate) fn facts_of(vm: &mo::VirtualMachine) -> VmFacts {
     let guest = vm.guest.as_ref();
-    let mut ips: Vec<String> = guest.and_then(|g| g.ip_address.clone()).filter(|ip| !ip.is_empty()).into_iter().collect();
+    let mut ips: Vec<String> = guest
+        .and_then(|g| g.ip_address.clone())
+        .filter(|ip| !ip.is_empty())
+        .into_iter()
+        .collect();
     for nic in guest.map(|g| g.net.as_slice()).unwrap_or_default() {
         for ip in &nic.ip_address {
             if !ips.contains(ip) {
@@ -94,15 +109,48 @@ pub(crate) fn facts_of(vm: &mo::VirtualMachine) -> VmFacts {
     VmFacts {
         mo_ref: vm.mo_ref.value.clone(),
         name: vm.name.clone().unwrap_or_default(),
-        instance_uuid: vm.config.as_ref().and_then(|c| c.instance_uuid.clone()).unwrap_or_default(),
-        power_state: vm.runtime.as_ref().map(|r| r.power_state.as_str().to_string()).unwrap_or_default(),
-        cpus: vm.config.as_ref().map(|c| c.hardware.num_cpu).unwrap_or_default(),
-        memory_mib: vm.config.as_ref().map(|c| i64::from(c.hardware.memory_mb)).unwrap_or_default(),
+        instance_uuid: vm
+            .config
+            .as_ref()
+            .and_then(|c| c.instance_uuid.clone())
+            .unwrap_or_default(),
+        power_state: vm
+            .runtime
+            .as_ref()
+            .map(|r| r.power_state.as_str().to_string())
+            .unwrap_or_default(),
+        cpus: vm
+            .config
+            .as_ref()
+            .map(|c| c.hardware.num_cpu)
+            .unwrap_or_default(),
+        memory_mib: vm
+            .config
+            .as_ref()
+            .map(|c| i64::from(c.hardware.memory_mb))
+            .unwrap_or_default(),
         ip_addresses: ips,
-        firmware: vm.config.as_ref().and_then(|c| c.firmware.clone()).unwrap_or_else(|| "bios".into()),
-        secure_boot: vm.config.as_ref().and_then(|c| c.boot_options.as_ref()).and_then(|b| b.efi_secure_boot_enabled).unwrap_or(false),
-        cpu_hot_add: vm.config.as_ref().and_then(|c| c.cpu_hot_add_enabled).unwrap_or(false),
-        memory_hot_add: vm.config.as_ref().and_then(|c| c.memory_hot_add_enabled).unwrap_or(false),
+        firmware: vm
+            .config
+            .as_ref()
+            .and_then(|c| c.firmware.clone())
+            .unwrap_or_else(|| "bios".into()),
+        secure_boot: vm
+            .config
+            .as_ref()
+            .and_then(|c| c.boot_options.as_ref())
+            .and_then(|b| b.efi_secure_boot_enabled)
+            .unwrap_or(false),
+        cpu_hot_add: vm
+            .config
+            .as_ref()
+            .and_then(|c| c.cpu_hot_add_enabled)
+            .unwrap_or(false),
+        memory_hot_add: vm
+            .config
+            .as_ref()
+            .and_then(|c| c.memory_hot_add_enabled)
+            .unwrap_or(false),
     }
 }
 
@@ -137,28 +185,50 @@ fn firmware(firmware: Firmware) -> VmFirmware {
 impl VCenterSession {
     /// The object at an inventory path, cached for the session.
     async fn path(&self, path: &str) -> Result<Option<ManagedObjectReference>, MachineError> {
-        if let Some(found) = self.placement().paths.lock().ok().and_then(|p| p.get(path).cloned()) {
+        if let Some(found) = self
+            .placement()
+            .paths
+            .lock()
+            .ok()
+            .and_then(|p| p.get(path).cloned())
+        {
             return Ok(Some(found));
         }
-        let found = self.client().search_inventory_path(path).await.map_err(|e| error(&format!("looking up {path}"), &e))?;
+        let found = self
+            .client()
+            .search_inventory_path(path)
+            .await
+            .map_err(|e| error(&format!("looking up {path}"), &e))?;
         if let (Some(r), Ok(mut paths)) = (&found, self.placement().paths.lock()) {
             paths.insert(path.to_string(), r.clone());
         }
         Ok(found)
     }
 
-    async fn required(&self, path: &str, what: &str) -> Result<ManagedObjectReference, MachineError> {
-        self.path(path).await?.ok_or_else(|| MachineError::fault("NotFound", format!("{what} {path} not found")))
+    async fn required(
+        &self,
+        path: &str,
+        what: &str,
+    ) -> Result<ManagedObjectReference, MachineError> {
+        self.path(path)
+            .await?
+            .ok_or_else(|| MachineError::fault("NotFound", format!("{what} {path} not found")))
     }
 
     /// The failure domain's VM folder, made when missing (two makers racing:
     /// the loser's `DuplicateName` means it exists).
-    async fn folder(&self, datacenter: &str, folder: &str) -> Result<ManagedObjectReference, MachineError> {
+    async fn folder(
+        &self,
+        datacenter: &str,
+        folder: &str,
+    ) -> Result<ManagedObjectReference, MachineError> {
         let path = format!("{}/vm/{}", escape(datacenter), escape(folder));
         if let Some(found) = self.path(&path).await? {
             return Ok(found);
         }
-        let parent = self.required(&format!("{}/vm", escape(datacenter)), "VM folder").await?;
+        let parent = self
+            .required(&format!("{}/vm", escape(datacenter)), "VM folder")
+            .await?;
         match self.client().create_folder(&parent, folder).await {
             Ok(made) => {
                 if let Ok(mut paths) = self.placement().paths.lock() {
@@ -166,15 +236,26 @@ impl VCenterSession {
                 }
                 Ok(made)
             }
-            Err(e) if e.fault().is_some_and(|f| f.is("DuplicateName")) => self.required(&path, "VM folder").await,
+            Err(e) if e.fault().is_some_and(|f| f.is("DuplicateName")) => {
+                self.required(&path, "VM folder").await
+            }
             Err(e) => Err(error(&format!("creating folder {path}"), &e)),
         }
     }
 
     /// A template's devices (the clone's device changes are computed from
     /// them), read once per session: templates do not change under a clone.
-    async fn template_devices(&self, template: &ManagedObjectReference) -> Result<Vec<AnyVirtualDevice>, MachineError> {
-        if let Some(found) = self.placement().devices.lock().ok().and_then(|d| d.get(&template.value).cloned()) {
+    async fn template_devices(
+        &self,
+        template: &ManagedObjectReference,
+    ) -> Result<Vec<AnyVirtualDevice>, MachineError> {
+        if let Some(found) = self
+            .placement()
+            .devices
+            .lock()
+            .ok()
+            .and_then(|d| d.get(&template.value).cloned())
+        {
             return Ok(found);
         }
         let source = self
@@ -191,9 +272,19 @@ impl VCenterSession {
         Ok(devices)
     }
 
-    async fn network(&self, datacenter: &str, port_group: &str) -> Result<NetworkInfo, MachineError> {
+    async fn network(
+        &self,
+        datacenter: &str,
+        port_group: &str,
+    ) -> Result<NetworkInfo, MachineError> {
         let key = (datacenter.to_string(), port_group.to_string());
-        if let Some(found) = self.placement().networks.lock().ok().and_then(|n| n.get(&key).cloned()) {
+        if let Some(found) = self
+            .placement()
+            .networks
+            .lock()
+            .ok()
+            .and_then(|n| n.get(&key).cloned())
+        {
             return Ok(found);
         }
         let dc = self.required(&escape(datacenter), "datacenter").await?;
@@ -210,7 +301,12 @@ impl VCenterSession {
         Ok(found)
     }
 
-    async fn config_spec(&self, datacenter: &str, shape: &Shape, instance_uuid: &str) -> Result<ConfigSpec, MachineError> {
+    async fn config_spec(
+        &self,
+        datacenter: &str,
+        shape: &Shape,
+        instance_uuid: &str,
+    ) -> Result<ConfigSpec, MachineError> {
         let mut config = ConfigSpec::new()
             .cpus(shape.cpus)
             .memory_mb(shape.memory_mib)
@@ -229,7 +325,16 @@ impl VCenterSession {
             config = config.grow_disk(0, gib as i64 * 1024 * 1024);
         }
         for disk in &shape.extra_disks {
-            let datastore = self.required(&format!("{}/datastore/{}", escape(datacenter), escape(&disk.datastore)), "datastore").await?;
+            let datastore = self
+                .required(
+                    &format!(
+                        "{}/datastore/{}",
+                        escape(datacenter),
+                        escape(&disk.datastore)
+                    ),
+                    "datastore",
+                )
+                .await?;
             let provisioning = match disk.provisioning {
                 Provisioning::Thin => DiskProvisioning::Thin,
                 Provisioning::Thick => DiskProvisioning::Thick,
@@ -238,7 +343,10 @@ impl VCenterSession {
             config = config.add_disk(
                 disk.size_gib as i64 * 1024 * 1024,
                 provisioning,
-                Some(DiskPlacement { datastore_name: disk.datastore.clone(), datastore }),
+                Some(DiskPlacement {
+                    datastore_name: disk.datastore.clone(),
+                    datastore,
+                }),
             );
         }
         if !shape.nics.is_empty() {
@@ -246,7 +354,11 @@ impl VCenterSession {
         }
         for nic in &shape.nics {
             let network = self.network(datacenter, &nic.port_group).await?;
-            config = config.nic_spec(NicSpec { network, adapter: NicAdapter::Vmxnet3, mac_address: Some(nic.mac_address.clone()) });
+            config = config.nic_spec(NicSpec {
+                network,
+                adapter: NicAdapter::Vmxnet3,
+                mac_address: Some(nic.mac_address.clone()),
+            });
         }
         for (key, value) in &shape.extra_config {
             config = config.extra_config(key.clone(), value.clone());
@@ -256,12 +368,24 @@ impl VCenterSession {
 }
 
 impl Machines for VCenterSession {
-    async fn find_vm(&self, instance_uuid: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
-        if let Some(found) = self.watch().filter(|_| !fresh).and_then(|w| w.by_uuid(instance_uuid)) {
+    async fn find_vm(
+        &self,
+        instance_uuid: &str,
+        fresh: bool,
+    ) -> Result<Option<VmFacts>, MachineError> {
+        if let Some(found) = self
+            .watch()
+            .filter(|_| !fresh)
+            .and_then(|w| w.by_uuid(instance_uuid))
+        {
             return Ok(Some(found));
         }
         let client = self.client();
-        let Some(found) = client.search_vm_by_uuid(instance_uuid, true, None).await.map_err(|e| error("looking up the VM by instance UUID", &e))? else {
+        let Some(found) = client
+            .search_vm_by_uuid(instance_uuid, true, None)
+            .await
+            .map_err(|e| error("looking up the VM by instance UUID", &e))?
+        else {
             return Ok(None);
         };
         // Destroyed between the two calls: gone.
@@ -269,10 +393,17 @@ impl Machines for VCenterSession {
     }
 
     async fn vm(&self, mo_ref: &str, fresh: bool) -> Result<Option<VmFacts>, MachineError> {
-        if let Some(found) = self.watch().filter(|_| !fresh).and_then(|w| w.by_ref(mo_ref)) {
+        if let Some(found) = self
+            .watch()
+            .filter(|_| !fresh)
+            .and_then(|w| w.by_ref(mo_ref))
+        {
             return Ok(Some(found));
         }
-        let query = self.client().properties::<mo::VirtualMachine>(VM_PROPERTIES).map_err(|e| error("reading the VM", &e))?;
+        let query = self
+            .client()
+            .properties::<mo::VirtualMachine>(VM_PROPERTIES)
+            .map_err(|e| error("reading the VM", &e))?;
         match query.get(&vm_ref(mo_ref)).await {
             Ok(vm) => Ok(Some(facts_of(&vm))),
             Err(e) if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) => Ok(None),
@@ -281,7 +412,10 @@ impl Machines for VCenterSession {
     }
 
     async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {
-        let task = self.client().task(ManagedObjectReference { type_: "Task".into(), value: mo_ref.into() });
+        let task = self.client().task(ManagedObjectReference {
+            type_: "Task".into(),
+            value: mo_ref.into(),
+        });
         match task.info().await {
             Ok(info) => Ok(Some(task_facts(&info))),
             Err(e) if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) => Ok(None),
@@ -289,15 +423,29 @@ impl Machines for VCenterSession {
         }
     }
 
-    async fn wait_task(&self, mo_ref: &str, timeout: Duration, mut on_progress: impl FnMut(&TaskFacts) + Send) -> Result<TaskFacts, MachineError> {
-        let task = self.client().task(ManagedObjectReference { type_: "Task".into(), value: mo_ref.into() });
-        match task.wait_with_progress(Some(timeout), |info| on_progress(&task_facts(info))).await {
+    async fn wait_task(
+        &self,
+        mo_ref: &str,
+        timeout: Duration,
+        mut on_progress: impl FnMut(&TaskFacts) + Send,
+    ) -> Result<TaskFacts, MachineError> {
+        let task = self.client().task(ManagedObjectReference {
+            type_: "Task".into(),
+            value: mo_ref.into(),
+        });
+        match task
+            .wait_with_progress(Some(timeout), |info| on_progress(&task_facts(info)))
+            .await
+        {
             Ok(info) => Ok(task_facts(&info)),
             // A failed task is a result, not an error of the wait: the step reports its fault.
-            Err(e) if e.kind() == vsphere_client::ErrorKind::Fault => {
-                self.task(mo_ref).await?.ok_or_else(|| error(&format!("task {mo_ref}"), &e))
-            }
-            Err(e) if e.kind() == vsphere_client::ErrorKind::Timeout => Err(MachineError::timeout(format!("waiting for task {mo_ref}: {e}"))),
+            Err(e) if e.kind() == vsphere_client::ErrorKind::Fault => self
+                .task(mo_ref)
+                .await?
+                .ok_or_else(|| error(&format!("task {mo_ref}"), &e)),
+            Err(e) if e.kind() == vsphere_client::ErrorKind::Timeout => Err(MachineError::timeout(
+                format!("waiting for task {mo_ref}: {e}"),
+            )),
             Err(e) => Err(error(&format!("waiting for task {mo_ref}"), &e)),
         }
     }
@@ -306,12 +454,26 @@ impl Machines for VCenterSession {
         let dc = escape(&request.datacenter);
         let template = match &request.template_mo_ref {
             Some(r) => vm_ref(r),
-            None => self.required(&format!("{dc}/vm/{}", escape(&request.template_name)), "template").await?,
+            None => {
+                self.required(
+                    &format!("{dc}/vm/{}", escape(&request.template_name)),
+                    "template",
+                )
+                .await?
+            }
         };
         let folder = self.folder(&request.datacenter, &request.folder).await?;
-        let pool = self.required(&format!("{dc}/host/{}/Resources", escape(&request.cluster)), "resource pool").await?;
+        let pool = self
+            .required(
+                &format!("{dc}/host/{}/Resources", escape(&request.cluster)),
+                "resource pool",
+            )
+            .await?;
         let datastore = match &request.datastore {
-            Some(ds) => Some(self.required(&format!("{dc}/datastore/{}", escape(ds)), "datastore").await?),
+            Some(ds) => Some(
+                self.required(&format!("{dc}/datastore/{}", escape(ds)), "datastore")
+                    .await?,
+            ),
             None => None,
         };
         let devices = self.template_devices(&template).await?;
@@ -319,41 +481,71 @@ impl Machines for VCenterSession {
             .config_spec(&request.datacenter, &request.shape, &request.instance_uuid)
             .await?
             .to_vim(&devices)
-            .map_err(|e| error(&format!("the clone's configuration from {}", request.template_name), &e))?;
+            .map_err(|e| {
+                error(
+                    &format!("the clone's configuration from {}", request.template_name),
+                    &e,
+                )
+            })?;
         let spec = VirtualMachineCloneSpec {
-            location: VirtualMachineRelocateSpec { folder: Some(folder.clone()), pool: Some(pool), datastore, ..Default::default() },
+            location: VirtualMachineRelocateSpec {
+                folder: Some(folder.clone()),
+                pool: Some(pool),
+                datastore,
+                ..Default::default()
+            },
             template: false,
             config: Some(config),
             power_on: false,
             ..Default::default()
         };
-        let task = self.client().clone_vm_task(&template, &folder, &request.name, &spec).await.map_err(|e| {
-            if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) {
-                // A folder, pool, datastore or template cached earlier is gone
-                // (removed, or re-created by an administrator): resolve anew next time.
-                self.placement().clear();
-            }
-            error(&format!("cloning {} as {}", request.template_name, request.name), &e)
-        })?;
+        let task = self
+            .client()
+            .clone_vm_task(&template, &folder, &request.name, &spec)
+            .await
+            .map_err(|e| {
+                if e.fault().is_some_and(|f| f.is("ManagedObjectNotFound")) {
+                    // A folder, pool, datastore or template cached earlier is gone
+                    // (removed, or re-created by an administrator): resolve anew next time.
+                    self.placement().clear();
+                }
+                error(
+                    &format!("cloning {} as {}", request.template_name, request.name),
+                    &e,
+                )
+            })?;
         Ok(task.value)
     }
 
     async fn start_reconfigure(&self, vm: &str, shape: &Shape) -> Result<String, MachineError> {
         // Configuration only: no device is touched, so no device list is needed.
-        let mut config = ConfigSpec::new().cpus(shape.cpus).memory_mb(shape.memory_mib).firmware(firmware(shape.firmware));
+        let mut config = ConfigSpec::new()
+            .cpus(shape.cpus)
+            .memory_mb(shape.memory_mib)
+            .firmware(firmware(shape.firmware));
         if shape.hot_add_cpu {
             config = config.cpu_hot_add(true);
         }
         if shape.hot_add_memory {
             config = config.memory_hot_add(true);
         }
-        let spec = config.to_vim(&[]).map_err(|e| error("the configuration", &e))?;
-        let task = self.client().reconfig_vm_task(&vm_ref(vm), &spec).await.map_err(|e| error(&format!("reconfiguring {vm}"), &e))?;
+        let spec = config
+            .to_vim(&[])
+            .map_err(|e| error("the configuration", &e))?;
+        let task = self
+            .client()
+            .reconfig_vm_task(&vm_ref(vm), &spec)
+            .await
+            .map_err(|e| error(&format!("reconfiguring {vm}"), &e))?;
         Ok(task.value)
     }
 
     async fn start_power_on(&self, vm: &str) -> Result<String, MachineError> {
-        let task = self.client().power_on_vm_task(&vm_ref(vm), None).await.map_err(|e| error(&format!("powering {vm} on"), &e))?;
+        let task = self
+            .client()
+            .power_on_vm_task(&vm_ref(vm), None)
+            .await
+            .map_err(|e| error(&format!("powering {vm} on"), &e))?;
         Ok(task.value)
     }
 
@@ -372,7 +564,11 @@ impl Machines for VCenterSession {
     }
 
     async fn start_destroy(&self, vm: &str) -> Result<String, MachineError> {
-        let task = self.client().destroy_task(&vm_ref(vm)).await.map_err(|e| error(&format!("destroying {vm}"), &e))?;
+        let task = self
+            .client()
+            .destroy_task(&vm_ref(vm))
+            .await
+            .map_err(|e| error(&format!("destroying {vm}"), &e))?;
         Ok(task.value)
     }
 
@@ -387,7 +583,16 @@ impl Machines for VCenterSession {
             (Some(h), None) => h.to_string(),
             _ => String::new(),
         };
-        ServerIdentity { host, server_guid: self.client().service_content().about.instance_uuid.clone().unwrap_or_default() }
+        ServerIdentity {
+            host,
+            server_guid: self
+                .client()
+                .service_content()
+                .about
+                .instance_uuid
+                .clone()
+                .unwrap_or_default(),
+        }
     }
 }
 

@@ -70,7 +70,10 @@ impl VmWatch {
     /// The cached VM `mo_ref`, if the stream has reported it.
     pub fn by_ref(&self, mo_ref: &str) -> Option<VmFacts> {
         let cache = self.cache.lock().ok()?;
-        cache.live.then(|| cache.by_ref.get(mo_ref).cloned()).flatten()
+        cache
+            .live
+            .then(|| cache.by_ref.get(mo_ref).cloned())
+            .flatten()
     }
 
     pub fn is_live(&self) -> bool {
@@ -82,7 +85,11 @@ fn apply(cache: &Mutex<Cache>, kind: UpdateKind, vm: &mo::VirtualMachine) -> Opt
     let facts = facts_of(vm);
     let mut cache = cache.lock().ok()?;
     let uuid = facts.instance_uuid.to_ascii_lowercase();
-    if let Some(old) = cache.by_ref.get(&facts.mo_ref).map(|f| f.instance_uuid.to_ascii_lowercase()) {
+    if let Some(old) = cache
+        .by_ref
+        .get(&facts.mo_ref)
+        .map(|f| f.instance_uuid.to_ascii_lowercase())
+    {
         if old != uuid {
             cache.by_uuid.remove(&old);
         }
@@ -104,7 +111,11 @@ fn apply(cache: &Mutex<Cache>, kind: UpdateKind, vm: &mo::VirtualMachine) -> Opt
     (!uuid.is_empty()).then_some(uuid)
 }
 
-async fn run(client: vsphere_client::Client, cache: Arc<Mutex<Cache>>, changes: broadcast::Sender<String>) {
+async fn run(
+    client: vsphere_client::Client,
+    cache: Arc<Mutex<Cache>>,
+    changes: broadcast::Sender<String>,
+) {
     let root = client.service_content().root_folder.clone();
     let mut backoff = Duration::from_secs(1);
     loop {

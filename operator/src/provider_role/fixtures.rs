@@ -25,8 +25,16 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 pub struct ApiServer(ApiServerHandle);
 
 impl ApiServer {
-    async fn next(&mut self) -> (Request<Body>, tower_test::mock::SendResponse<Response<Body>>) {
-        self.0.next_request().await.expect("the reconcile made no further request")
+    async fn next(
+        &mut self,
+    ) -> (
+        Request<Body>,
+        tower_test::mock::SendResponse<Response<Body>>,
+    ) {
+        self.0
+            .next_request()
+            .await
+            .expect("the reconcile made no further request")
     }
 
     /// A server-side apply of a status at `path`: checks the patch is one,
@@ -38,14 +46,25 @@ impl ApiServer {
         assert_eq!(request.uri().path(), path);
         let query = request.uri().query().unwrap_or_default().to_string();
         assert!(
-            query.contains("fieldManager=banlieue-provider-vsphere-banlieue-system") && query.contains("force=true"),
+            query.contains("fieldManager=banlieue-provider-vsphere-banlieue-system")
+                && query.contains("force=true"),
             "server-side apply by the role's manager: {query}"
         );
-        assert_eq!(request.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("application/apply-patch+yaml"));
+        assert_eq!(
+            request
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("application/apply-patch+yaml")
+        );
         let body = body_json(request).await;
         let mut updated = object;
         updated["status"] = body["status"].clone();
-        send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&updated).unwrap_or_default())).unwrap());
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&updated).unwrap_or_default()))
+                .unwrap(),
+        );
         body
     }
 
@@ -53,11 +72,18 @@ impl ApiServer {
     pub async fn event(&mut self, kind: &str, reason: &str) -> Value {
         let (request, send) = self.next().await;
         assert_eq!(request.method(), http::Method::POST);
-        assert_eq!(request.uri().path(), "/apis/events.k8s.io/v1/namespaces/banlieue-system/events");
+        assert_eq!(
+            request.uri().path(),
+            "/apis/events.k8s.io/v1/namespaces/banlieue-system/events"
+        );
         let body = body_json(request).await;
         assert_eq!(body["reason"], reason, "{body}");
         assert_eq!(body["regarding"]["kind"], kind);
-        send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&body).unwrap_or_default())).unwrap());
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+                .unwrap(),
+        );
         body
     }
 
@@ -70,8 +96,17 @@ impl ApiServer {
         while let Some((request, send)) = self.0.next_request().await {
             let method = request.method().to_string();
             let path = request.uri().path().to_string();
-            let content_type = request.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-            let body = if method == "GET" { Value::Null } else { body_json(request).await };
+            let content_type = request
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let body = if method == "GET" {
+                Value::Null
+            } else {
+                body_json(request).await
+            };
             let response = if path.contains("/events") {
                 body.clone()
             } else {
@@ -82,11 +117,15 @@ impl ApiServer {
                     // A finalizer added or removed: answer with the list it leaves.
                     for op in body.as_array().into_iter().flatten() {
                         match (op["op"].as_str(), op["path"].as_str()) {
-                            (Some("add"), Some("/metadata/finalizers")) | (Some("replace"), Some("/metadata/finalizers")) => {
+                            (Some("add"), Some("/metadata/finalizers"))
+                            | (Some("replace"), Some("/metadata/finalizers")) => {
                                 current["metadata"]["finalizers"] = op["value"].clone()
                             }
                             (Some("add"), Some("/metadata/finalizers/-")) => {
-                                let mut list = current["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                                let mut list = current["metadata"]["finalizers"]
+                                    .as_array()
+                                    .cloned()
+                                    .unwrap_or_default();
                                 list.push(op["value"].clone());
                                 current["metadata"]["finalizers"] = Value::Array(list);
                             }
@@ -99,7 +138,13 @@ impl ApiServer {
                 }
                 current.clone()
             };
-            send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&response).unwrap_or_default())).unwrap());
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(
+                        serde_json::to_vec(&response).unwrap_or_default(),
+                    ))
+                    .unwrap(),
+            );
             seen.push((method, path, content_type, body));
         }
         seen
@@ -114,7 +159,11 @@ impl ApiServer {
 }
 
 async fn body_json(request: Request<Body>) -> Value {
-    let bytes = request.into_body().collect_bytes().await.expect("request body");
+    let bytes = request
+        .into_body()
+        .collect_bytes()
+        .await
+        .expect("request body");
     serde_json::from_slice(&bytes).expect("request body is JSON")
 }
 
@@ -156,7 +205,14 @@ impl World {
             secrets: store_of(self.secrets),
             config_maps: store_of(self.config_maps),
         };
-        let ctx = Context::new(client, NAMESPACE, RESYNC, Arc::new(vsphere), caches, Arc::default());
+        let ctx = Context::new(
+            client,
+            NAMESPACE,
+            RESYNC,
+            Arc::new(vsphere),
+            caches,
+            Arc::default(),
+        );
         ctx.caches_ready.store(true, Ordering::Relaxed);
         (Arc::new(ctx), ApiServer(handle))
     }
@@ -164,7 +220,12 @@ impl World {
 
 /// Runs `reconcile` while `server` plays its part; the server's part must
 /// end within a second of the reconcile.
-pub async fn with_server<F, T, S>(ctx: Arc<Context<MockVSphere>>, server: ApiServer, script: S, reconcile: F) -> T
+pub async fn with_server<F, T, S>(
+    ctx: Arc<Context<MockVSphere>>,
+    server: ApiServer,
+    script: S,
+    reconcile: F,
+) -> T
 where
     F: std::future::Future<Output = T>,
     S: FnOnce(ApiServer) -> futures::future::BoxFuture<'static, ()>,

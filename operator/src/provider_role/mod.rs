@@ -30,7 +30,10 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::api::{ImageProviderStatus, NamespacedReference, Provider, VMImage, VMImageStatus, VSphereMachine, API_VERSION};
+use crate::api::{
+    ImageProviderStatus, NamespacedReference, Provider, VMImage, VMImageStatus, VSphereMachine,
+    API_VERSION,
+};
 use crate::conditions::{self, READY};
 use crate::health::Metrics;
 use crate::lifecycle::backend::Machines;
@@ -75,9 +78,19 @@ pub struct Caches {
 }
 
 impl<V: VSphere> Context<V> {
-    pub fn new(client: Client, namespace: &str, resync: Duration, vsphere: Arc<V>, caches: Caches, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        resync: Duration,
+        vsphere: Arc<V>,
+        caches: Caches,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let field_manager = format!("{MANAGER_PREFIX}-{namespace}");
-        let reporter = Reporter { controller: field_manager.clone(), instance: std::env::var("POD_NAME").ok() };
+        let reporter = Reporter {
+            controller: field_manager.clone(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -130,14 +143,21 @@ impl<V> Objects for Context<V> {
 
     fn config_map(&self, namespace: &str, name: &str) -> Option<ConfigMap> {
         (namespace == self.namespace)
-            .then(|| self.config_maps.get(&ObjectRef::new(name).within(namespace)))
+            .then(|| {
+                self.config_maps
+                    .get(&ObjectRef::new(name).within(namespace))
+            })
             .flatten()
             .map(|c| (*c).clone())
     }
 }
 
 fn provider_key(provider: &Provider) -> String {
-    format!("Provider/{}/{}", provider.namespace().unwrap_or_default(), provider.name_any())
+    format!(
+        "Provider/{}/{}",
+        provider.namespace().unwrap_or_default(),
+        provider.name_any()
+    )
 }
 
 fn image_key(image: &VMImage) -> String {
@@ -149,44 +169,68 @@ const NOT_READY_DELAY: Duration = Duration::from_secs(1);
 
 /// One reconcile of a Provider: log in (or reuse the session), walk the
 /// inventory, write the status if it changed.
-pub async fn reconcile_provider<V: VSphere>(provider: Arc<Provider>, ctx: Arc<Context<V>>) -> Result<Action> {
+pub async fn reconcile_provider<V: VSphere>(
+    provider: Arc<Provider>,
+    ctx: Arc<Context<V>>,
+) -> Result<Action> {
     if !ctx.ready() {
         return Ok(Action::requeue(NOT_READY_DELAY));
     }
     let started = Instant::now();
     let result = provider_inner(&provider, &ctx).await;
     let failed = !matches!(result, Ok((_, false)));
-    ctx.metrics.observe_reconcile("Provider", started.elapsed(), failed);
+    ctx.metrics
+        .observe_reconcile("Provider", started.elapsed(), failed);
     result.map(|(action, _)| action)
 }
 
 /// The action, and whether the Provider is in a transient failure.
-async fn provider_inner<V: VSphere>(provider: &Provider, ctx: &Context<V>) -> Result<(Action, bool)> {
+async fn provider_inner<V: VSphere>(
+    provider: &Provider,
+    ctx: &Context<V>,
+) -> Result<(Action, bool)> {
     let namespace = provider.namespace().unwrap_or_default();
     let name = provider.name_any();
-    let outcome = provider::reconcile_provider(provider, ctx, ctx.vsphere.as_ref(), &conditions::now()).await;
+    let outcome =
+        provider::reconcile_provider(provider, ctx, ctx.vsphere.as_ref(), &conditions::now()).await;
     if provider.status.as_ref() != Some(&outcome.status) {
         let api: Api<Provider> = Api::namespaced(ctx.client.clone(), &namespace);
-        let patch = json!({ "apiVersion": API_VERSION, "kind": "Provider", "status": outcome.status });
-        api.patch_status(&name, &PatchParams::apply(&ctx.field_manager).force(), &Patch::Apply(&patch)).await?;
+        let patch =
+            json!({ "apiVersion": API_VERSION, "kind": "Provider", "status": outcome.status });
+        api.patch_status(
+            &name,
+            &PatchParams::apply(&ctx.field_manager).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
         ctx.metrics.status_written("Provider");
     }
     let (reason, transient) = outcome.ready_reason();
     if outcome.transitioned {
-        let message = conditions::find(&outcome.status.conditions, READY).map(|c| c.message.clone()).unwrap_or_default();
+        let message = conditions::find(&outcome.status.conditions, READY)
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
         if transient || reason != reason::CONNECTED {
             warn!(%namespace, %name, %reason, %message, "Provider not ready");
         } else {
             info!(%namespace, %name, %message, "Provider ready");
         }
         let event = Event {
-            type_: if reason == reason::CONNECTED { EventType::Normal } else { EventType::Warning },
+            type_: if reason == reason::CONNECTED {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
             reason: reason.to_string(),
             note: Some(crate::controller::truncate(&message, 1000)),
             action: READY.to_string(),
             secondary: None,
         };
-        if let Err(e) = ctx.recorder.publish(&event, &provider.object_ref(&())).await {
+        if let Err(e) = ctx
+            .recorder
+            .publish(&event, &provider.object_ref(&()))
+            .await
+        {
             warn!(%namespace, %name, error = %e, "could not publish event");
         }
     }
@@ -201,20 +245,31 @@ async fn provider_inner<V: VSphere>(provider: &Provider, ctx: &Context<V>) -> Re
 
 /// One reconcile of a VMImage: its readiness on each Provider of the
 /// namespace, written as this role's `perProvider` entries if they changed.
-pub async fn reconcile_image<V: VSphere>(image: Arc<VMImage>, ctx: Arc<Context<V>>) -> Result<Action> {
+pub async fn reconcile_image<V: VSphere>(
+    image: Arc<VMImage>,
+    ctx: Arc<Context<V>>,
+) -> Result<Action> {
     if !ctx.ready() {
         return Ok(Action::requeue(NOT_READY_DELAY));
     }
     let started = Instant::now();
     let result = image_inner(&image, &ctx).await;
     let failed = !matches!(result, Ok((_, false)));
-    ctx.metrics.observe_reconcile("VMImage", started.elapsed(), failed);
+    ctx.metrics
+        .observe_reconcile("VMImage", started.elapsed(), failed);
     result.map(|(action, _)| action)
 }
 
 /// This namespace's entries of an image status, in order.
-pub fn entries_of<'a>(status: Option<&'a VMImageStatus>, namespace: &str) -> Vec<&'a ImageProviderStatus> {
-    status.iter().flat_map(|s| &s.per_provider).filter(|e| e.namespace == namespace).collect()
+pub fn entries_of<'a>(
+    status: Option<&'a VMImageStatus>,
+    namespace: &str,
+) -> Vec<&'a ImageProviderStatus> {
+    status
+        .iter()
+        .flat_map(|s| &s.per_provider)
+        .filter(|e| e.namespace == namespace)
+        .collect()
 }
 
 async fn image_inner<V: VSphere>(image: &VMImage, ctx: &Context<V>) -> Result<(Action, bool)> {
@@ -228,19 +283,31 @@ async fn image_inner<V: VSphere>(image: &VMImage, ctx: &Context<V>) -> Result<(A
     let current = entries_of(image.status.as_ref(), &ctx.namespace);
     let generation = image.metadata.generation;
     let unchanged = current.iter().copied().eq(mine.iter())
-        && (mine.is_empty() || image.status.as_ref().and_then(|s| s.observed_generation) == generation);
+        && (mine.is_empty()
+            || image.status.as_ref().and_then(|s| s.observed_generation) == generation);
     if !unchanged {
         let api: Api<VMImage> = Api::all(ctx.client.clone());
-        let status = VMImageStatus { per_provider: mine.clone(), observed_generation: generation };
+        let status = VMImageStatus {
+            per_provider: mine.clone(),
+            observed_generation: generation,
+        };
         let patch = json!({ "apiVersion": API_VERSION, "kind": "VMImage", "status": status });
-        api.patch_status(&image.name_any(), &PatchParams::apply(&ctx.field_manager).force(), &Patch::Apply(&patch))
-            .await?;
+        api.patch_status(
+            &image.name_any(),
+            &PatchParams::apply(&ctx.field_manager).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
         ctx.metrics.status_written("VMImage");
     }
     // A lookup that failed or a vCenter that was not reachable: try again
     // sooner than the resync.
     let transient = mine.iter().any(|e| {
-        !e.ready && matches!(e.reason.as_deref(), Some(reason::LOOKUP_FAILED) | Some(reason::CONNECT_FAILED))
+        !e.ready
+            && matches!(
+                e.reason.as_deref(),
+                Some(reason::LOOKUP_FAILED) | Some(reason::CONNECT_FAILED)
+            )
     });
     let key = image_key(image);
     if transient {
@@ -251,13 +318,21 @@ async fn image_inner<V: VSphere>(image: &VMImage, ctx: &Context<V>) -> Result<(A
     }
 }
 
-pub fn provider_error_policy<V: VSphere>(provider: Arc<Provider>, error: &Error, ctx: Arc<Context<V>>) -> Action {
+pub fn provider_error_policy<V: VSphere>(
+    provider: Arc<Provider>,
+    error: &Error,
+    ctx: Arc<Context<V>>,
+) -> Action {
     let delay = ctx.failed(provider_key(&provider));
     warn!(namespace = provider.namespace().unwrap_or_default(), name = provider.name_any(), %error, ?delay, "Provider reconcile failed");
     Action::requeue(delay)
 }
 
-pub fn image_error_policy<V: VSphere>(image: Arc<VMImage>, error: &Error, ctx: Arc<Context<V>>) -> Action {
+pub fn image_error_policy<V: VSphere>(
+    image: Arc<VMImage>,
+    error: &Error,
+    ctx: Arc<Context<V>>,
+) -> Action {
     let delay = ctx.failed(image_key(&image));
     warn!(name = image.name_any(), %error, ?delay, "VMImage reconcile failed");
     Action::requeue(delay)
@@ -276,14 +351,28 @@ pub fn references(provider: &Provider, kind: Referenced, name: &str) -> bool {
     let ca = connection.ca_bundle.as_ref();
     match kind {
         Referenced::Secret => {
-            connection.credentials_ref.name == name || ca.and_then(|c| c.secret_ref.as_ref()).is_some_and(|r| r.name == name)
+            connection.credentials_ref.name == name
+                || ca
+                    .and_then(|c| c.secret_ref.as_ref())
+                    .is_some_and(|r| r.name == name)
         }
-        Referenced::ConfigMap => ca.and_then(|c| c.config_map_ref.as_ref()).is_some_and(|r| r.name == name),
+        Referenced::ConfigMap => ca
+            .and_then(|c| c.config_map_ref.as_ref())
+            .is_some_and(|r| r.name == name),
     }
 }
 
-fn providers_referencing(providers: &Store<Provider>, kind: Referenced, name: &str) -> Vec<ObjectRef<Provider>> {
-    providers.state().iter().filter(|p| references(p, kind, name)).map(|p| ObjectRef::from(p.as_ref())).collect()
+fn providers_referencing(
+    providers: &Store<Provider>,
+    kind: Referenced,
+    name: &str,
+) -> Vec<ObjectRef<Provider>> {
+    providers
+        .state()
+        .iter()
+        .filter(|p| references(p, kind, name))
+        .map(|p| ObjectRef::from(p.as_ref()))
+        .collect()
 }
 
 /// Parses an interval: a number with a unit (`90s`, `5m`, `1h`; several
@@ -306,24 +395,38 @@ pub fn parse_interval(text: &str) -> std::result::Result<Duration, String> {
             unit.push('s');
             chars.next();
         }
-        let n: u64 = number.parse().map_err(|_| format!("invalid interval {text:?}: expected e.g. 30s, 5m, 1h"))?;
+        let n: u64 = number
+            .parse()
+            .map_err(|_| format!("invalid interval {text:?}: expected e.g. 30s, 5m, 1h"))?;
         number.clear();
         total += match unit.as_str() {
             "ms" => Duration::from_millis(n),
             "s" => Duration::from_secs(n),
             "m" => Duration::from_secs(n * 60),
             "h" => Duration::from_secs(n * 3600),
-            _ => return Err(format!("invalid interval {text:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+            _ => {
+                return Err(format!(
+                    "invalid interval {text:?}: unknown unit {unit:?} (use ms, s, m or h)"
+                ))
+            }
         };
     }
     if !number.is_empty() || total.is_zero() {
-        return Err(format!("invalid interval {text:?}: expected e.g. 30s, 5m, 1h"));
+        return Err(format!(
+            "invalid interval {text:?}: expected e.g. 30s, 5m, 1h"
+        ));
     }
     Ok(total)
 }
 
 /// Runs the role until a shutdown signal, then logs out of every vCenter.
-pub async fn run<V>(client: Client, namespace: &str, resync: Duration, vsphere: Arc<V>, metrics: Arc<Metrics>) -> Result<()>
+pub async fn run<V>(
+    client: Client,
+    namespace: &str,
+    resync: Duration,
+    vsphere: Arc<V>,
+    metrics: Arc<Metrics>,
+) -> Result<()>
 where
     V: VSphere,
     V::Session: Machines,
@@ -335,13 +438,21 @@ where
     let (images, image_writer) = reflector::store::<VMImage>();
     let (machines, machine_writer) = reflector::store::<VSphereMachine>();
 
-    let secret_stream =
-        reflector::reflector(secret_writer, watcher(Api::<Secret>::namespaced(client.clone(), namespace), config.clone()))
-            .default_backoff()
-            .touched_objects();
+    let secret_stream = reflector::reflector(
+        secret_writer,
+        watcher(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            config.clone(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
     let config_map_stream = reflector::reflector(
         config_map_writer,
-        watcher(Api::<ConfigMap>::namespaced(client.clone(), namespace), config.clone()),
+        watcher(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            config.clone(),
+        ),
     )
     .default_backoff()
     .touched_objects();
@@ -349,34 +460,53 @@ where
     // trigger a reconcile (and a walk of the inventory) again.
     let provider_stream = reflector::reflector(
         provider_writer,
-        watcher(Api::<Provider>::namespaced(client.clone(), namespace), config.clone()),
+        watcher(
+            Api::<Provider>::namespaced(client.clone(), namespace),
+            config.clone(),
+        ),
     )
     .default_backoff()
     .touched_objects()
     .predicate_filter(predicates::generation, Default::default());
-    let image_stream = reflector::reflector(image_writer, watcher(Api::<VMImage>::all(client.clone()), config.clone()))
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(predicates::generation, Default::default());
+    let image_stream = reflector::reflector(
+        image_writer,
+        watcher(Api::<VMImage>::all(client.clone()), config.clone()),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(predicates::generation, Default::default());
     // VSphereMachines of every namespace (those of this namespace's Providers
     // are served): spec changes, deletion (it bumps the generation) and the
     // finalizer trigger a reconcile; our own status writes do not.
-    let machine_stream = reflector::reflector(machine_writer, watcher(Api::<VSphereMachine>::all(client.clone()), config.clone()))
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(predicates::generation.combine(predicates::finalizers), Default::default());
+    let machine_stream = reflector::reflector(
+        machine_writer,
+        watcher(Api::<VSphereMachine>::all(client.clone()), config.clone()),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(
+        predicates::generation.combine(predicates::finalizers),
+        Default::default(),
+    );
     // Any Provider change (its status included: readiness, failure domains)
     // re-verifies the images.
-    let provider_changes = watcher(Api::<Provider>::namespaced(client.clone(), namespace), config)
-        .default_backoff()
-        .touched_objects();
+    let provider_changes = watcher(
+        Api::<Provider>::namespaced(client.clone(), namespace),
+        config,
+    )
+    .default_backoff()
+    .touched_objects();
 
     let ctx = Arc::new(Context::new(
         client,
         namespace,
         resync,
         vsphere.clone(),
-        Caches { providers: providers.clone(), secrets: secrets.clone(), config_maps: config_maps.clone() },
+        Caches {
+            providers: providers.clone(),
+            secrets: secrets.clone(),
+            config_maps: config_maps.clone(),
+        },
         metrics.clone(),
     ));
 
@@ -405,7 +535,10 @@ where
                 let keep: BTreeSet<NamespacedReference> = providers
                     .state()
                     .iter()
-                    .map(|p| NamespacedReference { namespace: p.namespace().unwrap_or_default(), name: p.name_any() })
+                    .map(|p| NamespacedReference {
+                        namespace: p.namespace().unwrap_or_default(),
+                        name: p.name_any(),
+                    })
                     .collect();
                 vsphere.retain_sessions(&keep).await;
             }
@@ -414,7 +547,9 @@ where
 
     let (by_secret, by_config_map) = (providers.clone(), providers.clone());
     let provider_controller = Controller::for_stream(provider_stream, providers)
-        .watches_stream(secret_stream, move |s: Secret| providers_referencing(&by_secret, Referenced::Secret, &s.name_any()))
+        .watches_stream(secret_stream, move |s: Secret| {
+            providers_referencing(&by_secret, Referenced::Secret, &s.name_any())
+        })
         .watches_stream(config_map_stream, move |c: ConfigMap| {
             providers_referencing(&by_config_map, Referenced::ConfigMap, &c.name_any())
         })
@@ -428,7 +563,11 @@ where
     let all_images = images.clone();
     let image_controller = Controller::for_stream(image_stream, images)
         .watches_stream(provider_changes, move |_: Provider| {
-            all_images.state().iter().map(|i| ObjectRef::from(i.as_ref())).collect::<Vec<_>>()
+            all_images
+                .state()
+                .iter()
+                .map(|i| ObjectRef::from(i.as_ref()))
+                .collect::<Vec<_>>()
         })
         .shutdown_on_signal()
         .run(reconcile_image, image_error_policy, ctx.clone())
@@ -456,7 +595,12 @@ where
             let owners: Vec<ObjectRef<VSphereMachine>> = machines
                 .state()
                 .iter()
-                .filter(|m| m.status.as_ref().and_then(|s| s.instance_uuid.as_deref()).is_some_and(|u| u.eq_ignore_ascii_case(&uuid)))
+                .filter(|m| {
+                    m.status
+                        .as_ref()
+                        .and_then(|s| s.instance_uuid.as_deref())
+                        .is_some_and(|u| u.eq_ignore_ascii_case(&uuid))
+                })
                 .map(|m| ObjectRef::from(m.as_ref()))
                 .collect();
             futures::stream::iter(owners)

@@ -11,21 +11,39 @@ use crate::testutil;
 use crate::vsphere::mock::{MockVSphere, Script};
 use crate::vsphere::{Cluster, Datacenter, ErrorKind, Inventory};
 
-const PROVIDER_STATUS: &str = "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/providers/prod-vsphere/status";
+const PROVIDER_STATUS: &str =
+    "/apis/banlieue.io/v1alpha1/namespaces/banlieue-system/providers/prod-vsphere/status";
 const IMAGE_STATUS: &str = "/apis/banlieue.io/v1alpha1/vmimages/ubuntu-22.04-cloudinit/status";
 
 fn script() -> Script {
-    let cluster = |name: &str| Cluster { name: name.into(), datastores: vec!["ds-fast-01".into()] };
+    let cluster = |name: &str| Cluster {
+        name: name.into(),
+        datastores: vec!["ds-fast-01".into()],
+    };
     Script {
         inventory: Inventory {
             datacenters: vec![
-                Datacenter { name: "DC1".into(), clusters: vec![cluster("C1"), cluster("C2")], portgroups: vec!["vmnet-prod".into()] },
-                Datacenter { name: "DC2".into(), clusters: vec![cluster("C3")], portgroups: vec![] },
+                Datacenter {
+                    name: "DC1".into(),
+                    clusters: vec![cluster("C1"), cluster("C2")],
+                    portgroups: vec!["vmnet-prod".into()],
+                },
+                Datacenter {
+                    name: "DC2".into(),
+                    clusters: vec![cluster("C3")],
+                    portgroups: vec![],
+                },
             ],
         },
         templates: BTreeMap::from([
-            (("ubuntu-22.04-cloudinit".into(), "DC1".into()), "vm-101".into()),
-            (("ubuntu-22.04-cloudinit".into(), "DC2".into()), "vm-201".into()),
+            (
+                ("ubuntu-22.04-cloudinit".into(), "DC1".into()),
+                "vm-101".into(),
+            ),
+            (
+                ("ubuntu-22.04-cloudinit".into(), "DC2".into()),
+                "vm-201".into(),
+            ),
         ]),
         password: Some("REPLACE-ME".into()),
         ..Default::default()
@@ -33,17 +51,27 @@ fn script() -> Script {
 }
 
 fn guide_provider() -> Provider {
-    testutil::provider("prod-vsphere", json!({"dc": "dc1"}), testutil::guide_capabilities())
+    testutil::provider(
+        "prod-vsphere",
+        json!({"dc": "dc1"}),
+        testutil::guide_capabilities(),
+    )
 }
 
 fn world(provider: Provider) -> World {
-    World { providers: vec![provider], secrets: vec![credentials("REPLACE-ME")], ..Default::default() }
+    World {
+        providers: vec![provider],
+        secrets: vec![credentials("REPLACE-ME")],
+        ..Default::default()
+    }
 }
 
 /// The status a reconcile computes for `provider` against `vsphere`.
 async fn computed(provider: &Provider, vsphere: &MockVSphere) -> crate::api::ProviderStatus {
     let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
-    crate::provider::reconcile_provider(provider, ctx.as_ref(), vsphere, &conditions::now()).await.status
+    crate::provider::reconcile_provider(provider, ctx.as_ref(), vsphere, &conditions::now())
+        .await
+        .status
 }
 
 #[tokio::test]
@@ -61,9 +89,25 @@ async fn a_ready_provider_gets_its_failure_domains_written_once() {
                 assert_eq!(body["apiVersion"], "banlieue.io/v1alpha1");
                 assert_eq!(body["kind"], "Provider");
                 let status = &body["status"];
-                let names: Vec<&str> = status["failureDomains"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
-                assert_eq!(names, ["prod-vsphere-dc1-c1", "prod-vsphere-dc1-c2", "prod-vsphere-dc2-c3"]);
-                assert_eq!(status["failureDomains"][2]["networkClasses"], json!(null), "no vmnet-prod in DC2");
+                let names: Vec<&str> = status["failureDomains"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f["name"].as_str().unwrap())
+                    .collect();
+                assert_eq!(
+                    names,
+                    [
+                        "prod-vsphere-dc1-c1",
+                        "prod-vsphere-dc1-c2",
+                        "prod-vsphere-dc2-c3"
+                    ]
+                );
+                assert_eq!(
+                    status["failureDomains"][2]["networkClasses"],
+                    json!(null),
+                    "no vmnet-prod in DC2"
+                );
                 assert_eq!(status["conditions"][0]["reason"], "Connected");
                 assert_eq!(status["observedGeneration"], 1);
                 let event = server.event("Provider", "Connected").await;
@@ -76,7 +120,10 @@ async fn a_ready_provider_gets_its_failure_domains_written_once() {
     )
     .await;
     assert_eq!(action.unwrap(), Action::requeue(RESYNC), "periodic resync");
-    assert!(!format!("{:?}", vsphere.connects()).contains("REPLACE-ME"), "no password in Debug output");
+    assert!(
+        !format!("{:?}", vsphere.connects()).contains("REPLACE-ME"),
+        "no password in Debug output"
+    );
 }
 
 #[tokio::test]
@@ -86,7 +133,13 @@ async fn no_write_when_nothing_changed() {
     provider.status = Some(computed(&provider, &vsphere).await);
     tokio::time::sleep(Duration::from_millis(1100)).await; // a later "now" must not leak into the status
     let (ctx, server) = world(provider.clone()).context(vsphere);
-    let action = with_server(ctx.clone(), server, |server| server.nothing_more().boxed(), reconcile_provider(Arc::new(provider), ctx)).await;
+    let action = with_server(
+        ctx.clone(),
+        server,
+        |server| server.nothing_more().boxed(),
+        reconcile_provider(Arc::new(provider), ctx),
+    )
+    .await;
     assert_eq!(action.unwrap(), Action::requeue(RESYNC));
 }
 
@@ -100,7 +153,10 @@ async fn a_transient_failure_keeps_the_failure_domains_and_backs_off() {
 
     // vCenter goes away.
     let mut down = script();
-    down.connect_error = Some(crate::vsphere::Error::new(ErrorKind::Connect, "connecting to https://vc.example/sdk: unreachable: connection refused"));
+    down.connect_error = Some(crate::vsphere::Error::new(
+        ErrorKind::Connect,
+        "connecting to https://vc.example/sdk: unreachable: connection refused",
+    ));
     vsphere.set_script(down);
     let (ctx, server) = world(provider.clone()).context(vsphere.clone());
     let object = serde_json::to_value(&provider).unwrap();
@@ -113,10 +169,16 @@ async fn a_transient_failure_keeps_the_failure_domains_and_backs_off() {
             async move {
                 let body = server.status_apply(PROVIDER_STATUS, object).await;
                 let status = &body["status"];
-                assert_eq!(status["failureDomains"], known_json, "last known failure domains kept");
+                assert_eq!(
+                    status["failureDomains"], known_json,
+                    "last known failure domains kept"
+                );
                 assert_eq!(status["conditions"][0]["status"], "False");
                 assert_eq!(status["conditions"][0]["reason"], "ConnectFailed");
-                assert!(status["conditions"][0]["message"].as_str().unwrap().contains("connection refused"));
+                assert!(status["conditions"][0]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("connection refused"));
                 let event = server.event("Provider", "ConnectFailed").await;
                 assert_eq!(event["type"], "Warning");
                 let _ = tx.send(body["status"].clone());
@@ -127,7 +189,11 @@ async fn a_transient_failure_keeps_the_failure_domains_and_backs_off() {
         reconcile_provider(Arc::new(provider.clone()), ctx),
     )
     .await;
-    assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(5)), "retried soon, not at the next resync");
+    assert_eq!(
+        action.unwrap(),
+        Action::requeue(Duration::from_secs(5)),
+        "retried soon, not at the next resync"
+    );
 
     // The next tries, still down, see the status as written: no write, and
     // the wait doubles (the backoff counts per object across reconciles).
@@ -136,7 +202,9 @@ async fn a_transient_failure_keeps_the_failure_domains_and_backs_off() {
     let twice = {
         let (ctx, provider) = (ctx.clone(), Arc::new(provider.clone()));
         async move {
-            let first = reconcile_provider(provider.clone(), ctx.clone()).await.unwrap();
+            let first = reconcile_provider(provider.clone(), ctx.clone())
+                .await
+                .unwrap();
             let second = reconcile_provider(provider, ctx).await.unwrap();
             (first, second)
         }
@@ -149,7 +217,11 @@ async fn a_transient_failure_keeps_the_failure_domains_and_backs_off() {
 #[tokio::test]
 async fn a_missing_secret_waits_for_a_change_not_a_backoff() {
     let provider = guide_provider();
-    let (ctx, server) = World { providers: vec![provider.clone()], ..Default::default() }.context(MockVSphere::new(script()));
+    let (ctx, server) = World {
+        providers: vec![provider.clone()],
+        ..Default::default()
+    }
+    .context(MockVSphere::new(script()));
     let object = serde_json::to_value(&provider).unwrap();
     let action = with_server(
         ctx.clone(),
@@ -167,14 +239,22 @@ async fn a_missing_secret_waits_for_a_change_not_a_backoff() {
         reconcile_provider(Arc::new(provider), ctx),
     )
     .await;
-    assert_eq!(action.unwrap(), Action::requeue(RESYNC), "the Secret's watch brings the fix");
+    assert_eq!(
+        action.unwrap(),
+        Action::requeue(RESYNC),
+        "the Secret's watch brings the fix"
+    );
 }
 
 #[tokio::test]
 async fn secrets_of_other_namespaces_are_never_read() {
     let mut secret = credentials("REPLACE-ME");
     secret.metadata.namespace = Some("other".into());
-    let (ctx, _server) = World { secrets: vec![secret], ..Default::default() }.context(MockVSphere::new(script()));
+    let (ctx, _server) = World {
+        secrets: vec![secret],
+        ..Default::default()
+    }
+    .context(MockVSphere::new(script()));
     assert!(ctx.secret("other", "vsphere-creds").is_none());
     assert!(ctx.secret(NAMESPACE, "vsphere-creds").is_none());
 }
@@ -184,7 +264,9 @@ async fn a_rotated_password_is_used_on_the_next_reconcile() {
     let provider = guide_provider();
     let vsphere = MockVSphere::new(script());
     let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
-    let first = crate::provider::reconcile_provider(&provider, ctx.as_ref(), &vsphere, &conditions::now()).await;
+    let first =
+        crate::provider::reconcile_provider(&provider, ctx.as_ref(), &vsphere, &conditions::now())
+            .await;
     assert!(conditions::is_true(&first.status.conditions, READY));
 
     let mut rotated = script();
@@ -193,21 +275,33 @@ async fn a_rotated_password_is_used_on_the_next_reconcile() {
     let mut w = world(provider.clone());
     w.secrets = vec![credentials("rotated-pw")];
     let (ctx, _server) = w.context(vsphere.clone());
-    let second = crate::provider::reconcile_provider(&provider, ctx.as_ref(), &vsphere, &conditions::now()).await;
-    assert!(conditions::is_true(&second.status.conditions, READY), "{:?}", second.status.conditions);
-    let passwords: Vec<String> = vsphere.connects().iter().map(|c| c.password.expose().to_string()).collect();
+    let second =
+        crate::provider::reconcile_provider(&provider, ctx.as_ref(), &vsphere, &conditions::now())
+            .await;
+    assert!(
+        conditions::is_true(&second.status.conditions, READY),
+        "{:?}",
+        second.status.conditions
+    );
+    let passwords: Vec<String> = vsphere
+        .connects()
+        .iter()
+        .map(|c| c.password.expose().to_string())
+        .collect();
     assert_eq!(passwords, ["REPLACE-ME", "rotated-pw"]);
 }
 
 #[test]
 fn secret_and_config_map_changes_reach_the_providers_that_read_them() {
     let mut p = guide_provider();
-    p.spec.connection.ca_bundle = serde_json::from_value(json!({"configMapRef": {"name": "corp-ca"}})).unwrap();
+    p.spec.connection.ca_bundle =
+        serde_json::from_value(json!({"configMapRef": {"name": "corp-ca"}})).unwrap();
     assert!(references(&p, Referenced::Secret, "vsphere-creds"));
     assert!(references(&p, Referenced::ConfigMap, "corp-ca"));
     assert!(!references(&p, Referenced::Secret, "corp-ca"));
     assert!(!references(&p, Referenced::ConfigMap, "vsphere-creds"));
-    p.spec.connection.ca_bundle = serde_json::from_value(json!({"secretRef": {"name": "vcenter-ca"}})).unwrap();
+    p.spec.connection.ca_bundle =
+        serde_json::from_value(json!({"secretRef": {"name": "vcenter-ca"}})).unwrap();
     assert!(references(&p, Referenced::Secret, "vcenter-ca"));
 }
 
@@ -220,7 +314,9 @@ fn ready_provider(vsphere_status: crate::api::ProviderStatus) -> Provider {
 fn image_with_entries(entries: serde_json::Value) -> VMImage {
     let mut image = testutil::image(&[]);
     image.metadata.generation = Some(2);
-    image.status = Some(serde_json::from_value(json!({"perProvider": entries, "observedGeneration": 2})).unwrap());
+    image.status = Some(
+        serde_json::from_value(json!({"perProvider": entries, "observedGeneration": 2})).unwrap(),
+    );
     image
 }
 
@@ -240,14 +336,28 @@ async fn image_entries_of_this_namespace_are_written_and_others_left_alone() {
                 let body = server.status_apply(IMAGE_STATUS, object).await;
                 assert_eq!(body["kind"], "VMImage");
                 let entries = body["status"]["perProvider"].as_array().unwrap();
-                assert_eq!(entries.len(), 1, "only this namespace's entries: {entries:?}");
+                assert_eq!(
+                    entries.len(),
+                    1,
+                    "only this namespace's entries: {entries:?}"
+                );
                 let e = &entries[0];
-                assert_eq!((e["provider"].as_str(), e["namespace"].as_str(), e["ready"].as_bool()), (Some("prod-vsphere"), Some(NAMESPACE), Some(true)));
+                assert_eq!(
+                    (
+                        e["provider"].as_str(),
+                        e["namespace"].as_str(),
+                        e["ready"].as_bool()
+                    ),
+                    (Some("prod-vsphere"), Some(NAMESPACE), Some(true))
+                );
                 assert_eq!(e["reason"], "TemplateFound");
-                assert_eq!(e["templates"], json!([
-                    {"datacenter": "DC1", "name": "ubuntu-22.04-cloudinit", "moRef": "vm-101"},
-                    {"datacenter": "DC2", "name": "ubuntu-22.04-cloudinit", "moRef": "vm-201"},
-                ]));
+                assert_eq!(
+                    e["templates"],
+                    json!([
+                        {"datacenter": "DC1", "name": "ubuntu-22.04-cloudinit", "moRef": "vm-101"},
+                        {"datacenter": "DC2", "name": "ubuntu-22.04-cloudinit", "moRef": "vm-201"},
+                    ])
+                );
                 assert_eq!(body["status"]["observedGeneration"], 2);
                 server.nothing_more().await;
             }
@@ -273,18 +383,28 @@ async fn image_not_rewritten_when_unchanged_and_template_not_found_named() {
         observed_generation: image.metadata.generation,
     });
     let (ctx, server) = world(provider.clone()).context(vsphere.clone());
-    let action = with_server(ctx.clone(), server, |s| s.nothing_more().boxed(), reconcile_image(Arc::new(image.clone()), ctx)).await;
+    let action = with_server(
+        ctx.clone(),
+        server,
+        |s| s.nothing_more().boxed(),
+        reconcile_image(Arc::new(image.clone()), ctx),
+    )
+    .await;
     assert_eq!(action.unwrap(), Action::requeue(RESYNC));
 
     // The template disappears from DC2.
     let mut s = script();
-    s.templates.remove(&("ubuntu-22.04-cloudinit".to_string(), "DC2".to_string()));
+    s.templates
+        .remove(&("ubuntu-22.04-cloudinit".to_string(), "DC2".to_string()));
     vsphere.set_script(s);
     let (ctx, _server) = world(provider.clone()).context(vsphere.clone());
     let entry = crate::provider::image_on_provider(&image, &provider, ctx.as_ref(), &vsphere).await;
     assert!(!entry.ready);
     assert_eq!(entry.reason.as_deref(), Some("TemplateNotFound"));
-    assert_eq!(entry.message.as_deref(), Some("template \"ubuntu-22.04-cloudinit\" not found in datacenter(s) DC2"));
+    assert_eq!(
+        entry.message.as_deref(),
+        Some("template \"ubuntu-22.04-cloudinit\" not found in datacenter(s) DC2")
+    );
 }
 
 #[tokio::test]
@@ -292,7 +412,10 @@ async fn a_lookup_failure_backs_off() {
     let vsphere = MockVSphere::new(script());
     let provider = ready_provider(computed(&guide_provider(), &vsphere).await);
     let mut s = script();
-    s.lookup_error = Some(crate::vsphere::Error::new(ErrorKind::Lookup, "looking up template: RetrievePropertiesEx: SystemError"));
+    s.lookup_error = Some(crate::vsphere::Error::new(
+        ErrorKind::Lookup,
+        "looking up template: RetrievePropertiesEx: SystemError",
+    ));
     vsphere.set_script(s);
     let image = testutil::image(&[]);
     let (ctx, server) = world(provider).context(vsphere);
@@ -317,8 +440,15 @@ async fn a_lookup_failure_backs_off() {
 #[tokio::test]
 async fn nothing_happens_before_the_caches_are_filled() {
     let (ctx, server) = world(guide_provider()).context(MockVSphere::new(script()));
-    ctx.caches_ready.store(false, std::sync::atomic::Ordering::Relaxed);
-    let action = with_server(ctx.clone(), server, |s| s.nothing_more().boxed(), reconcile_provider(Arc::new(guide_provider()), ctx)).await;
+    ctx.caches_ready
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let action = with_server(
+        ctx.clone(),
+        server,
+        |s| s.nothing_more().boxed(),
+        reconcile_provider(Arc::new(guide_provider()), ctx),
+    )
+    .await;
     assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(1)));
 }
 
