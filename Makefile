@@ -15,7 +15,7 @@ PYVMOMI_VERSION := 9.1.1.0
 
 help:
 	@echo "make demo               start the simulator and run the CLI against it"
-	@echo "make test               install what is missing, check generated code, run every test"
+	@echo "make test               install what is missing, check generated code and formatting, run every test"
 	@echo "make generate           regenerate $(GENERATED) (WSDL_DIR=$(or $(WSDL_DIR),<unset>))"
 	@echo "make check-generated    fail if $(GENERATED) differs from what the generator makes"
 	@echo "make fuzz               run each fuzz target FUZZ_SECONDS (default 60) s; fails on a crash"
@@ -37,6 +37,7 @@ test: deps
 	else \
 	    echo "note: no WSDL bundle (WSDL_DIR unset, ../shared/wsdl/vim25-7.0.3 absent): check-generated not run"; \
 	fi; \
+	cargo fmt --all -- --check >/dev/null || { cargo fmt --all -- --check | head -n 40; echo "make test: not formatted; run: cargo fmt --all"; exit 1; }; \
 	VCSIM_BIN="$$vcsim_bin" cargo nextest run --workspace --no-fail-fast; \
 	cargo test --doc -p vsphere-client -p vsphere-tests
 
