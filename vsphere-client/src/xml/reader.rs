@@ -4,8 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use quick_xml::events::{BytesStart, Event};
-use quick_xml::name::ResolveResult;
-use quick_xml::NsReader;
+use quick_xml::Reader;
 
 use super::schema::Registry;
 use super::{Decode, Fields};
@@ -133,6 +132,17 @@ struct Current<'a> {
     content_start: usize,
 }
 
+/// A namespace prefix declared by an open element (`xmlns:PREFIX="..."`).
+/// Only whether it names the XML Schema instance namespace matters: element
+/// names are matched by their local part, and `xsi:type`/`xsi:nil` are the
+/// only namespaced attributes vim25 uses.
+struct PrefixBinding<'a> {
+    /// Depth of the declaring element (its frame's 1-based index).
+    depth: usize,
+    prefix: &'a [u8],
+    is_xsi: bool,
+}
+
 /// A streaming reader over an XML document in memory.
 ///
 /// The reader is always *inside* an element: [`next_child`](Self::next_child)
@@ -142,8 +152,18 @@ struct Current<'a> {
 /// [`skip`](Self::skip) or a `read_*` helper.
 pub struct XmlReader<'a> {
     input: &'a [u8],
-    inner: NsReader<&'a [u8]>,
+    /// The input as text when all of it is UTF-8 (checked once, in one
+    /// pass): names and values are then sliced out of it without checking
+    /// each again. `None` for other input, which is checked piece by piece
+    /// so that the error names the element.
+    text: Option<&'a str>,
+    inner: Reader<&'a [u8]>,
     stack: Vec<Frame<'a>>,
+    /// Prefix declarations of the open elements, innermost last. A plain
+    /// `Reader` and this short list instead of quick-xml's `NsReader`, which
+    /// parses the attributes of every element to find declarations: vSphere
+    /// declares prefixes on a few elements, and most elements carry none.
+    prefixes: Vec<PrefixBinding<'a>>,
     /// Frames below this index are not shown in error paths (the SOAP envelope).
     path_base: usize,
     current: Current<'a>,
@@ -156,15 +176,17 @@ impl<'a> XmlReader<'a> {
     /// A reader over `input`, resolving `xsi:type` names of `anyType` values
     /// through `registry`.
     pub fn new(input: &'a [u8], registry: &'static Registry) -> Self {
-        let mut inner = NsReader::from_reader(input);
+        let mut inner = Reader::from_reader(input);
         let config = inner.config_mut();
         config.expand_empty_elements = true;
         config.check_end_names = true;
         config.trim_text(false);
         XmlReader {
             input,
+            text: std::str::from_utf8(input).ok(),
             inner,
-            stack: Vec::new(),
+            stack: Vec::with_capacity(32),
+            prefixes: Vec::new(),
             path_base: 0,
             current: Current::default(),
             registry,
@@ -237,6 +259,12 @@ impl<'a> XmlReader<'a> {
         self.current.xsi_type.as_deref()
     }
 
+    /// [`xsi_type`](Self::xsi_type), borrowed from the input rather than
+    /// from the reader, so the reader can go on.
+    pub(crate) fn xsi_type_text(&self) -> Option<Cow<'a, str>> {
+        self.current.xsi_type.clone()
+    }
+
     /// Sets the `xsi:type` of the current element when the document left it
     /// implicit (a SOAP fault detail named after its type).
     pub(crate) fn set_xsi_type(&mut self, type_name: String) {
@@ -260,8 +288,12 @@ impl<'a> XmlReader<'a> {
         loop {
             match self.read_event()? {
                 Event::Text(t) => {
-                    let part = t.xml10_content().map_err(|e| self.syntax_error(e))?;
-                    append(&mut text, part);
+                    let raw = self.rebase(&t)?;
+                    let Some(part) = self.as_str(raw) else {
+                        self.failed = true;
+                        return Err(self.error(DecodeErrorKind::Syntax, "text is not UTF-8"));
+                    };
+                    append(&mut text, normalize_line_ends(part));
                 }
                 Event::CData(c) => {
                     let part = c.decode().map_err(|e| self.syntax_error(e))?;
@@ -502,7 +534,7 @@ impl<'a> XmlReader<'a> {
         parse: fn(&str) -> Option<T>,
     ) -> Result<T, DecodeError> {
         let text = self.read_text()?;
-        match parse(text.trim_matches(is_xml_space)) {
+        match parse(trim_xml_space(&text)) {
             Some(value) => Ok(value),
             None => {
                 let shown: String = text.chars().take(40).collect();
@@ -601,9 +633,9 @@ impl<'a> XmlReader<'a> {
             Some(colon) => &qname[colon + 1..],
             None => qname,
         };
-        let name = match std::str::from_utf8(local) {
-            Ok(name) => name,
-            Err(_) => {
+        let name = match self.as_str(local) {
+            Some(name) => name,
+            None => {
                 self.failed = true;
                 return Err(self.error(DecodeErrorKind::Syntax, "element name is not UTF-8"));
             }
@@ -643,56 +675,119 @@ impl<'a> XmlReader<'a> {
         if raw_attributes.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(name);
         }
-        for attribute in start.attributes() {
-            let attribute = match attribute {
-                Ok(a) => a,
-                Err(e) => {
-                    self.failed = true;
-                    return Err(self.syntax_error(e));
-                }
-            };
-            let key = attribute.key;
-            let (namespace, local_name) = self.inner.resolver().resolve_attribute(key);
-            if local_name.as_ref() != b"type" && local_name.as_ref() != b"nil" {
-                continue;
-            }
-            let is_xsi = match namespace {
-                ResolveResult::Bound(ns) => ns.as_ref() == XSI_NAMESPACE,
-                // An undeclared `xsi` prefix: accept the conventional spelling.
-                ResolveResult::Unknown(prefix) => prefix == b"xsi",
-                ResolveResult::Unbound => false,
-            };
-            let raw_value = self.rebase(&attribute.value)?;
-            let value = self.attribute_text(raw_value)?;
-            match (local_name.as_ref(), is_xsi) {
-                (b"type", true) => {
-                    self.current.xsi_type = Some(match value {
-                        Cow::Borrowed(s) => Cow::Borrowed(s.rsplit(':').next().unwrap_or(s).trim()),
-                        Cow::Owned(s) => {
-                            Cow::Owned(s.rsplit(':').next().unwrap_or(&s).trim().to_string())
-                        }
-                    })
-                }
-                (b"nil", true) => {
-                    self.current.nil = matches!(value.trim(), "true" | "1");
-                }
-                (b"type", false) if key.prefix().is_none() => {
-                    self.current.type_attr = Some(value);
-                }
-                _ => {}
-            }
-        }
+        self.read_attributes(start)?;
         Ok(name)
+    }
+
+    /// Records the element's `xmlns:PREFIX` declarations and the attributes
+    /// decoding cares about: `xsi:type`, `xsi:nil` and the plain `type`.
+    ///
+    /// One pass over the attributes, repeated only when a declaration comes
+    /// after a prefixed attribute it may apply to (the declarations of an
+    /// element apply to all of its attributes, whatever the order).
+    fn read_attributes(&mut self, start: &BytesStart<'_>) -> Result<(), DecodeError> {
+        let depth = self.stack.len();
+        let mut declarations_read = false;
+        loop {
+            let mut prefixed_seen = false;
+            let mut declared_late = false;
+            let mut nil_seen = false;
+            // Without checks: quick-xml's duplicate check allocates for every
+            // element with attributes. The attributes kept are checked below.
+            for attribute in start.attributes().with_checks(false) {
+                let attribute = match attribute {
+                    Ok(a) => a,
+                    Err(e) => {
+                        self.failed = true;
+                        return Err(self.syntax_error(e));
+                    }
+                };
+                let key = attribute.key.into_inner();
+                let (prefix, local_name) = match key.iter().position(|&b| b == b':') {
+                    Some(colon) => (Some(&key[..colon]), &key[colon + 1..]),
+                    None => (None, key),
+                };
+                if prefix == Some(b"xmlns".as_slice()) {
+                    if !declarations_read {
+                        let prefix = self.rebase(local_name)?;
+                        let namespace = self.rebase(&attribute.value)?;
+                        self.prefixes.push(PrefixBinding {
+                            depth,
+                            prefix,
+                            is_xsi: namespace == XSI_NAMESPACE,
+                        });
+                        declared_late |= prefixed_seen;
+                    }
+                    continue;
+                }
+                if local_name != b"type" && local_name != b"nil" {
+                    continue;
+                }
+                let is_xsi = match prefix {
+                    Some(prefix) => {
+                        prefixed_seen = true;
+                        self.is_xsi_prefix(prefix)
+                    }
+                    None => false,
+                };
+                if !is_xsi && (prefix.is_some() || local_name != b"type") {
+                    continue;
+                }
+                let raw_value = self.rebase(&attribute.value)?;
+                let value = self.attribute_text(raw_value)?;
+                let duplicate = if !is_xsi {
+                    self.current.type_attr.replace(value).is_some()
+                } else if local_name == b"type" {
+                    let type_name = match value {
+                        Cow::Borrowed(s) => Cow::Borrowed(local_part(s)),
+                        Cow::Owned(s) => Cow::Owned(local_part(&s).to_string()),
+                    };
+                    self.current.xsi_type.replace(type_name).is_some()
+                } else {
+                    self.current.nil = matches!(trim_xml_space(&value), "true" | "1");
+                    std::mem::replace(&mut nil_seen, true)
+                };
+                if duplicate {
+                    self.failed = true;
+                    let shown = String::from_utf8_lossy(key).into_owned();
+                    return Err(self.error(
+                        DecodeErrorKind::Syntax,
+                        format!("attribute {shown} given twice"),
+                    ));
+                }
+            }
+            if !declared_late {
+                return Ok(());
+            }
+            // Read again, now that every declaration of the element is known.
+            declarations_read = true;
+            self.current.xsi_type = None;
+            self.current.nil = false;
+            self.current.type_attr = None;
+        }
+    }
+
+    /// Whether `prefix` names the XML Schema instance namespace here. An
+    /// undeclared `xsi` prefix is taken in its conventional meaning.
+    fn is_xsi_prefix(&self, prefix: &[u8]) -> bool {
+        match self.prefixes.iter().rev().find(|b| b.prefix == prefix) {
+            Some(binding) => binding.is_xsi,
+            None => prefix == b"xsi",
+        }
     }
 
     fn leave(&mut self) {
         self.stack.pop();
+        let depth = self.stack.len();
+        while self.prefixes.last().is_some_and(|b| b.depth > depth) {
+            self.prefixes.pop();
+        }
     }
 
     fn attribute_text(&mut self, raw: &'a [u8]) -> Result<Cow<'a, str>, DecodeError> {
-        let text = match std::str::from_utf8(raw) {
-            Ok(text) => text,
-            Err(_) => {
+        let text = match self.as_str(raw) {
+            Some(text) => text,
+            None => {
                 self.failed = true;
                 return Err(self.error(DecodeErrorKind::Syntax, "attribute value is not UTF-8"));
             }
@@ -706,6 +801,17 @@ impl<'a> XmlReader<'a> {
                 self.failed = true;
                 Err(self.syntax_error(e))
             }
+        }
+    }
+
+    /// `part` (a slice of the input) as text, if it is UTF-8.
+    fn as_str(&self, part: &'a [u8]) -> Option<&'a str> {
+        match self.text {
+            Some(text) => {
+                let start = (part.as_ptr() as usize).wrapping_sub(self.input.as_ptr() as usize);
+                text.get(start..start.wrapping_add(part.len()))
+            }
+            None => std::str::from_utf8(part).ok(),
         }
     }
 
@@ -733,6 +839,36 @@ fn append<'a>(text: &mut Cow<'a, str>, part: Cow<'a, str>) {
         *text = part;
     } else {
         text.to_mut().push_str(&part);
+    }
+}
+
+/// XML 1.0 end-of-line handling: `\r\n` and a lone `\r` read as `\n`.
+fn normalize_line_ends(text: &str) -> Cow<'_, str> {
+    if !text.contains('\r') {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
+}
+
+/// `VirtualDisk` of `vim25:VirtualDisk`, without surrounding XML spaces.
+fn local_part(qname: &str) -> &str {
+    let qname = trim_xml_space(qname);
+    match qname.bytes().rposition(|b| b == b':') {
+        Some(colon) => &qname[colon + 1..],
+        None => qname,
+    }
+}
+
+/// Trims XML's spaces; values almost never have any, so check the ends first.
+pub(crate) fn trim_xml_space(text: &str) -> &str {
+    let bytes = text.as_bytes();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last))
+            if !is_xml_space(*first as char) && !is_xml_space(*last as char) =>
+        {
+            text
+        }
+        _ => text.trim_matches(is_xml_space),
     }
 }
 
@@ -769,4 +905,142 @@ fn render_path(frames: &[Frame<'_>]) -> String {
         }
     }
     path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const XSI: &str = "http://www.w3.org/2001/XMLSchema-instance";
+
+    /// Every element in document order: name, `xsi:type`, `xsi:nil`, plain `type`.
+    fn attributes_of(xml: &str) -> Result<Vec<String>, DecodeError> {
+        fn walk(r: &mut XmlReader<'_>, out: &mut Vec<String>) -> Result<(), DecodeError> {
+            while let Some(name) = r.next_child()? {
+                out.push(describe(r, name));
+                walk(r, out)?;
+            }
+            Ok(())
+        }
+        fn describe(r: &XmlReader<'_>, name: &str) -> String {
+            format!(
+                "{name} xsi:type={} nil={} type={}",
+                r.xsi_type().unwrap_or("-"),
+                r.is_nil(),
+                r.type_attribute().unwrap_or("-")
+            )
+        }
+        let mut r = XmlReader::new(xml.as_bytes(), &crate::generated::REGISTRY);
+        let root = r.root()?;
+        let mut out = vec![describe(&r, root)];
+        walk(&mut r, &mut out)?;
+        r.finish()?;
+        Ok(out)
+    }
+
+    #[test]
+    fn xsi_is_recognised_by_namespace_whatever_the_prefix() {
+        let xml = format!(
+            r#"<r><val xmlns:XMLSchema-instance="{XSI}" XMLSchema-instance:type="xsd:int" XMLSchema-instance:nil="true"/><b xsi:type="vim25:VirtualDisk"/></r>"#
+        );
+        assert_eq!(
+            attributes_of(&xml).unwrap(),
+            [
+                "r xsi:type=- nil=false type=-",
+                "val xsi:type=int nil=true type=-",
+                // Undeclared, `xsi` keeps its conventional meaning.
+                "b xsi:type=VirtualDisk nil=false type=-",
+            ]
+        );
+    }
+
+    #[test]
+    fn prefix_declarations_end_with_their_element() {
+        let xml = format!(
+            r#"<r xmlns:p="urn:other"><a xmlns:p="{XSI}" p:type="A"><b p:type="B"/></a><c p:type="C"/><d xmlns:q="{XSI}"/><e q:type="E"/></r>"#
+        );
+        assert_eq!(
+            attributes_of(&xml).unwrap(),
+            [
+                "r xsi:type=- nil=false type=-",
+                "a xsi:type=A nil=false type=-",
+                "b xsi:type=B nil=false type=-",
+                // `p` is `urn:other` again, `q` is not declared any more.
+                "c xsi:type=- nil=false type=-",
+                "d xsi:type=- nil=false type=-",
+                "e xsi:type=- nil=false type=-",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_declaration_after_the_attribute_using_it_applies() {
+        let xml = format!(
+            r#"<r xmlns:p="urn:other"><a p:type="A" p:nil="1" xmlns:p="{XSI}"/><b p:type="B"/></r>"#
+        );
+        assert_eq!(
+            attributes_of(&xml).unwrap(),
+            [
+                "r xsi:type=- nil=false type=-",
+                "a xsi:type=A nil=true type=-",
+                "b xsi:type=- nil=false type=-",
+            ]
+        );
+    }
+
+    #[test]
+    fn xsi_bound_to_another_namespace_is_not_xsi() {
+        let xml =
+            r#"<r xmlns:xsi="urn:other"><a xsi:type="A" xsi:nil="true" type="HostSystem"/></r>"#;
+        assert_eq!(
+            attributes_of(xml).unwrap()[1],
+            "a xsi:type=- nil=false type=HostSystem"
+        );
+    }
+
+    #[test]
+    fn a_repeated_attribute_is_an_error() {
+        for xml in [
+            format!(r#"<r xmlns:xsi="{XSI}" xmlns:x="{XSI}"><a xsi:type="A" x:type="B"/></r>"#),
+            format!(r#"<r xmlns:xsi="{XSI}"><a xsi:nil="false" xsi:nil="true"/></r>"#),
+            r#"<r><a type="A" type="B"/></r>"#.to_string(),
+        ] {
+            let error = attributes_of(&xml).unwrap_err();
+            assert_eq!(error.kind(), DecodeErrorKind::Syntax, "{xml}: {error}");
+            assert!(error.message().contains("given twice"), "{error}");
+            assert_eq!(error.path(), "r/a");
+        }
+    }
+
+    #[test]
+    fn end_tags_must_match_in_read_and_in_skipped_content() {
+        // Read element by element.
+        let error = attributes_of("<r><a><b></a></b></r>").unwrap_err();
+        assert_eq!(error.kind(), DecodeErrorKind::Syntax);
+        assert!(
+            error.message().contains("expected `</b>`, but `</a>`"),
+            "{error}"
+        );
+        assert_eq!(error.path(), "r/a/b");
+
+        // Skipped whole: the names are still checked.
+        let xml = b"<r><a><x:b><c></c></x:c></a></r>";
+        let mut r = XmlReader::new(xml, &crate::generated::REGISTRY);
+        r.root().unwrap();
+        assert_eq!(r.next_child().unwrap(), Some("a"));
+        let error = r.skip().unwrap_err();
+        assert_eq!(error.kind(), DecodeErrorKind::Syntax);
+        assert!(
+            error.message().contains("expected `</x:b>`, but `</x:c>`"),
+            "{error}"
+        );
+
+        // A skip that matches returns the content as written.
+        let xml = b"<r><a><x:b><c/></x:b></a></r>";
+        let mut r = XmlReader::new(xml, &crate::generated::REGISTRY);
+        r.root().unwrap();
+        r.next_child().unwrap();
+        assert_eq!(r.skip_raw().unwrap(), b"<x:b><c/></x:b>");
+        r.finish().unwrap();
+    }
 }
