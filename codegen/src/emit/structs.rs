@@ -110,6 +110,10 @@ pub(crate) fn struct_code(model: &Model, plan: &Plan, ty: &ComplexType) -> Strin
     code.push_str(
         "            _ => return Ok(false),\n        };\n        x::field_decoded(result)\n    }\n",
     );
+    // Encoding is the cold side of most programs (a walk encodes a few
+    // requests and decodes thousands of objects): kept out of the way of
+    // the decoders: see "Cold code" in vsphere-client/src/xml/mod.rs.
+    code.push_str("    #[cfg_attr(target_os = \"linux\", link_section = \".text.unlikely.vsphere_client\")]\n");
     code.push_str("    fn encode_fields(&self, w: &mut x::XmlWriter) {\n");
     for (owner, f) in &fields {
         let name = &plan.field_names[&(owner.to_string(), f.name.clone())];

@@ -46,15 +46,18 @@ impl<T: SchemaType> DataObject for T {
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn clone_box(&self) -> Box<dyn DataObject> {
         into_dyn(self.clone())
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn eq_dyn(&self, other: &dyn DataObject) -> bool {
         match other.as_any().downcast_ref::<T>() {
             Some(other) => T::eq(self, other),
             None => false,
         }
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_dyn(&self, w: &mut XmlWriter, tag: &str, xsi_type: Option<&str>) {
         self.encode_as(w, tag, xsi_type);
     }
@@ -337,10 +340,10 @@ impl Decode for Value {
             r.skip()?;
             return Ok(Value::Nil);
         }
-        let Some(type_name) = r.xsi_type().map(str::to_string) else {
+        let Some(type_name) = r.xsi_type_text() else {
             return decode_untyped(r);
         };
-        Ok(match type_name.as_str() {
+        Ok(match &*type_name {
             "boolean" => Value::Boolean(bool::decode(r)?),
             "byte" => Value::Byte(i8::decode(r)?),
             "short" => Value::Short(i16::decode(r)?),
@@ -373,7 +376,7 @@ impl Decode for Value {
                 Some(decode) => Value::Object(decode(r)?),
                 None => Value::Unknown {
                     raw_xml: raw_content(r)?,
-                    type_name,
+                    type_name: type_name.into_owned(),
                 },
             },
         })

@@ -76,6 +76,7 @@ impl x::Fields for Capability {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("provisioningSupported", &self.provisioning_supported);
         w.write("multiHostSupported", &self.multi_host_supported);
@@ -127,6 +128,7 @@ impl x::Fields for ChangesInfoEventArgument {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("modified", &self.modified);
         w.write_opt("added", &self.added);
@@ -168,6 +170,7 @@ impl x::Fields for CheckResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
         w.write_opt("host", &self.host);
@@ -207,6 +210,7 @@ impl x::Fields for ChoiceOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("valueIsReadonly", &self.value_is_readonly);
         w.write_vec("choiceInfo", &self.choice_info);
@@ -238,6 +242,7 @@ impl x::Fields for ClockSkew {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -268,6 +273,7 @@ impl x::Fields for CloneFromSnapshotNotSupported {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -300,6 +306,7 @@ impl x::Fields for ClusterAction {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("target", &self.target);
@@ -330,6 +337,7 @@ impl x::Fields for ClusterActionHistory {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("action", &self.action);
         w.write("time", &self.time);
@@ -385,6 +393,7 @@ impl x::Fields for ClusterAffinityRuleSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_opt("status", &self.status);
@@ -443,6 +452,7 @@ impl x::Fields for ClusterAntiAffinityRuleSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_opt("status", &self.status);
@@ -480,6 +490,7 @@ impl x::Fields for ClusterAttemptedVmInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
         w.write_opt("task", &self.task);
@@ -550,6 +561,7 @@ impl x::Fields for ClusterComplianceCheckedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -592,6 +604,7 @@ impl x::Fields for ClusterComputeResourceClusterConfigResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("failedHosts", &self.failed_hosts);
         w.write_vec("configuredHosts", &self.configured_hosts);
@@ -625,6 +638,7 @@ impl x::Fields for ClusterComputeResourceDVSConfigurationValidation {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("info", &self.info);
         w.write("isDvsValid", &self.is_dvs_valid);
@@ -661,6 +675,7 @@ impl x::Fields for ClusterComputeResourceDVSSetting {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dvSwitch", &self.dv_switch);
         w.write_vec("pnicDevices", &self.pnic_devices);
@@ -696,6 +711,7 @@ impl x::Fields for ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dvPortgroup", &self.dv_portgroup);
         w.write("service", &self.service);
@@ -738,6 +754,7 @@ impl x::Fields for ClusterComputeResourceDvsProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dvsName", &self.dvs_name);
         w.write_opt("dvSwitch", &self.dv_switch);
@@ -777,6 +794,7 @@ impl x::Fields for ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMappi
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dvPortgroupSpec", &self.dv_portgroup_spec);
         w.write_opt("dvPortgroup", &self.dv_portgroup);
@@ -818,6 +836,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("workflowState", &self.workflow_state);
         w.write_vec("dvsSetting", &self.dvs_setting);
@@ -856,6 +875,7 @@ impl x::Fields for ClusterComputeResourceHCIConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dvsProf", &self.dvs_prof);
         w.write_opt("hostConfigProfile", &self.host_config_profile);
@@ -893,6 +913,7 @@ impl x::Fields for ClusterComputeResourceHostConfigurationInput {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write_vec("hostVmkNics", &self.host_vmk_nics);
@@ -931,6 +952,7 @@ impl x::Fields for ClusterComputeResourceHostConfigurationProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dateTimeConfig", &self.date_time_config);
         w.write_opt("lockdownMode", &self.lockdown_mode);
@@ -973,6 +995,7 @@ impl x::Fields for ClusterComputeResourceHostConfigurationValidation {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("info", &self.info);
         w.write("host", &self.host);
@@ -1007,6 +1030,7 @@ impl x::Fields for ClusterComputeResourceHostVmkNicInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nicSpec", &self.nic_spec);
         w.write("service", &self.service);
@@ -1110,6 +1134,7 @@ impl x::Fields for ClusterComputeResourceSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("totalCpu", &self.total_cpu);
         w.write("totalMemory", &self.total_memory);
@@ -1167,6 +1192,7 @@ impl x::Fields for ClusterComputeResourceVCProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("clusterSpec", &self.cluster_spec);
         w.write_opt("evcModeKey", &self.evc_mode_key);
@@ -1197,6 +1223,7 @@ impl x::Fields for ClusterComputeResourceValidationResultBase {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("info", &self.info);
     }
@@ -1232,6 +1259,7 @@ impl x::Fields for ClusterComputeResourceVcsSlots {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("systemId", &self.system_id);
         w.write("host", &self.host);
@@ -1277,6 +1305,7 @@ impl x::Fields for ClusterConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dasConfig", &self.das_config);
         w.write_vec("dasVmConfig", &self.das_vm_config);
@@ -1368,6 +1397,7 @@ impl x::Fields for ClusterConfigInfoEx {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmSwapPlacement", &self.vm_swap_placement);
         w.write_opt("spbmEnabled", &self.spbm_enabled);
@@ -1425,6 +1455,7 @@ impl x::Fields for ClusterConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dasConfig", &self.das_config);
         w.write_vec("dasVmConfigSpec", &self.das_vm_config_spec);
@@ -1522,6 +1553,7 @@ impl x::Fields for ClusterConfigSpecEx {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vmSwapPlacement", &self.vm_swap_placement);
         w.write_opt("spbmEnabled", &self.spbm_enabled);
@@ -1608,6 +1640,7 @@ impl x::Fields for ClusterCreatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1647,6 +1680,7 @@ impl x::Fields for ClusterCryptoConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("cryptoMode", &self.crypto_mode);
     }
@@ -1676,6 +1710,7 @@ impl x::Fields for ClusterDasAamHostInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("hostDasState", &self.host_das_state);
         w.write_vec("primaryHosts", &self.primary_hosts);
@@ -1712,6 +1747,7 @@ impl x::Fields for ClusterDasAamNodeState {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write("name", &self.name);
@@ -1773,6 +1809,7 @@ impl x::Fields for ClusterDasAdmissionControlPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt(
             "resourceReductionToToleratePercent",
@@ -1814,6 +1851,7 @@ impl x::Fields for ClusterDasAdvancedRuntimeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dasHostInfo", &self.das_host_info);
         w.write_opt("vmcpSupported", &self.vmcp_supported);
@@ -1845,6 +1883,7 @@ impl x::Fields for ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageAPDSupported", &self.storage_apd_supported);
         w.write("storagePDLSupported", &self.storage_pdl_supported);
@@ -1904,6 +1943,7 @@ impl x::Fields for ClusterDasConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("vmMonitoring", &self.vm_monitoring);
@@ -1965,6 +2005,7 @@ impl x::Fields for ClusterDasDataSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hostListVersion", &self.host_list_version);
         w.write("clusterConfigVersion", &self.cluster_config_version);
@@ -2030,6 +2071,7 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dasHostInfo", &self.das_host_info);
         w.write_opt("vmcpSupported", &self.vmcp_supported);
@@ -2070,6 +2112,7 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write("slots", &self.slots);
@@ -2107,6 +2150,7 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numVcpus", &self.num_vcpus);
         w.write("cpuMHz", &self.cpu_m_hz);
@@ -2138,6 +2182,7 @@ impl x::Fields for ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
         w.write("slots", &self.slots);
@@ -2172,6 +2217,7 @@ impl x::Fields for ClusterDasFdmHostState {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
         w.write_opt("stateReporter", &self.state_reporter);
@@ -2221,6 +2267,7 @@ impl x::Fields for ClusterDasHostRecommendation {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write_opt("drsRating", &self.drs_rating);
@@ -2257,6 +2304,7 @@ impl x::Fields for ClusterDasVmConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("restartPriority", &self.restart_priority);
@@ -2296,6 +2344,7 @@ impl x::Fields for ClusterDasVmConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
@@ -2344,6 +2393,7 @@ impl x::Fields for ClusterDasVmSettings {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("restartPriority", &self.restart_priority);
         w.write_opt("restartPriorityTimeout", &self.restart_priority_timeout);
@@ -2383,6 +2433,7 @@ impl x::Fields for ClusterDatastoreUpdateSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
@@ -2442,6 +2493,7 @@ impl x::Fields for ClusterDependencyRuleInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_opt("status", &self.status);
@@ -2513,6 +2565,7 @@ impl x::Fields for ClusterDestroyedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2560,6 +2613,7 @@ impl x::Fields for ClusterDpmConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("defaultDpmBehavior", &self.default_dpm_behavior);
@@ -2595,6 +2649,7 @@ impl x::Fields for ClusterDpmHostConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("enabled", &self.enabled);
@@ -2633,6 +2688,7 @@ impl x::Fields for ClusterDpmHostConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
@@ -2682,6 +2738,7 @@ impl x::Fields for ClusterDrsConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("enableVmBehaviorOverrides", &self.enable_vm_behavior_overrides);
@@ -2716,6 +2773,7 @@ impl x::Fields for ClusterDrsFaults {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("reason", &self.reason);
         w.write_vec("faultsByVm", &self.faults_by_vm);
@@ -2753,6 +2811,7 @@ impl x::Fields for ClusterDrsFaultsFaultsByVirtualDisk {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
         w.write_vec("fault", &self.fault);
@@ -2786,6 +2845,7 @@ impl x::Fields for ClusterDrsFaultsFaultsByVm {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
         w.write_vec("fault", &self.fault);
@@ -2843,6 +2903,7 @@ impl x::Fields for ClusterDrsMigration {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("time", &self.time);
@@ -2860,164 +2921,4 @@ impl x::Fields for ClusterDrsMigration {
 impl x::ArrayItem for ClusterDrsMigration {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsMigration";
     const ITEM_TAG: &'static str = "ClusterDrsMigration";
-}
-/// `ClusterDrsRecommendation` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsRecommendation {
-    /// `key`.
-    pub key: String,
-    /// `rating`.
-    pub rating: i32,
-    /// `reason`.
-    pub reason: String,
-    /// `reasonText`.
-    pub reason_text: String,
-    /// `migrationList`.
-    pub migration_list: Vec<ClusterDrsMigration>,
-}
-impl x::SchemaType for ClusterDrsRecommendation {
-    const TYPE_NAME: &'static str = "ClusterDrsRecommendation";
-}
-impl x::Structure for ClusterDrsRecommendation {}
-impl x::Fields for ClusterDrsRecommendation {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "rating" => r.read(&mut self.rating),
-            "reason" => r.read(&mut self.reason),
-            "reasonText" => r.read(&mut self.reason_text),
-            "migrationList" => r.read_push(&mut self.migration_list),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("rating", &self.rating);
-        w.write("reason", &self.reason);
-        w.write("reasonText", &self.reason_text);
-        w.write_vec("migrationList", &self.migration_list);
-    }
-}
-impl x::ArrayItem for ClusterDrsRecommendation {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsRecommendation";
-    const ITEM_TAG: &'static str = "ClusterDrsRecommendation";
-}
-/// `ClusterDrsVmConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsVmConfigInfo {
-    /// `key`.
-    pub key: x::ManagedObjectReference,
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `behavior`.
-    pub behavior: Option<DrsBehavior>,
-}
-impl x::SchemaType for ClusterDrsVmConfigInfo {
-    const TYPE_NAME: &'static str = "ClusterDrsVmConfigInfo";
-}
-impl x::Structure for ClusterDrsVmConfigInfo {}
-impl x::Fields for ClusterDrsVmConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "behavior" => r.read_opt(&mut self.behavior),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("behavior", &self.behavior);
-    }
-}
-impl x::ArrayItem for ClusterDrsVmConfigInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsVmConfigInfo";
-    const ITEM_TAG: &'static str = "ClusterDrsVmConfigInfo";
-}
-/// `ClusterDrsVmConfigSpec` (extends `ArrayUpdateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterDrsVmConfigSpec {
-    /// `operation`, from `ArrayUpdateSpec`.
-    pub operation: ArrayUpdateOperation,
-    /// `removeKey`, from `ArrayUpdateSpec`.
-    pub remove_key: Option<x::Value>,
-    /// `info`.
-    pub info: Option<ClusterDrsVmConfigInfo>,
-}
-impl x::SchemaType for ClusterDrsVmConfigSpec {
-    const TYPE_NAME: &'static str = "ClusterDrsVmConfigSpec";
-}
-impl x::Structure for ClusterDrsVmConfigSpec {}
-impl x::Fields for ClusterDrsVmConfigSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "operation" => r.read(&mut self.operation),
-            "removeKey" => r.read_opt(&mut self.remove_key),
-            "info" => r.read_opt(&mut self.info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("operation", &self.operation);
-        w.write_opt("removeKey", &self.remove_key);
-        w.write_opt("info", &self.info);
-    }
-}
-impl x::ArrayItem for ClusterDrsVmConfigSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsVmConfigSpec";
-    const ITEM_TAG: &'static str = "ClusterDrsVmConfigSpec";
-}
-/// `ClusterEVCManagerCheckResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ClusterEVCManagerCheckResult {
-    /// `evcModeKey`.
-    pub evc_mode_key: String,
-    /// `error`.
-    pub error: LocalizedMethodFault,
-    /// `host`.
-    pub host: Vec<x::ManagedObjectReference>,
-}
-impl x::SchemaType for ClusterEVCManagerCheckResult {
-    const TYPE_NAME: &'static str = "ClusterEVCManagerCheckResult";
-}
-impl x::Structure for ClusterEVCManagerCheckResult {}
-impl x::Fields for ClusterEVCManagerCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "evcModeKey" => r.read(&mut self.evc_mode_key),
-            "error" => r.read(&mut self.error),
-            "host" => r.read_push(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("evcModeKey", &self.evc_mode_key);
-        w.write("error", &self.error);
-        w.write_vec("host", &self.host);
-    }
-}
-impl x::ArrayItem for ClusterEVCManagerCheckResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterEVCManagerCheckResult";
-    const ITEM_TAG: &'static str = "ClusterEVCManagerCheckResult";
 }

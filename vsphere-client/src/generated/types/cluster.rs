@@ -5,6 +5,170 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `ClusterDrsRecommendation` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsRecommendation {
+    /// `key`.
+    pub key: String,
+    /// `rating`.
+    pub rating: i32,
+    /// `reason`.
+    pub reason: String,
+    /// `reasonText`.
+    pub reason_text: String,
+    /// `migrationList`.
+    pub migration_list: Vec<ClusterDrsMigration>,
+}
+impl x::SchemaType for ClusterDrsRecommendation {
+    const TYPE_NAME: &'static str = "ClusterDrsRecommendation";
+}
+impl x::Structure for ClusterDrsRecommendation {}
+impl x::Fields for ClusterDrsRecommendation {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "rating" => r.read(&mut self.rating),
+            "reason" => r.read(&mut self.reason),
+            "reasonText" => r.read(&mut self.reason_text),
+            "migrationList" => r.read_push(&mut self.migration_list),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("rating", &self.rating);
+        w.write("reason", &self.reason);
+        w.write("reasonText", &self.reason_text);
+        w.write_vec("migrationList", &self.migration_list);
+    }
+}
+impl x::ArrayItem for ClusterDrsRecommendation {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsRecommendation";
+    const ITEM_TAG: &'static str = "ClusterDrsRecommendation";
+}
+/// `ClusterDrsVmConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsVmConfigInfo {
+    /// `key`.
+    pub key: x::ManagedObjectReference,
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `behavior`.
+    pub behavior: Option<DrsBehavior>,
+}
+impl x::SchemaType for ClusterDrsVmConfigInfo {
+    const TYPE_NAME: &'static str = "ClusterDrsVmConfigInfo";
+}
+impl x::Structure for ClusterDrsVmConfigInfo {}
+impl x::Fields for ClusterDrsVmConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "behavior" => r.read_opt(&mut self.behavior),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("behavior", &self.behavior);
+    }
+}
+impl x::ArrayItem for ClusterDrsVmConfigInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsVmConfigInfo";
+    const ITEM_TAG: &'static str = "ClusterDrsVmConfigInfo";
+}
+/// `ClusterDrsVmConfigSpec` (extends `ArrayUpdateSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterDrsVmConfigSpec {
+    /// `operation`, from `ArrayUpdateSpec`.
+    pub operation: ArrayUpdateOperation,
+    /// `removeKey`, from `ArrayUpdateSpec`.
+    pub remove_key: Option<x::Value>,
+    /// `info`.
+    pub info: Option<ClusterDrsVmConfigInfo>,
+}
+impl x::SchemaType for ClusterDrsVmConfigSpec {
+    const TYPE_NAME: &'static str = "ClusterDrsVmConfigSpec";
+}
+impl x::Structure for ClusterDrsVmConfigSpec {}
+impl x::Fields for ClusterDrsVmConfigSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "operation" => r.read(&mut self.operation),
+            "removeKey" => r.read_opt(&mut self.remove_key),
+            "info" => r.read_opt(&mut self.info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("operation", &self.operation);
+        w.write_opt("removeKey", &self.remove_key);
+        w.write_opt("info", &self.info);
+    }
+}
+impl x::ArrayItem for ClusterDrsVmConfigSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterDrsVmConfigSpec";
+    const ITEM_TAG: &'static str = "ClusterDrsVmConfigSpec";
+}
+/// `ClusterEVCManagerCheckResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClusterEVCManagerCheckResult {
+    /// `evcModeKey`.
+    pub evc_mode_key: String,
+    /// `error`.
+    pub error: LocalizedMethodFault,
+    /// `host`.
+    pub host: Vec<x::ManagedObjectReference>,
+}
+impl x::SchemaType for ClusterEVCManagerCheckResult {
+    const TYPE_NAME: &'static str = "ClusterEVCManagerCheckResult";
+}
+impl x::Structure for ClusterEVCManagerCheckResult {}
+impl x::Fields for ClusterEVCManagerCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "evcModeKey" => r.read(&mut self.evc_mode_key),
+            "error" => r.read(&mut self.error),
+            "host" => r.read_push(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("evcModeKey", &self.evc_mode_key);
+        w.write("error", &self.error);
+        w.write_vec("host", &self.host);
+    }
+}
+impl x::ArrayItem for ClusterEVCManagerCheckResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfClusterEVCManagerCheckResult";
+    const ITEM_TAG: &'static str = "ClusterEVCManagerCheckResult";
+}
 /// `ClusterEVCManagerEVCState` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClusterEVCManagerEVCState {
@@ -42,6 +206,7 @@ impl x::Fields for ClusterEVCManagerEVCState {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("supportedEVCMode", &self.supported_evc_mode);
         w.write_opt("currentEVCModeKey", &self.current_evc_mode_key);
@@ -76,6 +241,7 @@ impl x::Fields for ClusterEnterMaintenanceResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("recommendations", &self.recommendations);
         w.write_opt("fault", &self.fault);
@@ -139,6 +305,7 @@ impl x::Fields for ClusterEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -177,6 +344,7 @@ impl x::Fields for ClusterFailoverHostAdmissionControlInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("hostStatus", &self.host_status);
     }
@@ -206,6 +374,7 @@ impl x::Fields for ClusterFailoverHostAdmissionControlInfoHostStatus {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write("status", &self.status);
@@ -250,6 +419,7 @@ impl x::Fields for ClusterFailoverHostAdmissionControlPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt(
             "resourceReductionToToleratePercent",
@@ -285,6 +455,7 @@ impl x::Fields for ClusterFailoverLevelAdmissionControlInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("currentFailoverLevel", &self.current_failover_level);
     }
@@ -324,6 +495,7 @@ impl x::Fields for ClusterFailoverLevelAdmissionControlPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt(
             "resourceReductionToToleratePercent",
@@ -371,6 +543,7 @@ impl x::Fields for ClusterFailoverResourcesAdmissionControlInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write(
             "currentCpuFailoverResourcesPercent",
@@ -441,6 +614,7 @@ impl x::Fields for ClusterFailoverResourcesAdmissionControlPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt(
             "resourceReductionToToleratePercent",
@@ -492,6 +666,7 @@ impl x::Fields for ClusterFixedSizeSlotPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cpu", &self.cpu);
         w.write("memory", &self.memory);
@@ -527,6 +702,7 @@ impl x::Fields for ClusterGroupInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_opt("userCreated", &self.user_created);
@@ -561,6 +737,7 @@ impl x::Fields for ClusterGroupSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
@@ -602,6 +779,7 @@ impl x::Fields for ClusterHostGroup {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_opt("userCreated", &self.user_created);
@@ -637,6 +815,7 @@ impl x::Fields for ClusterHostInfraUpdateHaModeAction {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("target", &self.target);
@@ -680,6 +859,7 @@ impl x::Fields for ClusterHostPowerAction {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("target", &self.target);
@@ -714,6 +894,7 @@ impl x::Fields for ClusterHostRecommendation {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write("rating", &self.rating);
@@ -757,6 +938,7 @@ impl x::Fields for ClusterInfraUpdateHaConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("behavior", &self.behavior);
@@ -796,6 +978,7 @@ impl x::Fields for ClusterInitialPlacementAction {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("target", &self.target);
@@ -849,6 +1032,7 @@ impl x::Fields for ClusterIoFilterInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("name", &self.name);
@@ -893,6 +1077,7 @@ impl x::Fields for ClusterMigrationAction {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("target", &self.target);
@@ -924,6 +1109,7 @@ impl x::Fields for ClusterNetworkConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("networkPortGroup", &self.network_port_group);
         w.write("ipSettings", &self.ip_settings);
@@ -954,6 +1140,7 @@ impl x::Fields for ClusterNotAttemptedVmInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
         w.write("fault", &self.fault);
@@ -985,6 +1172,7 @@ impl x::Fields for ClusterOrchestrationInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultVmReadiness", &self.default_vm_readiness);
     }
@@ -1047,6 +1235,7 @@ impl x::Fields for ClusterOvercommittedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1091,6 +1280,7 @@ impl x::Fields for ClusterPowerOnVmResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("attempted", &self.attempted);
         w.write_vec("notAttempted", &self.not_attempted);
@@ -1119,6 +1309,7 @@ impl x::Fields for ClusterProactiveDrsConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
     }
@@ -1154,6 +1345,7 @@ impl x::Fields for ClusterProfileCompleteConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1192,6 +1384,7 @@ impl x::Fields for ClusterProfileConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1230,6 +1423,7 @@ impl x::Fields for ClusterProfileConfigServiceCreateSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1267,6 +1461,7 @@ impl x::Fields for ClusterProfileConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1301,6 +1496,7 @@ impl x::Fields for ClusterProfileCreateSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1359,6 +1555,7 @@ impl x::Fields for ClusterRecommendation {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("type", &self.type_);
@@ -1438,6 +1635,7 @@ impl x::Fields for ClusterReconfiguredEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1498,6 +1696,7 @@ impl x::Fields for ClusterResourceUsageSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cpuUsedMHz", &self.cpu_used_m_hz);
         w.write("cpuCapacityMHz", &self.cpu_capacity_m_hz);
@@ -1554,6 +1753,7 @@ impl x::Fields for ClusterRuleInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_opt("status", &self.status);
@@ -1593,6 +1793,7 @@ impl x::Fields for ClusterRuleSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
@@ -1686,6 +1887,7 @@ impl x::Fields for ClusterStatusChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1734,6 +1936,7 @@ impl x::Fields for ClusterSystemVMsConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("allowedDatastores", &self.allowed_datastores);
         w.write_vec("notAllowedDatastores", &self.not_allowed_datastores);
@@ -1770,6 +1973,7 @@ impl x::Fields for ClusterSystemVMsConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("allowedDatastores", &self.allowed_datastores);
         w.write_vec("notAllowedDatastores", &self.not_allowed_datastores);
@@ -1804,6 +2008,7 @@ impl x::Fields for ClusterTagCategoryUpdateSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
@@ -1876,6 +2081,7 @@ impl x::Fields for ClusterUsageSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("totalCpuCapacityMhz", &self.total_cpu_capacity_mhz);
         w.write("totalMemCapacityMB", &self.total_mem_capacity_mb);
@@ -1937,6 +2143,7 @@ impl x::Fields for ClusterVmComponentProtectionSettings {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vmStorageProtectionForAPD", &self.vm_storage_protection_for_apd);
         w.write_opt("enableAPDTimeoutForHosts", &self.enable_apd_timeout_for_hosts);
@@ -1976,6 +2183,7 @@ impl x::Fields for ClusterVmGroup {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_opt("userCreated", &self.user_created);
@@ -2037,6 +2245,7 @@ impl x::Fields for ClusterVmHostRuleInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_opt("status", &self.status);
@@ -2076,6 +2285,7 @@ impl x::Fields for ClusterVmOrchestrationInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
         w.write("vmReadiness", &self.vm_readiness);
@@ -2113,6 +2323,7 @@ impl x::Fields for ClusterVmOrchestrationSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
@@ -2148,6 +2359,7 @@ impl x::Fields for ClusterVmReadiness {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("readyCondition", &self.ready_condition);
         w.write_opt("postReadyDelay", &self.post_ready_delay);
@@ -2193,6 +2405,7 @@ impl x::Fields for ClusterVmToolsMonitoringSettings {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("vmMonitoring", &self.vm_monitoring);

@@ -30,6 +30,7 @@ impl x::Fields for CreateTaskAction {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("taskTypeId", &self.task_type_id);
         w.write("cancelable", &self.cancelable);
@@ -60,6 +61,7 @@ impl x::Fields for CryptoKeyId {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
         w.write_opt("providerId", &self.provider_id);
@@ -97,6 +99,7 @@ impl x::Fields for CryptoKeyPlain {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
         w.write("algorithm", &self.algorithm);
@@ -138,6 +141,7 @@ impl x::Fields for CryptoKeyResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
         w.write("success", &self.success);
@@ -195,6 +199,7 @@ impl x::Fields for CryptoManagerKmipCertificateInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("subject", &self.subject);
         w.write("issuer", &self.issuer);
@@ -241,6 +246,7 @@ impl x::Fields for CryptoManagerKmipClusterStatus {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("clusterId", &self.cluster_id);
         w.write_opt("overallStatus", &self.overall_status);
@@ -290,6 +296,7 @@ impl x::Fields for CryptoManagerKmipCryptoKeyStatus {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("keyId", &self.key_id);
         w.write_opt("keyAvailable", &self.key_available);
@@ -331,6 +338,7 @@ impl x::Fields for CryptoManagerKmipServerCertInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("certificate", &self.certificate);
         w.write_opt("certInfo", &self.cert_info);
@@ -374,6 +382,7 @@ impl x::Fields for CryptoManagerKmipServerStatus {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("status", &self.status);
@@ -445,6 +454,7 @@ impl x::Fields for CryptoSpecDeepRecrypt {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("newKeyId", &self.new_key_id);
     }
@@ -471,6 +481,7 @@ impl x::Fields for CryptoSpecEncrypt {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cryptoKeyId", &self.crypto_key_id);
     }
@@ -514,6 +525,7 @@ impl x::Fields for CryptoSpecRegister {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cryptoKeyId", &self.crypto_key_id);
     }
@@ -540,6 +552,7 @@ impl x::Fields for CryptoSpecShallowRecrypt {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("newKeyId", &self.new_key_id);
     }
@@ -581,6 +594,7 @@ impl x::Fields for CustomFieldDef {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("name", &self.name);
@@ -658,6 +672,7 @@ impl x::Fields for CustomFieldDefAddedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -740,6 +755,7 @@ impl x::Fields for CustomFieldDefEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -822,6 +838,7 @@ impl x::Fields for CustomFieldDefRemovedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -907,6 +924,7 @@ impl x::Fields for CustomFieldDefRenamedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -984,6 +1002,7 @@ impl x::Fields for CustomFieldEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1025,6 +1044,7 @@ impl x::Fields for CustomFieldStringValue {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("value", &self.value);
@@ -1054,6 +1074,7 @@ impl x::Fields for CustomFieldValue {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
     }
@@ -1131,6 +1152,7 @@ impl x::Fields for CustomFieldValueChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);

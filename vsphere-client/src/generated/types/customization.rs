@@ -30,6 +30,7 @@ impl x::Fields for CustomizationAdapterMapping {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("macAddress", &self.mac_address);
         w.write("adapter", &self.adapter);
@@ -81,6 +82,7 @@ impl x::Fields for CustomizationCloudinitPrep {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("metadata", &self.metadata);
         w.write_opt("userdata", &self.userdata);
@@ -108,6 +110,7 @@ impl x::Fields for CustomizationCustomIpGenerator {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("argument", &self.argument);
     }
@@ -134,6 +137,7 @@ impl x::Fields for CustomizationCustomIpV6Generator {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("argument", &self.argument);
     }
@@ -160,6 +164,7 @@ impl x::Fields for CustomizationCustomName {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("argument", &self.argument);
     }
@@ -262,6 +267,7 @@ impl x::Fields for CustomizationEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -347,6 +353,7 @@ impl x::Fields for CustomizationFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -391,6 +398,7 @@ impl x::Fields for CustomizationFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -418,6 +426,7 @@ impl x::Fields for CustomizationFixedIp {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
     }
@@ -447,6 +456,7 @@ impl x::Fields for CustomizationFixedIpV6 {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
         w.write("subnetMask", &self.subnet_mask);
@@ -474,6 +484,7 @@ impl x::Fields for CustomizationFixedName {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
     }
@@ -503,6 +514,7 @@ impl x::Fields for CustomizationGlobalIPSettings {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("dnsSuffixList", &self.dns_suffix_list);
         w.write_vec("dnsServerList", &self.dns_server_list);
@@ -530,6 +542,7 @@ impl x::Fields for CustomizationGuiRunOnce {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("commandList", &self.command_list);
     }
@@ -565,6 +578,7 @@ impl x::Fields for CustomizationGuiUnattended {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("password", &self.password);
         w.write("timeZone", &self.time_zone);
@@ -618,6 +632,7 @@ impl x::Fields for CustomizationIPSettings {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ip", &self.ip);
         w.write_opt("subnetMask", &self.subnet_mask);
@@ -655,6 +670,7 @@ impl x::Fields for CustomizationIPSettingsIpV6AddressSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ip", &self.ip);
         w.write_vec("gateway", &self.gateway);
@@ -691,6 +707,7 @@ impl x::Fields for CustomizationIdentification {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("joinWorkgroup", &self.join_workgroup);
         w.write_opt("joinDomain", &self.join_domain);
@@ -780,6 +797,7 @@ impl x::Fields for CustomizationLicenseFilePrintData {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("autoMode", &self.auto_mode);
         w.write_opt("autoUsers", &self.auto_users);
@@ -852,6 +870,7 @@ impl x::Fields for CustomizationLinuxIdentityFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -922,6 +941,7 @@ impl x::Fields for CustomizationLinuxPrep {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hostName", &self.host_name);
         w.write("domain", &self.domain);
@@ -1016,6 +1036,7 @@ impl x::Fields for CustomizationNetworkSetupFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1079,6 +1100,7 @@ impl x::Fields for CustomizationPassword {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
         w.write("plainText", &self.plain_text);
@@ -1109,6 +1131,7 @@ impl x::Fields for CustomizationPending {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1136,6 +1159,7 @@ impl x::Fields for CustomizationPrefixName {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("base", &self.base);
     }
@@ -1174,6 +1198,7 @@ impl x::Fields for CustomizationSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("options", &self.options);
         w.write("identity", &self.identity);
@@ -1216,6 +1241,7 @@ impl x::Fields for CustomizationSpecInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("description", &self.description);
@@ -1253,6 +1279,7 @@ impl x::Fields for CustomizationSpecItem {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("info", &self.info);
         w.write("spec", &self.spec);
@@ -1322,6 +1349,7 @@ impl x::Fields for CustomizationStartedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1421,6 +1449,7 @@ impl x::Fields for CustomizationSucceeded {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1473,6 +1502,7 @@ impl x::Fields for CustomizationSysprep {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("guiUnattended", &self.gui_unattended);
         w.write("userData", &self.user_data);
@@ -1554,6 +1584,7 @@ impl x::Fields for CustomizationSysprepFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1597,6 +1628,7 @@ impl x::Fields for CustomizationSysprepText {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
     }
@@ -1668,6 +1700,7 @@ impl x::Fields for CustomizationUnknownFailure {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1769,6 +1802,7 @@ impl x::Fields for CustomizationUserData {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fullName", &self.full_name);
         w.write("orgName", &self.org_name);
@@ -1821,6 +1855,7 @@ impl x::Fields for CustomizationWinOptions {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("changeSID", &self.change_sid);
         w.write("deleteAccounts", &self.delete_accounts);

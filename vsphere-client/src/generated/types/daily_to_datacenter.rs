@@ -39,6 +39,7 @@ impl x::Fields for DailyTaskScheduler {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("activeTime", &self.active_time);
         w.write_opt("expireTime", &self.expire_time);
@@ -105,6 +106,7 @@ impl x::Fields for DasAdmissionControlDisabledEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -179,6 +181,7 @@ impl x::Fields for DasAdmissionControlEnabledEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -253,6 +256,7 @@ impl x::Fields for DasAgentFoundEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -327,6 +331,7 @@ impl x::Fields for DasAgentUnavailableEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -401,6 +406,7 @@ impl x::Fields for DasClusterIsolatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -451,6 +457,7 @@ impl x::Fields for DasConfigFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -517,6 +524,7 @@ impl x::Fields for DasDisabledEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -591,6 +599,7 @@ impl x::Fields for DasEnabledEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -632,6 +641,7 @@ impl x::Fields for DasHeartbeatDatastoreInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastore", &self.datastore);
         w.write_vec("hosts", &self.hosts);
@@ -702,6 +712,7 @@ impl x::Fields for DasHostFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -780,6 +791,7 @@ impl x::Fields for DasHostIsolatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -822,6 +834,7 @@ impl x::Fields for DatabaseError {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -849,6 +862,7 @@ impl x::Fields for DatabaseSizeEstimate {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("size", &self.size);
     }
@@ -878,6 +892,7 @@ impl x::Fields for DatabaseSizeParam {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inventoryDesc", &self.inventory_desc);
         w.write_opt("perfStatsDesc", &self.perf_stats_desc);
@@ -926,6 +941,7 @@ impl x::Fields for DatacenterBasicConnectInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("hostname", &self.hostname);
         w.write_opt("error", &self.error);
@@ -970,6 +986,7 @@ impl x::Fields for DatacenterConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
         w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
@@ -1004,6 +1021,7 @@ impl x::Fields for DatacenterConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultHardwareVersionKey", &self.default_hardware_version_key);
         w.write_opt("maximumHardwareVersionKey", &self.maximum_hardware_version_key);
@@ -1070,6 +1088,7 @@ impl x::Fields for DatacenterCreatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1145,6 +1164,7 @@ impl x::Fields for DatacenterEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1186,6 +1206,7 @@ impl x::Fields for DatacenterEventArgument {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("datacenter", &self.datacenter);
@@ -1222,6 +1243,7 @@ impl x::Fields for DatacenterMismatch {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1254,6 +1276,7 @@ impl x::Fields for DatacenterMismatchArgument {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
         w.write_opt("inputDatacenter", &self.input_datacenter);
@@ -1327,6 +1350,7 @@ impl x::Fields for DatacenterRenamedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);

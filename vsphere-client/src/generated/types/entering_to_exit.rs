@@ -63,6 +63,7 @@ impl x::Fields for EnteringMaintenanceModeEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -137,6 +138,7 @@ impl x::Fields for EnteringStandbyModeEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -207,6 +209,7 @@ impl x::Fields for EntityBackupConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entityType", &self.entity_type);
         w.write("configBlob", &self.config_blob);
@@ -244,6 +247,7 @@ impl x::Fields for EntityEventArgument {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
     }
@@ -273,6 +277,7 @@ impl x::Fields for EntityPrivilege {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
         w.write_vec("privAvailability", &self.priv_availability);
@@ -307,6 +312,7 @@ impl x::Fields for EnumDescription {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_vec("tags", &self.tags);
@@ -344,6 +350,7 @@ impl x::Fields for EnvironmentBrowserConfigOptionQuerySpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_opt("host", &self.host);
@@ -411,6 +418,7 @@ impl x::Fields for ErrorUpgradeEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -450,6 +458,7 @@ impl x::Fields for EvaluationLicenseSource {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("remainingHours", &self.remaining_hours);
     }
@@ -514,6 +523,7 @@ impl x::Fields for Event {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -564,6 +574,7 @@ impl x::Fields for EventAlarmExpression {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("comparisons", &self.comparisons);
         w.write("eventType", &self.event_type);
@@ -600,6 +611,7 @@ impl x::Fields for EventAlarmExpressionComparison {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("attributeName", &self.attribute_name);
         w.write("operator", &self.operator);
@@ -638,6 +650,7 @@ impl x::Fields for EventArgDesc {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("type", &self.type_);
@@ -693,6 +706,7 @@ impl x::Fields for EventDescription {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("category", &self.category);
         w.write_vec("eventInfo", &self.event_info);
@@ -745,6 +759,7 @@ impl x::Fields for EventDescriptionEventDetail {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("description", &self.description);
@@ -843,6 +858,7 @@ impl x::Fields for EventEx {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -922,6 +938,7 @@ impl x::Fields for EventFilterSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entity", &self.entity);
         w.write_opt("time", &self.time);
@@ -962,6 +979,7 @@ impl x::Fields for EventFilterSpecByEntity {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("entity", &self.entity);
         w.write("recursion", &self.recursion);
@@ -992,6 +1010,7 @@ impl x::Fields for EventFilterSpecByTime {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("beginTime", &self.begin_time);
         w.write_opt("endTime", &self.end_time);
@@ -1022,6 +1041,7 @@ impl x::Fields for EventFilterSpecByUsername {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("systemUser", &self.system_user);
         w.write_vec("userList", &self.user_list);
@@ -1085,6 +1105,7 @@ impl x::Fields for ExitMaintenanceModeEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1159,6 +1180,7 @@ impl x::Fields for ExitStandbyModeFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);

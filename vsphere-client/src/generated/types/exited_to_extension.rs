@@ -63,6 +63,7 @@ impl x::Fields for ExitedStandbyModeEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -137,6 +138,7 @@ impl x::Fields for ExitingStandbyModeEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -187,6 +189,7 @@ impl x::Fields for ExpiredAddonLicense {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -229,6 +232,7 @@ impl x::Fields for ExpiredEditionLicense {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -271,6 +275,7 @@ impl x::Fields for ExpiredFeatureLicense {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -310,6 +315,7 @@ impl x::Fields for ExtExtendedProductInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("companyUrl", &self.company_url);
         w.write_opt("productUrl", &self.product_url);
@@ -348,6 +354,7 @@ impl x::Fields for ExtManagedEntityInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("smallIconUrl", &self.small_icon_url);
@@ -384,6 +391,7 @@ impl x::Fields for ExtSolutionManagerInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("tab", &self.tab);
         w.write_opt("smallIconUrl", &self.small_icon_url);
@@ -414,6 +422,7 @@ impl x::Fields for ExtSolutionManagerInfoTabInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
         w.write("url", &self.url);
@@ -454,6 +463,7 @@ impl x::Fields for ExtendedDescription {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
         w.write("summary", &self.summary);
@@ -495,6 +505,7 @@ impl x::Fields for ExtendedElementDescription {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
         w.write("summary", &self.summary);
@@ -573,6 +584,7 @@ impl x::Fields for ExtendedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -618,6 +630,7 @@ impl x::Fields for ExtendedEventPair {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("value", &self.value);
@@ -658,6 +671,7 @@ impl x::Fields for ExtendedFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -744,6 +758,7 @@ impl x::Fields for Extension {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("description", &self.description);
         w.write("key", &self.key);
@@ -805,6 +820,7 @@ impl x::Fields for ExtensionClientInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("version", &self.version);
         w.write("description", &self.description);
@@ -842,6 +858,7 @@ impl x::Fields for ExtensionEventTypeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("eventID", &self.event_id);
         w.write_opt("eventTypeSchema", &self.event_type_schema);
@@ -873,6 +890,7 @@ impl x::Fields for ExtensionFaultTypeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("faultID", &self.fault_id);
     }
@@ -903,6 +921,7 @@ impl x::Fields for ExtensionHealthInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("url", &self.url);
     }
@@ -932,6 +951,7 @@ impl x::Fields for ExtensionManagerIpAllocationUsage {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("extensionKey", &self.extension_key);
         w.write("numAddresses", &self.num_addresses);
@@ -966,6 +986,7 @@ impl x::Fields for ExtensionOvfConsumerInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("callbackUrl", &self.callback_url);
         w.write_vec("sectionType", &self.section_type);
@@ -996,6 +1017,7 @@ impl x::Fields for ExtensionPrivilegeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("privID", &self.priv_id);
         w.write("privGroupName", &self.priv_group_name);
@@ -1033,6 +1055,7 @@ impl x::Fields for ExtensionResourceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("locale", &self.locale);
         w.write("module", &self.module);
@@ -1080,6 +1103,7 @@ impl x::Fields for ExtensionServerInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("url", &self.url);
         w.write("description", &self.description);
@@ -1115,6 +1139,7 @@ impl x::Fields for ExtensionTaskTypeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("taskID", &self.task_id);
     }

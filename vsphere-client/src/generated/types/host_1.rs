@@ -5,6 +5,81 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostCnxFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostCnxFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+}
+impl x::SchemaType for HostCnxFailedEvent {
+    const TYPE_NAME: &'static str = "HostCnxFailedEvent";
+}
+impl x::Structure for HostCnxFailedEvent {}
+impl x::Fields for HostCnxFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+    }
+}
 /// `HostCnxFailedNetworkErrorEvent` (extends `HostEvent`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostCnxFailedNetworkErrorEvent {
@@ -63,6 +138,7 @@ impl x::Fields for HostCnxFailedNetworkErrorEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -137,6 +213,7 @@ impl x::Fields for HostCnxFailedNoAccessEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -211,6 +288,7 @@ impl x::Fields for HostCnxFailedNoConnectionEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -285,6 +363,7 @@ impl x::Fields for HostCnxFailedNoLicenseEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -359,6 +438,7 @@ impl x::Fields for HostCnxFailedNotFoundEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -433,6 +513,7 @@ impl x::Fields for HostCnxFailedTimeoutEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -474,6 +555,7 @@ impl x::Fields for HostCommunication {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -540,6 +622,7 @@ impl x::Fields for HostComplianceCheckedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -615,6 +698,7 @@ impl x::Fields for HostCompliantEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -689,6 +773,7 @@ impl x::Fields for HostConfigAppliedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -750,6 +835,7 @@ impl x::Fields for HostConfigFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -781,6 +867,7 @@ impl x::Fields for HostConfigFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -986,6 +1073,7 @@ impl x::Fields for HostConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write("product", &self.product);
@@ -1186,6 +1274,7 @@ impl x::Fields for HostConfigManager {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("cpuScheduler", &self.cpu_scheduler);
         w.write_opt("datastoreSystem", &self.datastore_system);
@@ -1308,6 +1397,7 @@ impl x::Fields for HostConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("nasDatastore", &self.nas_datastore);
         w.write_opt("network", &self.network);
@@ -1376,6 +1466,7 @@ impl x::Fields for HostConfigSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("port", &self.port);
@@ -1413,6 +1504,7 @@ impl x::Fields for HostConnectFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1467,6 +1559,7 @@ impl x::Fields for HostConnectInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("serverIp", &self.server_ip);
         w.write_opt("inDasCluster", &self.in_das_cluster);
@@ -1504,6 +1597,7 @@ impl x::Fields for HostConnectInfoNetworkInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
     }
@@ -1563,6 +1657,7 @@ impl x::Fields for HostConnectSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("hostName", &self.host_name);
         w.write_opt("port", &self.port);
@@ -1640,6 +1735,7 @@ impl x::Fields for HostConnectedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1714,6 +1810,7 @@ impl x::Fields for HostConnectionLostEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1767,6 +1864,7 @@ impl x::Fields for HostCpuIdInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("level", &self.level);
         w.write_opt("vendor", &self.vendor);
@@ -1811,6 +1909,7 @@ impl x::Fields for HostCpuInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numCpuPackages", &self.num_cpu_packages);
         w.write("numCpuCores", &self.num_cpu_cores);
@@ -1858,6 +1957,7 @@ impl x::Fields for HostCpuPackage {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("index", &self.index);
         w.write("vendor", &self.vendor);
@@ -1897,6 +1997,7 @@ impl x::Fields for HostCpuPowerManagementInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("currentPolicy", &self.current_policy);
         w.write_opt("hardwareSupport", &self.hardware_support);
@@ -1960,6 +2061,7 @@ impl x::Fields for HostDasDisabledEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2034,6 +2136,7 @@ impl x::Fields for HostDasDisablingEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2108,6 +2211,7 @@ impl x::Fields for HostDasEnabledEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2182,6 +2286,7 @@ impl x::Fields for HostDasEnablingEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2262,6 +2367,7 @@ impl x::Fields for HostDasErrorEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2338,6 +2444,7 @@ impl x::Fields for HostDasEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2412,6 +2519,7 @@ impl x::Fields for HostDasOkEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2450,6 +2558,7 @@ impl x::Fields for HostDataTransportConnectionInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("staticMemoryConsumed", &self.static_memory_consumed);
     }
@@ -2482,6 +2591,7 @@ impl x::Fields for HostDatastoreBrowserSearchResults {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("datastore", &self.datastore);
         w.write_opt("folderPath", &self.folder_path);
@@ -2526,6 +2636,7 @@ impl x::Fields for HostDatastoreBrowserSearchSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("query", &self.query);
         w.write_opt("details", &self.details);
@@ -2558,6 +2669,7 @@ impl x::Fields for HostDatastoreConnectInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
     }
@@ -2587,6 +2699,7 @@ impl x::Fields for HostDatastoreExistsConnectInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
         w.write("newDatastoreName", &self.new_datastore_name);
@@ -2617,6 +2730,7 @@ impl x::Fields for HostDatastoreNameConflictConnectInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
         w.write("newDatastoreName", &self.new_datastore_name);
@@ -2655,6 +2769,7 @@ impl x::Fields for HostDatastoreSystemCapabilities {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nfsMountCreationRequired", &self.nfs_mount_creation_required);
         w.write("nfsMountCreationSupported", &self.nfs_mount_creation_supported);
@@ -2690,6 +2805,7 @@ impl x::Fields for HostDatastoreSystemDatastoreResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("fault", &self.fault);
@@ -2724,6 +2840,7 @@ impl x::Fields for HostDatastoreSystemVvolDatastoreSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("scId", &self.sc_id);
@@ -2772,6 +2889,7 @@ impl x::Fields for HostDateTimeConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("timeZone", &self.time_zone);
         w.write_opt("ntpConfig", &self.ntp_config);
@@ -2781,187 +2899,5 @@ impl x::Fields for HostDateTimeConfig {
         w.write_opt("disableEvents", &self.disable_events);
         w.write_opt("disableFallback", &self.disable_fallback);
         w.write_opt("resetToFactoryDefaults", &self.reset_to_factory_defaults);
-    }
-}
-/// `HostDateTimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDateTimeInfo {
-    /// `timeZone`.
-    pub time_zone: HostDateTimeSystemTimeZone,
-    /// `systemClockProtocol`.
-    pub system_clock_protocol: Option<String>,
-    /// `ntpConfig`.
-    pub ntp_config: Option<HostNtpConfig>,
-    /// `ptpConfig`.
-    pub ptp_config: Option<HostPtpConfig>,
-    /// `enabled`.
-    pub enabled: Option<bool>,
-    /// `disableEvents`.
-    pub disable_events: Option<bool>,
-    /// `disableFallback`.
-    pub disable_fallback: Option<bool>,
-    /// `inFallbackState`.
-    pub in_fallback_state: Option<bool>,
-    /// `serviceSync`.
-    pub service_sync: Option<bool>,
-    /// `lastSyncTime`.
-    pub last_sync_time: Option<x::DateTime>,
-    /// `remoteNtpServer`.
-    pub remote_ntp_server: Option<String>,
-    /// `ntpRunTime`.
-    pub ntp_run_time: Option<i64>,
-    /// `ptpRunTime`.
-    pub ptp_run_time: Option<i64>,
-    /// `ntpDuration`.
-    pub ntp_duration: Option<String>,
-    /// `ptpDuration`.
-    pub ptp_duration: Option<String>,
-}
-impl x::SchemaType for HostDateTimeInfo {
-    const TYPE_NAME: &'static str = "HostDateTimeInfo";
-}
-impl x::Structure for HostDateTimeInfo {}
-impl x::Fields for HostDateTimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeZone" => r.read(&mut self.time_zone),
-            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
-            "ntpConfig" => r.read_opt(&mut self.ntp_config),
-            "ptpConfig" => r.read_opt(&mut self.ptp_config),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "disableEvents" => r.read_opt(&mut self.disable_events),
-            "disableFallback" => r.read_opt(&mut self.disable_fallback),
-            "inFallbackState" => r.read_opt(&mut self.in_fallback_state),
-            "serviceSync" => r.read_opt(&mut self.service_sync),
-            "lastSyncTime" => r.read_opt(&mut self.last_sync_time),
-            "remoteNtpServer" => r.read_opt(&mut self.remote_ntp_server),
-            "ntpRunTime" => r.read_opt(&mut self.ntp_run_time),
-            "ptpRunTime" => r.read_opt(&mut self.ptp_run_time),
-            "ntpDuration" => r.read_opt(&mut self.ntp_duration),
-            "ptpDuration" => r.read_opt(&mut self.ptp_duration),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("timeZone", &self.time_zone);
-        w.write_opt("systemClockProtocol", &self.system_clock_protocol);
-        w.write_opt("ntpConfig", &self.ntp_config);
-        w.write_opt("ptpConfig", &self.ptp_config);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("disableEvents", &self.disable_events);
-        w.write_opt("disableFallback", &self.disable_fallback);
-        w.write_opt("inFallbackState", &self.in_fallback_state);
-        w.write_opt("serviceSync", &self.service_sync);
-        w.write_opt("lastSyncTime", &self.last_sync_time);
-        w.write_opt("remoteNtpServer", &self.remote_ntp_server);
-        w.write_opt("ntpRunTime", &self.ntp_run_time);
-        w.write_opt("ptpRunTime", &self.ptp_run_time);
-        w.write_opt("ntpDuration", &self.ntp_duration);
-        w.write_opt("ptpDuration", &self.ptp_duration);
-    }
-}
-/// `HostDateTimeSystemServiceTestResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDateTimeSystemServiceTestResult {
-    /// `workingNormally`.
-    pub working_normally: bool,
-    /// `report`.
-    pub report: Vec<String>,
-}
-impl x::SchemaType for HostDateTimeSystemServiceTestResult {
-    const TYPE_NAME: &'static str = "HostDateTimeSystemServiceTestResult";
-}
-impl x::Structure for HostDateTimeSystemServiceTestResult {}
-impl x::Fields for HostDateTimeSystemServiceTestResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "workingNormally" => r.read(&mut self.working_normally),
-            "report" => r.read_push(&mut self.report),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("workingNormally", &self.working_normally);
-        w.write_vec("report", &self.report);
-    }
-}
-/// `HostDateTimeSystemTimeZone` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDateTimeSystemTimeZone {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: String,
-    /// `description`.
-    pub description: String,
-    /// `gmtOffset`.
-    pub gmt_offset: i32,
-}
-impl x::SchemaType for HostDateTimeSystemTimeZone {
-    const TYPE_NAME: &'static str = "HostDateTimeSystemTimeZone";
-}
-impl x::Structure for HostDateTimeSystemTimeZone {}
-impl x::Fields for HostDateTimeSystemTimeZone {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read(&mut self.name),
-            "description" => r.read(&mut self.description),
-            "gmtOffset" => r.read(&mut self.gmt_offset),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("name", &self.name);
-        w.write("description", &self.description);
-        w.write("gmtOffset", &self.gmt_offset);
-    }
-}
-impl x::ArrayItem for HostDateTimeSystemTimeZone {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDateTimeSystemTimeZone";
-    const ITEM_TAG: &'static str = "HostDateTimeSystemTimeZone";
-}
-/// `HostDeploymentInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostDeploymentInfo {
-    /// `bootedFromStatelessCache`.
-    pub booted_from_stateless_cache: Option<bool>,
-}
-impl x::SchemaType for HostDeploymentInfo {
-    const TYPE_NAME: &'static str = "HostDeploymentInfo";
-}
-impl x::Structure for HostDeploymentInfo {}
-impl x::Fields for HostDeploymentInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bootedFromStatelessCache" => {
-                r.read_opt(&mut self.booted_from_stateless_cache)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("bootedFromStatelessCache", &self.booted_from_stateless_cache);
     }
 }

@@ -5,6 +5,192 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostDateTimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDateTimeInfo {
+    /// `timeZone`.
+    pub time_zone: HostDateTimeSystemTimeZone,
+    /// `systemClockProtocol`.
+    pub system_clock_protocol: Option<String>,
+    /// `ntpConfig`.
+    pub ntp_config: Option<HostNtpConfig>,
+    /// `ptpConfig`.
+    pub ptp_config: Option<HostPtpConfig>,
+    /// `enabled`.
+    pub enabled: Option<bool>,
+    /// `disableEvents`.
+    pub disable_events: Option<bool>,
+    /// `disableFallback`.
+    pub disable_fallback: Option<bool>,
+    /// `inFallbackState`.
+    pub in_fallback_state: Option<bool>,
+    /// `serviceSync`.
+    pub service_sync: Option<bool>,
+    /// `lastSyncTime`.
+    pub last_sync_time: Option<x::DateTime>,
+    /// `remoteNtpServer`.
+    pub remote_ntp_server: Option<String>,
+    /// `ntpRunTime`.
+    pub ntp_run_time: Option<i64>,
+    /// `ptpRunTime`.
+    pub ptp_run_time: Option<i64>,
+    /// `ntpDuration`.
+    pub ntp_duration: Option<String>,
+    /// `ptpDuration`.
+    pub ptp_duration: Option<String>,
+}
+impl x::SchemaType for HostDateTimeInfo {
+    const TYPE_NAME: &'static str = "HostDateTimeInfo";
+}
+impl x::Structure for HostDateTimeInfo {}
+impl x::Fields for HostDateTimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeZone" => r.read(&mut self.time_zone),
+            "systemClockProtocol" => r.read_opt(&mut self.system_clock_protocol),
+            "ntpConfig" => r.read_opt(&mut self.ntp_config),
+            "ptpConfig" => r.read_opt(&mut self.ptp_config),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "disableEvents" => r.read_opt(&mut self.disable_events),
+            "disableFallback" => r.read_opt(&mut self.disable_fallback),
+            "inFallbackState" => r.read_opt(&mut self.in_fallback_state),
+            "serviceSync" => r.read_opt(&mut self.service_sync),
+            "lastSyncTime" => r.read_opt(&mut self.last_sync_time),
+            "remoteNtpServer" => r.read_opt(&mut self.remote_ntp_server),
+            "ntpRunTime" => r.read_opt(&mut self.ntp_run_time),
+            "ptpRunTime" => r.read_opt(&mut self.ptp_run_time),
+            "ntpDuration" => r.read_opt(&mut self.ntp_duration),
+            "ptpDuration" => r.read_opt(&mut self.ptp_duration),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("timeZone", &self.time_zone);
+        w.write_opt("systemClockProtocol", &self.system_clock_protocol);
+        w.write_opt("ntpConfig", &self.ntp_config);
+        w.write_opt("ptpConfig", &self.ptp_config);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("disableEvents", &self.disable_events);
+        w.write_opt("disableFallback", &self.disable_fallback);
+        w.write_opt("inFallbackState", &self.in_fallback_state);
+        w.write_opt("serviceSync", &self.service_sync);
+        w.write_opt("lastSyncTime", &self.last_sync_time);
+        w.write_opt("remoteNtpServer", &self.remote_ntp_server);
+        w.write_opt("ntpRunTime", &self.ntp_run_time);
+        w.write_opt("ptpRunTime", &self.ptp_run_time);
+        w.write_opt("ntpDuration", &self.ntp_duration);
+        w.write_opt("ptpDuration", &self.ptp_duration);
+    }
+}
+/// `HostDateTimeSystemServiceTestResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDateTimeSystemServiceTestResult {
+    /// `workingNormally`.
+    pub working_normally: bool,
+    /// `report`.
+    pub report: Vec<String>,
+}
+impl x::SchemaType for HostDateTimeSystemServiceTestResult {
+    const TYPE_NAME: &'static str = "HostDateTimeSystemServiceTestResult";
+}
+impl x::Structure for HostDateTimeSystemServiceTestResult {}
+impl x::Fields for HostDateTimeSystemServiceTestResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "workingNormally" => r.read(&mut self.working_normally),
+            "report" => r.read_push(&mut self.report),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("workingNormally", &self.working_normally);
+        w.write_vec("report", &self.report);
+    }
+}
+/// `HostDateTimeSystemTimeZone` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDateTimeSystemTimeZone {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+    /// `gmtOffset`.
+    pub gmt_offset: i32,
+}
+impl x::SchemaType for HostDateTimeSystemTimeZone {
+    const TYPE_NAME: &'static str = "HostDateTimeSystemTimeZone";
+}
+impl x::Structure for HostDateTimeSystemTimeZone {}
+impl x::Fields for HostDateTimeSystemTimeZone {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read(&mut self.name),
+            "description" => r.read(&mut self.description),
+            "gmtOffset" => r.read(&mut self.gmt_offset),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("name", &self.name);
+        w.write("description", &self.description);
+        w.write("gmtOffset", &self.gmt_offset);
+    }
+}
+impl x::ArrayItem for HostDateTimeSystemTimeZone {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostDateTimeSystemTimeZone";
+    const ITEM_TAG: &'static str = "HostDateTimeSystemTimeZone";
+}
+/// `HostDeploymentInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostDeploymentInfo {
+    /// `bootedFromStatelessCache`.
+    pub booted_from_stateless_cache: Option<bool>,
+}
+impl x::SchemaType for HostDeploymentInfo {
+    const TYPE_NAME: &'static str = "HostDeploymentInfo";
+}
+impl x::Structure for HostDeploymentInfo {}
+impl x::Fields for HostDeploymentInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bootedFromStatelessCache" => {
+                r.read_opt(&mut self.booted_from_stateless_cache)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bootedFromStatelessCache", &self.booted_from_stateless_cache);
+    }
+}
 /// `HostDevice` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostDevice {
@@ -30,6 +216,7 @@ impl x::Fields for HostDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write("deviceType", &self.device_type);
@@ -60,6 +247,7 @@ impl x::Fields for HostDhcpService {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("spec", &self.spec);
@@ -97,6 +285,7 @@ impl x::Fields for HostDhcpServiceConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
         w.write("key", &self.key);
@@ -150,6 +339,7 @@ impl x::Fields for HostDhcpServiceSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("virtualSwitch", &self.virtual_switch);
         w.write("defaultLeaseDuration", &self.default_lease_duration);
@@ -192,6 +382,7 @@ impl x::Fields for HostDiagnosticPartition {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageType", &self.storage_type);
         w.write("diagnosticType", &self.diagnostic_type);
@@ -231,6 +422,7 @@ impl x::Fields for HostDiagnosticPartitionCreateDescription {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("layout", &self.layout);
         w.write("diskUuid", &self.disk_uuid);
@@ -265,6 +457,7 @@ impl x::Fields for HostDiagnosticPartitionCreateOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageType", &self.storage_type);
         w.write("diagnosticType", &self.diagnostic_type);
@@ -309,6 +502,7 @@ impl x::Fields for HostDiagnosticPartitionCreateSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageType", &self.storage_type);
         w.write("diagnosticType", &self.diagnostic_type);
@@ -345,6 +539,7 @@ impl x::Fields for HostDigestInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("digestMethod", &self.digest_method);
         w.write_vec("digestValue", &self.digest_value);
@@ -373,6 +568,7 @@ impl x::Fields for HostDirectoryStoreInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
     }
@@ -438,6 +634,7 @@ impl x::Fields for HostDisconnectedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -483,6 +680,7 @@ impl x::Fields for HostDiskConfigurationResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("devicePath", &self.device_path);
         w.write_opt("success", &self.success);
@@ -538,6 +736,7 @@ impl x::Fields for HostDiskDimensionsChs {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cylinder", &self.cylinder);
         w.write("head", &self.head);
@@ -569,6 +768,7 @@ impl x::Fields for HostDiskDimensionsLba {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("blockSize", &self.block_size);
         w.write("block", &self.block);
@@ -602,6 +802,7 @@ impl x::Fields for HostDiskMappingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("physicalPartition", &self.physical_partition);
         w.write("name", &self.name);
@@ -633,6 +834,7 @@ impl x::Fields for HostDiskMappingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("physicalPartition", &self.physical_partition);
         w.write("name", &self.name);
@@ -666,6 +868,7 @@ impl x::Fields for HostDiskMappingPartitionInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("fileSystem", &self.file_system);
@@ -700,6 +903,7 @@ impl x::Fields for HostDiskMappingPartitionOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("fileSystem", &self.file_system);
@@ -753,6 +957,7 @@ impl x::Fields for HostDiskPartitionAttributes {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("partition", &self.partition);
         w.write("startSector", &self.start_sector);
@@ -799,6 +1004,7 @@ impl x::Fields for HostDiskPartitionBlockRange {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("partition", &self.partition);
         w.write("type", &self.type_);
@@ -838,6 +1044,7 @@ impl x::Fields for HostDiskPartitionInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write("spec", &self.spec);
@@ -873,6 +1080,7 @@ impl x::Fields for HostDiskPartitionLayout {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("total", &self.total);
         w.write_vec("partition", &self.partition);
@@ -909,6 +1117,7 @@ impl x::Fields for HostDiskPartitionSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("partitionFormat", &self.partition_format);
         w.write_opt("chs", &self.chs);
@@ -958,6 +1167,7 @@ impl x::Fields for HostDnsConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dhcp", &self.dhcp);
         w.write_opt("virtualNicDevice", &self.virtual_nic_device);
@@ -1014,6 +1224,7 @@ impl x::Fields for HostDnsConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dhcp", &self.dhcp);
         w.write_opt("virtualNicDevice", &self.virtual_nic_device);
@@ -1087,6 +1298,7 @@ impl x::Fields for HostEnableAdminFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1129,6 +1341,7 @@ impl x::Fields for HostEnterMaintenanceResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vmFaults", &self.vm_faults);
         w.write_vec("hostFaults", &self.host_faults);
@@ -1159,6 +1372,7 @@ impl x::Fields for HostEsxAgentHostManagerConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("agentVmDatastore", &self.agent_vm_datastore);
         w.write_opt("agentVmNetwork", &self.agent_vm_network);
@@ -1222,6 +1436,7 @@ impl x::Fields for HostEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1263,6 +1478,7 @@ impl x::Fields for HostEventArgument {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("host", &self.host);
@@ -1333,6 +1549,7 @@ impl x::Fields for HostExtraNetworksEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1375,6 +1592,7 @@ impl x::Fields for HostFaultToleranceManagerComponentHealthInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("isStorageHealthy", &self.is_storage_healthy);
         w.write("isNetworkHealthy", &self.is_network_healthy);
@@ -1408,6 +1626,7 @@ impl x::Fields for HostFeatureCapability {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("featureName", &self.feature_name);
@@ -1446,6 +1665,7 @@ impl x::Fields for HostFeatureMask {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("featureName", &self.feature_name);
@@ -1481,6 +1701,7 @@ impl x::Fields for HostFeatureVersionInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("value", &self.value);
@@ -1545,6 +1766,7 @@ impl x::Fields for HostFibreChannelHba {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write("device", &self.device);
@@ -1627,6 +1849,7 @@ impl x::Fields for HostFibreChannelOverEthernetHba {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write("device", &self.device);
@@ -1674,6 +1897,7 @@ impl x::Fields for HostFibreChannelOverEthernetHbaLinkInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vnportMac", &self.vnport_mac);
         w.write("fcfMac", &self.fcf_mac);
@@ -1714,6 +1938,7 @@ impl x::Fields for HostFibreChannelOverEthernetTargetTransport {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("portWorldWideName", &self.port_world_wide_name);
         w.write("nodeWorldWideName", &self.node_world_wide_name);
@@ -1747,6 +1972,7 @@ impl x::Fields for HostFibreChannelTargetTransport {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("portWorldWideName", &self.port_world_wide_name);
         w.write("nodeWorldWideName", &self.node_world_wide_name);
@@ -1777,6 +2003,7 @@ impl x::Fields for HostFileAccess {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("who", &self.who);
         w.write("what", &self.what);
@@ -1810,6 +2037,7 @@ impl x::Fields for HostFileSystemMountInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("mountInfo", &self.mount_info);
         w.write("volume", &self.volume);
@@ -1850,6 +2078,7 @@ impl x::Fields for HostFileSystemVolume {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("name", &self.name);
@@ -1881,6 +2110,7 @@ impl x::Fields for HostFileSystemVolumeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("volumeTypeList", &self.volume_type_list);
         w.write_vec("mountInfo", &self.mount_info);
@@ -1911,6 +2141,7 @@ impl x::Fields for HostFirewallConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("rule", &self.rule);
         w.write("defaultBlockingPolicy", &self.default_blocking_policy);
@@ -1944,6 +2175,7 @@ impl x::Fields for HostFirewallConfigRuleSetConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("rulesetId", &self.ruleset_id);
         w.write("enabled", &self.enabled);
@@ -1979,6 +2211,7 @@ impl x::Fields for HostFirewallDefaultPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("incomingBlocked", &self.incoming_blocked);
         w.write_opt("outgoingBlocked", &self.outgoing_blocked);
@@ -2009,6 +2242,7 @@ impl x::Fields for HostFirewallInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("defaultPolicy", &self.default_policy);
         w.write_vec("ruleset", &self.ruleset);
@@ -2048,6 +2282,7 @@ impl x::Fields for HostFirewallRule {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("port", &self.port);
         w.write_opt("endPort", &self.end_port);
@@ -2100,6 +2335,7 @@ impl x::Fields for HostFirewallRuleset {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("label", &self.label);
@@ -2142,6 +2378,7 @@ impl x::Fields for HostFirewallRulesetIpList {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipAddress", &self.ip_address);
         w.write_vec("ipNetwork", &self.ip_network);
@@ -2173,6 +2410,7 @@ impl x::Fields for HostFirewallRulesetIpNetwork {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("network", &self.network);
         w.write("prefixLength", &self.prefix_length);
@@ -2204,6 +2442,7 @@ impl x::Fields for HostFirewallRulesetRulesetSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("allowedHosts", &self.allowed_hosts);
     }
@@ -2232,6 +2471,7 @@ impl x::Fields for HostFlagInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("backgroundSnapshotsEnabled", &self.background_snapshots_enabled);
     }
@@ -2261,6 +2501,7 @@ impl x::Fields for HostForceMountedInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("persist", &self.persist);
         w.write("mounted", &self.mounted);
@@ -2297,6 +2538,7 @@ impl x::Fields for HostGatewaySpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("gatewayType", &self.gateway_type);
         w.write_opt("gatewayId", &self.gateway_id);
@@ -2362,6 +2604,7 @@ impl x::Fields for HostGetShortNameFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2408,6 +2651,7 @@ impl x::Fields for HostGraphicsConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hostDefaultGraphicsType", &self.host_default_graphics_type);
         w.write(
@@ -2442,6 +2686,7 @@ impl x::Fields for HostGraphicsConfigDeviceType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceId", &self.device_id);
         w.write("graphicsType", &self.graphics_type);
@@ -2488,6 +2733,7 @@ impl x::Fields for HostGraphicsInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write("vendorName", &self.vendor_name);
@@ -2528,6 +2774,7 @@ impl x::Fields for HostHardwareElementInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("status", &self.status);
@@ -2600,6 +2847,7 @@ impl x::Fields for HostHardwareInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("systemInfo", &self.system_info);
         w.write_opt("cpuPowerManagementInfo", &self.cpu_power_management_info);
@@ -2647,6 +2895,7 @@ impl x::Fields for HostHardwareStatusInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("memoryStatusInfo", &self.memory_status_info);
         w.write_vec("cpuStatusInfo", &self.cpu_status_info);
@@ -2708,6 +2957,7 @@ impl x::Fields for HostHardwareSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vendor", &self.vendor);
         w.write("model", &self.model);
@@ -2757,6 +3007,7 @@ impl x::Fields for HostHasComponentFailure {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -2829,6 +3080,7 @@ impl x::Fields for HostHostBusAdapter {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write("device", &self.device);
@@ -2868,6 +3120,7 @@ impl x::Fields for HostHyperThreadScheduleInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("available", &self.available);
         w.write("active", &self.active);
@@ -2899,372 +3152,9 @@ impl x::Fields for HostImageProfileSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("vendor", &self.vendor);
-    }
-}
-/// `HostInAuditModeEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInAuditModeEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostInAuditModeEvent {
-    const TYPE_NAME: &'static str = "HostInAuditModeEvent";
-}
-impl x::Structure for HostInAuditModeEvent {}
-impl x::Fields for HostInAuditModeEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostInDomain` (extends `HostConfigFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInDomain {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostInDomain {
-    const TYPE_NAME: &'static str = "HostInDomain";
-}
-impl x::Structure for HostInDomain {}
-impl x::Fields for HostInDomain {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-    }
-}
-/// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIncompatibleForFaultTolerance {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-impl x::SchemaType for HostIncompatibleForFaultTolerance {
-    const TYPE_NAME: &'static str = "HostIncompatibleForFaultTolerance";
-}
-impl x::Structure for HostIncompatibleForFaultTolerance {}
-impl x::Fields for HostIncompatibleForFaultTolerance {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "hostName" => r.read_opt(&mut self.host_name),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostIncompatibleForRecordReplay` (extends `VimFault`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostIncompatibleForRecordReplay {
-    /// `faultCause`, from `MethodFault`.
-    pub fault_cause: Option<LocalizedMethodFault>,
-    /// `faultMessage`, from `MethodFault`.
-    pub fault_message: Vec<LocalizableMessage>,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `reason`.
-    pub reason: Option<String>,
-}
-impl x::SchemaType for HostIncompatibleForRecordReplay {
-    const TYPE_NAME: &'static str = "HostIncompatibleForRecordReplay";
-}
-impl x::Structure for HostIncompatibleForRecordReplay {}
-impl x::Fields for HostIncompatibleForRecordReplay {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "faultCause" => r.read_opt(&mut self.fault_cause),
-            "faultMessage" => r.read_push(&mut self.fault_message),
-            "hostName" => r.read_opt(&mut self.host_name),
-            "reason" => r.read_opt(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("faultCause", &self.fault_cause);
-        w.write_vec("faultMessage", &self.fault_message);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("reason", &self.reason);
-    }
-}
-/// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `isSoftwareBased`.
-    pub is_software_based: bool,
-    /// `canBeDisabled`.
-    pub can_be_disabled: Option<bool>,
-    /// `networkBindingSupport`.
-    pub network_binding_support: Option<HostInternetScsiHbaNetworkBindingSupportType>,
-    /// `discoveryCapabilities`.
-    pub discovery_capabilities: HostInternetScsiHbaDiscoveryCapabilities,
-    /// `discoveryProperties`.
-    pub discovery_properties: HostInternetScsiHbaDiscoveryProperties,
-    /// `authenticationCapabilities`.
-    pub authentication_capabilities: HostInternetScsiHbaAuthenticationCapabilities,
-    /// `authenticationProperties`.
-    pub authentication_properties: HostInternetScsiHbaAuthenticationProperties,
-    /// `digestCapabilities`.
-    pub digest_capabilities: Option<HostInternetScsiHbaDigestCapabilities>,
-    /// `digestProperties`.
-    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
-    /// `ipCapabilities`.
-    pub ip_capabilities: HostInternetScsiHbaIPCapabilities,
-    /// `ipProperties`.
-    pub ip_properties: HostInternetScsiHbaIPProperties,
-    /// `supportedAdvancedOptions`.
-    pub supported_advanced_options: Vec<OptionDef>,
-    /// `advancedOptions`.
-    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
-    /// `iScsiName`.
-    pub i_scsi_name: String,
-    /// `iScsiAlias`.
-    pub i_scsi_alias: Option<String>,
-    /// `configuredSendTarget`.
-    pub configured_send_target: Vec<HostInternetScsiHbaSendTarget>,
-    /// `configuredStaticTarget`.
-    pub configured_static_target: Vec<HostInternetScsiHbaStaticTarget>,
-    /// `maxSpeedMb`.
-    pub max_speed_mb: Option<i32>,
-    /// `currentSpeedMb`.
-    pub current_speed_mb: Option<i32>,
-}
-impl x::SchemaType for HostInternetScsiHba {
-    const TYPE_NAME: &'static str = "HostInternetScsiHba";
-}
-impl x::Structure for HostInternetScsiHba {}
-impl x::Fields for HostInternetScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "isSoftwareBased" => r.read(&mut self.is_software_based),
-            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
-            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
-            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
-            "discoveryProperties" => r.read(&mut self.discovery_properties),
-            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
-            "authenticationProperties" => r.read(&mut self.authentication_properties),
-            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
-            "digestProperties" => r.read_opt(&mut self.digest_properties),
-            "ipCapabilities" => r.read(&mut self.ip_capabilities),
-            "ipProperties" => r.read(&mut self.ip_properties),
-            "supportedAdvancedOptions" => {
-                r.read_push(&mut self.supported_advanced_options)
-            }
-            "advancedOptions" => r.read_push(&mut self.advanced_options),
-            "iScsiName" => r.read(&mut self.i_scsi_name),
-            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
-            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
-            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
-            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
-            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write("isSoftwareBased", &self.is_software_based);
-        w.write_opt("canBeDisabled", &self.can_be_disabled);
-        w.write_opt("networkBindingSupport", &self.network_binding_support);
-        w.write("discoveryCapabilities", &self.discovery_capabilities);
-        w.write("discoveryProperties", &self.discovery_properties);
-        w.write("authenticationCapabilities", &self.authentication_capabilities);
-        w.write("authenticationProperties", &self.authentication_properties);
-        w.write_opt("digestCapabilities", &self.digest_capabilities);
-        w.write_opt("digestProperties", &self.digest_properties);
-        w.write("ipCapabilities", &self.ip_capabilities);
-        w.write("ipProperties", &self.ip_properties);
-        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
-        w.write_vec("advancedOptions", &self.advanced_options);
-        w.write("iScsiName", &self.i_scsi_name);
-        w.write_opt("iScsiAlias", &self.i_scsi_alias);
-        w.write_vec("configuredSendTarget", &self.configured_send_target);
-        w.write_vec("configuredStaticTarget", &self.configured_static_target);
-        w.write_opt("maxSpeedMb", &self.max_speed_mb);
-        w.write_opt("currentSpeedMb", &self.current_speed_mb);
-    }
-}
-/// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostInternetScsiHbaAuthenticationCapabilities {
-    /// `chapAuthSettable`.
-    pub chap_auth_settable: bool,
-    /// `krb5AuthSettable`.
-    pub krb5_auth_settable: bool,
-    /// `srpAuthSettable`.
-    pub srp_auth_settable: bool,
-    /// `spkmAuthSettable`.
-    pub spkm_auth_settable: bool,
-    /// `mutualChapSettable`.
-    pub mutual_chap_settable: Option<bool>,
-    /// `targetChapSettable`.
-    pub target_chap_settable: Option<bool>,
-    /// `targetMutualChapSettable`.
-    pub target_mutual_chap_settable: Option<bool>,
-}
-impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
-    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
-}
-impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
-impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
-            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
-            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
-            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
-            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
-            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
-            "targetMutualChapSettable" => {
-                r.read_opt(&mut self.target_mutual_chap_settable)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("chapAuthSettable", &self.chap_auth_settable);
-        w.write("krb5AuthSettable", &self.krb5_auth_settable);
-        w.write("srpAuthSettable", &self.srp_auth_settable);
-        w.write("spkmAuthSettable", &self.spkm_auth_settable);
-        w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
-        w.write_opt("targetChapSettable", &self.target_chap_settable);
-        w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
     }
 }

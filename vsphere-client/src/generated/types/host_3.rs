@@ -5,6 +5,376 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostInAuditModeEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInAuditModeEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+}
+impl x::SchemaType for HostInAuditModeEvent {
+    const TYPE_NAME: &'static str = "HostInAuditModeEvent";
+}
+impl x::Structure for HostInAuditModeEvent {}
+impl x::Fields for HostInAuditModeEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+    }
+}
+/// `HostInDomain` (extends `HostConfigFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInDomain {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostInDomain {
+    const TYPE_NAME: &'static str = "HostInDomain";
+}
+impl x::Structure for HostInDomain {}
+impl x::Fields for HostInDomain {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+    }
+}
+/// `HostIncompatibleForFaultTolerance` (extends `VmFaultToleranceIssue`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIncompatibleForFaultTolerance {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for HostIncompatibleForFaultTolerance {
+    const TYPE_NAME: &'static str = "HostIncompatibleForFaultTolerance";
+}
+impl x::Structure for HostIncompatibleForFaultTolerance {}
+impl x::Fields for HostIncompatibleForFaultTolerance {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostIncompatibleForRecordReplay` (extends `VimFault`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostIncompatibleForRecordReplay {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `reason`.
+    pub reason: Option<String>,
+}
+impl x::SchemaType for HostIncompatibleForRecordReplay {
+    const TYPE_NAME: &'static str = "HostIncompatibleForRecordReplay";
+}
+impl x::Structure for HostIncompatibleForRecordReplay {}
+impl x::Fields for HostIncompatibleForRecordReplay {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "reason" => r.read_opt(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("reason", &self.reason);
+    }
+}
+/// `HostInternetScsiHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `isSoftwareBased`.
+    pub is_software_based: bool,
+    /// `canBeDisabled`.
+    pub can_be_disabled: Option<bool>,
+    /// `networkBindingSupport`.
+    pub network_binding_support: Option<HostInternetScsiHbaNetworkBindingSupportType>,
+    /// `discoveryCapabilities`.
+    pub discovery_capabilities: HostInternetScsiHbaDiscoveryCapabilities,
+    /// `discoveryProperties`.
+    pub discovery_properties: HostInternetScsiHbaDiscoveryProperties,
+    /// `authenticationCapabilities`.
+    pub authentication_capabilities: HostInternetScsiHbaAuthenticationCapabilities,
+    /// `authenticationProperties`.
+    pub authentication_properties: HostInternetScsiHbaAuthenticationProperties,
+    /// `digestCapabilities`.
+    pub digest_capabilities: Option<HostInternetScsiHbaDigestCapabilities>,
+    /// `digestProperties`.
+    pub digest_properties: Option<HostInternetScsiHbaDigestProperties>,
+    /// `ipCapabilities`.
+    pub ip_capabilities: HostInternetScsiHbaIPCapabilities,
+    /// `ipProperties`.
+    pub ip_properties: HostInternetScsiHbaIPProperties,
+    /// `supportedAdvancedOptions`.
+    pub supported_advanced_options: Vec<OptionDef>,
+    /// `advancedOptions`.
+    pub advanced_options: Vec<HostInternetScsiHbaParamValue>,
+    /// `iScsiName`.
+    pub i_scsi_name: String,
+    /// `iScsiAlias`.
+    pub i_scsi_alias: Option<String>,
+    /// `configuredSendTarget`.
+    pub configured_send_target: Vec<HostInternetScsiHbaSendTarget>,
+    /// `configuredStaticTarget`.
+    pub configured_static_target: Vec<HostInternetScsiHbaStaticTarget>,
+    /// `maxSpeedMb`.
+    pub max_speed_mb: Option<i32>,
+    /// `currentSpeedMb`.
+    pub current_speed_mb: Option<i32>,
+}
+impl x::SchemaType for HostInternetScsiHba {
+    const TYPE_NAME: &'static str = "HostInternetScsiHba";
+}
+impl x::Structure for HostInternetScsiHba {}
+impl x::Fields for HostInternetScsiHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "isSoftwareBased" => r.read(&mut self.is_software_based),
+            "canBeDisabled" => r.read_opt(&mut self.can_be_disabled),
+            "networkBindingSupport" => r.read_opt(&mut self.network_binding_support),
+            "discoveryCapabilities" => r.read(&mut self.discovery_capabilities),
+            "discoveryProperties" => r.read(&mut self.discovery_properties),
+            "authenticationCapabilities" => r.read(&mut self.authentication_capabilities),
+            "authenticationProperties" => r.read(&mut self.authentication_properties),
+            "digestCapabilities" => r.read_opt(&mut self.digest_capabilities),
+            "digestProperties" => r.read_opt(&mut self.digest_properties),
+            "ipCapabilities" => r.read(&mut self.ip_capabilities),
+            "ipProperties" => r.read(&mut self.ip_properties),
+            "supportedAdvancedOptions" => {
+                r.read_push(&mut self.supported_advanced_options)
+            }
+            "advancedOptions" => r.read_push(&mut self.advanced_options),
+            "iScsiName" => r.read(&mut self.i_scsi_name),
+            "iScsiAlias" => r.read_opt(&mut self.i_scsi_alias),
+            "configuredSendTarget" => r.read_push(&mut self.configured_send_target),
+            "configuredStaticTarget" => r.read_push(&mut self.configured_static_target),
+            "maxSpeedMb" => r.read_opt(&mut self.max_speed_mb),
+            "currentSpeedMb" => r.read_opt(&mut self.current_speed_mb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write("isSoftwareBased", &self.is_software_based);
+        w.write_opt("canBeDisabled", &self.can_be_disabled);
+        w.write_opt("networkBindingSupport", &self.network_binding_support);
+        w.write("discoveryCapabilities", &self.discovery_capabilities);
+        w.write("discoveryProperties", &self.discovery_properties);
+        w.write("authenticationCapabilities", &self.authentication_capabilities);
+        w.write("authenticationProperties", &self.authentication_properties);
+        w.write_opt("digestCapabilities", &self.digest_capabilities);
+        w.write_opt("digestProperties", &self.digest_properties);
+        w.write("ipCapabilities", &self.ip_capabilities);
+        w.write("ipProperties", &self.ip_properties);
+        w.write_vec("supportedAdvancedOptions", &self.supported_advanced_options);
+        w.write_vec("advancedOptions", &self.advanced_options);
+        w.write("iScsiName", &self.i_scsi_name);
+        w.write_opt("iScsiAlias", &self.i_scsi_alias);
+        w.write_vec("configuredSendTarget", &self.configured_send_target);
+        w.write_vec("configuredStaticTarget", &self.configured_static_target);
+        w.write_opt("maxSpeedMb", &self.max_speed_mb);
+        w.write_opt("currentSpeedMb", &self.current_speed_mb);
+    }
+}
+/// `HostInternetScsiHbaAuthenticationCapabilities` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostInternetScsiHbaAuthenticationCapabilities {
+    /// `chapAuthSettable`.
+    pub chap_auth_settable: bool,
+    /// `krb5AuthSettable`.
+    pub krb5_auth_settable: bool,
+    /// `srpAuthSettable`.
+    pub srp_auth_settable: bool,
+    /// `spkmAuthSettable`.
+    pub spkm_auth_settable: bool,
+    /// `mutualChapSettable`.
+    pub mutual_chap_settable: Option<bool>,
+    /// `targetChapSettable`.
+    pub target_chap_settable: Option<bool>,
+    /// `targetMutualChapSettable`.
+    pub target_mutual_chap_settable: Option<bool>,
+}
+impl x::SchemaType for HostInternetScsiHbaAuthenticationCapabilities {
+    const TYPE_NAME: &'static str = "HostInternetScsiHbaAuthenticationCapabilities";
+}
+impl x::Structure for HostInternetScsiHbaAuthenticationCapabilities {}
+impl x::Fields for HostInternetScsiHbaAuthenticationCapabilities {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "chapAuthSettable" => r.read(&mut self.chap_auth_settable),
+            "krb5AuthSettable" => r.read(&mut self.krb5_auth_settable),
+            "srpAuthSettable" => r.read(&mut self.srp_auth_settable),
+            "spkmAuthSettable" => r.read(&mut self.spkm_auth_settable),
+            "mutualChapSettable" => r.read_opt(&mut self.mutual_chap_settable),
+            "targetChapSettable" => r.read_opt(&mut self.target_chap_settable),
+            "targetMutualChapSettable" => {
+                r.read_opt(&mut self.target_mutual_chap_settable)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("chapAuthSettable", &self.chap_auth_settable);
+        w.write("krb5AuthSettable", &self.krb5_auth_settable);
+        w.write("srpAuthSettable", &self.srp_auth_settable);
+        w.write("spkmAuthSettable", &self.spkm_auth_settable);
+        w.write_opt("mutualChapSettable", &self.mutual_chap_settable);
+        w.write_opt("targetChapSettable", &self.target_chap_settable);
+        w.write_opt("targetMutualChapSettable", &self.target_mutual_chap_settable);
+    }
+}
 /// `HostInternetScsiHbaAuthenticationProperties` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostInternetScsiHbaAuthenticationProperties {
@@ -53,6 +423,7 @@ impl x::Fields for HostInternetScsiHbaAuthenticationProperties {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("chapAuthEnabled", &self.chap_auth_enabled);
         w.write_opt("chapName", &self.chap_name);
@@ -103,6 +474,7 @@ impl x::Fields for HostInternetScsiHbaDigestCapabilities {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("headerDigestSettable", &self.header_digest_settable);
         w.write_opt("dataDigestSettable", &self.data_digest_settable);
@@ -141,6 +513,7 @@ impl x::Fields for HostInternetScsiHbaDigestProperties {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("headerDigestType", &self.header_digest_type);
         w.write_opt("headerDigestInherited", &self.header_digest_inherited);
@@ -183,6 +556,7 @@ impl x::Fields for HostInternetScsiHbaDiscoveryCapabilities {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("iSnsDiscoverySettable", &self.i_sns_discovery_settable);
         w.write("slpDiscoverySettable", &self.slp_discovery_settable);
@@ -237,6 +611,7 @@ impl x::Fields for HostInternetScsiHbaDiscoveryProperties {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("iSnsDiscoveryEnabled", &self.i_sns_discovery_enabled);
         w.write_opt("iSnsDiscoveryMethod", &self.i_sns_discovery_method);
@@ -347,6 +722,7 @@ impl x::Fields for HostInternetScsiHbaIPCapabilities {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("addressSettable", &self.address_settable);
         w.write("ipConfigurationMethodSettable", &self.ip_configuration_method_settable);
@@ -457,6 +833,7 @@ impl x::Fields for HostInternetScsiHbaIPProperties {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("mac", &self.mac);
         w.write_opt("address", &self.address);
@@ -516,6 +893,7 @@ impl x::Fields for HostInternetScsiHbaIPv6Properties {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("iscsiIpv6Address", &self.iscsi_ipv6_address);
         w.write_opt(
@@ -564,6 +942,7 @@ impl x::Fields for HostInternetScsiHbaIscsiIpv6Address {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
         w.write("prefixLength", &self.prefix_length);
@@ -603,6 +982,7 @@ impl x::Fields for HostInternetScsiHbaParamValue {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("value", &self.value);
@@ -655,6 +1035,7 @@ impl x::Fields for HostInternetScsiHbaSendTarget {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
         w.write_opt("port", &self.port);
@@ -717,6 +1098,7 @@ impl x::Fields for HostInternetScsiHbaStaticTarget {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("address", &self.address);
         w.write_opt("port", &self.port);
@@ -758,6 +1140,7 @@ impl x::Fields for HostInternetScsiHbaTargetSet {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("staticTargets", &self.static_targets);
         w.write_vec("sendTargets", &self.send_targets);
@@ -791,6 +1174,7 @@ impl x::Fields for HostInternetScsiTargetTransport {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("iScsiName", &self.i_scsi_name);
         w.write("iScsiAlias", &self.i_scsi_alias);
@@ -825,6 +1209,7 @@ impl x::Fields for HostInventoryFull {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -892,6 +1277,7 @@ impl x::Fields for HostInventoryFullEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -967,6 +1353,7 @@ impl x::Fields for HostInventoryUnreadableEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1026,6 +1413,7 @@ impl x::Fields for HostIoFilterInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("name", &self.name);
@@ -1105,6 +1493,7 @@ impl x::Fields for HostIpChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1154,6 +1543,7 @@ impl x::Fields for HostIpConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dhcp", &self.dhcp);
         w.write_opt("ipAddress", &self.ip_address);
@@ -1198,6 +1588,7 @@ impl x::Fields for HostIpConfigIpV6Address {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ipAddress", &self.ip_address);
         w.write("prefixLength", &self.prefix_length);
@@ -1241,6 +1632,7 @@ impl x::Fields for HostIpConfigIpV6AddressConfiguration {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipV6Address", &self.ip_v6_address);
         w.write_opt("autoConfigurationEnabled", &self.auto_configuration_enabled);
@@ -1311,6 +1703,7 @@ impl x::Fields for HostIpInconsistentEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1362,6 +1755,7 @@ impl x::Fields for HostIpRouteConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultGateway", &self.default_gateway);
         w.write_opt("gatewayDevice", &self.gateway_device);
@@ -1408,6 +1802,7 @@ impl x::Fields for HostIpRouteConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("defaultGateway", &self.default_gateway);
         w.write_opt("gatewayDevice", &self.gateway_device);
@@ -1451,6 +1846,7 @@ impl x::Fields for HostIpRouteEntry {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("network", &self.network);
         w.write("prefixLength", &self.prefix_length);
@@ -1487,6 +1883,7 @@ impl x::Fields for HostIpRouteOp {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("changeOperation", &self.change_operation);
         w.write("route", &self.route);
@@ -1521,6 +1918,7 @@ impl x::Fields for HostIpRouteTableConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipRoute", &self.ip_route);
         w.write_vec("ipv6Route", &self.ipv6_route);
@@ -1551,6 +1949,7 @@ impl x::Fields for HostIpRouteTableInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("ipRoute", &self.ip_route);
         w.write_vec("ipv6Route", &self.ipv6_route);
@@ -1614,6 +2013,7 @@ impl x::Fields for HostIpToShortNameFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1661,6 +2061,7 @@ impl x::Fields for HostIpmiInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("bmcIpAddress", &self.bmc_ip_address);
         w.write_opt("bmcMacAddress", &self.bmc_mac_address);
@@ -1729,6 +2130,7 @@ impl x::Fields for HostIsolationIpPingFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1768,6 +2170,7 @@ impl x::Fields for HostLicensableResourceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("resource", &self.resource);
     }
@@ -1800,6 +2203,7 @@ impl x::Fields for HostLicenseConnectInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("license", &self.license);
         w.write("evaluation", &self.evaluation);
@@ -1864,6 +2268,7 @@ impl x::Fields for HostLicenseExpiredEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1911,6 +2316,7 @@ impl x::Fields for HostLicenseSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("source", &self.source);
         w.write_opt("editionKey", &self.edition_key);
@@ -1986,6 +2392,7 @@ impl x::Fields for HostListSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("host", &self.host);
         w.write_opt("hardware", &self.hardware);
@@ -2032,6 +2439,7 @@ impl x::Fields for HostListSummaryGatewaySummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("gatewayType", &self.gateway_type);
         w.write("gatewayId", &self.gateway_id);
@@ -2076,6 +2484,7 @@ impl x::Fields for HostListSummaryQuickStats {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
         w.write_opt("overallMemoryUsage", &self.overall_memory_usage);
@@ -2107,6 +2516,7 @@ impl x::Fields for HostLocalAuthenticationInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
     }
@@ -2142,6 +2552,7 @@ impl x::Fields for HostLocalFileSystemVolume {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("name", &self.name);
@@ -2174,6 +2585,7 @@ impl x::Fields for HostLocalFileSystemVolumeSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
         w.write("localPath", &self.local_path);
@@ -2240,6 +2652,7 @@ impl x::Fields for HostLocalPortCreatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2291,6 +2704,7 @@ impl x::Fields for HostLowLevelProvisioningManagerDiskLayoutSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("controllerType", &self.controller_type);
         w.write("busNumber", &self.bus_number);
@@ -2328,6 +2742,7 @@ impl x::Fields for HostLowLevelProvisioningManagerFileDeleteResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write("fault", &self.fault);
@@ -2362,6 +2777,7 @@ impl x::Fields for HostLowLevelProvisioningManagerFileDeleteSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write("fileType", &self.file_type);
@@ -2399,6 +2815,7 @@ impl x::Fields for HostLowLevelProvisioningManagerFileReserveResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("baseName", &self.base_name);
         w.write("parentDir", &self.parent_dir);
@@ -2440,6 +2857,7 @@ impl x::Fields for HostLowLevelProvisioningManagerFileReserveSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("baseName", &self.base_name);
         w.write("parentDir", &self.parent_dir);
@@ -2482,6 +2900,7 @@ impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("srcFilename", &self.src_filename);
@@ -2492,556 +2911,4 @@ impl x::Fields for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
 impl x::ArrayItem for HostLowLevelProvisioningManagerSnapshotLayoutSpec {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec";
     const ITEM_TAG: &'static str = "HostLowLevelProvisioningManagerSnapshotLayoutSpec";
-}
-/// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
-    /// `migrationId`.
-    pub migration_id: i64,
-    /// `type`.
-    pub type_: String,
-    /// `source`.
-    pub source: bool,
-    /// `consideredSuccessful`.
-    pub considered_successful: bool,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerVmMigrationStatus {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmMigrationStatus";
-}
-impl x::Structure for HostLowLevelProvisioningManagerVmMigrationStatus {}
-impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "migrationId" => r.read(&mut self.migration_id),
-            "type" => r.read(&mut self.type_),
-            "source" => r.read(&mut self.source),
-            "consideredSuccessful" => r.read(&mut self.considered_successful),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("migrationId", &self.migration_id);
-        w.write("type", &self.type_);
-        w.write("source", &self.source);
-        w.write("consideredSuccessful", &self.considered_successful);
-    }
-}
-/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
-    /// `version`.
-    pub version: String,
-    /// `biosUUID`.
-    pub bios_uuid: String,
-    /// `instanceUUID`.
-    pub instance_uuid: String,
-    /// `ftInfo`.
-    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
-}
-impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
-}
-impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
-impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "biosUUID" => r.read(&mut self.bios_uuid),
-            "instanceUUID" => r.read(&mut self.instance_uuid),
-            "ftInfo" => r.read_opt(&mut self.ft_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write("biosUUID", &self.bios_uuid);
-        w.write("instanceUUID", &self.instance_uuid);
-        w.write_opt("ftInfo", &self.ft_info);
-    }
-}
-/// `HostMaintenanceSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMaintenanceSpec {
-    /// `vsanMode`.
-    pub vsan_mode: Option<VsanHostDecommissionMode>,
-    /// `purpose`.
-    pub purpose: Option<String>,
-}
-impl x::SchemaType for HostMaintenanceSpec {
-    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
-}
-impl x::Structure for HostMaintenanceSpec {}
-impl x::Fields for HostMaintenanceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vsanMode" => r.read_opt(&mut self.vsan_mode),
-            "purpose" => r.read_opt(&mut self.purpose),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("vsanMode", &self.vsan_mode);
-        w.write_opt("purpose", &self.purpose);
-    }
-}
-/// `HostMemberHealthCheckResult` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberHealthCheckResult {
-    /// `summary`.
-    pub summary: Option<String>,
-}
-impl x::SchemaType for HostMemberHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
-}
-impl x::Structure for HostMemberHealthCheckResult {}
-impl x::Fields for HostMemberHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read_opt(&mut self.summary),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("summary", &self.summary);
-    }
-}
-/// `HostMemberRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberRuntimeInfo {
-    /// `host`.
-    pub host: x::ManagedObjectReference,
-    /// `status`.
-    pub status: Option<String>,
-    /// `statusDetail`.
-    pub status_detail: Option<String>,
-    /// `nsxtStatus`.
-    pub nsxt_status: Option<String>,
-    /// `nsxtStatusDetail`.
-    pub nsxt_status_detail: Option<String>,
-    /// `healthCheckResult`.
-    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
-}
-impl x::SchemaType for HostMemberRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
-}
-impl x::Structure for HostMemberRuntimeInfo {}
-impl x::Fields for HostMemberRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "host" => r.read(&mut self.host),
-            "status" => r.read_opt(&mut self.status),
-            "statusDetail" => r.read_opt(&mut self.status_detail),
-            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
-            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
-            "healthCheckResult" => r.read_push(&mut self.health_check_result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("host", &self.host);
-        w.write_opt("status", &self.status);
-        w.write_opt("statusDetail", &self.status_detail);
-        w.write_opt("nsxtStatus", &self.nsxt_status);
-        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
-        w.write_vec("healthCheckResult", &self.health_check_result);
-    }
-}
-impl x::ArrayItem for HostMemberRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
-}
-/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemberUplinkHealthCheckResult {
-    /// `summary`, from `HostMemberHealthCheckResult`.
-    pub summary: Option<String>,
-    /// `uplinkPortKey`.
-    pub uplink_port_key: String,
-}
-impl x::SchemaType for HostMemberUplinkHealthCheckResult {
-    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
-}
-impl x::Structure for HostMemberUplinkHealthCheckResult {}
-impl x::Fields for HostMemberUplinkHealthCheckResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "summary" => r.read_opt(&mut self.summary),
-            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("summary", &self.summary);
-        w.write("uplinkPortKey", &self.uplink_port_key);
-    }
-}
-/// `HostMemoryProfile` (extends `ApplyProfile`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryProfile {
-    /// `enabled`, from `ApplyProfile`.
-    pub enabled: bool,
-    /// `policy`, from `ApplyProfile`.
-    pub policy: Vec<ProfilePolicy>,
-    /// `profileTypeName`, from `ApplyProfile`.
-    pub profile_type_name: Option<String>,
-    /// `profileVersion`, from `ApplyProfile`.
-    pub profile_version: Option<String>,
-    /// `property`, from `ApplyProfile`.
-    pub property: Vec<ProfileApplyProfileProperty>,
-    /// `favorite`, from `ApplyProfile`.
-    pub favorite: Option<bool>,
-    /// `toBeMerged`, from `ApplyProfile`.
-    pub to_be_merged: Option<bool>,
-    /// `toReplaceWith`, from `ApplyProfile`.
-    pub to_replace_with: Option<bool>,
-    /// `toBeDeleted`, from `ApplyProfile`.
-    pub to_be_deleted: Option<bool>,
-    /// `copyEnableStatus`, from `ApplyProfile`.
-    pub copy_enable_status: Option<bool>,
-    /// `hidden`, from `ApplyProfile`.
-    pub hidden: Option<bool>,
-}
-impl x::SchemaType for HostMemoryProfile {
-    const TYPE_NAME: &'static str = "HostMemoryProfile";
-}
-impl x::Structure for HostMemoryProfile {}
-impl x::Fields for HostMemoryProfile {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read(&mut self.enabled),
-            "policy" => r.read_push(&mut self.policy),
-            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
-            "profileVersion" => r.read_opt(&mut self.profile_version),
-            "property" => r.read_push(&mut self.property),
-            "favorite" => r.read_opt(&mut self.favorite),
-            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
-            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
-            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
-            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
-            "hidden" => r.read_opt(&mut self.hidden),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("enabled", &self.enabled);
-        w.write_vec("policy", &self.policy);
-        w.write_opt("profileTypeName", &self.profile_type_name);
-        w.write_opt("profileVersion", &self.profile_version);
-        w.write_vec("property", &self.property);
-        w.write_opt("favorite", &self.favorite);
-        w.write_opt("toBeMerged", &self.to_be_merged);
-        w.write_opt("toReplaceWith", &self.to_replace_with);
-        w.write_opt("toBeDeleted", &self.to_be_deleted);
-        w.write_opt("copyEnableStatus", &self.copy_enable_status);
-        w.write_opt("hidden", &self.hidden);
-    }
-}
-/// `HostMemorySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemorySpec {
-    /// `serviceConsoleReservation`.
-    pub service_console_reservation: Option<i64>,
-}
-impl x::SchemaType for HostMemorySpec {
-    const TYPE_NAME: &'static str = "HostMemorySpec";
-}
-impl x::Structure for HostMemorySpec {}
-impl x::Fields for HostMemorySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "serviceConsoleReservation" => {
-                r.read_opt(&mut self.service_console_reservation)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
-    }
-}
-/// `HostMemoryTierInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMemoryTierInfo {
-    /// `name`.
-    pub name: String,
-    /// `type`.
-    pub type_: String,
-    /// `flags`.
-    pub flags: Vec<String>,
-    /// `size`.
-    pub size: i64,
-}
-impl x::SchemaType for HostMemoryTierInfo {
-    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
-}
-impl x::Structure for HostMemoryTierInfo {}
-impl x::Fields for HostMemoryTierInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "type" => r.read(&mut self.type_),
-            "flags" => r.read_push(&mut self.flags),
-            "size" => r.read(&mut self.size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write("type", &self.type_);
-        w.write_vec("flags", &self.flags);
-        w.write("size", &self.size);
-    }
-}
-impl x::ArrayItem for HostMemoryTierInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
-    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
-}
-/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMissingNetworksEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `ips`.
-    pub ips: Option<String>,
-}
-impl x::SchemaType for HostMissingNetworksEvent {
-    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
-}
-impl x::Structure for HostMissingNetworksEvent {}
-impl x::Fields for HostMissingNetworksEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "ips" => r.read_opt(&mut self.ips),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write_opt("ips", &self.ips);
-    }
-}
-/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMonitoringStateChangedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-    /// `state`.
-    pub state: String,
-    /// `prevState`.
-    pub prev_state: Option<String>,
-}
-impl x::SchemaType for HostMonitoringStateChangedEvent {
-    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
-}
-impl x::Structure for HostMonitoringStateChangedEvent {}
-impl x::Fields for HostMonitoringStateChangedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            "state" => r.read(&mut self.state),
-            "prevState" => r.read_opt(&mut self.prev_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-        w.write("state", &self.state);
-        w.write_opt("prevState", &self.prev_state);
-    }
-}
-/// `HostMountInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostMountInfo {
-    /// `path`.
-    pub path: Option<String>,
-    /// `accessMode`.
-    pub access_mode: String,
-    /// `mounted`.
-    pub mounted: Option<bool>,
-    /// `accessible`.
-    pub accessible: Option<bool>,
-    /// `inaccessibleReason`.
-    pub inaccessible_reason: Option<String>,
-}
-impl x::SchemaType for HostMountInfo {
-    const TYPE_NAME: &'static str = "HostMountInfo";
-}
-impl x::Structure for HostMountInfo {}
-impl x::Fields for HostMountInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "path" => r.read_opt(&mut self.path),
-            "accessMode" => r.read(&mut self.access_mode),
-            "mounted" => r.read_opt(&mut self.mounted),
-            "accessible" => r.read_opt(&mut self.accessible),
-            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("path", &self.path);
-        w.write("accessMode", &self.access_mode);
-        w.write_opt("mounted", &self.mounted);
-        w.write_opt("accessible", &self.accessible);
-        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
-    }
 }

@@ -5,6 +5,570 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostLowLevelProvisioningManagerVmMigrationStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerVmMigrationStatus {
+    /// `migrationId`.
+    pub migration_id: i64,
+    /// `type`.
+    pub type_: String,
+    /// `source`.
+    pub source: bool,
+    /// `consideredSuccessful`.
+    pub considered_successful: bool,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmMigrationStatus {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmMigrationStatus";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmMigrationStatus {}
+impl x::Fields for HostLowLevelProvisioningManagerVmMigrationStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "migrationId" => r.read(&mut self.migration_id),
+            "type" => r.read(&mut self.type_),
+            "source" => r.read(&mut self.source),
+            "consideredSuccessful" => r.read(&mut self.considered_successful),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("migrationId", &self.migration_id);
+        w.write("type", &self.type_);
+        w.write("source", &self.source);
+        w.write("consideredSuccessful", &self.considered_successful);
+    }
+}
+/// `HostLowLevelProvisioningManagerVmRecoveryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostLowLevelProvisioningManagerVmRecoveryInfo {
+    /// `version`.
+    pub version: String,
+    /// `biosUUID`.
+    pub bios_uuid: String,
+    /// `instanceUUID`.
+    pub instance_uuid: String,
+    /// `ftInfo`.
+    pub ft_info: Option<AnyFaultToleranceConfigInfo>,
+}
+impl x::SchemaType for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    const TYPE_NAME: &'static str = "HostLowLevelProvisioningManagerVmRecoveryInfo";
+}
+impl x::Structure for HostLowLevelProvisioningManagerVmRecoveryInfo {}
+impl x::Fields for HostLowLevelProvisioningManagerVmRecoveryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "biosUUID" => r.read(&mut self.bios_uuid),
+            "instanceUUID" => r.read(&mut self.instance_uuid),
+            "ftInfo" => r.read_opt(&mut self.ft_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write("biosUUID", &self.bios_uuid);
+        w.write("instanceUUID", &self.instance_uuid);
+        w.write_opt("ftInfo", &self.ft_info);
+    }
+}
+/// `HostMaintenanceSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMaintenanceSpec {
+    /// `vsanMode`.
+    pub vsan_mode: Option<VsanHostDecommissionMode>,
+    /// `purpose`.
+    pub purpose: Option<String>,
+}
+impl x::SchemaType for HostMaintenanceSpec {
+    const TYPE_NAME: &'static str = "HostMaintenanceSpec";
+}
+impl x::Structure for HostMaintenanceSpec {}
+impl x::Fields for HostMaintenanceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vsanMode" => r.read_opt(&mut self.vsan_mode),
+            "purpose" => r.read_opt(&mut self.purpose),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("vsanMode", &self.vsan_mode);
+        w.write_opt("purpose", &self.purpose);
+    }
+}
+/// `HostMemberHealthCheckResult` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostMemberHealthCheckResult`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberHealthCheckResult {
+    /// `summary`.
+    pub summary: Option<String>,
+}
+impl x::SchemaType for HostMemberHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberHealthCheckResult";
+}
+impl x::Structure for HostMemberHealthCheckResult {}
+impl x::Fields for HostMemberHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("summary", &self.summary);
+    }
+}
+/// `HostMemberRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberRuntimeInfo {
+    /// `host`.
+    pub host: x::ManagedObjectReference,
+    /// `status`.
+    pub status: Option<String>,
+    /// `statusDetail`.
+    pub status_detail: Option<String>,
+    /// `nsxtStatus`.
+    pub nsxt_status: Option<String>,
+    /// `nsxtStatusDetail`.
+    pub nsxt_status_detail: Option<String>,
+    /// `healthCheckResult`.
+    pub health_check_result: Vec<AnyHostMemberHealthCheckResult>,
+}
+impl x::SchemaType for HostMemberRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostMemberRuntimeInfo";
+}
+impl x::Structure for HostMemberRuntimeInfo {}
+impl x::Fields for HostMemberRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "host" => r.read(&mut self.host),
+            "status" => r.read_opt(&mut self.status),
+            "statusDetail" => r.read_opt(&mut self.status_detail),
+            "nsxtStatus" => r.read_opt(&mut self.nsxt_status),
+            "nsxtStatusDetail" => r.read_opt(&mut self.nsxt_status_detail),
+            "healthCheckResult" => r.read_push(&mut self.health_check_result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("host", &self.host);
+        w.write_opt("status", &self.status);
+        w.write_opt("statusDetail", &self.status_detail);
+        w.write_opt("nsxtStatus", &self.nsxt_status);
+        w.write_opt("nsxtStatusDetail", &self.nsxt_status_detail);
+        w.write_vec("healthCheckResult", &self.health_check_result);
+    }
+}
+impl x::ArrayItem for HostMemberRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemberRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostMemberRuntimeInfo";
+}
+/// `HostMemberUplinkHealthCheckResult` (extends `HostMemberHealthCheckResult`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemberUplinkHealthCheckResult {
+    /// `summary`, from `HostMemberHealthCheckResult`.
+    pub summary: Option<String>,
+    /// `uplinkPortKey`.
+    pub uplink_port_key: String,
+}
+impl x::SchemaType for HostMemberUplinkHealthCheckResult {
+    const TYPE_NAME: &'static str = "HostMemberUplinkHealthCheckResult";
+}
+impl x::Structure for HostMemberUplinkHealthCheckResult {}
+impl x::Fields for HostMemberUplinkHealthCheckResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "summary" => r.read_opt(&mut self.summary),
+            "uplinkPortKey" => r.read(&mut self.uplink_port_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("summary", &self.summary);
+        w.write("uplinkPortKey", &self.uplink_port_key);
+    }
+}
+/// `HostMemoryProfile` (extends `ApplyProfile`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemoryProfile {
+    /// `enabled`, from `ApplyProfile`.
+    pub enabled: bool,
+    /// `policy`, from `ApplyProfile`.
+    pub policy: Vec<ProfilePolicy>,
+    /// `profileTypeName`, from `ApplyProfile`.
+    pub profile_type_name: Option<String>,
+    /// `profileVersion`, from `ApplyProfile`.
+    pub profile_version: Option<String>,
+    /// `property`, from `ApplyProfile`.
+    pub property: Vec<ProfileApplyProfileProperty>,
+    /// `favorite`, from `ApplyProfile`.
+    pub favorite: Option<bool>,
+    /// `toBeMerged`, from `ApplyProfile`.
+    pub to_be_merged: Option<bool>,
+    /// `toReplaceWith`, from `ApplyProfile`.
+    pub to_replace_with: Option<bool>,
+    /// `toBeDeleted`, from `ApplyProfile`.
+    pub to_be_deleted: Option<bool>,
+    /// `copyEnableStatus`, from `ApplyProfile`.
+    pub copy_enable_status: Option<bool>,
+    /// `hidden`, from `ApplyProfile`.
+    pub hidden: Option<bool>,
+}
+impl x::SchemaType for HostMemoryProfile {
+    const TYPE_NAME: &'static str = "HostMemoryProfile";
+}
+impl x::Structure for HostMemoryProfile {}
+impl x::Fields for HostMemoryProfile {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read(&mut self.enabled),
+            "policy" => r.read_push(&mut self.policy),
+            "profileTypeName" => r.read_opt(&mut self.profile_type_name),
+            "profileVersion" => r.read_opt(&mut self.profile_version),
+            "property" => r.read_push(&mut self.property),
+            "favorite" => r.read_opt(&mut self.favorite),
+            "toBeMerged" => r.read_opt(&mut self.to_be_merged),
+            "toReplaceWith" => r.read_opt(&mut self.to_replace_with),
+            "toBeDeleted" => r.read_opt(&mut self.to_be_deleted),
+            "copyEnableStatus" => r.read_opt(&mut self.copy_enable_status),
+            "hidden" => r.read_opt(&mut self.hidden),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("enabled", &self.enabled);
+        w.write_vec("policy", &self.policy);
+        w.write_opt("profileTypeName", &self.profile_type_name);
+        w.write_opt("profileVersion", &self.profile_version);
+        w.write_vec("property", &self.property);
+        w.write_opt("favorite", &self.favorite);
+        w.write_opt("toBeMerged", &self.to_be_merged);
+        w.write_opt("toReplaceWith", &self.to_replace_with);
+        w.write_opt("toBeDeleted", &self.to_be_deleted);
+        w.write_opt("copyEnableStatus", &self.copy_enable_status);
+        w.write_opt("hidden", &self.hidden);
+    }
+}
+/// `HostMemorySpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemorySpec {
+    /// `serviceConsoleReservation`.
+    pub service_console_reservation: Option<i64>,
+}
+impl x::SchemaType for HostMemorySpec {
+    const TYPE_NAME: &'static str = "HostMemorySpec";
+}
+impl x::Structure for HostMemorySpec {}
+impl x::Fields for HostMemorySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "serviceConsoleReservation" => {
+                r.read_opt(&mut self.service_console_reservation)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("serviceConsoleReservation", &self.service_console_reservation);
+    }
+}
+/// `HostMemoryTierInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMemoryTierInfo {
+    /// `name`.
+    pub name: String,
+    /// `type`.
+    pub type_: String,
+    /// `flags`.
+    pub flags: Vec<String>,
+    /// `size`.
+    pub size: i64,
+}
+impl x::SchemaType for HostMemoryTierInfo {
+    const TYPE_NAME: &'static str = "HostMemoryTierInfo";
+}
+impl x::Structure for HostMemoryTierInfo {}
+impl x::Fields for HostMemoryTierInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "type" => r.read(&mut self.type_),
+            "flags" => r.read_push(&mut self.flags),
+            "size" => r.read(&mut self.size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write("type", &self.type_);
+        w.write_vec("flags", &self.flags);
+        w.write("size", &self.size);
+    }
+}
+impl x::ArrayItem for HostMemoryTierInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostMemoryTierInfo";
+    const ITEM_TAG: &'static str = "HostMemoryTierInfo";
+}
+/// `HostMissingNetworksEvent` (extends `HostDasEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMissingNetworksEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `ips`.
+    pub ips: Option<String>,
+}
+impl x::SchemaType for HostMissingNetworksEvent {
+    const TYPE_NAME: &'static str = "HostMissingNetworksEvent";
+}
+impl x::Structure for HostMissingNetworksEvent {}
+impl x::Fields for HostMissingNetworksEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "ips" => r.read_opt(&mut self.ips),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write_opt("ips", &self.ips);
+    }
+}
+/// `HostMonitoringStateChangedEvent` (extends `ClusterEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMonitoringStateChangedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+    /// `state`.
+    pub state: String,
+    /// `prevState`.
+    pub prev_state: Option<String>,
+}
+impl x::SchemaType for HostMonitoringStateChangedEvent {
+    const TYPE_NAME: &'static str = "HostMonitoringStateChangedEvent";
+}
+impl x::Structure for HostMonitoringStateChangedEvent {}
+impl x::Fields for HostMonitoringStateChangedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            "state" => r.read(&mut self.state),
+            "prevState" => r.read_opt(&mut self.prev_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+        w.write("state", &self.state);
+        w.write_opt("prevState", &self.prev_state);
+    }
+}
+/// `HostMountInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostMountInfo {
+    /// `path`.
+    pub path: Option<String>,
+    /// `accessMode`.
+    pub access_mode: String,
+    /// `mounted`.
+    pub mounted: Option<bool>,
+    /// `accessible`.
+    pub accessible: Option<bool>,
+    /// `inaccessibleReason`.
+    pub inaccessible_reason: Option<String>,
+}
+impl x::SchemaType for HostMountInfo {
+    const TYPE_NAME: &'static str = "HostMountInfo";
+}
+impl x::Structure for HostMountInfo {}
+impl x::Fields for HostMountInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "path" => r.read_opt(&mut self.path),
+            "accessMode" => r.read(&mut self.access_mode),
+            "mounted" => r.read_opt(&mut self.mounted),
+            "accessible" => r.read_opt(&mut self.accessible),
+            "inaccessibleReason" => r.read_opt(&mut self.inaccessible_reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("path", &self.path);
+        w.write("accessMode", &self.access_mode);
+        w.write_opt("mounted", &self.mounted);
+        w.write_opt("accessible", &self.accessible);
+        w.write_opt("inaccessibleReason", &self.inaccessible_reason);
+    }
+}
 /// `HostMultipathInfo` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostMultipathInfo {
@@ -27,6 +591,7 @@ impl x::Fields for HostMultipathInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("lun", &self.lun);
     }
@@ -56,6 +621,7 @@ impl x::Fields for HostMultipathInfoFixedLogicalUnitPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
         w.write("prefer", &self.prefer);
@@ -98,6 +664,7 @@ impl x::Fields for HostMultipathInfoHppLogicalUnitPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
         w.write_opt("bytes", &self.bytes);
@@ -146,6 +713,7 @@ impl x::Fields for HostMultipathInfoLogicalUnit {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("id", &self.id);
@@ -183,6 +751,7 @@ impl x::Fields for HostMultipathInfoLogicalUnitPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
     }
@@ -209,6 +778,7 @@ impl x::Fields for HostMultipathInfoLogicalUnitStorageArrayTypePolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
     }
@@ -256,6 +826,7 @@ impl x::Fields for HostMultipathInfoPath {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("name", &self.name);
@@ -293,6 +864,7 @@ impl x::Fields for HostMultipathStateInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("path", &self.path);
     }
@@ -322,6 +894,7 @@ impl x::Fields for HostMultipathStateInfoPath {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("pathState", &self.path_state);
@@ -377,6 +950,7 @@ impl x::Fields for HostNasVolume {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("name", &self.name);
@@ -414,6 +988,7 @@ impl x::Fields for HostNasVolumeConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
         w.write_opt("spec", &self.spec);
@@ -469,6 +1044,7 @@ impl x::Fields for HostNasVolumeSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("remoteHost", &self.remote_host);
         w.write("remotePath", &self.remote_path);
@@ -503,6 +1079,7 @@ impl x::Fields for HostNasVolumeUserInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("user", &self.user);
     }
@@ -532,6 +1109,7 @@ impl x::Fields for HostNatService {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("spec", &self.spec);
@@ -569,6 +1147,7 @@ impl x::Fields for HostNatServiceConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
         w.write("key", &self.key);
@@ -622,6 +1201,7 @@ impl x::Fields for HostNatServiceNameServiceSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dnsAutoDetect", &self.dns_auto_detect);
         w.write("dnsPolicy", &self.dns_policy);
@@ -667,6 +1247,7 @@ impl x::Fields for HostNatServicePortForwardSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("name", &self.name);
@@ -722,6 +1303,7 @@ impl x::Fields for HostNatServiceSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("virtualSwitch", &self.virtual_switch);
         w.write("activeFtp", &self.active_ftp);
@@ -798,6 +1380,7 @@ impl x::Fields for HostNetCapabilities {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("canSetPhysicalNicLinkSpeed", &self.can_set_physical_nic_link_speed);
         w.write("supportsNicTeaming", &self.supports_nic_teaming);
@@ -843,6 +1426,7 @@ impl x::Fields for HostNetOffloadCapabilities {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("csumOffload", &self.csum_offload);
         w.write_opt("tcpSegmentation", &self.tcp_segmentation);
@@ -896,6 +1480,7 @@ impl x::Fields for HostNetStackInstance {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_opt("name", &self.name);
@@ -978,6 +1563,7 @@ impl x::Fields for HostNetworkConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vswitch", &self.vswitch);
         w.write_vec("proxySwitch", &self.proxy_switch);
@@ -1021,6 +1607,7 @@ impl x::Fields for HostNetworkConfigNetStackSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("netStackInstance", &self.net_stack_instance);
         w.write_opt("operation", &self.operation);
@@ -1055,6 +1642,7 @@ impl x::Fields for HostNetworkConfigResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vnicDevice", &self.vnic_device);
         w.write_vec("consoleVnicDevice", &self.console_vnic_device);
@@ -1144,6 +1732,7 @@ impl x::Fields for HostNetworkInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vswitch", &self.vswitch);
         w.write_vec("proxySwitch", &self.proxy_switch);
@@ -1199,6 +1788,7 @@ impl x::Fields for HostNetworkPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("security", &self.security);
         w.write_opt("nicTeaming", &self.nic_teaming);
@@ -1228,6 +1818,7 @@ impl x::Fields for HostNetworkResourceRuntime {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("pnicResourceInfo", &self.pnic_resource_info);
     }
@@ -1260,6 +1851,7 @@ impl x::Fields for HostNetworkSecurityPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("allowPromiscuous", &self.allow_promiscuous);
         w.write_opt("macChanges", &self.mac_changes);
@@ -1297,6 +1889,7 @@ impl x::Fields for HostNetworkTrafficShapingPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("averageBandwidth", &self.average_bandwidth);
@@ -1326,6 +1919,7 @@ impl x::Fields for HostNewNetworkConnectInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("summary", &self.summary);
     }
@@ -1355,6 +1949,7 @@ impl x::Fields for HostNfcConnectionInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("staticMemoryConsumed", &self.static_memory_consumed);
         w.write_opt("streamingMemoryConsumed", &self.streaming_memory_consumed);
@@ -1400,6 +1995,7 @@ impl x::Fields for HostNicFailureCriteria {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("checkSpeed", &self.check_speed);
         w.write_opt("speed", &self.speed);
@@ -1435,6 +2031,7 @@ impl x::Fields for HostNicOrderPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("activeNic", &self.active_nic);
         w.write_vec("standbyNic", &self.standby_nic);
@@ -1477,6 +2074,7 @@ impl x::Fields for HostNicTeamingPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("policy", &self.policy);
         w.write_opt("reversePolicy", &self.reverse_policy);
@@ -1547,6 +2145,7 @@ impl x::Fields for HostNoAvailableNetworksEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1622,6 +2221,7 @@ impl x::Fields for HostNoHAEnabledPortGroupsEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1696,6 +2296,7 @@ impl x::Fields for HostNoRedundantManagementNetworkEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1770,6 +2371,7 @@ impl x::Fields for HostNonCompliantEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1811,6 +2413,7 @@ impl x::Fields for HostNotConnected {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1874,6 +2477,7 @@ impl x::Fields for HostNotInClusterEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1915,6 +2519,7 @@ impl x::Fields for HostNotReachable {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1945,6 +2550,7 @@ impl x::Fields for HostNtpConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("server", &self.server);
         w.write_vec("configFile", &self.config_file);
@@ -1978,6 +2584,7 @@ impl x::Fields for HostNumaInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("numNodes", &self.num_nodes);
@@ -2018,6 +2625,7 @@ impl x::Fields for HostNumaNode {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("typeId", &self.type_id);
         w.write_vec("cpuID", &self.cpu_id);
@@ -2076,6 +2684,7 @@ impl x::Fields for HostNumericSensorInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_opt("healthState", &self.health_state);
@@ -2129,6 +2738,7 @@ impl x::Fields for HostNvmeConnectSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hbaName", &self.hba_name);
         w.write("transportParameters", &self.transport_parameters);
@@ -2203,6 +2813,7 @@ impl x::Fields for HostNvmeController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("controllerNumber", &self.controller_number);
@@ -2252,6 +2863,7 @@ impl x::Fields for HostNvmeDisconnectSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hbaName", &self.hba_name);
         w.write_opt("subnqn", &self.subnqn);
@@ -2293,6 +2905,7 @@ impl x::Fields for HostNvmeDiscoverSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hbaName", &self.hba_name);
         w.write("transportParameters", &self.transport_parameters);
@@ -2325,6 +2938,7 @@ impl x::Fields for HostNvmeDiscoveryLog {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("entry", &self.entry);
         w.write("complete", &self.complete);
@@ -2373,6 +2987,7 @@ impl x::Fields for HostNvmeDiscoveryLogEntry {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("subnqn", &self.subnqn);
         w.write("subsystemType", &self.subsystem_type);
@@ -2422,6 +3037,7 @@ impl x::Fields for HostNvmeNamespace {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("name", &self.name);
@@ -2468,6 +3084,7 @@ impl x::Fields for HostNvmeOpaqueTransportParameters {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("trtype", &self.trtype);
         w.write("traddr", &self.traddr);
@@ -2501,728 +3118,9 @@ impl x::Fields for HostNvmeOverFibreChannelParameters {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nodeWorldWideName", &self.node_world_wide_name);
         w.write("portWorldWideName", &self.port_world_wide_name);
     }
-}
-/// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverRdmaParameters {
-    /// `address`.
-    pub address: String,
-    /// `addressFamily`.
-    pub address_family: Option<String>,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-}
-impl x::SchemaType for HostNvmeOverRdmaParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
-}
-impl x::Structure for HostNvmeOverRdmaParameters {}
-impl x::Fields for HostNvmeOverRdmaParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "addressFamily" => r.read_opt(&mut self.address_family),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("addressFamily", &self.address_family);
-        w.write_opt("portNumber", &self.port_number);
-    }
-}
-/// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeOverTcpParameters {
-    /// `address`.
-    pub address: String,
-    /// `portNumber`.
-    pub port_number: Option<i32>,
-    /// `digestVerification`.
-    pub digest_verification: Option<String>,
-}
-impl x::SchemaType for HostNvmeOverTcpParameters {
-    const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
-}
-impl x::Structure for HostNvmeOverTcpParameters {}
-impl x::Fields for HostNvmeOverTcpParameters {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "address" => r.read(&mut self.address),
-            "portNumber" => r.read_opt(&mut self.port_number),
-            "digestVerification" => r.read_opt(&mut self.digest_verification),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("address", &self.address);
-        w.write_opt("portNumber", &self.port_number);
-        w.write_opt("digestVerification", &self.digest_verification);
-    }
-}
-/// `HostNvmeSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeSpec {
-    /// `hbaName`.
-    pub hba_name: String,
-    /// `transportParameters`.
-    pub transport_parameters: AnyHostNvmeTransportParameters,
-}
-impl x::SchemaType for HostNvmeSpec {
-    const TYPE_NAME: &'static str = "HostNvmeSpec";
-}
-impl x::Structure for HostNvmeSpec {}
-impl x::Fields for HostNvmeSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "hbaName" => r.read(&mut self.hba_name),
-            "transportParameters" => r.read(&mut self.transport_parameters),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("hbaName", &self.hba_name);
-        w.write("transportParameters", &self.transport_parameters);
-    }
-}
-/// `HostNvmeTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostNvmeTopologyInterface>,
-}
-impl x::SchemaType for HostNvmeTopology {
-    const TYPE_NAME: &'static str = "HostNvmeTopology";
-}
-impl x::Structure for HostNvmeTopology {}
-impl x::Fields for HostNvmeTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostNvmeTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `connectedController`.
-    pub connected_controller: Vec<HostNvmeController>,
-}
-impl x::SchemaType for HostNvmeTopologyInterface {
-    const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
-}
-impl x::Structure for HostNvmeTopologyInterface {}
-impl x::Fields for HostNvmeTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "connectedController" => r.read_push(&mut self.connected_controller),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("connectedController", &self.connected_controller);
-    }
-}
-impl x::ArrayItem for HostNvmeTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeTopologyInterface";
-    const ITEM_TAG: &'static str = "HostNvmeTopologyInterface";
-}
-/// `HostNvmeTransportParameters` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostNvmeTransportParameters {}
-impl x::SchemaType for HostNvmeTransportParameters {
-    const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
-}
-impl x::Structure for HostNvmeTransportParameters {}
-impl x::Fields for HostNvmeTransportParameters {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostOpaqueNetworkInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueNetworkInfo {
-    /// `opaqueNetworkId`.
-    pub opaque_network_id: String,
-    /// `opaqueNetworkName`.
-    pub opaque_network_name: String,
-    /// `opaqueNetworkType`.
-    pub opaque_network_type: String,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<String>,
-    /// `capability`.
-    pub capability: Option<OpaqueNetworkCapability>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-}
-impl x::SchemaType for HostOpaqueNetworkInfo {
-    const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
-}
-impl x::Structure for HostOpaqueNetworkInfo {}
-impl x::Fields for HostOpaqueNetworkInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
-            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
-            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "capability" => r.read_opt(&mut self.capability),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("opaqueNetworkId", &self.opaque_network_id);
-        w.write("opaqueNetworkName", &self.opaque_network_name);
-        w.write("opaqueNetworkType", &self.opaque_network_type);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("capability", &self.capability);
-        w.write_vec("extraConfig", &self.extra_config);
-    }
-}
-impl x::ArrayItem for HostOpaqueNetworkInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueNetworkInfo";
-    const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
-}
-/// `HostOpaqueSwitch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueSwitch {
-    /// `key`.
-    pub key: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `pnic`.
-    pub pnic: Vec<String>,
-    /// `pnicZone`.
-    pub pnic_zone: Vec<HostOpaqueSwitchPhysicalNicZone>,
-    /// `status`.
-    pub status: Option<String>,
-    /// `vtep`.
-    pub vtep: Vec<HostVirtualNic>,
-    /// `extraConfig`.
-    pub extra_config: Vec<AnyOptionValue>,
-    /// `featureCapability`.
-    pub feature_capability: Vec<HostFeatureCapability>,
-}
-impl x::SchemaType for HostOpaqueSwitch {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitch";
-}
-impl x::Structure for HostOpaqueSwitch {}
-impl x::Fields for HostOpaqueSwitch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "name" => r.read_opt(&mut self.name),
-            "pnic" => r.read_push(&mut self.pnic),
-            "pnicZone" => r.read_push(&mut self.pnic_zone),
-            "status" => r.read_opt(&mut self.status),
-            "vtep" => r.read_push(&mut self.vtep),
-            "extraConfig" => r.read_push(&mut self.extra_config),
-            "featureCapability" => r.read_push(&mut self.feature_capability),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("name", &self.name);
-        w.write_vec("pnic", &self.pnic);
-        w.write_vec("pnicZone", &self.pnic_zone);
-        w.write_opt("status", &self.status);
-        w.write_vec("vtep", &self.vtep);
-        w.write_vec("extraConfig", &self.extra_config);
-        w.write_vec("featureCapability", &self.feature_capability);
-    }
-}
-impl x::ArrayItem for HostOpaqueSwitch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitch";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitch";
-}
-/// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOpaqueSwitchPhysicalNicZone {
-    /// `key`.
-    pub key: String,
-    /// `pnicDevice`.
-    pub pnic_device: Vec<String>,
-}
-impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
-    const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
-}
-impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
-impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "pnicDevice" => r.read_push(&mut self.pnic_device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_vec("pnicDevice", &self.pnic_device);
-    }
-}
-impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
-    const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
-}
-/// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostOvercommittedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostOvercommittedEvent {
-    const TYPE_NAME: &'static str = "HostOvercommittedEvent";
-}
-impl x::Structure for HostOvercommittedEvent {}
-impl x::Fields for HostOvercommittedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostPMemVolume` (extends `HostFileSystemVolume`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPMemVolume {
-    /// `type`, from `HostFileSystemVolume`.
-    pub type_: String,
-    /// `name`, from `HostFileSystemVolume`.
-    pub name: String,
-    /// `capacity`, from `HostFileSystemVolume`.
-    pub capacity: i64,
-    /// `uuid`.
-    pub uuid: String,
-    /// `version`.
-    pub version: String,
-}
-impl x::SchemaType for HostPMemVolume {
-    const TYPE_NAME: &'static str = "HostPMemVolume";
-}
-impl x::Structure for HostPMemVolume {}
-impl x::Fields for HostPMemVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "name" => r.read(&mut self.name),
-            "capacity" => r.read(&mut self.capacity),
-            "uuid" => r.read(&mut self.uuid),
-            "version" => r.read(&mut self.version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("name", &self.name);
-        w.write("capacity", &self.capacity);
-        w.write("uuid", &self.uuid);
-        w.write("version", &self.version);
-    }
-}
-/// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-}
-impl x::SchemaType for HostParallelScsiHba {
-    const TYPE_NAME: &'static str = "HostParallelScsiHba";
-}
-impl x::Structure for HostParallelScsiHba {}
-impl x::Fields for HostParallelScsiHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-    }
-}
-/// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostParallelScsiTargetTransport {}
-impl x::SchemaType for HostParallelScsiTargetTransport {
-    const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
-}
-impl x::Structure for HostParallelScsiTargetTransport {}
-impl x::Fields for HostParallelScsiTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostPatchManagerLocator` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerLocator {
-    /// `url`.
-    pub url: String,
-    /// `proxy`.
-    pub proxy: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerLocator {
-    const TYPE_NAME: &'static str = "HostPatchManagerLocator";
-}
-impl x::Structure for HostPatchManagerLocator {}
-impl x::Fields for HostPatchManagerLocator {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "url" => r.read(&mut self.url),
-            "proxy" => r.read_opt(&mut self.proxy),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("url", &self.url);
-        w.write_opt("proxy", &self.proxy);
-    }
-}
-/// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerPatchManagerOperationSpec {
-    /// `proxy`.
-    pub proxy: Option<String>,
-    /// `port`.
-    pub port: Option<i32>,
-    /// `userName`.
-    pub user_name: Option<String>,
-    /// `password`.
-    pub password: Option<String>,
-    /// `cmdOption`.
-    pub cmd_option: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
-    const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
-}
-impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
-impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "proxy" => r.read_opt(&mut self.proxy),
-            "port" => r.read_opt(&mut self.port),
-            "userName" => r.read_opt(&mut self.user_name),
-            "password" => r.read_opt(&mut self.password),
-            "cmdOption" => r.read_opt(&mut self.cmd_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("proxy", &self.proxy);
-        w.write_opt("port", &self.port);
-        w.write_opt("userName", &self.user_name);
-        w.write_opt("password", &self.password);
-        w.write_opt("cmdOption", &self.cmd_option);
-    }
-}
-/// `HostPatchManagerResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerResult {
-    /// `version`.
-    pub version: String,
-    /// `status`.
-    pub status: Vec<HostPatchManagerStatus>,
-    /// `xmlResult`.
-    pub xml_result: Option<String>,
-}
-impl x::SchemaType for HostPatchManagerResult {
-    const TYPE_NAME: &'static str = "HostPatchManagerResult";
-}
-impl x::Structure for HostPatchManagerResult {}
-impl x::Fields for HostPatchManagerResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "version" => r.read(&mut self.version),
-            "status" => r.read_push(&mut self.status),
-            "xmlResult" => r.read_opt(&mut self.xml_result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("version", &self.version);
-        w.write_vec("status", &self.status);
-        w.write_opt("xmlResult", &self.xml_result);
-    }
-}
-/// `HostPatchManagerStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerStatus {
-    /// `id`.
-    pub id: String,
-    /// `applicable`.
-    pub applicable: bool,
-    /// `reason`.
-    pub reason: Vec<String>,
-    /// `integrity`.
-    pub integrity: Option<String>,
-    /// `installed`.
-    pub installed: bool,
-    /// `installState`.
-    pub install_state: Vec<String>,
-    /// `prerequisitePatch`.
-    pub prerequisite_patch: Vec<HostPatchManagerStatusPrerequisitePatch>,
-    /// `restartRequired`.
-    pub restart_required: bool,
-    /// `reconnectRequired`.
-    pub reconnect_required: bool,
-    /// `vmOffRequired`.
-    pub vm_off_required: bool,
-    /// `supersededPatchIds`.
-    pub superseded_patch_ids: Vec<String>,
-}
-impl x::SchemaType for HostPatchManagerStatus {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatus";
-}
-impl x::Structure for HostPatchManagerStatus {}
-impl x::Fields for HostPatchManagerStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "applicable" => r.read(&mut self.applicable),
-            "reason" => r.read_push(&mut self.reason),
-            "integrity" => r.read_opt(&mut self.integrity),
-            "installed" => r.read(&mut self.installed),
-            "installState" => r.read_push(&mut self.install_state),
-            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
-            "restartRequired" => r.read(&mut self.restart_required),
-            "reconnectRequired" => r.read(&mut self.reconnect_required),
-            "vmOffRequired" => r.read(&mut self.vm_off_required),
-            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("applicable", &self.applicable);
-        w.write_vec("reason", &self.reason);
-        w.write_opt("integrity", &self.integrity);
-        w.write("installed", &self.installed);
-        w.write_vec("installState", &self.install_state);
-        w.write_vec("prerequisitePatch", &self.prerequisite_patch);
-        w.write("restartRequired", &self.restart_required);
-        w.write("reconnectRequired", &self.reconnect_required);
-        w.write("vmOffRequired", &self.vm_off_required);
-        w.write_vec("supersededPatchIds", &self.superseded_patch_ids);
-    }
-}
-impl x::ArrayItem for HostPatchManagerStatus {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatus";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatus";
-}
-/// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostPatchManagerStatusPrerequisitePatch {
-    /// `id`.
-    pub id: String,
-    /// `installState`.
-    pub install_state: Vec<String>,
-}
-impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
-    const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
-}
-impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
-impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "installState" => r.read_push(&mut self.install_state),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write_vec("installState", &self.install_state);
-    }
-}
-impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
-    const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
 }

@@ -5,6 +5,742 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostNvmeOverRdmaParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeOverRdmaParameters {
+    /// `address`.
+    pub address: String,
+    /// `addressFamily`.
+    pub address_family: Option<String>,
+    /// `portNumber`.
+    pub port_number: Option<i32>,
+}
+impl x::SchemaType for HostNvmeOverRdmaParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverRdmaParameters";
+}
+impl x::Structure for HostNvmeOverRdmaParameters {}
+impl x::Fields for HostNvmeOverRdmaParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "addressFamily" => r.read_opt(&mut self.address_family),
+            "portNumber" => r.read_opt(&mut self.port_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("addressFamily", &self.address_family);
+        w.write_opt("portNumber", &self.port_number);
+    }
+}
+/// `HostNvmeOverTcpParameters` (extends `HostNvmeTransportParameters`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeOverTcpParameters {
+    /// `address`.
+    pub address: String,
+    /// `portNumber`.
+    pub port_number: Option<i32>,
+    /// `digestVerification`.
+    pub digest_verification: Option<String>,
+}
+impl x::SchemaType for HostNvmeOverTcpParameters {
+    const TYPE_NAME: &'static str = "HostNvmeOverTcpParameters";
+}
+impl x::Structure for HostNvmeOverTcpParameters {}
+impl x::Fields for HostNvmeOverTcpParameters {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "address" => r.read(&mut self.address),
+            "portNumber" => r.read_opt(&mut self.port_number),
+            "digestVerification" => r.read_opt(&mut self.digest_verification),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("address", &self.address);
+        w.write_opt("portNumber", &self.port_number);
+        w.write_opt("digestVerification", &self.digest_verification);
+    }
+}
+/// `HostNvmeSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeSpec {
+    /// `hbaName`.
+    pub hba_name: String,
+    /// `transportParameters`.
+    pub transport_parameters: AnyHostNvmeTransportParameters,
+}
+impl x::SchemaType for HostNvmeSpec {
+    const TYPE_NAME: &'static str = "HostNvmeSpec";
+}
+impl x::Structure for HostNvmeSpec {}
+impl x::Fields for HostNvmeSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "hbaName" => r.read(&mut self.hba_name),
+            "transportParameters" => r.read(&mut self.transport_parameters),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("hbaName", &self.hba_name);
+        w.write("transportParameters", &self.transport_parameters);
+    }
+}
+/// `HostNvmeTopology` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostNvmeTopologyInterface>,
+}
+impl x::SchemaType for HostNvmeTopology {
+    const TYPE_NAME: &'static str = "HostNvmeTopology";
+}
+impl x::Structure for HostNvmeTopology {}
+impl x::Fields for HostNvmeTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+    }
+}
+/// `HostNvmeTopologyInterface` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeTopologyInterface {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `connectedController`.
+    pub connected_controller: Vec<HostNvmeController>,
+}
+impl x::SchemaType for HostNvmeTopologyInterface {
+    const TYPE_NAME: &'static str = "HostNvmeTopologyInterface";
+}
+impl x::Structure for HostNvmeTopologyInterface {}
+impl x::Fields for HostNvmeTopologyInterface {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "connectedController" => r.read_push(&mut self.connected_controller),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("connectedController", &self.connected_controller);
+    }
+}
+impl x::ArrayItem for HostNvmeTopologyInterface {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostNvmeTopologyInterface";
+    const ITEM_TAG: &'static str = "HostNvmeTopologyInterface";
+}
+/// `HostNvmeTransportParameters` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostNvmeTransportParameters`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostNvmeTransportParameters {}
+impl x::SchemaType for HostNvmeTransportParameters {
+    const TYPE_NAME: &'static str = "HostNvmeTransportParameters";
+}
+impl x::Structure for HostNvmeTransportParameters {}
+impl x::Fields for HostNvmeTransportParameters {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostOpaqueNetworkInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostOpaqueNetworkInfo {
+    /// `opaqueNetworkId`.
+    pub opaque_network_id: String,
+    /// `opaqueNetworkName`.
+    pub opaque_network_name: String,
+    /// `opaqueNetworkType`.
+    pub opaque_network_type: String,
+    /// `pnicZone`.
+    pub pnic_zone: Vec<String>,
+    /// `capability`.
+    pub capability: Option<OpaqueNetworkCapability>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+}
+impl x::SchemaType for HostOpaqueNetworkInfo {
+    const TYPE_NAME: &'static str = "HostOpaqueNetworkInfo";
+}
+impl x::Structure for HostOpaqueNetworkInfo {}
+impl x::Fields for HostOpaqueNetworkInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "opaqueNetworkId" => r.read(&mut self.opaque_network_id),
+            "opaqueNetworkName" => r.read(&mut self.opaque_network_name),
+            "opaqueNetworkType" => r.read(&mut self.opaque_network_type),
+            "pnicZone" => r.read_push(&mut self.pnic_zone),
+            "capability" => r.read_opt(&mut self.capability),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("opaqueNetworkId", &self.opaque_network_id);
+        w.write("opaqueNetworkName", &self.opaque_network_name);
+        w.write("opaqueNetworkType", &self.opaque_network_type);
+        w.write_vec("pnicZone", &self.pnic_zone);
+        w.write_opt("capability", &self.capability);
+        w.write_vec("extraConfig", &self.extra_config);
+    }
+}
+impl x::ArrayItem for HostOpaqueNetworkInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueNetworkInfo";
+    const ITEM_TAG: &'static str = "HostOpaqueNetworkInfo";
+}
+/// `HostOpaqueSwitch` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostOpaqueSwitch {
+    /// `key`.
+    pub key: String,
+    /// `name`.
+    pub name: Option<String>,
+    /// `pnic`.
+    pub pnic: Vec<String>,
+    /// `pnicZone`.
+    pub pnic_zone: Vec<HostOpaqueSwitchPhysicalNicZone>,
+    /// `status`.
+    pub status: Option<String>,
+    /// `vtep`.
+    pub vtep: Vec<HostVirtualNic>,
+    /// `extraConfig`.
+    pub extra_config: Vec<AnyOptionValue>,
+    /// `featureCapability`.
+    pub feature_capability: Vec<HostFeatureCapability>,
+}
+impl x::SchemaType for HostOpaqueSwitch {
+    const TYPE_NAME: &'static str = "HostOpaqueSwitch";
+}
+impl x::Structure for HostOpaqueSwitch {}
+impl x::Fields for HostOpaqueSwitch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "name" => r.read_opt(&mut self.name),
+            "pnic" => r.read_push(&mut self.pnic),
+            "pnicZone" => r.read_push(&mut self.pnic_zone),
+            "status" => r.read_opt(&mut self.status),
+            "vtep" => r.read_push(&mut self.vtep),
+            "extraConfig" => r.read_push(&mut self.extra_config),
+            "featureCapability" => r.read_push(&mut self.feature_capability),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("name", &self.name);
+        w.write_vec("pnic", &self.pnic);
+        w.write_vec("pnicZone", &self.pnic_zone);
+        w.write_opt("status", &self.status);
+        w.write_vec("vtep", &self.vtep);
+        w.write_vec("extraConfig", &self.extra_config);
+        w.write_vec("featureCapability", &self.feature_capability);
+    }
+}
+impl x::ArrayItem for HostOpaqueSwitch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitch";
+    const ITEM_TAG: &'static str = "HostOpaqueSwitch";
+}
+/// `HostOpaqueSwitchPhysicalNicZone` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostOpaqueSwitchPhysicalNicZone {
+    /// `key`.
+    pub key: String,
+    /// `pnicDevice`.
+    pub pnic_device: Vec<String>,
+}
+impl x::SchemaType for HostOpaqueSwitchPhysicalNicZone {
+    const TYPE_NAME: &'static str = "HostOpaqueSwitchPhysicalNicZone";
+}
+impl x::Structure for HostOpaqueSwitchPhysicalNicZone {}
+impl x::Fields for HostOpaqueSwitchPhysicalNicZone {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "pnicDevice" => r.read_push(&mut self.pnic_device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_vec("pnicDevice", &self.pnic_device);
+    }
+}
+impl x::ArrayItem for HostOpaqueSwitchPhysicalNicZone {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostOpaqueSwitchPhysicalNicZone";
+    const ITEM_TAG: &'static str = "HostOpaqueSwitchPhysicalNicZone";
+}
+/// `HostOvercommittedEvent` (extends `ClusterOvercommittedEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostOvercommittedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+}
+impl x::SchemaType for HostOvercommittedEvent {
+    const TYPE_NAME: &'static str = "HostOvercommittedEvent";
+}
+impl x::Structure for HostOvercommittedEvent {}
+impl x::Fields for HostOvercommittedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+    }
+}
+/// `HostPMemVolume` (extends `HostFileSystemVolume`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPMemVolume {
+    /// `type`, from `HostFileSystemVolume`.
+    pub type_: String,
+    /// `name`, from `HostFileSystemVolume`.
+    pub name: String,
+    /// `capacity`, from `HostFileSystemVolume`.
+    pub capacity: i64,
+    /// `uuid`.
+    pub uuid: String,
+    /// `version`.
+    pub version: String,
+}
+impl x::SchemaType for HostPMemVolume {
+    const TYPE_NAME: &'static str = "HostPMemVolume";
+}
+impl x::Structure for HostPMemVolume {}
+impl x::Fields for HostPMemVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "name" => r.read(&mut self.name),
+            "capacity" => r.read(&mut self.capacity),
+            "uuid" => r.read(&mut self.uuid),
+            "version" => r.read(&mut self.version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("name", &self.name);
+        w.write("capacity", &self.capacity);
+        w.write("uuid", &self.uuid);
+        w.write("version", &self.version);
+    }
+}
+/// `HostParallelScsiHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostParallelScsiHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+}
+impl x::SchemaType for HostParallelScsiHba {
+    const TYPE_NAME: &'static str = "HostParallelScsiHba";
+}
+impl x::Structure for HostParallelScsiHba {}
+impl x::Fields for HostParallelScsiHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+    }
+}
+/// `HostParallelScsiTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostParallelScsiTargetTransport {}
+impl x::SchemaType for HostParallelScsiTargetTransport {
+    const TYPE_NAME: &'static str = "HostParallelScsiTargetTransport";
+}
+impl x::Structure for HostParallelScsiTargetTransport {}
+impl x::Fields for HostParallelScsiTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostPatchManagerLocator` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerLocator {
+    /// `url`.
+    pub url: String,
+    /// `proxy`.
+    pub proxy: Option<String>,
+}
+impl x::SchemaType for HostPatchManagerLocator {
+    const TYPE_NAME: &'static str = "HostPatchManagerLocator";
+}
+impl x::Structure for HostPatchManagerLocator {}
+impl x::Fields for HostPatchManagerLocator {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "url" => r.read(&mut self.url),
+            "proxy" => r.read_opt(&mut self.proxy),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("url", &self.url);
+        w.write_opt("proxy", &self.proxy);
+    }
+}
+/// `HostPatchManagerPatchManagerOperationSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerPatchManagerOperationSpec {
+    /// `proxy`.
+    pub proxy: Option<String>,
+    /// `port`.
+    pub port: Option<i32>,
+    /// `userName`.
+    pub user_name: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
+    /// `cmdOption`.
+    pub cmd_option: Option<String>,
+}
+impl x::SchemaType for HostPatchManagerPatchManagerOperationSpec {
+    const TYPE_NAME: &'static str = "HostPatchManagerPatchManagerOperationSpec";
+}
+impl x::Structure for HostPatchManagerPatchManagerOperationSpec {}
+impl x::Fields for HostPatchManagerPatchManagerOperationSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "proxy" => r.read_opt(&mut self.proxy),
+            "port" => r.read_opt(&mut self.port),
+            "userName" => r.read_opt(&mut self.user_name),
+            "password" => r.read_opt(&mut self.password),
+            "cmdOption" => r.read_opt(&mut self.cmd_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("proxy", &self.proxy);
+        w.write_opt("port", &self.port);
+        w.write_opt("userName", &self.user_name);
+        w.write_opt("password", &self.password);
+        w.write_opt("cmdOption", &self.cmd_option);
+    }
+}
+/// `HostPatchManagerResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerResult {
+    /// `version`.
+    pub version: String,
+    /// `status`.
+    pub status: Vec<HostPatchManagerStatus>,
+    /// `xmlResult`.
+    pub xml_result: Option<String>,
+}
+impl x::SchemaType for HostPatchManagerResult {
+    const TYPE_NAME: &'static str = "HostPatchManagerResult";
+}
+impl x::Structure for HostPatchManagerResult {}
+impl x::Fields for HostPatchManagerResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "version" => r.read(&mut self.version),
+            "status" => r.read_push(&mut self.status),
+            "xmlResult" => r.read_opt(&mut self.xml_result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("version", &self.version);
+        w.write_vec("status", &self.status);
+        w.write_opt("xmlResult", &self.xml_result);
+    }
+}
+/// `HostPatchManagerStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerStatus {
+    /// `id`.
+    pub id: String,
+    /// `applicable`.
+    pub applicable: bool,
+    /// `reason`.
+    pub reason: Vec<String>,
+    /// `integrity`.
+    pub integrity: Option<String>,
+    /// `installed`.
+    pub installed: bool,
+    /// `installState`.
+    pub install_state: Vec<String>,
+    /// `prerequisitePatch`.
+    pub prerequisite_patch: Vec<HostPatchManagerStatusPrerequisitePatch>,
+    /// `restartRequired`.
+    pub restart_required: bool,
+    /// `reconnectRequired`.
+    pub reconnect_required: bool,
+    /// `vmOffRequired`.
+    pub vm_off_required: bool,
+    /// `supersededPatchIds`.
+    pub superseded_patch_ids: Vec<String>,
+}
+impl x::SchemaType for HostPatchManagerStatus {
+    const TYPE_NAME: &'static str = "HostPatchManagerStatus";
+}
+impl x::Structure for HostPatchManagerStatus {}
+impl x::Fields for HostPatchManagerStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "applicable" => r.read(&mut self.applicable),
+            "reason" => r.read_push(&mut self.reason),
+            "integrity" => r.read_opt(&mut self.integrity),
+            "installed" => r.read(&mut self.installed),
+            "installState" => r.read_push(&mut self.install_state),
+            "prerequisitePatch" => r.read_push(&mut self.prerequisite_patch),
+            "restartRequired" => r.read(&mut self.restart_required),
+            "reconnectRequired" => r.read(&mut self.reconnect_required),
+            "vmOffRequired" => r.read(&mut self.vm_off_required),
+            "supersededPatchIds" => r.read_push(&mut self.superseded_patch_ids),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("applicable", &self.applicable);
+        w.write_vec("reason", &self.reason);
+        w.write_opt("integrity", &self.integrity);
+        w.write("installed", &self.installed);
+        w.write_vec("installState", &self.install_state);
+        w.write_vec("prerequisitePatch", &self.prerequisite_patch);
+        w.write("restartRequired", &self.restart_required);
+        w.write("reconnectRequired", &self.reconnect_required);
+        w.write("vmOffRequired", &self.vm_off_required);
+        w.write_vec("supersededPatchIds", &self.superseded_patch_ids);
+    }
+}
+impl x::ArrayItem for HostPatchManagerStatus {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatus";
+    const ITEM_TAG: &'static str = "HostPatchManagerStatus";
+}
+/// `HostPatchManagerStatusPrerequisitePatch` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostPatchManagerStatusPrerequisitePatch {
+    /// `id`.
+    pub id: String,
+    /// `installState`.
+    pub install_state: Vec<String>,
+}
+impl x::SchemaType for HostPatchManagerStatusPrerequisitePatch {
+    const TYPE_NAME: &'static str = "HostPatchManagerStatusPrerequisitePatch";
+}
+impl x::Structure for HostPatchManagerStatusPrerequisitePatch {}
+impl x::Fields for HostPatchManagerStatusPrerequisitePatch {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "installState" => r.read_push(&mut self.install_state),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write_vec("installState", &self.install_state);
+    }
+}
+impl x::ArrayItem for HostPatchManagerStatusPrerequisitePatch {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostPatchManagerStatusPrerequisitePatch";
+    const ITEM_TAG: &'static str = "HostPatchManagerStatusPrerequisitePatch";
+}
 /// `HostPathSelectionPolicyOption` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostPathSelectionPolicyOption {
@@ -27,6 +763,7 @@ impl x::Fields for HostPathSelectionPolicyOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
     }
@@ -90,6 +827,7 @@ impl x::Fields for HostPciDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("classId", &self.class_id);
@@ -142,6 +880,7 @@ impl x::Fields for HostPciPassthruConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("passthruEnabled", &self.passthru_enabled);
@@ -188,6 +927,7 @@ impl x::Fields for HostPciPassthruInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("dependentDevice", &self.dependent_device);
@@ -240,6 +980,7 @@ impl x::Fields for HostPcieHba {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write("device", &self.device);
@@ -293,6 +1034,7 @@ impl x::Fields for HostPersistentMemoryInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("capacityInMB", &self.capacity_in_mb);
         w.write_opt("volumeUUID", &self.volume_uuid);
@@ -326,6 +1068,7 @@ impl x::Fields for HostPlacedVirtualNicIdentifier {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
         w.write("vnicKey", &self.vnic_key);
@@ -370,6 +1113,7 @@ impl x::Fields for HostPlugStoreTopology {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("adapter", &self.adapter);
         w.write_vec("path", &self.path);
@@ -406,6 +1150,7 @@ impl x::Fields for HostPlugStoreTopologyAdapter {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("adapter", &self.adapter);
@@ -444,6 +1189,7 @@ impl x::Fields for HostPlugStoreTopologyDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("lun", &self.lun);
@@ -497,6 +1243,7 @@ impl x::Fields for HostPlugStoreTopologyPath {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("name", &self.name);
@@ -543,6 +1290,7 @@ impl x::Fields for HostPlugStoreTopologyPlugin {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("name", &self.name);
@@ -579,6 +1327,7 @@ impl x::Fields for HostPlugStoreTopologyTarget {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("transport", &self.transport);
@@ -623,6 +1372,7 @@ impl x::Fields for HostPnicNetworkResourceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pnicDevice", &self.pnic_device);
         w.write_opt(
@@ -674,6 +1424,7 @@ impl x::Fields for HostPortGroup {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_vec("port", &self.port);
@@ -711,6 +1462,7 @@ impl x::Fields for HostPortGroupConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
         w.write_opt("spec", &self.spec);
@@ -748,6 +1500,7 @@ impl x::Fields for HostPortGroupPort {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_vec("mac", &self.mac);
@@ -828,6 +1581,7 @@ impl x::Fields for HostPortGroupProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -883,6 +1637,7 @@ impl x::Fields for HostPortGroupSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("vlanId", &self.vlan_id);
@@ -924,6 +1679,7 @@ impl x::Fields for HostPosixAccountSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_opt("password", &self.password);
@@ -957,6 +1713,7 @@ impl x::Fields for HostPowerOpFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -993,6 +1750,7 @@ impl x::Fields for HostPowerPolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("name", &self.name);
@@ -1065,6 +1823,7 @@ impl x::Fields for HostPrimaryAgentNotShortNameEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1143,6 +1902,7 @@ impl x::Fields for HostProfileAppliedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1211,6 +1971,7 @@ impl x::Fields for HostProfileCompleteConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1270,6 +2031,7 @@ impl x::Fields for HostProfileConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1312,6 +2074,7 @@ impl x::Fields for HostProfileConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1352,6 +2115,7 @@ impl x::Fields for HostProfileHostBasedConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1385,6 +2149,7 @@ impl x::Fields for HostProfileManagerCompositionResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("errors", &self.errors);
         w.write_vec("results", &self.results);
@@ -1418,6 +2183,7 @@ impl x::Fields for HostProfileManagerCompositionResultResultElement {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("target", &self.target);
         w.write("status", &self.status);
@@ -1453,6 +2219,7 @@ impl x::Fields for HostProfileManagerCompositionValidationResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("results", &self.results);
         w.write_vec("errors", &self.errors);
@@ -1511,6 +2278,7 @@ impl x::Fields for HostProfileManagerCompositionValidationResultResultElement {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("target", &self.target);
         w.write("status", &self.status);
@@ -1556,6 +2324,7 @@ impl x::Fields for HostProfileManagerConfigTaskList {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("configSpec", &self.config_spec);
         w.write_vec("taskDescription", &self.task_description);
@@ -1587,6 +2356,7 @@ impl x::Fields for HostProfileManagerHostToConfigSpecMap {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write("configSpec", &self.config_spec);
@@ -1629,6 +2399,7 @@ impl x::Fields for HostProfileSerializedHostProfileSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1678,6 +2449,7 @@ impl x::Fields for HostProfileValidationFailureInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("annotation", &self.annotation);
@@ -1762,6 +2534,7 @@ impl x::Fields for HostProtocolEndpoint {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("peType", &self.pe_type);
         w.write_opt("type", &self.type_);
@@ -1859,6 +2632,7 @@ impl x::Fields for HostProxySwitch {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dvsUuid", &self.dvs_uuid);
         w.write("dvsName", &self.dvs_name);
@@ -1913,6 +2687,7 @@ impl x::Fields for HostProxySwitchConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
         w.write("uuid", &self.uuid);
@@ -1951,6 +2726,7 @@ impl x::Fields for HostProxySwitchHostLagConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("lagKey", &self.lag_key);
         w.write_opt("lagName", &self.lag_name);
@@ -1983,6 +2759,7 @@ impl x::Fields for HostProxySwitchSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("backing", &self.backing);
     }
@@ -2012,6 +2789,7 @@ impl x::Fields for HostPtpConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("domain", &self.domain);
         w.write_vec("port", &self.port);
@@ -2048,6 +2826,7 @@ impl x::Fields for HostPtpConfigPtpPort {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("index", &self.index);
         w.write_opt("deviceType", &self.device_type);
@@ -2084,6 +2863,7 @@ impl x::Fields for HostQualifiedName {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("value", &self.value);
         w.write("type", &self.type_);
@@ -2133,6 +2913,7 @@ impl x::Fields for HostRdmaDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("device", &self.device);
@@ -2194,6 +2975,7 @@ impl x::Fields for HostRdmaDeviceCapability {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("roceV1Capable", &self.roce_v1_capable);
         w.write("roceV2Capable", &self.roce_v2_capable);
@@ -2228,6 +3010,7 @@ impl x::Fields for HostRdmaDeviceConnectionInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
         w.write("mtu", &self.mtu);
@@ -2256,6 +3039,7 @@ impl x::Fields for HostRdmaDevicePnicBacking {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pairedUplink", &self.paired_uplink);
     }
@@ -2306,6 +3090,7 @@ impl x::Fields for HostRdmaHba {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write("device", &self.device);
@@ -2326,862 +3111,6 @@ impl x::SchemaType for HostRdmaTargetTransport {
 }
 impl x::Structure for HostRdmaTargetTransport {}
 impl x::Fields for HostRdmaTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostReconnectionFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReconnectionFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostReconnectionFailedEvent {
-    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
-}
-impl x::Structure for HostReconnectionFailedEvent {}
-impl x::Fields for HostReconnectionFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostReliableMemoryInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostReliableMemoryInfo {
-    /// `memorySize`.
-    pub memory_size: i64,
-}
-impl x::SchemaType for HostReliableMemoryInfo {
-    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
-}
-impl x::Structure for HostReliableMemoryInfo {}
-impl x::Fields for HostReliableMemoryInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "memorySize" => r.read(&mut self.memory_size),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("memorySize", &self.memory_size);
-    }
-}
-/// `HostRemovedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRemovedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostRemovedEvent {
-    const TYPE_NAME: &'static str = "HostRemovedEvent";
-}
-impl x::Structure for HostRemovedEvent {}
-impl x::Fields for HostRemovedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostResignatureRescanResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostResignatureRescanResult {
-    /// `rescan`.
-    pub rescan: Vec<HostVmfsRescanResult>,
-    /// `result`.
-    pub result: x::ManagedObjectReference,
-}
-impl x::SchemaType for HostResignatureRescanResult {
-    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
-}
-impl x::Structure for HostResignatureRescanResult {}
-impl x::Fields for HostResignatureRescanResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "rescan" => r.read_push(&mut self.rescan),
-            "result" => r.read(&mut self.result),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("rescan", &self.rescan);
-        w.write("result", &self.result);
-    }
-}
-/// `HostRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfo {
-    /// `connectionState`.
-    pub connection_state: HostSystemConnectionState,
-    /// `powerState`.
-    pub power_state: HostSystemPowerState,
-    /// `standbyMode`.
-    pub standby_mode: Option<String>,
-    /// `inMaintenanceMode`.
-    pub in_maintenance_mode: bool,
-    /// `inQuarantineMode`.
-    pub in_quarantine_mode: Option<bool>,
-    /// `bootTime`.
-    pub boot_time: Option<x::DateTime>,
-    /// `healthSystemRuntime`.
-    pub health_system_runtime: Option<HealthSystemRuntime>,
-    /// `dasHostState`.
-    pub das_host_state: Option<ClusterDasFdmHostState>,
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `vsanRuntimeInfo`.
-    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
-    /// `networkRuntimeInfo`.
-    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
-    /// `vFlashResourceRuntimeInfo`.
-    pub v_flash_resource_runtime_info: Option<
-        HostVFlashManagerVFlashResourceRunTimeInfo,
-    >,
-    /// `hostMaxVirtualDiskCapacity`.
-    pub host_max_virtual_disk_capacity: Option<i64>,
-    /// `cryptoState`.
-    pub crypto_state: Option<String>,
-    /// `cryptoKeyId`.
-    pub crypto_key_id: Option<CryptoKeyId>,
-    /// `statelessNvdsMigrationReady`.
-    pub stateless_nvds_migration_ready: Option<String>,
-    /// `stateEncryption`.
-    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
-}
-impl x::SchemaType for HostRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfo {}
-impl x::Fields for HostRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "connectionState" => r.read(&mut self.connection_state),
-            "powerState" => r.read(&mut self.power_state),
-            "standbyMode" => r.read_opt(&mut self.standby_mode),
-            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
-            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
-            "bootTime" => r.read_opt(&mut self.boot_time),
-            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
-            "dasHostState" => r.read_opt(&mut self.das_host_state),
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
-            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
-            "vFlashResourceRuntimeInfo" => {
-                r.read_opt(&mut self.v_flash_resource_runtime_info)
-            }
-            "hostMaxVirtualDiskCapacity" => {
-                r.read_opt(&mut self.host_max_virtual_disk_capacity)
-            }
-            "cryptoState" => r.read_opt(&mut self.crypto_state),
-            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
-            "statelessNvdsMigrationReady" => {
-                r.read_opt(&mut self.stateless_nvds_migration_ready)
-            }
-            "stateEncryption" => r.read_opt(&mut self.state_encryption),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("connectionState", &self.connection_state);
-        w.write("powerState", &self.power_state);
-        w.write_opt("standbyMode", &self.standby_mode);
-        w.write("inMaintenanceMode", &self.in_maintenance_mode);
-        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
-        w.write_opt("bootTime", &self.boot_time);
-        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
-        w.write_opt("dasHostState", &self.das_host_state);
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
-        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
-        w.write_opt("vFlashResourceRuntimeInfo", &self.v_flash_resource_runtime_info);
-        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
-        w.write_opt("cryptoState", &self.crypto_state);
-        w.write_opt("cryptoKeyId", &self.crypto_key_id);
-        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
-        w.write_opt("stateEncryption", &self.state_encryption);
-    }
-}
-/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    /// `netStackInstanceKey`.
-    pub net_stack_instance_key: String,
-    /// `state`.
-    pub state: Option<String>,
-    /// `vmknicKeys`.
-    pub vmknic_keys: Vec<String>,
-    /// `maxNumberOfConnections`.
-    pub max_number_of_connections: Option<i32>,
-    /// `currentIpV6Enabled`.
-    pub current_ip_v6_enabled: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
-impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
-            "state" => r.read_opt(&mut self.state),
-            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
-            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
-            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("netStackInstanceKey", &self.net_stack_instance_key);
-        w.write_opt("state", &self.state);
-        w.write_vec("vmknicKeys", &self.vmknic_keys);
-        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
-        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
-    }
-}
-impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
-    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
-}
-/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoNetworkRuntimeInfo {
-    /// `netStackInstanceRuntimeInfo`.
-    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
-    /// `networkResourceRuntime`.
-    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
-}
-impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
-}
-impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
-impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "netStackInstanceRuntimeInfo" => {
-                r.read_push(&mut self.net_stack_instance_runtime_info)
-            }
-            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec(
-            "netStackInstanceRuntimeInfo",
-            &self.net_stack_instance_runtime_info,
-        );
-        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
-    }
-}
-/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostRuntimeInfoStateEncryptionInfo {
-    /// `protectionMode`.
-    pub protection_mode: String,
-    /// `requireSecureBoot`.
-    pub require_secure_boot: Option<bool>,
-    /// `requireExecInstalledOnly`.
-    pub require_exec_installed_only: Option<bool>,
-}
-impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
-    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
-}
-impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
-impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "protectionMode" => r.read(&mut self.protection_mode),
-            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
-            "requireExecInstalledOnly" => {
-                r.read_opt(&mut self.require_exec_installed_only)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("protectionMode", &self.protection_mode);
-        w.write_opt("requireSecureBoot", &self.require_secure_boot);
-        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
-    }
-}
-/// `HostScsiDisk` (extends `ScsiLun`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiDisk {
-    /// `deviceName`, from `HostDevice`.
-    pub device_name: String,
-    /// `deviceType`, from `HostDevice`.
-    pub device_type: String,
-    /// `key`, from `ScsiLun`.
-    pub key: Option<String>,
-    /// `uuid`, from `ScsiLun`.
-    pub uuid: String,
-    /// `descriptor`, from `ScsiLun`.
-    pub descriptor: Vec<ScsiLunDescriptor>,
-    /// `canonicalName`, from `ScsiLun`.
-    pub canonical_name: Option<String>,
-    /// `displayName`, from `ScsiLun`.
-    pub display_name: Option<String>,
-    /// `lunType`, from `ScsiLun`.
-    pub lun_type: String,
-    /// `vendor`, from `ScsiLun`.
-    pub vendor: Option<String>,
-    /// `model`, from `ScsiLun`.
-    pub model: Option<String>,
-    /// `revision`, from `ScsiLun`.
-    pub revision: Option<String>,
-    /// `scsiLevel`, from `ScsiLun`.
-    pub scsi_level: Option<i32>,
-    /// `serialNumber`, from `ScsiLun`.
-    pub serial_number: Option<String>,
-    /// `durableName`, from `ScsiLun`.
-    pub durable_name: Option<ScsiLunDurableName>,
-    /// `alternateName`, from `ScsiLun`.
-    pub alternate_name: Vec<ScsiLunDurableName>,
-    /// `standardInquiry`, from `ScsiLun`.
-    pub standard_inquiry: Vec<i8>,
-    /// `queueDepth`, from `ScsiLun`.
-    pub queue_depth: Option<i32>,
-    /// `operationalState`, from `ScsiLun`.
-    pub operational_state: Vec<String>,
-    /// `capabilities`, from `ScsiLun`.
-    pub capabilities: Option<ScsiLunCapabilities>,
-    /// `vStorageSupport`, from `ScsiLun`.
-    pub v_storage_support: Option<String>,
-    /// `protocolEndpoint`, from `ScsiLun`.
-    pub protocol_endpoint: Option<bool>,
-    /// `perenniallyReserved`, from `ScsiLun`.
-    pub perennially_reserved: Option<bool>,
-    /// `clusteredVmdkSupported`, from `ScsiLun`.
-    pub clustered_vmdk_supported: Option<bool>,
-    /// `capacity`.
-    pub capacity: HostDiskDimensionsLba,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `ssd`.
-    pub ssd: Option<bool>,
-    /// `localDisk`.
-    pub local_disk: Option<bool>,
-    /// `physicalLocation`.
-    pub physical_location: Vec<String>,
-    /// `emulatedDIXDIFEnabled`.
-    pub emulated_dixdif_enabled: Option<bool>,
-    /// `vsanDiskInfo`.
-    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
-    /// `scsiDiskType`.
-    pub scsi_disk_type: Option<String>,
-}
-impl x::SchemaType for HostScsiDisk {
-    const TYPE_NAME: &'static str = "HostScsiDisk";
-}
-impl x::Structure for HostScsiDisk {}
-impl x::Fields for HostScsiDisk {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceType" => r.read(&mut self.device_type),
-            "key" => r.read_opt(&mut self.key),
-            "uuid" => r.read(&mut self.uuid),
-            "descriptor" => r.read_push(&mut self.descriptor),
-            "canonicalName" => r.read_opt(&mut self.canonical_name),
-            "displayName" => r.read_opt(&mut self.display_name),
-            "lunType" => r.read(&mut self.lun_type),
-            "vendor" => r.read_opt(&mut self.vendor),
-            "model" => r.read_opt(&mut self.model),
-            "revision" => r.read_opt(&mut self.revision),
-            "scsiLevel" => r.read_opt(&mut self.scsi_level),
-            "serialNumber" => r.read_opt(&mut self.serial_number),
-            "durableName" => r.read_opt(&mut self.durable_name),
-            "alternateName" => r.read_push(&mut self.alternate_name),
-            "standardInquiry" => r.read_push(&mut self.standard_inquiry),
-            "queueDepth" => r.read_opt(&mut self.queue_depth),
-            "operationalState" => r.read_push(&mut self.operational_state),
-            "capabilities" => r.read_opt(&mut self.capabilities),
-            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
-            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
-            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved),
-            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
-            "capacity" => r.read(&mut self.capacity),
-            "devicePath" => r.read(&mut self.device_path),
-            "ssd" => r.read_opt(&mut self.ssd),
-            "localDisk" => r.read_opt(&mut self.local_disk),
-            "physicalLocation" => r.read_push(&mut self.physical_location),
-            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
-            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
-            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write("deviceType", &self.device_type);
-        w.write_opt("key", &self.key);
-        w.write("uuid", &self.uuid);
-        w.write_vec("descriptor", &self.descriptor);
-        w.write_opt("canonicalName", &self.canonical_name);
-        w.write_opt("displayName", &self.display_name);
-        w.write("lunType", &self.lun_type);
-        w.write_opt("vendor", &self.vendor);
-        w.write_opt("model", &self.model);
-        w.write_opt("revision", &self.revision);
-        w.write_opt("scsiLevel", &self.scsi_level);
-        w.write_opt("serialNumber", &self.serial_number);
-        w.write_opt("durableName", &self.durable_name);
-        w.write_vec("alternateName", &self.alternate_name);
-        w.write_vec("standardInquiry", &self.standard_inquiry);
-        w.write_opt("queueDepth", &self.queue_depth);
-        w.write_vec("operationalState", &self.operational_state);
-        w.write_opt("capabilities", &self.capabilities);
-        w.write_opt("vStorageSupport", &self.v_storage_support);
-        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
-        w.write_opt("perenniallyReserved", &self.perennially_reserved);
-        w.write_opt("clusteredVmdkSupported", &self.clustered_vmdk_supported);
-        w.write("capacity", &self.capacity);
-        w.write("devicePath", &self.device_path);
-        w.write_opt("ssd", &self.ssd);
-        w.write_opt("localDisk", &self.local_disk);
-        w.write_vec("physicalLocation", &self.physical_location);
-        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
-        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
-        w.write_opt("scsiDiskType", &self.scsi_disk_type);
-    }
-}
-impl x::ArrayItem for HostScsiDisk {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
-    const ITEM_TAG: &'static str = "HostScsiDisk";
-}
-/// `HostScsiDiskPartition` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiDiskPartition {
-    /// `diskName`.
-    pub disk_name: String,
-    /// `partition`.
-    pub partition: i32,
-}
-impl x::SchemaType for HostScsiDiskPartition {
-    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
-}
-impl x::Structure for HostScsiDiskPartition {}
-impl x::Fields for HostScsiDiskPartition {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskName" => r.read(&mut self.disk_name),
-            "partition" => r.read(&mut self.partition),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskName", &self.disk_name);
-        w.write("partition", &self.partition);
-    }
-}
-impl x::ArrayItem for HostScsiDiskPartition {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
-    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
-}
-/// `HostScsiTopology` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopology {
-    /// `adapter`.
-    pub adapter: Vec<HostScsiTopologyInterface>,
-}
-impl x::SchemaType for HostScsiTopology {
-    const TYPE_NAME: &'static str = "HostScsiTopology";
-}
-impl x::Structure for HostScsiTopology {}
-impl x::Fields for HostScsiTopology {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adapter" => r.read_push(&mut self.adapter),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("adapter", &self.adapter);
-    }
-}
-/// `HostScsiTopologyInterface` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyInterface {
-    /// `key`.
-    pub key: String,
-    /// `adapter`.
-    pub adapter: String,
-    /// `target`.
-    pub target: Vec<HostScsiTopologyTarget>,
-}
-impl x::SchemaType for HostScsiTopologyInterface {
-    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
-}
-impl x::Structure for HostScsiTopologyInterface {}
-impl x::Fields for HostScsiTopologyInterface {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "adapter" => r.read(&mut self.adapter),
-            "target" => r.read_push(&mut self.target),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("adapter", &self.adapter);
-        w.write_vec("target", &self.target);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyInterface {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
-    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
-}
-/// `HostScsiTopologyLun` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyLun {
-    /// `key`.
-    pub key: String,
-    /// `lun`.
-    pub lun: i32,
-    /// `scsiLun`.
-    pub scsi_lun: String,
-}
-impl x::SchemaType for HostScsiTopologyLun {
-    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
-}
-impl x::Structure for HostScsiTopologyLun {}
-impl x::Fields for HostScsiTopologyLun {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "lun" => r.read(&mut self.lun),
-            "scsiLun" => r.read(&mut self.scsi_lun),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("lun", &self.lun);
-        w.write("scsiLun", &self.scsi_lun);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyLun {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
-    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
-}
-/// `HostScsiTopologyTarget` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostScsiTopologyTarget {
-    /// `key`.
-    pub key: String,
-    /// `target`.
-    pub target: i32,
-    /// `lun`.
-    pub lun: Vec<HostScsiTopologyLun>,
-    /// `transport`.
-    pub transport: Option<AnyHostTargetTransport>,
-}
-impl x::SchemaType for HostScsiTopologyTarget {
-    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
-}
-impl x::Structure for HostScsiTopologyTarget {}
-impl x::Fields for HostScsiTopologyTarget {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "target" => r.read(&mut self.target),
-            "lun" => r.read_push(&mut self.lun),
-            "transport" => r.read_opt(&mut self.transport),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("target", &self.target);
-        w.write_vec("lun", &self.lun);
-        w.write_opt("transport", &self.transport);
-    }
-}
-impl x::ArrayItem for HostScsiTopologyTarget {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
-    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
-}
-/// `HostSecuritySpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSecuritySpec {
-    /// `adminPassword`.
-    pub admin_password: Option<String>,
-    /// `removePermission`.
-    pub remove_permission: Vec<Permission>,
-    /// `addPermission`.
-    pub add_permission: Vec<Permission>,
-}
-impl x::SchemaType for HostSecuritySpec {
-    const TYPE_NAME: &'static str = "HostSecuritySpec";
-}
-impl x::Structure for HostSecuritySpec {}
-impl x::Fields for HostSecuritySpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "adminPassword" => r.read_opt(&mut self.admin_password),
-            "removePermission" => r.read_push(&mut self.remove_permission),
-            "addPermission" => r.read_push(&mut self.add_permission),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("adminPassword", &self.admin_password);
-        w.write_vec("removePermission", &self.remove_permission);
-        w.write_vec("addPermission", &self.add_permission);
-    }
-}
-/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `nodeWorldWideName`.
-    pub node_world_wide_name: String,
-}
-impl x::SchemaType for HostSerialAttachedHba {
-    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
-}
-impl x::Structure for HostSerialAttachedHba {}
-impl x::Fields for HostSerialAttachedHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write("nodeWorldWideName", &self.node_world_wide_name);
-    }
-}
-/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSerialAttachedTargetTransport {}
-impl x::SchemaType for HostSerialAttachedTargetTransport {
-    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
-}
-impl x::Structure for HostSerialAttachedTargetTransport {}
-impl x::Fields for HostSerialAttachedTargetTransport {
     fn decode_field(
         &mut self,
         _r: &mut x::XmlReader<'_>,

@@ -5,6 +5,878 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostReconnectionFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostReconnectionFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+}
+impl x::SchemaType for HostReconnectionFailedEvent {
+    const TYPE_NAME: &'static str = "HostReconnectionFailedEvent";
+}
+impl x::Structure for HostReconnectionFailedEvent {}
+impl x::Fields for HostReconnectionFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+    }
+}
+/// `HostReliableMemoryInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostReliableMemoryInfo {
+    /// `memorySize`.
+    pub memory_size: i64,
+}
+impl x::SchemaType for HostReliableMemoryInfo {
+    const TYPE_NAME: &'static str = "HostReliableMemoryInfo";
+}
+impl x::Structure for HostReliableMemoryInfo {}
+impl x::Fields for HostReliableMemoryInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "memorySize" => r.read(&mut self.memory_size),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("memorySize", &self.memory_size);
+    }
+}
+/// `HostRemovedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRemovedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+}
+impl x::SchemaType for HostRemovedEvent {
+    const TYPE_NAME: &'static str = "HostRemovedEvent";
+}
+impl x::Structure for HostRemovedEvent {}
+impl x::Fields for HostRemovedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+    }
+}
+/// `HostResignatureRescanResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostResignatureRescanResult {
+    /// `rescan`.
+    pub rescan: Vec<HostVmfsRescanResult>,
+    /// `result`.
+    pub result: x::ManagedObjectReference,
+}
+impl x::SchemaType for HostResignatureRescanResult {
+    const TYPE_NAME: &'static str = "HostResignatureRescanResult";
+}
+impl x::Structure for HostResignatureRescanResult {}
+impl x::Fields for HostResignatureRescanResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "rescan" => r.read_push(&mut self.rescan),
+            "result" => r.read(&mut self.result),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("rescan", &self.rescan);
+        w.write("result", &self.result);
+    }
+}
+/// `HostRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfo {
+    /// `connectionState`.
+    pub connection_state: HostSystemConnectionState,
+    /// `powerState`.
+    pub power_state: HostSystemPowerState,
+    /// `standbyMode`.
+    pub standby_mode: Option<String>,
+    /// `inMaintenanceMode`.
+    pub in_maintenance_mode: bool,
+    /// `inQuarantineMode`.
+    pub in_quarantine_mode: Option<bool>,
+    /// `bootTime`.
+    pub boot_time: Option<x::DateTime>,
+    /// `healthSystemRuntime`.
+    pub health_system_runtime: Option<HealthSystemRuntime>,
+    /// `dasHostState`.
+    pub das_host_state: Option<ClusterDasFdmHostState>,
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `vsanRuntimeInfo`.
+    pub vsan_runtime_info: Option<VsanHostRuntimeInfo>,
+    /// `networkRuntimeInfo`.
+    pub network_runtime_info: Option<HostRuntimeInfoNetworkRuntimeInfo>,
+    /// `vFlashResourceRuntimeInfo`.
+    pub v_flash_resource_runtime_info: Option<
+        HostVFlashManagerVFlashResourceRunTimeInfo,
+    >,
+    /// `hostMaxVirtualDiskCapacity`.
+    pub host_max_virtual_disk_capacity: Option<i64>,
+    /// `cryptoState`.
+    pub crypto_state: Option<String>,
+    /// `cryptoKeyId`.
+    pub crypto_key_id: Option<CryptoKeyId>,
+    /// `statelessNvdsMigrationReady`.
+    pub stateless_nvds_migration_ready: Option<String>,
+    /// `stateEncryption`.
+    pub state_encryption: Option<HostRuntimeInfoStateEncryptionInfo>,
+}
+impl x::SchemaType for HostRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfo {}
+impl x::Fields for HostRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "connectionState" => r.read(&mut self.connection_state),
+            "powerState" => r.read(&mut self.power_state),
+            "standbyMode" => r.read_opt(&mut self.standby_mode),
+            "inMaintenanceMode" => r.read(&mut self.in_maintenance_mode),
+            "inQuarantineMode" => r.read_opt(&mut self.in_quarantine_mode),
+            "bootTime" => r.read_opt(&mut self.boot_time),
+            "healthSystemRuntime" => r.read_opt(&mut self.health_system_runtime),
+            "dasHostState" => r.read_opt(&mut self.das_host_state),
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "vsanRuntimeInfo" => r.read_opt(&mut self.vsan_runtime_info),
+            "networkRuntimeInfo" => r.read_opt(&mut self.network_runtime_info),
+            "vFlashResourceRuntimeInfo" => {
+                r.read_opt(&mut self.v_flash_resource_runtime_info)
+            }
+            "hostMaxVirtualDiskCapacity" => {
+                r.read_opt(&mut self.host_max_virtual_disk_capacity)
+            }
+            "cryptoState" => r.read_opt(&mut self.crypto_state),
+            "cryptoKeyId" => r.read_opt(&mut self.crypto_key_id),
+            "statelessNvdsMigrationReady" => {
+                r.read_opt(&mut self.stateless_nvds_migration_ready)
+            }
+            "stateEncryption" => r.read_opt(&mut self.state_encryption),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("connectionState", &self.connection_state);
+        w.write("powerState", &self.power_state);
+        w.write_opt("standbyMode", &self.standby_mode);
+        w.write("inMaintenanceMode", &self.in_maintenance_mode);
+        w.write_opt("inQuarantineMode", &self.in_quarantine_mode);
+        w.write_opt("bootTime", &self.boot_time);
+        w.write_opt("healthSystemRuntime", &self.health_system_runtime);
+        w.write_opt("dasHostState", &self.das_host_state);
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_opt("vsanRuntimeInfo", &self.vsan_runtime_info);
+        w.write_opt("networkRuntimeInfo", &self.network_runtime_info);
+        w.write_opt("vFlashResourceRuntimeInfo", &self.v_flash_resource_runtime_info);
+        w.write_opt("hostMaxVirtualDiskCapacity", &self.host_max_virtual_disk_capacity);
+        w.write_opt("cryptoState", &self.crypto_state);
+        w.write_opt("cryptoKeyId", &self.crypto_key_id);
+        w.write_opt("statelessNvdsMigrationReady", &self.stateless_nvds_migration_ready);
+        w.write_opt("stateEncryption", &self.state_encryption);
+    }
+}
+/// `HostRuntimeInfoNetStackInstanceRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    /// `netStackInstanceKey`.
+    pub net_stack_instance_key: String,
+    /// `state`.
+    pub state: Option<String>,
+    /// `vmknicKeys`.
+    pub vmknic_keys: Vec<String>,
+    /// `maxNumberOfConnections`.
+    pub max_number_of_connections: Option<i32>,
+    /// `currentIpV6Enabled`.
+    pub current_ip_v6_enabled: Option<bool>,
+}
+impl x::SchemaType for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfoNetStackInstanceRuntimeInfo {}
+impl x::Fields for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstanceKey" => r.read(&mut self.net_stack_instance_key),
+            "state" => r.read_opt(&mut self.state),
+            "vmknicKeys" => r.read_push(&mut self.vmknic_keys),
+            "maxNumberOfConnections" => r.read_opt(&mut self.max_number_of_connections),
+            "currentIpV6Enabled" => r.read_opt(&mut self.current_ip_v6_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("netStackInstanceKey", &self.net_stack_instance_key);
+        w.write_opt("state", &self.state);
+        w.write_vec("vmknicKeys", &self.vmknic_keys);
+        w.write_opt("maxNumberOfConnections", &self.max_number_of_connections);
+        w.write_opt("currentIpV6Enabled", &self.current_ip_v6_enabled);
+    }
+}
+impl x::ArrayItem for HostRuntimeInfoNetStackInstanceRuntimeInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo";
+    const ITEM_TAG: &'static str = "HostRuntimeInfoNetStackInstanceRuntimeInfo";
+}
+/// `HostRuntimeInfoNetworkRuntimeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoNetworkRuntimeInfo {
+    /// `netStackInstanceRuntimeInfo`.
+    pub net_stack_instance_runtime_info: Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>,
+    /// `networkResourceRuntime`.
+    pub network_resource_runtime: Option<HostNetworkResourceRuntime>,
+}
+impl x::SchemaType for HostRuntimeInfoNetworkRuntimeInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoNetworkRuntimeInfo";
+}
+impl x::Structure for HostRuntimeInfoNetworkRuntimeInfo {}
+impl x::Fields for HostRuntimeInfoNetworkRuntimeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "netStackInstanceRuntimeInfo" => {
+                r.read_push(&mut self.net_stack_instance_runtime_info)
+            }
+            "networkResourceRuntime" => r.read_opt(&mut self.network_resource_runtime),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec(
+            "netStackInstanceRuntimeInfo",
+            &self.net_stack_instance_runtime_info,
+        );
+        w.write_opt("networkResourceRuntime", &self.network_resource_runtime);
+    }
+}
+/// `HostRuntimeInfoStateEncryptionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostRuntimeInfoStateEncryptionInfo {
+    /// `protectionMode`.
+    pub protection_mode: String,
+    /// `requireSecureBoot`.
+    pub require_secure_boot: Option<bool>,
+    /// `requireExecInstalledOnly`.
+    pub require_exec_installed_only: Option<bool>,
+}
+impl x::SchemaType for HostRuntimeInfoStateEncryptionInfo {
+    const TYPE_NAME: &'static str = "HostRuntimeInfoStateEncryptionInfo";
+}
+impl x::Structure for HostRuntimeInfoStateEncryptionInfo {}
+impl x::Fields for HostRuntimeInfoStateEncryptionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "protectionMode" => r.read(&mut self.protection_mode),
+            "requireSecureBoot" => r.read_opt(&mut self.require_secure_boot),
+            "requireExecInstalledOnly" => {
+                r.read_opt(&mut self.require_exec_installed_only)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("protectionMode", &self.protection_mode);
+        w.write_opt("requireSecureBoot", &self.require_secure_boot);
+        w.write_opt("requireExecInstalledOnly", &self.require_exec_installed_only);
+    }
+}
+/// `HostScsiDisk` (extends `ScsiLun`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiDisk {
+    /// `deviceName`, from `HostDevice`.
+    pub device_name: String,
+    /// `deviceType`, from `HostDevice`.
+    pub device_type: String,
+    /// `key`, from `ScsiLun`.
+    pub key: Option<String>,
+    /// `uuid`, from `ScsiLun`.
+    pub uuid: String,
+    /// `descriptor`, from `ScsiLun`.
+    pub descriptor: Vec<ScsiLunDescriptor>,
+    /// `canonicalName`, from `ScsiLun`.
+    pub canonical_name: Option<String>,
+    /// `displayName`, from `ScsiLun`.
+    pub display_name: Option<String>,
+    /// `lunType`, from `ScsiLun`.
+    pub lun_type: String,
+    /// `vendor`, from `ScsiLun`.
+    pub vendor: Option<String>,
+    /// `model`, from `ScsiLun`.
+    pub model: Option<String>,
+    /// `revision`, from `ScsiLun`.
+    pub revision: Option<String>,
+    /// `scsiLevel`, from `ScsiLun`.
+    pub scsi_level: Option<i32>,
+    /// `serialNumber`, from `ScsiLun`.
+    pub serial_number: Option<String>,
+    /// `durableName`, from `ScsiLun`.
+    pub durable_name: Option<ScsiLunDurableName>,
+    /// `alternateName`, from `ScsiLun`.
+    pub alternate_name: Vec<ScsiLunDurableName>,
+    /// `standardInquiry`, from `ScsiLun`.
+    pub standard_inquiry: Vec<i8>,
+    /// `queueDepth`, from `ScsiLun`.
+    pub queue_depth: Option<i32>,
+    /// `operationalState`, from `ScsiLun`.
+    pub operational_state: Vec<String>,
+    /// `capabilities`, from `ScsiLun`.
+    pub capabilities: Option<ScsiLunCapabilities>,
+    /// `vStorageSupport`, from `ScsiLun`.
+    pub v_storage_support: Option<String>,
+    /// `protocolEndpoint`, from `ScsiLun`.
+    pub protocol_endpoint: Option<bool>,
+    /// `perenniallyReserved`, from `ScsiLun`.
+    pub perennially_reserved: Option<bool>,
+    /// `clusteredVmdkSupported`, from `ScsiLun`.
+    pub clustered_vmdk_supported: Option<bool>,
+    /// `capacity`.
+    pub capacity: HostDiskDimensionsLba,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `ssd`.
+    pub ssd: Option<bool>,
+    /// `localDisk`.
+    pub local_disk: Option<bool>,
+    /// `physicalLocation`.
+    pub physical_location: Vec<String>,
+    /// `emulatedDIXDIFEnabled`.
+    pub emulated_dixdif_enabled: Option<bool>,
+    /// `vsanDiskInfo`.
+    pub vsan_disk_info: Option<VsanHostVsanDiskInfo>,
+    /// `scsiDiskType`.
+    pub scsi_disk_type: Option<String>,
+}
+impl x::SchemaType for HostScsiDisk {
+    const TYPE_NAME: &'static str = "HostScsiDisk";
+}
+impl x::Structure for HostScsiDisk {}
+impl x::Fields for HostScsiDisk {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceType" => r.read(&mut self.device_type),
+            "key" => r.read_opt(&mut self.key),
+            "uuid" => r.read(&mut self.uuid),
+            "descriptor" => r.read_push(&mut self.descriptor),
+            "canonicalName" => r.read_opt(&mut self.canonical_name),
+            "displayName" => r.read_opt(&mut self.display_name),
+            "lunType" => r.read(&mut self.lun_type),
+            "vendor" => r.read_opt(&mut self.vendor),
+            "model" => r.read_opt(&mut self.model),
+            "revision" => r.read_opt(&mut self.revision),
+            "scsiLevel" => r.read_opt(&mut self.scsi_level),
+            "serialNumber" => r.read_opt(&mut self.serial_number),
+            "durableName" => r.read_opt(&mut self.durable_name),
+            "alternateName" => r.read_push(&mut self.alternate_name),
+            "standardInquiry" => r.read_push(&mut self.standard_inquiry),
+            "queueDepth" => r.read_opt(&mut self.queue_depth),
+            "operationalState" => r.read_push(&mut self.operational_state),
+            "capabilities" => r.read_opt(&mut self.capabilities),
+            "vStorageSupport" => r.read_opt(&mut self.v_storage_support),
+            "protocolEndpoint" => r.read_opt(&mut self.protocol_endpoint),
+            "perenniallyReserved" => r.read_opt(&mut self.perennially_reserved),
+            "clusteredVmdkSupported" => r.read_opt(&mut self.clustered_vmdk_supported),
+            "capacity" => r.read(&mut self.capacity),
+            "devicePath" => r.read(&mut self.device_path),
+            "ssd" => r.read_opt(&mut self.ssd),
+            "localDisk" => r.read_opt(&mut self.local_disk),
+            "physicalLocation" => r.read_push(&mut self.physical_location),
+            "emulatedDIXDIFEnabled" => r.read_opt(&mut self.emulated_dixdif_enabled),
+            "vsanDiskInfo" => r.read_opt(&mut self.vsan_disk_info),
+            "scsiDiskType" => r.read_opt(&mut self.scsi_disk_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write("deviceType", &self.device_type);
+        w.write_opt("key", &self.key);
+        w.write("uuid", &self.uuid);
+        w.write_vec("descriptor", &self.descriptor);
+        w.write_opt("canonicalName", &self.canonical_name);
+        w.write_opt("displayName", &self.display_name);
+        w.write("lunType", &self.lun_type);
+        w.write_opt("vendor", &self.vendor);
+        w.write_opt("model", &self.model);
+        w.write_opt("revision", &self.revision);
+        w.write_opt("scsiLevel", &self.scsi_level);
+        w.write_opt("serialNumber", &self.serial_number);
+        w.write_opt("durableName", &self.durable_name);
+        w.write_vec("alternateName", &self.alternate_name);
+        w.write_vec("standardInquiry", &self.standard_inquiry);
+        w.write_opt("queueDepth", &self.queue_depth);
+        w.write_vec("operationalState", &self.operational_state);
+        w.write_opt("capabilities", &self.capabilities);
+        w.write_opt("vStorageSupport", &self.v_storage_support);
+        w.write_opt("protocolEndpoint", &self.protocol_endpoint);
+        w.write_opt("perenniallyReserved", &self.perennially_reserved);
+        w.write_opt("clusteredVmdkSupported", &self.clustered_vmdk_supported);
+        w.write("capacity", &self.capacity);
+        w.write("devicePath", &self.device_path);
+        w.write_opt("ssd", &self.ssd);
+        w.write_opt("localDisk", &self.local_disk);
+        w.write_vec("physicalLocation", &self.physical_location);
+        w.write_opt("emulatedDIXDIFEnabled", &self.emulated_dixdif_enabled);
+        w.write_opt("vsanDiskInfo", &self.vsan_disk_info);
+        w.write_opt("scsiDiskType", &self.scsi_disk_type);
+    }
+}
+impl x::ArrayItem for HostScsiDisk {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDisk";
+    const ITEM_TAG: &'static str = "HostScsiDisk";
+}
+/// `HostScsiDiskPartition` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiDiskPartition {
+    /// `diskName`.
+    pub disk_name: String,
+    /// `partition`.
+    pub partition: i32,
+}
+impl x::SchemaType for HostScsiDiskPartition {
+    const TYPE_NAME: &'static str = "HostScsiDiskPartition";
+}
+impl x::Structure for HostScsiDiskPartition {}
+impl x::Fields for HostScsiDiskPartition {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskName" => r.read(&mut self.disk_name),
+            "partition" => r.read(&mut self.partition),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskName", &self.disk_name);
+        w.write("partition", &self.partition);
+    }
+}
+impl x::ArrayItem for HostScsiDiskPartition {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiDiskPartition";
+    const ITEM_TAG: &'static str = "HostScsiDiskPartition";
+}
+/// `HostScsiTopology` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopology {
+    /// `adapter`.
+    pub adapter: Vec<HostScsiTopologyInterface>,
+}
+impl x::SchemaType for HostScsiTopology {
+    const TYPE_NAME: &'static str = "HostScsiTopology";
+}
+impl x::Structure for HostScsiTopology {}
+impl x::Fields for HostScsiTopology {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adapter" => r.read_push(&mut self.adapter),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("adapter", &self.adapter);
+    }
+}
+/// `HostScsiTopologyInterface` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyInterface {
+    /// `key`.
+    pub key: String,
+    /// `adapter`.
+    pub adapter: String,
+    /// `target`.
+    pub target: Vec<HostScsiTopologyTarget>,
+}
+impl x::SchemaType for HostScsiTopologyInterface {
+    const TYPE_NAME: &'static str = "HostScsiTopologyInterface";
+}
+impl x::Structure for HostScsiTopologyInterface {}
+impl x::Fields for HostScsiTopologyInterface {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "adapter" => r.read(&mut self.adapter),
+            "target" => r.read_push(&mut self.target),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("adapter", &self.adapter);
+        w.write_vec("target", &self.target);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyInterface {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyInterface";
+    const ITEM_TAG: &'static str = "HostScsiTopologyInterface";
+}
+/// `HostScsiTopologyLun` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyLun {
+    /// `key`.
+    pub key: String,
+    /// `lun`.
+    pub lun: i32,
+    /// `scsiLun`.
+    pub scsi_lun: String,
+}
+impl x::SchemaType for HostScsiTopologyLun {
+    const TYPE_NAME: &'static str = "HostScsiTopologyLun";
+}
+impl x::Structure for HostScsiTopologyLun {}
+impl x::Fields for HostScsiTopologyLun {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "lun" => r.read(&mut self.lun),
+            "scsiLun" => r.read(&mut self.scsi_lun),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("lun", &self.lun);
+        w.write("scsiLun", &self.scsi_lun);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyLun {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyLun";
+    const ITEM_TAG: &'static str = "HostScsiTopologyLun";
+}
+/// `HostScsiTopologyTarget` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostScsiTopologyTarget {
+    /// `key`.
+    pub key: String,
+    /// `target`.
+    pub target: i32,
+    /// `lun`.
+    pub lun: Vec<HostScsiTopologyLun>,
+    /// `transport`.
+    pub transport: Option<AnyHostTargetTransport>,
+}
+impl x::SchemaType for HostScsiTopologyTarget {
+    const TYPE_NAME: &'static str = "HostScsiTopologyTarget";
+}
+impl x::Structure for HostScsiTopologyTarget {}
+impl x::Fields for HostScsiTopologyTarget {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "target" => r.read(&mut self.target),
+            "lun" => r.read_push(&mut self.lun),
+            "transport" => r.read_opt(&mut self.transport),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("target", &self.target);
+        w.write_vec("lun", &self.lun);
+        w.write_opt("transport", &self.transport);
+    }
+}
+impl x::ArrayItem for HostScsiTopologyTarget {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostScsiTopologyTarget";
+    const ITEM_TAG: &'static str = "HostScsiTopologyTarget";
+}
+/// `HostSecuritySpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSecuritySpec {
+    /// `adminPassword`.
+    pub admin_password: Option<String>,
+    /// `removePermission`.
+    pub remove_permission: Vec<Permission>,
+    /// `addPermission`.
+    pub add_permission: Vec<Permission>,
+}
+impl x::SchemaType for HostSecuritySpec {
+    const TYPE_NAME: &'static str = "HostSecuritySpec";
+}
+impl x::Structure for HostSecuritySpec {}
+impl x::Fields for HostSecuritySpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "adminPassword" => r.read_opt(&mut self.admin_password),
+            "removePermission" => r.read_push(&mut self.remove_permission),
+            "addPermission" => r.read_push(&mut self.add_permission),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("adminPassword", &self.admin_password);
+        w.write_vec("removePermission", &self.remove_permission);
+        w.write_vec("addPermission", &self.add_permission);
+    }
+}
+/// `HostSerialAttachedHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSerialAttachedHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `nodeWorldWideName`.
+    pub node_world_wide_name: String,
+}
+impl x::SchemaType for HostSerialAttachedHba {
+    const TYPE_NAME: &'static str = "HostSerialAttachedHba";
+}
+impl x::Structure for HostSerialAttachedHba {}
+impl x::Fields for HostSerialAttachedHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "nodeWorldWideName" => r.read(&mut self.node_world_wide_name),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write("nodeWorldWideName", &self.node_world_wide_name);
+    }
+}
+/// `HostSerialAttachedTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSerialAttachedTargetTransport {}
+impl x::SchemaType for HostSerialAttachedTargetTransport {
+    const TYPE_NAME: &'static str = "HostSerialAttachedTargetTransport";
+}
+impl x::Structure for HostSerialAttachedTargetTransport {}
+impl x::Fields for HostSerialAttachedTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
 /// `HostService` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostService {
@@ -48,6 +920,7 @@ impl x::Fields for HostService {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("label", &self.label);
@@ -88,6 +961,7 @@ impl x::Fields for HostServiceConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serviceId", &self.service_id);
         w.write("startupPolicy", &self.startup_policy);
@@ -119,6 +993,7 @@ impl x::Fields for HostServiceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("service", &self.service);
     }
@@ -148,6 +1023,7 @@ impl x::Fields for HostServiceSourcePackage {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("sourcePackageName", &self.source_package_name);
         w.write("description", &self.description);
@@ -190,6 +1066,7 @@ impl x::Fields for HostServiceTicket {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("host", &self.host);
         w.write_opt("port", &self.port);
@@ -224,6 +1101,7 @@ impl x::Fields for HostSevInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("sevState", &self.sev_state);
         w.write("maxSevEsGuests", &self.max_sev_es_guests);
@@ -260,6 +1138,7 @@ impl x::Fields for HostSgxInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("sgxState", &self.sgx_state);
         w.write("totalEpcMemory", &self.total_epc_memory);
@@ -301,6 +1180,7 @@ impl x::Fields for HostSharedGpuCapabilities {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vgpu", &self.vgpu);
         w.write("diskSnapshotSupported", &self.disk_snapshot_supported);
@@ -377,6 +1257,7 @@ impl x::Fields for HostShortNameInconsistentEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -456,6 +1337,7 @@ impl x::Fields for HostShortNameToIpFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -534,6 +1416,7 @@ impl x::Fields for HostShutdownEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -585,6 +1468,7 @@ impl x::Fields for HostSnmpConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("port", &self.port);
@@ -621,6 +1505,7 @@ impl x::Fields for HostSnmpDestination {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hostName", &self.host_name);
         w.write("port", &self.port);
@@ -665,6 +1550,7 @@ impl x::Fields for HostSnmpSystemAgentLimits {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("maxReadOnlyCommunities", &self.max_read_only_communities);
         w.write("maxTrapDestinations", &self.max_trap_destinations);
@@ -707,6 +1593,7 @@ impl x::Fields for HostSpecification {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("createdTime", &self.created_time);
         w.write_opt("lastModified", &self.last_modified);
@@ -773,6 +1660,7 @@ impl x::Fields for HostSpecificationChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -817,6 +1705,7 @@ impl x::Fields for HostSpecificationOperationFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -881,6 +1770,7 @@ impl x::Fields for HostSpecificationRequireEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -958,6 +1848,7 @@ impl x::Fields for HostSpecificationUpdateEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1012,6 +1903,7 @@ impl x::Fields for HostSriovConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("passthruEnabled", &self.passthru_enabled);
@@ -1045,6 +1937,7 @@ impl x::Fields for HostSriovDevicePoolInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
     }
@@ -1108,6 +2001,7 @@ impl x::Fields for HostSriovInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("dependentDevice", &self.dependent_device);
@@ -1154,6 +2048,7 @@ impl x::Fields for HostSriovNetworkDevicePoolInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("switchKey", &self.switch_key);
@@ -1189,6 +2084,7 @@ impl x::Fields for HostSslThumbprintInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("principal", &self.principal);
         w.write_opt("ownerTag", &self.owner_tag);
@@ -1263,6 +2159,7 @@ impl x::Fields for HostStatusChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1303,6 +2200,7 @@ impl x::Fields for HostStorageArrayTypePolicyOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policy", &self.policy);
     }
@@ -1353,6 +2251,7 @@ impl x::Fields for HostStorageDeviceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("hostBusAdapter", &self.host_bus_adapter);
         w.write_vec("scsiLun", &self.scsi_lun);
@@ -1391,6 +2290,7 @@ impl x::Fields for HostStorageElementInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("status", &self.status);
@@ -1426,6 +2326,7 @@ impl x::Fields for HostStorageOperationalInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("property", &self.property);
         w.write("value", &self.value);
@@ -1460,6 +2361,7 @@ impl x::Fields for HostStorageSystemDiskLocatorLedResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("fault", &self.fault);
@@ -1494,6 +2396,7 @@ impl x::Fields for HostStorageSystemScsiLunResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("fault", &self.fault);
@@ -1528,6 +2431,7 @@ impl x::Fields for HostStorageSystemVmfsVolumeResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("fault", &self.fault);
@@ -1568,6 +2472,7 @@ impl x::Fields for HostSubSpecification {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("createdTime", &self.created_time);
@@ -1640,6 +2545,7 @@ impl x::Fields for HostSubSpecificationDeleteEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1718,6 +2624,7 @@ impl x::Fields for HostSubSpecificationUpdateEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1796,6 +2703,7 @@ impl x::Fields for HostSyncFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1838,6 +2746,7 @@ impl x::Fields for HostSystemComplianceCheckState {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
         w.write("checkTime", &self.check_time);
@@ -1865,6 +2774,7 @@ impl x::Fields for HostSystemHealthInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("numericSensorInfo", &self.numeric_sensor_info);
     }
@@ -1894,6 +2804,7 @@ impl x::Fields for HostSystemIdentificationInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("identifierValue", &self.identifier_value);
         w.write("identifierType", &self.identifier_type);
@@ -1940,6 +2851,7 @@ impl x::Fields for HostSystemInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vendor", &self.vendor);
         w.write("model", &self.model);
@@ -1971,6 +2883,7 @@ impl x::Fields for HostSystemReconnectSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("syncState", &self.sync_state);
     }
@@ -2000,6 +2913,7 @@ impl x::Fields for HostSystemRemediationState {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("state", &self.state);
         w.write("operationTime", &self.operation_time);
@@ -2033,6 +2947,7 @@ impl x::Fields for HostSystemResourceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("config", &self.config);
@@ -2065,6 +2980,7 @@ impl x::Fields for HostSystemSwapConfiguration {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("option", &self.option);
     }
@@ -2094,6 +3010,7 @@ impl x::Fields for HostSystemSwapConfigurationDatastoreOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("datastore", &self.datastore);
@@ -2121,6 +3038,7 @@ impl x::Fields for HostSystemSwapConfigurationDisabledOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
     }
@@ -2147,6 +3065,7 @@ impl x::Fields for HostSystemSwapConfigurationHostCacheOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
     }
@@ -2173,987 +3092,8 @@ impl x::Fields for HostSystemSwapConfigurationHostLocalSwapOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
-    }
-}
-/// `HostSystemSwapConfigurationSystemSwapOption` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostSystemSwapConfigurationSystemSwapOption`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostSystemSwapConfigurationSystemSwapOption {
-    /// `key`.
-    pub key: i32,
-}
-impl x::SchemaType for HostSystemSwapConfigurationSystemSwapOption {
-    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationSystemSwapOption";
-}
-impl x::Structure for HostSystemSwapConfigurationSystemSwapOption {}
-impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-    }
-}
-/// `HostTargetTransport` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostTargetTransport`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTargetTransport {}
-impl x::SchemaType for HostTargetTransport {
-    const TYPE_NAME: &'static str = "HostTargetTransport";
-}
-impl x::Structure for HostTargetTransport {}
-impl x::Fields for HostTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostTcpHba` (extends `HostHostBusAdapter`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpHba {
-    /// `key`, from `HostHostBusAdapter`.
-    pub key: Option<String>,
-    /// `device`, from `HostHostBusAdapter`.
-    pub device: String,
-    /// `bus`, from `HostHostBusAdapter`.
-    pub bus: i32,
-    /// `status`, from `HostHostBusAdapter`.
-    pub status: String,
-    /// `model`, from `HostHostBusAdapter`.
-    pub model: String,
-    /// `driver`, from `HostHostBusAdapter`.
-    pub driver: Option<String>,
-    /// `pci`, from `HostHostBusAdapter`.
-    pub pci: Option<String>,
-    /// `storageProtocol`, from `HostHostBusAdapter`.
-    pub storage_protocol: Option<String>,
-    /// `associatedPnic`.
-    pub associated_pnic: Option<String>,
-}
-impl x::SchemaType for HostTcpHba {
-    const TYPE_NAME: &'static str = "HostTcpHba";
-}
-impl x::Structure for HostTcpHba {}
-impl x::Fields for HostTcpHba {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "device" => r.read(&mut self.device),
-            "bus" => r.read(&mut self.bus),
-            "status" => r.read(&mut self.status),
-            "model" => r.read(&mut self.model),
-            "driver" => r.read_opt(&mut self.driver),
-            "pci" => r.read_opt(&mut self.pci),
-            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
-            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write("device", &self.device);
-        w.write("bus", &self.bus);
-        w.write("status", &self.status);
-        w.write("model", &self.model);
-        w.write_opt("driver", &self.driver);
-        w.write_opt("pci", &self.pci);
-        w.write_opt("storageProtocol", &self.storage_protocol);
-        w.write_opt("associatedPnic", &self.associated_pnic);
-    }
-}
-/// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpHbaCreateSpec {
-    /// `pnic`.
-    pub pnic: String,
-}
-impl x::SchemaType for HostTcpHbaCreateSpec {
-    const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
-}
-impl x::Structure for HostTcpHbaCreateSpec {}
-impl x::Fields for HostTcpHbaCreateSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pnic" => r.read(&mut self.pnic),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pnic", &self.pnic);
-    }
-}
-/// `HostTcpTargetTransport` (extends `HostTargetTransport`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTcpTargetTransport {}
-impl x::SchemaType for HostTcpTargetTransport {
-    const TYPE_NAME: &'static str = "HostTcpTargetTransport";
-}
-impl x::Structure for HostTcpTargetTransport {}
-impl x::Fields for HostTcpTargetTransport {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `HostTpmAttestationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmAttestationInfo {
-    /// `time`.
-    pub time: x::DateTime,
-    /// `status`.
-    pub status: HostTpmAttestationInfoAcceptanceStatus,
-    /// `message`.
-    pub message: Option<LocalizableMessage>,
-}
-impl x::SchemaType for HostTpmAttestationInfo {
-    const TYPE_NAME: &'static str = "HostTpmAttestationInfo";
-}
-impl x::Structure for HostTpmAttestationInfo {}
-impl x::Fields for HostTpmAttestationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "time" => r.read(&mut self.time),
-            "status" => r.read(&mut self.status),
-            "message" => r.read_opt(&mut self.message),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("time", &self.time);
-        w.write("status", &self.status);
-        w.write_opt("message", &self.message);
-    }
-}
-/// `HostTpmAttestationReport` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmAttestationReport {
-    /// `tpmPcrValues`.
-    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
-    /// `tpmEvents`.
-    pub tpm_events: Vec<HostTpmEventLogEntry>,
-    /// `tpmLogReliable`.
-    pub tpm_log_reliable: bool,
-}
-impl x::SchemaType for HostTpmAttestationReport {
-    const TYPE_NAME: &'static str = "HostTpmAttestationReport";
-}
-impl x::Structure for HostTpmAttestationReport {}
-impl x::Fields for HostTpmAttestationReport {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
-            "tpmEvents" => r.read_push(&mut self.tpm_events),
-            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
-        w.write_vec("tpmEvents", &self.tpm_events);
-        w.write("tpmLogReliable", &self.tpm_log_reliable);
-    }
-}
-/// `HostTpmBootSecurityOptionEventDetails` (extends `HostTpmEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmBootSecurityOptionEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `bootSecurityOption`.
-    pub boot_security_option: String,
-}
-impl x::SchemaType for HostTpmBootSecurityOptionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmBootSecurityOptionEventDetails";
-}
-impl x::Structure for HostTpmBootSecurityOptionEventDetails {}
-impl x::Fields for HostTpmBootSecurityOptionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "bootSecurityOption" => r.read(&mut self.boot_security_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("bootSecurityOption", &self.boot_security_option);
-    }
-}
-/// `HostTpmCommandEventDetails` (extends `HostTpmEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmCommandEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `commandLine`.
-    pub command_line: String,
-}
-impl x::SchemaType for HostTpmCommandEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmCommandEventDetails";
-}
-impl x::Structure for HostTpmCommandEventDetails {}
-impl x::Fields for HostTpmCommandEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "commandLine" => r.read(&mut self.command_line),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("commandLine", &self.command_line);
-    }
-}
-/// `HostTpmDigestInfo` (extends `HostDigestInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmDigestInfo {
-    /// `digestMethod`, from `HostDigestInfo`.
-    pub digest_method: String,
-    /// `digestValue`, from `HostDigestInfo`.
-    pub digest_value: Vec<i8>,
-    /// `objectName`, from `HostDigestInfo`.
-    pub object_name: Option<String>,
-    /// `pcrNumber`.
-    pub pcr_number: i32,
-}
-impl x::SchemaType for HostTpmDigestInfo {
-    const TYPE_NAME: &'static str = "HostTpmDigestInfo";
-}
-impl x::Structure for HostTpmDigestInfo {}
-impl x::Fields for HostTpmDigestInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "digestMethod" => r.read(&mut self.digest_method),
-            "digestValue" => r.read_push(&mut self.digest_value),
-            "objectName" => r.read_opt(&mut self.object_name),
-            "pcrNumber" => r.read(&mut self.pcr_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("digestMethod", &self.digest_method);
-        w.write_vec("digestValue", &self.digest_value);
-        w.write_opt("objectName", &self.object_name);
-        w.write("pcrNumber", &self.pcr_number);
-    }
-}
-impl x::ArrayItem for HostTpmDigestInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmDigestInfo";
-    const ITEM_TAG: &'static str = "HostTpmDigestInfo";
-}
-/// `HostTpmEventDetails` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyHostTpmEventDetails`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmEventDetails {
-    /// `dataHash`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`.
-    pub data_hash_method: Option<String>,
-}
-impl x::SchemaType for HostTpmEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmEventDetails";
-}
-impl x::Structure for HostTpmEventDetails {}
-impl x::Fields for HostTpmEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-    }
-}
-/// `HostTpmEventLogEntry` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmEventLogEntry {
-    /// `pcrIndex`.
-    pub pcr_index: i32,
-    /// `eventDetails`.
-    pub event_details: AnyHostTpmEventDetails,
-}
-impl x::SchemaType for HostTpmEventLogEntry {
-    const TYPE_NAME: &'static str = "HostTpmEventLogEntry";
-}
-impl x::Structure for HostTpmEventLogEntry {}
-impl x::Fields for HostTpmEventLogEntry {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pcrIndex" => r.read(&mut self.pcr_index),
-            "eventDetails" => r.read(&mut self.event_details),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pcrIndex", &self.pcr_index);
-        w.write("eventDetails", &self.event_details);
-    }
-}
-impl x::ArrayItem for HostTpmEventLogEntry {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmEventLogEntry";
-    const ITEM_TAG: &'static str = "HostTpmEventLogEntry";
-}
-/// `HostTpmNvTagEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmNvTagEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `bootSecurityOption`, from `HostTpmBootSecurityOptionEventDetails`.
-    pub boot_security_option: String,
-}
-impl x::SchemaType for HostTpmNvTagEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmNvTagEventDetails";
-}
-impl x::Structure for HostTpmNvTagEventDetails {}
-impl x::Fields for HostTpmNvTagEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "bootSecurityOption" => r.read(&mut self.boot_security_option),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("bootSecurityOption", &self.boot_security_option);
-    }
-}
-/// `HostTpmOptionEventDetails` (extends `HostTpmEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmOptionEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `optionsFileName`.
-    pub options_file_name: String,
-    /// `bootOptions`.
-    pub boot_options: Vec<i8>,
-}
-impl x::SchemaType for HostTpmOptionEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmOptionEventDetails";
-}
-impl x::Structure for HostTpmOptionEventDetails {}
-impl x::Fields for HostTpmOptionEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "optionsFileName" => r.read(&mut self.options_file_name),
-            "bootOptions" => r.read_push(&mut self.boot_options),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("optionsFileName", &self.options_file_name);
-        w.write_vec("bootOptions", &self.boot_options);
-    }
-}
-/// `HostTpmSoftwareComponentEventDetails` (extends `HostTpmEventDetails`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTpmSoftwareComponentEventDetails {
-    /// `dataHash`, from `HostTpmEventDetails`.
-    pub data_hash: Vec<i8>,
-    /// `dataHashMethod`, from `HostTpmEventDetails`.
-    pub data_hash_method: Option<String>,
-    /// `componentName`.
-    pub component_name: String,
-    /// `vibName`.
-    pub vib_name: String,
-    /// `vibVersion`.
-    pub vib_version: String,
-    /// `vibVendor`.
-    pub vib_vendor: String,
-}
-impl x::SchemaType for HostTpmSoftwareComponentEventDetails {
-    const TYPE_NAME: &'static str = "HostTpmSoftwareComponentEventDetails";
-}
-impl x::Structure for HostTpmSoftwareComponentEventDetails {}
-impl x::Fields for HostTpmSoftwareComponentEventDetails {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "dataHash" => r.read_push(&mut self.data_hash),
-            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
-            "componentName" => r.read(&mut self.component_name),
-            "vibName" => r.read(&mut self.vib_name),
-            "vibVersion" => r.read(&mut self.vib_version),
-            "vibVendor" => r.read(&mut self.vib_vendor),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("dataHash", &self.data_hash);
-        w.write_opt("dataHashMethod", &self.data_hash_method);
-        w.write("componentName", &self.component_name);
-        w.write("vibName", &self.vib_name);
-        w.write("vibVersion", &self.vib_version);
-        w.write("vibVendor", &self.vib_vendor);
-    }
-}
-/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostTrustAuthorityAttestationInfo {
-    /// `attestationStatus`.
-    pub attestation_status: String,
-    /// `serviceId`.
-    pub service_id: Option<String>,
-    /// `attestedAt`.
-    pub attested_at: Option<x::DateTime>,
-    /// `attestedUntil`.
-    pub attested_until: Option<x::DateTime>,
-    /// `messages`.
-    pub messages: Vec<LocalizableMessage>,
-}
-impl x::SchemaType for HostTrustAuthorityAttestationInfo {
-    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
-}
-impl x::Structure for HostTrustAuthorityAttestationInfo {}
-impl x::Fields for HostTrustAuthorityAttestationInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "attestationStatus" => r.read(&mut self.attestation_status),
-            "serviceId" => r.read_opt(&mut self.service_id),
-            "attestedAt" => r.read_opt(&mut self.attested_at),
-            "attestedUntil" => r.read_opt(&mut self.attested_until),
-            "messages" => r.read_push(&mut self.messages),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("attestationStatus", &self.attestation_status);
-        w.write_opt("serviceId", &self.service_id);
-        w.write_opt("attestedAt", &self.attested_at);
-        w.write_opt("attestedUntil", &self.attested_until);
-        w.write_vec("messages", &self.messages);
-    }
-}
-impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
-    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
-}
-/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsExtent {
-    /// `device`.
-    pub device: HostScsiDiskPartition,
-    /// `devicePath`.
-    pub device_path: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `isHeadExtent`.
-    pub is_head_extent: bool,
-    /// `ordinal`.
-    pub ordinal: i32,
-    /// `startBlock`.
-    pub start_block: i32,
-    /// `endBlock`.
-    pub end_block: i32,
-    /// `reason`.
-    pub reason: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsExtent {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
-}
-impl x::Structure for HostUnresolvedVmfsExtent {}
-impl x::Fields for HostUnresolvedVmfsExtent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "device" => r.read(&mut self.device),
-            "devicePath" => r.read(&mut self.device_path),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "isHeadExtent" => r.read(&mut self.is_head_extent),
-            "ordinal" => r.read(&mut self.ordinal),
-            "startBlock" => r.read(&mut self.start_block),
-            "endBlock" => r.read(&mut self.end_block),
-            "reason" => r.read(&mut self.reason),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("device", &self.device);
-        w.write("devicePath", &self.device_path);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("isHeadExtent", &self.is_head_extent);
-        w.write("ordinal", &self.ordinal);
-        w.write("startBlock", &self.start_block);
-        w.write("endBlock", &self.end_block);
-        w.write("reason", &self.reason);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsExtent {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
-}
-/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResignatureSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-}
-impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
-impl x::Fields for HostUnresolvedVmfsResignatureSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-    }
-}
-/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionResult {
-    /// `spec`.
-    pub spec: HostUnresolvedVmfsResolutionSpec,
-    /// `vmfs`.
-    pub vmfs: Option<HostVmfsVolume>,
-    /// `fault`.
-    pub fault: Option<LocalizedMethodFault>,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionResult {}
-impl x::Fields for HostUnresolvedVmfsResolutionResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "spec" => r.read(&mut self.spec),
-            "vmfs" => r.read_opt(&mut self.vmfs),
-            "fault" => r.read_opt(&mut self.fault),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("spec", &self.spec);
-        w.write_opt("vmfs", &self.vmfs);
-        w.write_opt("fault", &self.fault);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
-}
-/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsResolutionSpec {
-    /// `extentDevicePath`.
-    pub extent_device_path: Vec<String>,
-    /// `uuidResolution`.
-    pub uuid_resolution: String,
-}
-impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
-impl x::Fields for HostUnresolvedVmfsResolutionSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
-            "uuidResolution" => r.read(&mut self.uuid_resolution),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extentDevicePath", &self.extent_device_path);
-        w.write("uuidResolution", &self.uuid_resolution);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
-}
-/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolume {
-    /// `extent`.
-    pub extent: Vec<HostUnresolvedVmfsExtent>,
-    /// `vmfsLabel`.
-    pub vmfs_label: String,
-    /// `vmfsUuid`.
-    pub vmfs_uuid: String,
-    /// `totalBlocks`.
-    pub total_blocks: i32,
-    /// `resolveStatus`.
-    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolume {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
-}
-impl x::Structure for HostUnresolvedVmfsVolume {}
-impl x::Fields for HostUnresolvedVmfsVolume {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "extent" => r.read_push(&mut self.extent),
-            "vmfsLabel" => r.read(&mut self.vmfs_label),
-            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
-            "totalBlocks" => r.read(&mut self.total_blocks),
-            "resolveStatus" => r.read(&mut self.resolve_status),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("extent", &self.extent);
-        w.write("vmfsLabel", &self.vmfs_label);
-        w.write("vmfsUuid", &self.vmfs_uuid);
-        w.write("totalBlocks", &self.total_blocks);
-        w.write("resolveStatus", &self.resolve_status);
-    }
-}
-impl x::ArrayItem for HostUnresolvedVmfsVolume {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
-    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
-}
-/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUnresolvedVmfsVolumeResolveStatus {
-    /// `resolvable`.
-    pub resolvable: bool,
-    /// `incompleteExtents`.
-    pub incomplete_extents: Option<bool>,
-    /// `multipleCopies`.
-    pub multiple_copies: Option<bool>,
-}
-impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
-    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
-}
-impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
-impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "resolvable" => r.read(&mut self.resolvable),
-            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
-            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("resolvable", &self.resolvable);
-        w.write_opt("incompleteExtents", &self.incomplete_extents);
-        w.write_opt("multipleCopies", &self.multiple_copies);
-    }
-}
-/// `HostUpgradeFailedEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUpgradeFailedEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostUpgradeFailedEvent {
-    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
-}
-impl x::Structure for HostUpgradeFailedEvent {}
-impl x::Fields for HostUpgradeFailedEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostUserWorldSwapNotEnabledEvent` (extends `HostEvent`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostUserWorldSwapNotEnabledEvent {
-    /// `key`, from `Event`.
-    pub key: i32,
-    /// `chainId`, from `Event`.
-    pub chain_id: i32,
-    /// `createdTime`, from `Event`.
-    pub created_time: x::DateTime,
-    /// `userName`, from `Event`.
-    pub user_name: String,
-    /// `datacenter`, from `Event`.
-    pub datacenter: Option<DatacenterEventArgument>,
-    /// `computeResource`, from `Event`.
-    pub compute_resource: Option<ComputeResourceEventArgument>,
-    /// `host`, from `Event`.
-    pub host: Option<HostEventArgument>,
-    /// `vm`, from `Event`.
-    pub vm: Option<VmEventArgument>,
-    /// `ds`, from `Event`.
-    pub ds: Option<DatastoreEventArgument>,
-    /// `net`, from `Event`.
-    pub net: Option<NetworkEventArgument>,
-    /// `dvs`, from `Event`.
-    pub dvs: Option<DvsEventArgument>,
-    /// `fullFormattedMessage`, from `Event`.
-    pub full_formatted_message: Option<String>,
-    /// `changeTag`, from `Event`.
-    pub change_tag: Option<String>,
-}
-impl x::SchemaType for HostUserWorldSwapNotEnabledEvent {
-    const TYPE_NAME: &'static str = "HostUserWorldSwapNotEnabledEvent";
-}
-impl x::Structure for HostUserWorldSwapNotEnabledEvent {}
-impl x::Fields for HostUserWorldSwapNotEnabledEvent {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "chainId" => r.read(&mut self.chain_id),
-            "createdTime" => r.read(&mut self.created_time),
-            "userName" => r.read(&mut self.user_name),
-            "datacenter" => r.read_opt(&mut self.datacenter),
-            "computeResource" => r.read_opt(&mut self.compute_resource),
-            "host" => r.read_opt(&mut self.host),
-            "vm" => r.read_opt(&mut self.vm),
-            "ds" => r.read_opt(&mut self.ds),
-            "net" => r.read_opt(&mut self.net),
-            "dvs" => r.read_opt(&mut self.dvs),
-            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
-            "changeTag" => r.read_opt(&mut self.change_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write("chainId", &self.chain_id);
-        w.write("createdTime", &self.created_time);
-        w.write("userName", &self.user_name);
-        w.write_opt("datacenter", &self.datacenter);
-        w.write_opt("computeResource", &self.compute_resource);
-        w.write_opt("host", &self.host);
-        w.write_opt("vm", &self.vm);
-        w.write_opt("ds", &self.ds);
-        w.write_opt("net", &self.net);
-        w.write_opt("dvs", &self.dvs);
-        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
-        w.write_opt("changeTag", &self.change_tag);
-    }
-}
-/// `HostVFlashManagerVFlashCacheConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HostVFlashManagerVFlashCacheConfigInfo {
-    /// `vFlashModuleConfigOption`.
-    pub v_flash_module_config_option: Vec<
-        HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
-    >,
-    /// `defaultVFlashModule`.
-    pub default_v_flash_module: Option<String>,
-    /// `swapCacheReservationInGB`.
-    pub swap_cache_reservation_in_gb: Option<i64>,
-}
-impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfo {
-    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfo";
-}
-impl x::Structure for HostVFlashManagerVFlashCacheConfigInfo {}
-impl x::Fields for HostVFlashManagerVFlashCacheConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "vFlashModuleConfigOption" => {
-                r.read_push(&mut self.v_flash_module_config_option)
-            }
-            "defaultVFlashModule" => r.read_opt(&mut self.default_v_flash_module),
-            "swapCacheReservationInGB" => {
-                r.read_opt(&mut self.swap_cache_reservation_in_gb)
-            }
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("vFlashModuleConfigOption", &self.v_flash_module_config_option);
-        w.write_opt("defaultVFlashModule", &self.default_v_flash_module);
-        w.write_opt("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
     }
 }

@@ -5,6 +5,1009 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `HostSystemSwapConfigurationSystemSwapOption` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostSystemSwapConfigurationSystemSwapOption`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostSystemSwapConfigurationSystemSwapOption {
+    /// `key`.
+    pub key: i32,
+}
+impl x::SchemaType for HostSystemSwapConfigurationSystemSwapOption {
+    const TYPE_NAME: &'static str = "HostSystemSwapConfigurationSystemSwapOption";
+}
+impl x::Structure for HostSystemSwapConfigurationSystemSwapOption {}
+impl x::Fields for HostSystemSwapConfigurationSystemSwapOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+    }
+}
+/// `HostTargetTransport` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostTargetTransport`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTargetTransport {}
+impl x::SchemaType for HostTargetTransport {
+    const TYPE_NAME: &'static str = "HostTargetTransport";
+}
+impl x::Structure for HostTargetTransport {}
+impl x::Fields for HostTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostTcpHba` (extends `HostHostBusAdapter`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpHba {
+    /// `key`, from `HostHostBusAdapter`.
+    pub key: Option<String>,
+    /// `device`, from `HostHostBusAdapter`.
+    pub device: String,
+    /// `bus`, from `HostHostBusAdapter`.
+    pub bus: i32,
+    /// `status`, from `HostHostBusAdapter`.
+    pub status: String,
+    /// `model`, from `HostHostBusAdapter`.
+    pub model: String,
+    /// `driver`, from `HostHostBusAdapter`.
+    pub driver: Option<String>,
+    /// `pci`, from `HostHostBusAdapter`.
+    pub pci: Option<String>,
+    /// `storageProtocol`, from `HostHostBusAdapter`.
+    pub storage_protocol: Option<String>,
+    /// `associatedPnic`.
+    pub associated_pnic: Option<String>,
+}
+impl x::SchemaType for HostTcpHba {
+    const TYPE_NAME: &'static str = "HostTcpHba";
+}
+impl x::Structure for HostTcpHba {}
+impl x::Fields for HostTcpHba {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "device" => r.read(&mut self.device),
+            "bus" => r.read(&mut self.bus),
+            "status" => r.read(&mut self.status),
+            "model" => r.read(&mut self.model),
+            "driver" => r.read_opt(&mut self.driver),
+            "pci" => r.read_opt(&mut self.pci),
+            "storageProtocol" => r.read_opt(&mut self.storage_protocol),
+            "associatedPnic" => r.read_opt(&mut self.associated_pnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write("device", &self.device);
+        w.write("bus", &self.bus);
+        w.write("status", &self.status);
+        w.write("model", &self.model);
+        w.write_opt("driver", &self.driver);
+        w.write_opt("pci", &self.pci);
+        w.write_opt("storageProtocol", &self.storage_protocol);
+        w.write_opt("associatedPnic", &self.associated_pnic);
+    }
+}
+/// `HostTcpHbaCreateSpec` (extends `HostHbaCreateSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpHbaCreateSpec {
+    /// `pnic`.
+    pub pnic: String,
+}
+impl x::SchemaType for HostTcpHbaCreateSpec {
+    const TYPE_NAME: &'static str = "HostTcpHbaCreateSpec";
+}
+impl x::Structure for HostTcpHbaCreateSpec {}
+impl x::Fields for HostTcpHbaCreateSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pnic" => r.read(&mut self.pnic),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pnic", &self.pnic);
+    }
+}
+/// `HostTcpTargetTransport` (extends `HostTargetTransport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTcpTargetTransport {}
+impl x::SchemaType for HostTcpTargetTransport {
+    const TYPE_NAME: &'static str = "HostTcpTargetTransport";
+}
+impl x::Structure for HostTcpTargetTransport {}
+impl x::Fields for HostTcpTargetTransport {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `HostTpmAttestationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmAttestationInfo {
+    /// `time`.
+    pub time: x::DateTime,
+    /// `status`.
+    pub status: HostTpmAttestationInfoAcceptanceStatus,
+    /// `message`.
+    pub message: Option<LocalizableMessage>,
+}
+impl x::SchemaType for HostTpmAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTpmAttestationInfo";
+}
+impl x::Structure for HostTpmAttestationInfo {}
+impl x::Fields for HostTpmAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "time" => r.read(&mut self.time),
+            "status" => r.read(&mut self.status),
+            "message" => r.read_opt(&mut self.message),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("time", &self.time);
+        w.write("status", &self.status);
+        w.write_opt("message", &self.message);
+    }
+}
+/// `HostTpmAttestationReport` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmAttestationReport {
+    /// `tpmPcrValues`.
+    pub tpm_pcr_values: Vec<HostTpmDigestInfo>,
+    /// `tpmEvents`.
+    pub tpm_events: Vec<HostTpmEventLogEntry>,
+    /// `tpmLogReliable`.
+    pub tpm_log_reliable: bool,
+}
+impl x::SchemaType for HostTpmAttestationReport {
+    const TYPE_NAME: &'static str = "HostTpmAttestationReport";
+}
+impl x::Structure for HostTpmAttestationReport {}
+impl x::Fields for HostTpmAttestationReport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "tpmPcrValues" => r.read_push(&mut self.tpm_pcr_values),
+            "tpmEvents" => r.read_push(&mut self.tpm_events),
+            "tpmLogReliable" => r.read(&mut self.tpm_log_reliable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("tpmPcrValues", &self.tpm_pcr_values);
+        w.write_vec("tpmEvents", &self.tpm_events);
+        w.write("tpmLogReliable", &self.tpm_log_reliable);
+    }
+}
+/// `HostTpmBootSecurityOptionEventDetails` (extends `HostTpmEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmBootSecurityOptionEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `bootSecurityOption`.
+    pub boot_security_option: String,
+}
+impl x::SchemaType for HostTpmBootSecurityOptionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmBootSecurityOptionEventDetails";
+}
+impl x::Structure for HostTpmBootSecurityOptionEventDetails {}
+impl x::Fields for HostTpmBootSecurityOptionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("bootSecurityOption", &self.boot_security_option);
+    }
+}
+/// `HostTpmCommandEventDetails` (extends `HostTpmEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmCommandEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `commandLine`.
+    pub command_line: String,
+}
+impl x::SchemaType for HostTpmCommandEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmCommandEventDetails";
+}
+impl x::Structure for HostTpmCommandEventDetails {}
+impl x::Fields for HostTpmCommandEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "commandLine" => r.read(&mut self.command_line),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("commandLine", &self.command_line);
+    }
+}
+/// `HostTpmDigestInfo` (extends `HostDigestInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmDigestInfo {
+    /// `digestMethod`, from `HostDigestInfo`.
+    pub digest_method: String,
+    /// `digestValue`, from `HostDigestInfo`.
+    pub digest_value: Vec<i8>,
+    /// `objectName`, from `HostDigestInfo`.
+    pub object_name: Option<String>,
+    /// `pcrNumber`.
+    pub pcr_number: i32,
+}
+impl x::SchemaType for HostTpmDigestInfo {
+    const TYPE_NAME: &'static str = "HostTpmDigestInfo";
+}
+impl x::Structure for HostTpmDigestInfo {}
+impl x::Fields for HostTpmDigestInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "digestMethod" => r.read(&mut self.digest_method),
+            "digestValue" => r.read_push(&mut self.digest_value),
+            "objectName" => r.read_opt(&mut self.object_name),
+            "pcrNumber" => r.read(&mut self.pcr_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("digestMethod", &self.digest_method);
+        w.write_vec("digestValue", &self.digest_value);
+        w.write_opt("objectName", &self.object_name);
+        w.write("pcrNumber", &self.pcr_number);
+    }
+}
+impl x::ArrayItem for HostTpmDigestInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmDigestInfo";
+    const ITEM_TAG: &'static str = "HostTpmDigestInfo";
+}
+/// `HostTpmEventDetails` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyHostTpmEventDetails`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmEventDetails {
+    /// `dataHash`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`.
+    pub data_hash_method: Option<String>,
+}
+impl x::SchemaType for HostTpmEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmEventDetails";
+}
+impl x::Structure for HostTpmEventDetails {}
+impl x::Fields for HostTpmEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+    }
+}
+/// `HostTpmEventLogEntry` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmEventLogEntry {
+    /// `pcrIndex`.
+    pub pcr_index: i32,
+    /// `eventDetails`.
+    pub event_details: AnyHostTpmEventDetails,
+}
+impl x::SchemaType for HostTpmEventLogEntry {
+    const TYPE_NAME: &'static str = "HostTpmEventLogEntry";
+}
+impl x::Structure for HostTpmEventLogEntry {}
+impl x::Fields for HostTpmEventLogEntry {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pcrIndex" => r.read(&mut self.pcr_index),
+            "eventDetails" => r.read(&mut self.event_details),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pcrIndex", &self.pcr_index);
+        w.write("eventDetails", &self.event_details);
+    }
+}
+impl x::ArrayItem for HostTpmEventLogEntry {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTpmEventLogEntry";
+    const ITEM_TAG: &'static str = "HostTpmEventLogEntry";
+}
+/// `HostTpmNvTagEventDetails` (extends `HostTpmBootSecurityOptionEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmNvTagEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `bootSecurityOption`, from `HostTpmBootSecurityOptionEventDetails`.
+    pub boot_security_option: String,
+}
+impl x::SchemaType for HostTpmNvTagEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmNvTagEventDetails";
+}
+impl x::Structure for HostTpmNvTagEventDetails {}
+impl x::Fields for HostTpmNvTagEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "bootSecurityOption" => r.read(&mut self.boot_security_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("bootSecurityOption", &self.boot_security_option);
+    }
+}
+/// `HostTpmOptionEventDetails` (extends `HostTpmEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmOptionEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `optionsFileName`.
+    pub options_file_name: String,
+    /// `bootOptions`.
+    pub boot_options: Vec<i8>,
+}
+impl x::SchemaType for HostTpmOptionEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmOptionEventDetails";
+}
+impl x::Structure for HostTpmOptionEventDetails {}
+impl x::Fields for HostTpmOptionEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "optionsFileName" => r.read(&mut self.options_file_name),
+            "bootOptions" => r.read_push(&mut self.boot_options),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("optionsFileName", &self.options_file_name);
+        w.write_vec("bootOptions", &self.boot_options);
+    }
+}
+/// `HostTpmSoftwareComponentEventDetails` (extends `HostTpmEventDetails`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTpmSoftwareComponentEventDetails {
+    /// `dataHash`, from `HostTpmEventDetails`.
+    pub data_hash: Vec<i8>,
+    /// `dataHashMethod`, from `HostTpmEventDetails`.
+    pub data_hash_method: Option<String>,
+    /// `componentName`.
+    pub component_name: String,
+    /// `vibName`.
+    pub vib_name: String,
+    /// `vibVersion`.
+    pub vib_version: String,
+    /// `vibVendor`.
+    pub vib_vendor: String,
+}
+impl x::SchemaType for HostTpmSoftwareComponentEventDetails {
+    const TYPE_NAME: &'static str = "HostTpmSoftwareComponentEventDetails";
+}
+impl x::Structure for HostTpmSoftwareComponentEventDetails {}
+impl x::Fields for HostTpmSoftwareComponentEventDetails {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "dataHash" => r.read_push(&mut self.data_hash),
+            "dataHashMethod" => r.read_opt(&mut self.data_hash_method),
+            "componentName" => r.read(&mut self.component_name),
+            "vibName" => r.read(&mut self.vib_name),
+            "vibVersion" => r.read(&mut self.vib_version),
+            "vibVendor" => r.read(&mut self.vib_vendor),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("dataHash", &self.data_hash);
+        w.write_opt("dataHashMethod", &self.data_hash_method);
+        w.write("componentName", &self.component_name);
+        w.write("vibName", &self.vib_name);
+        w.write("vibVersion", &self.vib_version);
+        w.write("vibVendor", &self.vib_vendor);
+    }
+}
+/// `HostTrustAuthorityAttestationInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostTrustAuthorityAttestationInfo {
+    /// `attestationStatus`.
+    pub attestation_status: String,
+    /// `serviceId`.
+    pub service_id: Option<String>,
+    /// `attestedAt`.
+    pub attested_at: Option<x::DateTime>,
+    /// `attestedUntil`.
+    pub attested_until: Option<x::DateTime>,
+    /// `messages`.
+    pub messages: Vec<LocalizableMessage>,
+}
+impl x::SchemaType for HostTrustAuthorityAttestationInfo {
+    const TYPE_NAME: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+impl x::Structure for HostTrustAuthorityAttestationInfo {}
+impl x::Fields for HostTrustAuthorityAttestationInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "attestationStatus" => r.read(&mut self.attestation_status),
+            "serviceId" => r.read_opt(&mut self.service_id),
+            "attestedAt" => r.read_opt(&mut self.attested_at),
+            "attestedUntil" => r.read_opt(&mut self.attested_until),
+            "messages" => r.read_push(&mut self.messages),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("attestationStatus", &self.attestation_status);
+        w.write_opt("serviceId", &self.service_id);
+        w.write_opt("attestedAt", &self.attested_at);
+        w.write_opt("attestedUntil", &self.attested_until);
+        w.write_vec("messages", &self.messages);
+    }
+}
+impl x::ArrayItem for HostTrustAuthorityAttestationInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostTrustAuthorityAttestationInfo";
+    const ITEM_TAG: &'static str = "HostTrustAuthorityAttestationInfo";
+}
+/// `HostUnresolvedVmfsExtent` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsExtent {
+    /// `device`.
+    pub device: HostScsiDiskPartition,
+    /// `devicePath`.
+    pub device_path: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `isHeadExtent`.
+    pub is_head_extent: bool,
+    /// `ordinal`.
+    pub ordinal: i32,
+    /// `startBlock`.
+    pub start_block: i32,
+    /// `endBlock`.
+    pub end_block: i32,
+    /// `reason`.
+    pub reason: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsExtent {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsExtent";
+}
+impl x::Structure for HostUnresolvedVmfsExtent {}
+impl x::Fields for HostUnresolvedVmfsExtent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "device" => r.read(&mut self.device),
+            "devicePath" => r.read(&mut self.device_path),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "isHeadExtent" => r.read(&mut self.is_head_extent),
+            "ordinal" => r.read(&mut self.ordinal),
+            "startBlock" => r.read(&mut self.start_block),
+            "endBlock" => r.read(&mut self.end_block),
+            "reason" => r.read(&mut self.reason),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("device", &self.device);
+        w.write("devicePath", &self.device_path);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("isHeadExtent", &self.is_head_extent);
+        w.write("ordinal", &self.ordinal);
+        w.write("startBlock", &self.start_block);
+        w.write("endBlock", &self.end_block);
+        w.write("reason", &self.reason);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsExtent {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsExtent";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsExtent";
+}
+/// `HostUnresolvedVmfsResignatureSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResignatureSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResignatureSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResignatureSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResignatureSpec {}
+impl x::Fields for HostUnresolvedVmfsResignatureSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+    }
+}
+/// `HostUnresolvedVmfsResolutionResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionResult {
+    /// `spec`.
+    pub spec: HostUnresolvedVmfsResolutionSpec,
+    /// `vmfs`.
+    pub vmfs: Option<HostVmfsVolume>,
+    /// `fault`.
+    pub fault: Option<LocalizedMethodFault>,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionResult {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionResult {}
+impl x::Fields for HostUnresolvedVmfsResolutionResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "spec" => r.read(&mut self.spec),
+            "vmfs" => r.read_opt(&mut self.vmfs),
+            "fault" => r.read_opt(&mut self.fault),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("spec", &self.spec);
+        w.write_opt("vmfs", &self.vmfs);
+        w.write_opt("fault", &self.fault);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionResult {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionResult";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionResult";
+}
+/// `HostUnresolvedVmfsResolutionSpec` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsResolutionSpec {
+    /// `extentDevicePath`.
+    pub extent_device_path: Vec<String>,
+    /// `uuidResolution`.
+    pub uuid_resolution: String,
+}
+impl x::SchemaType for HostUnresolvedVmfsResolutionSpec {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+impl x::Structure for HostUnresolvedVmfsResolutionSpec {}
+impl x::Fields for HostUnresolvedVmfsResolutionSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extentDevicePath" => r.read_push(&mut self.extent_device_path),
+            "uuidResolution" => r.read(&mut self.uuid_resolution),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extentDevicePath", &self.extent_device_path);
+        w.write("uuidResolution", &self.uuid_resolution);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsResolutionSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsResolutionSpec";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsResolutionSpec";
+}
+/// `HostUnresolvedVmfsVolume` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolume {
+    /// `extent`.
+    pub extent: Vec<HostUnresolvedVmfsExtent>,
+    /// `vmfsLabel`.
+    pub vmfs_label: String,
+    /// `vmfsUuid`.
+    pub vmfs_uuid: String,
+    /// `totalBlocks`.
+    pub total_blocks: i32,
+    /// `resolveStatus`.
+    pub resolve_status: HostUnresolvedVmfsVolumeResolveStatus,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolume {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolume";
+}
+impl x::Structure for HostUnresolvedVmfsVolume {}
+impl x::Fields for HostUnresolvedVmfsVolume {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "extent" => r.read_push(&mut self.extent),
+            "vmfsLabel" => r.read(&mut self.vmfs_label),
+            "vmfsUuid" => r.read(&mut self.vmfs_uuid),
+            "totalBlocks" => r.read(&mut self.total_blocks),
+            "resolveStatus" => r.read(&mut self.resolve_status),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("extent", &self.extent);
+        w.write("vmfsLabel", &self.vmfs_label);
+        w.write("vmfsUuid", &self.vmfs_uuid);
+        w.write("totalBlocks", &self.total_blocks);
+        w.write("resolveStatus", &self.resolve_status);
+    }
+}
+impl x::ArrayItem for HostUnresolvedVmfsVolume {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfHostUnresolvedVmfsVolume";
+    const ITEM_TAG: &'static str = "HostUnresolvedVmfsVolume";
+}
+/// `HostUnresolvedVmfsVolumeResolveStatus` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUnresolvedVmfsVolumeResolveStatus {
+    /// `resolvable`.
+    pub resolvable: bool,
+    /// `incompleteExtents`.
+    pub incomplete_extents: Option<bool>,
+    /// `multipleCopies`.
+    pub multiple_copies: Option<bool>,
+}
+impl x::SchemaType for HostUnresolvedVmfsVolumeResolveStatus {
+    const TYPE_NAME: &'static str = "HostUnresolvedVmfsVolumeResolveStatus";
+}
+impl x::Structure for HostUnresolvedVmfsVolumeResolveStatus {}
+impl x::Fields for HostUnresolvedVmfsVolumeResolveStatus {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "resolvable" => r.read(&mut self.resolvable),
+            "incompleteExtents" => r.read_opt(&mut self.incomplete_extents),
+            "multipleCopies" => r.read_opt(&mut self.multiple_copies),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("resolvable", &self.resolvable);
+        w.write_opt("incompleteExtents", &self.incomplete_extents);
+        w.write_opt("multipleCopies", &self.multiple_copies);
+    }
+}
+/// `HostUpgradeFailedEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUpgradeFailedEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+}
+impl x::SchemaType for HostUpgradeFailedEvent {
+    const TYPE_NAME: &'static str = "HostUpgradeFailedEvent";
+}
+impl x::Structure for HostUpgradeFailedEvent {}
+impl x::Fields for HostUpgradeFailedEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+    }
+}
+/// `HostUserWorldSwapNotEnabledEvent` (extends `HostEvent`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostUserWorldSwapNotEnabledEvent {
+    /// `key`, from `Event`.
+    pub key: i32,
+    /// `chainId`, from `Event`.
+    pub chain_id: i32,
+    /// `createdTime`, from `Event`.
+    pub created_time: x::DateTime,
+    /// `userName`, from `Event`.
+    pub user_name: String,
+    /// `datacenter`, from `Event`.
+    pub datacenter: Option<DatacenterEventArgument>,
+    /// `computeResource`, from `Event`.
+    pub compute_resource: Option<ComputeResourceEventArgument>,
+    /// `host`, from `Event`.
+    pub host: Option<HostEventArgument>,
+    /// `vm`, from `Event`.
+    pub vm: Option<VmEventArgument>,
+    /// `ds`, from `Event`.
+    pub ds: Option<DatastoreEventArgument>,
+    /// `net`, from `Event`.
+    pub net: Option<NetworkEventArgument>,
+    /// `dvs`, from `Event`.
+    pub dvs: Option<DvsEventArgument>,
+    /// `fullFormattedMessage`, from `Event`.
+    pub full_formatted_message: Option<String>,
+    /// `changeTag`, from `Event`.
+    pub change_tag: Option<String>,
+}
+impl x::SchemaType for HostUserWorldSwapNotEnabledEvent {
+    const TYPE_NAME: &'static str = "HostUserWorldSwapNotEnabledEvent";
+}
+impl x::Structure for HostUserWorldSwapNotEnabledEvent {}
+impl x::Fields for HostUserWorldSwapNotEnabledEvent {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "chainId" => r.read(&mut self.chain_id),
+            "createdTime" => r.read(&mut self.created_time),
+            "userName" => r.read(&mut self.user_name),
+            "datacenter" => r.read_opt(&mut self.datacenter),
+            "computeResource" => r.read_opt(&mut self.compute_resource),
+            "host" => r.read_opt(&mut self.host),
+            "vm" => r.read_opt(&mut self.vm),
+            "ds" => r.read_opt(&mut self.ds),
+            "net" => r.read_opt(&mut self.net),
+            "dvs" => r.read_opt(&mut self.dvs),
+            "fullFormattedMessage" => r.read_opt(&mut self.full_formatted_message),
+            "changeTag" => r.read_opt(&mut self.change_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write("chainId", &self.chain_id);
+        w.write("createdTime", &self.created_time);
+        w.write("userName", &self.user_name);
+        w.write_opt("datacenter", &self.datacenter);
+        w.write_opt("computeResource", &self.compute_resource);
+        w.write_opt("host", &self.host);
+        w.write_opt("vm", &self.vm);
+        w.write_opt("ds", &self.ds);
+        w.write_opt("net", &self.net);
+        w.write_opt("dvs", &self.dvs);
+        w.write_opt("fullFormattedMessage", &self.full_formatted_message);
+        w.write_opt("changeTag", &self.change_tag);
+    }
+}
+/// `HostVFlashManagerVFlashCacheConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostVFlashManagerVFlashCacheConfigInfo {
+    /// `vFlashModuleConfigOption`.
+    pub v_flash_module_config_option: Vec<
+        HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
+    >,
+    /// `defaultVFlashModule`.
+    pub default_v_flash_module: Option<String>,
+    /// `swapCacheReservationInGB`.
+    pub swap_cache_reservation_in_gb: Option<i64>,
+}
+impl x::SchemaType for HostVFlashManagerVFlashCacheConfigInfo {
+    const TYPE_NAME: &'static str = "HostVFlashManagerVFlashCacheConfigInfo";
+}
+impl x::Structure for HostVFlashManagerVFlashCacheConfigInfo {}
+impl x::Fields for HostVFlashManagerVFlashCacheConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "vFlashModuleConfigOption" => {
+                r.read_push(&mut self.v_flash_module_config_option)
+            }
+            "defaultVFlashModule" => r.read_opt(&mut self.default_v_flash_module),
+            "swapCacheReservationInGB" => {
+                r.read_opt(&mut self.swap_cache_reservation_in_gb)
+            }
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("vFlashModuleConfigOption", &self.v_flash_module_config_option);
+        w.write_opt("defaultVFlashModule", &self.default_v_flash_module);
+        w.write_opt("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
+    }
+}
 /// `HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption` (extends `DynamicData`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption {
@@ -48,6 +1051,7 @@ impl x::Fields for HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOptio
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vFlashModule", &self.v_flash_module);
         w.write("vFlashModuleVersion", &self.v_flash_module_version);
@@ -88,6 +1092,7 @@ impl x::Fields for HostVFlashManagerVFlashCacheConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("defaultVFlashModule", &self.default_v_flash_module);
         w.write("swapCacheReservationInGB", &self.swap_cache_reservation_in_gb);
@@ -120,6 +1125,7 @@ impl x::Fields for HostVFlashManagerVFlashConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vFlashResourceConfigInfo", &self.v_flash_resource_config_info);
         w.write_opt("vFlashCacheConfigInfo", &self.v_flash_cache_config_info);
@@ -150,6 +1156,7 @@ impl x::Fields for HostVFlashManagerVFlashResourceConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vffs", &self.vffs);
         w.write("capacity", &self.capacity);
@@ -177,6 +1184,7 @@ impl x::Fields for HostVFlashManagerVFlashResourceConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vffsUuid", &self.vffs_uuid);
     }
@@ -215,6 +1223,7 @@ impl x::Fields for HostVFlashManagerVFlashResourceRunTimeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("usage", &self.usage);
         w.write("capacity", &self.capacity);
@@ -251,6 +1260,7 @@ impl x::Fields for HostVFlashResourceConfigurationResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("devicePath", &self.device_path);
         w.write_opt("vffs", &self.vffs);
@@ -282,6 +1292,7 @@ impl x::Fields for HostVMotionCompatibility {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write_vec("compatibility", &self.compatibility);
@@ -316,6 +1327,7 @@ impl x::Fields for HostVMotionConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vmotionNicKey", &self.vmotion_nic_key);
         w.write("enabled", &self.enabled);
@@ -346,6 +1358,7 @@ impl x::Fields for HostVMotionInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("netConfig", &self.net_config);
         w.write_opt("ipConfig", &self.ip_config);
@@ -400,6 +1413,7 @@ impl x::Fields for HostVMotionManagerDstInstantCloneResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("dstVmId", &self.dst_vm_id);
         w.write_opt("startTime", &self.start_time);
@@ -447,6 +1461,7 @@ impl x::Fields for HostVMotionManagerSrcInstantCloneResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("startTime", &self.start_time);
         w.write_opt("quiesceTime", &self.quiesce_time);
@@ -480,6 +1495,7 @@ impl x::Fields for HostVMotionNetConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("candidateVnic", &self.candidate_vnic);
         w.write_opt("selectedVnic", &self.selected_vnic);
@@ -513,6 +1529,7 @@ impl x::Fields for HostVfatVolume {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("name", &self.name);
@@ -550,6 +1567,7 @@ impl x::Fields for HostVffsSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("devicePath", &self.device_path);
         w.write_opt("partition", &self.partition);
@@ -597,6 +1615,7 @@ impl x::Fields for HostVffsVolume {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("name", &self.name);
@@ -641,6 +1660,7 @@ impl x::Fields for HostVirtualNic {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
         w.write("key", &self.key);
@@ -684,6 +1704,7 @@ impl x::Fields for HostVirtualNicConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
         w.write_opt("device", &self.device);
@@ -723,6 +1744,7 @@ impl x::Fields for HostVirtualNicConnection {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("portgroup", &self.portgroup);
         w.write_opt("dvPort", &self.dv_port);
@@ -751,6 +1773,7 @@ impl x::Fields for HostVirtualNicIpRouteSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ipRouteConfig", &self.ip_route_config);
     }
@@ -777,6 +1800,7 @@ impl x::Fields for HostVirtualNicManagerInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("netConfig", &self.net_config);
     }
@@ -806,6 +1830,7 @@ impl x::Fields for HostVirtualNicManagerNicTypeSelection {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vnic", &self.vnic);
         w.write_vec("nicType", &self.nic_type);
@@ -840,6 +1865,7 @@ impl x::Fields for HostVirtualNicOpaqueNetworkSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("opaqueNetworkId", &self.opaque_network_id);
         w.write("opaqueNetworkType", &self.opaque_network_type);
@@ -900,6 +1926,7 @@ impl x::Fields for HostVirtualNicSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ip", &self.ip);
         w.write_opt("mac", &self.mac);
@@ -958,6 +1985,7 @@ impl x::Fields for HostVirtualSwitch {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("key", &self.key);
@@ -995,6 +2023,7 @@ impl x::Fields for HostVirtualSwitchAutoBridge {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("excludedNicDevice", &self.excluded_nic_device);
     }
@@ -1021,6 +2050,7 @@ impl x::Fields for HostVirtualSwitchBeaconConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("interval", &self.interval);
     }
@@ -1055,6 +2085,7 @@ impl x::Fields for HostVirtualSwitchBondBridge {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("nicDevice", &self.nic_device);
         w.write_opt("beacon", &self.beacon);
@@ -1108,6 +2139,7 @@ impl x::Fields for HostVirtualSwitchConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeOperation", &self.change_operation);
         w.write("name", &self.name);
@@ -1140,6 +2172,7 @@ impl x::Fields for HostVirtualSwitchSimpleBridge {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nicDevice", &self.nic_device);
     }
@@ -1175,6 +2208,7 @@ impl x::Fields for HostVirtualSwitchSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numPorts", &self.num_ports);
         w.write_opt("bridge", &self.bridge);
@@ -1210,6 +2244,7 @@ impl x::Fields for HostVmciAccessManagerAccessSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
         w.write_vec("services", &self.services);
@@ -1245,6 +2280,7 @@ impl x::Fields for HostVmfsRescanResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("host", &self.host);
         w.write_opt("fault", &self.fault);
@@ -1297,6 +2333,7 @@ impl x::Fields for HostVmfsSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("extent", &self.extent);
         w.write_opt("blockSizeMb", &self.block_size_mb);
@@ -1381,6 +2418,7 @@ impl x::Fields for HostVmfsVolume {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("name", &self.name);
@@ -1466,6 +2504,7 @@ impl x::Fields for HostVnicConnectedToCustomizedDVPortEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1512,6 +2551,7 @@ impl x::Fields for HostVsanInternalSystemCmmdsQuery {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("type", &self.type_);
         w.write_opt("uuid", &self.uuid);
@@ -1550,6 +2590,7 @@ impl x::Fields for HostVsanInternalSystemDeleteVsanObjectsResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
         w.write("success", &self.success);
@@ -1585,6 +2626,7 @@ impl x::Fields for HostVsanInternalSystemVsanObjectOperationResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("uuid", &self.uuid);
         w.write_vec("failureReason", &self.failure_reason);
@@ -1622,6 +2664,7 @@ impl x::Fields for HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskUuid", &self.disk_uuid);
         w.write("success", &self.success);
@@ -1672,6 +2715,7 @@ impl x::Fields for HostVvolVolume {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("name", &self.name);
@@ -1716,6 +2760,7 @@ impl x::Fields for HostVvolVolumeSpecification {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("maxSizeInMB", &self.max_size_in_mb);
         w.write("volumeName", &self.volume_name);
@@ -1794,6 +2839,7 @@ impl x::Fields for HostWwnChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1881,6 +2927,7 @@ impl x::Fields for HostWwnConflictEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);

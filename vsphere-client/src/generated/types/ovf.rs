@@ -5,6 +5,392 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `OvfOptionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfOptionInfo {
+    /// `option`.
+    pub option: String,
+    /// `description`.
+    pub description: LocalizableMessage,
+}
+impl x::SchemaType for OvfOptionInfo {
+    const TYPE_NAME: &'static str = "OvfOptionInfo";
+}
+impl x::Structure for OvfOptionInfo {}
+impl x::Fields for OvfOptionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "option" => r.read(&mut self.option),
+            "description" => r.read(&mut self.description),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("option", &self.option);
+        w.write("description", &self.description);
+    }
+}
+impl x::ArrayItem for OvfOptionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfOvfOptionInfo";
+    const ITEM_TAG: &'static str = "OvfOptionInfo";
+}
+/// `OvfParseDescriptorParams` (extends `OvfManagerCommonParams`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfParseDescriptorParams {
+    /// `locale`, from `OvfManagerCommonParams`.
+    pub locale: String,
+    /// `deploymentOption`, from `OvfManagerCommonParams`.
+    pub deployment_option: String,
+    /// `msgBundle`, from `OvfManagerCommonParams`.
+    pub msg_bundle: Vec<KeyValue>,
+    /// `importOption`, from `OvfManagerCommonParams`.
+    pub import_option: Vec<String>,
+}
+impl x::SchemaType for OvfParseDescriptorParams {
+    const TYPE_NAME: &'static str = "OvfParseDescriptorParams";
+}
+impl x::Structure for OvfParseDescriptorParams {}
+impl x::Fields for OvfParseDescriptorParams {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "locale" => r.read(&mut self.locale),
+            "deploymentOption" => r.read(&mut self.deployment_option),
+            "msgBundle" => r.read_push(&mut self.msg_bundle),
+            "importOption" => r.read_push(&mut self.import_option),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("locale", &self.locale);
+        w.write("deploymentOption", &self.deployment_option);
+        w.write_vec("msgBundle", &self.msg_bundle);
+        w.write_vec("importOption", &self.import_option);
+    }
+}
+/// `OvfParseDescriptorResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfParseDescriptorResult {
+    /// `eula`.
+    pub eula: Vec<String>,
+    /// `network`.
+    pub network: Vec<OvfNetworkInfo>,
+    /// `ipAllocationScheme`.
+    pub ip_allocation_scheme: Vec<String>,
+    /// `ipProtocols`.
+    pub ip_protocols: Vec<String>,
+    /// `property`.
+    pub property: Vec<VAppPropertyInfo>,
+    /// `productInfo`.
+    pub product_info: Option<VAppProductInfo>,
+    /// `annotation`.
+    pub annotation: String,
+    /// `approximateDownloadSize`.
+    pub approximate_download_size: Option<i64>,
+    /// `approximateFlatDeploymentSize`.
+    pub approximate_flat_deployment_size: Option<i64>,
+    /// `approximateSparseDeploymentSize`.
+    pub approximate_sparse_deployment_size: Option<i64>,
+    /// `defaultEntityName`.
+    pub default_entity_name: String,
+    /// `virtualApp`.
+    pub virtual_app: bool,
+    /// `deploymentOption`.
+    pub deployment_option: Vec<OvfDeploymentOption>,
+    /// `defaultDeploymentOption`.
+    pub default_deployment_option: String,
+    /// `entityName`.
+    pub entity_name: Vec<KeyValue>,
+    /// `annotatedOst`.
+    pub annotated_ost: Option<OvfConsumerOstNode>,
+    /// `error`.
+    pub error: Vec<LocalizedMethodFault>,
+    /// `warning`.
+    pub warning: Vec<LocalizedMethodFault>,
+}
+impl x::SchemaType for OvfParseDescriptorResult {
+    const TYPE_NAME: &'static str = "OvfParseDescriptorResult";
+}
+impl x::Structure for OvfParseDescriptorResult {}
+impl x::Fields for OvfParseDescriptorResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "eula" => r.read_push(&mut self.eula),
+            "network" => r.read_push(&mut self.network),
+            "ipAllocationScheme" => r.read_push(&mut self.ip_allocation_scheme),
+            "ipProtocols" => r.read_push(&mut self.ip_protocols),
+            "property" => r.read_push(&mut self.property),
+            "productInfo" => r.read_opt(&mut self.product_info),
+            "annotation" => r.read(&mut self.annotation),
+            "approximateDownloadSize" => r.read_opt(&mut self.approximate_download_size),
+            "approximateFlatDeploymentSize" => {
+                r.read_opt(&mut self.approximate_flat_deployment_size)
+            }
+            "approximateSparseDeploymentSize" => {
+                r.read_opt(&mut self.approximate_sparse_deployment_size)
+            }
+            "defaultEntityName" => r.read(&mut self.default_entity_name),
+            "virtualApp" => r.read(&mut self.virtual_app),
+            "deploymentOption" => r.read_push(&mut self.deployment_option),
+            "defaultDeploymentOption" => r.read(&mut self.default_deployment_option),
+            "entityName" => r.read_push(&mut self.entity_name),
+            "annotatedOst" => r.read_opt(&mut self.annotated_ost),
+            "error" => r.read_push(&mut self.error),
+            "warning" => r.read_push(&mut self.warning),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("eula", &self.eula);
+        w.write_vec("network", &self.network);
+        w.write_vec("ipAllocationScheme", &self.ip_allocation_scheme);
+        w.write_vec("ipProtocols", &self.ip_protocols);
+        w.write_vec("property", &self.property);
+        w.write_opt("productInfo", &self.product_info);
+        w.write("annotation", &self.annotation);
+        w.write_opt("approximateDownloadSize", &self.approximate_download_size);
+        w.write_opt(
+            "approximateFlatDeploymentSize",
+            &self.approximate_flat_deployment_size,
+        );
+        w.write_opt(
+            "approximateSparseDeploymentSize",
+            &self.approximate_sparse_deployment_size,
+        );
+        w.write("defaultEntityName", &self.default_entity_name);
+        w.write("virtualApp", &self.virtual_app);
+        w.write_vec("deploymentOption", &self.deployment_option);
+        w.write("defaultDeploymentOption", &self.default_deployment_option);
+        w.write_vec("entityName", &self.entity_name);
+        w.write_opt("annotatedOst", &self.annotated_ost);
+        w.write_vec("error", &self.error);
+        w.write_vec("warning", &self.warning);
+    }
+}
+/// `OvfProperty` (extends `OvfInvalidPackage`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfProperty {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `lineNumber`, from `OvfInvalidPackage`.
+    pub line_number: i32,
+    /// `type`.
+    pub type_: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for OvfProperty {
+    const TYPE_NAME: &'static str = "OvfProperty";
+}
+impl x::Structure for OvfProperty {}
+impl x::Fields for OvfProperty {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("lineNumber", &self.line_number);
+        w.write("type", &self.type_);
+        w.write("value", &self.value);
+    }
+}
+/// `OvfPropertyExport` (extends `OvfExport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfPropertyExport {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `type`.
+    pub type_: String,
+    /// `value`.
+    pub value: String,
+}
+impl x::SchemaType for OvfPropertyExport {
+    const TYPE_NAME: &'static str = "OvfPropertyExport";
+}
+impl x::Structure for OvfPropertyExport {}
+impl x::Fields for OvfPropertyExport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("type", &self.type_);
+        w.write("value", &self.value);
+    }
+}
+/// `OvfPropertyNetwork` (extends `OvfProperty`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfPropertyNetwork {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `lineNumber`, from `OvfInvalidPackage`.
+    pub line_number: i32,
+    /// `type`, from `OvfProperty`.
+    pub type_: String,
+    /// `value`, from `OvfProperty`.
+    pub value: String,
+}
+impl x::SchemaType for OvfPropertyNetwork {
+    const TYPE_NAME: &'static str = "OvfPropertyNetwork";
+}
+impl x::Structure for OvfPropertyNetwork {}
+impl x::Fields for OvfPropertyNetwork {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("lineNumber", &self.line_number);
+        w.write("type", &self.type_);
+        w.write("value", &self.value);
+    }
+}
+/// `OvfPropertyNetworkExport` (extends `OvfExport`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfPropertyNetworkExport {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `network`.
+    pub network: String,
+}
+impl x::SchemaType for OvfPropertyNetworkExport {
+    const TYPE_NAME: &'static str = "OvfPropertyNetworkExport";
+}
+impl x::Structure for OvfPropertyNetworkExport {}
+impl x::Fields for OvfPropertyNetworkExport {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "network" => r.read(&mut self.network),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("network", &self.network);
+    }
+}
+/// `OvfPropertyQualifier` (extends `OvfProperty`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OvfPropertyQualifier {
+    /// `faultCause`, from `MethodFault`.
+    pub fault_cause: Option<LocalizedMethodFault>,
+    /// `faultMessage`, from `MethodFault`.
+    pub fault_message: Vec<LocalizableMessage>,
+    /// `lineNumber`, from `OvfInvalidPackage`.
+    pub line_number: i32,
+    /// `type`, from `OvfProperty`.
+    pub type_: String,
+    /// `value`, from `OvfProperty`.
+    pub value: String,
+    /// `qualifier`.
+    pub qualifier: String,
+}
+impl x::SchemaType for OvfPropertyQualifier {
+    const TYPE_NAME: &'static str = "OvfPropertyQualifier";
+}
+impl x::Structure for OvfPropertyQualifier {}
+impl x::Fields for OvfPropertyQualifier {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "faultCause" => r.read_opt(&mut self.fault_cause),
+            "faultMessage" => r.read_push(&mut self.fault_message),
+            "lineNumber" => r.read(&mut self.line_number),
+            "type" => r.read(&mut self.type_),
+            "value" => r.read(&mut self.value),
+            "qualifier" => r.read(&mut self.qualifier),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("faultCause", &self.fault_cause);
+        w.write_vec("faultMessage", &self.fault_message);
+        w.write("lineNumber", &self.line_number);
+        w.write("type", &self.type_);
+        w.write("value", &self.value);
+        w.write("qualifier", &self.qualifier);
+    }
+}
 /// `OvfPropertyQualifierDuplicate` (extends `OvfProperty`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OvfPropertyQualifierDuplicate {
@@ -42,6 +428,7 @@ impl x::Fields for OvfPropertyQualifierDuplicate {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -88,6 +475,7 @@ impl x::Fields for OvfPropertyQualifierIgnored {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -131,6 +519,7 @@ impl x::Fields for OvfPropertyType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -173,6 +562,7 @@ impl x::Fields for OvfPropertyValue {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -212,6 +602,7 @@ impl x::Fields for OvfResourceMap {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("source", &self.source);
         w.write_opt("parent", &self.parent);
@@ -248,6 +639,7 @@ impl x::Fields for OvfSystemFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -281,6 +673,7 @@ impl x::Fields for OvfToXmlUnsupportedElement {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -321,6 +714,7 @@ impl x::Fields for OvfUnableToExportDisk {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -360,6 +754,7 @@ impl x::Fields for OvfUnexpectedElement {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -398,6 +793,7 @@ impl x::Fields for OvfUnknownDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -439,6 +835,7 @@ impl x::Fields for OvfUnknownDeviceBacking {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -475,6 +872,7 @@ impl x::Fields for OvfUnknownEntity {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -515,6 +913,7 @@ impl x::Fields for OvfUnsupportedAttribute {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -560,6 +959,7 @@ impl x::Fields for OvfUnsupportedAttributeValue {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -606,6 +1006,7 @@ impl x::Fields for OvfUnsupportedDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -652,6 +1053,7 @@ impl x::Fields for OvfUnsupportedDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -692,6 +1094,7 @@ impl x::Fields for OvfUnsupportedDeviceExport {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -730,6 +1133,7 @@ impl x::Fields for OvfUnsupportedDiskProvisioning {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -768,6 +1172,7 @@ impl x::Fields for OvfUnsupportedElement {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -809,6 +1214,7 @@ impl x::Fields for OvfUnsupportedElementValue {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -845,6 +1251,7 @@ impl x::Fields for OvfUnsupportedPackage {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -885,6 +1292,7 @@ impl x::Fields for OvfUnsupportedSection {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -933,6 +1341,7 @@ impl x::Fields for OvfUnsupportedSubType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -980,6 +1389,7 @@ impl x::Fields for OvfUnsupportedType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1020,6 +1430,7 @@ impl x::Fields for OvfValidateHostParams {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("locale", &self.locale);
         w.write("deploymentOption", &self.deployment_option);
@@ -1066,6 +1477,7 @@ impl x::Fields for OvfValidateHostResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("downloadSize", &self.download_size);
         w.write_opt("flatDeploymentSize", &self.flat_deployment_size);
@@ -1106,6 +1518,7 @@ impl x::Fields for OvfWrongElement {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1144,6 +1557,7 @@ impl x::Fields for OvfWrongNamespace {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1182,6 +1596,7 @@ impl x::Fields for OvfXmlFormat {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);

@@ -30,6 +30,7 @@ impl x::Fields for PerformanceDescription {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("counterType", &self.counter_type);
         w.write_vec("statsType", &self.stats_type);
@@ -63,6 +64,7 @@ impl x::Fields for PerformanceManagerCounterLevelMapping {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("counterId", &self.counter_id);
         w.write_opt("aggregateLevel", &self.aggregate_level);
@@ -95,6 +97,7 @@ impl x::Fields for PerformanceStatisticsDescription {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("intervals", &self.intervals);
     }
@@ -133,6 +136,7 @@ impl x::Fields for Permission {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entity", &self.entity);
         w.write("principal", &self.principal);
@@ -218,6 +222,7 @@ impl x::Fields for PermissionAddedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -306,6 +311,7 @@ impl x::Fields for PermissionEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -380,6 +386,7 @@ impl x::Fields for PermissionProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -466,6 +473,7 @@ impl x::Fields for PermissionRemovedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -564,6 +572,7 @@ impl x::Fields for PermissionUpdatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -618,6 +627,7 @@ impl x::Fields for PhysCompatRDMNotSupported {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -708,6 +718,7 @@ impl x::Fields for PhysicalNic {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write("device", &self.device);
@@ -785,6 +796,7 @@ impl x::Fields for PhysicalNicCdpDeviceCapability {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("router", &self.router);
         w.write("transparentBridge", &self.transparent_bridge);
@@ -871,6 +883,7 @@ impl x::Fields for PhysicalNicCdpInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("cdpVersion", &self.cdp_version);
         w.write_opt("timeout", &self.timeout);
@@ -918,6 +931,7 @@ impl x::Fields for PhysicalNicConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
         w.write("spec", &self.spec);
@@ -949,6 +963,7 @@ impl x::Fields for PhysicalNicHint {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vlanId", &self.vlan_id);
     }
@@ -987,6 +1002,7 @@ impl x::Fields for PhysicalNicHintInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("device", &self.device);
         w.write_vec("subnet", &self.subnet);
@@ -1024,6 +1040,7 @@ impl x::Fields for PhysicalNicIpHint {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vlanId", &self.vlan_id);
         w.write("ipSubnet", &self.ip_subnet);
@@ -1058,6 +1075,7 @@ impl x::Fields for PhysicalNicLinkInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("speedMb", &self.speed_mb);
         w.write("duplex", &self.duplex);
@@ -1092,6 +1110,7 @@ impl x::Fields for PhysicalNicNameHint {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vlanId", &self.vlan_id);
         w.write("network", &self.network);
@@ -1156,6 +1175,7 @@ impl x::Fields for PhysicalNicProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -1208,6 +1228,7 @@ impl x::Fields for PhysicalNicSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("ip", &self.ip);
         w.write_opt("linkSpeed", &self.link_speed);

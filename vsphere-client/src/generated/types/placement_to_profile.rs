@@ -39,6 +39,7 @@ impl x::Fields for PlacementAction {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("target", &self.target);
@@ -78,6 +79,7 @@ impl x::Fields for PlacementAffinityRule {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ruleType", &self.rule_type);
         w.write("ruleScope", &self.rule_scope);
@@ -129,6 +131,7 @@ impl x::Fields for PlacementRankResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("candidate", &self.candidate);
@@ -170,6 +173,7 @@ impl x::Fields for PlacementRankSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("specs", &self.specs);
         w.write_vec("clusters", &self.clusters);
@@ -202,6 +206,7 @@ impl x::Fields for PlacementResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("recommendations", &self.recommendations);
         w.write_opt("drsFault", &self.drs_fault);
@@ -267,6 +272,7 @@ impl x::Fields for PlacementSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("priority", &self.priority);
         w.write_opt("vm", &self.vm);
@@ -315,6 +321,7 @@ impl x::Fields for PlatformConfigFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -376,6 +383,7 @@ impl x::Fields for PnicUplinkProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -426,6 +434,7 @@ impl x::Fields for PodDiskLocator {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
         w.write_opt("diskMoveType", &self.disk_move_type);
@@ -468,6 +477,7 @@ impl x::Fields for PodStorageDrsEntry {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("storageDrsConfig", &self.storage_drs_config);
         w.write_vec("recommendation", &self.recommendation);
@@ -502,6 +512,7 @@ impl x::Fields for PolicyOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_vec("parameter", &self.parameter);
@@ -574,6 +585,7 @@ impl x::Fields for PortGroupProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -627,6 +639,7 @@ impl x::Fields for PosixUserSearchResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("principal", &self.principal);
         w.write_opt("fullName", &self.full_name);
@@ -675,6 +688,7 @@ impl x::Fields for PowerOnFtSecondaryFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -719,6 +733,7 @@ impl x::Fields for PowerOnFtSecondaryTimedout {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -749,6 +764,7 @@ impl x::Fields for PowerSystemCapability {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("availablePolicy", &self.available_policy);
     }
@@ -775,6 +791,7 @@ impl x::Fields for PowerSystemInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("currentPolicy", &self.current_policy);
     }
@@ -804,6 +821,7 @@ impl x::Fields for PrivilegeAvailability {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("privId", &self.priv_id);
         w.write("isGranted", &self.is_granted);
@@ -844,6 +862,7 @@ impl x::Fields for PrivilegePolicyDef {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("createPrivilege", &self.create_privilege);
         w.write("readPrivilege", &self.read_privilege);
@@ -882,6 +901,7 @@ impl x::Fields for ProductComponentInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("name", &self.name);
@@ -948,6 +968,7 @@ impl x::Fields for ProfileApplyProfileElement {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -991,6 +1012,7 @@ impl x::Fields for ProfileApplyProfileProperty {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("propertyName", &self.property_name);
         w.write("array", &self.array);
@@ -1062,6 +1084,7 @@ impl x::Fields for ProfileAssociatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1140,6 +1163,7 @@ impl x::Fields for ProfileChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1191,6 +1215,7 @@ impl x::Fields for ProfileCompositeExpression {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("displayName", &self.display_name);
@@ -1227,6 +1252,7 @@ impl x::Fields for ProfileCompositePolicyOptionMetadata {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_vec("parameter", &self.parameter);
@@ -1263,6 +1289,7 @@ impl x::Fields for ProfileConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1299,6 +1326,7 @@ impl x::Fields for ProfileCreateSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -1366,6 +1394,7 @@ impl x::Fields for ProfileCreatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1408,6 +1437,7 @@ impl x::Fields for ProfileDeferredPolicyOptionParameter {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("inputPath", &self.input_path);
         w.write_vec("parameter", &self.parameter);
@@ -1439,6 +1469,7 @@ impl x::Fields for ProfileDescription {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("section", &self.section);
     }
@@ -1468,6 +1499,7 @@ impl x::Fields for ProfileDescriptionSection {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("description", &self.description);
         w.write_vec("message", &self.message);
@@ -1538,6 +1570,7 @@ impl x::Fields for ProfileDissociatedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1616,6 +1649,7 @@ impl x::Fields for ProfileEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1658,6 +1692,7 @@ impl x::Fields for ProfileEventArgument {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profile", &self.profile);
         w.write("name", &self.name);
@@ -1688,6 +1723,7 @@ impl x::Fields for ProfileExecuteError {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("path", &self.path);
         w.write("message", &self.message);
@@ -1733,6 +1769,7 @@ impl x::Fields for ProfileExecuteResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("status", &self.status);
         w.write_opt("configSpec", &self.config_spec);
@@ -1771,6 +1808,7 @@ impl x::Fields for ProfileExpression {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("displayName", &self.display_name);
@@ -1802,6 +1840,7 @@ impl x::Fields for ProfileExpressionMetadata {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("expressionId", &self.expression_id);
         w.write_vec("parameter", &self.parameter);
@@ -1851,6 +1890,7 @@ impl x::Fields for ProfileMetadata {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("profileTypeName", &self.profile_type_name);
@@ -1890,6 +1930,7 @@ impl x::Fields for ProfileMetadataProfileOperationMessage {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operationName", &self.operation_name);
         w.write("message", &self.message);
@@ -1924,6 +1965,7 @@ impl x::Fields for ProfileMetadataProfileSortSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("policyId", &self.policy_id);
         w.write("parameter", &self.parameter);
@@ -1976,6 +2018,7 @@ impl x::Fields for ProfileParameterMetadata {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("type", &self.type_);
@@ -2025,6 +2068,7 @@ impl x::Fields for ProfileParameterMetadataParameterRelationMetadata {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("relationTypes", &self.relation_types);
         w.write_vec("values", &self.values);
@@ -2062,6 +2106,7 @@ impl x::Fields for ProfilePolicy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("policyOption", &self.policy_option);
@@ -2096,6 +2141,7 @@ impl x::Fields for ProfilePolicyMetadata {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_vec("possibleOption", &self.possible_option);
@@ -2132,6 +2178,7 @@ impl x::Fields for ProfilePolicyOptionMetadata {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_vec("parameter", &self.parameter);
@@ -2162,6 +2209,7 @@ impl x::Fields for ProfileProfileStructure {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profileTypeName", &self.profile_type_name);
         w.write_vec("child", &self.child);
@@ -2195,6 +2243,7 @@ impl x::Fields for ProfileProfileStructureProperty {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("propertyName", &self.property_name);
         w.write("array", &self.array);
@@ -2236,6 +2285,7 @@ impl x::Fields for ProfilePropertyPath {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profilePath", &self.profile_path);
         w.write_opt("policyId", &self.policy_id);
@@ -2317,6 +2367,7 @@ impl x::Fields for ProfileReferenceHostChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2398,6 +2449,7 @@ impl x::Fields for ProfileRemovedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -2446,6 +2498,7 @@ impl x::Fields for ProfileSerializedCreateSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
         w.write_opt("annotation", &self.annotation);
@@ -2487,6 +2540,7 @@ impl x::Fields for ProfileSimpleExpression {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("displayName", &self.display_name);
@@ -2526,6 +2580,7 @@ impl x::Fields for ProfileUpdateFailed {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -2558,6 +2613,7 @@ impl x::Fields for ProfileUpdateFailedUpdateFailure {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profilePath", &self.profile_path);
         w.write("errMsg", &self.err_msg);

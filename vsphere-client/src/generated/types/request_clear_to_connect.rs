@@ -33,6 +33,7 @@ impl x::Fields for ClearComplianceStatusRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("profile", &self.profile);
@@ -74,6 +75,7 @@ impl x::Fields for ClearNFSUserRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -113,6 +115,7 @@ impl x::Fields for ClearSystemEventLogRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -155,6 +158,7 @@ impl x::Fields for ClearTriggeredAlarmsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
@@ -204,6 +208,7 @@ impl x::Fields for ClearVStorageObjectControlFlagsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -249,6 +254,7 @@ impl x::Fields for CloneSessionRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cloneTicket", &self.clone_ticket);
@@ -298,6 +304,7 @@ impl x::Fields for CloneVAppRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -349,6 +356,7 @@ impl x::Fields for CloneVMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("folder", &self.folder);
@@ -400,6 +408,7 @@ impl x::Fields for CloneVStorageObjectRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -445,6 +454,7 @@ impl x::Fields for CloseInventoryViewFolderRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -491,6 +501,7 @@ impl x::Fields for ClusterEnterMaintenanceModeRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
@@ -550,6 +561,7 @@ impl x::Fields for CompositeHostProfileRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("source", &self.source);
@@ -604,6 +616,7 @@ impl x::Fields for ComputeDiskPartitionInfoForResizeRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("partition", &self.partition);
@@ -655,6 +668,7 @@ impl x::Fields for ComputeDiskPartitionInfoRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("devicePath", &self.device_path);
@@ -700,6 +714,7 @@ impl x::Fields for ConfigureCryptoKeyRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("keyId", &self.key_id);
@@ -746,6 +761,7 @@ impl x::Fields for ConfigureDatastoreIORMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -793,6 +809,7 @@ impl x::Fields for ConfigureDatastorePrincipalRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("userName", &self.user_name);
@@ -840,6 +857,7 @@ impl x::Fields for ConfigureEvcModeRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("evcModeKey", &self.evc_mode_key);
@@ -887,6 +905,7 @@ impl x::Fields for ConfigureHCIRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("clusterSpec", &self.cluster_spec);
@@ -931,6 +950,7 @@ impl x::Fields for ConfigureHostCacheRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -977,6 +997,7 @@ impl x::Fields for ConfigureLicenseSourceRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1021,6 +1042,7 @@ impl x::Fields for ConfigurePowerPolicyRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("key", &self.key);
@@ -1070,6 +1092,7 @@ impl x::Fields for ConfigureStorageDrsForPodRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pod", &self.pod);
@@ -1115,6 +1138,7 @@ impl x::Fields for ConfigureVFlashResourceExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("devicePath", &self.device_path);
@@ -1158,6 +1182,7 @@ impl x::Fields for ConnectNvmeControllerExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("connectSpec", &self.connect_spec);
@@ -1201,6 +1226,7 @@ impl x::Fields for ConnectNvmeControllerRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("connectSpec", &self.connect_spec);

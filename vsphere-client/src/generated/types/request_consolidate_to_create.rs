@@ -27,6 +27,7 @@ impl x::Fields for ConsolidateVMDisksRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -69,6 +70,7 @@ impl x::Fields for ContinueRetrievePropertiesExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("token", &self.token);
@@ -115,6 +117,7 @@ impl x::Fields for ConvertNamespacePathToUuidPathRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("datacenter", &self.datacenter);
@@ -171,6 +174,7 @@ impl x::Fields for CopyDatastoreFileRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sourceName", &self.source_name);
@@ -233,6 +237,7 @@ impl x::Fields for CopyVirtualDiskRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("sourceName", &self.source_name);
@@ -284,6 +289,7 @@ impl x::Fields for CreateAlarmRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -331,6 +337,7 @@ impl x::Fields for CreateChildVMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -378,6 +385,7 @@ impl x::Fields for CreateClusterExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -425,6 +433,7 @@ impl x::Fields for CreateClusterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -469,6 +478,7 @@ impl x::Fields for CreateCollectorForEventsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
@@ -512,6 +522,7 @@ impl x::Fields for CreateCollectorForTasksRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
@@ -561,6 +572,7 @@ impl x::Fields for CreateContainerViewRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("container", &self.container);
@@ -606,6 +618,7 @@ impl x::Fields for CreateCustomizationSpecRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("item", &self.item);
@@ -649,6 +662,7 @@ impl x::Fields for CreateDVPortgroupRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -692,6 +706,7 @@ impl x::Fields for CreateDVSRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -735,6 +750,7 @@ impl x::Fields for CreateDatacenterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -784,6 +800,7 @@ impl x::Fields for CreateDefaultProfileRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("profileType", &self.profile_type);
@@ -832,6 +849,7 @@ impl x::Fields for CreateDescriptorRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("obj", &self.obj);
@@ -876,6 +894,7 @@ impl x::Fields for CreateDiagnosticPartitionRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -928,6 +947,7 @@ impl x::Fields for CreateDirectoryRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -992,6 +1012,7 @@ impl x::Fields for CreateDiskFromSnapshotRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1041,6 +1062,7 @@ impl x::Fields for CreateDiskRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1087,6 +1109,7 @@ impl x::Fields for CreateFilterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1131,6 +1154,7 @@ impl x::Fields for CreateFolderRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1174,6 +1198,7 @@ impl x::Fields for CreateGroupRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("group", &self.group);
@@ -1226,6 +1251,7 @@ impl x::Fields for CreateImportSpecRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ovfDescriptor", &self.ovf_descriptor);
@@ -1269,6 +1295,7 @@ impl x::Fields for CreateInventoryViewRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1314,6 +1341,7 @@ impl x::Fields for CreateIpPoolRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -1358,6 +1386,7 @@ impl x::Fields for CreateListViewFromViewRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("view", &self.view);
@@ -1401,6 +1430,7 @@ impl x::Fields for CreateListViewRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("obj", &self.obj);
@@ -1447,6 +1477,7 @@ impl x::Fields for CreateLocalDatastoreRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1491,6 +1522,7 @@ impl x::Fields for CreateNasDatastoreRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1534,6 +1566,7 @@ impl x::Fields for CreateNvdimmNamespaceRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("createSpec", &self.create_spec);
@@ -1577,6 +1610,7 @@ impl x::Fields for CreateNvdimmPMemNamespaceRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("createSpec", &self.create_spec);
@@ -1620,6 +1654,7 @@ impl x::Fields for CreateNvmeOverRdmaAdapterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("rdmaDeviceName", &self.rdma_device_name);
@@ -1666,6 +1701,7 @@ impl x::Fields for CreateObjectScheduledTaskRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("obj", &self.obj);
@@ -1710,6 +1746,7 @@ impl x::Fields for CreatePerfIntervalRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("intervalId", &self.interval_id);
@@ -1753,6 +1790,7 @@ impl x::Fields for CreateProfileRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("createSpec", &self.create_spec);
@@ -1793,6 +1831,7 @@ impl x::Fields for CreatePropertyCollectorRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1847,6 +1886,7 @@ impl x::Fields for CreateRegistryKeyInGuestRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1897,6 +1937,7 @@ impl x::Fields for CreateResourcePoolRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1944,6 +1985,7 @@ impl x::Fields for CreateScheduledTaskRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -1985,6 +2027,7 @@ impl x::Fields for CreateScreenshotRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2030,6 +2073,7 @@ impl x::Fields for CreateSecondaryVMExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -2074,6 +2118,7 @@ impl x::Fields for CreateSecondaryVMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -2126,6 +2171,7 @@ impl x::Fields for CreateSnapshotExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2181,6 +2227,7 @@ impl x::Fields for CreateSnapshotRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2227,6 +2274,7 @@ impl x::Fields for CreateSoftwareAdapterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -2270,6 +2318,7 @@ impl x::Fields for CreateStoragePodRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2328,6 +2377,7 @@ impl x::Fields for CreateTaskRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("obj", &self.obj);
@@ -2388,6 +2438,7 @@ impl x::Fields for CreateTemporaryDirectoryInGuestRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -2447,6 +2498,7 @@ impl x::Fields for CreateTemporaryFileInGuestRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -2494,6 +2546,7 @@ impl x::Fields for CreateUserRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("user", &self.user);
@@ -2546,6 +2599,7 @@ impl x::Fields for CreateVAppRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2598,6 +2652,7 @@ impl x::Fields for CreateVMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -2649,6 +2704,7 @@ impl x::Fields for CreateVirtualDiskRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -2694,6 +2750,7 @@ impl x::Fields for CreateVmfsDatastoreRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -2737,6 +2794,7 @@ impl x::Fields for CreateVvolDatastoreRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);

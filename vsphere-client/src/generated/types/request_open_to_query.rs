@@ -30,6 +30,7 @@ impl x::Fields for OpenInventoryViewFolderRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("entity", &self.entity);
@@ -73,6 +74,7 @@ impl x::Fields for OverwriteCustomizationSpecRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("item", &self.item);
@@ -119,6 +121,7 @@ impl x::Fields for ParseDescriptorRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ovfDescriptor", &self.ovf_descriptor);
@@ -166,6 +169,7 @@ impl x::Fields for PerformDvsProductSpecOperationRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("operation", &self.operation);
@@ -213,6 +217,7 @@ impl x::Fields for PerformVsanUpgradePreflightCheckRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -269,6 +274,7 @@ impl x::Fields for PerformVsanUpgradeRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -316,6 +322,7 @@ impl x::Fields for PlaceVmRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("placementSpec", &self.placement_spec);
@@ -362,6 +369,7 @@ impl x::Fields for PostEventRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("eventToPost", &self.event_to_post);
@@ -409,6 +417,7 @@ impl x::Fields for PostHealthUpdatesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -456,6 +465,7 @@ impl x::Fields for PowerDownHostToStandByRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("timeoutSec", &self.timeout_sec);
@@ -500,6 +510,7 @@ impl x::Fields for PowerOffVAppRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("force", &self.force);
@@ -540,6 +551,7 @@ impl x::Fields for PowerOffVMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -585,6 +597,7 @@ impl x::Fields for PowerOnMultiVMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vm", &self.vm);
@@ -626,6 +639,7 @@ impl x::Fields for PowerOnVAppRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -668,6 +682,7 @@ impl x::Fields for PowerOnVMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -711,6 +726,7 @@ impl x::Fields for PowerUpHostFromStandByRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("timeoutSec", &self.timeout_sec);
@@ -751,6 +767,7 @@ impl x::Fields for PrepareCryptoRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -796,6 +813,7 @@ impl x::Fields for PromoteDisksRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("unlink", &self.unlink);
@@ -840,6 +858,7 @@ impl x::Fields for PutUsbScanCodesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -883,6 +902,7 @@ impl x::Fields for QueryAnswerFileStatusRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("host", &self.host);
@@ -926,6 +946,7 @@ impl x::Fields for QueryAssignedLicensesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("entityId", &self.entity_id);
@@ -969,6 +990,7 @@ impl x::Fields for QueryAvailableDisksForVmfsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("datastore", &self.datastore);
@@ -1012,6 +1034,7 @@ impl x::Fields for QueryAvailableDvsSpecRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("recommended", &self.recommended);
@@ -1052,6 +1075,7 @@ impl x::Fields for QueryAvailablePartitionRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1103,6 +1127,7 @@ impl x::Fields for QueryAvailablePerfMetricRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -1149,6 +1174,7 @@ impl x::Fields for QueryAvailableSsdsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("vffsPath", &self.vffs_path);
@@ -1189,6 +1215,7 @@ impl x::Fields for QueryAvailableTimeZonesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1228,6 +1255,7 @@ impl x::Fields for QueryBootDevicesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1270,6 +1298,7 @@ impl x::Fields for QueryBoundVnicsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaName", &self.i_scsi_hba_name);
@@ -1313,6 +1342,7 @@ impl x::Fields for QueryCandidateNicsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("iScsiHbaName", &self.i_scsi_hba_name);
@@ -1365,6 +1395,7 @@ impl x::Fields for QueryChangedDiskAreasRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("snapshot", &self.snapshot);
@@ -1411,6 +1442,7 @@ impl x::Fields for QueryCmmdsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("queries", &self.queries);
@@ -1460,6 +1492,7 @@ impl x::Fields for QueryCompatibleHostForExistingDvsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("container", &self.container);
@@ -1511,6 +1544,7 @@ impl x::Fields for QueryCompatibleHostForNewDvsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("container", &self.container);
@@ -1559,6 +1593,7 @@ impl x::Fields for QueryComplianceStatusRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("profile", &self.profile);
@@ -1600,6 +1635,7 @@ impl x::Fields for QueryConfigOptionDescriptorRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1642,6 +1678,7 @@ impl x::Fields for QueryConfigOptionExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("spec", &self.spec);
@@ -1688,6 +1725,7 @@ impl x::Fields for QueryConfigOptionRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("key", &self.key);
@@ -1732,6 +1770,7 @@ impl x::Fields for QueryConfigTargetRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1775,6 +1814,7 @@ impl x::Fields for QueryConfiguredModuleOptionStringRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1830,6 +1870,7 @@ impl x::Fields for QueryConnectionInfoRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hostname", &self.hostname);
@@ -1877,6 +1918,7 @@ impl x::Fields for QueryConnectionInfoViaSpecRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("spec", &self.spec);
@@ -1917,6 +1959,7 @@ impl x::Fields for QueryConnectionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1962,6 +2005,7 @@ impl x::Fields for QueryCryptoKeyStatusRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("keyIds", &self.key_ids);
@@ -2006,6 +2050,7 @@ impl x::Fields for QueryDatastorePerformanceSummaryRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -2046,6 +2091,7 @@ impl x::Fields for QueryDateTimeRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2088,6 +2134,7 @@ impl x::Fields for QueryDescriptionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -2131,6 +2178,7 @@ impl x::Fields for QueryDisksForVsanRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("canonicalName", &self.canonical_name);
@@ -2177,6 +2225,7 @@ impl x::Fields for QueryDisksUsingFilterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -2221,6 +2270,7 @@ impl x::Fields for QueryDvsByUuidRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("uuid", &self.uuid);
@@ -2270,6 +2320,7 @@ impl x::Fields for QueryDvsCheckCompatibilityRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("hostContainer", &self.host_container);
@@ -2315,6 +2366,7 @@ impl x::Fields for QueryDvsCompatibleHostSpecRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("switchProductSpec", &self.switch_product_spec);
@@ -2361,6 +2413,7 @@ impl x::Fields for QueryDvsConfigTargetRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -2405,6 +2458,7 @@ impl x::Fields for QueryDvsFeatureCapabilityRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("switchProductSpec", &self.switch_product_spec);
@@ -2448,6 +2502,7 @@ impl x::Fields for QueryEventsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filter", &self.filter);
@@ -2494,6 +2549,7 @@ impl x::Fields for QueryExpressionMetadataRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("expressionName", &self.expression_name);
@@ -2538,6 +2594,7 @@ impl x::Fields for QueryExtensionIpAllocationUsageRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("extensionKeys", &self.extension_keys);
@@ -2581,6 +2638,7 @@ impl x::Fields for QueryFaultToleranceCompatibilityExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("forLegacyFt", &self.for_legacy_ft);
@@ -2621,6 +2679,7 @@ impl x::Fields for QueryFaultToleranceCompatibilityRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2663,6 +2722,7 @@ impl x::Fields for QueryFilterEntitiesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -2706,6 +2766,7 @@ impl x::Fields for QueryFilterInfoIdsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -2749,6 +2810,7 @@ impl x::Fields for QueryFilterListRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -2792,6 +2854,7 @@ impl x::Fields for QueryFilterNameRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -2832,6 +2895,7 @@ impl x::Fields for QueryFirmwareConfigUploadURLRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2874,6 +2938,7 @@ impl x::Fields for QueryHealthUpdateInfosRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -2917,6 +2982,7 @@ impl x::Fields for QueryHealthUpdatesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -2957,6 +3023,7 @@ impl x::Fields for QueryHostConnectionInfoRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -2999,6 +3066,7 @@ impl x::Fields for QueryHostPatchRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("spec", &self.spec);
@@ -3045,6 +3113,7 @@ impl x::Fields for QueryHostProfileMetadataRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("profileName", &self.profile_name);
@@ -3086,6 +3155,7 @@ impl x::Fields for QueryHostStatusRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -3128,6 +3198,7 @@ impl x::Fields for QueryHostsWithAttachedLunRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("lunUuid", &self.lun_uuid);
@@ -3171,6 +3242,7 @@ impl x::Fields for QueryIORMConfigOptionRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("host", &self.host);
@@ -3220,6 +3292,7 @@ impl x::Fields for QueryIPAllocationsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -3265,6 +3338,7 @@ impl x::Fields for QueryIoFilterInfoRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("compRes", &self.comp_res);
@@ -3311,6 +3385,7 @@ impl x::Fields for QueryIoFilterIssuesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -3355,6 +3430,7 @@ impl x::Fields for QueryIpPoolsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("dc", &self.dc);
@@ -3398,6 +3474,7 @@ impl x::Fields for QueryLicenseSourceAvailabilityRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -3414,224 +3491,5 @@ impl x::Request for QueryLicenseSourceAvailabilityRequestType {
         r: &mut x::XmlReader<'_>,
     ) -> Result<Self::Response, x::DecodeError> {
         r.read_returnval_vec()
-    }
-}
-/// `QueryLicenseUsageRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryLicenseUsageRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `host`.
-    pub host: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for QueryLicenseUsageRequestType {
-    const TYPE_NAME: &'static str = "QueryLicenseUsageRequestType";
-}
-impl x::Structure for QueryLicenseUsageRequestType {}
-impl x::Fields for QueryLicenseUsageRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "host" => r.read_opt(&mut self.host),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write_opt("host", &self.host);
-    }
-}
-impl x::Request for QueryLicenseUsageRequestType {
-    const NAME: &'static str = "QueryLicenseUsage";
-    const IDEMPOTENT: bool = true;
-    type Response = LicenseUsageInfo;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryLockdownExceptionsRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryLockdownExceptionsRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-}
-impl x::SchemaType for QueryLockdownExceptionsRequestType {
-    const TYPE_NAME: &'static str = "QueryLockdownExceptionsRequestType";
-}
-impl x::Structure for QueryLockdownExceptionsRequestType {}
-impl x::Fields for QueryLockdownExceptionsRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-    }
-}
-impl x::Request for QueryLockdownExceptionsRequestType {
-    const NAME: &'static str = "QueryLockdownExceptions";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<String>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryManagedByRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryManagedByRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `extensionKey`.
-    pub extension_key: String,
-}
-impl x::SchemaType for QueryManagedByRequestType {
-    const TYPE_NAME: &'static str = "QueryManagedByRequestType";
-}
-impl x::Structure for QueryManagedByRequestType {}
-impl x::Fields for QueryManagedByRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "extensionKey" => r.read(&mut self.extension_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("extensionKey", &self.extension_key);
-    }
-}
-impl x::Request for QueryManagedByRequestType {
-    const NAME: &'static str = "QueryManagedBy";
-    const IDEMPOTENT: bool = true;
-    type Response = Vec<x::ManagedObjectReference>;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval_vec()
-    }
-}
-/// `QueryMemoryOverheadExRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryMemoryOverheadExRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `vmConfigInfo`.
-    pub vm_config_info: VirtualMachineConfigInfo,
-}
-impl x::SchemaType for QueryMemoryOverheadExRequestType {
-    const TYPE_NAME: &'static str = "QueryMemoryOverheadExRequestType";
-}
-impl x::Structure for QueryMemoryOverheadExRequestType {}
-impl x::Fields for QueryMemoryOverheadExRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "vmConfigInfo" => r.read(&mut self.vm_config_info),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("vmConfigInfo", &self.vm_config_info);
-    }
-}
-impl x::Request for QueryMemoryOverheadExRequestType {
-    const NAME: &'static str = "QueryMemoryOverheadEx";
-    const IDEMPOTENT: bool = true;
-    type Response = i64;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
-    }
-}
-/// `QueryMemoryOverheadRequestType`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct QueryMemoryOverheadRequestType {
-    /// `_this`.
-    pub this: x::ManagedObjectReference,
-    /// `memorySize`.
-    pub memory_size: i64,
-    /// `videoRamSize`.
-    pub video_ram_size: Option<i32>,
-    /// `numVcpus`.
-    pub num_vcpus: i32,
-}
-impl x::SchemaType for QueryMemoryOverheadRequestType {
-    const TYPE_NAME: &'static str = "QueryMemoryOverheadRequestType";
-}
-impl x::Structure for QueryMemoryOverheadRequestType {}
-impl x::Fields for QueryMemoryOverheadRequestType {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "_this" => r.read(&mut self.this),
-            "memorySize" => r.read(&mut self.memory_size),
-            "videoRamSize" => r.read_opt(&mut self.video_ram_size),
-            "numVcpus" => r.read(&mut self.num_vcpus),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("_this", &self.this);
-        w.write("memorySize", &self.memory_size);
-        w.write_opt("videoRamSize", &self.video_ram_size);
-        w.write("numVcpus", &self.num_vcpus);
-    }
-}
-impl x::Request for QueryMemoryOverheadRequestType {
-    const NAME: &'static str = "QueryMemoryOverhead";
-    const IDEMPOTENT: bool = true;
-    type Response = i64;
-    fn this(&self) -> &x::ManagedObjectReference {
-        &self.this
-    }
-    fn decode_response(
-        r: &mut x::XmlReader<'_>,
-    ) -> Result<Self::Response, x::DecodeError> {
-        r.read_returnval()
     }
 }

@@ -5,6 +5,230 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `QueryLicenseUsageRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryLicenseUsageRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `host`.
+    pub host: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for QueryLicenseUsageRequestType {
+    const TYPE_NAME: &'static str = "QueryLicenseUsageRequestType";
+}
+impl x::Structure for QueryLicenseUsageRequestType {}
+impl x::Fields for QueryLicenseUsageRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "host" => r.read_opt(&mut self.host),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_opt("host", &self.host);
+    }
+}
+impl x::Request for QueryLicenseUsageRequestType {
+    const NAME: &'static str = "QueryLicenseUsage";
+    const IDEMPOTENT: bool = true;
+    type Response = LicenseUsageInfo;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryLockdownExceptionsRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryLockdownExceptionsRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+}
+impl x::SchemaType for QueryLockdownExceptionsRequestType {
+    const TYPE_NAME: &'static str = "QueryLockdownExceptionsRequestType";
+}
+impl x::Structure for QueryLockdownExceptionsRequestType {}
+impl x::Fields for QueryLockdownExceptionsRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+    }
+}
+impl x::Request for QueryLockdownExceptionsRequestType {
+    const NAME: &'static str = "QueryLockdownExceptions";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<String>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryManagedByRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryManagedByRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `extensionKey`.
+    pub extension_key: String,
+}
+impl x::SchemaType for QueryManagedByRequestType {
+    const TYPE_NAME: &'static str = "QueryManagedByRequestType";
+}
+impl x::Structure for QueryManagedByRequestType {}
+impl x::Fields for QueryManagedByRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "extensionKey" => r.read(&mut self.extension_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("extensionKey", &self.extension_key);
+    }
+}
+impl x::Request for QueryManagedByRequestType {
+    const NAME: &'static str = "QueryManagedBy";
+    const IDEMPOTENT: bool = true;
+    type Response = Vec<x::ManagedObjectReference>;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval_vec()
+    }
+}
+/// `QueryMemoryOverheadExRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryMemoryOverheadExRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `vmConfigInfo`.
+    pub vm_config_info: VirtualMachineConfigInfo,
+}
+impl x::SchemaType for QueryMemoryOverheadExRequestType {
+    const TYPE_NAME: &'static str = "QueryMemoryOverheadExRequestType";
+}
+impl x::Structure for QueryMemoryOverheadExRequestType {}
+impl x::Fields for QueryMemoryOverheadExRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "vmConfigInfo" => r.read(&mut self.vm_config_info),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("vmConfigInfo", &self.vm_config_info);
+    }
+}
+impl x::Request for QueryMemoryOverheadExRequestType {
+    const NAME: &'static str = "QueryMemoryOverheadEx";
+    const IDEMPOTENT: bool = true;
+    type Response = i64;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
+/// `QueryMemoryOverheadRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueryMemoryOverheadRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `memorySize`.
+    pub memory_size: i64,
+    /// `videoRamSize`.
+    pub video_ram_size: Option<i32>,
+    /// `numVcpus`.
+    pub num_vcpus: i32,
+}
+impl x::SchemaType for QueryMemoryOverheadRequestType {
+    const TYPE_NAME: &'static str = "QueryMemoryOverheadRequestType";
+}
+impl x::Structure for QueryMemoryOverheadRequestType {}
+impl x::Fields for QueryMemoryOverheadRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "memorySize" => r.read(&mut self.memory_size),
+            "videoRamSize" => r.read_opt(&mut self.video_ram_size),
+            "numVcpus" => r.read(&mut self.num_vcpus),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("memorySize", &self.memory_size);
+        w.write_opt("videoRamSize", &self.video_ram_size);
+        w.write("numVcpus", &self.num_vcpus);
+    }
+}
+impl x::Request for QueryMemoryOverheadRequestType {
+    const NAME: &'static str = "QueryMemoryOverhead";
+    const IDEMPOTENT: bool = true;
+    type Response = i64;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `QueryMigrationDependenciesRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct QueryMigrationDependenciesRequestType {
@@ -30,6 +254,7 @@ impl x::Fields for QueryMigrationDependenciesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("pnicDevice", &self.pnic_device);
@@ -70,6 +295,7 @@ impl x::Fields for QueryModulesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -112,6 +338,7 @@ impl x::Fields for QueryMonitoredEntitiesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -152,6 +379,7 @@ impl x::Fields for QueryNFSUserRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -194,6 +422,7 @@ impl x::Fields for QueryNetConfigRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("nicType", &self.nic_type);
@@ -237,6 +466,7 @@ impl x::Fields for QueryNetworkHintRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("device", &self.device);
@@ -280,6 +510,7 @@ impl x::Fields for QueryObjectsOnPhysicalVsanDiskRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("disks", &self.disks);
@@ -323,6 +554,7 @@ impl x::Fields for QueryOptionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("name", &self.name);
@@ -369,6 +601,7 @@ impl x::Fields for QueryPartitionCreateDescRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("diskUuid", &self.disk_uuid);
@@ -416,6 +649,7 @@ impl x::Fields for QueryPartitionCreateOptionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("storageType", &self.storage_type);
@@ -457,6 +691,7 @@ impl x::Fields for QueryPathSelectionPolicyOptionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -499,6 +734,7 @@ impl x::Fields for QueryPerfCompositeRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("querySpec", &self.query_spec);
@@ -542,6 +778,7 @@ impl x::Fields for QueryPerfCounterByLevelRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("level", &self.level);
@@ -585,6 +822,7 @@ impl x::Fields for QueryPerfCounterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("counterId", &self.counter_id);
@@ -628,6 +866,7 @@ impl x::Fields for QueryPerfProviderSummaryRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("entity", &self.entity);
@@ -671,6 +910,7 @@ impl x::Fields for QueryPerfRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("querySpec", &self.query_spec);
@@ -714,6 +954,7 @@ impl x::Fields for QueryPhysicalVsanDisksRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("props", &self.props);
@@ -757,6 +998,7 @@ impl x::Fields for QueryPnicStatusRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pnicDevice", &self.pnic_device);
@@ -803,6 +1045,7 @@ impl x::Fields for QueryPolicyMetadataRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("policyName", &self.policy_name);
@@ -844,6 +1087,7 @@ impl x::Fields for QueryProductLockerLocationRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -886,6 +1130,7 @@ impl x::Fields for QueryProfileStructureRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("profile", &self.profile);
@@ -926,6 +1171,7 @@ impl x::Fields for QueryProviderListRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -968,6 +1214,7 @@ impl x::Fields for QueryProviderNameRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -1008,6 +1255,7 @@ impl x::Fields for QueryResourceConfigOptionRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1053,6 +1301,7 @@ impl x::Fields for QueryServiceListRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("serviceName", &self.service_name);
@@ -1094,6 +1343,7 @@ impl x::Fields for QueryStorageArrayTypePolicyOptionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1136,6 +1386,7 @@ impl x::Fields for QuerySupportedFeaturesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1179,6 +1430,7 @@ impl x::Fields for QuerySyncingVsanObjectsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
@@ -1219,6 +1471,7 @@ impl x::Fields for QuerySystemUsersRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1261,6 +1514,7 @@ impl x::Fields for QueryTargetCapabilitiesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("host", &self.host);
@@ -1301,6 +1555,7 @@ impl x::Fields for QueryTpmAttestationReportRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1346,6 +1601,7 @@ impl x::Fields for QueryUnmonitoredHostsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("providerId", &self.provider_id);
@@ -1387,6 +1643,7 @@ impl x::Fields for QueryUnownedFilesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1426,6 +1683,7 @@ impl x::Fields for QueryUnresolvedVmfsVolumeRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1465,6 +1723,7 @@ impl x::Fields for QueryUnresolvedVmfsVolumesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1504,6 +1763,7 @@ impl x::Fields for QueryUsedVlanIdInDvsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1549,6 +1809,7 @@ impl x::Fields for QueryVMotionCompatibilityExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vm", &self.vm);
@@ -1599,6 +1860,7 @@ impl x::Fields for QueryVMotionCompatibilityRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -1647,6 +1909,7 @@ impl x::Fields for QueryVirtualDiskFragmentationRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1694,6 +1957,7 @@ impl x::Fields for QueryVirtualDiskGeometryRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1741,6 +2005,7 @@ impl x::Fields for QueryVirtualDiskUuidRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("name", &self.name);
@@ -1782,6 +2047,7 @@ impl x::Fields for QueryVmfsConfigOptionRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -1827,6 +2093,7 @@ impl x::Fields for QueryVmfsDatastoreCreateOptionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("devicePath", &self.device_path);
@@ -1871,6 +2138,7 @@ impl x::Fields for QueryVmfsDatastoreExpandOptionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -1922,6 +2190,7 @@ impl x::Fields for QueryVmfsDatastoreExtendOptionsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("datastore", &self.datastore);
@@ -1967,6 +2236,7 @@ impl x::Fields for QueryVnicStatusRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vnicDevice", &self.vnic_device);
@@ -2016,6 +2286,7 @@ impl x::Fields for QueryVsanObjectUuidsByFilterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
@@ -2061,6 +2332,7 @@ impl x::Fields for QueryVsanObjectsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
@@ -2104,6 +2376,7 @@ impl x::Fields for QueryVsanStatisticsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("labels", &self.labels);
@@ -2147,6 +2420,7 @@ impl x::Fields for QueryVsanUpgradeStatusRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);

@@ -5,6 +5,226 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `UpdateSystemSwapConfigurationRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpdateSystemSwapConfigurationRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `sysSwapConfig`.
+    pub sys_swap_config: HostSystemSwapConfiguration,
+}
+impl x::SchemaType for UpdateSystemSwapConfigurationRequestType {
+    const TYPE_NAME: &'static str = "UpdateSystemSwapConfigurationRequestType";
+}
+impl x::Structure for UpdateSystemSwapConfigurationRequestType {}
+impl x::Fields for UpdateSystemSwapConfigurationRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "sysSwapConfig" => r.read(&mut self.sys_swap_config),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("sysSwapConfig", &self.sys_swap_config);
+    }
+}
+impl x::Request for UpdateSystemSwapConfigurationRequestType {
+    const NAME: &'static str = "UpdateSystemSwapConfiguration";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `UpdateSystemUsersRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpdateSystemUsersRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `users`.
+    pub users: Vec<String>,
+}
+impl x::SchemaType for UpdateSystemUsersRequestType {
+    const TYPE_NAME: &'static str = "UpdateSystemUsersRequestType";
+}
+impl x::Structure for UpdateSystemUsersRequestType {}
+impl x::Fields for UpdateSystemUsersRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "users" => r.read_push(&mut self.users),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write_vec("users", &self.users);
+    }
+}
+impl x::Request for UpdateSystemUsersRequestType {
+    const NAME: &'static str = "UpdateSystemUsers";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `UpdateUserRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpdateUserRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `user`.
+    pub user: AnyHostAccountSpec,
+}
+impl x::SchemaType for UpdateUserRequestType {
+    const TYPE_NAME: &'static str = "UpdateUserRequestType";
+}
+impl x::Structure for UpdateUserRequestType {}
+impl x::Fields for UpdateUserRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "user" => r.read(&mut self.user),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("user", &self.user);
+    }
+}
+impl x::Request for UpdateUserRequestType {
+    const NAME: &'static str = "UpdateUser";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `UpdateVAppConfigRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpdateVAppConfigRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: VAppConfigSpec,
+}
+impl x::SchemaType for UpdateVAppConfigRequestType {
+    const TYPE_NAME: &'static str = "UpdateVAppConfigRequestType";
+}
+impl x::Structure for UpdateVAppConfigRequestType {}
+impl x::Fields for UpdateVAppConfigRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for UpdateVAppConfigRequestType {
+    const NAME: &'static str = "UpdateVAppConfig";
+    const IDEMPOTENT: bool = false;
+    type Response = ();
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_no_returnval()
+    }
+}
+/// `UpdateVStorageInfrastructureObjectPolicyRequestType`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpdateVStorageInfrastructureObjectPolicyRequestType {
+    /// `_this`.
+    pub this: x::ManagedObjectReference,
+    /// `spec`.
+    pub spec: VslmInfrastructureObjectPolicySpec,
+}
+impl x::SchemaType for UpdateVStorageInfrastructureObjectPolicyRequestType {
+    const TYPE_NAME: &'static str = "UpdateVStorageInfrastructureObjectPolicyRequestType";
+}
+impl x::Structure for UpdateVStorageInfrastructureObjectPolicyRequestType {}
+impl x::Fields for UpdateVStorageInfrastructureObjectPolicyRequestType {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "_this" => r.read(&mut self.this),
+            "spec" => r.read(&mut self.spec),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("_this", &self.this);
+        w.write("spec", &self.spec);
+    }
+}
+impl x::Request for UpdateVStorageInfrastructureObjectPolicyRequestType {
+    const NAME: &'static str = "UpdateVStorageInfrastructureObjectPolicy_Task";
+    const IDEMPOTENT: bool = false;
+    type Response = x::ManagedObjectReference;
+    fn this(&self) -> &x::ManagedObjectReference {
+        &self.this
+    }
+    fn decode_response(
+        r: &mut x::XmlReader<'_>,
+    ) -> Result<Self::Response, x::DecodeError> {
+        r.read_returnval()
+    }
+}
 /// `UpdateVStorageObjectCryptoRequestType`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct UpdateVStorageObjectCryptoRequestType {
@@ -39,6 +259,7 @@ impl x::Fields for UpdateVStorageObjectCryptoRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -91,6 +312,7 @@ impl x::Fields for UpdateVStorageObjectPolicyRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -136,6 +358,7 @@ impl x::Fields for UpdateVVolVirtualMachineFilesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("failoverPair", &self.failover_pair);
@@ -181,6 +404,7 @@ impl x::Fields for UpdateVirtualMachineFilesRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("mountPathDatastoreMapping", &self.mount_path_datastore_mapping);
@@ -227,6 +451,7 @@ impl x::Fields for UpdateVirtualNicRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("device", &self.device);
@@ -274,6 +499,7 @@ impl x::Fields for UpdateVirtualSwitchRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vswitchName", &self.vswitch_name);
@@ -321,6 +547,7 @@ impl x::Fields for UpdateVmfsUnmapBandwidthRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsUuid", &self.vmfs_uuid);
@@ -368,6 +595,7 @@ impl x::Fields for UpdateVmfsUnmapPriorityRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsUuid", &self.vmfs_uuid);
@@ -412,6 +640,7 @@ impl x::Fields for UpdateVsanRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("config", &self.config);
@@ -461,6 +690,7 @@ impl x::Fields for UpgradeIoFilterRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("filterId", &self.filter_id);
@@ -506,6 +736,7 @@ impl x::Fields for UpgradeToolsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("installerOptions", &self.installer_options);
@@ -549,6 +780,7 @@ impl x::Fields for UpgradeVMRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("version", &self.version);
@@ -589,6 +821,7 @@ impl x::Fields for UpgradeVmLayoutRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
     }
@@ -631,6 +864,7 @@ impl x::Fields for UpgradeVmfsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vmfsPath", &self.vmfs_path);
@@ -677,6 +911,7 @@ impl x::Fields for UpgradeVsanObjectsRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("uuids", &self.uuids);
@@ -727,6 +962,7 @@ impl x::Fields for UploadClientCertRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -775,6 +1011,7 @@ impl x::Fields for UploadKmipServerCertRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("cluster", &self.cluster);
@@ -828,6 +1065,7 @@ impl x::Fields for VCenterUpdateVStorageObjectMetadataExRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -880,6 +1118,7 @@ impl x::Fields for VStorageObjectCreateSnapshotRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("id", &self.id);
@@ -928,6 +1167,7 @@ impl x::Fields for ValidateCredentialsInGuestRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("vm", &self.vm);
@@ -975,6 +1215,7 @@ impl x::Fields for ValidateHCIConfigurationRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_opt("hciConfigSpec", &self.hci_config_spec);
@@ -1037,6 +1278,7 @@ impl x::Fields for ValidateHostProfileCompositionRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("source", &self.source);
@@ -1092,6 +1334,7 @@ impl x::Fields for ValidateHostRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("ovfDescriptor", &self.ovf_descriptor);
@@ -1149,6 +1392,7 @@ impl x::Fields for ValidateMigrationRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write_vec("vm", &self.vm);
@@ -1199,6 +1443,7 @@ impl x::Fields for ValidateStoragePodConfigRequestType {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("_this", &self.this);
         w.write("pod", &self.pod);

@@ -95,6 +95,7 @@ impl x::Fields for ScsiLun {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write("deviceType", &self.device_type);
@@ -145,6 +146,7 @@ impl x::Fields for ScsiLunCapabilities {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("updateDisplayNameSupported", &self.update_display_name_supported);
     }
@@ -174,6 +176,7 @@ impl x::Fields for ScsiLunDescriptor {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("quality", &self.quality);
         w.write("id", &self.id);
@@ -211,6 +214,7 @@ impl x::Fields for ScsiLunDurableName {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("namespace", &self.namespace);
         w.write("namespaceId", &self.namespace_id);
@@ -258,6 +262,7 @@ impl x::Fields for SeSparseVirtualDiskSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskType", &self.disk_type);
         w.write("adapterType", &self.adapter_type);
@@ -295,6 +300,7 @@ impl x::Fields for SecondaryVmAlreadyDisabled {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -329,6 +335,7 @@ impl x::Fields for SecondaryVmAlreadyEnabled {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -363,6 +370,7 @@ impl x::Fields for SecondaryVmAlreadyRegistered {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -397,6 +405,7 @@ impl x::Fields for SecondaryVmNotRegistered {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -428,6 +437,7 @@ impl x::Fields for SecurityError {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -488,6 +498,7 @@ impl x::Fields for SecurityProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -546,6 +557,7 @@ impl x::Fields for SelectionSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("name", &self.name);
     }
@@ -581,6 +593,7 @@ impl x::Fields for SendEmailAction {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("toList", &self.to_list);
         w.write("ccList", &self.cc_list);
@@ -666,6 +679,7 @@ impl x::Fields for ServerLicenseExpiredEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -741,6 +755,7 @@ impl x::Fields for ServerStartedSessionEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -827,6 +842,7 @@ impl x::Fields for ServiceConsolePortGroupProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -879,6 +895,7 @@ impl x::Fields for ServiceConsoleReservationInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serviceConsoleReservedCfg", &self.service_console_reserved_cfg);
         w.write("serviceConsoleReserved", &self.service_console_reserved);
@@ -1062,6 +1079,7 @@ impl x::Fields for ServiceContent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("rootFolder", &self.root_folder);
         w.write("propertyCollector", &self.property_collector);
@@ -1146,6 +1164,7 @@ impl x::Fields for ServiceLocator {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("instanceUuid", &self.instance_uuid);
         w.write("url", &self.url);
@@ -1201,6 +1220,7 @@ impl x::Fields for ServiceLocatorNamePassword {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("username", &self.username);
         w.write("password", &self.password);
@@ -1228,6 +1248,7 @@ impl x::Fields for ServiceLocatorSAMLCredential {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("token", &self.token);
     }
@@ -1263,6 +1284,7 @@ impl x::Fields for ServiceManagerServiceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serviceName", &self.service_name);
         w.write_vec("location", &self.location);
@@ -1329,6 +1351,7 @@ impl x::Fields for ServiceProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);

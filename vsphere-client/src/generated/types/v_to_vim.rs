@@ -27,6 +27,7 @@ impl x::Fields for VStorageObject {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("config", &self.config);
     }
@@ -59,6 +60,7 @@ impl x::Fields for VStorageObjectAssociations {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_vec("vmDiskAssociations", &self.vm_disk_associations);
@@ -94,6 +96,7 @@ impl x::Fields for VStorageObjectAssociationsVmDiskAssociations {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmId", &self.vm_id);
         w.write("diskKey", &self.disk_key);
@@ -166,6 +169,7 @@ impl x::Fields for VStorageObjectConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("name", &self.name);
@@ -208,6 +212,7 @@ impl x::Fields for VStorageObjectSnapshotDetails {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("path", &self.path);
         w.write_opt("changedBlockTrackingId", &self.changed_block_tracking_id);
@@ -235,6 +240,7 @@ impl x::Fields for VStorageObjectSnapshotInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("snapshots", &self.snapshots);
     }
@@ -270,6 +276,7 @@ impl x::Fields for VStorageObjectSnapshotInfoVStorageObjectSnapshot {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("id", &self.id);
         w.write_opt("backingObjectId", &self.backing_object_id);
@@ -303,6 +310,7 @@ impl x::Fields for VStorageObjectStateInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("tentative", &self.tentative);
     }
@@ -332,6 +340,7 @@ impl x::Fields for VVolHostPE {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_vec("protocolEndpoint", &self.protocol_endpoint);
@@ -366,6 +375,7 @@ impl x::Fields for VVolVmConfigFileUpdateResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("succeededVmConfigFile", &self.succeeded_vm_config_file);
         w.write_vec("failedVmConfigFile", &self.failed_vm_config_file);
@@ -399,6 +409,7 @@ impl x::Fields for VVolVmConfigFileUpdateResultFailedVmConfigFileInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("targetConfigVVolId", &self.target_config_v_vol_id);
         w.write_opt("dsPath", &self.ds_path);
@@ -437,6 +448,7 @@ impl x::Fields for VasaProviderContainerSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("vasaProviderInfo", &self.vasa_provider_info);
         w.write("scId", &self.sc_id);
@@ -504,6 +516,7 @@ impl x::Fields for VcAgentUninstallFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -579,6 +592,7 @@ impl x::Fields for VcAgentUninstalledEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -656,6 +670,7 @@ impl x::Fields for VcAgentUpgradeFailedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -731,6 +746,7 @@ impl x::Fields for VcAgentUpgradedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -778,6 +794,7 @@ impl x::Fields for VchaClusterConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("failoverNodeInfo1", &self.failover_node_info1);
         w.write_opt("failoverNodeInfo2", &self.failover_node_info2);
@@ -810,6 +827,7 @@ impl x::Fields for VchaClusterConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("passiveIp", &self.passive_ip);
         w.write("witnessIp", &self.witness_ip);
@@ -846,6 +864,7 @@ impl x::Fields for VchaClusterDeploymentSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("passiveDeploymentSpec", &self.passive_deployment_spec);
         w.write("witnessDeploymentSpec", &self.witness_deployment_spec);
@@ -881,6 +900,7 @@ impl x::Fields for VchaClusterHealth {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("runtimeInfo", &self.runtime_info);
         w.write_vec("healthMessages", &self.health_messages);
@@ -912,6 +932,7 @@ impl x::Fields for VchaClusterNetworkSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("witnessNetworkSpec", &self.witness_network_spec);
         w.write("passiveNetworkSpec", &self.passive_network_spec);
@@ -945,6 +966,7 @@ impl x::Fields for VchaClusterRuntimeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("clusterState", &self.cluster_state);
         w.write_vec("nodeInfo", &self.node_info);
@@ -979,6 +1001,7 @@ impl x::Fields for VchaNodeRuntimeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nodeState", &self.node_state);
         w.write("nodeRole", &self.node_role);
@@ -1047,6 +1070,7 @@ impl x::Fields for VimAccountPasswordChangedEvent {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("chainId", &self.chain_id);
@@ -1088,6 +1112,7 @@ impl x::Fields for VimFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1124,6 +1149,7 @@ impl x::Fields for VimVasaProvider {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("uid", &self.uid);
         w.write("url", &self.url);
@@ -1156,6 +1182,7 @@ impl x::Fields for VimVasaProviderInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("provider", &self.provider);
         w.write_vec("arrayState", &self.array_state);
@@ -1193,6 +1220,7 @@ impl x::Fields for VimVasaProviderStatePerArray {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("priority", &self.priority);
         w.write("arrayId", &self.array_id);

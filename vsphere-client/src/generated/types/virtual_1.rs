@@ -51,6 +51,7 @@ impl x::Fields for VirtualAHCIController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -129,6 +130,7 @@ impl x::Fields for VirtualAHCIControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -184,6 +186,7 @@ impl x::Fields for VirtualAppImportSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("entityConfig", &self.entity_config);
         w.write_opt("instantiationOst", &self.instantiation_ost);
@@ -218,6 +221,7 @@ impl x::Fields for VirtualAppLinkInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("destroyWithParent", &self.destroy_with_parent);
@@ -276,6 +280,7 @@ impl x::Fields for VirtualAppSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("config", &self.config);
@@ -344,6 +349,7 @@ impl x::Fields for VirtualBusLogicController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -440,6 +446,7 @@ impl x::Fields for VirtualBusLogicControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -503,6 +510,7 @@ impl x::Fields for VirtualCdrom {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -538,6 +546,7 @@ impl x::Fields for VirtualCdromAtapiBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -568,6 +577,7 @@ impl x::Fields for VirtualCdromAtapiBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -601,6 +611,7 @@ impl x::Fields for VirtualCdromIsoBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -632,6 +643,7 @@ impl x::Fields for VirtualCdromIsoBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -691,6 +703,7 @@ impl x::Fields for VirtualCdromOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -733,6 +746,7 @@ impl x::Fields for VirtualCdromPassthroughBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -767,6 +781,7 @@ impl x::Fields for VirtualCdromPassthroughBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -798,6 +813,7 @@ impl x::Fields for VirtualCdromRemoteAtapiBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -828,6 +844,7 @@ impl x::Fields for VirtualCdromRemoteAtapiBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -861,6 +878,7 @@ impl x::Fields for VirtualCdromRemotePassthroughBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -895,6 +913,7 @@ impl x::Fields for VirtualCdromRemotePassthroughBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -947,6 +966,7 @@ impl x::Fields for VirtualController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1019,6 +1039,7 @@ impl x::Fields for VirtualControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1077,6 +1098,7 @@ impl x::Fields for VirtualDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1130,6 +1152,7 @@ impl x::Fields for VirtualDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
     }
@@ -1175,6 +1198,7 @@ impl x::Fields for VirtualDeviceBusSlotOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
     }
@@ -1218,6 +1242,7 @@ impl x::Fields for VirtualDeviceConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("operation", &self.operation);
         w.write_opt("fileOperation", &self.file_operation);
@@ -1252,6 +1277,7 @@ impl x::Fields for VirtualDeviceConfigSpecBackingSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt_box("parent", &self.parent);
         w.write_opt("crypto", &self.crypto);
@@ -1291,6 +1317,7 @@ impl x::Fields for VirtualDeviceConnectInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("migrateConnect", &self.migrate_connect);
         w.write("startConnected", &self.start_connected);
@@ -1324,6 +1351,7 @@ impl x::Fields for VirtualDeviceConnectOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("startConnected", &self.start_connected);
         w.write("allowGuestControl", &self.allow_guest_control);
@@ -1354,6 +1382,7 @@ impl x::Fields for VirtualDeviceDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1384,6 +1413,7 @@ impl x::Fields for VirtualDeviceDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1417,6 +1447,7 @@ impl x::Fields for VirtualDeviceFileBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -1448,6 +1479,7 @@ impl x::Fields for VirtualDeviceFileBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -1509,6 +1541,7 @@ impl x::Fields for VirtualDeviceOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1545,6 +1578,7 @@ impl x::Fields for VirtualDevicePciBusSlotInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pciSlotNumber", &self.pci_slot_number);
     }
@@ -1571,6 +1605,7 @@ impl x::Fields for VirtualDevicePipeBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pipeName", &self.pipe_name);
     }
@@ -1597,6 +1632,7 @@ impl x::Fields for VirtualDevicePipeBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
     }
@@ -1626,6 +1662,7 @@ impl x::Fields for VirtualDeviceRemoteDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1656,6 +1693,7 @@ impl x::Fields for VirtualDeviceRemoteDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1689,6 +1727,7 @@ impl x::Fields for VirtualDeviceURIBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serviceURI", &self.service_uri);
         w.write("direction", &self.direction);
@@ -1720,6 +1759,7 @@ impl x::Fields for VirtualDeviceURIBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("directions", &self.directions);
@@ -1797,6 +1837,7 @@ impl x::Fields for VirtualDisk {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1867,6 +1908,7 @@ impl x::Fields for VirtualDiskAntiAffinityRuleSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("key", &self.key);
         w.write_opt("status", &self.status);
@@ -1913,6 +1955,7 @@ impl x::Fields for VirtualDiskBlocksNotFullyProvisioned {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1964,6 +2007,7 @@ impl x::Fields for VirtualDiskConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("operation", &self.operation);
         w.write_opt("fileOperation", &self.file_operation);
@@ -2000,6 +2044,7 @@ impl x::Fields for VirtualDiskDeltaDiskFormatsSupported {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastoreType", &self.datastore_type);
         w.write("deltaDiskFormat", &self.delta_disk_format);
@@ -2052,6 +2097,7 @@ impl x::Fields for VirtualDiskFlatVer1BackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -2100,6 +2146,7 @@ impl x::Fields for VirtualDiskFlatVer1BackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -2182,6 +2229,7 @@ impl x::Fields for VirtualDiskFlatVer2BackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -2260,6 +2308,7 @@ impl x::Fields for VirtualDiskFlatVer2BackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -2300,6 +2349,7 @@ impl x::Fields for VirtualDiskId {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vm", &self.vm);
         w.write("diskId", &self.disk_id);
@@ -2349,6 +2399,7 @@ impl x::Fields for VirtualDiskLocalPMemBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -2396,6 +2447,7 @@ impl x::Fields for VirtualDiskLocalPMemBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -2439,6 +2491,7 @@ impl x::Fields for VirtualDiskModeNotSupported {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -2512,6 +2565,7 @@ impl x::Fields for VirtualDiskOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -2560,6 +2614,7 @@ impl x::Fields for VirtualDiskOptionVFlashCacheConfigOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("cacheConsistencyType", &self.cache_consistency_type);
         w.write("cacheMode", &self.cache_mode);
@@ -2607,6 +2662,7 @@ impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -2650,6 +2706,7 @@ impl x::Fields for VirtualDiskPartitionedRawDiskVer2BackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -2718,6 +2775,7 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -2774,6 +2832,7 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -2785,156 +2844,4 @@ impl x::Fields for VirtualDiskRawDiskMappingVer1BackingOption {
         w.write("diskMode", &self.disk_mode);
         w.write("uuid", &self.uuid);
     }
-}
-/// `VirtualDiskRawDiskVer2BackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskRawDiskVer2BackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-    /// `descriptorFileName`.
-    pub descriptor_file_name: String,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `changeId`.
-    pub change_id: Option<String>,
-    /// `sharing`.
-    pub sharing: Option<String>,
-}
-impl x::SchemaType for VirtualDiskRawDiskVer2BackingInfo {
-    const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingInfo";
-}
-impl x::Structure for VirtualDiskRawDiskVer2BackingInfo {}
-impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "descriptorFileName" => r.read(&mut self.descriptor_file_name),
-            "uuid" => r.read_opt(&mut self.uuid),
-            "changeId" => r.read_opt(&mut self.change_id),
-            "sharing" => r.read_opt(&mut self.sharing),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write("descriptorFileName", &self.descriptor_file_name);
-        w.write_opt("uuid", &self.uuid);
-        w.write_opt("changeId", &self.change_id);
-        w.write_opt("sharing", &self.sharing);
-    }
-}
-/// `VirtualDiskRawDiskVer2BackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskRawDiskVer2BackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-    /// `descriptorFileNameExtensions`.
-    pub descriptor_file_name_extensions: ChoiceOption,
-    /// `uuid`.
-    pub uuid: bool,
-}
-impl x::SchemaType for VirtualDiskRawDiskVer2BackingOption {
-    const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingOption";
-}
-impl x::Structure for VirtualDiskRawDiskVer2BackingOption {}
-impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            "descriptorFileNameExtensions" => {
-                r.read(&mut self.descriptor_file_name_extensions)
-            }
-            "uuid" => r.read(&mut self.uuid),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-        w.write("descriptorFileNameExtensions", &self.descriptor_file_name_extensions);
-        w.write("uuid", &self.uuid);
-    }
-}
-/// `VirtualDiskRuleSpec` (extends `ClusterRuleInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualDiskRuleSpec {
-    /// `key`, from `ClusterRuleInfo`.
-    pub key: Option<i32>,
-    /// `status`, from `ClusterRuleInfo`.
-    pub status: Option<ManagedEntityStatus>,
-    /// `enabled`, from `ClusterRuleInfo`.
-    pub enabled: Option<bool>,
-    /// `name`, from `ClusterRuleInfo`.
-    pub name: Option<String>,
-    /// `mandatory`, from `ClusterRuleInfo`.
-    pub mandatory: Option<bool>,
-    /// `userCreated`, from `ClusterRuleInfo`.
-    pub user_created: Option<bool>,
-    /// `inCompliance`, from `ClusterRuleInfo`.
-    pub in_compliance: Option<bool>,
-    /// `ruleUuid`, from `ClusterRuleInfo`.
-    pub rule_uuid: Option<String>,
-    /// `diskRuleType`.
-    pub disk_rule_type: String,
-    /// `diskId`.
-    pub disk_id: Vec<i32>,
-}
-impl x::SchemaType for VirtualDiskRuleSpec {
-    const TYPE_NAME: &'static str = "VirtualDiskRuleSpec";
-}
-impl x::Structure for VirtualDiskRuleSpec {}
-impl x::Fields for VirtualDiskRuleSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read_opt(&mut self.key),
-            "status" => r.read_opt(&mut self.status),
-            "enabled" => r.read_opt(&mut self.enabled),
-            "name" => r.read_opt(&mut self.name),
-            "mandatory" => r.read_opt(&mut self.mandatory),
-            "userCreated" => r.read_opt(&mut self.user_created),
-            "inCompliance" => r.read_opt(&mut self.in_compliance),
-            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
-            "diskRuleType" => r.read(&mut self.disk_rule_type),
-            "diskId" => r.read_push(&mut self.disk_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("key", &self.key);
-        w.write_opt("status", &self.status);
-        w.write_opt("enabled", &self.enabled);
-        w.write_opt("name", &self.name);
-        w.write_opt("mandatory", &self.mandatory);
-        w.write_opt("userCreated", &self.user_created);
-        w.write_opt("inCompliance", &self.in_compliance);
-        w.write_opt("ruleUuid", &self.rule_uuid);
-        w.write("diskRuleType", &self.disk_rule_type);
-        w.write_vec("diskId", &self.disk_id);
-    }
-}
-impl x::ArrayItem for VirtualDiskRuleSpec {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDiskRuleSpec";
-    const ITEM_TAG: &'static str = "VirtualDiskRuleSpec";
 }

@@ -5,6 +5,161 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualDiskRawDiskVer2BackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskRawDiskVer2BackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+    /// `descriptorFileName`.
+    pub descriptor_file_name: String,
+    /// `uuid`.
+    pub uuid: Option<String>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+    /// `sharing`.
+    pub sharing: Option<String>,
+}
+impl x::SchemaType for VirtualDiskRawDiskVer2BackingInfo {
+    const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingInfo";
+}
+impl x::Structure for VirtualDiskRawDiskVer2BackingInfo {}
+impl x::Fields for VirtualDiskRawDiskVer2BackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "descriptorFileName" => r.read(&mut self.descriptor_file_name),
+            "uuid" => r.read_opt(&mut self.uuid),
+            "changeId" => r.read_opt(&mut self.change_id),
+            "sharing" => r.read_opt(&mut self.sharing),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write("descriptorFileName", &self.descriptor_file_name);
+        w.write_opt("uuid", &self.uuid);
+        w.write_opt("changeId", &self.change_id);
+        w.write_opt("sharing", &self.sharing);
+    }
+}
+/// `VirtualDiskRawDiskVer2BackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskRawDiskVer2BackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+    /// `descriptorFileNameExtensions`.
+    pub descriptor_file_name_extensions: ChoiceOption,
+    /// `uuid`.
+    pub uuid: bool,
+}
+impl x::SchemaType for VirtualDiskRawDiskVer2BackingOption {
+    const TYPE_NAME: &'static str = "VirtualDiskRawDiskVer2BackingOption";
+}
+impl x::Structure for VirtualDiskRawDiskVer2BackingOption {}
+impl x::Fields for VirtualDiskRawDiskVer2BackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            "descriptorFileNameExtensions" => {
+                r.read(&mut self.descriptor_file_name_extensions)
+            }
+            "uuid" => r.read(&mut self.uuid),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+        w.write("descriptorFileNameExtensions", &self.descriptor_file_name_extensions);
+        w.write("uuid", &self.uuid);
+    }
+}
+/// `VirtualDiskRuleSpec` (extends `ClusterRuleInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualDiskRuleSpec {
+    /// `key`, from `ClusterRuleInfo`.
+    pub key: Option<i32>,
+    /// `status`, from `ClusterRuleInfo`.
+    pub status: Option<ManagedEntityStatus>,
+    /// `enabled`, from `ClusterRuleInfo`.
+    pub enabled: Option<bool>,
+    /// `name`, from `ClusterRuleInfo`.
+    pub name: Option<String>,
+    /// `mandatory`, from `ClusterRuleInfo`.
+    pub mandatory: Option<bool>,
+    /// `userCreated`, from `ClusterRuleInfo`.
+    pub user_created: Option<bool>,
+    /// `inCompliance`, from `ClusterRuleInfo`.
+    pub in_compliance: Option<bool>,
+    /// `ruleUuid`, from `ClusterRuleInfo`.
+    pub rule_uuid: Option<String>,
+    /// `diskRuleType`.
+    pub disk_rule_type: String,
+    /// `diskId`.
+    pub disk_id: Vec<i32>,
+}
+impl x::SchemaType for VirtualDiskRuleSpec {
+    const TYPE_NAME: &'static str = "VirtualDiskRuleSpec";
+}
+impl x::Structure for VirtualDiskRuleSpec {}
+impl x::Fields for VirtualDiskRuleSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read_opt(&mut self.key),
+            "status" => r.read_opt(&mut self.status),
+            "enabled" => r.read_opt(&mut self.enabled),
+            "name" => r.read_opt(&mut self.name),
+            "mandatory" => r.read_opt(&mut self.mandatory),
+            "userCreated" => r.read_opt(&mut self.user_created),
+            "inCompliance" => r.read_opt(&mut self.in_compliance),
+            "ruleUuid" => r.read_opt(&mut self.rule_uuid),
+            "diskRuleType" => r.read(&mut self.disk_rule_type),
+            "diskId" => r.read_push(&mut self.disk_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("key", &self.key);
+        w.write_opt("status", &self.status);
+        w.write_opt("enabled", &self.enabled);
+        w.write_opt("name", &self.name);
+        w.write_opt("mandatory", &self.mandatory);
+        w.write_opt("userCreated", &self.user_created);
+        w.write_opt("inCompliance", &self.in_compliance);
+        w.write_opt("ruleUuid", &self.rule_uuid);
+        w.write("diskRuleType", &self.disk_rule_type);
+        w.write_vec("diskId", &self.disk_id);
+    }
+}
+impl x::ArrayItem for VirtualDiskRuleSpec {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualDiskRuleSpec";
+    const ITEM_TAG: &'static str = "VirtualDiskRuleSpec";
+}
 /// `VirtualDiskSeSparseBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualDiskSeSparseBackingInfo {
@@ -63,6 +218,7 @@ impl x::Fields for VirtualDiskSeSparseBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -124,6 +280,7 @@ impl x::Fields for VirtualDiskSeSparseBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -181,6 +338,7 @@ impl x::Fields for VirtualDiskSparseVer1BackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -230,6 +388,7 @@ impl x::Fields for VirtualDiskSparseVer1BackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -294,6 +453,7 @@ impl x::Fields for VirtualDiskSparseVer2BackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -352,6 +512,7 @@ impl x::Fields for VirtualDiskSparseVer2BackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -390,6 +551,7 @@ impl x::Fields for VirtualDiskSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskType", &self.disk_type);
         w.write("adapterType", &self.adapter_type);
@@ -429,6 +591,7 @@ impl x::Fields for VirtualDiskVFlashCacheConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vFlashModule", &self.v_flash_module);
         w.write_opt("reservationInMB", &self.reservation_in_mb);
@@ -495,6 +658,7 @@ impl x::Fields for VirtualE1000 {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -582,6 +746,7 @@ impl x::Fields for VirtualE1000Option {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -659,6 +824,7 @@ impl x::Fields for VirtualE1000e {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -746,6 +912,7 @@ impl x::Fields for VirtualE1000eOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -805,6 +972,7 @@ impl x::Fields for VirtualEnsoniq1371 {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -869,6 +1037,7 @@ impl x::Fields for VirtualEnsoniq1371Option {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -941,6 +1110,7 @@ impl x::Fields for VirtualEthernetCard {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -979,6 +1149,7 @@ impl x::Fields for VirtualEthernetCardDVPortBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
     }
@@ -1005,6 +1176,7 @@ impl x::Fields for VirtualEthernetCardDistributedVirtualPortBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("port", &self.port);
     }
@@ -1034,6 +1206,7 @@ impl x::Fields for VirtualEthernetCardLegacyNetworkBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1064,6 +1237,7 @@ impl x::Fields for VirtualEthernetCardLegacyNetworkBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1100,6 +1274,7 @@ impl x::Fields for VirtualEthernetCardNetworkBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1132,6 +1307,7 @@ impl x::Fields for VirtualEthernetCardNetworkBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1168,6 +1344,7 @@ impl x::Fields for VirtualEthernetCardNotSupported {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1200,6 +1377,7 @@ impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("opaqueNetworkId", &self.opaque_network_id);
         w.write("opaqueNetworkType", &self.opaque_network_type);
@@ -1227,6 +1405,7 @@ impl x::Fields for VirtualEthernetCardOpaqueNetworkBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
     }
@@ -1302,6 +1481,7 @@ impl x::Fields for VirtualEthernetCardOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1349,6 +1529,7 @@ impl x::Fields for VirtualEthernetCardResourceAllocation {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("reservation", &self.reservation);
         w.write("share", &self.share);
@@ -1395,6 +1576,7 @@ impl x::Fields for VirtualFloppy {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1430,6 +1612,7 @@ impl x::Fields for VirtualFloppyDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1460,6 +1643,7 @@ impl x::Fields for VirtualFloppyDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1493,6 +1677,7 @@ impl x::Fields for VirtualFloppyImageBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -1524,6 +1709,7 @@ impl x::Fields for VirtualFloppyImageBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -1583,6 +1769,7 @@ impl x::Fields for VirtualFloppyOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1622,6 +1809,7 @@ impl x::Fields for VirtualFloppyRemoteDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1652,6 +1840,7 @@ impl x::Fields for VirtualFloppyRemoteDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1694,6 +1883,7 @@ impl x::Fields for VirtualHardware {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("numCPU", &self.num_cpu);
         w.write_opt("numCoresPerSocket", &self.num_cores_per_socket);
@@ -1728,6 +1918,7 @@ impl x::Fields for VirtualHardwareCompatibilityIssue {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1820,6 +2011,7 @@ impl x::Fields for VirtualHardwareOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("hwVersion", &self.hw_version);
         w.write_vec("virtualDeviceOption", &self.virtual_device_option);
@@ -1876,6 +2068,7 @@ impl x::Fields for VirtualHardwareVersionNotSupported {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
         w.write_vec("faultMessage", &self.fault_message);
@@ -1923,6 +2116,7 @@ impl x::Fields for VirtualHdAudioCard {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1987,6 +2181,7 @@ impl x::Fields for VirtualHdAudioCardOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -2047,6 +2242,7 @@ impl x::Fields for VirtualIDEController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -2125,6 +2321,7 @@ impl x::Fields for VirtualIDEControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -2183,6 +2380,7 @@ impl x::Fields for VirtualKeyboard {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -2247,6 +2445,7 @@ impl x::Fields for VirtualKeyboardOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -2316,6 +2515,7 @@ impl x::Fields for VirtualLsiLogicController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -2412,6 +2612,7 @@ impl x::Fields for VirtualLsiLogicControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -2490,6 +2691,7 @@ impl x::Fields for VirtualLsiLogicSASController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -2503,266 +2705,5 @@ impl x::Fields for VirtualLsiLogicSASController {
         w.write_opt("hotAddRemove", &self.hot_add_remove);
         w.write("sharedBus", &self.shared_bus);
         w.write_opt("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualLsiLogicSASControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numSCSIDisks`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_disks: IntOption,
-    /// `numSCSICdroms`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_cdroms: IntOption,
-    /// `numSCSIPassthrough`, from `VirtualSCSIControllerOption`.
-    pub num_scsi_passthrough: IntOption,
-    /// `sharing`, from `VirtualSCSIControllerOption`.
-    pub sharing: Vec<VirtualSCSISharing>,
-    /// `defaultSharedIndex`, from `VirtualSCSIControllerOption`.
-    pub default_shared_index: i32,
-    /// `hotAddRemove`, from `VirtualSCSIControllerOption`.
-    pub hot_add_remove: BoolOption,
-    /// `scsiCtlrUnitNumber`, from `VirtualSCSIControllerOption`.
-    pub scsi_ctlr_unit_number: i32,
-}
-impl x::SchemaType for VirtualLsiLogicSASControllerOption {
-    const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
-}
-impl x::Structure for VirtualLsiLogicSASControllerOption {}
-impl x::Fields for VirtualLsiLogicSASControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
-            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
-            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
-            "sharing" => r.read_push(&mut self.sharing),
-            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
-            "hotAddRemove" => r.read(&mut self.hot_add_remove),
-            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numSCSIDisks", &self.num_scsi_disks);
-        w.write("numSCSICdroms", &self.num_scsi_cdroms);
-        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
-        w.write_vec("sharing", &self.sharing);
-        w.write("defaultSharedIndex", &self.default_shared_index);
-        w.write("hotAddRemove", &self.hot_add_remove);
-        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualMachineAffinityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineAffinityInfo {
-    /// `affinitySet`.
-    pub affinity_set: Vec<i32>,
-}
-impl x::SchemaType for VirtualMachineAffinityInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
-}
-impl x::Structure for VirtualMachineAffinityInfo {}
-impl x::Fields for VirtualMachineAffinityInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "affinitySet" => r.read_push(&mut self.affinity_set),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_vec("affinitySet", &self.affinity_set);
-    }
-}
-/// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBaseIndependentFilterSpec {}
-impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
-}
-impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
-impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptions` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptions {
-    /// `bootDelay`.
-    pub boot_delay: Option<i64>,
-    /// `enterBIOSSetup`.
-    pub enter_bios_setup: Option<bool>,
-    /// `efiSecureBootEnabled`.
-    pub efi_secure_boot_enabled: Option<bool>,
-    /// `bootRetryEnabled`.
-    pub boot_retry_enabled: Option<bool>,
-    /// `bootRetryDelay`.
-    pub boot_retry_delay: Option<i64>,
-    /// `bootOrder`.
-    pub boot_order: Vec<AnyVirtualMachineBootOptionsBootableDevice>,
-    /// `networkBootProtocol`.
-    pub network_boot_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualMachineBootOptions {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
-}
-impl x::Structure for VirtualMachineBootOptions {}
-impl x::Fields for VirtualMachineBootOptions {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "bootDelay" => r.read_opt(&mut self.boot_delay),
-            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
-            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
-            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
-            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
-            "bootOrder" => r.read_push(&mut self.boot_order),
-            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("bootDelay", &self.boot_delay);
-        w.write_opt("enterBIOSSetup", &self.enter_bios_setup);
-        w.write_opt("efiSecureBootEnabled", &self.efi_secure_boot_enabled);
-        w.write_opt("bootRetryEnabled", &self.boot_retry_enabled);
-        w.write_opt("bootRetryDelay", &self.boot_retry_delay);
-        w.write_vec("bootOrder", &self.boot_order);
-        w.write_opt("networkBootProtocol", &self.network_boot_protocol);
-    }
-}
-/// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableCdromDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableDevice {}
-impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableDevice {
-    fn decode_field(
-        &mut self,
-        _r: &mut x::XmlReader<'_>,
-        _name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        Ok(false)
-    }
-    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
-}
-/// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineBootOptionsBootableDiskDevice {
-    /// `deviceKey`.
-    pub device_key: i32,
-}
-impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
-    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
-}
-impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
-impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceKey" => r.read(&mut self.device_key),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceKey", &self.device_key);
     }
 }

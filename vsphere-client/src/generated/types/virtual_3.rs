@@ -5,6 +5,271 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualLsiLogicSASControllerOption` (extends `VirtualSCSIControllerOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualLsiLogicSASControllerOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `devices`, from `VirtualControllerOption`.
+    pub devices: IntOption,
+    /// `supportedDevice`, from `VirtualControllerOption`.
+    pub supported_device: Vec<String>,
+    /// `numSCSIDisks`, from `VirtualSCSIControllerOption`.
+    pub num_scsi_disks: IntOption,
+    /// `numSCSICdroms`, from `VirtualSCSIControllerOption`.
+    pub num_scsi_cdroms: IntOption,
+    /// `numSCSIPassthrough`, from `VirtualSCSIControllerOption`.
+    pub num_scsi_passthrough: IntOption,
+    /// `sharing`, from `VirtualSCSIControllerOption`.
+    pub sharing: Vec<VirtualSCSISharing>,
+    /// `defaultSharedIndex`, from `VirtualSCSIControllerOption`.
+    pub default_shared_index: i32,
+    /// `hotAddRemove`, from `VirtualSCSIControllerOption`.
+    pub hot_add_remove: BoolOption,
+    /// `scsiCtlrUnitNumber`, from `VirtualSCSIControllerOption`.
+    pub scsi_ctlr_unit_number: i32,
+}
+impl x::SchemaType for VirtualLsiLogicSASControllerOption {
+    const TYPE_NAME: &'static str = "VirtualLsiLogicSASControllerOption";
+}
+impl x::Structure for VirtualLsiLogicSASControllerOption {}
+impl x::Fields for VirtualLsiLogicSASControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numSCSIDisks" => r.read(&mut self.num_scsi_disks),
+            "numSCSICdroms" => r.read(&mut self.num_scsi_cdroms),
+            "numSCSIPassthrough" => r.read(&mut self.num_scsi_passthrough),
+            "sharing" => r.read_push(&mut self.sharing),
+            "defaultSharedIndex" => r.read(&mut self.default_shared_index),
+            "hotAddRemove" => r.read(&mut self.hot_add_remove),
+            "scsiCtlrUnitNumber" => r.read(&mut self.scsi_ctlr_unit_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write("devices", &self.devices);
+        w.write_vec("supportedDevice", &self.supported_device);
+        w.write("numSCSIDisks", &self.num_scsi_disks);
+        w.write("numSCSICdroms", &self.num_scsi_cdroms);
+        w.write("numSCSIPassthrough", &self.num_scsi_passthrough);
+        w.write_vec("sharing", &self.sharing);
+        w.write("defaultSharedIndex", &self.default_shared_index);
+        w.write("hotAddRemove", &self.hot_add_remove);
+        w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
+    }
+}
+/// `VirtualMachineAffinityInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineAffinityInfo {
+    /// `affinitySet`.
+    pub affinity_set: Vec<i32>,
+}
+impl x::SchemaType for VirtualMachineAffinityInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineAffinityInfo";
+}
+impl x::Structure for VirtualMachineAffinityInfo {}
+impl x::Fields for VirtualMachineAffinityInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "affinitySet" => r.read_push(&mut self.affinity_set),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_vec("affinitySet", &self.affinity_set);
+    }
+}
+/// `VirtualMachineBaseIndependentFilterSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineBaseIndependentFilterSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBaseIndependentFilterSpec {}
+impl x::SchemaType for VirtualMachineBaseIndependentFilterSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineBaseIndependentFilterSpec";
+}
+impl x::Structure for VirtualMachineBaseIndependentFilterSpec {}
+impl x::Fields for VirtualMachineBaseIndependentFilterSpec {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptions` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptions {
+    /// `bootDelay`.
+    pub boot_delay: Option<i64>,
+    /// `enterBIOSSetup`.
+    pub enter_bios_setup: Option<bool>,
+    /// `efiSecureBootEnabled`.
+    pub efi_secure_boot_enabled: Option<bool>,
+    /// `bootRetryEnabled`.
+    pub boot_retry_enabled: Option<bool>,
+    /// `bootRetryDelay`.
+    pub boot_retry_delay: Option<i64>,
+    /// `bootOrder`.
+    pub boot_order: Vec<AnyVirtualMachineBootOptionsBootableDevice>,
+    /// `networkBootProtocol`.
+    pub network_boot_protocol: Option<String>,
+}
+impl x::SchemaType for VirtualMachineBootOptions {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptions";
+}
+impl x::Structure for VirtualMachineBootOptions {}
+impl x::Fields for VirtualMachineBootOptions {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "bootDelay" => r.read_opt(&mut self.boot_delay),
+            "enterBIOSSetup" => r.read_opt(&mut self.enter_bios_setup),
+            "efiSecureBootEnabled" => r.read_opt(&mut self.efi_secure_boot_enabled),
+            "bootRetryEnabled" => r.read_opt(&mut self.boot_retry_enabled),
+            "bootRetryDelay" => r.read_opt(&mut self.boot_retry_delay),
+            "bootOrder" => r.read_push(&mut self.boot_order),
+            "networkBootProtocol" => r.read_opt(&mut self.network_boot_protocol),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("bootDelay", &self.boot_delay);
+        w.write_opt("enterBIOSSetup", &self.enter_bios_setup);
+        w.write_opt("efiSecureBootEnabled", &self.efi_secure_boot_enabled);
+        w.write_opt("bootRetryEnabled", &self.boot_retry_enabled);
+        w.write_opt("bootRetryDelay", &self.boot_retry_delay);
+        w.write_vec("bootOrder", &self.boot_order);
+        w.write_opt("networkBootProtocol", &self.network_boot_protocol);
+    }
+}
+/// `VirtualMachineBootOptionsBootableCdromDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableCdromDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableCdromDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableCdromDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableCdromDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableCdromDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptionsBootableDevice` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineBootOptionsBootableDevice`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableDevice {}
+impl x::SchemaType for VirtualMachineBootOptionsBootableDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableDevice {
+    fn decode_field(
+        &mut self,
+        _r: &mut x::XmlReader<'_>,
+        _name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        Ok(false)
+    }
+    fn encode_fields(&self, _w: &mut x::XmlWriter) {}
+}
+/// `VirtualMachineBootOptionsBootableDiskDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineBootOptionsBootableDiskDevice {
+    /// `deviceKey`.
+    pub device_key: i32,
+}
+impl x::SchemaType for VirtualMachineBootOptionsBootableDiskDevice {
+    const TYPE_NAME: &'static str = "VirtualMachineBootOptionsBootableDiskDevice";
+}
+impl x::Structure for VirtualMachineBootOptionsBootableDiskDevice {}
+impl x::Fields for VirtualMachineBootOptionsBootableDiskDevice {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceKey" => r.read(&mut self.device_key),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceKey", &self.device_key);
+    }
+}
 /// `VirtualMachineBootOptionsBootableEthernetDevice` (extends `VirtualMachineBootOptionsBootableDevice`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineBootOptionsBootableEthernetDevice {
@@ -27,6 +292,7 @@ impl x::Fields for VirtualMachineBootOptionsBootableEthernetDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceKey", &self.device_key);
     }
@@ -245,6 +511,7 @@ impl x::Fields for VirtualMachineCapability {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("snapshotOperationsSupported", &self.snapshot_operations_supported);
         w.write("multipleSnapshotsSupported", &self.multiple_snapshots_supported);
@@ -346,6 +613,7 @@ impl x::Fields for VirtualMachineCdromInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -396,6 +664,7 @@ impl x::Fields for VirtualMachineCloneSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("location", &self.location);
         w.write("template", &self.template);
@@ -655,6 +924,7 @@ impl x::Fields for VirtualMachineConfigInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("changeVersion", &self.change_version);
         w.write("modified", &self.modified);
@@ -766,6 +1036,7 @@ impl x::Fields for VirtualMachineConfigInfoDatastoreUrlPair {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("url", &self.url);
@@ -802,6 +1073,7 @@ impl x::Fields for VirtualMachineConfigInfoOverheadInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("initialMemoryReservation", &self.initial_memory_reservation);
         w.write_opt("initialSwapReservation", &self.initial_swap_reservation);
@@ -866,6 +1138,7 @@ impl x::Fields for VirtualMachineConfigOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("version", &self.version);
         w.write("description", &self.description);
@@ -927,6 +1200,7 @@ impl x::Fields for VirtualMachineConfigOptionDescriptor {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("description", &self.description);
@@ -1170,6 +1444,7 @@ impl x::Fields for VirtualMachineConfigSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("changeVersion", &self.change_version);
         w.write_opt("name", &self.name);
@@ -1336,6 +1611,7 @@ impl x::Fields for VirtualMachineConfigSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("template", &self.template);
@@ -1390,6 +1666,7 @@ impl x::Fields for VirtualMachineConnection {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
         w.write("client", &self.client);
@@ -1428,6 +1705,7 @@ impl x::Fields for VirtualMachineConsolePreferences {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("powerOnWhenOpened", &self.power_on_when_opened);
         w.write_opt("enterFullScreenOnPowerOn", &self.enter_full_screen_on_power_on);
@@ -1461,6 +1739,7 @@ impl x::Fields for VirtualMachineContentLibraryItemInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("contentLibraryItemUuid", &self.content_library_item_uuid);
         w.write_opt("contentLibraryItemVersion", &self.content_library_item_version);
@@ -1494,6 +1773,7 @@ impl x::Fields for VirtualMachineCpuIdInfoSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write_opt("removeKey", &self.remove_key);
@@ -1553,6 +1833,7 @@ impl x::Fields for VirtualMachineDatastoreInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1595,6 +1876,7 @@ impl x::Fields for VirtualMachineDatastoreVolumeOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileSystemType", &self.file_system_type);
         w.write_opt("majorVersion", &self.major_version);
@@ -1644,6 +1926,7 @@ impl x::Fields for VirtualMachineDefaultPowerOpInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("powerOffType", &self.power_off_type);
         w.write_opt("suspendType", &self.suspend_type);
@@ -1702,6 +1985,7 @@ impl x::Fields for VirtualMachineDefinedProfileSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("profileId", &self.profile_id);
         w.write_opt("replicationSpec", &self.replication_spec);
@@ -1734,6 +2018,7 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("runtimeState", &self.runtime_state);
         w.write("key", &self.key);
@@ -1808,6 +2093,7 @@ impl x::Fields for VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStat
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmDirectPathGen2Active", &self.vm_direct_path_gen2_active);
         w.write_vec(
@@ -1858,6 +2144,7 @@ impl x::Fields for VirtualMachineDiskDeviceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1896,6 +2183,7 @@ impl x::Fields for VirtualMachineDisplayTopology {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("x", &self.x);
         w.write("y", &self.y);
@@ -1947,6 +2235,7 @@ impl x::Fields for VirtualMachineDynamicPassthroughInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -2023,6 +2312,7 @@ impl x::Fields for VirtualMachineFeatureRequirement {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("featureName", &self.feature_name);
@@ -2067,6 +2357,7 @@ impl x::Fields for VirtualMachineFileInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vmPathName", &self.vm_path_name);
         w.write_opt("snapshotDirectory", &self.snapshot_directory);
@@ -2109,6 +2400,7 @@ impl x::Fields for VirtualMachineFileLayout {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("configFile", &self.config_file);
         w.write_vec("logFile", &self.log_file);
@@ -2142,6 +2434,7 @@ impl x::Fields for VirtualMachineFileLayoutDiskLayout {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_vec("diskFile", &self.disk_file);
@@ -2182,6 +2475,7 @@ impl x::Fields for VirtualMachineFileLayoutEx {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("file", &self.file);
         w.write_vec("disk", &self.disk);
@@ -2214,6 +2508,7 @@ impl x::Fields for VirtualMachineFileLayoutExDiskLayout {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_vec("chain", &self.chain);
@@ -2245,6 +2540,7 @@ impl x::Fields for VirtualMachineFileLayoutExDiskUnit {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("fileKey", &self.file_key);
     }
@@ -2293,6 +2589,7 @@ impl x::Fields for VirtualMachineFileLayoutExFileInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("name", &self.name);
@@ -2338,6 +2635,7 @@ impl x::Fields for VirtualMachineFileLayoutExSnapshotLayout {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write("dataKey", &self.data_key);
@@ -2374,6 +2672,7 @@ impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_vec("snapshotFile", &self.snapshot_file);
@@ -2382,428 +2681,4 @@ impl x::Fields for VirtualMachineFileLayoutSnapshotLayout {
 impl x::ArrayItem for VirtualMachineFileLayoutSnapshotLayout {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFileLayoutSnapshotLayout";
     const ITEM_TAG: &'static str = "VirtualMachineFileLayoutSnapshotLayout";
-}
-/// `VirtualMachineFlagInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFlagInfo {
-    /// `disableAcceleration`.
-    pub disable_acceleration: Option<bool>,
-    /// `enableLogging`.
-    pub enable_logging: Option<bool>,
-    /// `useToe`.
-    pub use_toe: Option<bool>,
-    /// `runWithDebugInfo`.
-    pub run_with_debug_info: Option<bool>,
-    /// `monitorType`.
-    pub monitor_type: Option<String>,
-    /// `htSharing`.
-    pub ht_sharing: Option<String>,
-    /// `snapshotDisabled`.
-    pub snapshot_disabled: Option<bool>,
-    /// `snapshotLocked`.
-    pub snapshot_locked: Option<bool>,
-    /// `diskUuidEnabled`.
-    pub disk_uuid_enabled: Option<bool>,
-    /// `virtualMmuUsage`.
-    pub virtual_mmu_usage: Option<String>,
-    /// `virtualExecUsage`.
-    pub virtual_exec_usage: Option<String>,
-    /// `snapshotPowerOffBehavior`.
-    pub snapshot_power_off_behavior: Option<String>,
-    /// `recordReplayEnabled`.
-    pub record_replay_enabled: Option<bool>,
-    /// `faultToleranceType`.
-    pub fault_tolerance_type: Option<String>,
-    /// `cbrcCacheEnabled`.
-    pub cbrc_cache_enabled: Option<bool>,
-    /// `vvtdEnabled`.
-    pub vvtd_enabled: Option<bool>,
-    /// `vbsEnabled`.
-    pub vbs_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineFlagInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFlagInfo";
-}
-impl x::Structure for VirtualMachineFlagInfo {}
-impl x::Fields for VirtualMachineFlagInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
-            "enableLogging" => r.read_opt(&mut self.enable_logging),
-            "useToe" => r.read_opt(&mut self.use_toe),
-            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
-            "monitorType" => r.read_opt(&mut self.monitor_type),
-            "htSharing" => r.read_opt(&mut self.ht_sharing),
-            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
-            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
-            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
-            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
-            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
-            "snapshotPowerOffBehavior" => {
-                r.read_opt(&mut self.snapshot_power_off_behavior)
-            }
-            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
-            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
-            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
-            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
-            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("disableAcceleration", &self.disable_acceleration);
-        w.write_opt("enableLogging", &self.enable_logging);
-        w.write_opt("useToe", &self.use_toe);
-        w.write_opt("runWithDebugInfo", &self.run_with_debug_info);
-        w.write_opt("monitorType", &self.monitor_type);
-        w.write_opt("htSharing", &self.ht_sharing);
-        w.write_opt("snapshotDisabled", &self.snapshot_disabled);
-        w.write_opt("snapshotLocked", &self.snapshot_locked);
-        w.write_opt("diskUuidEnabled", &self.disk_uuid_enabled);
-        w.write_opt("virtualMmuUsage", &self.virtual_mmu_usage);
-        w.write_opt("virtualExecUsage", &self.virtual_exec_usage);
-        w.write_opt("snapshotPowerOffBehavior", &self.snapshot_power_off_behavior);
-        w.write_opt("recordReplayEnabled", &self.record_replay_enabled);
-        w.write_opt("faultToleranceType", &self.fault_tolerance_type);
-        w.write_opt("cbrcCacheEnabled", &self.cbrc_cache_enabled);
-        w.write_opt("vvtdEnabled", &self.vvtd_enabled);
-        w.write_opt("vbsEnabled", &self.vbs_enabled);
-    }
-}
-/// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineFloppyInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-}
-impl x::SchemaType for VirtualMachineFloppyInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
-}
-impl x::Structure for VirtualMachineFloppyInfo {}
-impl x::Fields for VirtualMachineFloppyInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-    }
-}
-impl x::ArrayItem for VirtualMachineFloppyInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFloppyInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineFloppyInfo";
-}
-/// `VirtualMachineForkConfigInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineForkConfigInfo {
-    /// `parentEnabled`.
-    pub parent_enabled: Option<bool>,
-    /// `childForkGroupId`.
-    pub child_fork_group_id: Option<String>,
-    /// `parentForkGroupId`.
-    pub parent_fork_group_id: Option<String>,
-    /// `childType`.
-    pub child_type: Option<String>,
-}
-impl x::SchemaType for VirtualMachineForkConfigInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfo";
-}
-impl x::Structure for VirtualMachineForkConfigInfo {}
-impl x::Fields for VirtualMachineForkConfigInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
-            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
-            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
-            "childType" => r.read_opt(&mut self.child_type),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("parentEnabled", &self.parent_enabled);
-        w.write_opt("childForkGroupId", &self.child_fork_group_id);
-        w.write_opt("parentForkGroupId", &self.parent_fork_group_id);
-        w.write_opt("childType", &self.child_type);
-    }
-}
-/// `VirtualMachineGuestIntegrityInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestIntegrityInfo {
-    /// `enabled`.
-    pub enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualMachineGuestIntegrityInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestIntegrityInfo";
-}
-impl x::Structure for VirtualMachineGuestIntegrityInfo {}
-impl x::Fields for VirtualMachineGuestIntegrityInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "enabled" => r.read_opt(&mut self.enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("enabled", &self.enabled);
-    }
-}
-/// `VirtualMachineGuestMonitoringModeInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestMonitoringModeInfo {
-    /// `gmmFile`.
-    pub gmm_file: Option<String>,
-    /// `gmmAppliance`.
-    pub gmm_appliance: Option<String>,
-}
-impl x::SchemaType for VirtualMachineGuestMonitoringModeInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestMonitoringModeInfo";
-}
-impl x::Structure for VirtualMachineGuestMonitoringModeInfo {}
-impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "gmmFile" => r.read_opt(&mut self.gmm_file),
-            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("gmmFile", &self.gmm_file);
-        w.write_opt("gmmAppliance", &self.gmm_appliance);
-    }
-}
-/// `VirtualMachineGuestQuiesceSpec` (extends `DynamicData`).
-///
-/// Fields of this type hold [`AnyVirtualMachineGuestQuiesceSpec`], which also carries its subtypes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestQuiesceSpec {
-    /// `timeout`.
-    pub timeout: Option<i32>,
-}
-impl x::SchemaType for VirtualMachineGuestQuiesceSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestQuiesceSpec";
-}
-impl x::Structure for VirtualMachineGuestQuiesceSpec {}
-impl x::Fields for VirtualMachineGuestQuiesceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeout" => r.read_opt(&mut self.timeout),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("timeout", &self.timeout);
-    }
-}
-/// `VirtualMachineGuestSummary` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineGuestSummary {
-    /// `guestId`.
-    pub guest_id: Option<String>,
-    /// `guestFullName`.
-    pub guest_full_name: Option<String>,
-    /// `toolsStatus`.
-    pub tools_status: Option<VirtualMachineToolsStatus>,
-    /// `toolsVersionStatus`.
-    pub tools_version_status: Option<String>,
-    /// `toolsVersionStatus2`.
-    pub tools_version_status2: Option<String>,
-    /// `toolsRunningStatus`.
-    pub tools_running_status: Option<String>,
-    /// `hostName`.
-    pub host_name: Option<String>,
-    /// `ipAddress`.
-    pub ip_address: Option<String>,
-    /// `hwVersion`.
-    pub hw_version: Option<String>,
-}
-impl x::SchemaType for VirtualMachineGuestSummary {
-    const TYPE_NAME: &'static str = "VirtualMachineGuestSummary";
-}
-impl x::Structure for VirtualMachineGuestSummary {}
-impl x::Fields for VirtualMachineGuestSummary {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "guestId" => r.read_opt(&mut self.guest_id),
-            "guestFullName" => r.read_opt(&mut self.guest_full_name),
-            "toolsStatus" => r.read_opt(&mut self.tools_status),
-            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status),
-            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2),
-            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status),
-            "hostName" => r.read_opt(&mut self.host_name),
-            "ipAddress" => r.read_opt(&mut self.ip_address),
-            "hwVersion" => r.read_opt(&mut self.hw_version),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("guestId", &self.guest_id);
-        w.write_opt("guestFullName", &self.guest_full_name);
-        w.write_opt("toolsStatus", &self.tools_status);
-        w.write_opt("toolsVersionStatus", &self.tools_version_status);
-        w.write_opt("toolsVersionStatus2", &self.tools_version_status2);
-        w.write_opt("toolsRunningStatus", &self.tools_running_status);
-        w.write_opt("hostName", &self.host_name);
-        w.write_opt("ipAddress", &self.ip_address);
-        w.write_opt("hwVersion", &self.hw_version);
-    }
-}
-/// `VirtualMachineIdeDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineIdeDiskDeviceInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `capacity`, from `VirtualMachineDiskDeviceInfo`.
-    pub capacity: Option<i64>,
-    /// `vm`, from `VirtualMachineDiskDeviceInfo`.
-    pub vm: Vec<x::ManagedObjectReference>,
-    /// `partitionTable`.
-    pub partition_table: Vec<VirtualMachineIdeDiskDevicePartitionInfo>,
-}
-impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDeviceInfo";
-}
-impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
-impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "capacity" => r.read_opt(&mut self.capacity),
-            "vm" => r.read_push(&mut self.vm),
-            "partitionTable" => r.read_push(&mut self.partition_table),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write_opt("capacity", &self.capacity);
-        w.write_vec("vm", &self.vm);
-        w.write_vec("partitionTable", &self.partition_table);
-    }
-}
-impl x::ArrayItem for VirtualMachineIdeDiskDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDeviceInfo";
-}
-/// `VirtualMachineIdeDiskDevicePartitionInfo` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineIdeDiskDevicePartitionInfo {
-    /// `id`.
-    pub id: i32,
-    /// `capacity`.
-    pub capacity: i32,
-}
-impl x::SchemaType for VirtualMachineIdeDiskDevicePartitionInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
-}
-impl x::Structure for VirtualMachineIdeDiskDevicePartitionInfo {}
-impl x::Fields for VirtualMachineIdeDiskDevicePartitionInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "id" => r.read(&mut self.id),
-            "capacity" => r.read(&mut self.capacity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("id", &self.id);
-        w.write("capacity", &self.capacity);
-    }
-}
-impl x::ArrayItem for VirtualMachineIdeDiskDevicePartitionInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDevicePartitionInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
-}
-/// `VirtualMachineImportSpec` (extends `ImportSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineImportSpec {
-    /// `entityConfig`, from `ImportSpec`.
-    pub entity_config: Option<VAppEntityConfigInfo>,
-    /// `instantiationOst`, from `ImportSpec`.
-    pub instantiation_ost: Option<OvfConsumerOstNode>,
-    /// `configSpec`.
-    pub config_spec: VirtualMachineConfigSpec,
-    /// `resPoolEntity`.
-    pub res_pool_entity: Option<x::ManagedObjectReference>,
-}
-impl x::SchemaType for VirtualMachineImportSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineImportSpec";
-}
-impl x::Structure for VirtualMachineImportSpec {}
-impl x::Fields for VirtualMachineImportSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "entityConfig" => r.read_opt(&mut self.entity_config),
-            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
-            "configSpec" => r.read(&mut self.config_spec),
-            "resPoolEntity" => r.read_opt(&mut self.res_pool_entity),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("entityConfig", &self.entity_config);
-        w.write_opt("instantiationOst", &self.instantiation_ost);
-        w.write("configSpec", &self.config_spec);
-        w.write_opt("resPoolEntity", &self.res_pool_entity);
-    }
 }

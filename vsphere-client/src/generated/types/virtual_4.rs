@@ -5,6 +5,440 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineFlagInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFlagInfo {
+    /// `disableAcceleration`.
+    pub disable_acceleration: Option<bool>,
+    /// `enableLogging`.
+    pub enable_logging: Option<bool>,
+    /// `useToe`.
+    pub use_toe: Option<bool>,
+    /// `runWithDebugInfo`.
+    pub run_with_debug_info: Option<bool>,
+    /// `monitorType`.
+    pub monitor_type: Option<String>,
+    /// `htSharing`.
+    pub ht_sharing: Option<String>,
+    /// `snapshotDisabled`.
+    pub snapshot_disabled: Option<bool>,
+    /// `snapshotLocked`.
+    pub snapshot_locked: Option<bool>,
+    /// `diskUuidEnabled`.
+    pub disk_uuid_enabled: Option<bool>,
+    /// `virtualMmuUsage`.
+    pub virtual_mmu_usage: Option<String>,
+    /// `virtualExecUsage`.
+    pub virtual_exec_usage: Option<String>,
+    /// `snapshotPowerOffBehavior`.
+    pub snapshot_power_off_behavior: Option<String>,
+    /// `recordReplayEnabled`.
+    pub record_replay_enabled: Option<bool>,
+    /// `faultToleranceType`.
+    pub fault_tolerance_type: Option<String>,
+    /// `cbrcCacheEnabled`.
+    pub cbrc_cache_enabled: Option<bool>,
+    /// `vvtdEnabled`.
+    pub vvtd_enabled: Option<bool>,
+    /// `vbsEnabled`.
+    pub vbs_enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineFlagInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFlagInfo";
+}
+impl x::Structure for VirtualMachineFlagInfo {}
+impl x::Fields for VirtualMachineFlagInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "disableAcceleration" => r.read_opt(&mut self.disable_acceleration),
+            "enableLogging" => r.read_opt(&mut self.enable_logging),
+            "useToe" => r.read_opt(&mut self.use_toe),
+            "runWithDebugInfo" => r.read_opt(&mut self.run_with_debug_info),
+            "monitorType" => r.read_opt(&mut self.monitor_type),
+            "htSharing" => r.read_opt(&mut self.ht_sharing),
+            "snapshotDisabled" => r.read_opt(&mut self.snapshot_disabled),
+            "snapshotLocked" => r.read_opt(&mut self.snapshot_locked),
+            "diskUuidEnabled" => r.read_opt(&mut self.disk_uuid_enabled),
+            "virtualMmuUsage" => r.read_opt(&mut self.virtual_mmu_usage),
+            "virtualExecUsage" => r.read_opt(&mut self.virtual_exec_usage),
+            "snapshotPowerOffBehavior" => {
+                r.read_opt(&mut self.snapshot_power_off_behavior)
+            }
+            "recordReplayEnabled" => r.read_opt(&mut self.record_replay_enabled),
+            "faultToleranceType" => r.read_opt(&mut self.fault_tolerance_type),
+            "cbrcCacheEnabled" => r.read_opt(&mut self.cbrc_cache_enabled),
+            "vvtdEnabled" => r.read_opt(&mut self.vvtd_enabled),
+            "vbsEnabled" => r.read_opt(&mut self.vbs_enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("disableAcceleration", &self.disable_acceleration);
+        w.write_opt("enableLogging", &self.enable_logging);
+        w.write_opt("useToe", &self.use_toe);
+        w.write_opt("runWithDebugInfo", &self.run_with_debug_info);
+        w.write_opt("monitorType", &self.monitor_type);
+        w.write_opt("htSharing", &self.ht_sharing);
+        w.write_opt("snapshotDisabled", &self.snapshot_disabled);
+        w.write_opt("snapshotLocked", &self.snapshot_locked);
+        w.write_opt("diskUuidEnabled", &self.disk_uuid_enabled);
+        w.write_opt("virtualMmuUsage", &self.virtual_mmu_usage);
+        w.write_opt("virtualExecUsage", &self.virtual_exec_usage);
+        w.write_opt("snapshotPowerOffBehavior", &self.snapshot_power_off_behavior);
+        w.write_opt("recordReplayEnabled", &self.record_replay_enabled);
+        w.write_opt("faultToleranceType", &self.fault_tolerance_type);
+        w.write_opt("cbrcCacheEnabled", &self.cbrc_cache_enabled);
+        w.write_opt("vvtdEnabled", &self.vvtd_enabled);
+        w.write_opt("vbsEnabled", &self.vbs_enabled);
+    }
+}
+/// `VirtualMachineFloppyInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineFloppyInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+}
+impl x::SchemaType for VirtualMachineFloppyInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineFloppyInfo";
+}
+impl x::Structure for VirtualMachineFloppyInfo {}
+impl x::Fields for VirtualMachineFloppyInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+    }
+}
+impl x::ArrayItem for VirtualMachineFloppyInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineFloppyInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineFloppyInfo";
+}
+/// `VirtualMachineForkConfigInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineForkConfigInfo {
+    /// `parentEnabled`.
+    pub parent_enabled: Option<bool>,
+    /// `childForkGroupId`.
+    pub child_fork_group_id: Option<String>,
+    /// `parentForkGroupId`.
+    pub parent_fork_group_id: Option<String>,
+    /// `childType`.
+    pub child_type: Option<String>,
+}
+impl x::SchemaType for VirtualMachineForkConfigInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineForkConfigInfo";
+}
+impl x::Structure for VirtualMachineForkConfigInfo {}
+impl x::Fields for VirtualMachineForkConfigInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "parentEnabled" => r.read_opt(&mut self.parent_enabled),
+            "childForkGroupId" => r.read_opt(&mut self.child_fork_group_id),
+            "parentForkGroupId" => r.read_opt(&mut self.parent_fork_group_id),
+            "childType" => r.read_opt(&mut self.child_type),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("parentEnabled", &self.parent_enabled);
+        w.write_opt("childForkGroupId", &self.child_fork_group_id);
+        w.write_opt("parentForkGroupId", &self.parent_fork_group_id);
+        w.write_opt("childType", &self.child_type);
+    }
+}
+/// `VirtualMachineGuestIntegrityInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestIntegrityInfo {
+    /// `enabled`.
+    pub enabled: Option<bool>,
+}
+impl x::SchemaType for VirtualMachineGuestIntegrityInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestIntegrityInfo";
+}
+impl x::Structure for VirtualMachineGuestIntegrityInfo {}
+impl x::Fields for VirtualMachineGuestIntegrityInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "enabled" => r.read_opt(&mut self.enabled),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("enabled", &self.enabled);
+    }
+}
+/// `VirtualMachineGuestMonitoringModeInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestMonitoringModeInfo {
+    /// `gmmFile`.
+    pub gmm_file: Option<String>,
+    /// `gmmAppliance`.
+    pub gmm_appliance: Option<String>,
+}
+impl x::SchemaType for VirtualMachineGuestMonitoringModeInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestMonitoringModeInfo";
+}
+impl x::Structure for VirtualMachineGuestMonitoringModeInfo {}
+impl x::Fields for VirtualMachineGuestMonitoringModeInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "gmmFile" => r.read_opt(&mut self.gmm_file),
+            "gmmAppliance" => r.read_opt(&mut self.gmm_appliance),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("gmmFile", &self.gmm_file);
+        w.write_opt("gmmAppliance", &self.gmm_appliance);
+    }
+}
+/// `VirtualMachineGuestQuiesceSpec` (extends `DynamicData`).
+///
+/// Fields of this type hold [`AnyVirtualMachineGuestQuiesceSpec`], which also carries its subtypes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestQuiesceSpec {
+    /// `timeout`.
+    pub timeout: Option<i32>,
+}
+impl x::SchemaType for VirtualMachineGuestQuiesceSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestQuiesceSpec";
+}
+impl x::Structure for VirtualMachineGuestQuiesceSpec {}
+impl x::Fields for VirtualMachineGuestQuiesceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("timeout", &self.timeout);
+    }
+}
+/// `VirtualMachineGuestSummary` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineGuestSummary {
+    /// `guestId`.
+    pub guest_id: Option<String>,
+    /// `guestFullName`.
+    pub guest_full_name: Option<String>,
+    /// `toolsStatus`.
+    pub tools_status: Option<VirtualMachineToolsStatus>,
+    /// `toolsVersionStatus`.
+    pub tools_version_status: Option<String>,
+    /// `toolsVersionStatus2`.
+    pub tools_version_status2: Option<String>,
+    /// `toolsRunningStatus`.
+    pub tools_running_status: Option<String>,
+    /// `hostName`.
+    pub host_name: Option<String>,
+    /// `ipAddress`.
+    pub ip_address: Option<String>,
+    /// `hwVersion`.
+    pub hw_version: Option<String>,
+}
+impl x::SchemaType for VirtualMachineGuestSummary {
+    const TYPE_NAME: &'static str = "VirtualMachineGuestSummary";
+}
+impl x::Structure for VirtualMachineGuestSummary {}
+impl x::Fields for VirtualMachineGuestSummary {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "guestId" => r.read_opt(&mut self.guest_id),
+            "guestFullName" => r.read_opt(&mut self.guest_full_name),
+            "toolsStatus" => r.read_opt(&mut self.tools_status),
+            "toolsVersionStatus" => r.read_opt(&mut self.tools_version_status),
+            "toolsVersionStatus2" => r.read_opt(&mut self.tools_version_status2),
+            "toolsRunningStatus" => r.read_opt(&mut self.tools_running_status),
+            "hostName" => r.read_opt(&mut self.host_name),
+            "ipAddress" => r.read_opt(&mut self.ip_address),
+            "hwVersion" => r.read_opt(&mut self.hw_version),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("guestId", &self.guest_id);
+        w.write_opt("guestFullName", &self.guest_full_name);
+        w.write_opt("toolsStatus", &self.tools_status);
+        w.write_opt("toolsVersionStatus", &self.tools_version_status);
+        w.write_opt("toolsVersionStatus2", &self.tools_version_status2);
+        w.write_opt("toolsRunningStatus", &self.tools_running_status);
+        w.write_opt("hostName", &self.host_name);
+        w.write_opt("ipAddress", &self.ip_address);
+        w.write_opt("hwVersion", &self.hw_version);
+    }
+}
+/// `VirtualMachineIdeDiskDeviceInfo` (extends `VirtualMachineDiskDeviceInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineIdeDiskDeviceInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `capacity`, from `VirtualMachineDiskDeviceInfo`.
+    pub capacity: Option<i64>,
+    /// `vm`, from `VirtualMachineDiskDeviceInfo`.
+    pub vm: Vec<x::ManagedObjectReference>,
+    /// `partitionTable`.
+    pub partition_table: Vec<VirtualMachineIdeDiskDevicePartitionInfo>,
+}
+impl x::SchemaType for VirtualMachineIdeDiskDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDeviceInfo";
+}
+impl x::Structure for VirtualMachineIdeDiskDeviceInfo {}
+impl x::Fields for VirtualMachineIdeDiskDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "capacity" => r.read_opt(&mut self.capacity),
+            "vm" => r.read_push(&mut self.vm),
+            "partitionTable" => r.read_push(&mut self.partition_table),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write_opt("capacity", &self.capacity);
+        w.write_vec("vm", &self.vm);
+        w.write_vec("partitionTable", &self.partition_table);
+    }
+}
+impl x::ArrayItem for VirtualMachineIdeDiskDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDeviceInfo";
+}
+/// `VirtualMachineIdeDiskDevicePartitionInfo` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineIdeDiskDevicePartitionInfo {
+    /// `id`.
+    pub id: i32,
+    /// `capacity`.
+    pub capacity: i32,
+}
+impl x::SchemaType for VirtualMachineIdeDiskDevicePartitionInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
+}
+impl x::Structure for VirtualMachineIdeDiskDevicePartitionInfo {}
+impl x::Fields for VirtualMachineIdeDiskDevicePartitionInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "id" => r.read(&mut self.id),
+            "capacity" => r.read(&mut self.capacity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("id", &self.id);
+        w.write("capacity", &self.capacity);
+    }
+}
+impl x::ArrayItem for VirtualMachineIdeDiskDevicePartitionInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineIdeDiskDevicePartitionInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineIdeDiskDevicePartitionInfo";
+}
+/// `VirtualMachineImportSpec` (extends `ImportSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineImportSpec {
+    /// `entityConfig`, from `ImportSpec`.
+    pub entity_config: Option<VAppEntityConfigInfo>,
+    /// `instantiationOst`, from `ImportSpec`.
+    pub instantiation_ost: Option<OvfConsumerOstNode>,
+    /// `configSpec`.
+    pub config_spec: VirtualMachineConfigSpec,
+    /// `resPoolEntity`.
+    pub res_pool_entity: Option<x::ManagedObjectReference>,
+}
+impl x::SchemaType for VirtualMachineImportSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineImportSpec";
+}
+impl x::Structure for VirtualMachineImportSpec {}
+impl x::Fields for VirtualMachineImportSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "entityConfig" => r.read_opt(&mut self.entity_config),
+            "instantiationOst" => r.read_opt(&mut self.instantiation_ost),
+            "configSpec" => r.read(&mut self.config_spec),
+            "resPoolEntity" => r.read_opt(&mut self.res_pool_entity),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("entityConfig", &self.entity_config);
+        w.write_opt("instantiationOst", &self.instantiation_ost);
+        w.write("configSpec", &self.config_spec);
+        w.write_opt("resPoolEntity", &self.res_pool_entity);
+    }
+}
 /// `VirtualMachineIndependentFilterSpec` (extends `VirtualMachineBaseIndependentFilterSpec`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualMachineIndependentFilterSpec {
@@ -33,6 +467,7 @@ impl x::Fields for VirtualMachineIndependentFilterSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("filterName", &self.filter_name);
         w.write_opt("filterClass", &self.filter_class);
@@ -70,6 +505,7 @@ impl x::Fields for VirtualMachineInstantCloneSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write("location", &self.location);
@@ -99,6 +535,7 @@ impl x::Fields for VirtualMachineLegacyNetworkSwitchInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
     }
@@ -138,6 +575,7 @@ impl x::Fields for VirtualMachineMemoryReservationInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("virtualMachineMin", &self.virtual_machine_min);
         w.write("virtualMachineMax", &self.virtual_machine_max);
@@ -170,6 +608,7 @@ impl x::Fields for VirtualMachineMemoryReservationSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("virtualMachineReserved", &self.virtual_machine_reserved);
         w.write_opt("allocationPolicy", &self.allocation_policy);
@@ -203,6 +642,7 @@ impl x::Fields for VirtualMachineMessage {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_vec("argument", &self.argument);
@@ -238,6 +678,7 @@ impl x::Fields for VirtualMachineMetadataManagerVmMetadata {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmId", &self.vm_id);
         w.write_opt("metadata", &self.metadata);
@@ -268,6 +709,7 @@ impl x::Fields for VirtualMachineMetadataManagerVmMetadataInput {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("operation", &self.operation);
         w.write("vmMetadata", &self.vm_metadata);
@@ -299,6 +741,7 @@ impl x::Fields for VirtualMachineMetadataManagerVmMetadataOwner {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
     }
@@ -328,6 +771,7 @@ impl x::Fields for VirtualMachineMetadataManagerVmMetadataResult {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vmMetadata", &self.vm_metadata);
         w.write_opt("error", &self.error);
@@ -365,6 +809,7 @@ impl x::Fields for VirtualMachineMksConnection {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("label", &self.label);
         w.write("client", &self.client);
@@ -405,6 +850,7 @@ impl x::Fields for VirtualMachineMksTicket {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ticket", &self.ticket);
         w.write("cfgFile", &self.cfg_file);
@@ -444,6 +890,7 @@ impl x::Fields for VirtualMachineNetworkInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -486,6 +933,7 @@ impl x::Fields for VirtualMachineNetworkShaperInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("enabled", &self.enabled);
         w.write_opt("peakBps", &self.peak_bps);
@@ -518,6 +966,7 @@ impl x::Fields for VirtualMachineParallelInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -560,6 +1009,7 @@ impl x::Fields for VirtualMachinePciPassthroughInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -595,6 +1045,7 @@ impl x::Fields for VirtualMachinePciSharedGpuPassthroughInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -633,6 +1084,7 @@ impl x::Fields for VirtualMachinePrecisionClockInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -668,6 +1120,7 @@ impl x::Fields for VirtualMachineProfileDetails {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("profile", &self.profile);
         w.write_vec("diskProfileDetails", &self.disk_profile_details);
@@ -698,6 +1151,7 @@ impl x::Fields for VirtualMachineProfileDetailsDiskProfileDetails {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
         w.write_vec("profile", &self.profile);
@@ -732,6 +1186,7 @@ impl x::Fields for VirtualMachineProfileRawData {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("extensionKey", &self.extension_key);
         w.write_opt("objectData", &self.object_data);
@@ -781,6 +1236,7 @@ impl x::Fields for VirtualMachinePropertyRelation {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_vec("relations", &self.relations);
@@ -821,6 +1277,7 @@ impl x::Fields for VirtualMachineQuestionInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write("text", &self.text);
@@ -923,6 +1380,7 @@ impl x::Fields for VirtualMachineQuickStats {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("overallCpuUsage", &self.overall_cpu_usage);
         w.write_opt("overallCpuDemand", &self.overall_cpu_demand);
@@ -978,6 +1436,7 @@ impl x::Fields for VirtualMachineQuickStatsMemoryTierStats {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("memoryTierType", &self.memory_tier_type);
         w.write("readBandwidth", &self.read_bandwidth);
@@ -1039,6 +1498,7 @@ impl x::Fields for VirtualMachineRelocateSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("service", &self.service);
         w.write_opt("folder", &self.folder);
@@ -1093,6 +1553,7 @@ impl x::Fields for VirtualMachineRelocateSpecDiskLocator {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("diskId", &self.disk_id);
         w.write("datastore", &self.datastore);
@@ -1132,6 +1593,7 @@ impl x::Fields for VirtualMachineRelocateSpecDiskLocatorBackingSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt_box("parent", &self.parent);
         w.write_opt("crypto", &self.crypto);
@@ -1254,6 +1716,7 @@ impl x::Fields for VirtualMachineRuntimeInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("device", &self.device);
         w.write_opt("host", &self.host);
@@ -1311,6 +1774,7 @@ impl x::Fields for VirtualMachineRuntimeInfoDasProtectionState {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("dasProtected", &self.das_protected);
     }
@@ -1355,6 +1819,7 @@ impl x::Fields for VirtualMachineScsiDiskDeviceInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1403,6 +1868,7 @@ impl x::Fields for VirtualMachineScsiPassthroughInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1440,6 +1906,7 @@ impl x::Fields for VirtualMachineSerialInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1477,6 +1944,7 @@ impl x::Fields for VirtualMachineSgxInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("epcSize", &self.epc_size);
         w.write_opt("flcMode", &self.flc_mode);
@@ -1517,6 +1985,7 @@ impl x::Fields for VirtualMachineSgxTargetInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1550,6 +2019,7 @@ impl x::Fields for VirtualMachineSnapshotInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("currentSnapshot", &self.current_snapshot);
         w.write_vec("rootSnapshotList", &self.root_snapshot_list);
@@ -1607,6 +2077,7 @@ impl x::Fields for VirtualMachineSnapshotTree {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("snapshot", &self.snapshot);
         w.write("vm", &self.vm);
@@ -1650,6 +2121,7 @@ impl x::Fields for VirtualMachineSoundInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1683,6 +2155,7 @@ impl x::Fields for VirtualMachineSriovDevicePoolInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
     }
@@ -1727,6 +2200,7 @@ impl x::Fields for VirtualMachineSriovInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1769,6 +2243,7 @@ impl x::Fields for VirtualMachineSriovNetworkDevicePoolInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("switchKey", &self.switch_key);
@@ -1800,6 +2275,7 @@ impl x::Fields for VirtualMachineStorageInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("perDatastoreUsage", &self.per_datastore_usage);
         w.write("timestamp", &self.timestamp);
@@ -1836,6 +2312,7 @@ impl x::Fields for VirtualMachineStorageSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("committed", &self.committed);
         w.write("uncommitted", &self.uncommitted);
@@ -1886,6 +2363,7 @@ impl x::Fields for VirtualMachineSummary {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vm", &self.vm);
         w.write("runtime", &self.runtime);
@@ -1926,6 +2404,7 @@ impl x::Fields for VirtualMachineTargetInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -1968,6 +2447,7 @@ impl x::Fields for VirtualMachineTicket {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("ticket", &self.ticket);
         w.write("cfgFile", &self.cfg_file);
@@ -2008,6 +2488,7 @@ impl x::Fields for VirtualMachineUsageOnDatastore {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("datastore", &self.datastore);
         w.write("committed", &self.committed);
@@ -2065,6 +2546,7 @@ impl x::Fields for VirtualMachineUsbInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -2109,6 +2591,7 @@ impl x::Fields for VirtualMachineVFlashModuleInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("name", &self.name);
         w.write_vec("configurationTag", &self.configuration_tag);
@@ -2173,6 +2656,7 @@ impl x::Fields for VirtualMachineVMCIDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -2212,6 +2696,7 @@ impl x::Fields for VirtualMachineVMCIDeviceFilterInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_vec("filters", &self.filters);
     }
@@ -2253,6 +2738,7 @@ impl x::Fields for VirtualMachineVMCIDeviceFilterSpec {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("rank", &self.rank);
         w.write("action", &self.action);
@@ -2331,6 +2817,7 @@ impl x::Fields for VirtualMachineVMCIDeviceOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -2385,6 +2872,7 @@ impl x::Fields for VirtualMachineVMCIDeviceOptionFilterSpecOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("action", &self.action);
         w.write("protocol", &self.protocol);
@@ -2433,6 +2921,7 @@ impl x::Fields for VirtualMachineVMIROM {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -2465,6 +2954,7 @@ impl x::Fields for VirtualMachineVcpuConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("latencySensitivity", &self.latency_sensitivity);
     }
@@ -2472,530 +2962,4 @@ impl x::Fields for VirtualMachineVcpuConfig {
 impl x::ArrayItem for VirtualMachineVcpuConfig {
     const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVcpuConfig";
     const ITEM_TAG: &'static str = "VirtualMachineVcpuConfig";
-}
-/// `VirtualMachineVgpuDeviceInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVgpuDeviceInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `deviceName`.
-    pub device_name: String,
-    /// `deviceVendorId`.
-    pub device_vendor_id: i64,
-    /// `maxFbSizeInGib`.
-    pub max_fb_size_in_gib: i64,
-    /// `timeSlicedCapable`.
-    pub time_sliced_capable: bool,
-    /// `migCapable`.
-    pub mig_capable: bool,
-    /// `computeProfileCapable`.
-    pub compute_profile_capable: bool,
-    /// `quadroProfileCapable`.
-    pub quadro_profile_capable: bool,
-}
-impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuDeviceInfo";
-}
-impl x::Structure for VirtualMachineVgpuDeviceInfo {}
-impl x::Fields for VirtualMachineVgpuDeviceInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "deviceName" => r.read(&mut self.device_name),
-            "deviceVendorId" => r.read(&mut self.device_vendor_id),
-            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
-            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable),
-            "migCapable" => r.read(&mut self.mig_capable),
-            "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
-            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("deviceName", &self.device_name);
-        w.write("deviceVendorId", &self.device_vendor_id);
-        w.write("maxFbSizeInGib", &self.max_fb_size_in_gib);
-        w.write("timeSlicedCapable", &self.time_sliced_capable);
-        w.write("migCapable", &self.mig_capable);
-        w.write("computeProfileCapable", &self.compute_profile_capable);
-        w.write("quadroProfileCapable", &self.quadro_profile_capable);
-    }
-}
-impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuDeviceInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVgpuDeviceInfo";
-}
-/// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVgpuProfileInfo {
-    /// `name`, from `VirtualMachineTargetInfo`.
-    pub name: String,
-    /// `configurationTag`, from `VirtualMachineTargetInfo`.
-    pub configuration_tag: Vec<String>,
-    /// `profileName`.
-    pub profile_name: String,
-    /// `deviceVendorId`.
-    pub device_vendor_id: i64,
-    /// `fbSizeInGib`.
-    pub fb_size_in_gib: i64,
-    /// `profileSharing`.
-    pub profile_sharing: String,
-    /// `profileClass`.
-    pub profile_class: String,
-}
-impl x::SchemaType for VirtualMachineVgpuProfileInfo {
-    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
-}
-impl x::Structure for VirtualMachineVgpuProfileInfo {}
-impl x::Fields for VirtualMachineVgpuProfileInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "name" => r.read(&mut self.name),
-            "configurationTag" => r.read_push(&mut self.configuration_tag),
-            "profileName" => r.read(&mut self.profile_name),
-            "deviceVendorId" => r.read(&mut self.device_vendor_id),
-            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
-            "profileSharing" => r.read(&mut self.profile_sharing),
-            "profileClass" => r.read(&mut self.profile_class),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("name", &self.name);
-        w.write_vec("configurationTag", &self.configuration_tag);
-        w.write("profileName", &self.profile_name);
-        w.write("deviceVendorId", &self.device_vendor_id);
-        w.write("fbSizeInGib", &self.fb_size_in_gib);
-        w.write("profileSharing", &self.profile_sharing);
-        w.write("profileClass", &self.profile_class);
-    }
-}
-impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
-    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuProfileInfo";
-    const ITEM_TAG: &'static str = "VirtualMachineVgpuProfileInfo";
-}
-/// `VirtualMachineVideoCard` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVideoCard {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `videoRamSizeInKB`.
-    pub video_ram_size_in_kb: Option<i64>,
-    /// `numDisplays`.
-    pub num_displays: Option<i32>,
-    /// `useAutoDetect`.
-    pub use_auto_detect: Option<bool>,
-    /// `enable3DSupport`.
-    pub enable_3d_support: Option<bool>,
-    /// `use3dRenderer`.
-    pub use3d_renderer: Option<String>,
-    /// `graphicsMemorySizeInKB`.
-    pub graphics_memory_size_in_kb: Option<i64>,
-}
-impl x::SchemaType for VirtualMachineVideoCard {
-    const TYPE_NAME: &'static str = "VirtualMachineVideoCard";
-}
-impl x::Structure for VirtualMachineVideoCard {}
-impl x::Fields for VirtualMachineVideoCard {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
-            "numDisplays" => r.read_opt(&mut self.num_displays),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
-            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
-            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
-        w.write_opt("numDisplays", &self.num_displays);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-        w.write_opt("enable3DSupport", &self.enable_3d_support);
-        w.write_opt("use3dRenderer", &self.use3d_renderer);
-        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
-    }
-}
-/// `VirtualMachineVirtualPMem` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineVirtualPMem {
-    /// `snapshotMode`.
-    pub snapshot_mode: Option<String>,
-}
-impl x::SchemaType for VirtualMachineVirtualPMem {
-    const TYPE_NAME: &'static str = "VirtualMachineVirtualPMem";
-}
-impl x::Structure for VirtualMachineVirtualPMem {}
-impl x::Fields for VirtualMachineVirtualPMem {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "snapshotMode" => r.read_opt(&mut self.snapshot_mode),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("snapshotMode", &self.snapshot_mode);
-    }
-}
-/// `VirtualMachineWindowsQuiesceSpec` (extends `VirtualMachineGuestQuiesceSpec`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineWindowsQuiesceSpec {
-    /// `timeout`, from `VirtualMachineGuestQuiesceSpec`.
-    pub timeout: Option<i32>,
-    /// `vssBackupType`.
-    pub vss_backup_type: Option<i32>,
-    /// `vssBootableSystemState`.
-    pub vss_bootable_system_state: Option<bool>,
-    /// `vssPartialFileSupport`.
-    pub vss_partial_file_support: Option<bool>,
-    /// `vssBackupContext`.
-    pub vss_backup_context: Option<String>,
-}
-impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
-    const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpec";
-}
-impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
-impl x::Fields for VirtualMachineWindowsQuiesceSpec {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "timeout" => r.read_opt(&mut self.timeout),
-            "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
-            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
-            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
-            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write_opt("timeout", &self.timeout);
-        w.write_opt("vssBackupType", &self.vss_backup_type);
-        w.write_opt("vssBootableSystemState", &self.vss_bootable_system_state);
-        w.write_opt("vssPartialFileSupport", &self.vss_partial_file_support);
-        w.write_opt("vssBackupContext", &self.vss_backup_context);
-    }
-}
-/// `VirtualMachineWipeResult` (extends `DynamicData`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualMachineWipeResult {
-    /// `diskId`.
-    pub disk_id: i32,
-    /// `shrinkableDiskSpace`.
-    pub shrinkable_disk_space: i64,
-}
-impl x::SchemaType for VirtualMachineWipeResult {
-    const TYPE_NAME: &'static str = "VirtualMachineWipeResult";
-}
-impl x::Structure for VirtualMachineWipeResult {}
-impl x::Fields for VirtualMachineWipeResult {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "diskId" => r.read(&mut self.disk_id),
-            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("diskId", &self.disk_id);
-        w.write("shrinkableDiskSpace", &self.shrinkable_disk_space);
-    }
-}
-/// `VirtualNVDIMM` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMM {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `capacityInMB`.
-    pub capacity_in_mb: i64,
-    /// `configuredCapacityInMB`.
-    pub configured_capacity_in_mb: Option<i64>,
-}
-impl x::SchemaType for VirtualNVDIMM {
-    const TYPE_NAME: &'static str = "VirtualNVDIMM";
-}
-impl x::Structure for VirtualNVDIMM {}
-impl x::Fields for VirtualNVDIMM {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "capacityInMB" => r.read(&mut self.capacity_in_mb),
-            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("capacityInMB", &self.capacity_in_mb);
-        w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
-    }
-}
-/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-    /// `parent`.
-    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
-    /// `changeId`.
-    pub change_id: Option<String>,
-}
-impl x::SchemaType for VirtualNVDIMMBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
-}
-impl x::Structure for VirtualNVDIMMBackingInfo {}
-impl x::Fields for VirtualNVDIMMBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            "parent" => r.read_opt_box(&mut self.parent),
-            "changeId" => r.read_opt(&mut self.change_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-        w.write_opt_box("parent", &self.parent);
-        w.write_opt("changeId", &self.change_id);
-    }
-}
-/// `VirtualNVDIMMController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualNVDIMMController {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
-}
-impl x::Structure for VirtualNVDIMMController {}
-impl x::Fields for VirtualNVDIMMController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualNVDIMMControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numNVDIMMControllers`.
-    pub num_nvdimm_controllers: IntOption,
-}
-impl x::SchemaType for VirtualNVDIMMControllerOption {
-    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
-}
-impl x::Structure for VirtualNVDIMMControllerOption {}
-impl x::Fields for VirtualNVDIMMControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
-    }
 }

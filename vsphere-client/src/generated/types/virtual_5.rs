@@ -5,6 +5,542 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualMachineVgpuDeviceInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVgpuDeviceInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `deviceName`.
+    pub device_name: String,
+    /// `deviceVendorId`.
+    pub device_vendor_id: i64,
+    /// `maxFbSizeInGib`.
+    pub max_fb_size_in_gib: i64,
+    /// `timeSlicedCapable`.
+    pub time_sliced_capable: bool,
+    /// `migCapable`.
+    pub mig_capable: bool,
+    /// `computeProfileCapable`.
+    pub compute_profile_capable: bool,
+    /// `quadroProfileCapable`.
+    pub quadro_profile_capable: bool,
+}
+impl x::SchemaType for VirtualMachineVgpuDeviceInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuDeviceInfo";
+}
+impl x::Structure for VirtualMachineVgpuDeviceInfo {}
+impl x::Fields for VirtualMachineVgpuDeviceInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "deviceName" => r.read(&mut self.device_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "maxFbSizeInGib" => r.read(&mut self.max_fb_size_in_gib),
+            "timeSlicedCapable" => r.read(&mut self.time_sliced_capable),
+            "migCapable" => r.read(&mut self.mig_capable),
+            "computeProfileCapable" => r.read(&mut self.compute_profile_capable),
+            "quadroProfileCapable" => r.read(&mut self.quadro_profile_capable),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("deviceName", &self.device_name);
+        w.write("deviceVendorId", &self.device_vendor_id);
+        w.write("maxFbSizeInGib", &self.max_fb_size_in_gib);
+        w.write("timeSlicedCapable", &self.time_sliced_capable);
+        w.write("migCapable", &self.mig_capable);
+        w.write("computeProfileCapable", &self.compute_profile_capable);
+        w.write("quadroProfileCapable", &self.quadro_profile_capable);
+    }
+}
+impl x::ArrayItem for VirtualMachineVgpuDeviceInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuDeviceInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVgpuDeviceInfo";
+}
+/// `VirtualMachineVgpuProfileInfo` (extends `VirtualMachineTargetInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVgpuProfileInfo {
+    /// `name`, from `VirtualMachineTargetInfo`.
+    pub name: String,
+    /// `configurationTag`, from `VirtualMachineTargetInfo`.
+    pub configuration_tag: Vec<String>,
+    /// `profileName`.
+    pub profile_name: String,
+    /// `deviceVendorId`.
+    pub device_vendor_id: i64,
+    /// `fbSizeInGib`.
+    pub fb_size_in_gib: i64,
+    /// `profileSharing`.
+    pub profile_sharing: String,
+    /// `profileClass`.
+    pub profile_class: String,
+}
+impl x::SchemaType for VirtualMachineVgpuProfileInfo {
+    const TYPE_NAME: &'static str = "VirtualMachineVgpuProfileInfo";
+}
+impl x::Structure for VirtualMachineVgpuProfileInfo {}
+impl x::Fields for VirtualMachineVgpuProfileInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "name" => r.read(&mut self.name),
+            "configurationTag" => r.read_push(&mut self.configuration_tag),
+            "profileName" => r.read(&mut self.profile_name),
+            "deviceVendorId" => r.read(&mut self.device_vendor_id),
+            "fbSizeInGib" => r.read(&mut self.fb_size_in_gib),
+            "profileSharing" => r.read(&mut self.profile_sharing),
+            "profileClass" => r.read(&mut self.profile_class),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("name", &self.name);
+        w.write_vec("configurationTag", &self.configuration_tag);
+        w.write("profileName", &self.profile_name);
+        w.write("deviceVendorId", &self.device_vendor_id);
+        w.write("fbSizeInGib", &self.fb_size_in_gib);
+        w.write("profileSharing", &self.profile_sharing);
+        w.write("profileClass", &self.profile_class);
+    }
+}
+impl x::ArrayItem for VirtualMachineVgpuProfileInfo {
+    const ARRAY_TYPE_NAME: &'static str = "ArrayOfVirtualMachineVgpuProfileInfo";
+    const ITEM_TAG: &'static str = "VirtualMachineVgpuProfileInfo";
+}
+/// `VirtualMachineVideoCard` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVideoCard {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `videoRamSizeInKB`.
+    pub video_ram_size_in_kb: Option<i64>,
+    /// `numDisplays`.
+    pub num_displays: Option<i32>,
+    /// `useAutoDetect`.
+    pub use_auto_detect: Option<bool>,
+    /// `enable3DSupport`.
+    pub enable_3d_support: Option<bool>,
+    /// `use3dRenderer`.
+    pub use3d_renderer: Option<String>,
+    /// `graphicsMemorySizeInKB`.
+    pub graphics_memory_size_in_kb: Option<i64>,
+}
+impl x::SchemaType for VirtualMachineVideoCard {
+    const TYPE_NAME: &'static str = "VirtualMachineVideoCard";
+}
+impl x::Structure for VirtualMachineVideoCard {}
+impl x::Fields for VirtualMachineVideoCard {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "videoRamSizeInKB" => r.read_opt(&mut self.video_ram_size_in_kb),
+            "numDisplays" => r.read_opt(&mut self.num_displays),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            "enable3DSupport" => r.read_opt(&mut self.enable_3d_support),
+            "use3dRenderer" => r.read_opt(&mut self.use3d_renderer),
+            "graphicsMemorySizeInKB" => r.read_opt(&mut self.graphics_memory_size_in_kb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write_opt("videoRamSizeInKB", &self.video_ram_size_in_kb);
+        w.write_opt("numDisplays", &self.num_displays);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+        w.write_opt("enable3DSupport", &self.enable_3d_support);
+        w.write_opt("use3dRenderer", &self.use3d_renderer);
+        w.write_opt("graphicsMemorySizeInKB", &self.graphics_memory_size_in_kb);
+    }
+}
+/// `VirtualMachineVirtualPMem` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineVirtualPMem {
+    /// `snapshotMode`.
+    pub snapshot_mode: Option<String>,
+}
+impl x::SchemaType for VirtualMachineVirtualPMem {
+    const TYPE_NAME: &'static str = "VirtualMachineVirtualPMem";
+}
+impl x::Structure for VirtualMachineVirtualPMem {}
+impl x::Fields for VirtualMachineVirtualPMem {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "snapshotMode" => r.read_opt(&mut self.snapshot_mode),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("snapshotMode", &self.snapshot_mode);
+    }
+}
+/// `VirtualMachineWindowsQuiesceSpec` (extends `VirtualMachineGuestQuiesceSpec`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineWindowsQuiesceSpec {
+    /// `timeout`, from `VirtualMachineGuestQuiesceSpec`.
+    pub timeout: Option<i32>,
+    /// `vssBackupType`.
+    pub vss_backup_type: Option<i32>,
+    /// `vssBootableSystemState`.
+    pub vss_bootable_system_state: Option<bool>,
+    /// `vssPartialFileSupport`.
+    pub vss_partial_file_support: Option<bool>,
+    /// `vssBackupContext`.
+    pub vss_backup_context: Option<String>,
+}
+impl x::SchemaType for VirtualMachineWindowsQuiesceSpec {
+    const TYPE_NAME: &'static str = "VirtualMachineWindowsQuiesceSpec";
+}
+impl x::Structure for VirtualMachineWindowsQuiesceSpec {}
+impl x::Fields for VirtualMachineWindowsQuiesceSpec {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "timeout" => r.read_opt(&mut self.timeout),
+            "vssBackupType" => r.read_opt(&mut self.vss_backup_type),
+            "vssBootableSystemState" => r.read_opt(&mut self.vss_bootable_system_state),
+            "vssPartialFileSupport" => r.read_opt(&mut self.vss_partial_file_support),
+            "vssBackupContext" => r.read_opt(&mut self.vss_backup_context),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write_opt("timeout", &self.timeout);
+        w.write_opt("vssBackupType", &self.vss_backup_type);
+        w.write_opt("vssBootableSystemState", &self.vss_bootable_system_state);
+        w.write_opt("vssPartialFileSupport", &self.vss_partial_file_support);
+        w.write_opt("vssBackupContext", &self.vss_backup_context);
+    }
+}
+/// `VirtualMachineWipeResult` (extends `DynamicData`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualMachineWipeResult {
+    /// `diskId`.
+    pub disk_id: i32,
+    /// `shrinkableDiskSpace`.
+    pub shrinkable_disk_space: i64,
+}
+impl x::SchemaType for VirtualMachineWipeResult {
+    const TYPE_NAME: &'static str = "VirtualMachineWipeResult";
+}
+impl x::Structure for VirtualMachineWipeResult {}
+impl x::Fields for VirtualMachineWipeResult {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "diskId" => r.read(&mut self.disk_id),
+            "shrinkableDiskSpace" => r.read(&mut self.shrinkable_disk_space),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("diskId", &self.disk_id);
+        w.write("shrinkableDiskSpace", &self.shrinkable_disk_space);
+    }
+}
+/// `VirtualNVDIMM` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMM {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `capacityInMB`.
+    pub capacity_in_mb: i64,
+    /// `configuredCapacityInMB`.
+    pub configured_capacity_in_mb: Option<i64>,
+}
+impl x::SchemaType for VirtualNVDIMM {
+    const TYPE_NAME: &'static str = "VirtualNVDIMM";
+}
+impl x::Structure for VirtualNVDIMM {}
+impl x::Fields for VirtualNVDIMM {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "capacityInMB" => r.read(&mut self.capacity_in_mb),
+            "configuredCapacityInMB" => r.read_opt(&mut self.configured_capacity_in_mb),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write("capacityInMB", &self.capacity_in_mb);
+        w.write_opt("configuredCapacityInMB", &self.configured_capacity_in_mb);
+    }
+}
+/// `VirtualNVDIMMBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMBackingInfo {
+    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
+    pub file_name: String,
+    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+    /// `parent`.
+    pub parent: Option<Box<VirtualNVDIMMBackingInfo>>,
+    /// `changeId`.
+    pub change_id: Option<String>,
+}
+impl x::SchemaType for VirtualNVDIMMBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMBackingInfo";
+}
+impl x::Structure for VirtualNVDIMMBackingInfo {}
+impl x::Fields for VirtualNVDIMMBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            "parent" => r.read_opt_box(&mut self.parent),
+            "changeId" => r.read_opt(&mut self.change_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+        w.write_opt_box("parent", &self.parent);
+        w.write_opt("changeId", &self.change_id);
+    }
+}
+/// `VirtualNVDIMMController` (extends `VirtualController`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMController {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `busNumber`, from `VirtualController`.
+    pub bus_number: i32,
+    /// `device`, from `VirtualController`.
+    pub device: Vec<i32>,
+}
+impl x::SchemaType for VirtualNVDIMMController {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMController";
+}
+impl x::Structure for VirtualNVDIMMController {}
+impl x::Fields for VirtualNVDIMMController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write("busNumber", &self.bus_number);
+        w.write_vec("device", &self.device);
+    }
+}
+/// `VirtualNVDIMMControllerOption` (extends `VirtualControllerOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualNVDIMMControllerOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `devices`, from `VirtualControllerOption`.
+    pub devices: IntOption,
+    /// `supportedDevice`, from `VirtualControllerOption`.
+    pub supported_device: Vec<String>,
+    /// `numNVDIMMControllers`.
+    pub num_nvdimm_controllers: IntOption,
+}
+impl x::SchemaType for VirtualNVDIMMControllerOption {
+    const TYPE_NAME: &'static str = "VirtualNVDIMMControllerOption";
+}
+impl x::Structure for VirtualNVDIMMControllerOption {}
+impl x::Fields for VirtualNVDIMMControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numNVDIMMControllers" => r.read(&mut self.num_nvdimm_controllers),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write("devices", &self.devices);
+        w.write_vec("supportedDevice", &self.supported_device);
+        w.write("numNVDIMMControllers", &self.num_nvdimm_controllers);
+    }
+}
 /// `VirtualNVDIMMOption` (extends `VirtualDeviceOption`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualNVDIMMOption {
@@ -71,6 +607,7 @@ impl x::Fields for VirtualNVDIMMOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -135,6 +672,7 @@ impl x::Fields for VirtualNVMEController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -210,6 +748,7 @@ impl x::Fields for VirtualNVMEControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -258,6 +797,7 @@ impl x::Fields for VirtualNicManagerNetConfig {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("nicType", &self.nic_type);
         w.write("multiSelectAllowed", &self.multi_select_allowed);
@@ -315,6 +855,7 @@ impl x::Fields for VirtualPCIController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -432,6 +973,7 @@ impl x::Fields for VirtualPCIControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -507,6 +1049,7 @@ impl x::Fields for VirtualPCIPassthrough {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -551,6 +1094,7 @@ impl x::Fields for VirtualPCIPassthroughAllowedDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("vendorId", &self.vendor_id);
         w.write("deviceId", &self.device_id);
@@ -600,6 +1144,7 @@ impl x::Fields for VirtualPCIPassthroughDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -634,6 +1179,7 @@ impl x::Fields for VirtualPCIPassthroughDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -673,6 +1219,7 @@ impl x::Fields for VirtualPCIPassthroughDynamicBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -706,6 +1253,7 @@ impl x::Fields for VirtualPCIPassthroughDynamicBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -765,6 +1313,7 @@ impl x::Fields for VirtualPCIPassthroughOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -818,6 +1367,7 @@ impl x::Fields for VirtualPCIPassthroughPluginBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
     }
@@ -847,6 +1397,7 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("vgpu", &self.vgpu);
         w.write_opt("migrateSupported", &self.migrate_supported);
@@ -880,6 +1431,7 @@ impl x::Fields for VirtualPCIPassthroughVmiopBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("vgpu", &self.vgpu);
@@ -944,6 +1496,7 @@ impl x::Fields for VirtualPCNet32 {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1034,6 +1587,7 @@ impl x::Fields for VirtualPCNet32Option {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1100,6 +1654,7 @@ impl x::Fields for VirtualPS2Controller {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1178,6 +1733,7 @@ impl x::Fields for VirtualPS2ControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1236,6 +1792,7 @@ impl x::Fields for VirtualParallelPort {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1271,6 +1828,7 @@ impl x::Fields for VirtualParallelPortDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1301,6 +1859,7 @@ impl x::Fields for VirtualParallelPortDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1334,6 +1893,7 @@ impl x::Fields for VirtualParallelPortFileBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fileName", &self.file_name);
         w.write_opt("datastore", &self.datastore);
@@ -1365,6 +1925,7 @@ impl x::Fields for VirtualParallelPortFileBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("fileNameExtensions", &self.file_name_extensions);
@@ -1424,6 +1985,7 @@ impl x::Fields for VirtualParallelPortOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1478,6 +2040,7 @@ impl x::Fields for VirtualPointingDevice {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1516,6 +2079,7 @@ impl x::Fields for VirtualPointingDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1550,6 +2114,7 @@ impl x::Fields for VirtualPointingDeviceDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1610,6 +2175,7 @@ impl x::Fields for VirtualPointingDeviceOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1664,6 +2230,7 @@ impl x::Fields for VirtualPrecisionClock {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1728,6 +2295,7 @@ impl x::Fields for VirtualPrecisionClockOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1764,6 +2332,7 @@ impl x::Fields for VirtualPrecisionClockSystemClockBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("protocol", &self.protocol);
     }
@@ -1793,6 +2362,7 @@ impl x::Fields for VirtualPrecisionClockSystemClockBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("protocol", &self.protocol);
@@ -1844,6 +2414,7 @@ impl x::Fields for VirtualSATAController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1922,6 +2493,7 @@ impl x::Fields for VirtualSATAControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1995,6 +2567,7 @@ impl x::Fields for VirtualSCSIController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -2091,6 +2664,7 @@ impl x::Fields for VirtualSCSIControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -2112,647 +2686,5 @@ impl x::Fields for VirtualSCSIControllerOption {
         w.write("defaultSharedIndex", &self.default_shared_index);
         w.write("hotAddRemove", &self.hot_add_remove);
         w.write("scsiCtlrUnitNumber", &self.scsi_ctlr_unit_number);
-    }
-}
-/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthrough {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-}
-impl x::SchemaType for VirtualSCSIPassthrough {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
-}
-impl x::Structure for VirtualSCSIPassthrough {}
-impl x::Fields for VirtualSCSIPassthrough {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
-}
-impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
-impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSCSIPassthroughOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-}
-impl x::SchemaType for VirtualSCSIPassthroughOption {
-    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
-}
-impl x::Structure for VirtualSCSIPassthroughOption {}
-impl x::Fields for VirtualSCSIPassthroughOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-    }
-}
-/// `VirtualSIOController` (extends `VirtualController`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSIOController {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `busNumber`, from `VirtualController`.
-    pub bus_number: i32,
-    /// `device`, from `VirtualController`.
-    pub device: Vec<i32>,
-}
-impl x::SchemaType for VirtualSIOController {
-    const TYPE_NAME: &'static str = "VirtualSIOController";
-}
-impl x::Structure for VirtualSIOController {}
-impl x::Fields for VirtualSIOController {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "busNumber" => r.read(&mut self.bus_number),
-            "device" => r.read_push(&mut self.device),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("busNumber", &self.bus_number);
-        w.write_vec("device", &self.device);
-    }
-}
-/// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSIOControllerOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `devices`, from `VirtualControllerOption`.
-    pub devices: IntOption,
-    /// `supportedDevice`, from `VirtualControllerOption`.
-    pub supported_device: Vec<String>,
-    /// `numFloppyDrives`.
-    pub num_floppy_drives: IntOption,
-    /// `numSerialPorts`.
-    pub num_serial_ports: IntOption,
-    /// `numParallelPorts`.
-    pub num_parallel_ports: IntOption,
-}
-impl x::SchemaType for VirtualSIOControllerOption {
-    const TYPE_NAME: &'static str = "VirtualSIOControllerOption";
-}
-impl x::Structure for VirtualSIOControllerOption {}
-impl x::Fields for VirtualSIOControllerOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "devices" => r.read(&mut self.devices),
-            "supportedDevice" => r.read_push(&mut self.supported_device),
-            "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
-            "numSerialPorts" => r.read(&mut self.num_serial_ports),
-            "numParallelPorts" => r.read(&mut self.num_parallel_ports),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("devices", &self.devices);
-        w.write_vec("supportedDevice", &self.supported_device);
-        w.write("numFloppyDrives", &self.num_floppy_drives);
-        w.write("numSerialPorts", &self.num_serial_ports);
-        w.write("numParallelPorts", &self.num_parallel_ports);
-    }
-}
-/// `VirtualSerialPort` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPort {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `yieldOnPoll`.
-    pub yield_on_poll: bool,
-}
-impl x::SchemaType for VirtualSerialPort {
-    const TYPE_NAME: &'static str = "VirtualSerialPort";
-}
-impl x::Structure for VirtualSerialPort {}
-impl x::Fields for VirtualSerialPort {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("yieldOnPoll", &self.yield_on_poll);
-    }
-}
-/// `VirtualSerialPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortDeviceBackingInfo {
-    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
-    pub device_name: String,
-    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
-    pub use_auto_detect: Option<bool>,
-}
-impl x::SchemaType for VirtualSerialPortDeviceBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingInfo";
-}
-impl x::Structure for VirtualSerialPortDeviceBackingInfo {}
-impl x::Fields for VirtualSerialPortDeviceBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "deviceName" => r.read(&mut self.device_name),
-            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("deviceName", &self.device_name);
-        w.write_opt("useAutoDetect", &self.use_auto_detect);
-    }
-}
-/// `VirtualSerialPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortDeviceBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
-    pub auto_detect_available: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortDeviceBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingOption";
-}
-impl x::Structure for VirtualSerialPortDeviceBackingOption {}
-impl x::Fields for VirtualSerialPortDeviceBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("autoDetectAvailable", &self.auto_detect_available);
-    }
-}
-/// `VirtualSerialPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortFileBackingInfo {
-    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
-    pub file_name: String,
-    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
-    pub datastore: Option<x::ManagedObjectReference>,
-    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
-    pub backing_object_id: Option<String>,
-}
-impl x::SchemaType for VirtualSerialPortFileBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingInfo";
-}
-impl x::Structure for VirtualSerialPortFileBackingInfo {}
-impl x::Fields for VirtualSerialPortFileBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "fileName" => r.read(&mut self.file_name),
-            "datastore" => r.read_opt(&mut self.datastore),
-            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("fileName", &self.file_name);
-        w.write_opt("datastore", &self.datastore);
-        w.write_opt("backingObjectId", &self.backing_object_id);
-    }
-}
-/// `VirtualSerialPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortFileBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
-    pub file_name_extensions: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualSerialPortFileBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingOption";
-}
-impl x::Structure for VirtualSerialPortFileBackingOption {}
-impl x::Fields for VirtualSerialPortFileBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("fileNameExtensions", &self.file_name_extensions);
-    }
-}
-/// `VirtualSerialPortOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `yieldOnPoll`.
-    pub yield_on_poll: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortOption";
-}
-impl x::Structure for VirtualSerialPortOption {}
-impl x::Fields for VirtualSerialPortOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("yieldOnPoll", &self.yield_on_poll);
-    }
-}
-/// `VirtualSerialPortPipeBackingInfo` (extends `VirtualDevicePipeBackingInfo`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortPipeBackingInfo {
-    /// `pipeName`, from `VirtualDevicePipeBackingInfo`.
-    pub pipe_name: String,
-    /// `endpoint`.
-    pub endpoint: String,
-    /// `noRxLoss`.
-    pub no_rx_loss: Option<bool>,
-}
-impl x::SchemaType for VirtualSerialPortPipeBackingInfo {
-    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingInfo";
-}
-impl x::Structure for VirtualSerialPortPipeBackingInfo {}
-impl x::Fields for VirtualSerialPortPipeBackingInfo {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "pipeName" => r.read(&mut self.pipe_name),
-            "endpoint" => r.read(&mut self.endpoint),
-            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("pipeName", &self.pipe_name);
-        w.write("endpoint", &self.endpoint);
-        w.write_opt("noRxLoss", &self.no_rx_loss);
-    }
-}
-/// `VirtualSerialPortPipeBackingOption` (extends `VirtualDevicePipeBackingOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualSerialPortPipeBackingOption {
-    /// `type`, from `VirtualDeviceBackingOption`.
-    pub type_: String,
-    /// `endpoint`.
-    pub endpoint: ChoiceOption,
-    /// `noRxLoss`.
-    pub no_rx_loss: BoolOption,
-}
-impl x::SchemaType for VirtualSerialPortPipeBackingOption {
-    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingOption";
-}
-impl x::Structure for VirtualSerialPortPipeBackingOption {}
-impl x::Fields for VirtualSerialPortPipeBackingOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "endpoint" => r.read(&mut self.endpoint),
-            "noRxLoss" => r.read(&mut self.no_rx_loss),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write("endpoint", &self.endpoint);
-        w.write("noRxLoss", &self.no_rx_loss);
     }
 }

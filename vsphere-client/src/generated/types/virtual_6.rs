@@ -5,6 +5,662 @@ use super::*;
 #[allow(unused_imports)]
 use crate::xml as x;
 
+/// `VirtualSCSIPassthrough` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthrough {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+}
+impl x::SchemaType for VirtualSCSIPassthrough {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthrough";
+}
+impl x::Structure for VirtualSCSIPassthrough {}
+impl x::Fields for VirtualSCSIPassthrough {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingInfo";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingInfo {}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+    }
+}
+/// `VirtualSCSIPassthroughDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughDeviceBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualSCSIPassthroughDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughDeviceBackingOption";
+}
+impl x::Structure for VirtualSCSIPassthroughDeviceBackingOption {}
+impl x::Fields for VirtualSCSIPassthroughDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualSCSIPassthroughOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSCSIPassthroughOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+}
+impl x::SchemaType for VirtualSCSIPassthroughOption {
+    const TYPE_NAME: &'static str = "VirtualSCSIPassthroughOption";
+}
+impl x::Structure for VirtualSCSIPassthroughOption {}
+impl x::Fields for VirtualSCSIPassthroughOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+    }
+}
+/// `VirtualSIOController` (extends `VirtualController`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSIOController {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `busNumber`, from `VirtualController`.
+    pub bus_number: i32,
+    /// `device`, from `VirtualController`.
+    pub device: Vec<i32>,
+}
+impl x::SchemaType for VirtualSIOController {
+    const TYPE_NAME: &'static str = "VirtualSIOController";
+}
+impl x::Structure for VirtualSIOController {}
+impl x::Fields for VirtualSIOController {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "busNumber" => r.read(&mut self.bus_number),
+            "device" => r.read_push(&mut self.device),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write("busNumber", &self.bus_number);
+        w.write_vec("device", &self.device);
+    }
+}
+/// `VirtualSIOControllerOption` (extends `VirtualControllerOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSIOControllerOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `devices`, from `VirtualControllerOption`.
+    pub devices: IntOption,
+    /// `supportedDevice`, from `VirtualControllerOption`.
+    pub supported_device: Vec<String>,
+    /// `numFloppyDrives`.
+    pub num_floppy_drives: IntOption,
+    /// `numSerialPorts`.
+    pub num_serial_ports: IntOption,
+    /// `numParallelPorts`.
+    pub num_parallel_ports: IntOption,
+}
+impl x::SchemaType for VirtualSIOControllerOption {
+    const TYPE_NAME: &'static str = "VirtualSIOControllerOption";
+}
+impl x::Structure for VirtualSIOControllerOption {}
+impl x::Fields for VirtualSIOControllerOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "devices" => r.read(&mut self.devices),
+            "supportedDevice" => r.read_push(&mut self.supported_device),
+            "numFloppyDrives" => r.read(&mut self.num_floppy_drives),
+            "numSerialPorts" => r.read(&mut self.num_serial_ports),
+            "numParallelPorts" => r.read(&mut self.num_parallel_ports),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write("devices", &self.devices);
+        w.write_vec("supportedDevice", &self.supported_device);
+        w.write("numFloppyDrives", &self.num_floppy_drives);
+        w.write("numSerialPorts", &self.num_serial_ports);
+        w.write("numParallelPorts", &self.num_parallel_ports);
+    }
+}
+/// `VirtualSerialPort` (extends `VirtualDevice`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPort {
+    /// `key`, from `VirtualDevice`.
+    pub key: i32,
+    /// `deviceInfo`, from `VirtualDevice`.
+    pub device_info: Option<AnyDescription>,
+    /// `backing`, from `VirtualDevice`.
+    pub backing: Option<AnyVirtualDeviceBackingInfo>,
+    /// `connectable`, from `VirtualDevice`.
+    pub connectable: Option<VirtualDeviceConnectInfo>,
+    /// `slotInfo`, from `VirtualDevice`.
+    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
+    /// `controllerKey`, from `VirtualDevice`.
+    pub controller_key: Option<i32>,
+    /// `unitNumber`, from `VirtualDevice`.
+    pub unit_number: Option<i32>,
+    /// `yieldOnPoll`.
+    pub yield_on_poll: bool,
+}
+impl x::SchemaType for VirtualSerialPort {
+    const TYPE_NAME: &'static str = "VirtualSerialPort";
+}
+impl x::Structure for VirtualSerialPort {}
+impl x::Fields for VirtualSerialPort {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "key" => r.read(&mut self.key),
+            "deviceInfo" => r.read_opt(&mut self.device_info),
+            "backing" => r.read_opt(&mut self.backing),
+            "connectable" => r.read_opt(&mut self.connectable),
+            "slotInfo" => r.read_opt(&mut self.slot_info),
+            "controllerKey" => r.read_opt(&mut self.controller_key),
+            "unitNumber" => r.read_opt(&mut self.unit_number),
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("key", &self.key);
+        w.write_opt("deviceInfo", &self.device_info);
+        w.write_opt("backing", &self.backing);
+        w.write_opt("connectable", &self.connectable);
+        w.write_opt("slotInfo", &self.slot_info);
+        w.write_opt("controllerKey", &self.controller_key);
+        w.write_opt("unitNumber", &self.unit_number);
+        w.write("yieldOnPoll", &self.yield_on_poll);
+    }
+}
+/// `VirtualSerialPortDeviceBackingInfo` (extends `VirtualDeviceDeviceBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortDeviceBackingInfo {
+    /// `deviceName`, from `VirtualDeviceDeviceBackingInfo`.
+    pub device_name: String,
+    /// `useAutoDetect`, from `VirtualDeviceDeviceBackingInfo`.
+    pub use_auto_detect: Option<bool>,
+}
+impl x::SchemaType for VirtualSerialPortDeviceBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingInfo";
+}
+impl x::Structure for VirtualSerialPortDeviceBackingInfo {}
+impl x::Fields for VirtualSerialPortDeviceBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "deviceName" => r.read(&mut self.device_name),
+            "useAutoDetect" => r.read_opt(&mut self.use_auto_detect),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("deviceName", &self.device_name);
+        w.write_opt("useAutoDetect", &self.use_auto_detect);
+    }
+}
+/// `VirtualSerialPortDeviceBackingOption` (extends `VirtualDeviceDeviceBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortDeviceBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `autoDetectAvailable`, from `VirtualDeviceDeviceBackingOption`.
+    pub auto_detect_available: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortDeviceBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortDeviceBackingOption";
+}
+impl x::Structure for VirtualSerialPortDeviceBackingOption {}
+impl x::Fields for VirtualSerialPortDeviceBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "autoDetectAvailable" => r.read(&mut self.auto_detect_available),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("autoDetectAvailable", &self.auto_detect_available);
+    }
+}
+/// `VirtualSerialPortFileBackingInfo` (extends `VirtualDeviceFileBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortFileBackingInfo {
+    /// `fileName`, from `VirtualDeviceFileBackingInfo`.
+    pub file_name: String,
+    /// `datastore`, from `VirtualDeviceFileBackingInfo`.
+    pub datastore: Option<x::ManagedObjectReference>,
+    /// `backingObjectId`, from `VirtualDeviceFileBackingInfo`.
+    pub backing_object_id: Option<String>,
+}
+impl x::SchemaType for VirtualSerialPortFileBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingInfo";
+}
+impl x::Structure for VirtualSerialPortFileBackingInfo {}
+impl x::Fields for VirtualSerialPortFileBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "fileName" => r.read(&mut self.file_name),
+            "datastore" => r.read_opt(&mut self.datastore),
+            "backingObjectId" => r.read_opt(&mut self.backing_object_id),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("fileName", &self.file_name);
+        w.write_opt("datastore", &self.datastore);
+        w.write_opt("backingObjectId", &self.backing_object_id);
+    }
+}
+/// `VirtualSerialPortFileBackingOption` (extends `VirtualDeviceFileBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortFileBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `fileNameExtensions`, from `VirtualDeviceFileBackingOption`.
+    pub file_name_extensions: Option<ChoiceOption>,
+}
+impl x::SchemaType for VirtualSerialPortFileBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortFileBackingOption";
+}
+impl x::Structure for VirtualSerialPortFileBackingOption {}
+impl x::Fields for VirtualSerialPortFileBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "fileNameExtensions" => r.read_opt(&mut self.file_name_extensions),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("fileNameExtensions", &self.file_name_extensions);
+    }
+}
+/// `VirtualSerialPortOption` (extends `VirtualDeviceOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortOption {
+    /// `type`, from `VirtualDeviceOption`.
+    pub type_: String,
+    /// `connectOption`, from `VirtualDeviceOption`.
+    pub connect_option: Option<VirtualDeviceConnectOption>,
+    /// `busSlotOption`, from `VirtualDeviceOption`.
+    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
+    /// `controllerType`, from `VirtualDeviceOption`.
+    pub controller_type: Option<String>,
+    /// `autoAssignController`, from `VirtualDeviceOption`.
+    pub auto_assign_controller: Option<BoolOption>,
+    /// `backingOption`, from `VirtualDeviceOption`.
+    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
+    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
+    pub default_backing_option_index: Option<i32>,
+    /// `licensingLimit`, from `VirtualDeviceOption`.
+    pub licensing_limit: Vec<String>,
+    /// `deprecated`, from `VirtualDeviceOption`.
+    pub deprecated: bool,
+    /// `plugAndPlay`, from `VirtualDeviceOption`.
+    pub plug_and_play: bool,
+    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
+    pub hot_remove_supported: Option<bool>,
+    /// `yieldOnPoll`.
+    pub yield_on_poll: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortOption";
+}
+impl x::Structure for VirtualSerialPortOption {}
+impl x::Fields for VirtualSerialPortOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "connectOption" => r.read_opt(&mut self.connect_option),
+            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
+            "controllerType" => r.read_opt(&mut self.controller_type),
+            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
+            "backingOption" => r.read_push(&mut self.backing_option),
+            "defaultBackingOptionIndex" => {
+                r.read_opt(&mut self.default_backing_option_index)
+            }
+            "licensingLimit" => r.read_push(&mut self.licensing_limit),
+            "deprecated" => r.read(&mut self.deprecated),
+            "plugAndPlay" => r.read(&mut self.plug_and_play),
+            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
+            "yieldOnPoll" => r.read(&mut self.yield_on_poll),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write_opt("connectOption", &self.connect_option);
+        w.write_opt("busSlotOption", &self.bus_slot_option);
+        w.write_opt("controllerType", &self.controller_type);
+        w.write_opt("autoAssignController", &self.auto_assign_controller);
+        w.write_vec("backingOption", &self.backing_option);
+        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
+        w.write_vec("licensingLimit", &self.licensing_limit);
+        w.write("deprecated", &self.deprecated);
+        w.write("plugAndPlay", &self.plug_and_play);
+        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
+        w.write("yieldOnPoll", &self.yield_on_poll);
+    }
+}
+/// `VirtualSerialPortPipeBackingInfo` (extends `VirtualDevicePipeBackingInfo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortPipeBackingInfo {
+    /// `pipeName`, from `VirtualDevicePipeBackingInfo`.
+    pub pipe_name: String,
+    /// `endpoint`.
+    pub endpoint: String,
+    /// `noRxLoss`.
+    pub no_rx_loss: Option<bool>,
+}
+impl x::SchemaType for VirtualSerialPortPipeBackingInfo {
+    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingInfo";
+}
+impl x::Structure for VirtualSerialPortPipeBackingInfo {}
+impl x::Fields for VirtualSerialPortPipeBackingInfo {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "pipeName" => r.read(&mut self.pipe_name),
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read_opt(&mut self.no_rx_loss),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("pipeName", &self.pipe_name);
+        w.write("endpoint", &self.endpoint);
+        w.write_opt("noRxLoss", &self.no_rx_loss);
+    }
+}
+/// `VirtualSerialPortPipeBackingOption` (extends `VirtualDevicePipeBackingOption`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VirtualSerialPortPipeBackingOption {
+    /// `type`, from `VirtualDeviceBackingOption`.
+    pub type_: String,
+    /// `endpoint`.
+    pub endpoint: ChoiceOption,
+    /// `noRxLoss`.
+    pub no_rx_loss: BoolOption,
+}
+impl x::SchemaType for VirtualSerialPortPipeBackingOption {
+    const TYPE_NAME: &'static str = "VirtualSerialPortPipeBackingOption";
+}
+impl x::Structure for VirtualSerialPortPipeBackingOption {}
+impl x::Fields for VirtualSerialPortPipeBackingOption {
+    fn decode_field(
+        &mut self,
+        r: &mut x::XmlReader<'_>,
+        name: &str,
+    ) -> Result<bool, x::DecodeError> {
+        let result = match name {
+            "type" => r.read(&mut self.type_),
+            "endpoint" => r.read(&mut self.endpoint),
+            "noRxLoss" => r.read(&mut self.no_rx_loss),
+            _ => return Ok(false),
+        };
+        x::field_decoded(result)
+    }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
+    fn encode_fields(&self, w: &mut x::XmlWriter) {
+        w.write("type", &self.type_);
+        w.write("endpoint", &self.endpoint);
+        w.write("noRxLoss", &self.no_rx_loss);
+    }
+}
 /// `VirtualSerialPortThinPrintBackingInfo` (extends `VirtualDeviceBackingInfo`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VirtualSerialPortThinPrintBackingInfo {}
@@ -44,6 +700,7 @@ impl x::Fields for VirtualSerialPortThinPrintBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
     }
@@ -76,6 +733,7 @@ impl x::Fields for VirtualSerialPortURIBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("serviceURI", &self.service_uri);
         w.write("direction", &self.direction);
@@ -107,6 +765,7 @@ impl x::Fields for VirtualSerialPortURIBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("directions", &self.directions);
@@ -152,6 +811,7 @@ impl x::Fields for VirtualSoundBlaster16 {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -216,6 +876,7 @@ impl x::Fields for VirtualSoundBlaster16Option {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -270,6 +931,7 @@ impl x::Fields for VirtualSoundCard {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -305,6 +967,7 @@ impl x::Fields for VirtualSoundCardDeviceBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -335,6 +998,7 @@ impl x::Fields for VirtualSoundCardDeviceBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -394,6 +1058,7 @@ impl x::Fields for VirtualSoundCardOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -472,6 +1137,7 @@ impl x::Fields for VirtualSriovEthernetCard {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -561,6 +1227,7 @@ impl x::Fields for VirtualSriovEthernetCardOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -608,6 +1275,7 @@ impl x::Fields for VirtualSriovEthernetCardSriovBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("physicalFunctionBacking", &self.physical_function_backing);
         w.write_opt("virtualFunctionBacking", &self.virtual_function_backing);
@@ -636,6 +1304,7 @@ impl x::Fields for VirtualSriovEthernetCardSriovBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
     }
@@ -707,6 +1376,7 @@ impl x::Fields for VirtualSwitchProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -782,6 +1452,7 @@ impl x::Fields for VirtualSwitchSelectionProfile {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("enabled", &self.enabled);
         w.write_vec("policy", &self.policy);
@@ -846,6 +1517,7 @@ impl x::Fields for VirtualTPM {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -918,6 +1590,7 @@ impl x::Fields for VirtualTPMOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -988,6 +1661,7 @@ impl x::Fields for VirtualUSB {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1055,6 +1729,7 @@ impl x::Fields for VirtualUSBController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1138,6 +1813,7 @@ impl x::Fields for VirtualUSBControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1182,6 +1858,7 @@ impl x::Fields for VirtualUSBControllerPciBusSlotInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("pciSlotNumber", &self.pci_slot_number);
         w.write_opt("ehciPciSlotNumber", &self.ehci_pci_slot_number);
@@ -1241,6 +1918,7 @@ impl x::Fields for VirtualUSBOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1283,6 +1961,7 @@ impl x::Fields for VirtualUSBRemoteClientBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1314,6 +1993,7 @@ impl x::Fields for VirtualUSBRemoteClientBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1347,6 +2027,7 @@ impl x::Fields for VirtualUSBRemoteHostBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1378,6 +2059,7 @@ impl x::Fields for VirtualUSBRemoteHostBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1408,6 +2090,7 @@ impl x::Fields for VirtualUSBUSBBackingInfo {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("deviceName", &self.device_name);
         w.write_opt("useAutoDetect", &self.use_auto_detect);
@@ -1438,6 +2121,7 @@ impl x::Fields for VirtualUSBUSBBackingOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("autoDetectAvailable", &self.auto_detect_available);
@@ -1492,6 +2176,7 @@ impl x::Fields for VirtualUSBXHCIController {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1571,6 +2256,7 @@ impl x::Fields for VirtualUSBXHCIControllerOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1643,6 +2329,7 @@ impl x::Fields for VirtualVMIROMOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1734,6 +2421,7 @@ impl x::Fields for VirtualVideoCardOption {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1813,6 +2501,7 @@ impl x::Fields for VirtualVmxnet {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1887,6 +2576,7 @@ impl x::Fields for VirtualVmxnet2 {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("key", &self.key);
         w.write_opt("deviceInfo", &self.device_info);
@@ -1974,6 +2664,7 @@ impl x::Fields for VirtualVmxnet2Option {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write_opt("connectOption", &self.connect_option);
@@ -1991,561 +2682,5 @@ impl x::Fields for VirtualVmxnet2Option {
         w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
         w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
         w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualVmxnet3` (extends `VirtualVmxnet`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3 {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-}
-impl x::SchemaType for VirtualVmxnet3 {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3";
-}
-impl x::Structure for VirtualVmxnet3 {}
-impl x::Fields for VirtualVmxnet3 {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualVmxnet3Option` (extends `VirtualVmxnetOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3Option {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualVmxnet3Option {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3Option";
-}
-impl x::Structure for VirtualVmxnet3Option {}
-impl x::Fields for VirtualVmxnet3Option {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualVmxnet3Vrdma` (extends `VirtualVmxnet3`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3Vrdma {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `addressType`, from `VirtualEthernetCard`.
-    pub address_type: Option<String>,
-    /// `macAddress`, from `VirtualEthernetCard`.
-    pub mac_address: Option<String>,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCard`.
-    pub wake_on_lan_enabled: Option<bool>,
-    /// `resourceAllocation`, from `VirtualEthernetCard`.
-    pub resource_allocation: Option<VirtualEthernetCardResourceAllocation>,
-    /// `externalId`, from `VirtualEthernetCard`.
-    pub external_id: Option<String>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCard`.
-    pub upt_compatibility_enabled: Option<bool>,
-    /// `deviceProtocol`.
-    pub device_protocol: Option<String>,
-}
-impl x::SchemaType for VirtualVmxnet3Vrdma {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3Vrdma";
-}
-impl x::Structure for VirtualVmxnet3Vrdma {}
-impl x::Fields for VirtualVmxnet3Vrdma {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "addressType" => r.read_opt(&mut self.address_type),
-            "macAddress" => r.read_opt(&mut self.mac_address),
-            "wakeOnLanEnabled" => r.read_opt(&mut self.wake_on_lan_enabled),
-            "resourceAllocation" => r.read_opt(&mut self.resource_allocation),
-            "externalId" => r.read_opt(&mut self.external_id),
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write_opt("addressType", &self.address_type);
-        w.write_opt("macAddress", &self.mac_address);
-        w.write_opt("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("resourceAllocation", &self.resource_allocation);
-        w.write_opt("externalId", &self.external_id);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("deviceProtocol", &self.device_protocol);
-    }
-}
-/// `VirtualVmxnet3VrdmaOption` (extends `VirtualVmxnet3Option`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnet3VrdmaOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-    /// `deviceProtocol`.
-    pub device_protocol: Option<ChoiceOption>,
-}
-impl x::SchemaType for VirtualVmxnet3VrdmaOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnet3VrdmaOption";
-}
-impl x::Structure for VirtualVmxnet3VrdmaOption {}
-impl x::Fields for VirtualVmxnet3VrdmaOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            "deviceProtocol" => r.read_opt(&mut self.device_protocol),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-        w.write_opt("deviceProtocol", &self.device_protocol);
-    }
-}
-/// `VirtualVmxnetOption` (extends `VirtualEthernetCardOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualVmxnetOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `supportedOUI`, from `VirtualEthernetCardOption`.
-    pub supported_oui: ChoiceOption,
-    /// `macType`, from `VirtualEthernetCardOption`.
-    pub mac_type: ChoiceOption,
-    /// `wakeOnLanEnabled`, from `VirtualEthernetCardOption`.
-    pub wake_on_lan_enabled: BoolOption,
-    /// `vmDirectPathGen2Supported`, from `VirtualEthernetCardOption`.
-    pub vm_direct_path_gen2_supported: Option<bool>,
-    /// `uptCompatibilityEnabled`, from `VirtualEthernetCardOption`.
-    pub upt_compatibility_enabled: Option<BoolOption>,
-}
-impl x::SchemaType for VirtualVmxnetOption {
-    const TYPE_NAME: &'static str = "VirtualVmxnetOption";
-}
-impl x::Structure for VirtualVmxnetOption {}
-impl x::Fields for VirtualVmxnetOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "supportedOUI" => r.read(&mut self.supported_oui),
-            "macType" => r.read(&mut self.mac_type),
-            "wakeOnLanEnabled" => r.read(&mut self.wake_on_lan_enabled),
-            "vmDirectPathGen2Supported" => {
-                r.read_opt(&mut self.vm_direct_path_gen2_supported)
-            }
-            "uptCompatibilityEnabled" => r.read_opt(&mut self.upt_compatibility_enabled),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("supportedOUI", &self.supported_oui);
-        w.write("macType", &self.mac_type);
-        w.write("wakeOnLanEnabled", &self.wake_on_lan_enabled);
-        w.write_opt("vmDirectPathGen2Supported", &self.vm_direct_path_gen2_supported);
-        w.write_opt("uptCompatibilityEnabled", &self.upt_compatibility_enabled);
-    }
-}
-/// `VirtualWDT` (extends `VirtualDevice`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualWDT {
-    /// `key`, from `VirtualDevice`.
-    pub key: i32,
-    /// `deviceInfo`, from `VirtualDevice`.
-    pub device_info: Option<AnyDescription>,
-    /// `backing`, from `VirtualDevice`.
-    pub backing: Option<AnyVirtualDeviceBackingInfo>,
-    /// `connectable`, from `VirtualDevice`.
-    pub connectable: Option<VirtualDeviceConnectInfo>,
-    /// `slotInfo`, from `VirtualDevice`.
-    pub slot_info: Option<AnyVirtualDeviceBusSlotInfo>,
-    /// `controllerKey`, from `VirtualDevice`.
-    pub controller_key: Option<i32>,
-    /// `unitNumber`, from `VirtualDevice`.
-    pub unit_number: Option<i32>,
-    /// `runOnBoot`.
-    pub run_on_boot: bool,
-    /// `running`.
-    pub running: bool,
-}
-impl x::SchemaType for VirtualWDT {
-    const TYPE_NAME: &'static str = "VirtualWDT";
-}
-impl x::Structure for VirtualWDT {}
-impl x::Fields for VirtualWDT {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "key" => r.read(&mut self.key),
-            "deviceInfo" => r.read_opt(&mut self.device_info),
-            "backing" => r.read_opt(&mut self.backing),
-            "connectable" => r.read_opt(&mut self.connectable),
-            "slotInfo" => r.read_opt(&mut self.slot_info),
-            "controllerKey" => r.read_opt(&mut self.controller_key),
-            "unitNumber" => r.read_opt(&mut self.unit_number),
-            "runOnBoot" => r.read(&mut self.run_on_boot),
-            "running" => r.read(&mut self.running),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("key", &self.key);
-        w.write_opt("deviceInfo", &self.device_info);
-        w.write_opt("backing", &self.backing);
-        w.write_opt("connectable", &self.connectable);
-        w.write_opt("slotInfo", &self.slot_info);
-        w.write_opt("controllerKey", &self.controller_key);
-        w.write_opt("unitNumber", &self.unit_number);
-        w.write("runOnBoot", &self.run_on_boot);
-        w.write("running", &self.running);
-    }
-}
-/// `VirtualWDTOption` (extends `VirtualDeviceOption`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VirtualWDTOption {
-    /// `type`, from `VirtualDeviceOption`.
-    pub type_: String,
-    /// `connectOption`, from `VirtualDeviceOption`.
-    pub connect_option: Option<VirtualDeviceConnectOption>,
-    /// `busSlotOption`, from `VirtualDeviceOption`.
-    pub bus_slot_option: Option<VirtualDeviceBusSlotOption>,
-    /// `controllerType`, from `VirtualDeviceOption`.
-    pub controller_type: Option<String>,
-    /// `autoAssignController`, from `VirtualDeviceOption`.
-    pub auto_assign_controller: Option<BoolOption>,
-    /// `backingOption`, from `VirtualDeviceOption`.
-    pub backing_option: Vec<AnyVirtualDeviceBackingOption>,
-    /// `defaultBackingOptionIndex`, from `VirtualDeviceOption`.
-    pub default_backing_option_index: Option<i32>,
-    /// `licensingLimit`, from `VirtualDeviceOption`.
-    pub licensing_limit: Vec<String>,
-    /// `deprecated`, from `VirtualDeviceOption`.
-    pub deprecated: bool,
-    /// `plugAndPlay`, from `VirtualDeviceOption`.
-    pub plug_and_play: bool,
-    /// `hotRemoveSupported`, from `VirtualDeviceOption`.
-    pub hot_remove_supported: Option<bool>,
-    /// `runOnBoot`.
-    pub run_on_boot: BoolOption,
-}
-impl x::SchemaType for VirtualWDTOption {
-    const TYPE_NAME: &'static str = "VirtualWDTOption";
-}
-impl x::Structure for VirtualWDTOption {}
-impl x::Fields for VirtualWDTOption {
-    fn decode_field(
-        &mut self,
-        r: &mut x::XmlReader<'_>,
-        name: &str,
-    ) -> Result<bool, x::DecodeError> {
-        let result = match name {
-            "type" => r.read(&mut self.type_),
-            "connectOption" => r.read_opt(&mut self.connect_option),
-            "busSlotOption" => r.read_opt(&mut self.bus_slot_option),
-            "controllerType" => r.read_opt(&mut self.controller_type),
-            "autoAssignController" => r.read_opt(&mut self.auto_assign_controller),
-            "backingOption" => r.read_push(&mut self.backing_option),
-            "defaultBackingOptionIndex" => {
-                r.read_opt(&mut self.default_backing_option_index)
-            }
-            "licensingLimit" => r.read_push(&mut self.licensing_limit),
-            "deprecated" => r.read(&mut self.deprecated),
-            "plugAndPlay" => r.read(&mut self.plug_and_play),
-            "hotRemoveSupported" => r.read_opt(&mut self.hot_remove_supported),
-            "runOnBoot" => r.read(&mut self.run_on_boot),
-            _ => return Ok(false),
-        };
-        x::field_decoded(result)
-    }
-    fn encode_fields(&self, w: &mut x::XmlWriter) {
-        w.write("type", &self.type_);
-        w.write_opt("connectOption", &self.connect_option);
-        w.write_opt("busSlotOption", &self.bus_slot_option);
-        w.write_opt("controllerType", &self.controller_type);
-        w.write_opt("autoAssignController", &self.auto_assign_controller);
-        w.write_vec("backingOption", &self.backing_option);
-        w.write_opt("defaultBackingOptionIndex", &self.default_backing_option_index);
-        w.write_vec("licensingLimit", &self.licensing_limit);
-        w.write("deprecated", &self.deprecated);
-        w.write("plugAndPlay", &self.plug_and_play);
-        w.write_opt("hotRemoveSupported", &self.hot_remove_supported);
-        w.write("runOnBoot", &self.run_on_boot);
     }
 }

@@ -33,6 +33,7 @@ impl x::Fields for Circle {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_opt("color", &self.color);
@@ -85,6 +86,7 @@ impl x::Fields for Drawing {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("type", &self.type_);
         w.write("main", &self.main);
@@ -136,6 +138,7 @@ impl x::Fields for InvalidLogin {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
     }
@@ -165,6 +168,7 @@ impl x::Fields for LocalizedMethodFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("fault", &self.fault);
         w.write_opt("localizedMessage", &self.localized_message);
@@ -194,6 +198,7 @@ impl x::Fields for MethodFault {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write_opt("faultCause", &self.fault_cause);
     }
@@ -225,6 +230,7 @@ impl x::Fields for Shape {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_opt("color", &self.color);
@@ -261,6 +267,7 @@ impl x::Fields for Square {
         };
         x::field_decoded(result)
     }
+    #[cfg_attr(target_os = "linux", link_section = ".text.unlikely.vsphere_client")]
     fn encode_fields(&self, w: &mut x::XmlWriter) {
         w.write("id", &self.id);
         w.write_opt("color", &self.color);
