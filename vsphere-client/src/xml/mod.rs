@@ -13,6 +13,7 @@
 //! - operations implement [`Request`]; [`soap`] wraps them in an envelope and
 //!   decodes the response or the SOAP fault.
 
+mod lexer;
 mod mor;
 mod primitives;
 mod reader;
