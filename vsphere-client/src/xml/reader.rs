@@ -875,7 +875,11 @@ fn append<'a>(text: &mut Cow<'a, str>, part: Cow<'a, str>) {
 /// XML 1.0 end-of-line handling: `\r\n` and a lone `\r` read as `\n`.
 /// Character data as the document means it: line ends normalised (on the
 /// raw text, so a `&#13;` stays a carriage return), then references resolved.
+/// One pass finds out whether either is needed (rarely).
 fn character_data(raw: &str) -> Result<Cow<'_, str>, quick_xml::escape::EscapeError> {
+    if !raw.bytes().any(|b| b == b'\r' || b == b'&') {
+        return Ok(Cow::Borrowed(raw));
+    }
     let text = normalize_line_ends(raw);
     if !text.contains('&') {
         return Ok(text);
@@ -884,6 +888,7 @@ fn character_data(raw: &str) -> Result<Cow<'_, str>, quick_xml::escape::EscapeEr
     Ok(Cow::Owned(unescaped))
 }
 
+/// XML 1.0 end-of-line handling: `\r\n` and a lone `\r` read as `\n`.
 fn normalize_line_ends(text: &str) -> Cow<'_, str> {
     if !text.contains('\r') {
         return Cow::Borrowed(text);
