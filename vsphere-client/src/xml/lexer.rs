@@ -196,9 +196,9 @@ impl<'a> Lexer<'a> {
         let inside = &tag[..close];
         let name_length = inside
             .iter()
-            .position(|&b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+            .position(|&b| is_space(b))
             .unwrap_or(inside.len());
-        if name_length == 0 || !inside[name_length..].iter().all(u8::is_ascii_whitespace) {
+        if name_length == 0 || !inside[name_length..].iter().all(|&b| is_space(b)) {
             return Err(self.error(start, "malformed end tag"));
         }
         self.position = start + 2 + close + 1;
@@ -330,7 +330,7 @@ impl<'a> Iterator for Attributes<'a> {
         let result = split_attribute(rest);
         match result {
             Ok((attribute, after)) => {
-                if !after.first().is_none_or(u8::is_ascii_whitespace) {
+                if !after.first().is_none_or(|&b| is_space(b)) {
                     self.rest = &[];
                     return Some(Err("attributes must be separated by white space"));
                 }
@@ -395,10 +395,15 @@ fn split_attribute(text: &[u8]) -> Result<(Attribute<'_>, &[u8]), &'static str> 
     ))
 }
 
+/// XML's white space (a form feed, say, is not).
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
 fn trim_start(text: &[u8]) -> &[u8] {
     let blank = text
         .iter()
-        .position(|b| !b.is_ascii_whitespace())
+        .position(|&b| !is_space(b))
         .unwrap_or(text.len());
     &text[blank..]
 }
