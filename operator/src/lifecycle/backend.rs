@@ -224,7 +224,9 @@ pub struct ServerIdentity {
 /// its task's reference at once, so it is recorded before it is waited for.
 pub trait Machines: Clone + Send + Sync + 'static {
     /// The VM with this instance UUID. `fresh` asks vCenter directly; otherwise
-    /// an implementation may answer from the Provider's update stream.
+    /// an implementation may answer from the Provider's update stream, but
+    /// only with a VM it has: `None` is always vCenter's own answer (the
+    /// driver clones on it without asking again).
     fn find_vm(
         &self,
         instance_uuid: &str,

@@ -333,13 +333,12 @@ async fn observe<M: Machines>(
             .filter(|vm| vm.instance_uuid.eq_ignore_ascii_case(uuid)),
         None => None,
     };
-    let (vm, authoritative) = match by_ref {
-        Some(vm) => (Some(vm), fresh || !backend.cached()),
-        None => (
-            backend.find_vm(uuid, fresh).await?,
-            fresh || !backend.cached(),
-        ),
+    let vm = match by_ref {
+        Some(vm) => Some(vm),
+        None => backend.find_vm(uuid, fresh).await?,
     };
+    // A cache only ever says "here it is": "no such VM" is vCenter's answer.
+    let authoritative = fresh || !backend.cached() || vm.is_none();
     let task = match status.and_then(|s| s.task.as_ref()) {
         None => None,
         Some(t) => match finished.filter(|f| f.mo_ref == t.mo_ref) {

@@ -119,6 +119,26 @@ async fn clone_power_on_wait_for_ip_then_ready() {
     assert_eq!(mock.calls("clone"), 1);
 }
 
+/// With an update stream, "no such VM" is still vCenter's answer (the cache
+/// only ever says "here it is"), so a new machine costs one look-up by
+/// instance UUID before its clone, not two.
+#[tokio::test]
+async fn a_new_machine_is_looked_up_once_before_its_clone() {
+    let mock = MockMachines::new();
+    mock.stream_cache(true);
+    let mut m = machine("web");
+    m.spec.guest_agent = Some("none".into());
+    let mut store = Store::default();
+    // The second reconcile is a resync of the Ready machine: no look-up at all.
+    for round in ["create", "resync"] {
+        assert_eq!(
+            run(&mut m, false, &mock, &mut store).await.expect(round),
+            Outcome::Ready
+        );
+        assert_eq!((mock.calls("find"), mock.calls("clone")), (1, 1), "{round}");
+    }
+}
+
 #[tokio::test]
 async fn power_off_and_on_again() {
     let mock = MockMachines::new();

@@ -29,6 +29,9 @@ struct State {
     clone_ignores_shape: bool,
     /// Waits that time out (the task 30% further each time) before tasks finish.
     slow_waits: u32,
+    /// Answers `find_vm(_, false)` with a VM it has like an update stream
+    /// would (counted as `cached_find`), and asks "vCenter" (`find`) otherwise.
+    stream_cache: bool,
 }
 
 /// The mock (cheap to clone; clones share the state).
@@ -60,6 +63,11 @@ impl MockMachines {
 
     pub fn clone_ignores_shape(&self, ignore: bool) {
         self.with(|s| s.clone_ignores_shape = ignore);
+    }
+
+    /// Behave like a session with a live update stream (see `Machines::cached`).
+    pub fn stream_cache(&self, on: bool) {
+        self.with(|s| s.stream_cache = on);
     }
 
     /// Every VM, by reference.
@@ -213,20 +221,31 @@ impl Machines for MockMachines {
     async fn find_vm(
         &self,
         instance_uuid: &str,
-        _fresh: bool,
+        fresh: bool,
     ) -> Result<Option<VmFacts>, MachineError> {
-        self.enter("find")?;
-        Ok(self.with(|s| {
+        let lookup = |s: &mut State| {
             s.vms
                 .values()
                 .find(|v| v.instance_uuid == instance_uuid)
                 .cloned()
-        }))
+        };
+        if !fresh && self.with(|s| s.stream_cache) {
+            if let Some(found) = self.with(lookup) {
+                self.enter("cached_find")?;
+                return Ok(Some(found));
+            }
+        }
+        self.enter("find")?;
+        Ok(self.with(lookup))
     }
 
     async fn vm(&self, mo_ref: &str, _fresh: bool) -> Result<Option<VmFacts>, MachineError> {
         self.enter("vm")?;
         Ok(self.with(|s| s.vms.get(mo_ref).cloned()))
+    }
+
+    fn cached(&self) -> bool {
+        self.with(|s| s.stream_cache)
     }
 
     async fn task(&self, mo_ref: &str) -> Result<Option<TaskFacts>, MachineError> {

@@ -1,7 +1,7 @@
 //! [`Machines`] on a real vCenter session, with `vsphere-client`.
 //!
-//! Calls per VM: the lookup by instance UUID is `FindByUuid` plus one
-//! `RetrievePropertiesEx`; a clone reads the template's devices and calls
+//! Calls per VM: the lookup by instance UUID is `FindByUuid` (plus one
+//! `RetrievePropertiesEx` when it finds the VM); a clone reads the template's devices and calls
 //! `CloneVM_Task`; each power or reconfigure operation is one task call; tasks
 //! are waited for through the client's one shared task filter. Placement
 //! (folder, resource pool, datastores, port groups) is resolved once per
