@@ -119,6 +119,8 @@ pub(crate) struct TransportConfig {
     pub max_response_size: u64,
     pub retry: RetryConfig,
     pub concurrency_limit: Option<usize>,
+    /// Response buffers reused from call to call.
+    pub body_buffers: Arc<BodyBuffers>,
 }
 
 pub(crate) type SoapService = BoxCloneSyncService<SoapCall, SoapReply, Error>;
@@ -137,6 +139,7 @@ pub(crate) fn build_stack(
         url: Arc::new(config.url.clone()),
         max_response_size: config.max_response_size,
         default_timeout: config.call_timeout,
+        body_buffers: config.body_buffers.clone(),
     };
     let policy = RetryPolicy::new(&config.retry)?;
     let stack = ServiceBuilder::new()
@@ -233,6 +236,7 @@ pub(crate) struct HttpService {
     max_response_size: u64,
     /// Per-attempt timeout of calls that bring none.
     default_timeout: Option<Duration>,
+    body_buffers: Arc<BodyBuffers>,
 }
 
 impl Service<SoapCall> for HttpService {
@@ -321,7 +325,8 @@ impl HttpService {
             .get_all(SET_COOKIE)
             .iter()
             .find_map(|v| v.to_str().ok().and_then(parse_session_cookie));
-        let body = read_limited(response, self.max_response_size, url).await?;
+        let buffer = self.body_buffers.take();
+        let body = read_limited(response, buffer, self.max_response_size, url).await?;
         if tracing::enabled!(target: WIRE_LOG_TARGET, tracing::Level::TRACE) {
             let mut secrets: Vec<&Secret> = call.secrets.iter().collect();
             secrets.extend(call.cookie.as_ref());
@@ -342,10 +347,56 @@ impl HttpService {
     }
 }
 
-/// Reads a body chunk by chunk, failing as soon as it passes `limit`, so a
-/// huge or endless body never gets buffered.
+/// Response body buffers kept from one call for the next.
+///
+/// A paged retrieval reads one large body after another (about 700 KB per
+/// 100 VMs with their devices). Grown afresh for each, a body buffer went
+/// through every doubling up to 1 MB, and the allocator's heap ended up
+/// fragmented by those transient blocks: `vsphere walk` over 1,000 VMs held
+/// 6.3 MB of heap for 3.3 MB live. A buffer given back after decoding is
+/// reused as it is.
+#[derive(Default)]
+pub(crate) struct BodyBuffers {
+    free: std::sync::Mutex<Vec<BytesMut>>,
+}
+
+impl BodyBuffers {
+    /// Buffers kept (concurrent calls beyond this allocate their own).
+    const KEEP: usize = 2;
+    /// A buffer grown past this (a rare huge response) is not kept.
+    const KEEP_CAPACITY: usize = 8 << 20;
+
+    /// A buffer to read a body into (empty, with whatever capacity it has).
+    pub(crate) fn take(&self) -> BytesMut {
+        self.free
+            .lock()
+            .ok()
+            .and_then(|mut free| free.pop())
+            .unwrap_or_default()
+    }
+
+    /// Gives a decoded body back, if nothing else holds it.
+    pub(crate) fn give_back(&self, body: Bytes) {
+        let Ok(mut buffer) = body.try_into_mut() else {
+            return;
+        };
+        if buffer.capacity() > Self::KEEP_CAPACITY {
+            return;
+        }
+        buffer.clear();
+        if let Ok(mut free) = self.free.lock() {
+            if free.len() < Self::KEEP {
+                free.push(buffer);
+            }
+        }
+    }
+}
+
+/// Reads a body chunk by chunk into `body` (emptied first), failing as soon
+/// as it passes `limit`, so a huge or endless body never gets buffered.
 pub(crate) async fn read_limited(
     mut response: reqwest::Response,
+    mut body: BytesMut,
     limit: u64,
     url: &str,
 ) -> Result<Bytes, Error> {
@@ -363,7 +414,8 @@ pub(crate) async fn read_limited(
         .unwrap_or(0)
         .min(limit)
         .min(1 << 20);
-    let mut body = BytesMut::with_capacity(initial as usize);
+    body.clear();
+    body.reserve(initial as usize);
     while let Some(chunk) = response.chunk().await.map_err(|e| from_reqwest(e, url))? {
         if (body.len() + chunk.len()) as u64 > limit {
             return Err(too_large());
@@ -389,6 +441,48 @@ pub(crate) async fn send(service: &SoapService, call: SoapCall) -> Result<SoapRe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_decoded_body_buffer_is_reused_by_the_next_call() {
+        let buffers = BodyBuffers::default();
+        let mut first = buffers.take();
+        first.extend_from_slice(&[b'x'; 700_000]);
+        let capacity = first.capacity();
+        buffers.give_back(first.freeze());
+        let again = buffers.take();
+        assert!(again.is_empty());
+        assert_eq!(again.capacity(), capacity, "the same buffer, not a new one");
+        // It was the only one kept: the next call starts a new buffer.
+        assert_eq!(buffers.take().capacity(), 0);
+    }
+
+    #[test]
+    fn a_body_still_held_elsewhere_or_huge_is_not_kept() {
+        let buffers = BodyBuffers::default();
+        let mut held = BytesMut::new();
+        held.extend_from_slice(b"<soap/>");
+        let held = held.freeze();
+        let other = held.clone();
+        buffers.give_back(held);
+        assert_eq!(buffers.take().capacity(), 0, "shared: not reused");
+        assert_eq!(
+            &other[..],
+            b"<soap/>",
+            "the other holder's bytes are intact"
+        );
+
+        let huge = BytesMut::with_capacity(BodyBuffers::KEEP_CAPACITY + 1);
+        buffers.give_back(huge.freeze());
+        assert_eq!(buffers.take().capacity(), 0, "huge: not kept");
+
+        for _ in 0..BodyBuffers::KEEP + 1 {
+            buffers.give_back(BytesMut::with_capacity(64).freeze());
+        }
+        let kept = std::iter::from_fn(|| Some(buffers.take()))
+            .take_while(|b| b.capacity() > 0)
+            .count();
+        assert_eq!(kept, BodyBuffers::KEEP);
+    }
 
     #[test]
     fn session_cookie_is_found_in_set_cookie() {

@@ -264,6 +264,7 @@ impl ClientBuilder {
             max_response_size: self.max_response_size,
             retry: self.retry.clone(),
             concurrency_limit: self.concurrency_limit,
+            body_buffers: Default::default(),
         };
         let service = transport::build_stack(http.clone(), &transport_config)?;
 
@@ -340,11 +341,14 @@ async fn fetch_server_version(
         return Ok(None);
     }
     // The document is a few hundred bytes; refuse to read a huge one.
-    let body = match transport::read_limited(response, 1 << 20, versions_url.as_str()).await {
-        Ok(body) => body,
-        Err(e) if e.kind() == ErrorKind::BodyTooLarge => return Ok(None),
-        Err(e) => return Err(e),
-    };
+    let body =
+        match transport::read_limited(response, Default::default(), 1 << 20, versions_url.as_str())
+            .await
+        {
+            Ok(body) => body,
+            Err(e) if e.kind() == ErrorKind::BodyTooLarge => return Ok(None),
+            Err(e) => return Err(e),
+        };
     let version = version::parse_service_versions(&String::from_utf8_lossy(&body));
     tracing::debug!(server_version = ?version, "read vimServiceVersions.xml");
     Ok(version)

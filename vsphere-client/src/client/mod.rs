@@ -252,6 +252,10 @@ impl Client {
             self.inner.session.adopt_cookie(cookie);
         }
         let result = response::decode::<R>(&reply, self.inner.url.as_str());
+        self.inner
+            .transport_config
+            .body_buffers
+            .give_back(reply.body);
         if result.is_ok() {
             self.inner.session.touch();
         }

@@ -186,7 +186,7 @@ impl Transport {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = read_limited(response, self.max_response_size, url).await?;
+        let body = read_limited(response, Default::default(), self.max_response_size, url).await?;
         if wire {
             let text = if call.log_response_body {
                 self.redacted(&body, session)
