@@ -653,7 +653,10 @@ fn decode_retrieve_result<T: ManagedObject>(
             r.skip()?;
             continue;
         }
-        while let Some(child) = r.next_child()? {
+        loop {
+            // Where this child starts (for the size of the first object).
+            let start = r.remaining();
+            let Some(child) = r.next_child()? else { break };
             match child {
                 "token" => {
                     let token = r.read_text()?.trim().to_string();
@@ -661,8 +664,16 @@ fn decode_retrieve_result<T: ManagedObject>(
                 }
                 "objects" => {
                     let (object, missing) = decode_object_content::<T>(r, &mut cache)?;
+                    if page.objects.is_empty() {
+                        let first = start.saturating_sub(r.remaining());
+                        reserve_like_first(&mut page.objects, first, r.remaining());
+                    }
                     if !missing.properties.is_empty() {
                         page.missing.push(missing);
+                    }
+                    if page.objects.len() == page.objects.capacity() {
+                        // Past the estimate: a quarter more, not twice as much.
+                        page.objects.reserve_exact(page.objects.len() / 4 + 1);
                     }
                     page.objects.push(object);
                 }
@@ -671,6 +682,20 @@ fn decode_retrieve_result<T: ManagedObject>(
         }
     }
     Ok(page)
+}
+
+/// Sizes a page's list after its first object, which took `first_bytes` of
+/// the body with `rest_bytes` to go: the objects of a page are much alike,
+/// and a list grown by doubling copies itself each time (`mo::VirtualMachine`
+/// is 6.6 KB: a 100-VM page grew to room for 128, 850 KB, copying 420 KB on
+/// the way). A sixteenth more for objects a little larger than the first.
+/// Capped, so a hostile body cannot make it reserve much.
+fn reserve_like_first<T>(objects: &mut Vec<T>, first_bytes: usize, rest_bytes: usize) {
+    const MAX_RESERVED_BYTES: usize = 8 << 20;
+    let rest = rest_bytes / first_bytes.max(1);
+    let estimate = 1 + rest + rest / 16;
+    let cap = MAX_RESERVED_BYTES / std::mem::size_of::<T>().max(1);
+    objects.reserve(estimate.min(cap));
 }
 
 /// Reads one `ObjectContent` (just entered) into a `T`.
@@ -733,6 +758,55 @@ mod tests {
             Ok(page) => page,
             Err(e) => panic!("{e:?}"),
         }
+    }
+
+    #[test]
+    fn a_page_list_is_sized_from_its_first_object_not_grown_by_doubling() {
+        let objects: String = (0..100)
+            .map(|i| {
+                format!(
+                    r#"<objects><obj type="VirtualMachine">vm-{i:03}</obj><propSet><name>name</name><val xsi:type="xsd:string">vm {i:03}</val></propSet></objects>"#
+                )
+            })
+            .collect();
+        let page = decode(&format!(
+            "<RetrievePropertiesExResponse><returnval><token>t</token>{objects}</returnval></RetrievePropertiesExResponse>"
+        ));
+        assert_eq!(page.objects.len(), 100);
+        assert_eq!(page.objects[99].name.as_deref(), Some("vm 099"));
+        // Doubling would have left room for 128.
+        assert!(
+            (100..=110).contains(&page.objects.capacity()),
+            "capacity {}",
+            page.objects.capacity()
+        );
+
+        // A first object larger than the rest: the list grows by quarters.
+        let objects: String = (0..100)
+            .map(|i| {
+                let name = if i == 0 { "a".repeat(200) } else { "b".to_string() };
+                format!(
+                    r#"<objects><obj type="VirtualMachine">vm-{i:03}</obj><propSet><name>name</name><val xsi:type="xsd:string">{name}</val></propSet></objects>"#
+                )
+            })
+            .collect();
+        let page = decode(&format!(
+            "<RetrievePropertiesExResponse><returnval>{objects}</returnval></RetrievePropertiesExResponse>"
+        ));
+        assert_eq!(page.objects.len(), 100);
+        assert!(
+            (100..=125).contains(&page.objects.capacity()),
+            "capacity {}",
+            page.objects.capacity()
+        );
+    }
+
+    #[test]
+    fn a_tiny_first_object_cannot_make_a_page_reserve_much() {
+        let mut objects: Vec<mo::VirtualMachine> = Vec::new();
+        reserve_like_first(&mut objects, 1, 1 << 30);
+        let reserved = objects.capacity() * std::mem::size_of::<mo::VirtualMachine>();
+        assert!(reserved <= 8 << 20, "{reserved} bytes reserved");
     }
 
     #[test]

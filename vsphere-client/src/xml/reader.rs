@@ -191,6 +191,11 @@ impl<'a> XmlReader<'a> {
         }
     }
 
+    /// How many bytes of the input are still to read.
+    pub fn remaining(&self) -> usize {
+        self.input.len().saturating_sub(self.lexer.position())
+    }
+
     /// The registry used for `anyType` values.
     pub fn registry(&self) -> &'static Registry {
         self.registry
