@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
 fn decode_registry_type(data: &[u8]) {
     let Some((index, body)) = data.split_first_chunk::<2>() else { return };
     let registry: &'static Registry = vsphere_client::fuzzing_registry();
-    let decoders: Vec<_> = registry.iter().filter_map(|t| t.decode).collect();
+    let decoders: Vec<_> = registry.iter().filter_map(|t| t.decode()).collect();
     if decoders.is_empty() {
         return;
     }

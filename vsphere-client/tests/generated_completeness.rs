@@ -168,11 +168,11 @@ fn every_type_field_enum_value_and_operation_is_generated() {
             missing.push(format!("type {name}"));
             continue;
         };
-        if info.kind != TypeKind::Structure {
+        if info.kind() != TypeKind::Structure {
             missing.push(format!("type {name} is not a structure"));
         }
         for field in fields {
-            if !info.fields.iter().any(|f| f.name == field) {
+            if !info.fields().any(|f| f.name == field) {
                 missing.push(format!("field {name}.{field}"));
             }
             // The XML name is kept as a literal in the decoder and encoder.
@@ -194,7 +194,10 @@ fn every_type_field_enum_value_and_operation_is_generated() {
             missing.push(format!("enum {name}"));
             continue;
         };
-        let Some(decode) = info.decode else {
+        if !info.values().eq(values.iter().map(String::as_str)) {
+            missing.push(format!("enum {name}'s values in the registry"));
+        }
+        let Some(decode) = info.decode() else {
             missing.push(format!("enum {name} has no decoder"));
             continue;
         };

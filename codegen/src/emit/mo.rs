@@ -82,7 +82,7 @@ pub(crate) fn emit(
         "/// Resolves a property path on a managed object type to the field it names:\n\
          /// `property_type(\"VirtualMachine\", \"runtime.powerState\")` is the\n\
          /// `VirtualMachinePowerState` field `powerState`.\n\
-         pub fn property_type(mo_type: &str, path: &str) -> Result<&'static x::FieldInfo, x::PropertyPathError> {\n    \
+         pub fn property_type(mo_type: &str, path: &str) -> Result<x::FieldInfo, x::PropertyPathError> {\n    \
          MANAGED_OBJECTS.resolve_path(&super::REGISTRY, mo_type, path)\n}\n",
     );
     root.push_str("\nuse crate::xml as x;\n\n");

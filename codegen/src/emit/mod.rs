@@ -85,26 +85,40 @@ pub(crate) fn pack(items: Vec<Item>) -> Vec<(String, Vec<String>)> {
 
 /// [`pack`] with another file size budget.
 pub(crate) fn pack_with(items: Vec<Item>, max_bytes: usize) -> Vec<(String, Vec<String>)> {
+    let sized = items
+        .into_iter()
+        .map(|item| {
+            let size = item.code.len();
+            (item.group, item.code, size)
+        })
+        .collect();
+    pack_sized(sized, max_bytes)
+}
+
+/// [`pack_with`] for any items `(group, item, size in bytes)`.
+pub(crate) fn pack_sized<T>(
+    items: Vec<(String, T, usize)>,
+    max_bytes: usize,
+) -> Vec<(String, Vec<T>)> {
     let min_bytes = max_bytes / 3;
     // Count files per group first, to know which names need a number.
-    let mut files: Vec<(Vec<String>, Vec<String>, usize)> = Vec::new(); // groups, codes, size
-    for item in items {
-        let size = item.code.len();
+    let mut files: Vec<(Vec<String>, Vec<T>, usize)> = Vec::new(); // groups, items, size
+    for (group, item, size) in items {
         let start_new = match files.last() {
             None => true,
             Some((groups, _, current)) => {
-                let same_group = groups.last() == Some(&item.group);
+                let same_group = groups.last() == Some(&group);
                 current + size > max_bytes || (!same_group && *current >= min_bytes)
             }
         };
         if start_new {
-            files.push((vec![item.group.clone()], Vec::new(), 0));
+            files.push((vec![group.clone()], Vec::new(), 0));
         }
         let last = files.last_mut().expect("a file was just pushed");
-        if last.0.last() != Some(&item.group) {
-            last.0.push(item.group.clone());
+        if last.0.last() != Some(&group) {
+            last.0.push(group);
         }
-        last.1.push(item.code);
+        last.1.push(item);
         last.2 += size;
     }
     // A file of several groups is named after its first and last.
@@ -184,19 +198,21 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     modules.push("pub mod types;".into());
 
     // registry/: the xsi:type registry with inheritance and field tables.
-    let registry_files = registry::emit(model, plan, &mut out.counts)?;
+    let registry = registry::emit(model, plan, &header, &mut out.counts)?;
     let mut registry_mod = format!(
         "{header}//! The `xsi:type` registry: every schema type, its base and its fields.\n\n"
     );
     let mut chunk_paths = Vec::new();
-    for (name, code) in registry_files {
+    for (name, code) in registry.chunks {
         writeln!(registry_mod, "mod {name};").ok();
-        chunk_paths.push(format!("registry::{name}::TYPES"));
+        chunk_paths.push(format!("&registry::{name}::CHUNK"));
         out.files.insert(
             format!("registry/{name}.rs"),
             format!("{header}\n#[allow(unused_imports)]\nuse super::super::types::*;\nuse crate::xml as x;\n\n{code}"),
         );
     }
+    out.files
+        .insert("registry/names.txt".into(), registry.names);
     // The chunk list is read by the crate root, so chunks are reachable from it.
     registry_mod = registry_mod.replace("\nmod ", "\npub(super) mod ");
     out.files.insert("registry/mod.rs".into(), registry_mod);
@@ -247,7 +263,7 @@ pub fn generate(model: &Model, plan: &Plan, bundle_sha256: &str) -> Result<Outpu
     write!(
         root,
         "\n/// Every schema type by XML name: `xsi:type` decoding, inheritance, fields.\n\
-         pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(&[\n    {chunks},\n]);\n"
+         pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(\n    include_str!(\"registry/names.txt\"),\n    &[\n    {chunks},\n],\n);\n"
     )
     .ok();
     out.files.insert("mod.rs".into(), root);

@@ -232,7 +232,7 @@ fn decode_group<T: ManagedObject>(
         .ok_or_else(|| invalid(format!("{} has no property {top}", T::TYPE_NAME)))?;
     let decode = REGISTRY
         .get(field.type_name)
-        .and_then(|t| t.decode)
+        .and_then(|t| t.decode())
         .ok_or_else(|| invalid(format!("{top} of type {} has no fields", field.type_name)))?;
 
     let mut doc = Vec::with_capacity(

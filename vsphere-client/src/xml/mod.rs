@@ -29,6 +29,8 @@ pub use schema::{
     DecodeObjectFn, FieldInfo, ManagedObjectInfo, ManagedObjectType, ManagedObjects, Occurs,
     PropertyPathError, Registry, TypeInfo, TypeKind,
 };
+#[doc(hidden)]
+pub use schema::{FieldEntry, Name, RegistryChunk, TypeEntry};
 pub use value::{
     any_from_value, as_dyn, decode_boxed, downcast_box, from_property, into_dyn, DataObject,
     FromValue, Value, ValueTypeError,

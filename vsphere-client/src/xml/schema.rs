@@ -76,72 +76,263 @@ impl FieldInfo {
     }
 }
 
-/// One schema type.
+/// All schema types: the registry the generator emits.
+///
+/// The tables hold no pointers (names are offsets into one string table,
+/// fields and values are index ranges), only the per-type decoders are
+/// function pointers. In a position-independent executable every page of
+/// static data that holds a pointer is written at start-up to relocate it,
+/// and stays in memory for the process's life: with `&'static str` names
+/// the registry was 0.8 MB of such pages in every process using the crate.
+/// These tables stay clean, read from the binary only where a lookup goes.
+///
+/// Types come in chunks (one per generated file, so no file holds the whole
+/// table), each sorted by name and together in name order.
+#[derive(Debug, Clone, Copy)]
+pub struct Registry {
+    names: &'static str,
+    chunks: &'static [&'static RegistryChunk],
+}
+
+/// A name of a registry table: its offset and length in the string table
+/// (`offset << 8 | length`). Generated; not for use outside the registry.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Name(pub u32);
+
+impl Name {
+    /// No name (a type without base).
+    pub const NONE: Name = Name(0);
+
+    fn resolve(self, names: &'static str) -> &'static str {
+        let start = (self.0 >> 8) as usize;
+        let len = (self.0 & 0xff) as usize;
+        names.get(start..start + len).unwrap_or_default()
+    }
+}
+
+/// One type of a chunk. Generated.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct TypeEntry {
+    name: Name,
+    base: Name,
+    kind: TypeKind,
+    /// First field (structures, arrays) or value (enumerations) in the chunk's tables.
+    first: u32,
+    count: u16,
+}
+
+impl TypeEntry {
+    pub const fn structure(name: Name, base: Name, first: u32, count: u16) -> Self {
+        TypeEntry {
+            name,
+            base,
+            kind: TypeKind::Structure,
+            first,
+            count,
+        }
+    }
+
+    pub const fn enumeration(name: Name, first: u32, count: u16) -> Self {
+        TypeEntry {
+            name,
+            base: Name::NONE,
+            kind: TypeKind::Enumeration,
+            first,
+            count,
+        }
+    }
+
+    pub const fn array(name: Name, first: u32) -> Self {
+        TypeEntry {
+            name,
+            base: Name::NONE,
+            kind: TypeKind::Array,
+            first,
+            count: 1,
+        }
+    }
+}
+
+/// One field of a chunk's field table. Generated.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct FieldEntry {
+    name: Name,
+    type_name: Name,
+    occurs: Occurs,
+}
+
+impl FieldEntry {
+    pub const fn required(name: Name, type_name: Name) -> Self {
+        FieldEntry {
+            name,
+            type_name,
+            occurs: Occurs::Required,
+        }
+    }
+
+    pub const fn optional(name: Name, type_name: Name) -> Self {
+        FieldEntry {
+            name,
+            type_name,
+            occurs: Occurs::Optional,
+        }
+    }
+
+    pub const fn repeated(name: Name, type_name: Name) -> Self {
+        FieldEntry {
+            name,
+            type_name,
+            occurs: Occurs::Repeated,
+        }
+    }
+}
+
+/// The types of one generated file. Generated.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct RegistryChunk {
+    /// Sorted by name.
+    pub types: &'static [TypeEntry],
+    /// The decoder of each type, by the same index (`None` for request types
+    /// and arrays of primitives).
+    pub decoders: &'static [Option<DecodeObjectFn>],
+    pub fields: &'static [FieldEntry],
+    pub values: &'static [Name],
+}
+
+/// One schema type: a view into the registry's tables.
 #[derive(Clone, Copy)]
 pub struct TypeInfo {
+    names: &'static str,
+    chunk: &'static RegistryChunk,
+    entry: &'static TypeEntry,
+    index: usize,
+}
+
+impl TypeInfo {
     /// The XML type name.
-    pub name: &'static str,
+    pub fn name(&self) -> &'static str {
+        self.entry.name.resolve(self.names)
+    }
+
     /// The base type, if the type extends one.
-    pub base: Option<&'static str>,
+    pub fn base(&self) -> Option<&'static str> {
+        (self.entry.base != Name::NONE).then(|| self.entry.base.resolve(self.names))
+    }
+
     /// Structure, enumeration or array.
-    pub kind: TypeKind,
-    /// The type's own fields, in schema order (inherited ones are the base's).
-    pub fields: &'static [FieldInfo],
-    /// The enumeration's values (empty for other kinds).
-    pub values: &'static [&'static str],
+    pub fn kind(&self) -> TypeKind {
+        self.entry.kind
+    }
+
+    /// The type's own fields, in schema order (inherited ones are the
+    /// base's); an array's single field is its item. None for enumerations.
+    pub fn fields(&self) -> impl ExactSizeIterator<Item = FieldInfo> + 'static {
+        let entries = match self.entry.kind {
+            TypeKind::Enumeration => &[][..],
+            _ => self.range(self.chunk.fields),
+        };
+        let names = self.names;
+        entries.iter().map(move |f| FieldInfo {
+            name: f.name.resolve(names),
+            type_name: f.type_name.resolve(names),
+            occurs: f.occurs,
+        })
+    }
+
+    /// The enumeration's values (none for other kinds).
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &'static str> + 'static {
+        let values = match self.entry.kind {
+            TypeKind::Enumeration => self.range(self.chunk.values),
+            _ => &[][..],
+        };
+        let names = self.names;
+        values.iter().map(move |v| v.resolve(names))
+    }
+
     /// Decodes an element of this type into a boxed value, for `xsd:anyType`
     /// slots. `None` for types that never appear there (request types).
-    pub decode: Option<DecodeObjectFn>,
+    pub fn decode(&self) -> Option<DecodeObjectFn> {
+        self.chunk.decoders.get(self.index).copied().flatten()
+    }
+
+    fn range<T>(&self, table: &'static [T]) -> &'static [T] {
+        let start = self.entry.first as usize;
+        table
+            .get(start..start + usize::from(self.entry.count))
+            .unwrap_or_default()
+    }
+
+    fn field(&self, name: &str) -> Option<FieldInfo> {
+        self.fields().find(|f| f.name == name)
+    }
 }
 
 impl fmt::Debug for TypeInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TypeInfo")
-            .field("name", &self.name)
-            .field("base", &self.base)
-            .field("kind", &self.kind)
-            .field("fields", &self.fields)
-            .field("values", &self.values)
+            .field("name", &self.name())
+            .field("base", &self.base())
+            .field("kind", &self.kind())
+            .field("fields", &self.fields().collect::<Vec<_>>())
+            .field("values", &self.values().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
 
-/// All schema types, in chunks that are each sorted by name and together in
-/// name order (one chunk per generated file, so no file holds the whole table).
-#[derive(Debug, Clone, Copy)]
-pub struct Registry {
-    chunks: &'static [&'static [TypeInfo]],
-}
-
 impl Registry {
     /// A registry knowing no type: every `anyType` object decodes as `Value::Unknown`.
-    pub const EMPTY: Registry = Registry { chunks: &[] };
+    pub const EMPTY: Registry = Registry {
+        names: "",
+        chunks: &[],
+    };
 
-    /// A registry over sorted, non-overlapping, non-empty chunks.
-    pub const fn new(chunks: &'static [&'static [TypeInfo]]) -> Self {
-        Registry { chunks }
+    /// A registry over the string table `names` and sorted, non-overlapping,
+    /// non-empty chunks.
+    #[doc(hidden)]
+    pub const fn new(names: &'static str, chunks: &'static [&'static RegistryChunk]) -> Self {
+        Registry { names, chunks }
+    }
+
+    fn info(&self, chunk: &'static RegistryChunk, index: usize) -> Option<TypeInfo> {
+        Some(TypeInfo {
+            names: self.names,
+            chunk,
+            entry: chunk.types.get(index)?,
+            index,
+        })
     }
 
     /// The type named `name`.
-    pub fn get(&self, name: &str) -> Option<&'static TypeInfo> {
-        let after = self
-            .chunks
-            .partition_point(|chunk| chunk.first().is_some_and(|t| t.name <= name));
-        let chunk: &'static [TypeInfo] = self.chunks.get(after.checked_sub(1)?)?;
-        chunk
-            .binary_search_by(|t| t.name.cmp(name))
-            .ok()
-            .map(|i| &chunk[i])
+    pub fn get(&self, name: &str) -> Option<TypeInfo> {
+        let names = self.names;
+        let after = self.chunks.partition_point(|chunk| {
+            chunk
+                .types
+                .first()
+                .is_some_and(|t| t.name.resolve(names) <= name)
+        });
+        let chunk: &'static RegistryChunk = self.chunks.get(after.checked_sub(1)?)?;
+        let index = chunk
+            .types
+            .binary_search_by(|t| t.name.resolve(names).cmp(name))
+            .ok()?;
+        self.info(chunk, index)
     }
 
     /// Every type, in name order.
-    pub fn iter(&self) -> impl Iterator<Item = &'static TypeInfo> {
-        self.chunks.iter().flat_map(|chunk| chunk.iter())
+    pub fn iter(&self) -> impl Iterator<Item = TypeInfo> + '_ {
+        self.chunks.iter().flat_map(move |chunk| {
+            (0..chunk.types.len()).filter_map(move |index| self.info(chunk, index))
+        })
     }
 
     /// How many types are registered.
     pub fn len(&self) -> usize {
-        self.chunks.iter().map(|c| c.len()).sum()
+        self.chunks.iter().map(|c| c.types.len()).sum()
     }
 
     /// Whether no type is registered.
@@ -151,7 +342,7 @@ impl Registry {
 
     /// The base type of `name`.
     pub fn base_of(&self, name: &str) -> Option<&'static str> {
-        self.get(name)?.base
+        self.get(name)?.base()
     }
 
     /// Whether `name` is `ancestor` or derives from it.
@@ -169,20 +360,19 @@ impl Registry {
     }
 
     /// The field `field` of type `name`, own or inherited.
-    pub fn field(&self, name: &str, field: &str) -> Option<&'static FieldInfo> {
-        let mut current = Some(name);
+    pub fn field(&self, name: &str, field: &str) -> Option<FieldInfo> {
+        let mut info = self.get(name)?;
         for _ in 0..64 {
-            let info = self.get(current?)?;
-            if let Some(found) = info.fields.iter().find(|f| f.name == field) {
+            if let Some(found) = info.field(field) {
                 return Some(found);
             }
-            current = info.base;
+            info = self.get(info.base()?)?;
         }
         None
     }
 
     /// All fields of type `name`, inherited ones first (the wire order).
-    pub fn all_fields(&self, name: &str) -> Vec<&'static FieldInfo> {
+    pub fn all_fields(&self, name: &str) -> Vec<FieldInfo> {
         let mut chain = Vec::new();
         let mut current = Some(name);
         while let Some(ty) = current {
@@ -191,9 +381,9 @@ impl Registry {
             if chain.len() > 64 {
                 break;
             }
-            current = info.base;
+            current = info.base();
         }
-        chain.iter().rev().flat_map(|t| t.fields.iter()).collect()
+        chain.iter().rev().flat_map(|t| t.fields()).collect()
     }
 }
 
@@ -316,14 +506,15 @@ impl ManagedObjects {
         registry: &Registry,
         mo_type: &str,
         path: &str,
-    ) -> Result<&'static FieldInfo, PropertyPathError> {
+    ) -> Result<FieldInfo, PropertyPathError> {
         if self.get(mo_type).is_none() {
             return Err(PropertyPathError::UnknownManagedObject(mo_type.to_string()));
         }
         let mut segments = path.split('.');
         let first = segments.next().unwrap_or_default();
         let mut field =
-            self.property(mo_type, first)
+            *self
+                .property(mo_type, first)
                 .ok_or_else(|| PropertyPathError::UnknownProperty {
                     type_name: mo_type.to_string(),
                     segment: first.to_string(),
@@ -333,7 +524,7 @@ impl ManagedObjects {
             let traversable = field.occurs != Occurs::Repeated
                 && registry
                     .get(field.type_name)
-                    .is_some_and(|t| t.kind == TypeKind::Structure);
+                    .is_some_and(|t| t.kind() == TypeKind::Structure);
             if !traversable {
                 let type_name = if field.occurs == Occurs::Repeated {
                     format!("{}[]", field.type_name)
@@ -354,5 +545,76 @@ impl ManagedObjects {
             consumed += 1 + segment.len();
         }
         Ok(field)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `name` in `NAMES` as the generator encodes it.
+    fn n(name: &str) -> Name {
+        let at = NAMES.find(&format!("\n{name}\n")).expect("in the table") + 1;
+        Name((at as u32) << 8 | name.len() as u32)
+    }
+
+    const NAMES: &str = "// header\nBase\nColor\nDerived\nid\nint\nred\nsize\nstring\n";
+
+    fn registry() -> Registry {
+        let chunk: &'static RegistryChunk = Box::leak(Box::new(RegistryChunk {
+            types: Box::leak(Box::new([
+                TypeEntry::structure(n("Base"), Name::NONE, 0, 1),
+                TypeEntry::enumeration(n("Color"), 0, 1),
+            ])),
+            decoders: &[None, None],
+            fields: Box::leak(Box::new([FieldEntry::required(n("id"), n("string"))])),
+            values: Box::leak(Box::new([n("red")])),
+        }));
+        let second: &'static RegistryChunk = Box::leak(Box::new(RegistryChunk {
+            types: Box::leak(Box::new([TypeEntry::structure(
+                n("Derived"),
+                n("Base"),
+                0,
+                1,
+            )])),
+            decoders: &[None],
+            fields: Box::leak(Box::new([FieldEntry::repeated(n("size"), n("int"))])),
+            values: &[],
+        }));
+        Registry::new(NAMES, Box::leak(Box::new([chunk, second])))
+    }
+
+    #[test]
+    fn names_fields_values_and_bases_read_back_from_the_tables() {
+        let registry = registry();
+        assert_eq!(registry.len(), 3);
+        let names: Vec<&str> = registry.iter().map(|t| t.name()).collect();
+        assert_eq!(names, ["Base", "Color", "Derived"]);
+
+        let derived = registry.get("Derived").expect("Derived");
+        assert_eq!(
+            (derived.base(), derived.kind()),
+            (Some("Base"), TypeKind::Structure)
+        );
+        assert_eq!(
+            registry.all_fields("Derived"),
+            [
+                FieldInfo::required("id", "string"),
+                FieldInfo::repeated("size", "int")
+            ]
+        );
+        assert_eq!(
+            registry.field("Derived", "id"),
+            Some(FieldInfo::required("id", "string"))
+        );
+        assert!(registry.is_subtype_of("Derived", "Base"));
+        assert!(!registry.is_subtype_of("Base", "Derived"));
+
+        let color = registry.get("Color").expect("Color");
+        assert_eq!(color.values().collect::<Vec<_>>(), ["red"]);
+        assert_eq!(color.fields().len(), 0, "an enumeration has no fields");
+        assert_eq!(registry.get("Base").map(|b| b.base()), Some(None));
+        assert!(registry.get("Missing").is_none() && registry.get("").is_none());
+        assert!(Registry::EMPTY.get("Base").is_none());
     }
 }

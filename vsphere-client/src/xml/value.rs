@@ -372,7 +372,7 @@ impl Decode for Value {
             "ArrayOfBase64Binary" => Value::ArrayOfBase64Binary(read_items(r)?),
             "ArrayOfManagedObjectReference" => Value::ArrayOfManagedObjectReference(read_items(r)?),
             "ArrayOfAnyType" => Value::ArrayOfAnyType(read_items(r)?),
-            _ => match r.registry().get(&type_name).and_then(|t| t.decode) {
+            _ => match r.registry().get(&type_name).and_then(|t| t.decode()) {
                 Some(decode) => Value::Object(decode(r)?),
                 None => Value::Unknown {
                     raw_xml: raw_content(r)?,

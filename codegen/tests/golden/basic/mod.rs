@@ -9,6 +9,9 @@ pub mod mo;
 mod thread_safety;
 
 /// Every schema type by XML name: `xsi:type` decoding, inheritance, fields.
-pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(&[
-    registry::a_to_w::TYPES,
-]);
+pub static REGISTRY: crate::xml::Registry = crate::xml::Registry::new(
+    include_str!("registry/names.txt"),
+    &[
+    &registry::a_to_w::CHUNK,
+],
+);

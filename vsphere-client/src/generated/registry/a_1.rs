@@ -4,3146 +4,1300 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "AbandonHciWorkflowRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AbdicateDomOwnershipRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("uuids", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AbortCustomizationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AboutInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("fullName", "string"),
-            x::FieldInfo::required("vendor", "string"),
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::optional("patchLevel", "string"),
-            x::FieldInfo::required("build", "string"),
-            x::FieldInfo::optional("localeVersion", "string"),
-            x::FieldInfo::optional("localeBuild", "string"),
-            x::FieldInfo::required("osType", "string"),
-            x::FieldInfo::required("productLineId", "string"),
-            x::FieldInfo::required("apiType", "string"),
-            x::FieldInfo::required("apiVersion", "string"),
-            x::FieldInfo::optional("instanceUuid", "string"),
-            x::FieldInfo::optional("licenseProductName", "string"),
-            x::FieldInfo::optional("licenseProductVersion", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AboutInfo>),
-    },
-    x::TypeInfo {
-        name: "AccountCreatedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("spec", "HostAccountSpec"),
-            x::FieldInfo::required("group", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AccountCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "AccountRemovedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("account", "string"),
-            x::FieldInfo::required("group", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AccountRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "AccountUpdatedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("spec", "HostAccountSpec"),
-            x::FieldInfo::required("group", "boolean"),
-            x::FieldInfo::optional("prevDescription", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AccountUpdatedEvent>),
-    },
-    x::TypeInfo {
-        name: "AcknowledgeAlarmRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("alarm", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AcquireCimServicesTicketRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AcquireCloneTicketRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AcquireCredentialsInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("requestedAuth", "GuestAuthentication"),
-            x::FieldInfo::optional("sessionID", "long"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AcquireGenericServiceTicketRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "SessionManagerServiceRequestSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AcquireLocalTicketRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("userName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AcquireMksTicketRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AcquireTicketRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("ticketType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "Action",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<Action>),
-    },
-    x::TypeInfo {
-        name: "ActionParameter",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "targetName",
-            "alarmName",
-            "oldStatus",
-            "newStatus",
-            "triggeringSummary",
-            "declaringSummary",
-            "eventDescription",
-            "target",
-            "alarm",
-        ],
-        decode: Some(x::decode_boxed::<ActionParameter>),
-    },
-    x::TypeInfo {
-        name: "ActionType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "MigrationV1",
-            "VmPowerV1",
-            "HostPowerV1",
-            "HostMaintenanceV1",
-            "StorageMigrationV1",
-            "StoragePlacementV1",
-            "PlacementV1",
-            "HostInfraUpdateHaV1",
-        ],
-        decode: Some(x::decode_boxed::<ActionType>),
-    },
-    x::TypeInfo {
-        name: "ActiveDirectoryFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("errorCode", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ActiveDirectoryFault>),
-    },
-    x::TypeInfo {
-        name: "ActiveDirectoryProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ActiveDirectoryProfile>),
-    },
-    x::TypeInfo {
-        name: "ActiveVMsBlockingEVC",
-        base: Some("EVCConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("evcMode", "string"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hostName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ActiveVMsBlockingEVC>),
-    },
-    x::TypeInfo {
-        name: "AddAuthorizationRoleRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::repeated("privIds", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddCustomFieldDefRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("moType", "string"),
-            x::FieldInfo::optional("fieldDefPolicy", "PrivilegePolicyDef"),
-            x::FieldInfo::optional("fieldPolicy", "PrivilegePolicyDef"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddDVPortgroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("spec", "DVPortgroupConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddDisksRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("disk", "HostScsiDisk"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddFilterEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-            x::FieldInfo::repeated("entities", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddFilterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-            x::FieldInfo::required("filterName", "string"),
-            x::FieldInfo::repeated("infoIds", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddGuestAliasRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("username", "string"),
-            x::FieldInfo::required("mapCert", "boolean"),
-            x::FieldInfo::required("base64Cert", "string"),
-            x::FieldInfo::required("aliasInfo", "GuestAuthAliasInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostConnectSpec"),
-            x::FieldInfo::required("asConnected", "boolean"),
-            x::FieldInfo::optional("resourcePool", "ManagedObjectReference"),
-            x::FieldInfo::optional("license", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddInternetScsiSendTargetsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::repeated("targets", "HostInternetScsiHbaSendTarget"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddInternetScsiStaticTargetsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::repeated("targets", "HostInternetScsiHbaStaticTarget"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddKeyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "CryptoKeyPlain"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddKeysRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("keys", "CryptoKeyPlain"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddLicenseRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("licenseKey", "string"),
-            x::FieldInfo::repeated("labels", "KeyValue"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddMonitoredEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-            x::FieldInfo::repeated("entities", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddNetworkResourcePoolRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("configSpec", "DVSNetworkResourcePoolConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddPortGroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("portgrp", "HostPortGroupSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddServiceConsoleVirtualNicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("portgroup", "string"),
-            x::FieldInfo::required("nic", "HostVirtualNicSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddStandaloneHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostConnectSpec"),
-            x::FieldInfo::optional("compResSpec", "ComputeResourceConfigSpec"),
-            x::FieldInfo::required("addConnected", "boolean"),
-            x::FieldInfo::optional("license", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddVirtualNicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("portgroup", "string"),
-            x::FieldInfo::required("nic", "HostVirtualNicSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AddVirtualSwitchRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vswitchName", "string"),
-            x::FieldInfo::optional("spec", "HostVirtualSwitchSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AdminDisabled",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<AdminDisabled>),
-    },
-    x::TypeInfo {
-        name: "AdminNotDisabled",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<AdminNotDisabled>),
-    },
-    x::TypeInfo {
-        name: "AdminPasswordNotChangedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<AdminPasswordNotChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "AffinityConfigured",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("configuredAffinity", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AffinityConfigured>),
-    },
-    x::TypeInfo {
-        name: "AffinityType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["memory", "cpu"],
-        decode: Some(x::decode_boxed::<AffinityType>),
-    },
-    x::TypeInfo {
-        name: "AfterStartupTaskScheduler",
-        base: Some("TaskScheduler"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("minute", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AfterStartupTaskScheduler>),
-    },
-    x::TypeInfo {
-        name: "AgentInstallFailed",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("reason", "string"),
-            x::FieldInfo::optional("statusCode", "int"),
-            x::FieldInfo::optional("installerOutput", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AgentInstallFailed>),
-    },
-    x::TypeInfo {
-        name: "AgentInstallFailedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "NotEnoughSpaceOnDevice",
-            "PrepareToUpgradeFailed",
-            "AgentNotRunning",
-            "AgentNotReachable",
-            "InstallTimedout",
-            "SignatureVerificationFailed",
-            "AgentUploadFailed",
-            "AgentUploadTimedout",
-            "UnknownInstallerError",
-        ],
-        decode: Some(x::decode_boxed::<AgentInstallFailedReason>),
-    },
-    x::TypeInfo {
-        name: "AlarmAcknowledgedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("source", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmAcknowledgedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmAction",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmAction>),
-    },
-    x::TypeInfo {
-        name: "AlarmActionTriggeredEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("source", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmActionTriggeredEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmClearedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("source", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("from", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmClearedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmCreatedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("entity", "ManagedEntityEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmDescription",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("expr", "TypeDescription"),
-            x::FieldInfo::repeated("stateOperator", "ElementDescription"),
-            x::FieldInfo::repeated("metricOperator", "ElementDescription"),
-            x::FieldInfo::repeated("hostSystemConnectionState", "ElementDescription"),
-            x::FieldInfo::repeated("virtualMachinePowerState", "ElementDescription"),
-            x::FieldInfo::repeated("datastoreConnectionState", "ElementDescription"),
-            x::FieldInfo::repeated("hostSystemPowerState", "ElementDescription"),
-            x::FieldInfo::repeated(
-                "virtualMachineGuestHeartbeatStatus",
-                "ElementDescription",
-            ),
-            x::FieldInfo::repeated("entityStatus", "ElementDescription"),
-            x::FieldInfo::repeated("action", "TypeDescription"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmDescription>),
-    },
-    x::TypeInfo {
-        name: "AlarmEmailCompletedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("to", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmEmailCompletedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmEmailFailedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("to", "string"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmEmailFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("alarm", "AlarmEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("alarm", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmEventArgument>),
-    },
-    x::TypeInfo {
-        name: "AlarmExpression",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmExpression>),
-    },
-    x::TypeInfo {
-        name: "AlarmFilterSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("status", "ManagedEntityStatus"),
-            x::FieldInfo::optional("typeEntity", "string"),
-            x::FieldInfo::optional("typeTrigger", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmFilterSpec>),
-    },
-    x::TypeInfo {
-        name: "AlarmFilterSpecAlarmTypeByEntity",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["entityTypeAll", "entityTypeHost", "entityTypeVm"],
-        decode: Some(x::decode_boxed::<AlarmFilterSpecAlarmTypeByEntity>),
-    },
-    x::TypeInfo {
-        name: "AlarmFilterSpecAlarmTypeByTrigger",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["triggerTypeAll", "triggerTypeEvent", "triggerTypeMetric"],
-        decode: Some(x::decode_boxed::<AlarmFilterSpecAlarmTypeByTrigger>),
-    },
-    x::TypeInfo {
-        name: "AlarmInfo",
-        base: Some("AlarmSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("alarm", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("lastModifiedTime", "dateTime"),
-            x::FieldInfo::required("lastModifiedUser", "string"),
-            x::FieldInfo::required("creationEventId", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmInfo>),
-    },
-    x::TypeInfo {
-        name: "AlarmReconfiguredEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::optional("configChanges", "ChangesInfoEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmReconfiguredEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmRemovedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("entity", "ManagedEntityEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmScriptCompleteEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("script", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmScriptCompleteEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmScriptFailedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("script", "string"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmScriptFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmSetting",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("toleranceRange", "int"),
-            x::FieldInfo::required("reportingFrequency", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmSetting>),
-    },
-    x::TypeInfo {
-        name: "AlarmSnmpCompletedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("entity", "ManagedEntityEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmSnmpCompletedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmSnmpFailedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmSnmpFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("systemName", "string"),
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::required("expression", "AlarmExpression"),
-            x::FieldInfo::optional("action", "AlarmAction"),
-            x::FieldInfo::optional("actionFrequency", "int"),
-            x::FieldInfo::optional("setting", "AlarmSetting"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmSpec>),
-    },
-    x::TypeInfo {
-        name: "AlarmState",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("alarm", "ManagedObjectReference"),
-            x::FieldInfo::required("overallStatus", "ManagedEntityStatus"),
-            x::FieldInfo::required("time", "dateTime"),
-            x::FieldInfo::optional("acknowledged", "boolean"),
-            x::FieldInfo::optional("acknowledgedByUser", "string"),
-            x::FieldInfo::optional("acknowledgedTime", "dateTime"),
-            x::FieldInfo::optional("eventKey", "int"),
-            x::FieldInfo::optional("disabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmState>),
-    },
-    x::TypeInfo {
-        name: "AlarmStatusChangedEvent",
-        base: Some("AlarmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("source", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("from", "string"),
-            x::FieldInfo::required("to", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmStatusChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "AlarmTriggeringAction",
-        base: Some("AlarmAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("action", "Action"),
-            x::FieldInfo::repeated(
-                "transitionSpecs",
-                "AlarmTriggeringActionTransitionSpec",
-            ),
-            x::FieldInfo::required("green2yellow", "boolean"),
-            x::FieldInfo::required("yellow2red", "boolean"),
-            x::FieldInfo::required("red2yellow", "boolean"),
-            x::FieldInfo::required("yellow2green", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmTriggeringAction>),
-    },
-    x::TypeInfo {
-        name: "AlarmTriggeringActionTransitionSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("startState", "ManagedEntityStatus"),
-            x::FieldInfo::required("finalState", "ManagedEntityStatus"),
-            x::FieldInfo::required("repeats", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlarmTriggeringActionTransitionSpec>),
-    },
-    x::TypeInfo {
-        name: "AllVirtualMachinesLicensedEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<AllVirtualMachinesLicensedEvent>),
-    },
-    x::TypeInfo {
-        name: "AllocateIpv4AddressRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dc", "ManagedObjectReference"),
-            x::FieldInfo::required("poolId", "int"),
-            x::FieldInfo::required("allocationId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AllocateIpv6AddressRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dc", "ManagedObjectReference"),
-            x::FieldInfo::required("poolId", "int"),
-            x::FieldInfo::required("allocationId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "AlreadyAuthenticatedSessionEvent",
-        base: Some("SessionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlreadyAuthenticatedSessionEvent>),
-    },
-    x::TypeInfo {
-        name: "AlreadyBeingManaged",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ipAddress", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlreadyBeingManaged>),
-    },
-    x::TypeInfo {
-        name: "AlreadyConnected",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlreadyConnected>),
-    },
-    x::TypeInfo {
-        name: "AlreadyExists",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlreadyExists>),
-    },
-    x::TypeInfo {
-        name: "AlreadyUpgraded",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<AlreadyUpgraded>),
-    },
-    x::TypeInfo {
-        name: "AndAlarmExpression",
-        base: Some("AlarmExpression"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("expression", "AlarmExpression")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AndAlarmExpression>),
-    },
-    x::TypeInfo {
-        name: "AnswerFile",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("userInput", "ProfileDeferredPolicyOptionParameter"),
-            x::FieldInfo::required("createdTime", "dateTime"),
-            x::FieldInfo::required("modifiedTime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AnswerFile>),
-    },
-    x::TypeInfo {
-        name: "AnswerFileCreateSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("validating", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AnswerFileCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "AnswerFileOptionsCreateSpec",
-        base: Some("AnswerFileCreateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("userInput", "ProfileDeferredPolicyOptionParameter"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AnswerFileOptionsCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "AnswerFileSerializedCreateSpec",
-        base: Some("AnswerFileCreateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("answerFileConfigString", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AnswerFileSerializedCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "AnswerFileStatusError",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("userInputPath", "ProfilePropertyPath"),
-            x::FieldInfo::required("errMsg", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AnswerFileStatusError>),
-    },
-    x::TypeInfo {
-        name: "AnswerFileStatusResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("checkedTime", "dateTime"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("status", "string"),
-            x::FieldInfo::repeated("error", "AnswerFileStatusError"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AnswerFileStatusResult>),
-    },
-    x::TypeInfo {
-        name: "AnswerFileUpdateFailed",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("failure", "AnswerFileUpdateFailure")],
-        values: &[],
-        decode: Some(x::decode_boxed::<AnswerFileUpdateFailed>),
-    },
-    x::TypeInfo {
-        name: "AnswerFileUpdateFailure",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("userInputPath", "ProfilePropertyPath"),
-            x::FieldInfo::required("errMsg", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<AnswerFileUpdateFailure>),
-    },
-    x::TypeInfo {
-        name: "AnswerFileValidationInfoStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["success", "failed", "failed_defaults"],
-        decode: Some(x::decode_boxed::<AnswerFileValidationInfoStatus>),
-    },
-    x::TypeInfo {
-        name: "AnswerVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("questionId", "string"),
-            x::FieldInfo::required("answerChoice", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ApplicationQuiesceFault",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ApplicationQuiesceFault>),
-    },
-    x::TypeInfo {
-        name: "ApplyEntitiesConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated(
-                "applyConfigSpecs",
-                "ApplyHostProfileConfigurationSpec",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ApplyEvcModeVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("mask", "HostFeatureMask"),
-            x::FieldInfo::optional("completeMasks", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ApplyHostConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("configSpec", "HostConfigSpec"),
-            x::FieldInfo::repeated("userInput", "ProfileDeferredPolicyOptionParameter"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ApplyHostProfileConfigurationResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("startTime", "dateTime"),
-            x::FieldInfo::required("completeTime", "dateTime"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("status", "string"),
-            x::FieldInfo::repeated("errors", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ApplyHostProfileConfigurationResult>),
-    },
-    x::TypeInfo {
-        name: "ApplyHostProfileConfigurationResultStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "success",
-            "failed",
-            "reboot_failed",
-            "stateless_reboot_failed",
-            "check_compliance_failed",
-            "state_not_satisfied",
-            "exit_maintenancemode_failed",
-            "canceled",
-        ],
-        decode: Some(x::decode_boxed::<ApplyHostProfileConfigurationResultStatus>),
-    },
-    x::TypeInfo {
-        name: "ApplyHostProfileConfigurationSpec",
-        base: Some("ProfileExecuteResult"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("taskListRequirement", "string"),
-            x::FieldInfo::repeated("taskDescription", "LocalizableMessage"),
-            x::FieldInfo::optional("rebootStateless", "boolean"),
-            x::FieldInfo::optional("rebootHost", "boolean"),
-            x::FieldInfo::optional("faultData", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ApplyHostProfileConfigurationSpec>),
-    },
-    x::TypeInfo {
-        name: "ApplyProfile",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::repeated("policy", "ProfilePolicy"),
-            x::FieldInfo::optional("profileTypeName", "string"),
-            x::FieldInfo::optional("profileVersion", "string"),
-            x::FieldInfo::repeated("property", "ProfileApplyProfileProperty"),
-            x::FieldInfo::optional("favorite", "boolean"),
-            x::FieldInfo::optional("toBeMerged", "boolean"),
-            x::FieldInfo::optional("toReplaceWith", "boolean"),
-            x::FieldInfo::optional("toBeDeleted", "boolean"),
-            x::FieldInfo::optional("copyEnableStatus", "boolean"),
-            x::FieldInfo::optional("hidden", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ApplyProfile>),
-    },
-    x::TypeInfo {
-        name: "ApplyRecommendationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ApplyStorageDrsRecommendationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("key", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ApplyStorageDrsRecommendationToPodRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pod", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ApplyStorageRecommendationResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("vm", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ApplyStorageRecommendationResult>),
-    },
-    x::TypeInfo {
-        name: "AreAlarmActionsEnabledRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfAlarmAction",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("AlarmAction", "AlarmAction")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyAlarmAction>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAlarmExpression",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("AlarmExpression", "AlarmExpression")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyAlarmExpression>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAlarmState",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("AlarmState", "AlarmState")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AlarmState>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAlarmTriggeringActionTransitionSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "AlarmTriggeringActionTransitionSpec",
-                "AlarmTriggeringActionTransitionSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AlarmTriggeringActionTransitionSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAnswerFileStatusError",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("AnswerFileStatusError", "AnswerFileStatusError"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnswerFileStatusError>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAnswerFileStatusResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("AnswerFileStatusResult", "AnswerFileStatusResult"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnswerFileStatusResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAnswerFileUpdateFailure",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("AnswerFileUpdateFailure", "AnswerFileUpdateFailure"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnswerFileUpdateFailure>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAnyType",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("anyType", "anyType")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfAnyURI",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("anyURI", "anyURI")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfApplyHostProfileConfigurationResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ApplyHostProfileConfigurationResult",
-                "ApplyHostProfileConfigurationResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ApplyHostProfileConfigurationResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfApplyHostProfileConfigurationSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ApplyHostProfileConfigurationSpec",
-                "ApplyHostProfileConfigurationSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ApplyHostProfileConfigurationSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfApplyProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ApplyProfile", "ApplyProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyApplyProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAuthorizationPrivilege",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("AuthorizationPrivilege", "AuthorizationPrivilege"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AuthorizationPrivilege>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAuthorizationRole",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("AuthorizationRole", "AuthorizationRole")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AuthorizationRole>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfAutoStartPowerInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("AutoStartPowerInfo", "AutoStartPowerInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AutoStartPowerInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfBase64Binary",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("base64Binary", "base64Binary")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfBoolean",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("boolean", "boolean")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfByte",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("byte", "byte")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfChangesInfoEventArgument",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ChangesInfoEventArgument",
-                "ChangesInfoEventArgument",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ChangesInfoEventArgument>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCheckResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("CheckResult", "CheckResult")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CheckResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterAction",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ClusterAction", "ClusterAction")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyClusterAction>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterActionHistory",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ClusterActionHistory", "ClusterActionHistory"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterActionHistory>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterAttemptedVmInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ClusterAttemptedVmInfo", "ClusterAttemptedVmInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterAttemptedVmInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterComputeResourceDVSSetting",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterComputeResourceDVSSetting",
-                "ClusterComputeResourceDVSSetting",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterComputeResourceDVSSetting>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-                "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterComputeResourceDvsProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterComputeResourceDvsProfile",
-                "ClusterComputeResourceDvsProfile",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterComputeResourceDvsProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-                "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterComputeResourceHostConfigurationInput",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterComputeResourceHostConfigurationInput",
-                "ClusterComputeResourceHostConfigurationInput",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<ClusterComputeResourceHostConfigurationInput>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterComputeResourceHostVmkNicInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterComputeResourceHostVmkNicInfo",
-                "ClusterComputeResourceHostVmkNicInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterComputeResourceHostVmkNicInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterComputeResourceValidationResultBase",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterComputeResourceValidationResultBase",
-                "ClusterComputeResourceValidationResultBase",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<AnyClusterComputeResourceValidationResultBase>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterComputeResourceVcsSlots",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterComputeResourceVcsSlots",
-                "ClusterComputeResourceVcsSlots",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterComputeResourceVcsSlots>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDasAamNodeState",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ClusterDasAamNodeState", "ClusterDasAamNodeState"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDasAamNodeState>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-                "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
-                "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDasVmConfigInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ClusterDasVmConfigInfo", "ClusterDasVmConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDasVmConfigInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDasVmConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ClusterDasVmConfigSpec", "ClusterDasVmConfigSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDasVmConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDatastoreUpdateSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterDatastoreUpdateSpec",
-                "ClusterDatastoreUpdateSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDatastoreUpdateSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDpmHostConfigInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterDpmHostConfigInfo",
-                "ClusterDpmHostConfigInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDpmHostConfigInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDpmHostConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterDpmHostConfigSpec",
-                "ClusterDpmHostConfigSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDpmHostConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDrsFaults",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ClusterDrsFaults", "ClusterDrsFaults")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDrsFaults>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDrsFaultsFaultsByVm",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterDrsFaultsFaultsByVm",
-                "ClusterDrsFaultsFaultsByVm",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyClusterDrsFaultsFaultsByVm>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDrsMigration",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ClusterDrsMigration", "ClusterDrsMigration")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDrsMigration>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDrsRecommendation",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterDrsRecommendation",
-                "ClusterDrsRecommendation",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDrsRecommendation>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDrsVmConfigInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ClusterDrsVmConfigInfo", "ClusterDrsVmConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDrsVmConfigInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterDrsVmConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ClusterDrsVmConfigSpec", "ClusterDrsVmConfigSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterDrsVmConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterEVCManagerCheckResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterEVCManagerCheckResult",
-                "ClusterEVCManagerCheckResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterEVCManagerCheckResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterFailoverHostAdmissionControlInfoHostStatus",
-                "ClusterFailoverHostAdmissionControlInfoHostStatus",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterGroupInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ClusterGroupInfo", "ClusterGroupInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyClusterGroupInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterGroupSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ClusterGroupSpec", "ClusterGroupSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterGroupSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterHostRecommendation",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterHostRecommendation",
-                "ClusterHostRecommendation",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterHostRecommendation>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterIoFilterInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ClusterIoFilterInfo", "ClusterIoFilterInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterIoFilterInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterNotAttemptedVmInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterNotAttemptedVmInfo",
-                "ClusterNotAttemptedVmInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterNotAttemptedVmInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterRecommendation",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ClusterRecommendation", "ClusterRecommendation"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterRecommendation>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterRuleInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ClusterRuleInfo", "ClusterRuleInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyClusterRuleInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterRuleSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ClusterRuleSpec", "ClusterRuleSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterRuleSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterTagCategoryUpdateSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterTagCategoryUpdateSpec",
-                "ClusterTagCategoryUpdateSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterTagCategoryUpdateSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterVmOrchestrationInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterVmOrchestrationInfo",
-                "ClusterVmOrchestrationInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterVmOrchestrationInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfClusterVmOrchestrationSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ClusterVmOrchestrationSpec",
-                "ClusterVmOrchestrationSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ClusterVmOrchestrationSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfComplianceFailure",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ComplianceFailure", "ComplianceFailure")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ComplianceFailure>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfComplianceFailureComplianceFailureValues",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ComplianceFailureComplianceFailureValues",
-                "ComplianceFailureComplianceFailureValues",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ComplianceFailureComplianceFailureValues>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfComplianceLocator",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ComplianceLocator", "ComplianceLocator")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ComplianceLocator>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfComplianceResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ComplianceResult", "ComplianceResult")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ComplianceResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfComputeResourceHostSPBMLicenseInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ComputeResourceHostSPBMLicenseInfo",
-                "ComputeResourceHostSPBMLicenseInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ComputeResourceHostSPBMLicenseInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfConflictingConfigurationConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ConflictingConfigurationConfig",
-                "ConflictingConfigurationConfig",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ConflictingConfigurationConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCryptoKeyId",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("CryptoKeyId", "CryptoKeyId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CryptoKeyId>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCryptoKeyPlain",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("CryptoKeyPlain", "CryptoKeyPlain")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CryptoKeyPlain>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCryptoKeyResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("CryptoKeyResult", "CryptoKeyResult")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CryptoKeyResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCryptoManagerKmipClusterStatus",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "CryptoManagerKmipClusterStatus",
-                "CryptoManagerKmipClusterStatus",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CryptoManagerKmipClusterStatus>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCryptoManagerKmipCryptoKeyStatus",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "CryptoManagerKmipCryptoKeyStatus",
-                "CryptoManagerKmipCryptoKeyStatus",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CryptoManagerKmipCryptoKeyStatus>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCryptoManagerKmipServerStatus",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "CryptoManagerKmipServerStatus",
-                "CryptoManagerKmipServerStatus",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CryptoManagerKmipServerStatus>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCustomFieldDef",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("CustomFieldDef", "CustomFieldDef")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CustomFieldDef>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCustomFieldValue",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("CustomFieldValue", "CustomFieldValue")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyCustomFieldValue>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCustomizationAdapterMapping",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "CustomizationAdapterMapping",
-                "CustomizationAdapterMapping",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CustomizationAdapterMapping>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCustomizationIpV6Generator",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "CustomizationIpV6Generator",
-                "CustomizationIpV6Generator",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyCustomizationIpV6Generator>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfCustomizationSpecInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("CustomizationSpecInfo", "CustomizationSpecInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<CustomizationSpecInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDVPortConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("DVPortConfigSpec", "DVPortConfigSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DVPortConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDVPortgroupConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("DVPortgroupConfigSpec", "DVPortgroupConfigSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DVPortgroupConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDVSHealthCheckConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("DVSHealthCheckConfig", "DVSHealthCheckConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyDVSHealthCheckConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDVSNetworkResourcePool",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("DVSNetworkResourcePool", "DVSNetworkResourcePool"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DVSNetworkResourcePool>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDVSNetworkResourcePoolConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DVSNetworkResourcePoolConfigSpec",
-                "DVSNetworkResourcePoolConfigSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DVSNetworkResourcePoolConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDVSVmVnicNetworkResourcePool",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DVSVmVnicNetworkResourcePool",
-                "DVSVmVnicNetworkResourcePool",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DVSVmVnicNetworkResourcePool>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDasHeartbeatDatastoreInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DasHeartbeatDatastoreInfo",
-                "DasHeartbeatDatastoreInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DasHeartbeatDatastoreInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDatacenterBasicConnectInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DatacenterBasicConnectInfo",
-                "DatacenterBasicConnectInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DatacenterBasicConnectInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDatacenterMismatchArgument",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DatacenterMismatchArgument",
-                "DatacenterMismatchArgument",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DatacenterMismatchArgument>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDatastoreHostMount",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("DatastoreHostMount", "DatastoreHostMount")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DatastoreHostMount>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDatastoreMountPathDatastorePair",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DatastoreMountPathDatastorePair",
-                "DatastoreMountPathDatastorePair",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DatastoreMountPathDatastorePair>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDatastoreVVolContainerFailoverPair",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DatastoreVVolContainerFailoverPair",
-                "DatastoreVVolContainerFailoverPair",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DatastoreVVolContainerFailoverPair>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDesiredSoftwareSpecComponentSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DesiredSoftwareSpecComponentSpec",
-                "DesiredSoftwareSpecComponentSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DesiredSoftwareSpecComponentSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDiagnosticManagerBundleInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DiagnosticManagerBundleInfo",
-                "DiagnosticManagerBundleInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DiagnosticManagerBundleInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDiagnosticManagerLogDescriptor",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DiagnosticManagerLogDescriptor",
-                "DiagnosticManagerLogDescriptor",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DiagnosticManagerLogDescriptor>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDiskChangeExtent",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("DiskChangeExtent", "DiskChangeExtent")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DiskChangeExtent>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualPort",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("DistributedVirtualPort", "DistributedVirtualPort"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualPort>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualPortgroupInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualPortgroupInfo",
-                "DistributedVirtualPortgroupInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualPortgroupInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualPortgroupProblem",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualPortgroupProblem",
-                "DistributedVirtualPortgroupProblem",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualPortgroupProblem>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchHostMember",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchHostMember",
-                "DistributedVirtualSwitchHostMember",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMember>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchHostMemberConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchHostMemberConfigSpec",
-                "DistributedVirtualSwitchHostMemberConfigSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchHostMemberPnicSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchHostMemberPnicSpec",
-                "DistributedVirtualSwitchHostMemberPnicSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchHostMemberTransportZoneInfo",
-                "DistributedVirtualSwitchHostMemberTransportZoneInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchHostProductSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchHostProductSpec",
-                "DistributedVirtualSwitchHostProductSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostProductSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchInfo",
-                "DistributedVirtualSwitchInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualSwitchInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchKeyedOpaqueBlob",
-                "DistributedVirtualSwitchKeyedOpaqueBlob",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchManagerCompatibilityResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchManagerCompatibilityResult",
-                "DistributedVirtualSwitchManagerCompatibilityResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchManagerHostDvsFilterSpec",
-                "DistributedVirtualSwitchManagerHostDvsFilterSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDistributedVirtualSwitchProductSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DistributedVirtualSwitchProductSpec",
-                "DistributedVirtualSwitchProductSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DistributedVirtualSwitchProductSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDouble",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("double", "double")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsApplyOperationFaultFaultOnObject",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DvsApplyOperationFaultFaultOnObject",
-                "DvsApplyOperationFaultFaultOnObject",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsApplyOperationFaultFaultOnObject>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsFilterConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("DvsFilterConfig", "DvsFilterConfig")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyDvsFilterConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsHostInfrastructureTrafficResource",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DvsHostInfrastructureTrafficResource",
-                "DvsHostInfrastructureTrafficResource",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsHostInfrastructureTrafficResource>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsHostVNicProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("DvsHostVNicProfile", "DvsHostVNicProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsHostVNicProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsNetworkRuleQualifier",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("DvsNetworkRuleQualifier", "DvsNetworkRuleQualifier"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyDvsNetworkRuleQualifier>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsOperationBulkFaultFaultOnHost",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DvsOperationBulkFaultFaultOnHost",
-                "DvsOperationBulkFaultFaultOnHost",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsOperationBulkFaultFaultOnHost>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsOutOfSyncHostArgument",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DvsOutOfSyncHostArgument",
-                "DvsOutOfSyncHostArgument",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsOutOfSyncHostArgument>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("DvsProfile", "DvsProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsServiceConsoleVNicProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DvsServiceConsoleVNicProfile",
-                "DvsServiceConsoleVNicProfile",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsServiceConsoleVNicProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsTrafficRule",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("DvsTrafficRule", "DvsTrafficRule")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsTrafficRule>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DvsVmVnicNetworkResourcePoolRuntimeInfo",
-                "DvsVmVnicNetworkResourcePoolRuntimeInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsVmVnicResourcePoolConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DvsVmVnicResourcePoolConfigSpec",
-                "DvsVmVnicResourcePoolConfigSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsVmVnicResourcePoolConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDvsVnicAllocatedResource",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "DvsVnicAllocatedResource",
-                "DvsVnicAllocatedResource",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DvsVnicAllocatedResource>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfDynamicProperty",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("DynamicProperty", "DynamicProperty")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<DynamicProperty>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfEVCMode",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("EVCMode", "EVCMode")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<EVCMode>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfElementDescription",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ElementDescription", "ElementDescription")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyElementDescription>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfEntityBackupConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("EntityBackupConfig", "EntityBackupConfig")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<EntityBackupConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfEntityPrivilege",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("EntityPrivilege", "EntityPrivilege")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<EntityPrivilege>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfEnumDescription",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("EnumDescription", "EnumDescription")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<EnumDescription>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfEvent",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("Event", "Event")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyEvent>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfEventAlarmExpressionComparison",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "EventAlarmExpressionComparison",
-                "EventAlarmExpressionComparison",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<EventAlarmExpressionComparison>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfEventArgDesc",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("EventArgDesc", "EventArgDesc")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<EventArgDesc>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfEventDescriptionEventDetail",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "EventDescriptionEventDetail",
-                "EventDescriptionEventDetail",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<EventDescriptionEventDetail>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtManagedEntityInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ExtManagedEntityInfo", "ExtManagedEntityInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtManagedEntityInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtSolutionManagerInfoTabInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ExtSolutionManagerInfoTabInfo",
-                "ExtSolutionManagerInfoTabInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtSolutionManagerInfoTabInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtendedEventPair",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ExtendedEventPair", "ExtendedEventPair")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtendedEventPair>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtension",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("Extension", "Extension")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<Extension>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtensionClientInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ExtensionClientInfo", "ExtensionClientInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtensionClientInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtensionEventTypeInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ExtensionEventTypeInfo", "ExtensionEventTypeInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtensionEventTypeInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtensionFaultTypeInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ExtensionFaultTypeInfo", "ExtensionFaultTypeInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtensionFaultTypeInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtensionManagerIpAllocationUsage",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ExtensionManagerIpAllocationUsage",
-                "ExtensionManagerIpAllocationUsage",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtensionManagerIpAllocationUsage>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtensionPrivilegeInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ExtensionPrivilegeInfo", "ExtensionPrivilegeInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtensionPrivilegeInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtensionResourceInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ExtensionResourceInfo", "ExtensionResourceInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtensionResourceInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtensionServerInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ExtensionServerInfo", "ExtensionServerInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtensionServerInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfExtensionTaskTypeInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ExtensionTaskTypeInfo", "ExtensionTaskTypeInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ExtensionTaskTypeInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFaultToleranceDiskSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("FaultToleranceDiskSpec", "FaultToleranceDiskSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<FaultToleranceDiskSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFaultsByHost",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("FaultsByHost", "FaultsByHost")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<FaultsByHost>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFaultsByVM",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("FaultsByVM", "FaultsByVM")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<FaultsByVM>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFcoeConfigVlanRange",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("FcoeConfigVlanRange", "FcoeConfigVlanRange")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<FcoeConfigVlanRange>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFeatureEVCMode",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("FeatureEVCMode", "FeatureEVCMode")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<FeatureEVCMode>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFileInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("FileInfo", "FileInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyFileInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFileQuery",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("FileQuery", "FileQuery")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyFileQuery>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFirewallProfileRulesetProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "FirewallProfileRulesetProfile",
-                "FirewallProfileRulesetProfile",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<FirewallProfileRulesetProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFolderFailedHostResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("FolderFailedHostResult", "FolderFailedHostResult"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<FolderFailedHostResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfFolderNewHostSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("FolderNewHostSpec", "FolderNewHostSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<FolderNewHostSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestAliases",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestAliases", "GuestAliases")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestAliases>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestAuthAliasInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestAuthAliasInfo", "GuestAuthAliasInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestAuthAliasInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestAuthSubject",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestAuthSubject", "GuestAuthSubject")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyGuestAuthSubject>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestDiskInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestDiskInfo", "GuestDiskInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestDiskInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestFileInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestFileInfo", "GuestFileInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestFileInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestInfoNamespaceGenerationInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "GuestInfoNamespaceGenerationInfo",
-                "GuestInfoNamespaceGenerationInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestInfoNamespaceGenerationInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestInfoVirtualDiskMapping",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "GuestInfoVirtualDiskMapping",
-                "GuestInfoVirtualDiskMapping",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestInfoVirtualDiskMapping>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestMappedAliases",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestMappedAliases", "GuestMappedAliases")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestMappedAliases>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestNicInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestNicInfo", "GuestNicInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestNicInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestOsDescriptor",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestOsDescriptor", "GuestOsDescriptor")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestOsDescriptor>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestProcessInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestProcessInfo", "GuestProcessInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestProcessInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestRegKeyRecordSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("GuestRegKeyRecordSpec", "GuestRegKeyRecordSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestRegKeyRecordSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestRegValueSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestRegValueSpec", "GuestRegValueSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestRegValueSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfGuestStackInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("GuestStackInfo", "GuestStackInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<GuestStackInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHbrManagerVmReplicationCapability",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HbrManagerVmReplicationCapability",
-                "HbrManagerVmReplicationCapability",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HbrManagerVmReplicationCapability>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHealthUpdate",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HealthUpdate", "HealthUpdate")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HealthUpdate>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHealthUpdateInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HealthUpdateInfo", "HealthUpdateInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HealthUpdateInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostAccessControlEntry",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostAccessControlEntry", "HostAccessControlEntry"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostAccessControlEntry>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostAccountSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostAccountSpec", "HostAccountSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostAccountSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostActiveDirectory",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostActiveDirectory", "HostActiveDirectory")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostActiveDirectory>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostAssignableHardwareBinding",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostAssignableHardwareBinding",
-                "HostAssignableHardwareBinding",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostAssignableHardwareBinding>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostAssignableHardwareConfigAttributeOverride",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostAssignableHardwareConfigAttributeOverride",
-                "HostAssignableHardwareConfigAttributeOverride",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostAssignableHardwareConfigAttributeOverride>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostAuthenticationStoreInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostAuthenticationStoreInfo",
-                "HostAuthenticationStoreInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostAuthenticationStoreInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostBootDevice",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostBootDevice", "HostBootDevice")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostBootDevice>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostCacheConfigurationInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostCacheConfigurationInfo",
-                "HostCacheConfigurationInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostCacheConfigurationInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostConnectInfoNetworkInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostConnectInfoNetworkInfo",
-                "HostConnectInfoNetworkInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostConnectInfoNetworkInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostConnectSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostConnectSpec", "HostConnectSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostConnectSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostCpuIdInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostCpuIdInfo", "HostCpuIdInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostCpuIdInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostCpuPackage",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostCpuPackage", "HostCpuPackage")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostCpuPackage>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDatastoreBrowserSearchResults",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDatastoreBrowserSearchResults",
-                "HostDatastoreBrowserSearchResults",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDatastoreBrowserSearchResults>>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0xa41d), x::Name::NONE, 0, 1), // AbandonHciWorkflowRequestType
+        x::TypeEntry::structure(x::Name(0xc21f), x::Name::NONE, 1, 2), // AbdicateDomOwnershipRequestType
+        x::TypeEntry::structure(x::Name(0xe21d), x::Name::NONE, 3, 3), // AbortCustomizationRequestType
+        x::TypeEntry::structure(x::Name(0x10009), x::Name(0xaa460b), 6, 15), // AboutInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10a13), x::Name(0xd59909), 21, 2), // AccountCreatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x11e13), x::Name(0xd59909), 23, 2), // AccountRemovedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x13213), x::Name(0xd59909), 25, 3), // AccountUpdatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1461b), x::Name::NONE, 28, 3), // AcknowledgeAlarmRequestType
+        x::TypeEntry::structure(x::Name(0x16223), x::Name::NONE, 31, 1), // AcquireCimServicesTicketRequestType
+        x::TypeEntry::structure(x::Name(0x1861d), x::Name::NONE, 32, 1), // AcquireCloneTicketRequestType
+        x::TypeEntry::structure(x::Name(0x1a424), x::Name::NONE, 33, 4), // AcquireCredentialsInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1c926), x::Name::NONE, 37, 2), // AcquireGenericServiceTicketRequestType
+        x::TypeEntry::structure(x::Name(0x1f01d), x::Name::NONE, 39, 2), // AcquireLocalTicketRequestType
+        x::TypeEntry::structure(x::Name(0x20e1b), x::Name::NONE, 41, 1), // AcquireMksTicketRequestType
+        x::TypeEntry::structure(x::Name(0x22a18), x::Name::NONE, 42, 2), // AcquireTicketRequestType
+        x::TypeEntry::structure(x::Name(0x24306), x::Name(0xaa460b), 44, 0), // Action: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x24a0f), 0, 9), // ActionParameter
+        x::TypeEntry::enumeration(x::Name(0x25a0a), 9, 8), // ActionType
+        x::TypeEntry::structure(x::Name(0x26514), x::Name(0x1b42008), 44, 1), // ActiveDirectoryFault: VimFault
+        x::TypeEntry::structure(x::Name(0x27a16), x::Name(0xab90c), 45, 0), // ActiveDirectoryProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x29114), x::Name(0xab990e), 45, 3), // ActiveVMsBlockingEVC: EVCConfigFault
+        x::TypeEntry::structure(x::Name(0x2a61f), x::Name::NONE, 48, 3), // AddAuthorizationRoleRequestType
+        x::TypeEntry::structure(x::Name(0x2c61c), x::Name::NONE, 51, 5), // AddCustomFieldDefRequestType
+        x::TypeEntry::structure(x::Name(0x2e319), x::Name::NONE, 56, 2), // AddDVPortgroupRequestType
+        x::TypeEntry::structure(x::Name(0x2fd13), x::Name::NONE, 58, 2), // AddDisksRequestType
+        x::TypeEntry::structure(x::Name(0x3111c), x::Name::NONE, 60, 3), // AddFilterEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x32e14), x::Name::NONE, 63, 4), // AddFilterRequestType
+        x::TypeEntry::structure(x::Name(0x34318), x::Name::NONE, 67, 7), // AddGuestAliasRequestType
+        x::TypeEntry::structure(x::Name(0x35c12), x::Name::NONE, 74, 5), // AddHostRequestType
+        x::TypeEntry::structure(x::Name(0x36f25), x::Name::NONE, 79, 3), // AddInternetScsiSendTargetsRequestType
+        x::TypeEntry::structure(x::Name(0x39527), x::Name::NONE, 82, 3), // AddInternetScsiStaticTargetsRequestType
+        x::TypeEntry::structure(x::Name(0x3bd11), x::Name::NONE, 85, 2), // AddKeyRequestType
+        x::TypeEntry::structure(x::Name(0x3cf12), x::Name::NONE, 87, 2), // AddKeysRequestType
+        x::TypeEntry::structure(x::Name(0x3e215), x::Name::NONE, 89, 3), // AddLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x3f81f), x::Name::NONE, 92, 3), // AddMonitoredEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x41821), x::Name::NONE, 95, 2), // AddNetworkResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x43a17), x::Name::NONE, 97, 2), // AddPortGroupRequestType
+        x::TypeEntry::structure(x::Name(0x45226), x::Name::NONE, 99, 3), // AddServiceConsoleVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x4791c), x::Name::NONE, 102, 5), // AddStandaloneHostRequestType
+        x::TypeEntry::structure(x::Name(0x49618), x::Name::NONE, 107, 3), // AddVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x4af1b), x::Name::NONE, 110, 3), // AddVirtualSwitchRequestType
+        x::TypeEntry::structure(x::Name(0x4cb0d), x::Name(0xcde20f), 113, 0), // AdminDisabled: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x4d910), x::Name(0xcde20f), 113, 0), // AdminNotDisabled: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x4ea1c), x::Name(0xd59909), 113, 0), // AdminPasswordNotChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x50712), x::Name(0x128b00e), 113, 1), // AffinityConfigured: MigrationFault
+        x::TypeEntry::enumeration(x::Name(0x51a0c), 17, 2), // AffinityType
+        x::TypeEntry::structure(x::Name(0x52719), x::Name(0x192820d), 114, 1), // AfterStartupTaskScheduler: TaskScheduler
+        x::TypeEntry::structure(x::Name(0x54112), x::Name(0xce7c10), 115, 3), // AgentInstallFailed: HostConnectFault
+        x::TypeEntry::enumeration(x::Name(0x55418), 19, 9), // AgentInstallFailedReason
+        x::TypeEntry::structure(x::Name(0x5b516), x::Name(0x6560a), 118, 2), // AlarmAcknowledgedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x5cc0b), x::Name(0xaa460b), 120, 0), // AlarmAction: DynamicData
+        x::TypeEntry::structure(x::Name(0x5d819), x::Name(0x6560a), 120, 2), // AlarmActionTriggeredEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x5f211), x::Name(0x6560a), 122, 3), // AlarmClearedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x60411), x::Name(0x6560a), 125, 1), // AlarmCreatedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x61610), x::Name(0xaa460b), 126, 10), // AlarmDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x62718), x::Name(0x6560a), 136, 2), // AlarmEmailCompletedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x64015), x::Name(0x6560a), 138, 3), // AlarmEmailFailedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x6560a), x::Name(0xb00605), 141, 1), // AlarmEvent: Event
+        x::TypeEntry::structure(x::Name(0x66112), x::Name(0xaeb513), 142, 1), // AlarmEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x6740f), x::Name(0xaa460b), 143, 0), // AlarmExpression: DynamicData
+        x::TypeEntry::structure(x::Name(0x6840f), x::Name(0xaa460b), 143, 3), // AlarmFilterSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x69420), 28, 3), // AlarmFilterSpecAlarmTypeByEntity
+        x::TypeEntry::enumeration(x::Name(0x6b521), 31, 3), // AlarmFilterSpecAlarmTypeByTrigger
+        x::TypeEntry::structure(x::Name(0x6d709), x::Name(0x77409), 146, 6), // AlarmInfo: AlarmSpec
+        x::TypeEntry::structure(x::Name(0x6e116), x::Name(0x6560a), 152, 2), // AlarmReconfiguredEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x6f811), x::Name(0x6560a), 154, 1), // AlarmRemovedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x70a18), x::Name(0x6560a), 155, 2), // AlarmScriptCompleteEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x72316), x::Name(0x6560a), 157, 3), // AlarmScriptFailedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x73a0c), x::Name(0xaa460b), 160, 2), // AlarmSetting: DynamicData
+        x::TypeEntry::structure(x::Name(0x74717), x::Name(0x6560a), 162, 1), // AlarmSnmpCompletedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x75f14), x::Name(0x6560a), 163, 2), // AlarmSnmpFailedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x77409), x::Name(0xaa460b), 165, 8), // AlarmSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x77e0a), x::Name(0xaa460b), 173, 10), // AlarmState: DynamicData
+        x::TypeEntry::structure(x::Name(0x78917), x::Name(0x6560a), 183, 4), // AlarmStatusChangedEvent: AlarmEvent
+        x::TypeEntry::structure(x::Name(0x7a115), x::Name(0x5cc0b), 187, 6), // AlarmTriggeringAction: AlarmAction
+        x::TypeEntry::structure(x::Name(0x7b723), x::Name(0xaa460b), 193, 3), // AlarmTriggeringActionTransitionSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x8031f), x::Name(0x11dda0c), 196, 0), // AllVirtualMachinesLicensedEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x8231e), x::Name::NONE, 196, 4), // AllocateIpv4AddressRequestType
+        x::TypeEntry::structure(x::Name(0x8421e), x::Name::NONE, 200, 4), // AllocateIpv6AddressRequestType
+        x::TypeEntry::structure(x::Name(0x86120), x::Name(0x182430c), 204, 0), // AlreadyAuthenticatedSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x88213), x::Name(0xce7c10), 204, 1), // AlreadyBeingManaged: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x89610), x::Name(0xce7c10), 205, 1), // AlreadyConnected: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x8a70d), x::Name(0x1b42008), 206, 1), // AlreadyExists: VimFault
+        x::TypeEntry::structure(x::Name(0x8b50f), x::Name(0x1b42008), 207, 0), // AlreadyUpgraded: VimFault
+        x::TypeEntry::structure(x::Name(0x8c512), x::Name(0x6740f), 207, 1), // AndAlarmExpression: AlarmExpression
+        x::TypeEntry::structure(x::Name(0x8d80a), x::Name(0xaa460b), 208, 3), // AnswerFile: DynamicData
+        x::TypeEntry::structure(x::Name(0x8e314), x::Name(0xaa460b), 211, 1), // AnswerFileCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x8f81b), x::Name(0x8e314), 212, 1), // AnswerFileOptionsCreateSpec: AnswerFileCreateSpec
+        x::TypeEntry::structure(x::Name(0x9141e), x::Name(0x8e314), 213, 1), // AnswerFileSerializedCreateSpec: AnswerFileCreateSpec
+        x::TypeEntry::structure(x::Name(0x93315), x::Name(0xaa460b), 214, 2), // AnswerFileStatusError: DynamicData
+        x::TypeEntry::structure(x::Name(0x94916), x::Name(0xaa460b), 216, 4), // AnswerFileStatusResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x96016), x::Name(0x1b42008), 220, 1), // AnswerFileUpdateFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x97717), x::Name(0xaa460b), 221, 2), // AnswerFileUpdateFailure: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x98f1e), 34, 3), // AnswerFileValidationInfoStatus
+        x::TypeEntry::structure(x::Name(0x9ae13), x::Name::NONE, 223, 3), // AnswerVMRequestType
+        x::TypeEntry::structure(x::Name(0x9c217), x::Name(0x186f20d), 226, 0), // ApplicationQuiesceFault: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x9da1e), x::Name::NONE, 226, 2), // ApplyEntitiesConfigRequestType
+        x::TypeEntry::structure(x::Name(0x9f919), x::Name::NONE, 228, 3), // ApplyEvcModeVMRequestType
+        x::TypeEntry::structure(x::Name(0xa2e1a), x::Name::NONE, 231, 4), // ApplyHostConfigRequestType
+        x::TypeEntry::structure(x::Name(0xa4923), x::Name(0xaa460b), 235, 5), // ApplyHostProfileConfigurationResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xa6d29), 37, 8), // ApplyHostProfileConfigurationResultStatus
+        x::TypeEntry::structure(x::Name(0xa9721), x::Name(0x14e2814), 240, 6), // ApplyHostProfileConfigurationSpec: ProfileExecuteResult
+        x::TypeEntry::structure(x::Name(0xab90c), x::Name(0xaa460b), 246, 11), // ApplyProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0xac61e), x::Name::NONE, 257, 2), // ApplyRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0xae528), x::Name::NONE, 259, 2), // ApplyStorageDrsRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0xb0e2d), x::Name::NONE, 261, 3), // ApplyStorageDrsRecommendationToPodRequestType
+        x::TypeEntry::structure(x::Name(0xb3c20), x::Name(0xaa460b), 264, 1), // ApplyStorageRecommendationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xb5d21), x::Name::NONE, 265, 2), // AreAlarmActionsEnabledRequestType
+        x::TypeEntry::array(x::Name(0xb7f12), 267), // ArrayOfAlarmAction
+        x::TypeEntry::array(x::Name(0xb9216), 268), // ArrayOfAlarmExpression
+        x::TypeEntry::array(x::Name(0xba911), 269), // ArrayOfAlarmState
+        x::TypeEntry::array(x::Name(0xbbb2a), 270), // ArrayOfAlarmTriggeringActionTransitionSpec
+        x::TypeEntry::array(x::Name(0xbe61c), 271), // ArrayOfAnswerFileStatusError
+        x::TypeEntry::array(x::Name(0xc031d), 272), // ArrayOfAnswerFileStatusResult
+        x::TypeEntry::array(x::Name(0xc211e), 273), // ArrayOfAnswerFileUpdateFailure
+        x::TypeEntry::array(x::Name(0xc400e), 274), // ArrayOfAnyType
+        x::TypeEntry::array(x::Name(0xc4f0d), 275), // ArrayOfAnyURI
+        x::TypeEntry::array(x::Name(0xc5d2a), 276), // ArrayOfApplyHostProfileConfigurationResult
+        x::TypeEntry::array(x::Name(0xc8828), 277), // ArrayOfApplyHostProfileConfigurationSpec
+        x::TypeEntry::array(x::Name(0xcb113), 278), // ArrayOfApplyProfile
+        x::TypeEntry::array(x::Name(0xcc51d), 279), // ArrayOfAuthorizationPrivilege
+        x::TypeEntry::array(x::Name(0xce318), 280), // ArrayOfAuthorizationRole
+        x::TypeEntry::array(x::Name(0xcfc19), 281), // ArrayOfAutoStartPowerInfo
+        x::TypeEntry::array(x::Name(0xd1613), 282), // ArrayOfBase64Binary
+        x::TypeEntry::array(x::Name(0xd2a0e), 283), // ArrayOfBoolean
+        x::TypeEntry::array(x::Name(0xd390b), 284), // ArrayOfByte
+        x::TypeEntry::array(x::Name(0xd451f), 285), // ArrayOfChangesInfoEventArgument
+        x::TypeEntry::array(x::Name(0xd6512), 286), // ArrayOfCheckResult
+        x::TypeEntry::array(x::Name(0xd7814), 287), // ArrayOfClusterAction
+        x::TypeEntry::array(x::Name(0xd8d1b), 288), // ArrayOfClusterActionHistory
+        x::TypeEntry::array(x::Name(0xda91d), 289), // ArrayOfClusterAttemptedVmInfo
+        x::TypeEntry::array(x::Name(0xdc727), 290), // ArrayOfClusterComputeResourceDVSSetting
+        x::TypeEntry::array(x::Name(0xdef42), 291), // ArrayOfClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::TypeEntry::array(x::Name(0xe3227), 292), // ArrayOfClusterComputeResourceDvsProfile
+        x::TypeEntry::array(x::Name(0xe5a46), 293), // ArrayOfClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::TypeEntry::array(x::Name(0xea133), 294), // ArrayOfClusterComputeResourceHostConfigurationInput
+        x::TypeEntry::array(x::Name(0xed52b), 295), // ArrayOfClusterComputeResourceHostVmkNicInfo
+        x::TypeEntry::array(x::Name(0xf0131), 296), // ArrayOfClusterComputeResourceValidationResultBase
+        x::TypeEntry::array(x::Name(0xf3325), 297), // ArrayOfClusterComputeResourceVcsSlots
+        x::TypeEntry::array(x::Name(0xf591d), 298), // ArrayOfClusterDasAamNodeState
+        x::TypeEntry::array(x::Name(0xf773a), 299), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::TypeEntry::array(x::Name(0xfb238), 300), // ArrayOfClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::TypeEntry::array(x::Name(0xfeb1d), 301), // ArrayOfClusterDasVmConfigInfo
+        x::TypeEntry::array(x::Name(0x10091d), 302), // ArrayOfClusterDasVmConfigSpec
+        x::TypeEntry::array(x::Name(0x102721), 303), // ArrayOfClusterDatastoreUpdateSpec
+        x::TypeEntry::array(x::Name(0x10491f), 304), // ArrayOfClusterDpmHostConfigInfo
+        x::TypeEntry::array(x::Name(0x10691f), 305), // ArrayOfClusterDpmHostConfigSpec
+        x::TypeEntry::array(x::Name(0x108917), 306), // ArrayOfClusterDrsFaults
+        x::TypeEntry::array(x::Name(0x10a121), 307), // ArrayOfClusterDrsFaultsFaultsByVm
+        x::TypeEntry::array(x::Name(0x10c31a), 308), // ArrayOfClusterDrsMigration
+        x::TypeEntry::array(x::Name(0x10de1f), 309), // ArrayOfClusterDrsRecommendation
+        x::TypeEntry::array(x::Name(0x10fe1d), 310), // ArrayOfClusterDrsVmConfigInfo
+        x::TypeEntry::array(x::Name(0x111c1d), 311), // ArrayOfClusterDrsVmConfigSpec
+        x::TypeEntry::array(x::Name(0x113a23), 312), // ArrayOfClusterEVCManagerCheckResult
+        x::TypeEntry::array(x::Name(0x115e38), 313), // ArrayOfClusterFailoverHostAdmissionControlInfoHostStatus
+        x::TypeEntry::array(x::Name(0x119717), 314), // ArrayOfClusterGroupInfo
+        x::TypeEntry::array(x::Name(0x11af17), 315), // ArrayOfClusterGroupSpec
+        x::TypeEntry::array(x::Name(0x11c720), 316), // ArrayOfClusterHostRecommendation
+        x::TypeEntry::array(x::Name(0x11e81a), 317), // ArrayOfClusterIoFilterInfo
+        x::TypeEntry::array(x::Name(0x120320), 318), // ArrayOfClusterNotAttemptedVmInfo
+        x::TypeEntry::array(x::Name(0x12241c), 319), // ArrayOfClusterRecommendation
+        x::TypeEntry::array(x::Name(0x124116), 320), // ArrayOfClusterRuleInfo
+        x::TypeEntry::array(x::Name(0x125816), 321), // ArrayOfClusterRuleSpec
+        x::TypeEntry::array(x::Name(0x126f23), 322), // ArrayOfClusterTagCategoryUpdateSpec
+        x::TypeEntry::array(x::Name(0x129321), 323), // ArrayOfClusterVmOrchestrationInfo
+        x::TypeEntry::array(x::Name(0x12b521), 324), // ArrayOfClusterVmOrchestrationSpec
+        x::TypeEntry::array(x::Name(0x12d718), 325), // ArrayOfComplianceFailure
+        x::TypeEntry::array(x::Name(0x12f02f), 326), // ArrayOfComplianceFailureComplianceFailureValues
+        x::TypeEntry::array(x::Name(0x132018), 327), // ArrayOfComplianceLocator
+        x::TypeEntry::array(x::Name(0x133917), 328), // ArrayOfComplianceResult
+        x::TypeEntry::array(x::Name(0x135129), 329), // ArrayOfComputeResourceHostSPBMLicenseInfo
+        x::TypeEntry::array(x::Name(0x137b25), 330), // ArrayOfConflictingConfigurationConfig
+        x::TypeEntry::array(x::Name(0x13a112), 331), // ArrayOfCryptoKeyId
+        x::TypeEntry::array(x::Name(0x13b415), 332), // ArrayOfCryptoKeyPlain
+        x::TypeEntry::array(x::Name(0x13ca16), 333), // ArrayOfCryptoKeyResult
+        x::TypeEntry::array(x::Name(0x13e125), 334), // ArrayOfCryptoManagerKmipClusterStatus
+        x::TypeEntry::array(x::Name(0x140727), 335), // ArrayOfCryptoManagerKmipCryptoKeyStatus
+        x::TypeEntry::array(x::Name(0x142f24), 336), // ArrayOfCryptoManagerKmipServerStatus
+        x::TypeEntry::array(x::Name(0x145415), 337), // ArrayOfCustomFieldDef
+        x::TypeEntry::array(x::Name(0x146a17), 338), // ArrayOfCustomFieldValue
+        x::TypeEntry::array(x::Name(0x148222), 339), // ArrayOfCustomizationAdapterMapping
+        x::TypeEntry::array(x::Name(0x14a521), 340), // ArrayOfCustomizationIpV6Generator
+        x::TypeEntry::array(x::Name(0x14c71c), 341), // ArrayOfCustomizationSpecInfo
+        x::TypeEntry::array(x::Name(0x14e417), 342), // ArrayOfDVPortConfigSpec
+        x::TypeEntry::array(x::Name(0x14fc1c), 343), // ArrayOfDVPortgroupConfigSpec
+        x::TypeEntry::array(x::Name(0x15191b), 344), // ArrayOfDVSHealthCheckConfig
+        x::TypeEntry::array(x::Name(0x15351d), 345), // ArrayOfDVSNetworkResourcePool
+        x::TypeEntry::array(x::Name(0x155327), 346), // ArrayOfDVSNetworkResourcePoolConfigSpec
+        x::TypeEntry::array(x::Name(0x157b23), 347), // ArrayOfDVSVmVnicNetworkResourcePool
+        x::TypeEntry::array(x::Name(0x159f20), 348), // ArrayOfDasHeartbeatDatastoreInfo
+        x::TypeEntry::array(x::Name(0x15c021), 349), // ArrayOfDatacenterBasicConnectInfo
+        x::TypeEntry::array(x::Name(0x15e221), 350), // ArrayOfDatacenterMismatchArgument
+        x::TypeEntry::array(x::Name(0x160419), 351), // ArrayOfDatastoreHostMount
+        x::TypeEntry::array(x::Name(0x161e26), 352), // ArrayOfDatastoreMountPathDatastorePair
+        x::TypeEntry::array(x::Name(0x164529), 353), // ArrayOfDatastoreVVolContainerFailoverPair
+        x::TypeEntry::array(x::Name(0x166f27), 354), // ArrayOfDesiredSoftwareSpecComponentSpec
+        x::TypeEntry::array(x::Name(0x169722), 355), // ArrayOfDiagnosticManagerBundleInfo
+        x::TypeEntry::array(x::Name(0x16ba25), 356), // ArrayOfDiagnosticManagerLogDescriptor
+        x::TypeEntry::array(x::Name(0x16e017), 357), // ArrayOfDiskChangeExtent
+        x::TypeEntry::array(x::Name(0x16f81d), 358), // ArrayOfDistributedVirtualPort
+        x::TypeEntry::array(x::Name(0x171626), 359), // ArrayOfDistributedVirtualPortgroupInfo
+        x::TypeEntry::array(x::Name(0x173d29), 360), // ArrayOfDistributedVirtualPortgroupProblem
+        x::TypeEntry::array(x::Name(0x176729), 361), // ArrayOfDistributedVirtualSwitchHostMember
+        x::TypeEntry::array(x::Name(0x179133), 362), // ArrayOfDistributedVirtualSwitchHostMemberConfigSpec
+        x::TypeEntry::array(x::Name(0x17c531), 363), // ArrayOfDistributedVirtualSwitchHostMemberPnicSpec
+        x::TypeEntry::array(x::Name(0x17f73a), 364), // ArrayOfDistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::TypeEntry::array(x::Name(0x18322e), 365), // ArrayOfDistributedVirtualSwitchHostProductSpec
+        x::TypeEntry::array(x::Name(0x186123), 366), // ArrayOfDistributedVirtualSwitchInfo
+        x::TypeEntry::array(x::Name(0x18852e), 367), // ArrayOfDistributedVirtualSwitchKeyedOpaqueBlob
+        x::TypeEntry::array(x::Name(0x18b439), 368), // ArrayOfDistributedVirtualSwitchManagerCompatibilityResult
+        x::TypeEntry::array(x::Name(0x18ee37), 369), // ArrayOfDistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::TypeEntry::array(x::Name(0x19262a), 370), // ArrayOfDistributedVirtualSwitchProductSpec
+        x::TypeEntry::array(x::Name(0x19510d), 371), // ArrayOfDouble
+        x::TypeEntry::array(x::Name(0x195f2a), 372), // ArrayOfDvsApplyOperationFaultFaultOnObject
+        x::TypeEntry::array(x::Name(0x198a16), 373), // ArrayOfDvsFilterConfig
+        x::TypeEntry::array(x::Name(0x19a12b), 374), // ArrayOfDvsHostInfrastructureTrafficResource
+        x::TypeEntry::array(x::Name(0x19cd19), 375), // ArrayOfDvsHostVNicProfile
+        x::TypeEntry::array(x::Name(0x19e71e), 376), // ArrayOfDvsNetworkRuleQualifier
+        x::TypeEntry::array(x::Name(0x1a0627), 377), // ArrayOfDvsOperationBulkFaultFaultOnHost
+        x::TypeEntry::array(x::Name(0x1a2e1f), 378), // ArrayOfDvsOutOfSyncHostArgument
+        x::TypeEntry::array(x::Name(0x1a4e11), 379), // ArrayOfDvsProfile
+        x::TypeEntry::array(x::Name(0x1a6023), 380), // ArrayOfDvsServiceConsoleVNicProfile
+        x::TypeEntry::array(x::Name(0x1a8415), 381), // ArrayOfDvsTrafficRule
+        x::TypeEntry::array(x::Name(0x1a9a2e), 382), // ArrayOfDvsVmVnicNetworkResourcePoolRuntimeInfo
+        x::TypeEntry::array(x::Name(0x1ac926), 383), // ArrayOfDvsVmVnicResourcePoolConfigSpec
+        x::TypeEntry::array(x::Name(0x1af01f), 384), // ArrayOfDvsVnicAllocatedResource
+        x::TypeEntry::array(x::Name(0x1b1016), 385), // ArrayOfDynamicProperty
+        x::TypeEntry::array(x::Name(0x1b270e), 386), // ArrayOfEVCMode
+        x::TypeEntry::array(x::Name(0x1b3619), 387), // ArrayOfElementDescription
+        x::TypeEntry::array(x::Name(0x1b5019), 388), // ArrayOfEntityBackupConfig
+        x::TypeEntry::array(x::Name(0x1b6a16), 389), // ArrayOfEntityPrivilege
+        x::TypeEntry::array(x::Name(0x1b8116), 390), // ArrayOfEnumDescription
+        x::TypeEntry::array(x::Name(0x1b980c), 391), // ArrayOfEvent
+        x::TypeEntry::array(x::Name(0x1ba525), 392), // ArrayOfEventAlarmExpressionComparison
+        x::TypeEntry::array(x::Name(0x1bcb13), 393), // ArrayOfEventArgDesc
+        x::TypeEntry::array(x::Name(0x1bdf22), 394), // ArrayOfEventDescriptionEventDetail
+        x::TypeEntry::array(x::Name(0x1c021b), 395), // ArrayOfExtManagedEntityInfo
+        x::TypeEntry::array(x::Name(0x1c1e24), 396), // ArrayOfExtSolutionManagerInfoTabInfo
+        x::TypeEntry::array(x::Name(0x1c4318), 397), // ArrayOfExtendedEventPair
+        x::TypeEntry::array(x::Name(0x1c5c10), 398), // ArrayOfExtension
+        x::TypeEntry::array(x::Name(0x1c6d1a), 399), // ArrayOfExtensionClientInfo
+        x::TypeEntry::array(x::Name(0x1c881d), 400), // ArrayOfExtensionEventTypeInfo
+        x::TypeEntry::array(x::Name(0x1ca61d), 401), // ArrayOfExtensionFaultTypeInfo
+        x::TypeEntry::array(x::Name(0x1cc428), 402), // ArrayOfExtensionManagerIpAllocationUsage
+        x::TypeEntry::array(x::Name(0x1ced1d), 403), // ArrayOfExtensionPrivilegeInfo
+        x::TypeEntry::array(x::Name(0x1d0b1c), 404), // ArrayOfExtensionResourceInfo
+        x::TypeEntry::array(x::Name(0x1d281a), 405), // ArrayOfExtensionServerInfo
+        x::TypeEntry::array(x::Name(0x1d431c), 406), // ArrayOfExtensionTaskTypeInfo
+        x::TypeEntry::array(x::Name(0x1d601d), 407), // ArrayOfFaultToleranceDiskSpec
+        x::TypeEntry::array(x::Name(0x1d7e13), 408), // ArrayOfFaultsByHost
+        x::TypeEntry::array(x::Name(0x1d9211), 409), // ArrayOfFaultsByVM
+        x::TypeEntry::array(x::Name(0x1da41a), 410), // ArrayOfFcoeConfigVlanRange
+        x::TypeEntry::array(x::Name(0x1dbf15), 411), // ArrayOfFeatureEVCMode
+        x::TypeEntry::array(x::Name(0x1dd50f), 412), // ArrayOfFileInfo
+        x::TypeEntry::array(x::Name(0x1de510), 413), // ArrayOfFileQuery
+        x::TypeEntry::array(x::Name(0x1df624), 414), // ArrayOfFirewallProfileRulesetProfile
+        x::TypeEntry::array(x::Name(0x1e1b1d), 415), // ArrayOfFolderFailedHostResult
+        x::TypeEntry::array(x::Name(0x1e3918), 416), // ArrayOfFolderNewHostSpec
+        x::TypeEntry::array(x::Name(0x1e5213), 417), // ArrayOfGuestAliases
+        x::TypeEntry::array(x::Name(0x1e6619), 418), // ArrayOfGuestAuthAliasInfo
+        x::TypeEntry::array(x::Name(0x1e8017), 419), // ArrayOfGuestAuthSubject
+        x::TypeEntry::array(x::Name(0x1e9814), 420), // ArrayOfGuestDiskInfo
+        x::TypeEntry::array(x::Name(0x1ead14), 421), // ArrayOfGuestFileInfo
+        x::TypeEntry::array(x::Name(0x1ec227), 422), // ArrayOfGuestInfoNamespaceGenerationInfo
+        x::TypeEntry::array(x::Name(0x1eea22), 423), // ArrayOfGuestInfoVirtualDiskMapping
+        x::TypeEntry::array(x::Name(0x1f0d19), 424), // ArrayOfGuestMappedAliases
+        x::TypeEntry::array(x::Name(0x1f2713), 425), // ArrayOfGuestNicInfo
+        x::TypeEntry::array(x::Name(0x1f3b18), 426), // ArrayOfGuestOsDescriptor
+        x::TypeEntry::array(x::Name(0x1f5417), 427), // ArrayOfGuestProcessInfo
+        x::TypeEntry::array(x::Name(0x1f6c1c), 428), // ArrayOfGuestRegKeyRecordSpec
+        x::TypeEntry::array(x::Name(0x1f8918), 429), // ArrayOfGuestRegValueSpec
+        x::TypeEntry::array(x::Name(0x1fa215), 430), // ArrayOfGuestStackInfo
+        x::TypeEntry::array(x::Name(0x1fb828), 431), // ArrayOfHbrManagerVmReplicationCapability
+        x::TypeEntry::array(x::Name(0x1fe113), 432), // ArrayOfHealthUpdate
+        x::TypeEntry::array(x::Name(0x1ff517), 433), // ArrayOfHealthUpdateInfo
+        x::TypeEntry::array(x::Name(0x200d1d), 434), // ArrayOfHostAccessControlEntry
+        x::TypeEntry::array(x::Name(0x202b16), 435), // ArrayOfHostAccountSpec
+        x::TypeEntry::array(x::Name(0x20421a), 436), // ArrayOfHostActiveDirectory
+        x::TypeEntry::array(x::Name(0x205d24), 437), // ArrayOfHostAssignableHardwareBinding
+        x::TypeEntry::array(x::Name(0x208234), 438), // ArrayOfHostAssignableHardwareConfigAttributeOverride
+        x::TypeEntry::array(x::Name(0x20b722), 439), // ArrayOfHostAuthenticationStoreInfo
+        x::TypeEntry::array(x::Name(0x20da15), 440), // ArrayOfHostBootDevice
+        x::TypeEntry::array(x::Name(0x20f021), 441), // ArrayOfHostCacheConfigurationInfo
+        x::TypeEntry::array(x::Name(0x211221), 442), // ArrayOfHostConnectInfoNetworkInfo
+        x::TypeEntry::array(x::Name(0x213416), 443), // ArrayOfHostConnectSpec
+        x::TypeEntry::array(x::Name(0x214b14), 444), // ArrayOfHostCpuIdInfo
+        x::TypeEntry::array(x::Name(0x216015), 445), // ArrayOfHostCpuPackage
+        x::TypeEntry::array(x::Name(0x217628), 446), // ArrayOfHostDatastoreBrowserSearchResults
+        x::TypeEntry::array(x::Name(0x219f1f), 447), // ArrayOfHostDatastoreConnectInfo
+        x::TypeEntry::array(x::Name(0x21bf29), 448), // ArrayOfHostDatastoreSystemDatastoreResult
+        x::TypeEntry::array(x::Name(0x21e921), 449), // ArrayOfHostDateTimeSystemTimeZone
+        x::TypeEntry::array(x::Name(0x220b16), 450), // ArrayOfHostDhcpService
+        x::TypeEntry::array(x::Name(0x22221c), 451), // ArrayOfHostDhcpServiceConfig
+        x::TypeEntry::array(x::Name(0x223f1e), 452), // ArrayOfHostDiagnosticPartition
+        x::TypeEntry::array(x::Name(0x225e2a), 453), // ArrayOfHostDiagnosticPartitionCreateOption
+        x::TypeEntry::array(x::Name(0x228922), 454), // ArrayOfHostDiskConfigurationResult
+        x::TypeEntry::array(x::Name(0x22ac25), 455), // ArrayOfHostDiskMappingPartitionOption
+        x::TypeEntry::array(x::Name(0x22d222), 456), // ArrayOfHostDiskPartitionAttributes
+        x::TypeEntry::array(x::Name(0x22f522), 457), // ArrayOfHostDiskPartitionBlockRange
+        x::TypeEntry::array(x::Name(0x23181c), 458), // ArrayOfHostDiskPartitionInfo
+        x::TypeEntry::array(x::Name(0x233518), 459), // ArrayOfHostEventArgument
+        x::TypeEntry::array(x::Name(0x234e1c), 460), // ArrayOfHostFeatureCapability
+        x::TypeEntry::array(x::Name(0x236b16), 461), // ArrayOfHostFeatureMask
+        x::TypeEntry::array(x::Name(0x23821d), 462), // ArrayOfHostFeatureVersionInfo
+        x::TypeEntry::array(x::Name(0x23a01e), 463), // ArrayOfHostFileSystemMountInfo
+        x::TypeEntry::array(x::Name(0x23bf26), 464), // ArrayOfHostFirewallConfigRuleSetConfig
+        x::TypeEntry::array(x::Name(0x23e617), 465), // ArrayOfHostFirewallRule
+        x::TypeEntry::array(x::Name(0x23fe1a), 466), // ArrayOfHostFirewallRuleset
+        x::TypeEntry::array(x::Name(0x241923), 467), // ArrayOfHostFirewallRulesetIpNetwork
+        x::TypeEntry::array(x::Name(0x243d23), 468), // ArrayOfHostGraphicsConfigDeviceType
+        x::TypeEntry::array(x::Name(0x246117), 469), // ArrayOfHostGraphicsInfo
+        x::TypeEntry::array(x::Name(0x24791e), 470), // ArrayOfHostHardwareElementInfo
+        x::TypeEntry::array(x::Name(0x249819), 471), // ArrayOfHostHostBusAdapter
+        x::TypeEntry::array(x::Name(0x24b22a), 472), // ArrayOfHostInternetScsiHbaIscsiIpv6Address
+        x::TypeEntry::array(x::Name(0x24dd24), 473), // ArrayOfHostInternetScsiHbaParamValue
+        x::TypeEntry::array(x::Name(0x250224), 474), // ArrayOfHostInternetScsiHbaSendTarget
+        x::TypeEntry::array(x::Name(0x252726), 475), // ArrayOfHostInternetScsiHbaStaticTarget
+        x::TypeEntry::array(x::Name(0x254e17), 476), // ArrayOfHostIoFilterInfo
+        x::TypeEntry::array(x::Name(0x25661e), 477), // ArrayOfHostIpConfigIpV6Address
+        x::TypeEntry::array(x::Name(0x258517), 478), // ArrayOfHostIpRouteEntry
+        x::TypeEntry::array(x::Name(0x259d14), 479), // ArrayOfHostIpRouteOp
+        x::TypeEntry::array(x::Name(0x25b234), 480), // ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec
+        x::TypeEntry::array(x::Name(0x25e736), 481), // ArrayOfHostLowLevelProvisioningManagerFileDeleteResult
+        x::TypeEntry::array(x::Name(0x261e34), 482), // ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec
+        x::TypeEntry::array(x::Name(0x265337), 483), // ArrayOfHostLowLevelProvisioningManagerFileReserveResult
+        x::TypeEntry::array(x::Name(0x268b35), 484), // ArrayOfHostLowLevelProvisioningManagerFileReserveSpec
+        x::TypeEntry::array(x::Name(0x26c138), 485), // ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec
+        x::TypeEntry::array(x::Name(0x26fa22), 486), // ArrayOfHostMemberHealthCheckResult
+        x::TypeEntry::array(x::Name(0x271d1c), 487), // ArrayOfHostMemberRuntimeInfo
+        x::TypeEntry::array(x::Name(0x273a19), 488), // ArrayOfHostMemoryTierInfo
+        x::TypeEntry::array(x::Name(0x275423), 489), // ArrayOfHostMultipathInfoLogicalUnit
+        x::TypeEntry::array(x::Name(0x27781c), 490), // ArrayOfHostMultipathInfoPath
+        x::TypeEntry::array(x::Name(0x279521), 491), // ArrayOfHostMultipathStateInfoPath
+        x::TypeEntry::array(x::Name(0x27b71a), 492), // ArrayOfHostNasVolumeConfig
+        x::TypeEntry::array(x::Name(0x27d215), 493), // ArrayOfHostNatService
+        x::TypeEntry::array(x::Name(0x27e81b), 494), // ArrayOfHostNatServiceConfig
+        x::TypeEntry::array(x::Name(0x280424), 495), // ArrayOfHostNatServicePortForwardSpec
+        x::TypeEntry::array(x::Name(0x28291b), 496), // ArrayOfHostNetStackInstance
+        x::TypeEntry::array(x::Name(0x284524), 497), // ArrayOfHostNetworkConfigNetStackSpec
+        x::TypeEntry::array(x::Name(0x286a13), 498), // ArrayOfHostNumaNode
+        x::TypeEntry::array(x::Name(0x287e1c), 499), // ArrayOfHostNumericSensorInfo
+        x::TypeEntry::array(x::Name(0x289b1a), 500), // ArrayOfHostNvmeConnectSpec
+        x::TypeEntry::array(x::Name(0x28b619), 501), // ArrayOfHostNvmeController
+        x::TypeEntry::array(x::Name(0x28d01d), 502), // ArrayOfHostNvmeDisconnectSpec
+        x::TypeEntry::array(x::Name(0x28ee20), 503), // ArrayOfHostNvmeDiscoveryLogEntry
+        x::TypeEntry::array(x::Name(0x290f18), 504), // ArrayOfHostNvmeNamespace
+        x::TypeEntry::array(x::Name(0x292820), 505), // ArrayOfHostNvmeTopologyInterface
+        x::TypeEntry::array(x::Name(0x29491c), 506), // ArrayOfHostOpaqueNetworkInfo
+        x::TypeEntry::array(x::Name(0x296617), 507), // ArrayOfHostOpaqueSwitch
+        x::TypeEntry::array(x::Name(0x297e26), 508), // ArrayOfHostOpaqueSwitchPhysicalNicZone
+        x::TypeEntry::array(x::Name(0x29a51d), 509), // ArrayOfHostPatchManagerStatus
+        x::TypeEntry::array(x::Name(0x29c32e), 510), // ArrayOfHostPatchManagerStatusPrerequisitePatch
+        x::TypeEntry::array(x::Name(0x29f224), 511), // ArrayOfHostPathSelectionPolicyOption
+        x::TypeEntry::array(x::Name(0x2a1714), 512), // ArrayOfHostPciDevice
+        x::TypeEntry::array(x::Name(0x2a2c1c), 513), // ArrayOfHostPciPassthruConfig
+        x::TypeEntry::array(x::Name(0x2a491a), 514), // ArrayOfHostPciPassthruInfo
+        x::TypeEntry::array(x::Name(0x2a6425), 515), // ArrayOfHostPlacedVirtualNicIdentifier
+        x::TypeEntry::array(x::Name(0x2a8a23), 516), // ArrayOfHostPlugStoreTopologyAdapter
+        x::TypeEntry::array(x::Name(0x2aae22), 517), // ArrayOfHostPlugStoreTopologyDevice
+        x::TypeEntry::array(x::Name(0x2ad120), 518), // ArrayOfHostPlugStoreTopologyPath
+        x::TypeEntry::array(x::Name(0x2af222), 519), // ArrayOfHostPlugStoreTopologyPlugin
+    ],
+    decoders: &[
+        None, // AbandonHciWorkflowRequestType
+        None, // AbdicateDomOwnershipRequestType
+        None, // AbortCustomizationRequestType
+        Some(x::decode_boxed::<AboutInfo>),
+        Some(x::decode_boxed::<AccountCreatedEvent>),
+        Some(x::decode_boxed::<AccountRemovedEvent>),
+        Some(x::decode_boxed::<AccountUpdatedEvent>),
+        None, // AcknowledgeAlarmRequestType
+        None, // AcquireCimServicesTicketRequestType
+        None, // AcquireCloneTicketRequestType
+        None, // AcquireCredentialsInGuestRequestType
+        None, // AcquireGenericServiceTicketRequestType
+        None, // AcquireLocalTicketRequestType
+        None, // AcquireMksTicketRequestType
+        None, // AcquireTicketRequestType
+        Some(x::decode_boxed::<Action>),
+        Some(x::decode_boxed::<ActionParameter>),
+        Some(x::decode_boxed::<ActionType>),
+        Some(x::decode_boxed::<ActiveDirectoryFault>),
+        Some(x::decode_boxed::<ActiveDirectoryProfile>),
+        Some(x::decode_boxed::<ActiveVMsBlockingEVC>),
+        None, // AddAuthorizationRoleRequestType
+        None, // AddCustomFieldDefRequestType
+        None, // AddDVPortgroupRequestType
+        None, // AddDisksRequestType
+        None, // AddFilterEntitiesRequestType
+        None, // AddFilterRequestType
+        None, // AddGuestAliasRequestType
+        None, // AddHostRequestType
+        None, // AddInternetScsiSendTargetsRequestType
+        None, // AddInternetScsiStaticTargetsRequestType
+        None, // AddKeyRequestType
+        None, // AddKeysRequestType
+        None, // AddLicenseRequestType
+        None, // AddMonitoredEntitiesRequestType
+        None, // AddNetworkResourcePoolRequestType
+        None, // AddPortGroupRequestType
+        None, // AddServiceConsoleVirtualNicRequestType
+        None, // AddStandaloneHostRequestType
+        None, // AddVirtualNicRequestType
+        None, // AddVirtualSwitchRequestType
+        Some(x::decode_boxed::<AdminDisabled>),
+        Some(x::decode_boxed::<AdminNotDisabled>),
+        Some(x::decode_boxed::<AdminPasswordNotChangedEvent>),
+        Some(x::decode_boxed::<AffinityConfigured>),
+        Some(x::decode_boxed::<AffinityType>),
+        Some(x::decode_boxed::<AfterStartupTaskScheduler>),
+        Some(x::decode_boxed::<AgentInstallFailed>),
+        Some(x::decode_boxed::<AgentInstallFailedReason>),
+        Some(x::decode_boxed::<AlarmAcknowledgedEvent>),
+        Some(x::decode_boxed::<AlarmAction>),
+        Some(x::decode_boxed::<AlarmActionTriggeredEvent>),
+        Some(x::decode_boxed::<AlarmClearedEvent>),
+        Some(x::decode_boxed::<AlarmCreatedEvent>),
+        Some(x::decode_boxed::<AlarmDescription>),
+        Some(x::decode_boxed::<AlarmEmailCompletedEvent>),
+        Some(x::decode_boxed::<AlarmEmailFailedEvent>),
+        Some(x::decode_boxed::<AlarmEvent>),
+        Some(x::decode_boxed::<AlarmEventArgument>),
+        Some(x::decode_boxed::<AlarmExpression>),
+        Some(x::decode_boxed::<AlarmFilterSpec>),
+        Some(x::decode_boxed::<AlarmFilterSpecAlarmTypeByEntity>),
+        Some(x::decode_boxed::<AlarmFilterSpecAlarmTypeByTrigger>),
+        Some(x::decode_boxed::<AlarmInfo>),
+        Some(x::decode_boxed::<AlarmReconfiguredEvent>),
+        Some(x::decode_boxed::<AlarmRemovedEvent>),
+        Some(x::decode_boxed::<AlarmScriptCompleteEvent>),
+        Some(x::decode_boxed::<AlarmScriptFailedEvent>),
+        Some(x::decode_boxed::<AlarmSetting>),
+        Some(x::decode_boxed::<AlarmSnmpCompletedEvent>),
+        Some(x::decode_boxed::<AlarmSnmpFailedEvent>),
+        Some(x::decode_boxed::<AlarmSpec>),
+        Some(x::decode_boxed::<AlarmState>),
+        Some(x::decode_boxed::<AlarmStatusChangedEvent>),
+        Some(x::decode_boxed::<AlarmTriggeringAction>),
+        Some(x::decode_boxed::<AlarmTriggeringActionTransitionSpec>),
+        Some(x::decode_boxed::<AllVirtualMachinesLicensedEvent>),
+        None, // AllocateIpv4AddressRequestType
+        None, // AllocateIpv6AddressRequestType
+        Some(x::decode_boxed::<AlreadyAuthenticatedSessionEvent>),
+        Some(x::decode_boxed::<AlreadyBeingManaged>),
+        Some(x::decode_boxed::<AlreadyConnected>),
+        Some(x::decode_boxed::<AlreadyExists>),
+        Some(x::decode_boxed::<AlreadyUpgraded>),
+        Some(x::decode_boxed::<AndAlarmExpression>),
+        Some(x::decode_boxed::<AnswerFile>),
+        Some(x::decode_boxed::<AnswerFileCreateSpec>),
+        Some(x::decode_boxed::<AnswerFileOptionsCreateSpec>),
+        Some(x::decode_boxed::<AnswerFileSerializedCreateSpec>),
+        Some(x::decode_boxed::<AnswerFileStatusError>),
+        Some(x::decode_boxed::<AnswerFileStatusResult>),
+        Some(x::decode_boxed::<AnswerFileUpdateFailed>),
+        Some(x::decode_boxed::<AnswerFileUpdateFailure>),
+        Some(x::decode_boxed::<AnswerFileValidationInfoStatus>),
+        None, // AnswerVMRequestType
+        Some(x::decode_boxed::<ApplicationQuiesceFault>),
+        None, // ApplyEntitiesConfigRequestType
+        None, // ApplyEvcModeVMRequestType
+        None, // ApplyHostConfigRequestType
+        Some(x::decode_boxed::<ApplyHostProfileConfigurationResult>),
+        Some(x::decode_boxed::<ApplyHostProfileConfigurationResultStatus>),
+        Some(x::decode_boxed::<ApplyHostProfileConfigurationSpec>),
+        Some(x::decode_boxed::<ApplyProfile>),
+        None, // ApplyRecommendationRequestType
+        None, // ApplyStorageDrsRecommendationRequestType
+        None, // ApplyStorageDrsRecommendationToPodRequestType
+        Some(x::decode_boxed::<ApplyStorageRecommendationResult>),
+        None, // AreAlarmActionsEnabledRequestType
+        Some(x::decode_boxed::<Vec<AnyAlarmAction>>),
+        Some(x::decode_boxed::<Vec<AnyAlarmExpression>>),
+        Some(x::decode_boxed::<Vec<AlarmState>>),
+        Some(x::decode_boxed::<Vec<AlarmTriggeringActionTransitionSpec>>),
+        Some(x::decode_boxed::<Vec<AnswerFileStatusError>>),
+        Some(x::decode_boxed::<Vec<AnswerFileStatusResult>>),
+        Some(x::decode_boxed::<Vec<AnswerFileUpdateFailure>>),
+        None, // ArrayOfAnyType
+        None, // ArrayOfAnyURI
+        Some(x::decode_boxed::<Vec<ApplyHostProfileConfigurationResult>>),
+        Some(x::decode_boxed::<Vec<ApplyHostProfileConfigurationSpec>>),
+        Some(x::decode_boxed::<Vec<AnyApplyProfile>>),
+        Some(x::decode_boxed::<Vec<AuthorizationPrivilege>>),
+        Some(x::decode_boxed::<Vec<AuthorizationRole>>),
+        Some(x::decode_boxed::<Vec<AutoStartPowerInfo>>),
+        None, // ArrayOfBase64Binary
+        None, // ArrayOfBoolean
+        None, // ArrayOfByte
+        Some(x::decode_boxed::<Vec<ChangesInfoEventArgument>>),
+        Some(x::decode_boxed::<Vec<CheckResult>>),
+        Some(x::decode_boxed::<Vec<AnyClusterAction>>),
+        Some(x::decode_boxed::<Vec<ClusterActionHistory>>),
+        Some(x::decode_boxed::<Vec<ClusterAttemptedVmInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterComputeResourceDVSSetting>>),
+        Some(x::decode_boxed::<Vec<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>>),
+        Some(x::decode_boxed::<Vec<ClusterComputeResourceDvsProfile>>),
+        Some(x::decode_boxed::<Vec<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>>),
+        Some(x::decode_boxed::<Vec<ClusterComputeResourceHostConfigurationInput>>),
+        Some(x::decode_boxed::<Vec<ClusterComputeResourceHostVmkNicInfo>>),
+        Some(x::decode_boxed::<Vec<AnyClusterComputeResourceValidationResultBase>>),
+        Some(x::decode_boxed::<Vec<ClusterComputeResourceVcsSlots>>),
+        Some(x::decode_boxed::<Vec<ClusterDasAamNodeState>>),
+        Some(x::decode_boxed::<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>>),
+        Some(x::decode_boxed::<Vec<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>>),
+        Some(x::decode_boxed::<Vec<ClusterDasVmConfigInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterDasVmConfigSpec>>),
+        Some(x::decode_boxed::<Vec<ClusterDatastoreUpdateSpec>>),
+        Some(x::decode_boxed::<Vec<ClusterDpmHostConfigInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterDpmHostConfigSpec>>),
+        Some(x::decode_boxed::<Vec<ClusterDrsFaults>>),
+        Some(x::decode_boxed::<Vec<AnyClusterDrsFaultsFaultsByVm>>),
+        Some(x::decode_boxed::<Vec<ClusterDrsMigration>>),
+        Some(x::decode_boxed::<Vec<ClusterDrsRecommendation>>),
+        Some(x::decode_boxed::<Vec<ClusterDrsVmConfigInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterDrsVmConfigSpec>>),
+        Some(x::decode_boxed::<Vec<ClusterEVCManagerCheckResult>>),
+        Some(x::decode_boxed::<Vec<ClusterFailoverHostAdmissionControlInfoHostStatus>>),
+        Some(x::decode_boxed::<Vec<AnyClusterGroupInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterGroupSpec>>),
+        Some(x::decode_boxed::<Vec<ClusterHostRecommendation>>),
+        Some(x::decode_boxed::<Vec<ClusterIoFilterInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterNotAttemptedVmInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterRecommendation>>),
+        Some(x::decode_boxed::<Vec<AnyClusterRuleInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterRuleSpec>>),
+        Some(x::decode_boxed::<Vec<ClusterTagCategoryUpdateSpec>>),
+        Some(x::decode_boxed::<Vec<ClusterVmOrchestrationInfo>>),
+        Some(x::decode_boxed::<Vec<ClusterVmOrchestrationSpec>>),
+        Some(x::decode_boxed::<Vec<ComplianceFailure>>),
+        Some(x::decode_boxed::<Vec<ComplianceFailureComplianceFailureValues>>),
+        Some(x::decode_boxed::<Vec<ComplianceLocator>>),
+        Some(x::decode_boxed::<Vec<ComplianceResult>>),
+        Some(x::decode_boxed::<Vec<ComputeResourceHostSPBMLicenseInfo>>),
+        Some(x::decode_boxed::<Vec<ConflictingConfigurationConfig>>),
+        Some(x::decode_boxed::<Vec<CryptoKeyId>>),
+        Some(x::decode_boxed::<Vec<CryptoKeyPlain>>),
+        Some(x::decode_boxed::<Vec<CryptoKeyResult>>),
+        Some(x::decode_boxed::<Vec<CryptoManagerKmipClusterStatus>>),
+        Some(x::decode_boxed::<Vec<CryptoManagerKmipCryptoKeyStatus>>),
+        Some(x::decode_boxed::<Vec<CryptoManagerKmipServerStatus>>),
+        Some(x::decode_boxed::<Vec<CustomFieldDef>>),
+        Some(x::decode_boxed::<Vec<AnyCustomFieldValue>>),
+        Some(x::decode_boxed::<Vec<CustomizationAdapterMapping>>),
+        Some(x::decode_boxed::<Vec<AnyCustomizationIpV6Generator>>),
+        Some(x::decode_boxed::<Vec<CustomizationSpecInfo>>),
+        Some(x::decode_boxed::<Vec<DVPortConfigSpec>>),
+        Some(x::decode_boxed::<Vec<DVPortgroupConfigSpec>>),
+        Some(x::decode_boxed::<Vec<AnyDVSHealthCheckConfig>>),
+        Some(x::decode_boxed::<Vec<DVSNetworkResourcePool>>),
+        Some(x::decode_boxed::<Vec<DVSNetworkResourcePoolConfigSpec>>),
+        Some(x::decode_boxed::<Vec<DVSVmVnicNetworkResourcePool>>),
+        Some(x::decode_boxed::<Vec<DasHeartbeatDatastoreInfo>>),
+        Some(x::decode_boxed::<Vec<DatacenterBasicConnectInfo>>),
+        Some(x::decode_boxed::<Vec<DatacenterMismatchArgument>>),
+        Some(x::decode_boxed::<Vec<DatastoreHostMount>>),
+        Some(x::decode_boxed::<Vec<DatastoreMountPathDatastorePair>>),
+        Some(x::decode_boxed::<Vec<DatastoreVVolContainerFailoverPair>>),
+        Some(x::decode_boxed::<Vec<DesiredSoftwareSpecComponentSpec>>),
+        Some(x::decode_boxed::<Vec<DiagnosticManagerBundleInfo>>),
+        Some(x::decode_boxed::<Vec<DiagnosticManagerLogDescriptor>>),
+        Some(x::decode_boxed::<Vec<DiskChangeExtent>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualPort>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualPortgroupInfo>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualPortgroupProblem>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMember>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberConfigSpec>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberPnicSpec>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostMemberTransportZoneInfo>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchHostProductSpec>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchInfo>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchKeyedOpaqueBlob>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchManagerCompatibilityResult>>),
+        Some(x::decode_boxed::<Vec<AnyDistributedVirtualSwitchManagerHostDvsFilterSpec>>),
+        Some(x::decode_boxed::<Vec<DistributedVirtualSwitchProductSpec>>),
+        None, // ArrayOfDouble
+        Some(x::decode_boxed::<Vec<DvsApplyOperationFaultFaultOnObject>>),
+        Some(x::decode_boxed::<Vec<AnyDvsFilterConfig>>),
+        Some(x::decode_boxed::<Vec<DvsHostInfrastructureTrafficResource>>),
+        Some(x::decode_boxed::<Vec<DvsHostVNicProfile>>),
+        Some(x::decode_boxed::<Vec<AnyDvsNetworkRuleQualifier>>),
+        Some(x::decode_boxed::<Vec<DvsOperationBulkFaultFaultOnHost>>),
+        Some(x::decode_boxed::<Vec<DvsOutOfSyncHostArgument>>),
+        Some(x::decode_boxed::<Vec<DvsProfile>>),
+        Some(x::decode_boxed::<Vec<DvsServiceConsoleVNicProfile>>),
+        Some(x::decode_boxed::<Vec<DvsTrafficRule>>),
+        Some(x::decode_boxed::<Vec<DvsVmVnicNetworkResourcePoolRuntimeInfo>>),
+        Some(x::decode_boxed::<Vec<DvsVmVnicResourcePoolConfigSpec>>),
+        Some(x::decode_boxed::<Vec<DvsVnicAllocatedResource>>),
+        Some(x::decode_boxed::<Vec<DynamicProperty>>),
+        Some(x::decode_boxed::<Vec<EVCMode>>),
+        Some(x::decode_boxed::<Vec<AnyElementDescription>>),
+        Some(x::decode_boxed::<Vec<EntityBackupConfig>>),
+        Some(x::decode_boxed::<Vec<EntityPrivilege>>),
+        Some(x::decode_boxed::<Vec<EnumDescription>>),
+        Some(x::decode_boxed::<Vec<AnyEvent>>),
+        Some(x::decode_boxed::<Vec<EventAlarmExpressionComparison>>),
+        Some(x::decode_boxed::<Vec<EventArgDesc>>),
+        Some(x::decode_boxed::<Vec<EventDescriptionEventDetail>>),
+        Some(x::decode_boxed::<Vec<ExtManagedEntityInfo>>),
+        Some(x::decode_boxed::<Vec<ExtSolutionManagerInfoTabInfo>>),
+        Some(x::decode_boxed::<Vec<ExtendedEventPair>>),
+        Some(x::decode_boxed::<Vec<Extension>>),
+        Some(x::decode_boxed::<Vec<ExtensionClientInfo>>),
+        Some(x::decode_boxed::<Vec<ExtensionEventTypeInfo>>),
+        Some(x::decode_boxed::<Vec<ExtensionFaultTypeInfo>>),
+        Some(x::decode_boxed::<Vec<ExtensionManagerIpAllocationUsage>>),
+        Some(x::decode_boxed::<Vec<ExtensionPrivilegeInfo>>),
+        Some(x::decode_boxed::<Vec<ExtensionResourceInfo>>),
+        Some(x::decode_boxed::<Vec<ExtensionServerInfo>>),
+        Some(x::decode_boxed::<Vec<ExtensionTaskTypeInfo>>),
+        Some(x::decode_boxed::<Vec<FaultToleranceDiskSpec>>),
+        Some(x::decode_boxed::<Vec<FaultsByHost>>),
+        Some(x::decode_boxed::<Vec<FaultsByVM>>),
+        Some(x::decode_boxed::<Vec<FcoeConfigVlanRange>>),
+        Some(x::decode_boxed::<Vec<FeatureEVCMode>>),
+        Some(x::decode_boxed::<Vec<AnyFileInfo>>),
+        Some(x::decode_boxed::<Vec<AnyFileQuery>>),
+        Some(x::decode_boxed::<Vec<FirewallProfileRulesetProfile>>),
+        Some(x::decode_boxed::<Vec<FolderFailedHostResult>>),
+        Some(x::decode_boxed::<Vec<FolderNewHostSpec>>),
+        Some(x::decode_boxed::<Vec<GuestAliases>>),
+        Some(x::decode_boxed::<Vec<GuestAuthAliasInfo>>),
+        Some(x::decode_boxed::<Vec<AnyGuestAuthSubject>>),
+        Some(x::decode_boxed::<Vec<GuestDiskInfo>>),
+        Some(x::decode_boxed::<Vec<GuestFileInfo>>),
+        Some(x::decode_boxed::<Vec<GuestInfoNamespaceGenerationInfo>>),
+        Some(x::decode_boxed::<Vec<GuestInfoVirtualDiskMapping>>),
+        Some(x::decode_boxed::<Vec<GuestMappedAliases>>),
+        Some(x::decode_boxed::<Vec<GuestNicInfo>>),
+        Some(x::decode_boxed::<Vec<GuestOsDescriptor>>),
+        Some(x::decode_boxed::<Vec<GuestProcessInfo>>),
+        Some(x::decode_boxed::<Vec<GuestRegKeyRecordSpec>>),
+        Some(x::decode_boxed::<Vec<GuestRegValueSpec>>),
+        Some(x::decode_boxed::<Vec<GuestStackInfo>>),
+        Some(x::decode_boxed::<Vec<HbrManagerVmReplicationCapability>>),
+        Some(x::decode_boxed::<Vec<HealthUpdate>>),
+        Some(x::decode_boxed::<Vec<HealthUpdateInfo>>),
+        Some(x::decode_boxed::<Vec<HostAccessControlEntry>>),
+        Some(x::decode_boxed::<Vec<AnyHostAccountSpec>>),
+        Some(x::decode_boxed::<Vec<HostActiveDirectory>>),
+        Some(x::decode_boxed::<Vec<HostAssignableHardwareBinding>>),
+        Some(x::decode_boxed::<Vec<HostAssignableHardwareConfigAttributeOverride>>),
+        Some(x::decode_boxed::<Vec<AnyHostAuthenticationStoreInfo>>),
+        Some(x::decode_boxed::<Vec<HostBootDevice>>),
+        Some(x::decode_boxed::<Vec<HostCacheConfigurationInfo>>),
+        Some(x::decode_boxed::<Vec<AnyHostConnectInfoNetworkInfo>>),
+        Some(x::decode_boxed::<Vec<HostConnectSpec>>),
+        Some(x::decode_boxed::<Vec<HostCpuIdInfo>>),
+        Some(x::decode_boxed::<Vec<HostCpuPackage>>),
+        Some(x::decode_boxed::<Vec<HostDatastoreBrowserSearchResults>>),
+        Some(x::decode_boxed::<Vec<AnyHostDatastoreConnectInfo>>),
+        Some(x::decode_boxed::<Vec<HostDatastoreSystemDatastoreResult>>),
+        Some(x::decode_boxed::<Vec<HostDateTimeSystemTimeZone>>),
+        Some(x::decode_boxed::<Vec<HostDhcpService>>),
+        Some(x::decode_boxed::<Vec<HostDhcpServiceConfig>>),
+        Some(x::decode_boxed::<Vec<HostDiagnosticPartition>>),
+        Some(x::decode_boxed::<Vec<HostDiagnosticPartitionCreateOption>>),
+        Some(x::decode_boxed::<Vec<HostDiskConfigurationResult>>),
+        Some(x::decode_boxed::<Vec<HostDiskMappingPartitionOption>>),
+        Some(x::decode_boxed::<Vec<HostDiskPartitionAttributes>>),
+        Some(x::decode_boxed::<Vec<HostDiskPartitionBlockRange>>),
+        Some(x::decode_boxed::<Vec<HostDiskPartitionInfo>>),
+        Some(x::decode_boxed::<Vec<HostEventArgument>>),
+        Some(x::decode_boxed::<Vec<HostFeatureCapability>>),
+        Some(x::decode_boxed::<Vec<HostFeatureMask>>),
+        Some(x::decode_boxed::<Vec<HostFeatureVersionInfo>>),
+        Some(x::decode_boxed::<Vec<HostFileSystemMountInfo>>),
+        Some(x::decode_boxed::<Vec<HostFirewallConfigRuleSetConfig>>),
+        Some(x::decode_boxed::<Vec<HostFirewallRule>>),
+        Some(x::decode_boxed::<Vec<HostFirewallRuleset>>),
+        Some(x::decode_boxed::<Vec<HostFirewallRulesetIpNetwork>>),
+        Some(x::decode_boxed::<Vec<HostGraphicsConfigDeviceType>>),
+        Some(x::decode_boxed::<Vec<HostGraphicsInfo>>),
+        Some(x::decode_boxed::<Vec<AnyHostHardwareElementInfo>>),
+        Some(x::decode_boxed::<Vec<AnyHostHostBusAdapter>>),
+        Some(x::decode_boxed::<Vec<HostInternetScsiHbaIscsiIpv6Address>>),
+        Some(x::decode_boxed::<Vec<HostInternetScsiHbaParamValue>>),
+        Some(x::decode_boxed::<Vec<HostInternetScsiHbaSendTarget>>),
+        Some(x::decode_boxed::<Vec<HostInternetScsiHbaStaticTarget>>),
+        Some(x::decode_boxed::<Vec<HostIoFilterInfo>>),
+        Some(x::decode_boxed::<Vec<HostIpConfigIpV6Address>>),
+        Some(x::decode_boxed::<Vec<HostIpRouteEntry>>),
+        Some(x::decode_boxed::<Vec<HostIpRouteOp>>),
+        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>>),
+        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileDeleteResult>>),
+        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileDeleteSpec>>),
+        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileReserveResult>>),
+        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileReserveSpec>>),
+        Some(x::decode_boxed::<Vec<HostLowLevelProvisioningManagerSnapshotLayoutSpec>>),
+        Some(x::decode_boxed::<Vec<AnyHostMemberHealthCheckResult>>),
+        Some(x::decode_boxed::<Vec<HostMemberRuntimeInfo>>),
+        Some(x::decode_boxed::<Vec<HostMemoryTierInfo>>),
+        Some(x::decode_boxed::<Vec<HostMultipathInfoLogicalUnit>>),
+        Some(x::decode_boxed::<Vec<HostMultipathInfoPath>>),
+        Some(x::decode_boxed::<Vec<HostMultipathStateInfoPath>>),
+        Some(x::decode_boxed::<Vec<HostNasVolumeConfig>>),
+        Some(x::decode_boxed::<Vec<HostNatService>>),
+        Some(x::decode_boxed::<Vec<HostNatServiceConfig>>),
+        Some(x::decode_boxed::<Vec<HostNatServicePortForwardSpec>>),
+        Some(x::decode_boxed::<Vec<HostNetStackInstance>>),
+        Some(x::decode_boxed::<Vec<HostNetworkConfigNetStackSpec>>),
+        Some(x::decode_boxed::<Vec<HostNumaNode>>),
+        Some(x::decode_boxed::<Vec<HostNumericSensorInfo>>),
+        Some(x::decode_boxed::<Vec<HostNvmeConnectSpec>>),
+        Some(x::decode_boxed::<Vec<HostNvmeController>>),
+        Some(x::decode_boxed::<Vec<HostNvmeDisconnectSpec>>),
+        Some(x::decode_boxed::<Vec<HostNvmeDiscoveryLogEntry>>),
+        Some(x::decode_boxed::<Vec<HostNvmeNamespace>>),
+        Some(x::decode_boxed::<Vec<HostNvmeTopologyInterface>>),
+        Some(x::decode_boxed::<Vec<HostOpaqueNetworkInfo>>),
+        Some(x::decode_boxed::<Vec<HostOpaqueSwitch>>),
+        Some(x::decode_boxed::<Vec<HostOpaqueSwitchPhysicalNicZone>>),
+        Some(x::decode_boxed::<Vec<HostPatchManagerStatus>>),
+        Some(x::decode_boxed::<Vec<HostPatchManagerStatusPrerequisitePatch>>),
+        Some(x::decode_boxed::<Vec<HostPathSelectionPolicyOption>>),
+        Some(x::decode_boxed::<Vec<HostPciDevice>>),
+        Some(x::decode_boxed::<Vec<AnyHostPciPassthruConfig>>),
+        Some(x::decode_boxed::<Vec<AnyHostPciPassthruInfo>>),
+        Some(x::decode_boxed::<Vec<HostPlacedVirtualNicIdentifier>>),
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyAdapter>>),
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyDevice>>),
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPath>>),
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPlugin>>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
+        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::optional(x::Name(0x2b41b0a), x::Name(0x2f00106)), // patchLevel: string
+        x::FieldEntry::required(x::Name(0x213de05), x::Name(0x2f00106)), // build: string
+        x::FieldEntry::optional(x::Name(0x284250d), x::Name(0x2f00106)), // localeVersion: string
+        x::FieldEntry::optional(x::Name(0x284190b), x::Name(0x2f00106)), // localeBuild: string
+        x::FieldEntry::required(x::Name(0x2ad9206), x::Name(0x2f00106)), // osType: string
+        x::FieldEntry::required(x::Name(0x2c1660d), x::Name(0x2f00106)), // productLineId: string
+        x::FieldEntry::required(x::Name(0x207fe07), x::Name(0x2f00106)), // apiType: string
+        x::FieldEntry::required(x::Name(0x208060a), x::Name(0x2f00106)), // apiVersion: string
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x2814f12), x::Name(0x2f00106)), // licenseProductName: string
+        x::FieldEntry::optional(x::Name(0x2816215), x::Name(0x2f00106)), // licenseProductVersion: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xc8230f)), // spec: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
+        x::FieldEntry::required(x::Name(0x2015207), x::Name(0x2f00106)), // account: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xc8230f)), // spec: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
+        x::FieldEntry::optional(x::Name(0x2bf340f), x::Name(0x2f00106)), // prevDescription: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cef40d), x::Name(0xc1bd13)), // requestedAuth: GuestAuthentication
+        x::FieldEntry::optional(x::Name(0x2dd7d09), x::Name(0x2857004)), // sessionID: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1832520)), // spec: SessionManagerServiceRequestSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fac60a), x::Name(0x2f00106)), // ticketType: string
+        x::FieldEntry::optional(x::Name(0x24c8809), x::Name(0x2729103)), // errorCode: int
+        x::FieldEntry::optional(x::Name(0x24dd107), x::Name(0x2f00106)), // evcMode: string
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2c08e07), x::Name(0x2f00106)), // privIds: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x292df06), x::Name(0x2f00106)), // moType: string
+        x::FieldEntry::optional(x::Name(0x255140e), x::Name(0x14c8612)), // fieldDefPolicy: PrivilegePolicyDef
+        x::FieldEntry::optional(x::Name(0x255570b), x::Name(0x14c8612)), // fieldPolicy: PrivilegePolicyDef
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e81104), x::Name(0x852015)), // spec: DVPortgroupConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0xf9200c)), // disk: HostScsiDisk
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::required(x::Name(0x2568b0a), x::Name(0x2f00106)), // filterName: string
+        x::FieldEntry::repeated(x::Name(0x2705307), x::Name(0x2f00106)), // infoIds: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::required(x::Name(0x2880e07), x::Name(0x212d207)), // mapCert: boolean
+        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x2052709), x::Name(0xc16f12)), // aliasInfo: GuestAuthAliasInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xceb80f)), // spec: HostConnectSpec
+        x::FieldEntry::required(x::Name(0x209df0b), x::Name(0x212d207)), // asConnected: boolean
+        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x280bf07), x::Name(0x2f00106)), // license: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0xdec81d)), // targets: HostInternetScsiHbaSendTarget
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0xdee61f)), // targets: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x7b890e)), // key: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27dd104), x::Name(0x7b890e)), // keys: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
+        x::FieldEntry::repeated(x::Name(0x27e4206), x::Name(0x11c0608)), // labels: KeyValue
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x220c40a), x::Name(0x880820)), // configSpec: DVSNetworkResourcePoolConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bc0307), x::Name(0xf04d11)), // portgrp: HostPortGroupSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
+        x::FieldEntry::required(x::Name(0x29dc303), x::Name(0x1078112)), // nic: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xceb80f)), // spec: HostConnectSpec
+        x::FieldEntry::optional(x::Name(0x21e220b), x::Name(0x713719)), // compResSpec: ComputeResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x202bf0c), x::Name(0x212d207)), // addConnected: boolean
+        x::FieldEntry::optional(x::Name(0x280bf07), x::Name(0x2f00106)), // license: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
+        x::FieldEntry::required(x::Name(0x29dc303), x::Name(0x1078112)), // nic: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31f900b), x::Name(0x2f00106)), // vswitchName: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0x1084a15)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::repeated(x::Name(0x2213012), x::Name(0x2f00106)), // configuredAffinity: string
+        x::FieldEntry::required(x::Name(0x2920c06), x::Name(0x2729103)), // minute: int
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2edab0a), x::Name(0x2729103)), // statusCode: int
+        x::FieldEntry::optional(x::Name(0x271f60f), x::Name(0x2f00106)), // installerOutput: string
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1253d1a)), // source: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1253d1a)), // source: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1253d1a)), // source: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x259ee04), x::Name(0x2f00106)), // from: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::repeated(x::Name(0x24fd504), x::Name(0x196b20f)), // expr: TypeDescription
+        x::FieldEntry::repeated(x::Name(0x2ebfa0d), x::Name(0xac5712)), // stateOperator: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x2908a0e), x::Name(0xac5712)), // metricOperator: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x269b919), x::Name(0xac5712)), // hostSystemConnectionState: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x3107a18), x::Name(0xac5712)), // virtualMachinePowerState: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x22eff18), x::Name(0xac5712)), // datastoreConnectionState: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x269d314), x::Name(0xac5712)), // hostSystemPowerState: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x3103322), x::Name(0xac5712)), // virtualMachineGuestHeartbeatStatus: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x24be20c), x::Name(0xac5712)), // entityStatus: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x2019a06), x::Name(0x196b20f)), // action: TypeDescription
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x66112)), // alarm: AlarmEventArgument
+        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x300ee0a), x::Name(0x2f00106)), // typeEntity: string
+        x::FieldEntry::optional(x::Name(0x301220b), x::Name(0x2f00106)), // typeTrigger: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f1b10), x::Name(0x2308208)), // lastModifiedTime: dateTime
+        x::FieldEntry::required(x::Name(0x27f2c10), x::Name(0x2f00106)), // lastModifiedUser: string
+        x::FieldEntry::required(x::Name(0x2291f0f), x::Name(0x2729103)), // creationEventId: int
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2d89306), x::Name(0x2f00106)), // script: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2d89306), x::Name(0x2f00106)), // script: string
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2fbdd0e), x::Name(0x2729103)), // toleranceRange: int
+        x::FieldEntry::required(x::Name(0x2cea512), x::Name(0x2729103)), // reportingFrequency: int
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x2f77a0a), x::Name(0x2f00106)), // systemName: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x24fda0a), x::Name(0x6740f)), // expression: AlarmExpression
+        x::FieldEntry::optional(x::Name(0x2019a06), x::Name(0x5cc0b)), // action: AlarmAction
+        x::FieldEntry::optional(x::Name(0x201a10f), x::Name(0x2729103)), // actionFrequency: int
+        x::FieldEntry::optional(x::Name(0x2ddea07), x::Name(0x73a0c)), // setting: AlarmSetting
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
+        x::FieldEntry::optional(x::Name(0x201690c), x::Name(0x212d207)), // acknowledged: boolean
+        x::FieldEntry::optional(x::Name(0x2017612), x::Name(0x2f00106)), // acknowledgedByUser: string
+        x::FieldEntry::optional(x::Name(0x2018910), x::Name(0x2308208)), // acknowledgedTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24e2708), x::Name(0x2729103)), // eventKey: int
+        x::FieldEntry::optional(x::Name(0x23ca108), x::Name(0x212d207)), // disabled: boolean
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1253d1a)), // source: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x259ee04), x::Name(0x2f00106)), // from: string
+        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
+        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x24306)), // action: Action
+        x::FieldEntry::repeated(x::Name(0x2fed90f), x::Name(0x7b723)), // transitionSpecs: AlarmTriggeringActionTransitionSpec
+        x::FieldEntry::required(x::Name(0x25dd40c), x::Name(0x212d207)), // green2yellow: boolean
+        x::FieldEntry::required(x::Name(0x324a00a), x::Name(0x212d207)), // yellow2red: boolean
+        x::FieldEntry::required(x::Name(0x2ca660a), x::Name(0x212d207)), // red2yellow: boolean
+        x::FieldEntry::required(x::Name(0x324930c), x::Name(0x212d207)), // yellow2green: boolean
+        x::FieldEntry::required(x::Name(0x2eb860a), x::Name(0x1255813)), // startState: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x256e10a), x::Name(0x1255813)), // finalState: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2cd6607), x::Name(0x212d207)), // repeats: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba8506), x::Name(0x2729103)), // poolId: int
+        x::FieldEntry::required(x::Name(0x205b90c), x::Name(0x2f00106)), // allocationId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba8506), x::Name(0x2729103)), // poolId: int
+        x::FieldEntry::required(x::Name(0x205b90c), x::Name(0x2f00106)), // allocationId: string
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x24fda0a), x::Name(0x6740f)), // expression: AlarmExpression
+        x::FieldEntry::repeated(x::Name(0x3089009), x::Name(0x14d8824)), // userInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::required(x::Name(0x229060b), x::Name(0x2308208)), // createdTime: dateTime
+        x::FieldEntry::required(x::Name(0x293420c), x::Name(0x2308208)), // modifiedTime: dateTime
+        x::FieldEntry::optional(x::Name(0x30c3c0a), x::Name(0x212d207)), // validating: boolean
+        x::FieldEntry::repeated(x::Name(0x3089009), x::Name(0x14d8824)), // userInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::required(x::Name(0x2078c16), x::Name(0x2f00106)), // answerFileConfigString: string
+        x::FieldEntry::required(x::Name(0x308ad0d), x::Name(0x14fdb13)), // userInputPath: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x24c7b06), x::Name(0x1230312)), // errMsg: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x21a160b), x::Name(0x2308208)), // checkedTime: dateTime
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x93315)), // error: AnswerFileStatusError
+        x::FieldEntry::repeated(x::Name(0x2522d07), x::Name(0x97717)), // failure: AnswerFileUpdateFailure
+        x::FieldEntry::required(x::Name(0x308ad0d), x::Name(0x14fdb13)), // userInputPath: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x24c7b06), x::Name(0x1230312)), // errMsg: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c59d0a), x::Name(0x2f00106)), // questionId: string
+        x::FieldEntry::required(x::Name(0x2077f0c), x::Name(0x2f00106)), // answerChoice: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x208d710), x::Name(0xa9721)), // applyConfigSpecs: ApplyHostProfileConfigurationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2888a04), x::Name(0xd6290f)), // mask: HostFeatureMask
+        x::FieldEntry::optional(x::Name(0x21ed30d), x::Name(0x212d207)), // completeMasks: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x3089009), x::Name(0x14d8824)), // userInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::required(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
+        x::FieldEntry::required(x::Name(0x21ee10c), x::Name(0x2308208)), // completeTime: dateTime
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1233814)), // errors: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f94e13), x::Name(0x2f00106)), // taskListRequirement: string
+        x::FieldEntry::repeated(x::Name(0x2f9250f), x::Name(0x1230312)), // taskDescription: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x2c7b50f), x::Name(0x212d207)), // rebootStateless: boolean
+        x::FieldEntry::optional(x::Name(0x2c79b0a), x::Name(0x212d207)), // rebootHost: boolean
+        x::FieldEntry::optional(x::Name(0x252c509), x::Name(0x1233814)), // faultData: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2ba2906), x::Name(0x14f630d)), // policy: ProfilePolicy
+        x::FieldEntry::optional(x::Name(0x2c2570f), x::Name(0x2f00106)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x2c2740e), x::Name(0x2f00106)), // profileVersion: string
+        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x14cc91b)), // property: ProfileApplyProfileProperty
+        x::FieldEntry::optional(x::Name(0x253a008), x::Name(0x212d207)), // favorite: boolean
+        x::FieldEntry::optional(x::Name(0x2fb970a), x::Name(0x212d207)), // toBeMerged: boolean
+        x::FieldEntry::optional(x::Name(0x2fbc90d), x::Name(0x212d207)), // toReplaceWith: boolean
+        x::FieldEntry::optional(x::Name(0x2fb720b), x::Name(0x212d207)), // toBeDeleted: boolean
+        x::FieldEntry::optional(x::Name(0x2256f10), x::Name(0x212d207)), // copyEnableStatus: boolean
+        x::FieldEntry::optional(x::Name(0x2653806), x::Name(0x212d207)), // hidden: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x5cc0b), x::Name(0x5cc0b)), // AlarmAction: AlarmAction
+        x::FieldEntry::repeated(x::Name(0x6740f), x::Name(0x6740f)), // AlarmExpression: AlarmExpression
+        x::FieldEntry::repeated(x::Name(0x77e0a), x::Name(0x77e0a)), // AlarmState: AlarmState
+        x::FieldEntry::repeated(x::Name(0x7b723), x::Name(0x7b723)), // AlarmTriggeringActionTransitionSpec: AlarmTriggeringActionTransitionSpec
+        x::FieldEntry::repeated(x::Name(0x93315), x::Name(0x93315)), // AnswerFileStatusError: AnswerFileStatusError
+        x::FieldEntry::repeated(x::Name(0x94916), x::Name(0x94916)), // AnswerFileStatusResult: AnswerFileStatusResult
+        x::FieldEntry::repeated(x::Name(0x97717), x::Name(0x97717)), // AnswerFileUpdateFailure: AnswerFileUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x207ef07), x::Name(0x207ef07)), // anyType: anyType
+        x::FieldEntry::repeated(x::Name(0x207f706), x::Name(0x207f706)), // anyURI: anyURI
+        x::FieldEntry::repeated(x::Name(0xa4923), x::Name(0xa4923)), // ApplyHostProfileConfigurationResult: ApplyHostProfileConfigurationResult
+        x::FieldEntry::repeated(x::Name(0xa9721), x::Name(0xa9721)), // ApplyHostProfileConfigurationSpec: ApplyHostProfileConfigurationSpec
+        x::FieldEntry::repeated(x::Name(0xab90c), x::Name(0xab90c)), // ApplyProfile: ApplyProfile
+        x::FieldEntry::repeated(x::Name(0x532b16), x::Name(0x532b16)), // AuthorizationPrivilege: AuthorizationPrivilege
+        x::FieldEntry::repeated(x::Name(0x534211), x::Name(0x534211)), // AuthorizationRole: AuthorizationRole
+        x::FieldEntry::repeated(x::Name(0x538512), x::Name(0x538512)), // AutoStartPowerInfo: AutoStartPowerInfo
+        x::FieldEntry::repeated(x::Name(0x210f70c), x::Name(0x210f70c)), // base64Binary: base64Binary
+        x::FieldEntry::repeated(x::Name(0x212d207), x::Name(0x212d207)), // boolean: boolean
+        x::FieldEntry::repeated(x::Name(0x2146004), x::Name(0x2146004)), // byte: byte
+        x::FieldEntry::repeated(x::Name(0x5cd818), x::Name(0x5cd818)), // ChangesInfoEventArgument: ChangesInfoEventArgument
+        x::FieldEntry::repeated(x::Name(0x5ec20b), x::Name(0x5ec20b)), // CheckResult: CheckResult
+        x::FieldEntry::repeated(x::Name(0x60500d), x::Name(0x60500d)), // ClusterAction: ClusterAction
+        x::FieldEntry::repeated(x::Name(0x605e14), x::Name(0x605e14)), // ClusterActionHistory: ClusterActionHistory
+        x::FieldEntry::repeated(x::Name(0x60a716), x::Name(0x60a716)), // ClusterAttemptedVmInfo: ClusterAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x613720), x::Name(0x613720)), // ClusterComputeResourceDVSSetting: ClusterComputeResourceDVSSetting
+        x::FieldEntry::repeated(x::Name(0x61583b), x::Name(0x61583b)), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::FieldEntry::repeated(x::Name(0x619420), x::Name(0x619420)), // ClusterComputeResourceDvsProfile: ClusterComputeResourceDvsProfile
+        x::FieldEntry::repeated(x::Name(0x61b53f), x::Name(0x61b53f)), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::FieldEntry::repeated(x::Name(0x62642c), x::Name(0x62642c)), // ClusterComputeResourceHostConfigurationInput: ClusterComputeResourceHostConfigurationInput
+        x::FieldEntry::repeated(x::Name(0x62f224), x::Name(0x62f224)), // ClusterComputeResourceHostVmkNicInfo: ClusterComputeResourceHostVmkNicInfo
+        x::FieldEntry::repeated(x::Name(0x63552a), x::Name(0x63552a)), // ClusterComputeResourceValidationResultBase: ClusterComputeResourceValidationResultBase
+        x::FieldEntry::repeated(x::Name(0x63a61e), x::Name(0x63a61e)), // ClusterComputeResourceVcsSlots: ClusterComputeResourceVcsSlots
+        x::FieldEntry::repeated(x::Name(0x647516), x::Name(0x647516)), // ClusterDasAamNodeState: ClusterDasAamNodeState
+        x::FieldEntry::repeated(x::Name(0x660e33), x::Name(0x660e33)), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::FieldEntry::repeated(x::Name(0x667531), x::Name(0x667531)), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::FieldEntry::repeated(x::Name(0x670d16), x::Name(0x670d16)), // ClusterDasVmConfigInfo: ClusterDasVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x672416), x::Name(0x672416)), // ClusterDasVmConfigSpec: ClusterDasVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x679a1a), x::Name(0x679a1a)), // ClusterDatastoreUpdateSpec: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x67fa18), x::Name(0x67fa18)), // ClusterDpmHostConfigInfo: ClusterDpmHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x681318), x::Name(0x681318)), // ClusterDpmHostConfigSpec: ClusterDpmHostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x684110), x::Name(0x684110)), // ClusterDrsFaults: ClusterDrsFaults
+        x::FieldEntry::repeated(x::Name(0x68761a), x::Name(0x68761a)), // ClusterDrsFaultsFaultsByVm: ClusterDrsFaultsFaultsByVm
+        x::FieldEntry::repeated(x::Name(0x689113), x::Name(0x689113)), // ClusterDrsMigration: ClusterDrsMigration
+        x::FieldEntry::repeated(x::Name(0x68a518), x::Name(0x68a518)), // ClusterDrsRecommendation: ClusterDrsRecommendation
+        x::FieldEntry::repeated(x::Name(0x68be16), x::Name(0x68be16)), // ClusterDrsVmConfigInfo: ClusterDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x68d516), x::Name(0x68d516)), // ClusterDrsVmConfigSpec: ClusterDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x68ec1c), x::Name(0x68ec1c)), // ClusterEVCManagerCheckResult: ClusterEVCManagerCheckResult
+        x::FieldEntry::repeated(x::Name(0x699d31), x::Name(0x699d31)), // ClusterFailoverHostAdmissionControlInfoHostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
+        x::FieldEntry::repeated(x::Name(0x6ac410), x::Name(0x6ac410)), // ClusterGroupInfo: ClusterGroupInfo
+        x::FieldEntry::repeated(x::Name(0x6ad510), x::Name(0x6ad510)), // ClusterGroupSpec: ClusterGroupSpec
+        x::FieldEntry::repeated(x::Name(0x6b6119), x::Name(0x6b6119)), // ClusterHostRecommendation: ClusterHostRecommendation
+        x::FieldEntry::repeated(x::Name(0x6c1113), x::Name(0x6c1113)), // ClusterIoFilterInfo: ClusterIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0x6c5519), x::Name(0x6c5519)), // ClusterNotAttemptedVmInfo: ClusterNotAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x6d9a15), x::Name(0x6d9a15)), // ClusterRecommendation: ClusterRecommendation
+        x::FieldEntry::repeated(x::Name(0x6de50f), x::Name(0x6de50f)), // ClusterRuleInfo: ClusterRuleInfo
+        x::FieldEntry::repeated(x::Name(0x6df50f), x::Name(0x6df50f)), // ClusterRuleSpec: ClusterRuleSpec
+        x::FieldEntry::repeated(x::Name(0x6e671c), x::Name(0x6e671c)), // ClusterTagCategoryUpdateSpec: ClusterTagCategoryUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x6f531a), x::Name(0x6f531a)), // ClusterVmOrchestrationInfo: ClusterVmOrchestrationInfo
+        x::FieldEntry::repeated(x::Name(0x6f6e1a), x::Name(0x6f6e1a)), // ClusterVmOrchestrationSpec: ClusterVmOrchestrationSpec
+        x::FieldEntry::repeated(x::Name(0x700711), x::Name(0x700711)), // ComplianceFailure: ComplianceFailure
+        x::FieldEntry::repeated(x::Name(0x701928), x::Name(0x701928)), // ComplianceFailureComplianceFailureValues: ComplianceFailureComplianceFailureValues
+        x::FieldEntry::repeated(x::Name(0x704211), x::Name(0x704211)), // ComplianceLocator: ComplianceLocator
+        x::FieldEntry::repeated(x::Name(0x706610), x::Name(0x706610)), // ComplianceResult: ComplianceResult
+        x::FieldEntry::repeated(x::Name(0x716e22), x::Name(0x716e22)), // ComputeResourceHostSPBMLicenseInfo: ComputeResourceHostSPBMLicenseInfo
+        x::FieldEntry::repeated(x::Name(0x736f1e), x::Name(0x736f1e)), // ConflictingConfigurationConfig: ConflictingConfigurationConfig
+        x::FieldEntry::repeated(x::Name(0x7b7d0b), x::Name(0x7b7d0b)), // CryptoKeyId: CryptoKeyId
+        x::FieldEntry::repeated(x::Name(0x7b890e), x::Name(0x7b890e)), // CryptoKeyPlain: CryptoKeyPlain
+        x::FieldEntry::repeated(x::Name(0x7b980f), x::Name(0x7b980f)), // CryptoKeyResult: CryptoKeyResult
+        x::FieldEntry::repeated(x::Name(0x7c341e), x::Name(0x7c341e)), // CryptoManagerKmipClusterStatus: CryptoManagerKmipClusterStatus
+        x::FieldEntry::repeated(x::Name(0x7c5320), x::Name(0x7c5320)), // CryptoManagerKmipCryptoKeyStatus: CryptoManagerKmipCryptoKeyStatus
+        x::FieldEntry::repeated(x::Name(0x7cc91d), x::Name(0x7cc91d)), // CryptoManagerKmipServerStatus: CryptoManagerKmipServerStatus
+        x::FieldEntry::repeated(x::Name(0x7d960e), x::Name(0x7d960e)), // CustomFieldDef: CustomFieldDef
+        x::FieldEntry::repeated(x::Name(0x7e3010), x::Name(0x7e3010)), // CustomFieldValue: CustomFieldValue
+        x::FieldEntry::repeated(x::Name(0x7e5e1b), x::Name(0x7e5e1b)), // CustomizationAdapterMapping: CustomizationAdapterMapping
+        x::FieldEntry::repeated(x::Name(0x80c61a), x::Name(0x80c61a)), // CustomizationIpV6Generator: CustomizationIpV6Generator
+        x::FieldEntry::repeated(x::Name(0x822715), x::Name(0x822715)), // CustomizationSpecInfo: CustomizationSpecInfo
+        x::FieldEntry::repeated(x::Name(0x845d10), x::Name(0x845d10)), // DVPortConfigSpec: DVPortConfigSpec
+        x::FieldEntry::repeated(x::Name(0x852015), x::Name(0x852015)), // DVPortgroupConfigSpec: DVPortgroupConfigSpec
+        x::FieldEntry::repeated(x::Name(0x869714), x::Name(0x869714)), // DVSHealthCheckConfig: DVSHealthCheckConfig
+        x::FieldEntry::repeated(x::Name(0x87cc16), x::Name(0x87cc16)), // DVSNetworkResourcePool: DVSNetworkResourcePool
+        x::FieldEntry::repeated(x::Name(0x880820), x::Name(0x880820)), // DVSNetworkResourcePoolConfigSpec: DVSNetworkResourcePoolConfigSpec
+        x::FieldEntry::repeated(x::Name(0x88dd1c), x::Name(0x88dd1c)), // DVSVmVnicNetworkResourcePool: DVSVmVnicNetworkResourcePool
+        x::FieldEntry::repeated(x::Name(0x89e519), x::Name(0x89e519)), // DasHeartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
+        x::FieldEntry::repeated(x::Name(0x8a851a), x::Name(0x8a851a)), // DatacenterBasicConnectInfo: DatacenterBasicConnectInfo
+        x::FieldEntry::repeated(x::Name(0x8b1c1a), x::Name(0x8b1c1a)), // DatacenterMismatchArgument: DatacenterMismatchArgument
+        x::FieldEntry::repeated(x::Name(0x8cbf12), x::Name(0x8cbf12)), // DatastoreHostMount: DatastoreHostMount
+        x::FieldEntry::repeated(x::Name(0x8cff1f), x::Name(0x8cff1f)), // DatastoreMountPathDatastorePair: DatastoreMountPathDatastorePair
+        x::FieldEntry::repeated(x::Name(0x8deb22), x::Name(0x8deb22)), // DatastoreVVolContainerFailoverPair: DatastoreVVolContainerFailoverPair
+        x::FieldEntry::repeated(x::Name(0x919a20), x::Name(0x919a20)), // DesiredSoftwareSpecComponentSpec: DesiredSoftwareSpecComponentSpec
+        x::FieldEntry::repeated(x::Name(0x94b91b), x::Name(0x94b91b)), // DiagnosticManagerBundleInfo: DiagnosticManagerBundleInfo
+        x::FieldEntry::repeated(x::Name(0x94f11e), x::Name(0x94f11e)), // DiagnosticManagerLogDescriptor: DiagnosticManagerLogDescriptor
+        x::FieldEntry::repeated(x::Name(0x983c10), x::Name(0x983c10)), // DiskChangeExtent: DiskChangeExtent
+        x::FieldEntry::repeated(x::Name(0x991916), x::Name(0x991916)), // DistributedVirtualPort: DistributedVirtualPort
+        x::FieldEntry::repeated(x::Name(0x99571f), x::Name(0x99571f)), // DistributedVirtualPortgroupInfo: DistributedVirtualPortgroupInfo
+        x::FieldEntry::repeated(x::Name(0x99fe22), x::Name(0x99fe22)), // DistributedVirtualPortgroupProblem: DistributedVirtualPortgroupProblem
+        x::FieldEntry::repeated(x::Name(0x9a5822), x::Name(0x9a5822)), // DistributedVirtualSwitchHostMember: DistributedVirtualSwitchHostMember
+        x::FieldEntry::repeated(x::Name(0x9ad22c), x::Name(0x9ad22c)), // DistributedVirtualSwitchHostMemberConfigSpec: DistributedVirtualSwitchHostMemberConfigSpec
+        x::FieldEntry::repeated(x::Name(0x9b622a), x::Name(0x9b622a)), // DistributedVirtualSwitchHostMemberPnicSpec: DistributedVirtualSwitchHostMemberPnicSpec
+        x::FieldEntry::repeated(x::Name(0x9bbc33), x::Name(0x9bbc33)), // DistributedVirtualSwitchHostMemberTransportZoneInfo: DistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::FieldEntry::repeated(x::Name(0x9c2427), x::Name(0x9c2427)), // DistributedVirtualSwitchHostProductSpec: DistributedVirtualSwitchHostProductSpec
+        x::FieldEntry::repeated(x::Name(0x9c4c1c), x::Name(0x9c4c1c)), // DistributedVirtualSwitchInfo: DistributedVirtualSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x9c6927), x::Name(0x9c6927)), // DistributedVirtualSwitchKeyedOpaqueBlob: DistributedVirtualSwitchKeyedOpaqueBlob
+        x::FieldEntry::repeated(x::Name(0x9c9132), x::Name(0x9c9132)), // DistributedVirtualSwitchManagerCompatibilityResult: DistributedVirtualSwitchManagerCompatibilityResult
+        x::FieldEntry::repeated(x::Name(0x9d8130), x::Name(0x9d8130)), // DistributedVirtualSwitchManagerHostDvsFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::FieldEntry::repeated(x::Name(0x9f4423), x::Name(0x9f4423)), // DistributedVirtualSwitchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::repeated(x::Name(0x2425c06), x::Name(0x2425c06)), // double: double
+        x::FieldEntry::repeated(x::Name(0xa2ec23), x::Name(0xa2ec23)), // DvsApplyOperationFaultFaultOnObject: DvsApplyOperationFaultFaultOnObject
+        x::FieldEntry::repeated(x::Name(0xa39e0f), x::Name(0xa39e0f)), // DvsFilterConfig: DvsFilterConfig
+        x::FieldEntry::repeated(x::Name(0xa44724), x::Name(0xa44724)), // DvsHostInfrastructureTrafficResource: DvsHostInfrastructureTrafficResource
+        x::FieldEntry::repeated(x::Name(0xa4d412), x::Name(0xa4d412)), // DvsHostVNicProfile: DvsHostVNicProfile
+        x::FieldEntry::repeated(x::Name(0xa5d517), x::Name(0xa5d517)), // DvsNetworkRuleQualifier: DvsNetworkRuleQualifier
+        x::FieldEntry::repeated(x::Name(0xa61420), x::Name(0xa61420)), // DvsOperationBulkFaultFaultOnHost: DvsOperationBulkFaultFaultOnHost
+        x::FieldEntry::repeated(x::Name(0xa63518), x::Name(0xa63518)), // DvsOutOfSyncHostArgument: DvsOutOfSyncHostArgument
+        x::FieldEntry::repeated(x::Name(0xa7bc0a), x::Name(0xa7bc0a)), // DvsProfile: DvsProfile
+        x::FieldEntry::repeated(x::Name(0xa88e1c), x::Name(0xa88e1c)), // DvsServiceConsoleVNicProfile: DvsServiceConsoleVNicProfile
+        x::FieldEntry::repeated(x::Name(0xa9120e), x::Name(0xa9120e)), // DvsTrafficRule: DvsTrafficRule
+        x::FieldEntry::repeated(x::Name(0xa9bc27), x::Name(0xa9bc27)), // DvsVmVnicNetworkResourcePoolRuntimeInfo: DvsVmVnicNetworkResourcePoolRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0xaa001f), x::Name(0xaa001f)), // DvsVmVnicResourcePoolConfigSpec: DvsVmVnicResourcePoolConfigSpec
+        x::FieldEntry::repeated(x::Name(0xaa2018), x::Name(0xaa2018)), // DvsVnicAllocatedResource: DvsVnicAllocatedResource
+        x::FieldEntry::repeated(x::Name(0xaa520f), x::Name(0xaa520f)), // DynamicProperty: DynamicProperty
+        x::FieldEntry::repeated(x::Name(0xaba807), x::Name(0xaba807)), // EVCMode: EVCMode
+        x::FieldEntry::repeated(x::Name(0xac5712), x::Name(0xac5712)), // ElementDescription: ElementDescription
+        x::FieldEntry::repeated(x::Name(0xaea212), x::Name(0xaea212)), // EntityBackupConfig: EntityBackupConfig
+        x::FieldEntry::repeated(x::Name(0xaeda0f), x::Name(0xaeda0f)), // EntityPrivilege: EntityPrivilege
+        x::FieldEntry::repeated(x::Name(0xaef50f), x::Name(0xaef50f)), // EnumDescription: EnumDescription
+        x::FieldEntry::repeated(x::Name(0xb00605), x::Name(0xb00605)), // Event: Event
+        x::FieldEntry::repeated(x::Name(0xb0211e), x::Name(0xb0211e)), // EventAlarmExpressionComparison: EventAlarmExpressionComparison
+        x::FieldEntry::repeated(x::Name(0xb0670c), x::Name(0xb0670c)), // EventArgDesc: EventArgDesc
+        x::FieldEntry::repeated(x::Name(0xb0a11b), x::Name(0xb0a11b)), // EventDescriptionEventDetail: EventDescriptionEventDetail
+        x::FieldEntry::repeated(x::Name(0xb33614), x::Name(0xb33614)), // ExtManagedEntityInfo: ExtManagedEntityInfo
+        x::FieldEntry::repeated(x::Name(0xb3621d), x::Name(0xb3621d)), // ExtSolutionManagerInfoTabInfo: ExtSolutionManagerInfoTabInfo
+        x::FieldEntry::repeated(x::Name(0xb43a11), x::Name(0xb43a11)), // ExtendedEventPair: ExtendedEventPair
+        x::FieldEntry::repeated(x::Name(0xb45a09), x::Name(0xb45a09)), // Extension: Extension
+        x::FieldEntry::repeated(x::Name(0xb46413), x::Name(0xb46413)), // ExtensionClientInfo: ExtensionClientInfo
+        x::FieldEntry::repeated(x::Name(0xb47816), x::Name(0xb47816)), // ExtensionEventTypeInfo: ExtensionEventTypeInfo
+        x::FieldEntry::repeated(x::Name(0xb48f16), x::Name(0xb48f16)), // ExtensionFaultTypeInfo: ExtensionFaultTypeInfo
+        x::FieldEntry::repeated(x::Name(0xb4ba21), x::Name(0xb4ba21)), // ExtensionManagerIpAllocationUsage: ExtensionManagerIpAllocationUsage
+        x::FieldEntry::repeated(x::Name(0xb4f516), x::Name(0xb4f516)), // ExtensionPrivilegeInfo: ExtensionPrivilegeInfo
+        x::FieldEntry::repeated(x::Name(0xb50c15), x::Name(0xb50c15)), // ExtensionResourceInfo: ExtensionResourceInfo
+        x::FieldEntry::repeated(x::Name(0xb52213), x::Name(0xb52213)), // ExtensionServerInfo: ExtensionServerInfo
+        x::FieldEntry::repeated(x::Name(0xb53615), x::Name(0xb53615)), // ExtensionTaskTypeInfo: ExtensionTaskTypeInfo
+        x::FieldEntry::repeated(x::Name(0xb67216), x::Name(0xb67216)), // FaultToleranceDiskSpec: FaultToleranceDiskSpec
+        x::FieldEntry::repeated(x::Name(0xb7b80c), x::Name(0xb7b80c)), // FaultsByHost: FaultsByHost
+        x::FieldEntry::repeated(x::Name(0xb7c50a), x::Name(0xb7c50a)), // FaultsByVM: FaultsByVM
+        x::FieldEntry::repeated(x::Name(0xb81213), x::Name(0xb81213)), // FcoeConfigVlanRange: FcoeConfigVlanRange
+        x::FieldEntry::repeated(x::Name(0xb84a0e), x::Name(0xb84a0e)), // FeatureEVCMode: FeatureEVCMode
+        x::FieldEntry::repeated(x::Name(0xb97508), x::Name(0xb97508)), // FileInfo: FileInfo
+        x::FieldEntry::repeated(x::Name(0xb9b609), x::Name(0xb9b609)), // FileQuery: FileQuery
+        x::FieldEntry::repeated(x::Name(0xbb861d), x::Name(0xbb861d)), // FirewallProfileRulesetProfile: FirewallProfileRulesetProfile
+        x::FieldEntry::repeated(x::Name(0xbc4b16), x::Name(0xbc4b16)), // FolderFailedHostResult: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0xbc8111), x::Name(0xbc8111)), // FolderNewHostSpec: FolderNewHostSpec
+        x::FieldEntry::repeated(x::Name(0xc1620c), x::Name(0xc1620c)), // GuestAliases: GuestAliases
+        x::FieldEntry::repeated(x::Name(0xc16f12), x::Name(0xc16f12)), // GuestAuthAliasInfo: GuestAuthAliasInfo
+        x::FieldEntry::repeated(x::Name(0xc1ac10), x::Name(0xc1ac10)), // GuestAuthSubject: GuestAuthSubject
+        x::FieldEntry::repeated(x::Name(0xc2070d), x::Name(0xc2070d)), // GuestDiskInfo: GuestDiskInfo
+        x::FieldEntry::repeated(x::Name(0xc2290d), x::Name(0xc2290d)), // GuestFileInfo: GuestFileInfo
+        x::FieldEntry::repeated(x::Name(0xc29d20), x::Name(0xc29d20)), // GuestInfoNamespaceGenerationInfo: GuestInfoNamespaceGenerationInfo
+        x::FieldEntry::repeated(x::Name(0xc2be1b), x::Name(0xc2be1b)), // GuestInfoVirtualDiskMapping: GuestInfoVirtualDiskMapping
+        x::FieldEntry::repeated(x::Name(0xc2ec12), x::Name(0xc2ec12)), // GuestMappedAliases: GuestMappedAliases
+        x::FieldEntry::repeated(x::Name(0xc3150c), x::Name(0xc3150c)), // GuestNicInfo: GuestNicInfo
+        x::FieldEntry::repeated(x::Name(0xc35211), x::Name(0xc35211)), // GuestOsDescriptor: GuestOsDescriptor
+        x::FieldEntry::repeated(x::Name(0xc3cf10), x::Name(0xc3cf10)), // GuestProcessInfo: GuestProcessInfo
+        x::FieldEntry::repeated(x::Name(0xc41a15), x::Name(0xc41a15)), // GuestRegKeyRecordSpec: GuestRegKeyRecordSpec
+        x::FieldEntry::repeated(x::Name(0xc50011), x::Name(0xc50011)), // GuestRegValueSpec: GuestRegValueSpec
+        x::FieldEntry::repeated(x::Name(0xc6060e), x::Name(0xc6060e)), // GuestStackInfo: GuestStackInfo
+        x::FieldEntry::repeated(x::Name(0xc72e21), x::Name(0xc72e21)), // HbrManagerVmReplicationCapability: HbrManagerVmReplicationCapability
+        x::FieldEntry::repeated(x::Name(0xc77d0c), x::Name(0xc77d0c)), // HealthUpdate: HealthUpdate
+        x::FieldEntry::repeated(x::Name(0xc78a10), x::Name(0xc78a10)), // HealthUpdateInfo: HealthUpdateInfo
+        x::FieldEntry::repeated(x::Name(0xc7d616), x::Name(0xc7d616)), // HostAccessControlEntry: HostAccessControlEntry
+        x::FieldEntry::repeated(x::Name(0xc8230f), x::Name(0xc8230f)), // HostAccountSpec: HostAccountSpec
+        x::FieldEntry::repeated(x::Name(0xc83313), x::Name(0xc83313)), // HostActiveDirectory: HostActiveDirectory
+        x::FieldEntry::repeated(x::Name(0xc9361d), x::Name(0xc9361d)), // HostAssignableHardwareBinding: HostAssignableHardwareBinding
+        x::FieldEntry::repeated(x::Name(0xc9712d), x::Name(0xc9712d)), // HostAssignableHardwareConfigAttributeOverride: HostAssignableHardwareConfigAttributeOverride
+        x::FieldEntry::repeated(x::Name(0xc9bd1b), x::Name(0xc9bd1b)), // HostAuthenticationStoreInfo: HostAuthenticationStoreInfo
+        x::FieldEntry::repeated(x::Name(0xca380e), x::Name(0xca380e)), // HostBootDevice: HostBootDevice
+        x::FieldEntry::repeated(x::Name(0xca5a1a), x::Name(0xca5a1a)), // HostCacheConfigurationInfo: HostCacheConfigurationInfo
+        x::FieldEntry::repeated(x::Name(0xce9d1a), x::Name(0xce9d1a)), // HostConnectInfoNetworkInfo: HostConnectInfoNetworkInfo
+        x::FieldEntry::repeated(x::Name(0xceb80f), x::Name(0xceb80f)), // HostConnectSpec: HostConnectSpec
+        x::FieldEntry::repeated(x::Name(0xcef30d), x::Name(0xcef30d)), // HostCpuIdInfo: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0xcf0d0e), x::Name(0xcf0d0e)), // HostCpuPackage: HostCpuPackage
+        x::FieldEntry::repeated(x::Name(0xd06121), x::Name(0xd06121)), // HostDatastoreBrowserSearchResults: HostDatastoreBrowserSearchResults
+        x::FieldEntry::repeated(x::Name(0xd0a218), x::Name(0xd0a218)), // HostDatastoreConnectInfo: HostDatastoreConnectInfo
+        x::FieldEntry::repeated(x::Name(0xd11f22), x::Name(0xd11f22)), // HostDatastoreSystemDatastoreResult: HostDatastoreSystemDatastoreResult
+        x::FieldEntry::repeated(x::Name(0xd1c81a), x::Name(0xd1c81a)), // HostDateTimeSystemTimeZone: HostDateTimeSystemTimeZone
+        x::FieldEntry::repeated(x::Name(0xd24b0f), x::Name(0xd24b0f)), // HostDhcpService: HostDhcpService
+        x::FieldEntry::repeated(x::Name(0xd25b15), x::Name(0xd25b15)), // HostDhcpServiceConfig: HostDhcpServiceConfig
+        x::FieldEntry::repeated(x::Name(0xd28517), x::Name(0xd28517)), // HostDiagnosticPartition: HostDiagnosticPartition
+        x::FieldEntry::repeated(x::Name(0xd2c623), x::Name(0xd2c623)), // HostDiagnosticPartitionCreateOption: HostDiagnosticPartitionCreateOption
+        x::FieldEntry::repeated(x::Name(0xd3a51b), x::Name(0xd3a51b)), // HostDiskConfigurationResult: HostDiskConfigurationResult
+        x::FieldEntry::repeated(x::Name(0xd4471e), x::Name(0xd4471e)), // HostDiskMappingPartitionOption: HostDiskMappingPartitionOption
+        x::FieldEntry::repeated(x::Name(0xd4661b), x::Name(0xd4661b)), // HostDiskPartitionAttributes: HostDiskPartitionAttributes
+        x::FieldEntry::repeated(x::Name(0xd4821b), x::Name(0xd4821b)), // HostDiskPartitionBlockRange: HostDiskPartitionBlockRange
+        x::FieldEntry::repeated(x::Name(0xd49e15), x::Name(0xd49e15)), // HostDiskPartitionInfo: HostDiskPartitionInfo
+        x::FieldEntry::repeated(x::Name(0xd5a311), x::Name(0xd5a311)), // HostEventArgument: HostEventArgument
+        x::FieldEntry::repeated(x::Name(0xd61315), x::Name(0xd61315)), // HostFeatureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0xd6290f), x::Name(0xd6290f)), // HostFeatureMask: HostFeatureMask
+        x::FieldEntry::repeated(x::Name(0xd63916), x::Name(0xd63916)), // HostFeatureVersionInfo: HostFeatureVersionInfo
+        x::FieldEntry::repeated(x::Name(0xd71d17), x::Name(0xd71d17)), // HostFileSystemMountInfo: HostFileSystemMountInfo
+        x::FieldEntry::repeated(x::Name(0xd7991f), x::Name(0xd7991f)), // HostFirewallConfigRuleSetConfig: HostFirewallConfigRuleSetConfig
+        x::FieldEntry::repeated(x::Name(0xd7e410), x::Name(0xd7e410)), // HostFirewallRule: HostFirewallRule
+        x::FieldEntry::repeated(x::Name(0xd84113), x::Name(0xd84113)), // HostFirewallRuleset: HostFirewallRuleset
+        x::FieldEntry::repeated(x::Name(0xd86f1c), x::Name(0xd86f1c)), // HostFirewallRulesetIpNetwork: HostFirewallRulesetIpNetwork
+        x::FieldEntry::repeated(x::Name(0xd9471c), x::Name(0xd9471c)), // HostGraphicsConfigDeviceType: HostGraphicsConfigDeviceType
+        x::FieldEntry::repeated(x::Name(0xd9b410), x::Name(0xd9b410)), // HostGraphicsInfo: HostGraphicsInfo
+        x::FieldEntry::repeated(x::Name(0xd9e217), x::Name(0xd9e217)), // HostHardwareElementInfo: HostHardwareElementInfo
+        x::FieldEntry::repeated(x::Name(0xdaa312), x::Name(0xdaa312)), // HostHostBusAdapter: HostHostBusAdapter
+        x::FieldEntry::repeated(x::Name(0xdde523), x::Name(0xdde523)), // HostInternetScsiHbaIscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
+        x::FieldEntry::repeated(x::Name(0xdeaa1d), x::Name(0xdeaa1d)), // HostInternetScsiHbaParamValue: HostInternetScsiHbaParamValue
+        x::FieldEntry::repeated(x::Name(0xdec81d), x::Name(0xdec81d)), // HostInternetScsiHbaSendTarget: HostInternetScsiHbaSendTarget
+        x::FieldEntry::repeated(x::Name(0xdee61f), x::Name(0xdee61f)), // HostInternetScsiHbaStaticTarget: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::repeated(x::Name(0xdfbe10), x::Name(0xdfbe10)), // HostIoFilterInfo: HostIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0xdfef17), x::Name(0xdfef17)), // HostIpConfigIpV6Address: HostIpConfigIpV6Address
+        x::FieldEntry::repeated(x::Name(0xe0ac10), x::Name(0xe0ac10)), // HostIpRouteEntry: HostIpRouteEntry
+        x::FieldEntry::repeated(x::Name(0xe0bd0d), x::Name(0xe0bd0d)), // HostIpRouteOp: HostIpRouteOp
+        x::FieldEntry::repeated(x::Name(0xe29d2d), x::Name(0xe29d2d)), // HostLowLevelProvisioningManagerDiskLayoutSpec: HostLowLevelProvisioningManagerDiskLayoutSpec
+        x::FieldEntry::repeated(x::Name(0xe2cb2f), x::Name(0xe2cb2f)), // HostLowLevelProvisioningManagerFileDeleteResult: HostLowLevelProvisioningManagerFileDeleteResult
+        x::FieldEntry::repeated(x::Name(0xe2fb2d), x::Name(0xe2fb2d)), // HostLowLevelProvisioningManagerFileDeleteSpec: HostLowLevelProvisioningManagerFileDeleteSpec
+        x::FieldEntry::repeated(x::Name(0xe32930), x::Name(0xe32930)), // HostLowLevelProvisioningManagerFileReserveResult: HostLowLevelProvisioningManagerFileReserveResult
+        x::FieldEntry::repeated(x::Name(0xe35a2e), x::Name(0xe35a2e)), // HostLowLevelProvisioningManagerFileReserveSpec: HostLowLevelProvisioningManagerFileReserveSpec
+        x::FieldEntry::repeated(x::Name(0xe3dd31), x::Name(0xe3dd31)), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: HostLowLevelProvisioningManagerSnapshotLayoutSpec
+        x::FieldEntry::repeated(x::Name(0xe4af1b), x::Name(0xe4af1b)), // HostMemberHealthCheckResult: HostMemberHealthCheckResult
+        x::FieldEntry::repeated(x::Name(0xe4cb15), x::Name(0xe4cb15)), // HostMemberRuntimeInfo: HostMemberRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0xe53812), x::Name(0xe53812)), // HostMemoryTierInfo: HostMemoryTierInfo
+        x::FieldEntry::repeated(x::Name(0xe65e1c), x::Name(0xe65e1c)), // HostMultipathInfoLogicalUnit: HostMultipathInfoLogicalUnit
+        x::FieldEntry::repeated(x::Name(0xe6d115), x::Name(0xe6d115)), // HostMultipathInfoPath: HostMultipathInfoPath
+        x::FieldEntry::repeated(x::Name(0xe6fe1a), x::Name(0xe6fe1a)), // HostMultipathStateInfoPath: HostMultipathStateInfoPath
+        x::FieldEntry::repeated(x::Name(0xe72713), x::Name(0xe72713)), // HostNasVolumeConfig: HostNasVolumeConfig
+        x::FieldEntry::repeated(x::Name(0xe77d0e), x::Name(0xe77d0e)), // HostNatService: HostNatService
+        x::FieldEntry::repeated(x::Name(0xe78c14), x::Name(0xe78c14)), // HostNatServiceConfig: HostNatServiceConfig
+        x::FieldEntry::repeated(x::Name(0xe7bf1d), x::Name(0xe7bf1d)), // HostNatServicePortForwardSpec: HostNatServicePortForwardSpec
+        x::FieldEntry::repeated(x::Name(0xe81f14), x::Name(0xe81f14)), // HostNetStackInstance: HostNetStackInstance
+        x::FieldEntry::repeated(x::Name(0xe89c1d), x::Name(0xe89c1d)), // HostNetworkConfigNetStackSpec: HostNetworkConfigNetStackSpec
+        x::FieldEntry::repeated(x::Name(0xea9f0c), x::Name(0xea9f0c)), // HostNumaNode: HostNumaNode
+        x::FieldEntry::repeated(x::Name(0xeac915), x::Name(0xeac915)), // HostNumericSensorInfo: HostNumericSensorInfo
+        x::FieldEntry::repeated(x::Name(0xeaf513), x::Name(0xeaf513)), // HostNvmeConnectSpec: HostNvmeConnectSpec
+        x::FieldEntry::repeated(x::Name(0xeb0912), x::Name(0xeb0912)), // HostNvmeController: HostNvmeController
+        x::FieldEntry::repeated(x::Name(0xeb1c16), x::Name(0xeb1c16)), // HostNvmeDisconnectSpec: HostNvmeDisconnectSpec
+        x::FieldEntry::repeated(x::Name(0xeb5d19), x::Name(0xeb5d19)), // HostNvmeDiscoveryLogEntry: HostNvmeDiscoveryLogEntry
+        x::FieldEntry::repeated(x::Name(0xebc311), x::Name(0xebc311)), // HostNvmeNamespace: HostNvmeNamespace
+        x::FieldEntry::repeated(x::Name(0xec6d19), x::Name(0xec6d19)), // HostNvmeTopologyInterface: HostNvmeTopologyInterface
+        x::FieldEntry::repeated(x::Name(0xece615), x::Name(0xece615)), // HostOpaqueNetworkInfo: HostOpaqueNetworkInfo
+        x::FieldEntry::repeated(x::Name(0xecfc10), x::Name(0xecfc10)), // HostOpaqueSwitch: HostOpaqueSwitch
+        x::FieldEntry::repeated(x::Name(0xed2f1f), x::Name(0xed2f1f)), // HostOpaqueSwitchPhysicalNicZone: HostOpaqueSwitchPhysicalNicZone
+        x::FieldEntry::repeated(x::Name(0xee5616), x::Name(0xee5616)), // HostPatchManagerStatus: HostPatchManagerStatus
+        x::FieldEntry::repeated(x::Name(0xee6d27), x::Name(0xee6d27)), // HostPatchManagerStatusPrerequisitePatch: HostPatchManagerStatusPrerequisitePatch
+        x::FieldEntry::repeated(x::Name(0xee951d), x::Name(0xee951d)), // HostPathSelectionPolicyOption: HostPathSelectionPolicyOption
+        x::FieldEntry::repeated(x::Name(0xeeb30d), x::Name(0xeeb30d)), // HostPciDevice: HostPciDevice
+        x::FieldEntry::repeated(x::Name(0xeec115), x::Name(0xeec115)), // HostPciPassthruConfig: HostPciPassthruConfig
+        x::FieldEntry::repeated(x::Name(0xeed713), x::Name(0xeed713)), // HostPciPassthruInfo: HostPciPassthruInfo
+        x::FieldEntry::repeated(x::Name(0xef281e), x::Name(0xef281e)), // HostPlacedVirtualNicIdentifier: HostPlacedVirtualNicIdentifier
+        x::FieldEntry::repeated(x::Name(0xef5d1c), x::Name(0xef5d1c)), // HostPlugStoreTopologyAdapter: HostPlugStoreTopologyAdapter
+        x::FieldEntry::repeated(x::Name(0xef7a1b), x::Name(0xef7a1b)), // HostPlugStoreTopologyDevice: HostPlugStoreTopologyDevice
+        x::FieldEntry::repeated(x::Name(0xef9619), x::Name(0xef9619)), // HostPlugStoreTopologyPath: HostPlugStoreTopologyPath
+        x::FieldEntry::repeated(x::Name(0xefb01b), x::Name(0xefb01b)), // HostPlugStoreTopologyPlugin: HostPlugStoreTopologyPlugin
+    ],
+    values: &[
+        x::Name(0x2f8f60a), // targetName
+        x::Name(0x2051309), // alarmName
+        x::Name(0x2aa9209), // oldStatus
+        x::Name(0x29ca709), // newStatus
+        x::Name(0x2ffbc11), // triggeringSummary
+        x::Name(0x231e010), // declaringSummary
+        x::Name(0x24df710), // eventDescription
+        x::Name(0x2f80b06), // target
+        x::Name(0x2050005), // alarm
+        x::Name(0x1295a0b), // MigrationV1
+        x::Name(0x1ef4f09), // VmPowerV1
+        x::Name(0xf0ad0b), // HostPowerV1
+        x::Name(0xe49d11), // HostMaintenanceV1
+        x::Name(0x18e9312), // StorageMigrationV1
+        x::Name(0x18f2512), // StoragePlacementV1
+        x::Name(0x14a570b), // PlacementV1
+        x::Name(0xdc1d13), // HostInfraUpdateHaV1
+        x::Name(0x28db106), // memory
+        x::Name(0x2262103), // cpu
+        x::Name(0x135f016), // NotEnoughSpaceOnDevice
+        x::Name(0x14c5916), // PrepareToUpgradeFailed
+        x::Name(0x57f0f), // AgentNotRunning
+        x::Name(0x56d11), // AgentNotReachable
+        x::Name(0x1109d0f), // InstallTimedout
+        x::Name(0x1864d1b), // SignatureVerificationFailed
+        x::Name(0x58f11), // AgentUploadFailed
+        x::Name(0x5a113), // AgentUploadTimedout
+        x::Name(0x197f615), // UnknownInstallerError
+        x::Name(0x24bfa0d), // entityTypeAll
+        x::Name(0x24c080e), // entityTypeHost
+        x::Name(0x24c170c), // entityTypeVm
+        x::Name(0x2ff8a0e), // triggerTypeAll
+        x::Name(0x2ff9910), // triggerTypeEvent
+        x::Name(0x2ffaa11), // triggerTypeMetric
+        x::Name(0x2f0e307), // success
+        x::Name(0x2510f06), // failed
+        x::Name(0x2516d0f), // failed_defaults
+        x::Name(0x2f0e307), // success
+        x::Name(0x2510f06), // failed
+        x::Name(0x2c7d50d), // reboot_failed
+        x::Name(0x2ec5f17), // stateless_reboot_failed
+        x::Name(0x219fe17), // check_compliance_failed
+        x::Name(0x2ec2013), // state_not_satisfied
+        x::Name(0x24ee11b), // exit_maintenancemode_failed
+        x::Name(0x215d908), // canceled
+    ],
+};

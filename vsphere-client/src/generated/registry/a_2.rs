@@ -4,3228 +4,1079 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "ArrayOfHostDatastoreConnectInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDatastoreConnectInfo",
-                "HostDatastoreConnectInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostDatastoreConnectInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDatastoreSystemDatastoreResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDatastoreSystemDatastoreResult",
-                "HostDatastoreSystemDatastoreResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDatastoreSystemDatastoreResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDateTimeSystemTimeZone",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDateTimeSystemTimeZone",
-                "HostDateTimeSystemTimeZone",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDateTimeSystemTimeZone>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDhcpService",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostDhcpService", "HostDhcpService")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDhcpService>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDhcpServiceConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostDhcpServiceConfig", "HostDhcpServiceConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDhcpServiceConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDiagnosticPartition",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostDiagnosticPartition", "HostDiagnosticPartition"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDiagnosticPartition>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDiagnosticPartitionCreateOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDiagnosticPartitionCreateOption",
-                "HostDiagnosticPartitionCreateOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDiagnosticPartitionCreateOption>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDiskConfigurationResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDiskConfigurationResult",
-                "HostDiskConfigurationResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDiskConfigurationResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDiskMappingPartitionOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDiskMappingPartitionOption",
-                "HostDiskMappingPartitionOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDiskMappingPartitionOption>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDiskPartitionAttributes",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDiskPartitionAttributes",
-                "HostDiskPartitionAttributes",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDiskPartitionAttributes>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDiskPartitionBlockRange",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostDiskPartitionBlockRange",
-                "HostDiskPartitionBlockRange",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDiskPartitionBlockRange>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostDiskPartitionInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostDiskPartitionInfo", "HostDiskPartitionInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostDiskPartitionInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostEventArgument",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostEventArgument", "HostEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostEventArgument>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostFeatureCapability",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostFeatureCapability", "HostFeatureCapability"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostFeatureCapability>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostFeatureMask",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostFeatureMask", "HostFeatureMask")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostFeatureMask>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostFeatureVersionInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostFeatureVersionInfo", "HostFeatureVersionInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostFeatureVersionInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostFileSystemMountInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostFileSystemMountInfo", "HostFileSystemMountInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostFileSystemMountInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostFirewallConfigRuleSetConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostFirewallConfigRuleSetConfig",
-                "HostFirewallConfigRuleSetConfig",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostFirewallConfigRuleSetConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostFirewallRule",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostFirewallRule", "HostFirewallRule")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostFirewallRule>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostFirewallRuleset",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostFirewallRuleset", "HostFirewallRuleset")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostFirewallRuleset>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostFirewallRulesetIpNetwork",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostFirewallRulesetIpNetwork",
-                "HostFirewallRulesetIpNetwork",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostFirewallRulesetIpNetwork>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostGraphicsConfigDeviceType",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostGraphicsConfigDeviceType",
-                "HostGraphicsConfigDeviceType",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostGraphicsConfigDeviceType>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostGraphicsInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostGraphicsInfo", "HostGraphicsInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostGraphicsInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostHardwareElementInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostHardwareElementInfo", "HostHardwareElementInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostHardwareElementInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostHostBusAdapter",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostHostBusAdapter", "HostHostBusAdapter")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostHostBusAdapter>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostInternetScsiHbaIscsiIpv6Address",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostInternetScsiHbaIscsiIpv6Address",
-                "HostInternetScsiHbaIscsiIpv6Address",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostInternetScsiHbaIscsiIpv6Address>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostInternetScsiHbaParamValue",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostInternetScsiHbaParamValue",
-                "HostInternetScsiHbaParamValue",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostInternetScsiHbaParamValue>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostInternetScsiHbaSendTarget",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostInternetScsiHbaSendTarget",
-                "HostInternetScsiHbaSendTarget",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostInternetScsiHbaSendTarget>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostInternetScsiHbaStaticTarget",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostInternetScsiHbaStaticTarget",
-                "HostInternetScsiHbaStaticTarget",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostInternetScsiHbaStaticTarget>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostIoFilterInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostIoFilterInfo", "HostIoFilterInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostIoFilterInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostIpConfigIpV6Address",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostIpConfigIpV6Address", "HostIpConfigIpV6Address"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostIpConfigIpV6Address>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostIpRouteEntry",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostIpRouteEntry", "HostIpRouteEntry")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostIpRouteEntry>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostIpRouteOp",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostIpRouteOp", "HostIpRouteOp")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostIpRouteOp>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostLowLevelProvisioningManagerDiskLayoutSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostLowLevelProvisioningManagerDiskLayoutSpec",
-                "HostLowLevelProvisioningManagerDiskLayoutSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostLowLevelProvisioningManagerDiskLayoutSpec>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostLowLevelProvisioningManagerFileDeleteResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostLowLevelProvisioningManagerFileDeleteResult",
-                "HostLowLevelProvisioningManagerFileDeleteResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileDeleteResult>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostLowLevelProvisioningManagerFileDeleteSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostLowLevelProvisioningManagerFileDeleteSpec",
-                "HostLowLevelProvisioningManagerFileDeleteSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileDeleteSpec>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostLowLevelProvisioningManagerFileReserveResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostLowLevelProvisioningManagerFileReserveResult",
-                "HostLowLevelProvisioningManagerFileReserveResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileReserveResult>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostLowLevelProvisioningManagerFileReserveSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostLowLevelProvisioningManagerFileReserveSpec",
-                "HostLowLevelProvisioningManagerFileReserveSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostLowLevelProvisioningManagerFileReserveSpec>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostLowLevelProvisioningManagerSnapshotLayoutSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostLowLevelProvisioningManagerSnapshotLayoutSpec",
-                "HostLowLevelProvisioningManagerSnapshotLayoutSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostLowLevelProvisioningManagerSnapshotLayoutSpec>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostMemberHealthCheckResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostMemberHealthCheckResult",
-                "HostMemberHealthCheckResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostMemberHealthCheckResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostMemberRuntimeInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostMemberRuntimeInfo", "HostMemberRuntimeInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostMemberRuntimeInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostMemoryTierInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostMemoryTierInfo", "HostMemoryTierInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostMemoryTierInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostMultipathInfoLogicalUnit",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostMultipathInfoLogicalUnit",
-                "HostMultipathInfoLogicalUnit",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostMultipathInfoLogicalUnit>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostMultipathInfoPath",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostMultipathInfoPath", "HostMultipathInfoPath"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostMultipathInfoPath>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostMultipathStateInfoPath",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostMultipathStateInfoPath",
-                "HostMultipathStateInfoPath",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostMultipathStateInfoPath>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNasVolumeConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostNasVolumeConfig", "HostNasVolumeConfig")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNasVolumeConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNatService",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostNatService", "HostNatService")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNatService>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNatServiceConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostNatServiceConfig", "HostNatServiceConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNatServiceConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNatServicePortForwardSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostNatServicePortForwardSpec",
-                "HostNatServicePortForwardSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNatServicePortForwardSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNetStackInstance",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostNetStackInstance", "HostNetStackInstance"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNetStackInstance>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNetworkConfigNetStackSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostNetworkConfigNetStackSpec",
-                "HostNetworkConfigNetStackSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNetworkConfigNetStackSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNumaNode",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostNumaNode", "HostNumaNode")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNumaNode>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNumericSensorInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostNumericSensorInfo", "HostNumericSensorInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNumericSensorInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNvmeConnectSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostNvmeConnectSpec", "HostNvmeConnectSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNvmeConnectSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNvmeController",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostNvmeController", "HostNvmeController")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNvmeController>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNvmeDisconnectSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostNvmeDisconnectSpec", "HostNvmeDisconnectSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNvmeDisconnectSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNvmeDiscoveryLogEntry",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostNvmeDiscoveryLogEntry",
-                "HostNvmeDiscoveryLogEntry",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNvmeDiscoveryLogEntry>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNvmeNamespace",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostNvmeNamespace", "HostNvmeNamespace")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNvmeNamespace>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostNvmeTopologyInterface",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostNvmeTopologyInterface",
-                "HostNvmeTopologyInterface",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostNvmeTopologyInterface>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostOpaqueNetworkInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostOpaqueNetworkInfo", "HostOpaqueNetworkInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostOpaqueNetworkInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostOpaqueSwitch",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostOpaqueSwitch", "HostOpaqueSwitch")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostOpaqueSwitch>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostOpaqueSwitchPhysicalNicZone",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostOpaqueSwitchPhysicalNicZone",
-                "HostOpaqueSwitchPhysicalNicZone",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostOpaqueSwitchPhysicalNicZone>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPatchManagerStatus",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostPatchManagerStatus", "HostPatchManagerStatus"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPatchManagerStatus>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPatchManagerStatusPrerequisitePatch",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPatchManagerStatusPrerequisitePatch",
-                "HostPatchManagerStatusPrerequisitePatch",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPatchManagerStatusPrerequisitePatch>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPathSelectionPolicyOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPathSelectionPolicyOption",
-                "HostPathSelectionPolicyOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPathSelectionPolicyOption>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPciDevice",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostPciDevice", "HostPciDevice")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPciDevice>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPciPassthruConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostPciPassthruConfig", "HostPciPassthruConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostPciPassthruConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPciPassthruInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostPciPassthruInfo", "HostPciPassthruInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostPciPassthruInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPlacedVirtualNicIdentifier",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPlacedVirtualNicIdentifier",
-                "HostPlacedVirtualNicIdentifier",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPlacedVirtualNicIdentifier>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPlugStoreTopologyAdapter",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPlugStoreTopologyAdapter",
-                "HostPlugStoreTopologyAdapter",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPlugStoreTopologyAdapter>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPlugStoreTopologyDevice",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPlugStoreTopologyDevice",
-                "HostPlugStoreTopologyDevice",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPlugStoreTopologyDevice>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPlugStoreTopologyPath",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPlugStoreTopologyPath",
-                "HostPlugStoreTopologyPath",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPath>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPlugStoreTopologyPlugin",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPlugStoreTopologyPlugin",
-                "HostPlugStoreTopologyPlugin",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPlugStoreTopologyPlugin>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPlugStoreTopologyTarget",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPlugStoreTopologyTarget",
-                "HostPlugStoreTopologyTarget",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPlugStoreTopologyTarget>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPnicNetworkResourceInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostPnicNetworkResourceInfo",
-                "HostPnicNetworkResourceInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPnicNetworkResourceInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPortGroup",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostPortGroup", "HostPortGroup")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPortGroup>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPortGroupConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostPortGroupConfig", "HostPortGroupConfig")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPortGroupConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPortGroupPort",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostPortGroupPort", "HostPortGroupPort")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPortGroupPort>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPortGroupProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostPortGroupProfile", "HostPortGroupProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPortGroupProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPowerPolicy",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostPowerPolicy", "HostPowerPolicy")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPowerPolicy>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostProfileManagerCompositionResultResultElement",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostProfileManagerCompositionResultResultElement",
-                "HostProfileManagerCompositionResultResultElement",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostProfileManagerCompositionResultResultElement>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostProfileManagerCompositionValidationResultResultElement",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostProfileManagerCompositionValidationResultResultElement",
-                "HostProfileManagerCompositionValidationResultResultElement",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                Vec<HostProfileManagerCompositionValidationResultResultElement>,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostProfilesEntityCustomizations",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostProfilesEntityCustomizations",
-                "HostProfilesEntityCustomizations",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostProfilesEntityCustomizations>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostProtocolEndpoint",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostProtocolEndpoint", "HostProtocolEndpoint"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostProtocolEndpoint>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostProxySwitch",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostProxySwitch", "HostProxySwitch")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostProxySwitch>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostProxySwitchConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostProxySwitchConfig", "HostProxySwitchConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostProxySwitchConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostProxySwitchHostLagConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostProxySwitchHostLagConfig",
-                "HostProxySwitchHostLagConfig",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostProxySwitchHostLagConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostPtpConfigPtpPort",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostPtpConfigPtpPort", "HostPtpConfigPtpPort"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostPtpConfigPtpPort>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostQualifiedName",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostQualifiedName", "HostQualifiedName")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostQualifiedName>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostRdmaDevice",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostRdmaDevice", "HostRdmaDevice")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostRdmaDevice>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostRuntimeInfoNetStackInstanceRuntimeInfo",
-                "HostRuntimeInfoNetStackInstanceRuntimeInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostScsiDisk",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostScsiDisk", "HostScsiDisk")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostScsiDisk>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostScsiDiskPartition",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostScsiDiskPartition", "HostScsiDiskPartition"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostScsiDiskPartition>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostScsiTopologyInterface",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostScsiTopologyInterface",
-                "HostScsiTopologyInterface",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostScsiTopologyInterface>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostScsiTopologyLun",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostScsiTopologyLun", "HostScsiTopologyLun")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostScsiTopologyLun>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostScsiTopologyTarget",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostScsiTopologyTarget", "HostScsiTopologyTarget"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostScsiTopologyTarget>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostService",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostService", "HostService")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostService>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostServiceConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostServiceConfig", "HostServiceConfig")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostServiceConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostSharedGpuCapabilities",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostSharedGpuCapabilities",
-                "HostSharedGpuCapabilities",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostSharedGpuCapabilities>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostSnmpDestination",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostSnmpDestination", "HostSnmpDestination")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostSnmpDestination>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostSriovDevicePoolInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostSriovDevicePoolInfo", "HostSriovDevicePoolInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyHostSriovDevicePoolInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostSslThumbprintInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostSslThumbprintInfo", "HostSslThumbprintInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostSslThumbprintInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostStorageArrayTypePolicyOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostStorageArrayTypePolicyOption",
-                "HostStorageArrayTypePolicyOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostStorageArrayTypePolicyOption>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostStorageElementInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostStorageElementInfo", "HostStorageElementInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostStorageElementInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostStorageOperationalInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostStorageOperationalInfo",
-                "HostStorageOperationalInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostStorageOperationalInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostStorageSystemDiskLocatorLedResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostStorageSystemDiskLocatorLedResult",
-                "HostStorageSystemDiskLocatorLedResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostStorageSystemDiskLocatorLedResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostStorageSystemScsiLunResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostStorageSystemScsiLunResult",
-                "HostStorageSystemScsiLunResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostStorageSystemScsiLunResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostStorageSystemVmfsVolumeResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostStorageSystemVmfsVolumeResult",
-                "HostStorageSystemVmfsVolumeResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostStorageSystemVmfsVolumeResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostSubSpecification",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostSubSpecification", "HostSubSpecification"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostSubSpecification>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostSystemIdentificationInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostSystemIdentificationInfo",
-                "HostSystemIdentificationInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostSystemIdentificationInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostSystemResourceInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostSystemResourceInfo", "HostSystemResourceInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostSystemResourceInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostSystemSwapConfigurationSystemSwapOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostSystemSwapConfigurationSystemSwapOption",
-                "HostSystemSwapConfigurationSystemSwapOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<AnyHostSystemSwapConfigurationSystemSwapOption>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostTpmDigestInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostTpmDigestInfo", "HostTpmDigestInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostTpmDigestInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostTpmEventLogEntry",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostTpmEventLogEntry", "HostTpmEventLogEntry"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostTpmEventLogEntry>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostTrustAuthorityAttestationInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostTrustAuthorityAttestationInfo",
-                "HostTrustAuthorityAttestationInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostTrustAuthorityAttestationInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostUnresolvedVmfsExtent",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostUnresolvedVmfsExtent",
-                "HostUnresolvedVmfsExtent",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostUnresolvedVmfsExtent>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostUnresolvedVmfsResolutionResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostUnresolvedVmfsResolutionResult",
-                "HostUnresolvedVmfsResolutionResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostUnresolvedVmfsResolutionResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostUnresolvedVmfsResolutionSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostUnresolvedVmfsResolutionSpec",
-                "HostUnresolvedVmfsResolutionSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostUnresolvedVmfsResolutionSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostUnresolvedVmfsVolume",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostUnresolvedVmfsVolume",
-                "HostUnresolvedVmfsVolume",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostUnresolvedVmfsVolume>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
-                "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVMotionCompatibility",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostVMotionCompatibility",
-                "HostVMotionCompatibility",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVMotionCompatibility>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVirtualNic",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostVirtualNic", "HostVirtualNic")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVirtualNic>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVirtualNicConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostVirtualNicConfig", "HostVirtualNicConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVirtualNicConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVirtualNicManagerNicTypeSelection",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostVirtualNicManagerNicTypeSelection",
-                "HostVirtualNicManagerNicTypeSelection",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVirtualNicManagerNicTypeSelection>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVirtualSwitch",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("HostVirtualSwitch", "HostVirtualSwitch")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVirtualSwitch>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVirtualSwitchConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostVirtualSwitchConfig", "HostVirtualSwitchConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVirtualSwitchConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVmciAccessManagerAccessSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostVmciAccessManagerAccessSpec",
-                "HostVmciAccessManagerAccessSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVmciAccessManagerAccessSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVmfsRescanResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HostVmfsRescanResult", "HostVmfsRescanResult"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVmfsRescanResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVsanInternalSystemCmmdsQuery",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostVsanInternalSystemCmmdsQuery",
-                "HostVsanInternalSystemCmmdsQuery",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HostVsanInternalSystemCmmdsQuery>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostVsanInternalSystemDeleteVsanObjectsResult",
-                "HostVsanInternalSystemDeleteVsanObjectsResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVsanInternalSystemVsanObjectOperationResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostVsanInternalSystemVsanObjectOperationResult",
-                "HostVsanInternalSystemVsanObjectOperationResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<HostVsanInternalSystemVsanObjectOperationResult>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
-                "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHttpNfcLeaseDatastoreLeaseInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HttpNfcLeaseDatastoreLeaseInfo",
-                "HttpNfcLeaseDatastoreLeaseInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HttpNfcLeaseDatastoreLeaseInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHttpNfcLeaseDeviceUrl",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HttpNfcLeaseDeviceUrl", "HttpNfcLeaseDeviceUrl"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HttpNfcLeaseDeviceUrl>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHttpNfcLeaseHostInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HttpNfcLeaseHostInfo", "HttpNfcLeaseHostInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HttpNfcLeaseHostInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHttpNfcLeaseManifestEntry",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "HttpNfcLeaseManifestEntry",
-                "HttpNfcLeaseManifestEntry",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HttpNfcLeaseManifestEntry>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHttpNfcLeaseProbeResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HttpNfcLeaseProbeResult", "HttpNfcLeaseProbeResult"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HttpNfcLeaseProbeResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfHttpNfcLeaseSourceFile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("HttpNfcLeaseSourceFile", "HttpNfcLeaseSourceFile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<HttpNfcLeaseSourceFile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfID",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ID", "ID")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ID>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfImportOperationBulkFaultFaultOnImport",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ImportOperationBulkFaultFaultOnImport",
-                "ImportOperationBulkFaultFaultOnImport",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ImportOperationBulkFaultFaultOnImport>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfImportSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ImportSpec", "ImportSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyImportSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfInt",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("int", "int")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfIoFilterHostIssue",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("IoFilterHostIssue", "IoFilterHostIssue")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<IoFilterHostIssue>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfIpPool",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("IpPool", "IpPool")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<IpPool>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfIpPoolAssociation",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("IpPoolAssociation", "IpPoolAssociation")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<IpPoolAssociation>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfIpPoolManagerIpAllocation",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "IpPoolManagerIpAllocation",
-                "IpPoolManagerIpAllocation",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<IpPoolManagerIpAllocation>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfIscsiDependencyEntity",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("IscsiDependencyEntity", "IscsiDependencyEntity"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<IscsiDependencyEntity>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfIscsiPortInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("IscsiPortInfo", "IscsiPortInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<IscsiPortInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfKernelModuleInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("KernelModuleInfo", "KernelModuleInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<KernelModuleInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfKeyAnyValue",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("KeyAnyValue", "KeyAnyValue")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<KeyAnyValue>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfKeyValue",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("KeyValue", "KeyValue")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<KeyValue>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfKmipClusterInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("KmipClusterInfo", "KmipClusterInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<KmipClusterInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfKmipServerInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("KmipServerInfo", "KmipServerInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<KmipServerInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfLicenseAssignmentManagerLicenseAssignment",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "LicenseAssignmentManagerLicenseAssignment",
-                "LicenseAssignmentManagerLicenseAssignment",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<LicenseAssignmentManagerLicenseAssignment>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfLicenseAvailabilityInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("LicenseAvailabilityInfo", "LicenseAvailabilityInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<LicenseAvailabilityInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfLicenseFeatureInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("LicenseFeatureInfo", "LicenseFeatureInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<LicenseFeatureInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfLicenseManagerLicenseInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "LicenseManagerLicenseInfo",
-                "LicenseManagerLicenseInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<LicenseManagerLicenseInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfLicenseReservationInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("LicenseReservationInfo", "LicenseReservationInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<LicenseReservationInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfLocalizableMessage",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("LocalizableMessage", "LocalizableMessage")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<LocalizableMessage>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfLocalizationManagerMessageCatalog",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "LocalizationManagerMessageCatalog",
-                "LocalizationManagerMessageCatalog",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<LocalizationManagerMessageCatalog>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfLong",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("long", "long")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfManagedEntityStatus",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ManagedEntityStatus", "ManagedEntityStatus")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ManagedEntityStatus>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfManagedObjectReference",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ManagedObjectReference", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfMethodActionArgument",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("MethodActionArgument", "MethodActionArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<MethodActionArgument>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfMethodFault",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("MethodFault", "MethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyMethodFault>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfMissingObject",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("MissingObject", "MissingObject")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<MissingObject>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfMissingProperty",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("MissingProperty", "MissingProperty")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<MissingProperty>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfMultipleCertificatesVerifyFaultThumbprintData",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "MultipleCertificatesVerifyFaultThumbprintData",
-                "MultipleCertificatesVerifyFaultThumbprintData",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<MultipleCertificatesVerifyFaultThumbprintData>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNasStorageProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("NasStorageProfile", "NasStorageProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NasStorageProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNetIpConfigInfoIpAddress",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "NetIpConfigInfoIpAddress",
-                "NetIpConfigInfoIpAddress",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NetIpConfigInfoIpAddress>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNetIpConfigSpecIpAddressSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "NetIpConfigSpecIpAddressSpec",
-                "NetIpConfigSpecIpAddressSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NetIpConfigSpecIpAddressSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNetIpRouteConfigInfoIpRoute",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "NetIpRouteConfigInfoIpRoute",
-                "NetIpRouteConfigInfoIpRoute",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NetIpRouteConfigInfoIpRoute>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNetIpRouteConfigSpecIpRouteSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "NetIpRouteConfigSpecIpRouteSpec",
-                "NetIpRouteConfigSpecIpRouteSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NetIpRouteConfigSpecIpRouteSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNetIpStackInfoDefaultRouter",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "NetIpStackInfoDefaultRouter",
-                "NetIpStackInfoDefaultRouter",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NetIpStackInfoDefaultRouter>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNetIpStackInfoNetToMedia",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "NetIpStackInfoNetToMedia",
-                "NetIpStackInfoNetToMedia",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NetIpStackInfoNetToMedia>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNetStackInstanceProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("NetStackInstanceProfile", "NetStackInstanceProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NetStackInstanceProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNsxHostVNicProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("NsxHostVNicProfile", "NsxHostVNicProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NsxHostVNicProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNumericRange",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("NumericRange", "NumericRange")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NumericRange>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNvdimmDimmInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("NvdimmDimmInfo", "NvdimmDimmInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NvdimmDimmInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNvdimmGuid",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("NvdimmGuid", "NvdimmGuid")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NvdimmGuid>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNvdimmInterleaveSetInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("NvdimmInterleaveSetInfo", "NvdimmInterleaveSetInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NvdimmInterleaveSetInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNvdimmNamespaceDetails",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("NvdimmNamespaceDetails", "NvdimmNamespaceDetails"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NvdimmNamespaceDetails>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNvdimmNamespaceInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("NvdimmNamespaceInfo", "NvdimmNamespaceInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NvdimmNamespaceInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfNvdimmRegionInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("NvdimmRegionInfo", "NvdimmRegionInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<NvdimmRegionInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfObjectContent",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ObjectContent", "ObjectContent")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ObjectContent>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfObjectSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ObjectSpec", "ObjectSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ObjectSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfObjectUpdate",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ObjectUpdate", "ObjectUpdate")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ObjectUpdate>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOpaqueNetworkTargetInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("OpaqueNetworkTargetInfo", "OpaqueNetworkTargetInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OpaqueNetworkTargetInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOptionDef",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OptionDef", "OptionDef")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OptionDef>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOptionProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OptionProfile", "OptionProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OptionProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOptionValue",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OptionValue", "OptionValue")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyOptionValue>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfConsumerOstNode",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OvfConsumerOstNode", "OvfConsumerOstNode")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfConsumerOstNode>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfConsumerOvfSection",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("OvfConsumerOvfSection", "OvfConsumerOvfSection"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfConsumerOvfSection>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfDeploymentOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OvfDeploymentOption", "OvfDeploymentOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfDeploymentOption>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfFile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OvfFile", "OvfFile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfFile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfFileItem",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OvfFileItem", "OvfFileItem")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfFileItem>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfNetworkInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OvfNetworkInfo", "OvfNetworkInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfNetworkInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfNetworkMapping",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OvfNetworkMapping", "OvfNetworkMapping")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfNetworkMapping>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfOptionInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OvfOptionInfo", "OvfOptionInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfOptionInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfOvfResourceMap",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("OvfResourceMap", "OvfResourceMap")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<OvfResourceMap>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerfCounterInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PerfCounterInfo", "PerfCounterInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PerfCounterInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerfEntityMetricBase",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("PerfEntityMetricBase", "PerfEntityMetricBase"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyPerfEntityMetricBase>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerfInterval",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PerfInterval", "PerfInterval")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PerfInterval>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerfMetricId",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PerfMetricId", "PerfMetricId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PerfMetricId>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerfMetricSeries",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PerfMetricSeries", "PerfMetricSeries")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyPerfMetricSeries>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerfMetricSeriesCSV",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PerfMetricSeriesCSV", "PerfMetricSeriesCSV")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PerfMetricSeriesCSV>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerfQuerySpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PerfQuerySpec", "PerfQuerySpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PerfQuerySpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerfSampleInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PerfSampleInfo", "PerfSampleInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PerfSampleInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPerformanceManagerCounterLevelMapping",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "PerformanceManagerCounterLevelMapping",
-                "PerformanceManagerCounterLevelMapping",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PerformanceManagerCounterLevelMapping>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPermission",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("Permission", "Permission")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<Permission>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPermissionProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PermissionProfile", "PermissionProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PermissionProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPhysicalNic",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PhysicalNic", "PhysicalNic")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PhysicalNic>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPhysicalNicConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PhysicalNicConfig", "PhysicalNicConfig")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PhysicalNicConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPhysicalNicHintInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PhysicalNicHintInfo", "PhysicalNicHintInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PhysicalNicHintInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPhysicalNicIpHint",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PhysicalNicIpHint", "PhysicalNicIpHint")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PhysicalNicIpHint>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPhysicalNicLinkInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PhysicalNicLinkInfo", "PhysicalNicLinkInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PhysicalNicLinkInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPhysicalNicNameHint",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PhysicalNicNameHint", "PhysicalNicNameHint")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PhysicalNicNameHint>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPhysicalNicProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PhysicalNicProfile", "PhysicalNicProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PhysicalNicProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPlacementAffinityRule",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("PlacementAffinityRule", "PlacementAffinityRule"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PlacementAffinityRule>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPlacementSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PlacementSpec", "PlacementSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PlacementSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPnicUplinkProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PnicUplinkProfile", "PnicUplinkProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PnicUplinkProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPodDiskLocator",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PodDiskLocator", "PodDiskLocator")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PodDiskLocator>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPolicyOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PolicyOption", "PolicyOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyPolicyOption>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPrivilegeAvailability",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("PrivilegeAvailability", "PrivilegeAvailability"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PrivilegeAvailability>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProductComponentInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ProductComponentInfo", "ProductComponentInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProductComponentInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileApplyProfileProperty",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileApplyProfileProperty",
-                "ProfileApplyProfileProperty",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileApplyProfileProperty>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileDeferredPolicyOptionParameter",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileDeferredPolicyOptionParameter",
-                "ProfileDeferredPolicyOptionParameter",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileDeferredPolicyOptionParameter>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileDescriptionSection",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileDescriptionSection",
-                "ProfileDescriptionSection",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileDescriptionSection>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileExecuteError",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ProfileExecuteError", "ProfileExecuteError")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileExecuteError>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileExpression",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ProfileExpression", "ProfileExpression")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyProfileExpression>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileExpressionMetadata",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileExpressionMetadata",
-                "ProfileExpressionMetadata",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileExpressionMetadata>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileMetadata",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ProfileMetadata", "ProfileMetadata")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileMetadata>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileMetadataProfileOperationMessage",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileMetadataProfileOperationMessage",
-                "ProfileMetadataProfileOperationMessage",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileMetadataProfileOperationMessage>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileMetadataProfileSortSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileMetadataProfileSortSpec",
-                "ProfileMetadataProfileSortSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileMetadataProfileSortSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileParameterMetadata",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileParameterMetadata",
-                "ProfileParameterMetadata",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileParameterMetadata>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileParameterMetadataParameterRelationMetadata",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileParameterMetadataParameterRelationMetadata",
-                "ProfileParameterMetadataParameterRelationMetadata",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<ProfileParameterMetadataParameterRelationMetadata>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfilePolicy",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ProfilePolicy", "ProfilePolicy")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfilePolicy>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfilePolicyMetadata",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ProfilePolicyMetadata", "ProfilePolicyMetadata"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfilePolicyMetadata>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfilePolicyOptionMetadata",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfilePolicyOptionMetadata",
-                "ProfilePolicyOptionMetadata",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyProfilePolicyOptionMetadata>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileProfileStructureProperty",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileProfileStructureProperty",
-                "ProfileProfileStructureProperty",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileProfileStructureProperty>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfilePropertyPath",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ProfilePropertyPath", "ProfilePropertyPath")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfilePropertyPath>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfProfileUpdateFailedUpdateFailure",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ProfileUpdateFailedUpdateFailure",
-                "ProfileUpdateFailedUpdateFailure",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ProfileUpdateFailedUpdateFailure>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPropertyChange",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PropertyChange", "PropertyChange")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PropertyChange>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPropertyFilterSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PropertyFilterSpec", "PropertyFilterSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PropertyFilterSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPropertyFilterUpdate",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("PropertyFilterUpdate", "PropertyFilterUpdate"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PropertyFilterUpdate>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfPropertySpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("PropertySpec", "PropertySpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<PropertySpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfRelation",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("Relation", "Relation")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<Relation>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfReplicationInfoDiskSettings",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ReplicationInfoDiskSettings",
-                "ReplicationInfoDiskSettings",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ReplicationInfoDiskSettings>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfResourceConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ResourceConfigSpec", "ResourceConfigSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ResourceConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfRetrieveVStorageObjSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("RetrieveVStorageObjSpec", "RetrieveVStorageObjSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<RetrieveVStorageObjSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfScheduledTaskDetail",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ScheduledTaskDetail", "ScheduledTaskDetail")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ScheduledTaskDetail>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfScsiLun",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ScsiLun", "ScsiLun")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyScsiLun>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfScsiLunDescriptor",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ScsiLunDescriptor", "ScsiLunDescriptor")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ScsiLunDescriptor>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfScsiLunDurableName",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ScsiLunDurableName", "ScsiLunDurableName")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ScsiLunDurableName>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfSelectionSet",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("SelectionSet", "SelectionSet")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnySelectionSet>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfSelectionSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("SelectionSpec", "SelectionSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnySelectionSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfServiceConsolePortGroupProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ServiceConsolePortGroupProfile",
-                "ServiceConsolePortGroupProfile",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ServiceConsolePortGroupProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfServiceLocator",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ServiceLocator", "ServiceLocator")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ServiceLocator>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfServiceManagerServiceInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "ServiceManagerServiceInfo",
-                "ServiceManagerServiceInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ServiceManagerServiceInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfServiceProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("ServiceProfile", "ServiceProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<ServiceProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfShort",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("short", "short")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfSoftwarePackage",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("SoftwarePackage", "SoftwarePackage")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<SoftwarePackage>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfStaticRouteProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("StaticRouteProfile", "StaticRouteProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<StaticRouteProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfStorageDrsOptionSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("StorageDrsOptionSpec", "StorageDrsOptionSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<StorageDrsOptionSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfStorageDrsPlacementRankVmSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "StorageDrsPlacementRankVmSpec",
-                "StorageDrsPlacementRankVmSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<StorageDrsPlacementRankVmSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfStorageDrsVmConfigInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("StorageDrsVmConfigInfo", "StorageDrsVmConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<StorageDrsVmConfigInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfStorageDrsVmConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("StorageDrsVmConfigSpec", "StorageDrsVmConfigSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<StorageDrsVmConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfStoragePerformanceSummary",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "StoragePerformanceSummary",
-                "StoragePerformanceSummary",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<StoragePerformanceSummary>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfStorageRequirement",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("StorageRequirement", "StorageRequirement")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<StorageRequirement>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfString",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("string", "string")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfStructuredCustomizations",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "StructuredCustomizations",
-                "StructuredCustomizations",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<StructuredCustomizations>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfSystemEventInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("SystemEventInfo", "SystemEventInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<SystemEventInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfTag",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("Tag", "Tag")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<Tag>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfTaskInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("TaskInfo", "TaskInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<TaskInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfTaskInfoState",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("TaskInfoState", "TaskInfoState")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<TaskInfoState>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfTypeDescription",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("TypeDescription", "TypeDescription")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyTypeDescription>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "UpdateVirtualMachineFilesResultFailedVmFileInfo",
-                "UpdateVirtualMachineFilesResultFailedVmFileInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfUri",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("uri", "anyURI")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfUsbScanCodeSpecKeyEvent",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("UsbScanCodeSpecKeyEvent", "UsbScanCodeSpecKeyEvent"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<UsbScanCodeSpecKeyEvent>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfUserGroupProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("UserGroupProfile", "UserGroupProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<UserGroupProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfUserPrivilegeResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("UserPrivilegeResult", "UserPrivilegeResult")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<UserPrivilegeResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfUserProfile",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("UserProfile", "UserProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<UserProfile>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfUserSearchResult",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("UserSearchResult", "UserSearchResult")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyUserSearchResult>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfUserSession",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("UserSession", "UserSession")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<UserSession>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVASAStorageArray",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VASAStorageArray", "VASAStorageArray")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VASAStorageArray>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppCloneSpecNetworkMappingPair",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VAppCloneSpecNetworkMappingPair",
-                "VAppCloneSpecNetworkMappingPair",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppCloneSpecNetworkMappingPair>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppCloneSpecResourceMap",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VAppCloneSpecResourceMap",
-                "VAppCloneSpecResourceMap",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppCloneSpecResourceMap>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppEntityConfigInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("VAppEntityConfigInfo", "VAppEntityConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppEntityConfigInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppOvfSectionInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VAppOvfSectionInfo", "VAppOvfSectionInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppOvfSectionInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppOvfSectionSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VAppOvfSectionSpec", "VAppOvfSectionSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppOvfSectionSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppProductInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VAppProductInfo", "VAppProductInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppProductInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppProductSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VAppProductSpec", "VAppProductSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppProductSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppPropertyInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VAppPropertyInfo", "VAppPropertyInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppPropertyInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVAppPropertySpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VAppPropertySpec", "VAppPropertySpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VAppPropertySpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVMwareDVSPvlanConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VMwareDVSPvlanConfigSpec",
-                "VMwareDVSPvlanConfigSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VMwareDVSPvlanConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVMwareDVSPvlanMapEntry",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("VMwareDVSPvlanMapEntry", "VMwareDVSPvlanMapEntry"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VMwareDVSPvlanMapEntry>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVMwareDVSVspanConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VMwareDVSVspanConfigSpec",
-                "VMwareDVSVspanConfigSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VMwareDVSVspanConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVMwareDvsLacpGroupConfig",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VMwareDvsLacpGroupConfig",
-                "VMwareDvsLacpGroupConfig",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VMwareDvsLacpGroupConfig>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVMwareDvsLacpGroupSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("VMwareDvsLacpGroupSpec", "VMwareDvsLacpGroupSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VMwareDvsLacpGroupSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVMwareVspanSession",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VMwareVspanSession", "VMwareVspanSession")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VMwareVspanSession>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVStorageObjectAssociations",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VStorageObjectAssociations",
-                "VStorageObjectAssociations",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VStorageObjectAssociations>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVStorageObjectAssociationsVmDiskAssociations",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VStorageObjectAssociationsVmDiskAssociations",
-                "VStorageObjectAssociationsVmDiskAssociations",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<VStorageObjectAssociationsVmDiskAssociations>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VStorageObjectSnapshotInfoVStorageObjectSnapshot",
-                "VStorageObjectSnapshotInfoVStorageObjectSnapshot",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVVolHostPE",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VVolHostPE", "VVolHostPE")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VVolHostPE>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
-                "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVchaNodeRuntimeInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VchaNodeRuntimeInfo", "VchaNodeRuntimeInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VchaNodeRuntimeInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVimVasaProviderInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VimVasaProviderInfo", "VimVasaProviderInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VimVasaProviderInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVimVasaProviderStatePerArray",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VimVasaProviderStatePerArray",
-                "VimVasaProviderStatePerArray",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VimVasaProviderStatePerArray>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVirtualAppLinkInfo",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VirtualAppLinkInfo", "VirtualAppLinkInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VirtualAppLinkInfo>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVirtualDevice",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VirtualDevice", "VirtualDevice")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyVirtualDevice>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVirtualDeviceBackingOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated(
-                "VirtualDeviceBackingOption",
-                "VirtualDeviceBackingOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyVirtualDeviceBackingOption>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVirtualDeviceConfigSpec",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("VirtualDeviceConfigSpec", "VirtualDeviceConfigSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyVirtualDeviceConfigSpec>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVirtualDeviceOption",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VirtualDeviceOption", "VirtualDeviceOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyVirtualDeviceOption>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfVirtualDisk",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("VirtualDisk", "VirtualDisk")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<VirtualDisk>>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::array(x::Name(0x2b1522), 0), // ArrayOfHostPlugStoreTopologyTarget
+        x::TypeEntry::array(x::Name(0x2b3822), 1), // ArrayOfHostPnicNetworkResourceInfo
+        x::TypeEntry::array(x::Name(0x2b5b14), 2), // ArrayOfHostPortGroup
+        x::TypeEntry::array(x::Name(0x2b701a), 3), // ArrayOfHostPortGroupConfig
+        x::TypeEntry::array(x::Name(0x2b8b18), 4), // ArrayOfHostPortGroupPort
+        x::TypeEntry::array(x::Name(0x2ba41b), 5), // ArrayOfHostPortGroupProfile
+        x::TypeEntry::array(x::Name(0x2bc016), 6), // ArrayOfHostPowerPolicy
+        x::TypeEntry::array(x::Name(0x2bd737), 7), // ArrayOfHostProfileManagerCompositionResultResultElement
+        x::TypeEntry::array(x::Name(0x2c0f41), 8), // ArrayOfHostProfileManagerCompositionValidationResultResultElement
+        x::TypeEntry::array(x::Name(0x2c5127), 9), // ArrayOfHostProfilesEntityCustomizations
+        x::TypeEntry::array(x::Name(0x2c791b), 10), // ArrayOfHostProtocolEndpoint
+        x::TypeEntry::array(x::Name(0x2c9516), 11), // ArrayOfHostProxySwitch
+        x::TypeEntry::array(x::Name(0x2cac1c), 12), // ArrayOfHostProxySwitchConfig
+        x::TypeEntry::array(x::Name(0x2cc923), 13), // ArrayOfHostProxySwitchHostLagConfig
+        x::TypeEntry::array(x::Name(0x2ced1b), 14), // ArrayOfHostPtpConfigPtpPort
+        x::TypeEntry::array(x::Name(0x2d0918), 15), // ArrayOfHostQualifiedName
+        x::TypeEntry::array(x::Name(0x2d2215), 16), // ArrayOfHostRdmaDevice
+        x::TypeEntry::array(x::Name(0x2d3831), 17), // ArrayOfHostRuntimeInfoNetStackInstanceRuntimeInfo
+        x::TypeEntry::array(x::Name(0x2d6a13), 18), // ArrayOfHostScsiDisk
+        x::TypeEntry::array(x::Name(0x2d7e1c), 19), // ArrayOfHostScsiDiskPartition
+        x::TypeEntry::array(x::Name(0x2d9b20), 20), // ArrayOfHostScsiTopologyInterface
+        x::TypeEntry::array(x::Name(0x2dbc1a), 21), // ArrayOfHostScsiTopologyLun
+        x::TypeEntry::array(x::Name(0x2dd71d), 22), // ArrayOfHostScsiTopologyTarget
+        x::TypeEntry::array(x::Name(0x2df512), 23), // ArrayOfHostService
+        x::TypeEntry::array(x::Name(0x2e0818), 24), // ArrayOfHostServiceConfig
+        x::TypeEntry::array(x::Name(0x2e2120), 25), // ArrayOfHostSharedGpuCapabilities
+        x::TypeEntry::array(x::Name(0x2e421a), 26), // ArrayOfHostSnmpDestination
+        x::TypeEntry::array(x::Name(0x2e5d1e), 27), // ArrayOfHostSriovDevicePoolInfo
+        x::TypeEntry::array(x::Name(0x2e7c1c), 28), // ArrayOfHostSslThumbprintInfo
+        x::TypeEntry::array(x::Name(0x2e9927), 29), // ArrayOfHostStorageArrayTypePolicyOption
+        x::TypeEntry::array(x::Name(0x2ec11d), 30), // ArrayOfHostStorageElementInfo
+        x::TypeEntry::array(x::Name(0x2edf21), 31), // ArrayOfHostStorageOperationalInfo
+        x::TypeEntry::array(x::Name(0x2f012c), 32), // ArrayOfHostStorageSystemDiskLocatorLedResult
+        x::TypeEntry::array(x::Name(0x2f2e25), 33), // ArrayOfHostStorageSystemScsiLunResult
+        x::TypeEntry::array(x::Name(0x2f5428), 34), // ArrayOfHostStorageSystemVmfsVolumeResult
+        x::TypeEntry::array(x::Name(0x2f7d1b), 35), // ArrayOfHostSubSpecification
+        x::TypeEntry::array(x::Name(0x2f9923), 36), // ArrayOfHostSystemIdentificationInfo
+        x::TypeEntry::array(x::Name(0x2fbd1d), 37), // ArrayOfHostSystemResourceInfo
+        x::TypeEntry::array(x::Name(0x2fdb32), 38), // ArrayOfHostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::array(x::Name(0x300e18), 39), // ArrayOfHostTpmDigestInfo
+        x::TypeEntry::array(x::Name(0x30271b), 40), // ArrayOfHostTpmEventLogEntry
+        x::TypeEntry::array(x::Name(0x304328), 41), // ArrayOfHostTrustAuthorityAttestationInfo
+        x::TypeEntry::array(x::Name(0x306c1f), 42), // ArrayOfHostUnresolvedVmfsExtent
+        x::TypeEntry::array(x::Name(0x308c29), 43), // ArrayOfHostUnresolvedVmfsResolutionResult
+        x::TypeEntry::array(x::Name(0x30b627), 44), // ArrayOfHostUnresolvedVmfsResolutionSpec
+        x::TypeEntry::array(x::Name(0x30de1f), 45), // ArrayOfHostUnresolvedVmfsVolume
+        x::TypeEntry::array(x::Name(0x30fe45), 46), // ArrayOfHostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::TypeEntry::array(x::Name(0x31441f), 47), // ArrayOfHostVMotionCompatibility
+        x::TypeEntry::array(x::Name(0x316415), 48), // ArrayOfHostVirtualNic
+        x::TypeEntry::array(x::Name(0x317a1b), 49), // ArrayOfHostVirtualNicConfig
+        x::TypeEntry::array(x::Name(0x31962c), 50), // ArrayOfHostVirtualNicManagerNicTypeSelection
+        x::TypeEntry::array(x::Name(0x31c318), 51), // ArrayOfHostVirtualSwitch
+        x::TypeEntry::array(x::Name(0x31dc1e), 52), // ArrayOfHostVirtualSwitchConfig
+        x::TypeEntry::array(x::Name(0x31fb26), 53), // ArrayOfHostVmciAccessManagerAccessSpec
+        x::TypeEntry::array(x::Name(0x32221b), 54), // ArrayOfHostVmfsRescanResult
+        x::TypeEntry::array(x::Name(0x323e27), 55), // ArrayOfHostVsanInternalSystemCmmdsQuery
+        x::TypeEntry::array(x::Name(0x326634), 56), // ArrayOfHostVsanInternalSystemDeleteVsanObjectsResult
+        x::TypeEntry::array(x::Name(0x329b36), 57), // ArrayOfHostVsanInternalSystemVsanObjectOperationResult
+        x::TypeEntry::array(x::Name(0x32d23e), 58), // ArrayOfHostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
+        x::TypeEntry::array(x::Name(0x331125), 59), // ArrayOfHttpNfcLeaseDatastoreLeaseInfo
+        x::TypeEntry::array(x::Name(0x33371c), 60), // ArrayOfHttpNfcLeaseDeviceUrl
+        x::TypeEntry::array(x::Name(0x33541b), 61), // ArrayOfHttpNfcLeaseHostInfo
+        x::TypeEntry::array(x::Name(0x337020), 62), // ArrayOfHttpNfcLeaseManifestEntry
+        x::TypeEntry::array(x::Name(0x33911e), 63), // ArrayOfHttpNfcLeaseProbeResult
+        x::TypeEntry::array(x::Name(0x33b01d), 64), // ArrayOfHttpNfcLeaseSourceFile
+        x::TypeEntry::array(x::Name(0x33ce09), 65), // ArrayOfID
+        x::TypeEntry::array(x::Name(0x33d82c), 66), // ArrayOfImportOperationBulkFaultFaultOnImport
+        x::TypeEntry::array(x::Name(0x340511), 67), // ArrayOfImportSpec
+        x::TypeEntry::array(x::Name(0x34170a), 68), // ArrayOfInt
+        x::TypeEntry::array(x::Name(0x342218), 69), // ArrayOfIoFilterHostIssue
+        x::TypeEntry::array(x::Name(0x343b0d), 70), // ArrayOfIpPool
+        x::TypeEntry::array(x::Name(0x344918), 71), // ArrayOfIpPoolAssociation
+        x::TypeEntry::array(x::Name(0x346220), 72), // ArrayOfIpPoolManagerIpAllocation
+        x::TypeEntry::array(x::Name(0x34831c), 73), // ArrayOfIscsiDependencyEntity
+        x::TypeEntry::array(x::Name(0x34a014), 74), // ArrayOfIscsiPortInfo
+        x::TypeEntry::array(x::Name(0x34b517), 75), // ArrayOfKernelModuleInfo
+        x::TypeEntry::array(x::Name(0x34cd12), 76), // ArrayOfKeyAnyValue
+        x::TypeEntry::array(x::Name(0x34e00f), 77), // ArrayOfKeyValue
+        x::TypeEntry::array(x::Name(0x34f016), 78), // ArrayOfKmipClusterInfo
+        x::TypeEntry::array(x::Name(0x350715), 79), // ArrayOfKmipServerInfo
+        x::TypeEntry::array(x::Name(0x351d30), 80), // ArrayOfLicenseAssignmentManagerLicenseAssignment
+        x::TypeEntry::array(x::Name(0x354e1e), 81), // ArrayOfLicenseAvailabilityInfo
+        x::TypeEntry::array(x::Name(0x356d19), 82), // ArrayOfLicenseFeatureInfo
+        x::TypeEntry::array(x::Name(0x358720), 83), // ArrayOfLicenseManagerLicenseInfo
+        x::TypeEntry::array(x::Name(0x35a81d), 84), // ArrayOfLicenseReservationInfo
+        x::TypeEntry::array(x::Name(0x35c619), 85), // ArrayOfLocalizableMessage
+        x::TypeEntry::array(x::Name(0x35e028), 86), // ArrayOfLocalizationManagerMessageCatalog
+        x::TypeEntry::array(x::Name(0x36090b), 87), // ArrayOfLong
+        x::TypeEntry::array(x::Name(0x36151a), 88), // ArrayOfManagedEntityStatus
+        x::TypeEntry::array(x::Name(0x36301d), 89), // ArrayOfManagedObjectReference
+        x::TypeEntry::array(x::Name(0x364e1b), 90), // ArrayOfMethodActionArgument
+        x::TypeEntry::array(x::Name(0x366a12), 91), // ArrayOfMethodFault
+        x::TypeEntry::array(x::Name(0x367d14), 92), // ArrayOfMissingObject
+        x::TypeEntry::array(x::Name(0x369216), 93), // ArrayOfMissingProperty
+        x::TypeEntry::array(x::Name(0x36a934), 94), // ArrayOfMultipleCertificatesVerifyFaultThumbprintData
+        x::TypeEntry::array(x::Name(0x36de18), 95), // ArrayOfNasStorageProfile
+        x::TypeEntry::array(x::Name(0x36f71f), 96), // ArrayOfNetIpConfigInfoIpAddress
+        x::TypeEntry::array(x::Name(0x371723), 97), // ArrayOfNetIpConfigSpecIpAddressSpec
+        x::TypeEntry::array(x::Name(0x373b22), 98), // ArrayOfNetIpRouteConfigInfoIpRoute
+        x::TypeEntry::array(x::Name(0x375e26), 99), // ArrayOfNetIpRouteConfigSpecIpRouteSpec
+        x::TypeEntry::array(x::Name(0x378522), 100), // ArrayOfNetIpStackInfoDefaultRouter
+        x::TypeEntry::array(x::Name(0x37a81f), 101), // ArrayOfNetIpStackInfoNetToMedia
+        x::TypeEntry::array(x::Name(0x37c81e), 102), // ArrayOfNetStackInstanceProfile
+        x::TypeEntry::array(x::Name(0x37e719), 103), // ArrayOfNsxHostVNicProfile
+        x::TypeEntry::array(x::Name(0x380113), 104), // ArrayOfNumericRange
+        x::TypeEntry::array(x::Name(0x381515), 105), // ArrayOfNvdimmDimmInfo
+        x::TypeEntry::array(x::Name(0x382b11), 106), // ArrayOfNvdimmGuid
+        x::TypeEntry::array(x::Name(0x383d1e), 107), // ArrayOfNvdimmInterleaveSetInfo
+        x::TypeEntry::array(x::Name(0x385c1d), 108), // ArrayOfNvdimmNamespaceDetails
+        x::TypeEntry::array(x::Name(0x387a1a), 109), // ArrayOfNvdimmNamespaceInfo
+        x::TypeEntry::array(x::Name(0x389517), 110), // ArrayOfNvdimmRegionInfo
+        x::TypeEntry::array(x::Name(0x38ad14), 111), // ArrayOfObjectContent
+        x::TypeEntry::array(x::Name(0x38c211), 112), // ArrayOfObjectSpec
+        x::TypeEntry::array(x::Name(0x38d413), 113), // ArrayOfObjectUpdate
+        x::TypeEntry::array(x::Name(0x38e81e), 114), // ArrayOfOpaqueNetworkTargetInfo
+        x::TypeEntry::array(x::Name(0x390710), 115), // ArrayOfOptionDef
+        x::TypeEntry::array(x::Name(0x391814), 116), // ArrayOfOptionProfile
+        x::TypeEntry::array(x::Name(0x392d12), 117), // ArrayOfOptionValue
+        x::TypeEntry::array(x::Name(0x394019), 118), // ArrayOfOvfConsumerOstNode
+        x::TypeEntry::array(x::Name(0x395a1c), 119), // ArrayOfOvfConsumerOvfSection
+        x::TypeEntry::array(x::Name(0x39771a), 120), // ArrayOfOvfDeploymentOption
+        x::TypeEntry::array(x::Name(0x39920e), 121), // ArrayOfOvfFile
+        x::TypeEntry::array(x::Name(0x39a112), 122), // ArrayOfOvfFileItem
+        x::TypeEntry::array(x::Name(0x39b415), 123), // ArrayOfOvfNetworkInfo
+        x::TypeEntry::array(x::Name(0x39ca18), 124), // ArrayOfOvfNetworkMapping
+        x::TypeEntry::array(x::Name(0x39e314), 125), // ArrayOfOvfOptionInfo
+        x::TypeEntry::array(x::Name(0x39f815), 126), // ArrayOfOvfResourceMap
+        x::TypeEntry::array(x::Name(0x3a0e16), 127), // ArrayOfPerfCounterInfo
+        x::TypeEntry::array(x::Name(0x3a251b), 128), // ArrayOfPerfEntityMetricBase
+        x::TypeEntry::array(x::Name(0x3a4113), 129), // ArrayOfPerfInterval
+        x::TypeEntry::array(x::Name(0x3a5513), 130), // ArrayOfPerfMetricId
+        x::TypeEntry::array(x::Name(0x3a6917), 131), // ArrayOfPerfMetricSeries
+        x::TypeEntry::array(x::Name(0x3a811a), 132), // ArrayOfPerfMetricSeriesCSV
+        x::TypeEntry::array(x::Name(0x3a9c14), 133), // ArrayOfPerfQuerySpec
+        x::TypeEntry::array(x::Name(0x3ab115), 134), // ArrayOfPerfSampleInfo
+        x::TypeEntry::array(x::Name(0x3ac72c), 135), // ArrayOfPerformanceManagerCounterLevelMapping
+        x::TypeEntry::array(x::Name(0x3af411), 136), // ArrayOfPermission
+        x::TypeEntry::array(x::Name(0x3b0618), 137), // ArrayOfPermissionProfile
+        x::TypeEntry::array(x::Name(0x3b1f12), 138), // ArrayOfPhysicalNic
+        x::TypeEntry::array(x::Name(0x3b3218), 139), // ArrayOfPhysicalNicConfig
+        x::TypeEntry::array(x::Name(0x3b4b1a), 140), // ArrayOfPhysicalNicHintInfo
+        x::TypeEntry::array(x::Name(0x3b6618), 141), // ArrayOfPhysicalNicIpHint
+        x::TypeEntry::array(x::Name(0x3b7f1a), 142), // ArrayOfPhysicalNicLinkInfo
+        x::TypeEntry::array(x::Name(0x3b9a1a), 143), // ArrayOfPhysicalNicNameHint
+        x::TypeEntry::array(x::Name(0x3bb519), 144), // ArrayOfPhysicalNicProfile
+        x::TypeEntry::array(x::Name(0x3bcf1c), 145), // ArrayOfPlacementAffinityRule
+        x::TypeEntry::array(x::Name(0x3bec14), 146), // ArrayOfPlacementSpec
+        x::TypeEntry::array(x::Name(0x3c0118), 147), // ArrayOfPnicUplinkProfile
+        x::TypeEntry::array(x::Name(0x3c1a15), 148), // ArrayOfPodDiskLocator
+        x::TypeEntry::array(x::Name(0x3c3013), 149), // ArrayOfPolicyOption
+        x::TypeEntry::array(x::Name(0x3c441c), 150), // ArrayOfPrivilegeAvailability
+        x::TypeEntry::array(x::Name(0x3c611b), 151), // ArrayOfProductComponentInfo
+        x::TypeEntry::array(x::Name(0x3c7d22), 152), // ArrayOfProfileApplyProfileProperty
+        x::TypeEntry::array(x::Name(0x3ca02b), 153), // ArrayOfProfileDeferredPolicyOptionParameter
+        x::TypeEntry::array(x::Name(0x3ccc20), 154), // ArrayOfProfileDescriptionSection
+        x::TypeEntry::array(x::Name(0x3ced1a), 155), // ArrayOfProfileExecuteError
+        x::TypeEntry::array(x::Name(0x3d0818), 156), // ArrayOfProfileExpression
+        x::TypeEntry::array(x::Name(0x3d2120), 157), // ArrayOfProfileExpressionMetadata
+        x::TypeEntry::array(x::Name(0x3d4216), 158), // ArrayOfProfileMetadata
+        x::TypeEntry::array(x::Name(0x3d592d), 159), // ArrayOfProfileMetadataProfileOperationMessage
+        x::TypeEntry::array(x::Name(0x3d8725), 160), // ArrayOfProfileMetadataProfileSortSpec
+        x::TypeEntry::array(x::Name(0x3dad1f), 161), // ArrayOfProfileParameterMetadata
+        x::TypeEntry::array(x::Name(0x3dcd38), 162), // ArrayOfProfileParameterMetadataParameterRelationMetadata
+        x::TypeEntry::array(x::Name(0x3e0614), 163), // ArrayOfProfilePolicy
+        x::TypeEntry::array(x::Name(0x3e1b1c), 164), // ArrayOfProfilePolicyMetadata
+        x::TypeEntry::array(x::Name(0x3e3822), 165), // ArrayOfProfilePolicyOptionMetadata
+        x::TypeEntry::array(x::Name(0x3e5b26), 166), // ArrayOfProfileProfileStructureProperty
+        x::TypeEntry::array(x::Name(0x3e821a), 167), // ArrayOfProfilePropertyPath
+        x::TypeEntry::array(x::Name(0x3e9d27), 168), // ArrayOfProfileUpdateFailedUpdateFailure
+        x::TypeEntry::array(x::Name(0x3ec515), 169), // ArrayOfPropertyChange
+        x::TypeEntry::array(x::Name(0x3edb19), 170), // ArrayOfPropertyFilterSpec
+        x::TypeEntry::array(x::Name(0x3ef51b), 171), // ArrayOfPropertyFilterUpdate
+        x::TypeEntry::array(x::Name(0x3f1113), 172), // ArrayOfPropertySpec
+        x::TypeEntry::array(x::Name(0x3f250f), 173), // ArrayOfRelation
+        x::TypeEntry::array(x::Name(0x3f3522), 174), // ArrayOfReplicationInfoDiskSettings
+        x::TypeEntry::array(x::Name(0x3f5819), 175), // ArrayOfResourceConfigSpec
+        x::TypeEntry::array(x::Name(0x3f721e), 176), // ArrayOfRetrieveVStorageObjSpec
+        x::TypeEntry::array(x::Name(0x3f911a), 177), // ArrayOfScheduledTaskDetail
+        x::TypeEntry::array(x::Name(0x3fac0e), 178), // ArrayOfScsiLun
+        x::TypeEntry::array(x::Name(0x3fbb18), 179), // ArrayOfScsiLunDescriptor
+        x::TypeEntry::array(x::Name(0x3fd419), 180), // ArrayOfScsiLunDurableName
+        x::TypeEntry::array(x::Name(0x3fee13), 181), // ArrayOfSelectionSet
+        x::TypeEntry::array(x::Name(0x400214), 182), // ArrayOfSelectionSpec
+        x::TypeEntry::array(x::Name(0x401725), 183), // ArrayOfServiceConsolePortGroupProfile
+        x::TypeEntry::array(x::Name(0x403d15), 184), // ArrayOfServiceLocator
+        x::TypeEntry::array(x::Name(0x405320), 185), // ArrayOfServiceManagerServiceInfo
+        x::TypeEntry::array(x::Name(0x407415), 186), // ArrayOfServiceProfile
+        x::TypeEntry::array(x::Name(0x408a0c), 187), // ArrayOfShort
+        x::TypeEntry::array(x::Name(0x409716), 188), // ArrayOfSoftwarePackage
+        x::TypeEntry::array(x::Name(0x40ae19), 189), // ArrayOfStaticRouteProfile
+        x::TypeEntry::array(x::Name(0x40c81b), 190), // ArrayOfStorageDrsOptionSpec
+        x::TypeEntry::array(x::Name(0x40e424), 191), // ArrayOfStorageDrsPlacementRankVmSpec
+        x::TypeEntry::array(x::Name(0x41091d), 192), // ArrayOfStorageDrsVmConfigInfo
+        x::TypeEntry::array(x::Name(0x41271d), 193), // ArrayOfStorageDrsVmConfigSpec
+        x::TypeEntry::array(x::Name(0x414520), 194), // ArrayOfStoragePerformanceSummary
+        x::TypeEntry::array(x::Name(0x416619), 195), // ArrayOfStorageRequirement
+        x::TypeEntry::array(x::Name(0x41800d), 196), // ArrayOfString
+        x::TypeEntry::array(x::Name(0x418e1f), 197), // ArrayOfStructuredCustomizations
+        x::TypeEntry::array(x::Name(0x41ae16), 198), // ArrayOfSystemEventInfo
+        x::TypeEntry::array(x::Name(0x41c50a), 199), // ArrayOfTag
+        x::TypeEntry::array(x::Name(0x41d00f), 200), // ArrayOfTaskInfo
+        x::TypeEntry::array(x::Name(0x41e014), 201), // ArrayOfTaskInfoState
+        x::TypeEntry::array(x::Name(0x41f516), 202), // ArrayOfTypeDescription
+        x::TypeEntry::array(x::Name(0x420c36), 203), // ArrayOfUpdateVirtualMachineFilesResultFailedVmFileInfo
+        x::TypeEntry::array(x::Name(0x42430a), 204), // ArrayOfUri
+        x::TypeEntry::array(x::Name(0x424e1e), 205), // ArrayOfUsbScanCodeSpecKeyEvent
+        x::TypeEntry::array(x::Name(0x426d17), 206), // ArrayOfUserGroupProfile
+        x::TypeEntry::array(x::Name(0x42851a), 207), // ArrayOfUserPrivilegeResult
+        x::TypeEntry::array(x::Name(0x42a012), 208), // ArrayOfUserProfile
+        x::TypeEntry::array(x::Name(0x42b317), 209), // ArrayOfUserSearchResult
+        x::TypeEntry::array(x::Name(0x42cb12), 210), // ArrayOfUserSession
+        x::TypeEntry::array(x::Name(0x42de17), 211), // ArrayOfVASAStorageArray
+        x::TypeEntry::array(x::Name(0x42f626), 212), // ArrayOfVAppCloneSpecNetworkMappingPair
+        x::TypeEntry::array(x::Name(0x431d1f), 213), // ArrayOfVAppCloneSpecResourceMap
+        x::TypeEntry::array(x::Name(0x433d1b), 214), // ArrayOfVAppEntityConfigInfo
+        x::TypeEntry::array(x::Name(0x435919), 215), // ArrayOfVAppOvfSectionInfo
+        x::TypeEntry::array(x::Name(0x437319), 216), // ArrayOfVAppOvfSectionSpec
+        x::TypeEntry::array(x::Name(0x438d16), 217), // ArrayOfVAppProductInfo
+        x::TypeEntry::array(x::Name(0x43a416), 218), // ArrayOfVAppProductSpec
+        x::TypeEntry::array(x::Name(0x43bb17), 219), // ArrayOfVAppPropertyInfo
+        x::TypeEntry::array(x::Name(0x43d317), 220), // ArrayOfVAppPropertySpec
+        x::TypeEntry::array(x::Name(0x43eb1f), 221), // ArrayOfVMwareDVSPvlanConfigSpec
+        x::TypeEntry::array(x::Name(0x440b1d), 222), // ArrayOfVMwareDVSPvlanMapEntry
+        x::TypeEntry::array(x::Name(0x44291f), 223), // ArrayOfVMwareDVSVspanConfigSpec
+        x::TypeEntry::array(x::Name(0x44491f), 224), // ArrayOfVMwareDvsLacpGroupConfig
+        x::TypeEntry::array(x::Name(0x44691d), 225), // ArrayOfVMwareDvsLacpGroupSpec
+        x::TypeEntry::array(x::Name(0x448719), 226), // ArrayOfVMwareVspanSession
+        x::TypeEntry::array(x::Name(0x44a121), 227), // ArrayOfVStorageObjectAssociations
+        x::TypeEntry::array(x::Name(0x44c333), 228), // ArrayOfVStorageObjectAssociationsVmDiskAssociations
+        x::TypeEntry::array(x::Name(0x44f737), 229), // ArrayOfVStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::TypeEntry::array(x::Name(0x452f11), 230), // ArrayOfVVolHostPE
+        x::TypeEntry::array(x::Name(0x454139), 231), // ArrayOfVVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::TypeEntry::array(x::Name(0x457b1a), 232), // ArrayOfVchaNodeRuntimeInfo
+        x::TypeEntry::array(x::Name(0x45961a), 233), // ArrayOfVimVasaProviderInfo
+        x::TypeEntry::array(x::Name(0x45b123), 234), // ArrayOfVimVasaProviderStatePerArray
+        x::TypeEntry::array(x::Name(0x45d519), 235), // ArrayOfVirtualAppLinkInfo
+        x::TypeEntry::array(x::Name(0x45ef14), 236), // ArrayOfVirtualDevice
+        x::TypeEntry::array(x::Name(0x460421), 237), // ArrayOfVirtualDeviceBackingOption
+        x::TypeEntry::array(x::Name(0x46261e), 238), // ArrayOfVirtualDeviceConfigSpec
+        x::TypeEntry::array(x::Name(0x46451a), 239), // ArrayOfVirtualDeviceOption
+        x::TypeEntry::array(x::Name(0x466012), 240), // ArrayOfVirtualDisk
+        x::TypeEntry::array(x::Name(0x46732b), 241), // ArrayOfVirtualDiskDeltaDiskFormatsSupported
+        x::TypeEntry::array(x::Name(0x469f14), 242), // ArrayOfVirtualDiskId
+        x::TypeEntry::array(x::Name(0x46b41a), 243), // ArrayOfVirtualDiskRuleSpec
+        x::TypeEntry::array(x::Name(0x46cf2e), 244), // ArrayOfVirtualMachineBaseIndependentFilterSpec
+        x::TypeEntry::array(x::Name(0x46fe2e), 245), // ArrayOfVirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::array(x::Name(0x472d1e), 246), // ArrayOfVirtualMachineCdromInfo
+        x::TypeEntry::array(x::Name(0x474c2f), 247), // ArrayOfVirtualMachineConfigInfoDatastoreUrlPair
+        x::TypeEntry::array(x::Name(0x477c2b), 248), // ArrayOfVirtualMachineConfigOptionDescriptor
+        x::TypeEntry::array(x::Name(0x47a81f), 249), // ArrayOfVirtualMachineConfigSpec
+        x::TypeEntry::array(x::Name(0x47c81f), 250), // ArrayOfVirtualMachineConnection
+        x::TypeEntry::array(x::Name(0x47e822), 251), // ArrayOfVirtualMachineCpuIdInfoSpec
+        x::TypeEntry::array(x::Name(0x480b22), 252), // ArrayOfVirtualMachineDatastoreInfo
+        x::TypeEntry::array(x::Name(0x482e2a), 253), // ArrayOfVirtualMachineDatastoreVolumeOption
+        x::TypeEntry::array(x::Name(0x485926), 254), // ArrayOfVirtualMachineDeviceRuntimeInfo
+        x::TypeEntry::array(x::Name(0x488024), 255), // ArrayOfVirtualMachineDisplayTopology
+        x::TypeEntry::array(x::Name(0x48a52b), 256), // ArrayOfVirtualMachineDynamicPassthroughInfo
+        x::TypeEntry::array(x::Name(0x48d127), 257), // ArrayOfVirtualMachineFeatureRequirement
+        x::TypeEntry::array(x::Name(0x48f929), 258), // ArrayOfVirtualMachineFileLayoutDiskLayout
+        x::TypeEntry::array(x::Name(0x49232b), 259), // ArrayOfVirtualMachineFileLayoutExDiskLayout
+        x::TypeEntry::array(x::Name(0x494f29), 260), // ArrayOfVirtualMachineFileLayoutExDiskUnit
+        x::TypeEntry::array(x::Name(0x497929), 261), // ArrayOfVirtualMachineFileLayoutExFileInfo
+        x::TypeEntry::array(x::Name(0x49a32f), 262), // ArrayOfVirtualMachineFileLayoutExSnapshotLayout
+        x::TypeEntry::array(x::Name(0x49d32d), 263), // ArrayOfVirtualMachineFileLayoutSnapshotLayout
+        x::TypeEntry::array(x::Name(0x4a011f), 264), // ArrayOfVirtualMachineFloppyInfo
+        x::TypeEntry::array(x::Name(0x4a2126), 265), // ArrayOfVirtualMachineIdeDiskDeviceInfo
+        x::TypeEntry::array(x::Name(0x4a482f), 266), // ArrayOfVirtualMachineIdeDiskDevicePartitionInfo
+        x::TypeEntry::array(x::Name(0x4a782c), 267), // ArrayOfVirtualMachineLegacyNetworkSwitchInfo
+        x::TypeEntry::array(x::Name(0x4aa51c), 268), // ArrayOfVirtualMachineMessage
+        x::TypeEntry::array(x::Name(0x4ac233), 269), // ArrayOfVirtualMachineMetadataManagerVmMetadataInput
+        x::TypeEntry::array(x::Name(0x4af634), 270), // ArrayOfVirtualMachineMetadataManagerVmMetadataResult
+        x::TypeEntry::array(x::Name(0x4b2b20), 271), // ArrayOfVirtualMachineNetworkInfo
+        x::TypeEntry::array(x::Name(0x4b4c21), 272), // ArrayOfVirtualMachineParallelInfo
+        x::TypeEntry::array(x::Name(0x4b6e27), 273), // ArrayOfVirtualMachinePciPassthroughInfo
+        x::TypeEntry::array(x::Name(0x4b9630), 274), // ArrayOfVirtualMachinePciSharedGpuPassthroughInfo
+        x::TypeEntry::array(x::Name(0x4bc727), 275), // ArrayOfVirtualMachinePrecisionClockInfo
+        x::TypeEntry::array(x::Name(0x4bef35), 276), // ArrayOfVirtualMachineProfileDetailsDiskProfileDetails
+        x::TypeEntry::array(x::Name(0x4c2520), 277), // ArrayOfVirtualMachineProfileSpec
+        x::TypeEntry::array(x::Name(0x4c4625), 278), // ArrayOfVirtualMachinePropertyRelation
+        x::TypeEntry::array(x::Name(0x4c6c2e), 279), // ArrayOfVirtualMachineQuickStatsMemoryTierStats
+        x::TypeEntry::array(x::Name(0x4c9b2c), 280), // ArrayOfVirtualMachineRelocateSpecDiskLocator
+        x::TypeEntry::array(x::Name(0x4cc827), 281), // ArrayOfVirtualMachineScsiDiskDeviceInfo
+        x::TypeEntry::array(x::Name(0x4cf028), 282), // ArrayOfVirtualMachineScsiPassthroughInfo
+        x::TypeEntry::array(x::Name(0x4d191f), 283), // ArrayOfVirtualMachineSerialInfo
+        x::TypeEntry::array(x::Name(0x4d3921), 284), // ArrayOfVirtualMachineSnapshotTree
+        x::TypeEntry::array(x::Name(0x4d5b1e), 285), // ArrayOfVirtualMachineSoundInfo
+        x::TypeEntry::array(x::Name(0x4d7a1e), 286), // ArrayOfVirtualMachineSriovInfo
+        x::TypeEntry::array(x::Name(0x4d991c), 287), // ArrayOfVirtualMachineSummary
+        x::TypeEntry::array(x::Name(0x4db625), 288), // ArrayOfVirtualMachineUsageOnDatastore
+        x::TypeEntry::array(x::Name(0x4ddc1c), 289), // ArrayOfVirtualMachineUsbInfo
+        x::TypeEntry::array(x::Name(0x4df925), 290), // ArrayOfVirtualMachineVFlashModuleInfo
+        x::TypeEntry::array(x::Name(0x4e1f29), 291), // ArrayOfVirtualMachineVMCIDeviceFilterSpec
+        x::TypeEntry::array(x::Name(0x4e491f), 292), // ArrayOfVirtualMachineVcpuConfig
+        x::TypeEntry::array(x::Name(0x4e6923), 293), // ArrayOfVirtualMachineVgpuDeviceInfo
+        x::TypeEntry::array(x::Name(0x4e8d24), 294), // ArrayOfVirtualMachineVgpuProfileInfo
+        x::TypeEntry::array(x::Name(0x4eb221), 295), // ArrayOfVirtualNicManagerNetConfig
+        x::TypeEntry::array(x::Name(0x4ed429), 296), // ArrayOfVirtualPCIPassthroughAllowedDevice
+        x::TypeEntry::array(x::Name(0x4efe19), 297), // ArrayOfVirtualSCSISharing
+        x::TypeEntry::array(x::Name(0x4f181b), 298), // ArrayOfVirtualSwitchProfile
+        x::TypeEntry::array(x::Name(0x4f3416), 299), // ArrayOfVmEventArgument
+        x::TypeEntry::array(x::Name(0x4f4b1e), 300), // ArrayOfVmPodConfigForPlacement
+        x::TypeEntry::array(x::Name(0x4f6a19), 301), // ArrayOfVmPortGroupProfile
+        x::TypeEntry::array(x::Name(0x4f8417), 302), // ArrayOfVmfsConfigOption
+        x::TypeEntry::array(x::Name(0x4f9c1a), 303), // ArrayOfVmfsDatastoreOption
+        x::TypeEntry::array(x::Name(0x4fb717), 304), // ArrayOfVnicPortArgument
+        x::TypeEntry::array(x::Name(0x4fcf19), 305), // ArrayOfVsanHostConfigInfo
+        x::TypeEntry::array(x::Name(0x4fe92e), 306), // ArrayOfVsanHostConfigInfoNetworkInfoPortConfig
+        x::TypeEntry::array(x::Name(0x50181a), 307), // ArrayOfVsanHostDiskMapInfo
+        x::TypeEntry::array(x::Name(0x50331c), 308), // ArrayOfVsanHostDiskMapResult
+        x::TypeEntry::array(x::Name(0x50501a), 309), // ArrayOfVsanHostDiskMapping
+        x::TypeEntry::array(x::Name(0x506b19), 310), // ArrayOfVsanHostDiskResult
+        x::TypeEntry::array(x::Name(0x50851d), 311), // ArrayOfVsanHostMembershipInfo
+        x::TypeEntry::array(x::Name(0x50a323), 312), // ArrayOfVsanHostRuntimeInfoDiskIssue
+        x::TypeEntry::array(x::Name(0x50c719), 313), // ArrayOfVsanNewPolicyBatch
+        x::TypeEntry::array(x::Name(0x50e11c), 314), // ArrayOfVsanPolicyChangeBatch
+        x::TypeEntry::array(x::Name(0x50fe1f), 315), // ArrayOfVsanPolicySatisfiability
+        x::TypeEntry::array(x::Name(0x511e2c), 316), // ArrayOfVsanUpgradeSystemNetworkPartitionInfo
+        x::TypeEntry::array(x::Name(0x514b2b), 317), // ArrayOfVsanUpgradeSystemPreflightCheckIssue
+        x::TypeEntry::array(x::Name(0x51772a), 318), // ArrayOfVsanUpgradeSystemUpgradeHistoryItem
+        x::TypeEntry::array(x::Name(0x51a213), 319), // ArrayOfVslmTagEntry
+        x::TypeEntry::array(x::Name(0x51b625), 320), // ArrayOfvslmInfrastructureObjectPolicy
+        x::TypeEntry::enumeration(x::Name(0x51dc14), 0, 3), // ArrayUpdateOperation
+        x::TypeEntry::structure(x::Name(0x51f10f), x::Name(0xaa460b), 321, 2), // ArrayUpdateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x520a1c), x::Name::NONE, 323, 3), // AssignUserToGroupRequestType
+        x::TypeEntry::structure(x::Name(0x52271b), x::Name::NONE, 326, 2), // AssociateProfileRequestType
+        x::TypeEntry::structure(x::Name(0x524315), x::Name::NONE, 328, 5), // AttachDiskRequestType
+        x::TypeEntry::structure(x::Name(0x52591a), x::Name::NONE, 333, 2), // AttachScsiLunExRequestType
+        x::TypeEntry::structure(x::Name(0x527418), x::Name::NONE, 335, 2), // AttachScsiLunRequestType
+        x::TypeEntry::structure(x::Name(0x528d24), x::Name::NONE, 337, 4), // AttachTagToVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x52b21b), x::Name::NONE, 341, 3), // AttachVmfsExtentRequestType
+        x::TypeEntry::structure(x::Name(0x52ce1a), x::Name(0x1b42008), 344, 0), // AuthMinimumAdminPermission: VimFault
+        x::TypeEntry::structure(x::Name(0x52e915), x::Name(0xab90c), 344, 1), // AuthenticationProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x52ff18), x::Name(0xaa460b), 345, 2), // AuthorizationDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x531812), x::Name(0xb00605), 347, 0), // AuthorizationEvent: Event
+        x::TypeEntry::structure(x::Name(0x532b16), x::Name(0xaa460b), 347, 4), // AuthorizationPrivilege: DynamicData
+        x::TypeEntry::structure(x::Name(0x534211), x::Name(0xaa460b), 351, 5), // AuthorizationRole: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x53630f), 3, 6), // AutoStartAction
+        x::TypeEntry::structure(x::Name(0x537311), x::Name(0xaa460b), 356, 5), // AutoStartDefaults: DynamicData
+        x::TypeEntry::structure(x::Name(0x538512), x::Name(0xaa460b), 361, 7), // AutoStartPowerInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x53981c), x::Name::NONE, 368, 1), // AutoStartPowerOffRequestType
+        x::TypeEntry::structure(x::Name(0x53b51b), x::Name::NONE, 369, 1), // AutoStartPowerOnRequestType
+        x::TypeEntry::enumeration(x::Name(0x53d11d), 9, 3), // AutoStartWaitHeartbeatSetting
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<Vec<HostPlugStoreTopologyTarget>>),
+        Some(x::decode_boxed::<Vec<HostPnicNetworkResourceInfo>>),
+        Some(x::decode_boxed::<Vec<HostPortGroup>>),
+        Some(x::decode_boxed::<Vec<HostPortGroupConfig>>),
+        Some(x::decode_boxed::<Vec<HostPortGroupPort>>),
+        Some(x::decode_boxed::<Vec<HostPortGroupProfile>>),
+        Some(x::decode_boxed::<Vec<HostPowerPolicy>>),
+        Some(x::decode_boxed::<Vec<HostProfileManagerCompositionResultResultElement>>),
+        Some(x::decode_boxed::<Vec<HostProfileManagerCompositionValidationResultResultElement>>),
+        Some(x::decode_boxed::<Vec<AnyHostProfilesEntityCustomizations>>),
+        Some(x::decode_boxed::<Vec<HostProtocolEndpoint>>),
+        Some(x::decode_boxed::<Vec<HostProxySwitch>>),
+        Some(x::decode_boxed::<Vec<HostProxySwitchConfig>>),
+        Some(x::decode_boxed::<Vec<HostProxySwitchHostLagConfig>>),
+        Some(x::decode_boxed::<Vec<HostPtpConfigPtpPort>>),
+        Some(x::decode_boxed::<Vec<HostQualifiedName>>),
+        Some(x::decode_boxed::<Vec<HostRdmaDevice>>),
+        Some(x::decode_boxed::<Vec<HostRuntimeInfoNetStackInstanceRuntimeInfo>>),
+        Some(x::decode_boxed::<Vec<HostScsiDisk>>),
+        Some(x::decode_boxed::<Vec<HostScsiDiskPartition>>),
+        Some(x::decode_boxed::<Vec<HostScsiTopologyInterface>>),
+        Some(x::decode_boxed::<Vec<HostScsiTopologyLun>>),
+        Some(x::decode_boxed::<Vec<HostScsiTopologyTarget>>),
+        Some(x::decode_boxed::<Vec<HostService>>),
+        Some(x::decode_boxed::<Vec<HostServiceConfig>>),
+        Some(x::decode_boxed::<Vec<HostSharedGpuCapabilities>>),
+        Some(x::decode_boxed::<Vec<HostSnmpDestination>>),
+        Some(x::decode_boxed::<Vec<AnyHostSriovDevicePoolInfo>>),
+        Some(x::decode_boxed::<Vec<HostSslThumbprintInfo>>),
+        Some(x::decode_boxed::<Vec<HostStorageArrayTypePolicyOption>>),
+        Some(x::decode_boxed::<Vec<HostStorageElementInfo>>),
+        Some(x::decode_boxed::<Vec<HostStorageOperationalInfo>>),
+        Some(x::decode_boxed::<Vec<HostStorageSystemDiskLocatorLedResult>>),
+        Some(x::decode_boxed::<Vec<HostStorageSystemScsiLunResult>>),
+        Some(x::decode_boxed::<Vec<HostStorageSystemVmfsVolumeResult>>),
+        Some(x::decode_boxed::<Vec<HostSubSpecification>>),
+        Some(x::decode_boxed::<Vec<HostSystemIdentificationInfo>>),
+        Some(x::decode_boxed::<Vec<HostSystemResourceInfo>>),
+        Some(x::decode_boxed::<Vec<AnyHostSystemSwapConfigurationSystemSwapOption>>),
+        Some(x::decode_boxed::<Vec<HostTpmDigestInfo>>),
+        Some(x::decode_boxed::<Vec<HostTpmEventLogEntry>>),
+        Some(x::decode_boxed::<Vec<HostTrustAuthorityAttestationInfo>>),
+        Some(x::decode_boxed::<Vec<HostUnresolvedVmfsExtent>>),
+        Some(x::decode_boxed::<Vec<HostUnresolvedVmfsResolutionResult>>),
+        Some(x::decode_boxed::<Vec<HostUnresolvedVmfsResolutionSpec>>),
+        Some(x::decode_boxed::<Vec<HostUnresolvedVmfsVolume>>),
+        Some(x::decode_boxed::<Vec<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>>),
+        Some(x::decode_boxed::<Vec<HostVMotionCompatibility>>),
+        Some(x::decode_boxed::<Vec<HostVirtualNic>>),
+        Some(x::decode_boxed::<Vec<HostVirtualNicConfig>>),
+        Some(x::decode_boxed::<Vec<HostVirtualNicManagerNicTypeSelection>>),
+        Some(x::decode_boxed::<Vec<HostVirtualSwitch>>),
+        Some(x::decode_boxed::<Vec<HostVirtualSwitchConfig>>),
+        Some(x::decode_boxed::<Vec<HostVmciAccessManagerAccessSpec>>),
+        Some(x::decode_boxed::<Vec<HostVmfsRescanResult>>),
+        Some(x::decode_boxed::<Vec<HostVsanInternalSystemCmmdsQuery>>),
+        Some(x::decode_boxed::<Vec<HostVsanInternalSystemDeleteVsanObjectsResult>>),
+        Some(x::decode_boxed::<Vec<HostVsanInternalSystemVsanObjectOperationResult>>),
+        Some(x::decode_boxed::<Vec<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>>),
+        Some(x::decode_boxed::<Vec<HttpNfcLeaseDatastoreLeaseInfo>>),
+        Some(x::decode_boxed::<Vec<HttpNfcLeaseDeviceUrl>>),
+        Some(x::decode_boxed::<Vec<HttpNfcLeaseHostInfo>>),
+        Some(x::decode_boxed::<Vec<HttpNfcLeaseManifestEntry>>),
+        Some(x::decode_boxed::<Vec<HttpNfcLeaseProbeResult>>),
+        Some(x::decode_boxed::<Vec<HttpNfcLeaseSourceFile>>),
+        Some(x::decode_boxed::<Vec<ID>>),
+        Some(x::decode_boxed::<Vec<ImportOperationBulkFaultFaultOnImport>>),
+        Some(x::decode_boxed::<Vec<AnyImportSpec>>),
+        None, // ArrayOfInt
+        Some(x::decode_boxed::<Vec<IoFilterHostIssue>>),
+        Some(x::decode_boxed::<Vec<IpPool>>),
+        Some(x::decode_boxed::<Vec<IpPoolAssociation>>),
+        Some(x::decode_boxed::<Vec<IpPoolManagerIpAllocation>>),
+        Some(x::decode_boxed::<Vec<IscsiDependencyEntity>>),
+        Some(x::decode_boxed::<Vec<IscsiPortInfo>>),
+        Some(x::decode_boxed::<Vec<KernelModuleInfo>>),
+        Some(x::decode_boxed::<Vec<KeyAnyValue>>),
+        Some(x::decode_boxed::<Vec<KeyValue>>),
+        Some(x::decode_boxed::<Vec<KmipClusterInfo>>),
+        Some(x::decode_boxed::<Vec<KmipServerInfo>>),
+        Some(x::decode_boxed::<Vec<LicenseAssignmentManagerLicenseAssignment>>),
+        Some(x::decode_boxed::<Vec<LicenseAvailabilityInfo>>),
+        Some(x::decode_boxed::<Vec<LicenseFeatureInfo>>),
+        Some(x::decode_boxed::<Vec<LicenseManagerLicenseInfo>>),
+        Some(x::decode_boxed::<Vec<LicenseReservationInfo>>),
+        Some(x::decode_boxed::<Vec<LocalizableMessage>>),
+        Some(x::decode_boxed::<Vec<LocalizationManagerMessageCatalog>>),
+        None, // ArrayOfLong
+        Some(x::decode_boxed::<Vec<ManagedEntityStatus>>),
+        None, // ArrayOfManagedObjectReference
+        Some(x::decode_boxed::<Vec<MethodActionArgument>>),
+        Some(x::decode_boxed::<Vec<AnyMethodFault>>),
+        Some(x::decode_boxed::<Vec<MissingObject>>),
+        Some(x::decode_boxed::<Vec<MissingProperty>>),
+        Some(x::decode_boxed::<Vec<MultipleCertificatesVerifyFaultThumbprintData>>),
+        Some(x::decode_boxed::<Vec<NasStorageProfile>>),
+        Some(x::decode_boxed::<Vec<NetIpConfigInfoIpAddress>>),
+        Some(x::decode_boxed::<Vec<NetIpConfigSpecIpAddressSpec>>),
+        Some(x::decode_boxed::<Vec<NetIpRouteConfigInfoIpRoute>>),
+        Some(x::decode_boxed::<Vec<NetIpRouteConfigSpecIpRouteSpec>>),
+        Some(x::decode_boxed::<Vec<NetIpStackInfoDefaultRouter>>),
+        Some(x::decode_boxed::<Vec<NetIpStackInfoNetToMedia>>),
+        Some(x::decode_boxed::<Vec<NetStackInstanceProfile>>),
+        Some(x::decode_boxed::<Vec<NsxHostVNicProfile>>),
+        Some(x::decode_boxed::<Vec<NumericRange>>),
+        Some(x::decode_boxed::<Vec<NvdimmDimmInfo>>),
+        Some(x::decode_boxed::<Vec<NvdimmGuid>>),
+        Some(x::decode_boxed::<Vec<NvdimmInterleaveSetInfo>>),
+        Some(x::decode_boxed::<Vec<NvdimmNamespaceDetails>>),
+        Some(x::decode_boxed::<Vec<NvdimmNamespaceInfo>>),
+        Some(x::decode_boxed::<Vec<NvdimmRegionInfo>>),
+        Some(x::decode_boxed::<Vec<ObjectContent>>),
+        Some(x::decode_boxed::<Vec<ObjectSpec>>),
+        Some(x::decode_boxed::<Vec<ObjectUpdate>>),
+        Some(x::decode_boxed::<Vec<OpaqueNetworkTargetInfo>>),
+        Some(x::decode_boxed::<Vec<OptionDef>>),
+        Some(x::decode_boxed::<Vec<OptionProfile>>),
+        Some(x::decode_boxed::<Vec<AnyOptionValue>>),
+        Some(x::decode_boxed::<Vec<OvfConsumerOstNode>>),
+        Some(x::decode_boxed::<Vec<OvfConsumerOvfSection>>),
+        Some(x::decode_boxed::<Vec<OvfDeploymentOption>>),
+        Some(x::decode_boxed::<Vec<OvfFile>>),
+        Some(x::decode_boxed::<Vec<OvfFileItem>>),
+        Some(x::decode_boxed::<Vec<OvfNetworkInfo>>),
+        Some(x::decode_boxed::<Vec<OvfNetworkMapping>>),
+        Some(x::decode_boxed::<Vec<OvfOptionInfo>>),
+        Some(x::decode_boxed::<Vec<OvfResourceMap>>),
+        Some(x::decode_boxed::<Vec<PerfCounterInfo>>),
+        Some(x::decode_boxed::<Vec<AnyPerfEntityMetricBase>>),
+        Some(x::decode_boxed::<Vec<PerfInterval>>),
+        Some(x::decode_boxed::<Vec<PerfMetricId>>),
+        Some(x::decode_boxed::<Vec<AnyPerfMetricSeries>>),
+        Some(x::decode_boxed::<Vec<PerfMetricSeriesCSV>>),
+        Some(x::decode_boxed::<Vec<PerfQuerySpec>>),
+        Some(x::decode_boxed::<Vec<PerfSampleInfo>>),
+        Some(x::decode_boxed::<Vec<PerformanceManagerCounterLevelMapping>>),
+        Some(x::decode_boxed::<Vec<Permission>>),
+        Some(x::decode_boxed::<Vec<PermissionProfile>>),
+        Some(x::decode_boxed::<Vec<PhysicalNic>>),
+        Some(x::decode_boxed::<Vec<PhysicalNicConfig>>),
+        Some(x::decode_boxed::<Vec<PhysicalNicHintInfo>>),
+        Some(x::decode_boxed::<Vec<PhysicalNicIpHint>>),
+        Some(x::decode_boxed::<Vec<PhysicalNicLinkInfo>>),
+        Some(x::decode_boxed::<Vec<PhysicalNicNameHint>>),
+        Some(x::decode_boxed::<Vec<PhysicalNicProfile>>),
+        Some(x::decode_boxed::<Vec<PlacementAffinityRule>>),
+        Some(x::decode_boxed::<Vec<PlacementSpec>>),
+        Some(x::decode_boxed::<Vec<PnicUplinkProfile>>),
+        Some(x::decode_boxed::<Vec<PodDiskLocator>>),
+        Some(x::decode_boxed::<Vec<AnyPolicyOption>>),
+        Some(x::decode_boxed::<Vec<PrivilegeAvailability>>),
+        Some(x::decode_boxed::<Vec<ProductComponentInfo>>),
+        Some(x::decode_boxed::<Vec<ProfileApplyProfileProperty>>),
+        Some(x::decode_boxed::<Vec<ProfileDeferredPolicyOptionParameter>>),
+        Some(x::decode_boxed::<Vec<ProfileDescriptionSection>>),
+        Some(x::decode_boxed::<Vec<ProfileExecuteError>>),
+        Some(x::decode_boxed::<Vec<AnyProfileExpression>>),
+        Some(x::decode_boxed::<Vec<ProfileExpressionMetadata>>),
+        Some(x::decode_boxed::<Vec<ProfileMetadata>>),
+        Some(x::decode_boxed::<Vec<ProfileMetadataProfileOperationMessage>>),
+        Some(x::decode_boxed::<Vec<ProfileMetadataProfileSortSpec>>),
+        Some(x::decode_boxed::<Vec<ProfileParameterMetadata>>),
+        Some(x::decode_boxed::<Vec<ProfileParameterMetadataParameterRelationMetadata>>),
+        Some(x::decode_boxed::<Vec<ProfilePolicy>>),
+        Some(x::decode_boxed::<Vec<ProfilePolicyMetadata>>),
+        Some(x::decode_boxed::<Vec<AnyProfilePolicyOptionMetadata>>),
+        Some(x::decode_boxed::<Vec<ProfileProfileStructureProperty>>),
+        Some(x::decode_boxed::<Vec<ProfilePropertyPath>>),
+        Some(x::decode_boxed::<Vec<ProfileUpdateFailedUpdateFailure>>),
+        Some(x::decode_boxed::<Vec<PropertyChange>>),
+        Some(x::decode_boxed::<Vec<PropertyFilterSpec>>),
+        Some(x::decode_boxed::<Vec<PropertyFilterUpdate>>),
+        Some(x::decode_boxed::<Vec<PropertySpec>>),
+        Some(x::decode_boxed::<Vec<Relation>>),
+        Some(x::decode_boxed::<Vec<ReplicationInfoDiskSettings>>),
+        Some(x::decode_boxed::<Vec<ResourceConfigSpec>>),
+        Some(x::decode_boxed::<Vec<RetrieveVStorageObjSpec>>),
+        Some(x::decode_boxed::<Vec<ScheduledTaskDetail>>),
+        Some(x::decode_boxed::<Vec<AnyScsiLun>>),
+        Some(x::decode_boxed::<Vec<ScsiLunDescriptor>>),
+        Some(x::decode_boxed::<Vec<ScsiLunDurableName>>),
+        Some(x::decode_boxed::<Vec<AnySelectionSet>>),
+        Some(x::decode_boxed::<Vec<AnySelectionSpec>>),
+        Some(x::decode_boxed::<Vec<ServiceConsolePortGroupProfile>>),
+        Some(x::decode_boxed::<Vec<ServiceLocator>>),
+        Some(x::decode_boxed::<Vec<ServiceManagerServiceInfo>>),
+        Some(x::decode_boxed::<Vec<ServiceProfile>>),
+        None, // ArrayOfShort
+        Some(x::decode_boxed::<Vec<SoftwarePackage>>),
+        Some(x::decode_boxed::<Vec<StaticRouteProfile>>),
+        Some(x::decode_boxed::<Vec<StorageDrsOptionSpec>>),
+        Some(x::decode_boxed::<Vec<StorageDrsPlacementRankVmSpec>>),
+        Some(x::decode_boxed::<Vec<StorageDrsVmConfigInfo>>),
+        Some(x::decode_boxed::<Vec<StorageDrsVmConfigSpec>>),
+        Some(x::decode_boxed::<Vec<StoragePerformanceSummary>>),
+        Some(x::decode_boxed::<Vec<StorageRequirement>>),
+        None, // ArrayOfString
+        Some(x::decode_boxed::<Vec<StructuredCustomizations>>),
+        Some(x::decode_boxed::<Vec<SystemEventInfo>>),
+        Some(x::decode_boxed::<Vec<Tag>>),
+        Some(x::decode_boxed::<Vec<TaskInfo>>),
+        Some(x::decode_boxed::<Vec<TaskInfoState>>),
+        Some(x::decode_boxed::<Vec<AnyTypeDescription>>),
+        Some(x::decode_boxed::<Vec<UpdateVirtualMachineFilesResultFailedVmFileInfo>>),
+        None, // ArrayOfUri
+        Some(x::decode_boxed::<Vec<UsbScanCodeSpecKeyEvent>>),
+        Some(x::decode_boxed::<Vec<UserGroupProfile>>),
+        Some(x::decode_boxed::<Vec<UserPrivilegeResult>>),
+        Some(x::decode_boxed::<Vec<UserProfile>>),
+        Some(x::decode_boxed::<Vec<AnyUserSearchResult>>),
+        Some(x::decode_boxed::<Vec<UserSession>>),
+        Some(x::decode_boxed::<Vec<VASAStorageArray>>),
+        Some(x::decode_boxed::<Vec<VAppCloneSpecNetworkMappingPair>>),
+        Some(x::decode_boxed::<Vec<VAppCloneSpecResourceMap>>),
+        Some(x::decode_boxed::<Vec<VAppEntityConfigInfo>>),
+        Some(x::decode_boxed::<Vec<VAppOvfSectionInfo>>),
+        Some(x::decode_boxed::<Vec<VAppOvfSectionSpec>>),
+        Some(x::decode_boxed::<Vec<VAppProductInfo>>),
+        Some(x::decode_boxed::<Vec<VAppProductSpec>>),
+        Some(x::decode_boxed::<Vec<VAppPropertyInfo>>),
+        Some(x::decode_boxed::<Vec<VAppPropertySpec>>),
+        Some(x::decode_boxed::<Vec<VMwareDVSPvlanConfigSpec>>),
+        Some(x::decode_boxed::<Vec<VMwareDVSPvlanMapEntry>>),
+        Some(x::decode_boxed::<Vec<VMwareDVSVspanConfigSpec>>),
+        Some(x::decode_boxed::<Vec<VMwareDvsLacpGroupConfig>>),
+        Some(x::decode_boxed::<Vec<VMwareDvsLacpGroupSpec>>),
+        Some(x::decode_boxed::<Vec<VMwareVspanSession>>),
+        Some(x::decode_boxed::<Vec<VStorageObjectAssociations>>),
+        Some(x::decode_boxed::<Vec<VStorageObjectAssociationsVmDiskAssociations>>),
+        Some(x::decode_boxed::<Vec<VStorageObjectSnapshotInfoVStorageObjectSnapshot>>),
+        Some(x::decode_boxed::<Vec<VVolHostPE>>),
+        Some(x::decode_boxed::<Vec<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>>),
+        Some(x::decode_boxed::<Vec<VchaNodeRuntimeInfo>>),
+        Some(x::decode_boxed::<Vec<VimVasaProviderInfo>>),
+        Some(x::decode_boxed::<Vec<VimVasaProviderStatePerArray>>),
+        Some(x::decode_boxed::<Vec<VirtualAppLinkInfo>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualDevice>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualDeviceBackingOption>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualDeviceConfigSpec>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualDeviceOption>>),
+        Some(x::decode_boxed::<Vec<VirtualDisk>>),
+        Some(x::decode_boxed::<Vec<VirtualDiskDeltaDiskFormatsSupported>>),
+        Some(x::decode_boxed::<Vec<VirtualDiskId>>),
+        Some(x::decode_boxed::<Vec<VirtualDiskRuleSpec>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualMachineBaseIndependentFilterSpec>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualMachineBootOptionsBootableDevice>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineCdromInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineConfigInfoDatastoreUrlPair>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineConfigOptionDescriptor>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineConfigSpec>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualMachineConnection>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineCpuIdInfoSpec>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineDatastoreInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineDatastoreVolumeOption>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineDeviceRuntimeInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineDisplayTopology>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineDynamicPassthroughInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineFeatureRequirement>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutDiskLayout>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutExDiskLayout>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutExDiskUnit>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutExFileInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutExSnapshotLayout>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineFileLayoutSnapshotLayout>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineFloppyInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineIdeDiskDeviceInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineIdeDiskDevicePartitionInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineLegacyNetworkSwitchInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineMessage>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineMetadataManagerVmMetadataInput>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineMetadataManagerVmMetadataResult>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineNetworkInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineParallelInfo>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualMachinePciPassthroughInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachinePciSharedGpuPassthroughInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachinePrecisionClockInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineProfileDetailsDiskProfileDetails>>),
+        Some(x::decode_boxed::<Vec<AnyVirtualMachineProfileSpec>>),
+        Some(x::decode_boxed::<Vec<VirtualMachinePropertyRelation>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineQuickStatsMemoryTierStats>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineRelocateSpecDiskLocator>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineScsiDiskDeviceInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineScsiPassthroughInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineSerialInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineSnapshotTree>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineSoundInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineSriovInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineSummary>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineUsageOnDatastore>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineUsbInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineVFlashModuleInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineVMCIDeviceFilterSpec>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineVcpuConfig>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineVgpuDeviceInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualMachineVgpuProfileInfo>>),
+        Some(x::decode_boxed::<Vec<VirtualNicManagerNetConfig>>),
+        Some(x::decode_boxed::<Vec<VirtualPCIPassthroughAllowedDevice>>),
+        Some(x::decode_boxed::<Vec<VirtualSCSISharing>>),
+        Some(x::decode_boxed::<Vec<VirtualSwitchProfile>>),
+        Some(x::decode_boxed::<Vec<VmEventArgument>>),
+        Some(x::decode_boxed::<Vec<VmPodConfigForPlacement>>),
+        Some(x::decode_boxed::<Vec<VmPortGroupProfile>>),
+        Some(x::decode_boxed::<Vec<VmfsConfigOption>>),
+        Some(x::decode_boxed::<Vec<VmfsDatastoreOption>>),
+        Some(x::decode_boxed::<Vec<VnicPortArgument>>),
+        Some(x::decode_boxed::<Vec<VsanHostConfigInfo>>),
+        Some(x::decode_boxed::<Vec<VsanHostConfigInfoNetworkInfoPortConfig>>),
+        Some(x::decode_boxed::<Vec<VsanHostDiskMapInfo>>),
+        Some(x::decode_boxed::<Vec<VsanHostDiskMapResult>>),
+        Some(x::decode_boxed::<Vec<VsanHostDiskMapping>>),
+        Some(x::decode_boxed::<Vec<VsanHostDiskResult>>),
+        Some(x::decode_boxed::<Vec<VsanHostMembershipInfo>>),
+        Some(x::decode_boxed::<Vec<VsanHostRuntimeInfoDiskIssue>>),
+        Some(x::decode_boxed::<Vec<VsanNewPolicyBatch>>),
+        Some(x::decode_boxed::<Vec<VsanPolicyChangeBatch>>),
+        Some(x::decode_boxed::<Vec<VsanPolicySatisfiability>>),
+        Some(x::decode_boxed::<Vec<VsanUpgradeSystemNetworkPartitionInfo>>),
+        Some(x::decode_boxed::<Vec<AnyVsanUpgradeSystemPreflightCheckIssue>>),
+        Some(x::decode_boxed::<Vec<AnyVsanUpgradeSystemUpgradeHistoryItem>>),
+        Some(x::decode_boxed::<Vec<VslmTagEntry>>),
+        Some(x::decode_boxed::<Vec<VslmInfrastructureObjectPolicy>>),
+        Some(x::decode_boxed::<ArrayUpdateOperation>),
+        Some(x::decode_boxed::<ArrayUpdateSpec>),
+        None, // AssignUserToGroupRequestType
+        None, // AssociateProfileRequestType
+        None, // AttachDiskRequestType
+        None, // AttachScsiLunExRequestType
+        None, // AttachScsiLunRequestType
+        None, // AttachTagToVStorageObjectRequestType
+        None, // AttachVmfsExtentRequestType
+        Some(x::decode_boxed::<AuthMinimumAdminPermission>),
+        Some(x::decode_boxed::<AuthenticationProfile>),
+        Some(x::decode_boxed::<AuthorizationDescription>),
+        Some(x::decode_boxed::<AuthorizationEvent>),
+        Some(x::decode_boxed::<AuthorizationPrivilege>),
+        Some(x::decode_boxed::<AuthorizationRole>),
+        Some(x::decode_boxed::<AutoStartAction>),
+        Some(x::decode_boxed::<AutoStartDefaults>),
+        Some(x::decode_boxed::<AutoStartPowerInfo>),
+        None, // AutoStartPowerOffRequestType
+        None, // AutoStartPowerOnRequestType
+        Some(x::decode_boxed::<AutoStartWaitHeartbeatSetting>),
+    ],
+    fields: &[
+        x::FieldEntry::repeated(x::Name(0xefcc1b), x::Name(0xefcc1b)), // HostPlugStoreTopologyTarget: HostPlugStoreTopologyTarget
+        x::FieldEntry::repeated(x::Name(0xefe81b), x::Name(0xefe81b)), // HostPnicNetworkResourceInfo: HostPnicNetworkResourceInfo
+        x::FieldEntry::repeated(x::Name(0xf0040d), x::Name(0xf0040d)), // HostPortGroup: HostPortGroup
+        x::FieldEntry::repeated(x::Name(0xf01213), x::Name(0xf01213)), // HostPortGroupConfig: HostPortGroupConfig
+        x::FieldEntry::repeated(x::Name(0xf02611), x::Name(0xf02611)), // HostPortGroupPort: HostPortGroupPort
+        x::FieldEntry::repeated(x::Name(0xf03814), x::Name(0xf03814)), // HostPortGroupProfile: HostPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0xf09d0f), x::Name(0xf09d0f)), // HostPowerPolicy: HostPowerPolicy
+        x::FieldEntry::repeated(x::Name(0xf1a330), x::Name(0xf1a330)), // HostProfileManagerCompositionResultResultElement: HostProfileManagerCompositionResultResultElement
+        x::FieldEntry::repeated(x::Name(0xf2393a), x::Name(0xf2393a)), // HostProfileManagerCompositionValidationResultResultElement: HostProfileManagerCompositionValidationResultResultElement
+        x::FieldEntry::repeated(x::Name(0xf3d920), x::Name(0xf3d920)), // HostProfilesEntityCustomizations: HostProfilesEntityCustomizations
+        x::FieldEntry::repeated(x::Name(0xf3fa14), x::Name(0xf3fa14)), // HostProtocolEndpoint: HostProtocolEndpoint
+        x::FieldEntry::repeated(x::Name(0xf4530f), x::Name(0xf4530f)), // HostProxySwitch: HostProxySwitch
+        x::FieldEntry::repeated(x::Name(0xf46315), x::Name(0xf46315)), // HostProxySwitchConfig: HostProxySwitchConfig
+        x::FieldEntry::repeated(x::Name(0xf4791c), x::Name(0xf4791c)), // HostProxySwitchHostLagConfig: HostProxySwitchHostLagConfig
+        x::FieldEntry::repeated(x::Name(0xf4d014), x::Name(0xf4d014)), // HostPtpConfigPtpPort: HostPtpConfigPtpPort
+        x::FieldEntry::repeated(x::Name(0xf4e511), x::Name(0xf4e511)), // HostQualifiedName: HostQualifiedName
+        x::FieldEntry::repeated(x::Name(0xf50d0e), x::Name(0xf50d0e)), // HostRdmaDevice: HostRdmaDevice
+        x::FieldEntry::repeated(x::Name(0xf7f12a), x::Name(0xf7f12a)), // HostRuntimeInfoNetStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0xf9200c), x::Name(0xf9200c)), // HostScsiDisk: HostScsiDisk
+        x::FieldEntry::repeated(x::Name(0xf92d15), x::Name(0xf92d15)), // HostScsiDiskPartition: HostScsiDiskPartition
+        x::FieldEntry::repeated(x::Name(0xf95419), x::Name(0xf95419)), // HostScsiTopologyInterface: HostScsiTopologyInterface
+        x::FieldEntry::repeated(x::Name(0xf96e13), x::Name(0xf96e13)), // HostScsiTopologyLun: HostScsiTopologyLun
+        x::FieldEntry::repeated(x::Name(0xf98216), x::Name(0xf98216)), // HostScsiTopologyTarget: HostScsiTopologyTarget
+        x::FieldEntry::repeated(x::Name(0xf9e20b), x::Name(0xf9e20b)), // HostService: HostService
+        x::FieldEntry::repeated(x::Name(0xf9ee11), x::Name(0xf9ee11)), // HostServiceConfig: HostServiceConfig
+        x::FieldEntry::repeated(x::Name(0xfacf19), x::Name(0xfacf19)), // HostSharedGpuCapabilities: HostSharedGpuCapabilities
+        x::FieldEntry::repeated(x::Name(0xfb6213), x::Name(0xfb6213)), // HostSnmpDestination: HostSnmpDestination
+        x::FieldEntry::repeated(x::Name(0xfc4f17), x::Name(0xfc4f17)), // HostSriovDevicePoolInfo: HostSriovDevicePoolInfo
+        x::FieldEntry::repeated(x::Name(0xfc9415), x::Name(0xfc9415)), // HostSslThumbprintInfo: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0xfcd120), x::Name(0xfcd120)), // HostStorageArrayTypePolicyOption: HostStorageArrayTypePolicyOption
+        x::FieldEntry::repeated(x::Name(0xfd0816), x::Name(0xfd0816)), // HostStorageElementInfo: HostStorageElementInfo
+        x::FieldEntry::repeated(x::Name(0xfd1f1a), x::Name(0xfd1f1a)), // HostStorageOperationalInfo: HostStorageOperationalInfo
+        x::FieldEntry::repeated(x::Name(0xfd4e25), x::Name(0xfd4e25)), // HostStorageSystemDiskLocatorLedResult: HostStorageSystemDiskLocatorLedResult
+        x::FieldEntry::repeated(x::Name(0xfd741e), x::Name(0xfd741e)), // HostStorageSystemScsiLunResult: HostStorageSystemScsiLunResult
+        x::FieldEntry::repeated(x::Name(0xfd9321), x::Name(0xfd9321)), // HostStorageSystemVmfsVolumeResult: HostStorageSystemVmfsVolumeResult
+        x::FieldEntry::repeated(x::Name(0xfdb514), x::Name(0xfdb514)), // HostSubSpecification: HostSubSpecification
+        x::FieldEntry::repeated(x::Name(0xfe6c1c), x::Name(0xfe6c1c)), // HostSystemIdentificationInfo: HostSystemIdentificationInfo
+        x::FieldEntry::repeated(x::Name(0xff2716), x::Name(0xff2716)), // HostSystemResourceInfo: HostSystemResourceInfo
+        x::FieldEntry::repeated(x::Name(0x100092b), x::Name(0x100092b)), // HostSystemSwapConfigurationSystemSwapOption: HostSystemSwapConfigurationSystemSwapOption
+        x::FieldEntry::repeated(x::Name(0x1011811), x::Name(0x1011811)), // HostTpmDigestInfo: HostTpmDigestInfo
+        x::FieldEntry::repeated(x::Name(0x1013e14), x::Name(0x1013e14)), // HostTpmEventLogEntry: HostTpmEventLogEntry
+        x::FieldEntry::repeated(x::Name(0x101ab21), x::Name(0x101ab21)), // HostTrustAuthorityAttestationInfo: HostTrustAuthorityAttestationInfo
+        x::FieldEntry::repeated(x::Name(0x1020018), x::Name(0x1020018)), // HostUnresolvedVmfsExtent: HostUnresolvedVmfsExtent
+        x::FieldEntry::repeated(x::Name(0x1026422), x::Name(0x1026422)), // HostUnresolvedVmfsResolutionResult: HostUnresolvedVmfsResolutionResult
+        x::FieldEntry::repeated(x::Name(0x1028720), x::Name(0x1028720)), // HostUnresolvedVmfsResolutionSpec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::repeated(x::Name(0x102db18), x::Name(0x102db18)), // HostUnresolvedVmfsVolume: HostUnresolvedVmfsVolume
+        x::FieldEntry::repeated(x::Name(0x103d33e), x::Name(0x103d33e)), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::FieldEntry::repeated(x::Name(0x1050018), x::Name(0x1050018)), // HostVMotionCompatibility: HostVMotionCompatibility
+        x::FieldEntry::repeated(x::Name(0x106ad0e), x::Name(0x106ad0e)), // HostVirtualNic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x106bc14), x::Name(0x106bc14)), // HostVirtualNicConfig: HostVirtualNicConfig
+        x::FieldEntry::repeated(x::Name(0x1073b25), x::Name(0x1073b25)), // HostVirtualNicManagerNicTypeSelection: HostVirtualNicManagerNicTypeSelection
+        x::FieldEntry::repeated(x::Name(0x1079411), x::Name(0x1079411)), // HostVirtualSwitch: HostVirtualSwitch
+        x::FieldEntry::repeated(x::Name(0x1081417), x::Name(0x1081417)), // HostVirtualSwitchConfig: HostVirtualSwitchConfig
+        x::FieldEntry::repeated(x::Name(0x108601f), x::Name(0x108601f)), // HostVmciAccessManagerAccessSpec: HostVmciAccessManagerAccessSpec
+        x::FieldEntry::repeated(x::Name(0x1089a14), x::Name(0x1089a14)), // HostVmfsRescanResult: HostVmfsRescanResult
+        x::FieldEntry::repeated(x::Name(0x1093320), x::Name(0x1093320)), // HostVsanInternalSystemCmmdsQuery: HostVsanInternalSystemCmmdsQuery
+        x::FieldEntry::repeated(x::Name(0x109542d), x::Name(0x109542d)), // HostVsanInternalSystemDeleteVsanObjectsResult: HostVsanInternalSystemDeleteVsanObjectsResult
+        x::FieldEntry::repeated(x::Name(0x109822f), x::Name(0x109822f)), // HostVsanInternalSystemVsanObjectOperationResult: HostVsanInternalSystemVsanObjectOperationResult
+        x::FieldEntry::repeated(x::Name(0x109b237), x::Name(0x109b237)), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult
+        x::FieldEntry::repeated(x::Name(0x10ace1e), x::Name(0x10ace1e)), // HttpNfcLeaseDatastoreLeaseInfo: HttpNfcLeaseDatastoreLeaseInfo
+        x::FieldEntry::repeated(x::Name(0x10aed15), x::Name(0x10aed15)), // HttpNfcLeaseDeviceUrl: HttpNfcLeaseDeviceUrl
+        x::FieldEntry::repeated(x::Name(0x10b2614), x::Name(0x10b2614)), // HttpNfcLeaseHostInfo: HttpNfcLeaseHostInfo
+        x::FieldEntry::repeated(x::Name(0x10b4c19), x::Name(0x10b4c19)), // HttpNfcLeaseManifestEntry: HttpNfcLeaseManifestEntry
+        x::FieldEntry::repeated(x::Name(0x10b9d17), x::Name(0x10b9d17)), // HttpNfcLeaseProbeResult: HttpNfcLeaseProbeResult
+        x::FieldEntry::repeated(x::Name(0x10c4916), x::Name(0x10c4916)), // HttpNfcLeaseSourceFile: HttpNfcLeaseSourceFile
+        x::FieldEntry::repeated(x::Name(0x10c8702), x::Name(0x10c8702)), // ID: ID
+        x::FieldEntry::repeated(x::Name(0x10d5125), x::Name(0x10d5125)), // ImportOperationBulkFaultFaultOnImport: ImportOperationBulkFaultFaultOnImport
+        x::FieldEntry::repeated(x::Name(0x10d770a), x::Name(0x10d770a)), // ImportSpec: ImportSpec
+        x::FieldEntry::repeated(x::Name(0x2729103), x::Name(0x2729103)), // int: int
+        x::FieldEntry::repeated(x::Name(0x1181a11), x::Name(0x1181a11)), // IoFilterHostIssue: IoFilterHostIssue
+        x::FieldEntry::repeated(x::Name(0x118a506), x::Name(0x118a506)), // IpPool: IpPool
+        x::FieldEntry::repeated(x::Name(0x118ac11), x::Name(0x118ac11)), // IpPoolAssociation: IpPoolAssociation
+        x::FieldEntry::repeated(x::Name(0x118d519), x::Name(0x118d519)), // IpPoolManagerIpAllocation: IpPoolManagerIpAllocation
+        x::FieldEntry::repeated(x::Name(0x1194615), x::Name(0x1194615)), // IscsiDependencyEntity: IscsiDependencyEntity
+        x::FieldEntry::repeated(x::Name(0x11a960d), x::Name(0x11a960d)), // IscsiPortInfo: IscsiPortInfo
+        x::FieldEntry::repeated(x::Name(0x11b1e10), x::Name(0x11b1e10)), // KernelModuleInfo: KernelModuleInfo
+        x::FieldEntry::repeated(x::Name(0x11b470b), x::Name(0x11b470b)), // KeyAnyValue: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x11c0608), x::Name(0x11c0608)), // KeyValue: KeyValue
+        x::FieldEntry::repeated(x::Name(0x11c0f0f), x::Name(0x11c0f0f)), // KmipClusterInfo: KmipClusterInfo
+        x::FieldEntry::repeated(x::Name(0x11c400e), x::Name(0x11c400e)), // KmipServerInfo: KmipServerInfo
+        x::FieldEntry::repeated(x::Name(0x11d5429), x::Name(0x11d5429)), // LicenseAssignmentManagerLicenseAssignment: LicenseAssignmentManagerLicenseAssignment
+        x::FieldEntry::repeated(x::Name(0x11d7e17), x::Name(0x11d7e17)), // LicenseAvailabilityInfo: LicenseAvailabilityInfo
+        x::FieldEntry::repeated(x::Name(0x11e0a12), x::Name(0x11e0a12)), // LicenseFeatureInfo: LicenseFeatureInfo
+        x::FieldEntry::repeated(x::Name(0x11ea619), x::Name(0x11ea619)), // LicenseManagerLicenseInfo: LicenseManagerLicenseInfo
+        x::FieldEntry::repeated(x::Name(0x11f0716), x::Name(0x11f0716)), // LicenseReservationInfo: LicenseReservationInfo
+        x::FieldEntry::repeated(x::Name(0x1230312), x::Name(0x1230312)), // LocalizableMessage: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x1231621), x::Name(0x1231621)), // LocalizationManagerMessageCatalog: LocalizationManagerMessageCatalog
+        x::FieldEntry::repeated(x::Name(0x2857004), x::Name(0x2857004)), // long: long
+        x::FieldEntry::repeated(x::Name(0x1255813), x::Name(0x1255813)), // ManagedEntityStatus: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x1258216), x::Name(0x1258216)), // ManagedObjectReference: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x127d014), x::Name(0x127d014)), // MethodActionArgument: MethodActionArgument
+        x::FieldEntry::repeated(x::Name(0x128210b), x::Name(0x128210b)), // MethodFault: MethodFault
+        x::FieldEntry::repeated(x::Name(0x12a570d), x::Name(0x12a570d)), // MissingObject: MissingObject
+        x::FieldEntry::repeated(x::Name(0x12a9e0f), x::Name(0x12a9e0f)), // MissingProperty: MissingProperty
+        x::FieldEntry::repeated(x::Name(0x12d262d), x::Name(0x12d262d)), // MultipleCertificatesVerifyFaultThumbprintData: MultipleCertificatesVerifyFaultThumbprintData
+        x::FieldEntry::repeated(x::Name(0x12e4311), x::Name(0x12e4311)), // NasStorageProfile: NasStorageProfile
+        x::FieldEntry::repeated(x::Name(0x12f3918), x::Name(0x12f3918)), // NetIpConfigInfoIpAddress: NetIpConfigInfoIpAddress
+        x::FieldEntry::repeated(x::Name(0x12fa01c), x::Name(0x12fa01c)), // NetIpConfigSpecIpAddressSpec: NetIpConfigSpecIpAddressSpec
+        x::FieldEntry::repeated(x::Name(0x12fee1b), x::Name(0x12fee1b)), // NetIpRouteConfigInfoIpRoute: NetIpRouteConfigInfoIpRoute
+        x::FieldEntry::repeated(x::Name(0x1303f1f), x::Name(0x1303f1f)), // NetIpRouteConfigSpecIpRouteSpec: NetIpRouteConfigSpecIpRouteSpec
+        x::FieldEntry::repeated(x::Name(0x1306e1b), x::Name(0x1306e1b)), // NetIpStackInfoDefaultRouter: NetIpStackInfoDefaultRouter
+        x::FieldEntry::repeated(x::Name(0x130a218), x::Name(0x130a218)), // NetIpStackInfoNetToMedia: NetIpStackInfoNetToMedia
+        x::FieldEntry::repeated(x::Name(0x130d417), x::Name(0x130d417)), // NetStackInstanceProfile: NetStackInstanceProfile
+        x::FieldEntry::repeated(x::Name(0x1376112), x::Name(0x1376112)), // NsxHostVNicProfile: NsxHostVNicProfile
+        x::FieldEntry::repeated(x::Name(0x1381b0c), x::Name(0x1381b0c)), // NumericRange: NumericRange
+        x::FieldEntry::repeated(x::Name(0x138280e), x::Name(0x138280e)), // NvdimmDimmInfo: NvdimmDimmInfo
+        x::FieldEntry::repeated(x::Name(0x138370a), x::Name(0x138370a)), // NvdimmGuid: NvdimmGuid
+        x::FieldEntry::repeated(x::Name(0x1385317), x::Name(0x1385317)), // NvdimmInterleaveSetInfo: NvdimmInterleaveSetInfo
+        x::FieldEntry::repeated(x::Name(0x138b816), x::Name(0x138b816)), // NvdimmNamespaceDetails: NvdimmNamespaceDetails
+        x::FieldEntry::repeated(x::Name(0x1392a13), x::Name(0x1392a13)), // NvdimmNamespaceInfo: NvdimmNamespaceInfo
+        x::FieldEntry::repeated(x::Name(0x139b110), x::Name(0x139b110)), // NvdimmRegionInfo: NvdimmRegionInfo
+        x::FieldEntry::repeated(x::Name(0x139e70d), x::Name(0x139e70d)), // ObjectContent: ObjectContent
+        x::FieldEntry::repeated(x::Name(0x139f50a), x::Name(0x139f50a)), // ObjectSpec: ObjectSpec
+        x::FieldEntry::repeated(x::Name(0x13a000c), x::Name(0x13a000c)), // ObjectUpdate: ObjectUpdate
+        x::FieldEntry::repeated(x::Name(0x13a6f17), x::Name(0x13a6f17)), // OpaqueNetworkTargetInfo: OpaqueNetworkTargetInfo
+        x::FieldEntry::repeated(x::Name(0x13b0e09), x::Name(0x13b0e09)), // OptionDef: OptionDef
+        x::FieldEntry::repeated(x::Name(0x13b180d), x::Name(0x13b180d)), // OptionProfile: OptionProfile
+        x::FieldEntry::repeated(x::Name(0x13b310b), x::Name(0x13b310b)), // OptionValue: OptionValue
+        x::FieldEntry::repeated(x::Name(0x13c6f12), x::Name(0x13c6f12)), // OvfConsumerOstNode: OvfConsumerOstNode
+        x::FieldEntry::repeated(x::Name(0x13c9915), x::Name(0x13c9915)), // OvfConsumerOvfSection: OvfConsumerOvfSection
+        x::FieldEntry::repeated(x::Name(0x13de913), x::Name(0x13de913)), // OvfDeploymentOption: OvfDeploymentOption
+        x::FieldEntry::repeated(x::Name(0x13edd07), x::Name(0x13edd07)), // OvfFile: OvfFile
+        x::FieldEntry::repeated(x::Name(0x13ee50b), x::Name(0x13ee50b)), // OvfFileItem: OvfFileItem
+        x::FieldEntry::repeated(x::Name(0x1408a0e), x::Name(0x1408a0e)), // OvfNetworkInfo: OvfNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x1409911), x::Name(0x1409911)), // OvfNetworkMapping: OvfNetworkMapping
+        x::FieldEntry::repeated(x::Name(0x1410a0d), x::Name(0x1410a0d)), // OvfOptionInfo: OvfOptionInfo
+        x::FieldEntry::repeated(x::Name(0x142040e), x::Name(0x142040e)), // OvfResourceMap: OvfResourceMap
+        x::FieldEntry::repeated(x::Name(0x145d90f), x::Name(0x145d90f)), // PerfCounterInfo: PerfCounterInfo
+        x::FieldEntry::repeated(x::Name(0x145fa14), x::Name(0x145fa14)), // PerfEntityMetricBase: PerfEntityMetricBase
+        x::FieldEntry::repeated(x::Name(0x1462e0c), x::Name(0x1462e0c)), // PerfInterval: PerfInterval
+        x::FieldEntry::repeated(x::Name(0x1463b0c), x::Name(0x1463b0c)), // PerfMetricId: PerfMetricId
+        x::FieldEntry::repeated(x::Name(0x1465c10), x::Name(0x1465c10)), // PerfMetricSeries: PerfMetricSeries
+        x::FieldEntry::repeated(x::Name(0x1466d13), x::Name(0x1466d13)), // PerfMetricSeriesCSV: PerfMetricSeriesCSV
+        x::FieldEntry::repeated(x::Name(0x146950d), x::Name(0x146950d)), // PerfQuerySpec: PerfQuerySpec
+        x::FieldEntry::repeated(x::Name(0x146a30e), x::Name(0x146a30e)), // PerfSampleInfo: PerfSampleInfo
+        x::FieldEntry::repeated(x::Name(0x1475b25), x::Name(0x1475b25)), // PerformanceManagerCounterLevelMapping: PerformanceManagerCounterLevelMapping
+        x::FieldEntry::repeated(x::Name(0x147cd0a), x::Name(0x147cd0a)), // Permission: Permission
+        x::FieldEntry::repeated(x::Name(0x147fd11), x::Name(0x147fd11)), // PermissionProfile: PermissionProfile
+        x::FieldEntry::repeated(x::Name(0x148570b), x::Name(0x148570b)), // PhysicalNic: PhysicalNic
+        x::FieldEntry::repeated(x::Name(0x1489511), x::Name(0x1489511)), // PhysicalNicConfig: PhysicalNicConfig
+        x::FieldEntry::repeated(x::Name(0x148b713), x::Name(0x148b713)), // PhysicalNicHintInfo: PhysicalNicHintInfo
+        x::FieldEntry::repeated(x::Name(0x148cb11), x::Name(0x148cb11)), // PhysicalNicIpHint: PhysicalNicIpHint
+        x::FieldEntry::repeated(x::Name(0x148dd13), x::Name(0x148dd13)), // PhysicalNicLinkInfo: PhysicalNicLinkInfo
+        x::FieldEntry::repeated(x::Name(0x148f113), x::Name(0x148f113)), // PhysicalNicNameHint: PhysicalNicNameHint
+        x::FieldEntry::repeated(x::Name(0x1490512), x::Name(0x1490512)), // PhysicalNicProfile: PhysicalNicProfile
+        x::FieldEntry::repeated(x::Name(0x149a515), x::Name(0x149a515)), // PlacementAffinityRule: PlacementAffinityRule
+        x::FieldEntry::repeated(x::Name(0x14a2e0d), x::Name(0x14a2e0d)), // PlacementSpec: PlacementSpec
+        x::FieldEntry::repeated(x::Name(0x14a7711), x::Name(0x14a7711)), // PnicUplinkProfile: PnicUplinkProfile
+        x::FieldEntry::repeated(x::Name(0x14a890e), x::Name(0x14a890e)), // PodDiskLocator: PodDiskLocator
+        x::FieldEntry::repeated(x::Name(0x14aab0c), x::Name(0x14aab0c)), // PolicyOption: PolicyOption
+        x::FieldEntry::repeated(x::Name(0x14c7015), x::Name(0x14c7015)), // PrivilegeAvailability: PrivilegeAvailability
+        x::FieldEntry::repeated(x::Name(0x14c9914), x::Name(0x14c9914)), // ProductComponentInfo: ProductComponentInfo
+        x::FieldEntry::repeated(x::Name(0x14cc91b), x::Name(0x14cc91b)), // ProfileApplyProfileProperty: ProfileApplyProfileProperty
+        x::FieldEntry::repeated(x::Name(0x14d8824), x::Name(0x14d8824)), // ProfileDeferredPolicyOptionParameter: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::repeated(x::Name(0x14dc019), x::Name(0x14dc019)), // ProfileDescriptionSection: ProfileDescriptionSection
+        x::FieldEntry::repeated(x::Name(0x14e1413), x::Name(0x14e1413)), // ProfileExecuteError: ProfileExecuteError
+        x::FieldEntry::repeated(x::Name(0x14e5811), x::Name(0x14e5811)), // ProfileExpression: ProfileExpression
+        x::FieldEntry::repeated(x::Name(0x14e6a19), x::Name(0x14e6a19)), // ProfileExpressionMetadata: ProfileExpressionMetadata
+        x::FieldEntry::repeated(x::Name(0x14e840f), x::Name(0x14e840f)), // ProfileMetadata: ProfileMetadata
+        x::FieldEntry::repeated(x::Name(0x14e9426), x::Name(0x14e9426)), // ProfileMetadataProfileOperationMessage: ProfileMetadataProfileOperationMessage
+        x::FieldEntry::repeated(x::Name(0x14ebb1e), x::Name(0x14ebb1e)), // ProfileMetadataProfileSortSpec: ProfileMetadataProfileSortSpec
+        x::FieldEntry::repeated(x::Name(0x14ef318), x::Name(0x14ef318)), // ProfileParameterMetadata: ProfileParameterMetadata
+        x::FieldEntry::repeated(x::Name(0x14f0c31), x::Name(0x14f0c31)), // ProfileParameterMetadataParameterRelationMetadata: ProfileParameterMetadataParameterRelationMetadata
+        x::FieldEntry::repeated(x::Name(0x14f630d), x::Name(0x14f630d)), // ProfilePolicy: ProfilePolicy
+        x::FieldEntry::repeated(x::Name(0x14f7115), x::Name(0x14f7115)), // ProfilePolicyMetadata: ProfilePolicyMetadata
+        x::FieldEntry::repeated(x::Name(0x14f871b), x::Name(0x14f871b)), // ProfilePolicyOptionMetadata: ProfilePolicyOptionMetadata
+        x::FieldEntry::repeated(x::Name(0x14fbb1f), x::Name(0x14fbb1f)), // ProfileProfileStructureProperty: ProfileProfileStructureProperty
+        x::FieldEntry::repeated(x::Name(0x14fdb13), x::Name(0x14fdb13)), // ProfilePropertyPath: ProfilePropertyPath
+        x::FieldEntry::repeated(x::Name(0x1506c20), x::Name(0x1506c20)), // ProfileUpdateFailedUpdateFailure: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x150a50e), x::Name(0x150a50e)), // PropertyChange: PropertyChange
+        x::FieldEntry::repeated(x::Name(0x150c512), x::Name(0x150c512)), // PropertyFilterSpec: PropertyFilterSpec
+        x::FieldEntry::repeated(x::Name(0x150d814), x::Name(0x150d814)), // PropertyFilterUpdate: PropertyFilterUpdate
+        x::FieldEntry::repeated(x::Name(0x150ed0c), x::Name(0x150ed0c)), // PropertySpec: PropertySpec
+        x::FieldEntry::repeated(x::Name(0x1680e08), x::Name(0x1680e08)), // Relation: Relation
+        x::FieldEntry::repeated(x::Name(0x16f101b), x::Name(0x16f101b)), // ReplicationInfoDiskSettings: ReplicationInfoDiskSettings
+        x::FieldEntry::repeated(x::Name(0x1731512), x::Name(0x1731512)), // ResourceConfigSpec: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x179c917), x::Name(0x179c917)), // RetrieveVStorageObjSpec: RetrieveVStorageObjSpec
+        x::FieldEntry::repeated(x::Name(0x17dcc13), x::Name(0x17dcc13)), // ScheduledTaskDetail: ScheduledTaskDetail
+        x::FieldEntry::repeated(x::Name(0x17eea07), x::Name(0x17eea07)), // ScsiLun: ScsiLun
+        x::FieldEntry::repeated(x::Name(0x17f0611), x::Name(0x17f0611)), // ScsiLunDescriptor: ScsiLunDescriptor
+        x::FieldEntry::repeated(x::Name(0x17f3112), x::Name(0x17f3112)), // ScsiLunDurableName: ScsiLunDurableName
+        x::FieldEntry::repeated(x::Name(0x180b20c), x::Name(0x180b20c)), // SelectionSet: SelectionSet
+        x::FieldEntry::repeated(x::Name(0x180bf0d), x::Name(0x180bf0d)), // SelectionSpec: SelectionSpec
+        x::FieldEntry::repeated(x::Name(0x181631e), x::Name(0x181631e)), // ServiceConsolePortGroupProfile: ServiceConsolePortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x181af0e), x::Name(0x181af0e)), // ServiceLocator: ServiceLocator
+        x::FieldEntry::repeated(x::Name(0x1820f19), x::Name(0x1820f19)), // ServiceManagerServiceInfo: ServiceManagerServiceInfo
+        x::FieldEntry::repeated(x::Name(0x182290e), x::Name(0x182290e)), // ServiceProfile: ServiceProfile
+        x::FieldEntry::repeated(x::Name(0x2dfd105), x::Name(0x2dfd105)), // short: short
+        x::FieldEntry::repeated(x::Name(0x188010f), x::Name(0x188010f)), // SoftwarePackage: SoftwarePackage
+        x::FieldEntry::repeated(x::Name(0x1899e12), x::Name(0x1899e12)), // StaticRouteProfile: StaticRouteProfile
+        x::FieldEntry::repeated(x::Name(0x18c7f14), x::Name(0x18c7f14)), // StorageDrsOptionSpec: StorageDrsOptionSpec
+        x::FieldEntry::repeated(x::Name(0x18c941d), x::Name(0x18c941d)), // StorageDrsPlacementRankVmSpec: StorageDrsPlacementRankVmSpec
+        x::FieldEntry::repeated(x::Name(0x18dc516), x::Name(0x18dc516)), // StorageDrsVmConfigInfo: StorageDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x18ddc16), x::Name(0x18ddc16)), // StorageDrsVmConfigSpec: StorageDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x18ea619), x::Name(0x18ea619)), // StoragePerformanceSummary: StoragePerformanceSummary
+        x::FieldEntry::repeated(x::Name(0x18f5912), x::Name(0x18f5912)), // StorageRequirement: StorageRequirement
+        x::FieldEntry::repeated(x::Name(0x2f00106), x::Name(0x2f00106)), // string: string
+        x::FieldEntry::repeated(x::Name(0x18ffc18), x::Name(0x18ffc18)), // StructuredCustomizations: StructuredCustomizations
+        x::FieldEntry::repeated(x::Name(0x190e40f), x::Name(0x190e40f)), // SystemEventInfo: SystemEventInfo
+        x::FieldEntry::repeated(x::Name(0x1916503), x::Name(0x1916503)), // Tag: Tag
+        x::FieldEntry::repeated(x::Name(0x1921d08), x::Name(0x1921d08)), // TaskInfo: TaskInfo
+        x::FieldEntry::repeated(x::Name(0x192260d), x::Name(0x192260d)), // TaskInfoState: TaskInfoState
+        x::FieldEntry::repeated(x::Name(0x196b20f), x::Name(0x196b20f)), // TypeDescription: TypeDescription
+        x::FieldEntry::repeated(x::Name(0x1a48c2f), x::Name(0x1a48c2f)), // UpdateVirtualMachineFilesResultFailedVmFileInfo: UpdateVirtualMachineFilesResultFailedVmFileInfo
+        x::FieldEntry::repeated(x::Name(0x306ab03), x::Name(0x207f706)), // uri: anyURI
+        x::FieldEntry::repeated(x::Name(0x1a6e217), x::Name(0x1a6e217)), // UsbScanCodeSpecKeyEvent: UsbScanCodeSpecKeyEvent
+        x::FieldEntry::repeated(x::Name(0x1a72a10), x::Name(0x1a72a10)), // UserGroupProfile: UserGroupProfile
+        x::FieldEntry::repeated(x::Name(0x1a7ac13), x::Name(0x1a7ac13)), // UserPrivilegeResult: UserPrivilegeResult
+        x::FieldEntry::repeated(x::Name(0x1a7c00b), x::Name(0x1a7c00b)), // UserProfile: UserProfile
+        x::FieldEntry::repeated(x::Name(0x1a7cc10), x::Name(0x1a7cc10)), // UserSearchResult: UserSearchResult
+        x::FieldEntry::repeated(x::Name(0x1a7dd0b), x::Name(0x1a7dd0b)), // UserSession: UserSession
+        x::FieldEntry::repeated(x::Name(0x1a81510), x::Name(0x1a81510)), // VASAStorageArray: VASAStorageArray
+        x::FieldEntry::repeated(x::Name(0x1a8481f), x::Name(0x1a8481f)), // VAppCloneSpecNetworkMappingPair: VAppCloneSpecNetworkMappingPair
+        x::FieldEntry::repeated(x::Name(0x1a88618), x::Name(0x1a88618)), // VAppCloneSpecResourceMap: VAppCloneSpecResourceMap
+        x::FieldEntry::repeated(x::Name(0x1a8cd14), x::Name(0x1a8cd14)), // VAppEntityConfigInfo: VAppEntityConfigInfo
+        x::FieldEntry::repeated(x::Name(0x1a98912), x::Name(0x1a98912)), // VAppOvfSectionInfo: VAppOvfSectionInfo
+        x::FieldEntry::repeated(x::Name(0x1a99c12), x::Name(0x1a99c12)), // VAppOvfSectionSpec: VAppOvfSectionSpec
+        x::FieldEntry::repeated(x::Name(0x1a9af0f), x::Name(0x1a9af0f)), // VAppProductInfo: VAppProductInfo
+        x::FieldEntry::repeated(x::Name(0x1a9bf0f), x::Name(0x1a9bf0f)), // VAppProductSpec: VAppProductSpec
+        x::FieldEntry::repeated(x::Name(0x1a9e110), x::Name(0x1a9e110)), // VAppPropertyInfo: VAppPropertyInfo
+        x::FieldEntry::repeated(x::Name(0x1a9f210), x::Name(0x1a9f210)), // VAppPropertySpec: VAppPropertySpec
+        x::FieldEntry::repeated(x::Name(0x1ad2418), x::Name(0x1ad2418)), // VMwareDVSPvlanConfigSpec: VMwareDVSPvlanConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1ad3d16), x::Name(0x1ad3d16)), // VMwareDVSPvlanMapEntry: VMwareDVSPvlanMapEntry
+        x::FieldEntry::repeated(x::Name(0x1ae0e18), x::Name(0x1ae0e18)), // VMwareDVSVspanConfigSpec: VMwareDVSVspanConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1aea918), x::Name(0x1aea918)), // VMwareDvsLacpGroupConfig: VMwareDvsLacpGroupConfig
+        x::FieldEntry::repeated(x::Name(0x1aec216), x::Name(0x1aec216)), // VMwareDvsLacpGroupSpec: VMwareDvsLacpGroupSpec
+        x::FieldEntry::repeated(x::Name(0x1afe712), x::Name(0x1afe712)), // VMwareVspanSession: VMwareVspanSession
+        x::FieldEntry::repeated(x::Name(0x1b0241a), x::Name(0x1b0241a)), // VStorageObjectAssociations: VStorageObjectAssociations
+        x::FieldEntry::repeated(x::Name(0x1b03f2c), x::Name(0x1b03f2c)), // VStorageObjectAssociationsVmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
+        x::FieldEntry::repeated(x::Name(0x1b10430), x::Name(0x1b10430)), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: VStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::FieldEntry::repeated(x::Name(0x1b1520a), x::Name(0x1b1520a)), // VVolHostPE: VVolHostPE
+        x::FieldEntry::repeated(x::Name(0x1b17a32), x::Name(0x1b17a32)), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::FieldEntry::repeated(x::Name(0x1b3d513), x::Name(0x1b3d513)), // VchaNodeRuntimeInfo: VchaNodeRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x1b43913), x::Name(0x1b43913)), // VimVasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x1b44d1c), x::Name(0x1b44d1c)), // VimVasaProviderStatePerArray: VimVasaProviderStatePerArray
+        x::FieldEntry::repeated(x::Name(0x1b4b112), x::Name(0x1b4b112)), // VirtualAppLinkInfo: VirtualAppLinkInfo
+        x::FieldEntry::repeated(x::Name(0x1b6c60d), x::Name(0x1b6c60d)), // VirtualDevice: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x1b6ed1a), x::Name(0x1b6ed1a)), // VirtualDeviceBackingOption: VirtualDeviceBackingOption
+        x::FieldEntry::repeated(x::Name(0x1b73c17), x::Name(0x1b73c17)), // VirtualDeviceConfigSpec: VirtualDeviceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1b8d013), x::Name(0x1b8d013)), // VirtualDeviceOption: VirtualDeviceOption
+        x::FieldEntry::repeated(x::Name(0x1b9e90b), x::Name(0x1b9e90b)), // VirtualDisk: VirtualDisk
+        x::FieldEntry::repeated(x::Name(0x1bac124), x::Name(0x1bac124)), // VirtualDiskDeltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::repeated(x::Name(0x1bb660d), x::Name(0x1bb660d)), // VirtualDiskId: VirtualDiskId
+        x::FieldEntry::repeated(x::Name(0x1bd1313), x::Name(0x1bd1313)), // VirtualDiskRuleSpec: VirtualDiskRuleSpec
+        x::FieldEntry::repeated(x::Name(0x1c3d727), x::Name(0x1c3d727)), // VirtualMachineBaseIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::repeated(x::Name(0x1c44627), x::Name(0x1c44627)), // VirtualMachineBootOptionsBootableDevice: VirtualMachineBootOptionsBootableDevice
+        x::FieldEntry::repeated(x::Name(0x1c54217), x::Name(0x1c54217)), // VirtualMachineCdromInfo: VirtualMachineCdromInfo
+        x::FieldEntry::repeated(x::Name(0x1c58b28), x::Name(0x1c58b28)), // VirtualMachineConfigInfoDatastoreUrlPair: VirtualMachineConfigInfoDatastoreUrlPair
+        x::FieldEntry::repeated(x::Name(0x1c64224), x::Name(0x1c64224)), // VirtualMachineConfigOptionDescriptor: VirtualMachineConfigOptionDescriptor
+        x::FieldEntry::repeated(x::Name(0x1c66718), x::Name(0x1c66718)), // VirtualMachineConfigSpec: VirtualMachineConfigSpec
+        x::FieldEntry::repeated(x::Name(0x1c71518), x::Name(0x1c71518)), // VirtualMachineConnection: VirtualMachineConnection
+        x::FieldEntry::repeated(x::Name(0x1c7921b), x::Name(0x1c7921b)), // VirtualMachineCpuIdInfoSpec: VirtualMachineCpuIdInfoSpec
+        x::FieldEntry::repeated(x::Name(0x1c7c81b), x::Name(0x1c7c81b)), // VirtualMachineDatastoreInfo: VirtualMachineDatastoreInfo
+        x::FieldEntry::repeated(x::Name(0x1c7e423), x::Name(0x1c7e423)), // VirtualMachineDatastoreVolumeOption: VirtualMachineDatastoreVolumeOption
+        x::FieldEntry::repeated(x::Name(0x1c86b1f), x::Name(0x1c86b1f)), // VirtualMachineDeviceRuntimeInfo: VirtualMachineDeviceRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x1c9da1d), x::Name(0x1c9da1d)), // VirtualMachineDisplayTopology: VirtualMachineDisplayTopology
+        x::FieldEntry::repeated(x::Name(0x1c9f824), x::Name(0x1c9f824)), // VirtualMachineDynamicPassthroughInfo: VirtualMachineDynamicPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1caa820), x::Name(0x1caa820)), // VirtualMachineFeatureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x1caf922), x::Name(0x1caf922)), // VirtualMachineFileLayoutDiskLayout: VirtualMachineFileLayoutDiskLayout
+        x::FieldEntry::repeated(x::Name(0x1cb3724), x::Name(0x1cb3724)), // VirtualMachineFileLayoutExDiskLayout: VirtualMachineFileLayoutExDiskLayout
+        x::FieldEntry::repeated(x::Name(0x1cb5c22), x::Name(0x1cb5c22)), // VirtualMachineFileLayoutExDiskUnit: VirtualMachineFileLayoutExDiskUnit
+        x::FieldEntry::repeated(x::Name(0x1cb7f22), x::Name(0x1cb7f22)), // VirtualMachineFileLayoutExFileInfo: VirtualMachineFileLayoutExFileInfo
+        x::FieldEntry::repeated(x::Name(0x1cbc528), x::Name(0x1cbc528)), // VirtualMachineFileLayoutExSnapshotLayout: VirtualMachineFileLayoutExSnapshotLayout
+        x::FieldEntry::repeated(x::Name(0x1cbee26), x::Name(0x1cbee26)), // VirtualMachineFileLayoutSnapshotLayout: VirtualMachineFileLayoutSnapshotLayout
+        x::FieldEntry::repeated(x::Name(0x1cc9b18), x::Name(0x1cc9b18)), // VirtualMachineFloppyInfo: VirtualMachineFloppyInfo
+        x::FieldEntry::repeated(x::Name(0x1cde51f), x::Name(0x1cde51f)), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineIdeDiskDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x1ce0528), x::Name(0x1ce0528)), // VirtualMachineIdeDiskDevicePartitionInfo: VirtualMachineIdeDiskDevicePartitionInfo
+        x::FieldEntry::repeated(x::Name(0x1ce8a25), x::Name(0x1ce8a25)), // VirtualMachineLegacyNetworkSwitchInfo: VirtualMachineLegacyNetworkSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x1cf1d15), x::Name(0x1cf1d15)), // VirtualMachineMessage: VirtualMachineMessage
+        x::FieldEntry::repeated(x::Name(0x1cf5b2c), x::Name(0x1cf5b2c)), // VirtualMachineMetadataManagerVmMetadataInput: VirtualMachineMetadataManagerVmMetadataInput
+        x::FieldEntry::repeated(x::Name(0x1d0112d), x::Name(0x1d0112d)), // VirtualMachineMetadataManagerVmMetadataResult: VirtualMachineMetadataManagerVmMetadataResult
+        x::FieldEntry::repeated(x::Name(0x1d0b019), x::Name(0x1d0b019)), // VirtualMachineNetworkInfo: VirtualMachineNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x1d0ea1a), x::Name(0x1d0ea1a)), // VirtualMachineParallelInfo: VirtualMachineParallelInfo
+        x::FieldEntry::repeated(x::Name(0x1d10520), x::Name(0x1d10520)), // VirtualMachinePciPassthroughInfo: VirtualMachinePciPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1d12629), x::Name(0x1d12629)), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachinePciSharedGpuPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1d1a220), x::Name(0x1d1a220)), // VirtualMachinePrecisionClockInfo: VirtualMachinePrecisionClockInfo
+        x::FieldEntry::repeated(x::Name(0x1d1e02e), x::Name(0x1d1e02e)), // VirtualMachineProfileDetailsDiskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
+        x::FieldEntry::repeated(x::Name(0x1d22c19), x::Name(0x1d22c19)), // VirtualMachineProfileSpec: VirtualMachineProfileSpec
+        x::FieldEntry::repeated(x::Name(0x1d2461e), x::Name(0x1d2461e)), // VirtualMachinePropertyRelation: VirtualMachinePropertyRelation
+        x::FieldEntry::repeated(x::Name(0x1d29927), x::Name(0x1d29927)), // VirtualMachineQuickStatsMemoryTierStats: VirtualMachineQuickStatsMemoryTierStats
+        x::FieldEntry::repeated(x::Name(0x1d32225), x::Name(0x1d32225)), // VirtualMachineRelocateSpecDiskLocator: VirtualMachineRelocateSpecDiskLocator
+        x::FieldEntry::repeated(x::Name(0x1d3e420), x::Name(0x1d3e420)), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineScsiDiskDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x1d40521), x::Name(0x1d40521)), // VirtualMachineScsiPassthroughInfo: VirtualMachineScsiPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x1d44918), x::Name(0x1d44918)), // VirtualMachineSerialInfo: VirtualMachineSerialInfo
+        x::FieldEntry::repeated(x::Name(0x1d4cd1a), x::Name(0x1d4cd1a)), // VirtualMachineSnapshotTree: VirtualMachineSnapshotTree
+        x::FieldEntry::repeated(x::Name(0x1d4e817), x::Name(0x1d4e817)), // VirtualMachineSoundInfo: VirtualMachineSoundInfo
+        x::FieldEntry::repeated(x::Name(0x1d52217), x::Name(0x1d52217)), // VirtualMachineSriovInfo: VirtualMachineSriovInfo
+        x::FieldEntry::repeated(x::Name(0x1d5ba15), x::Name(0x1d5ba15)), // VirtualMachineSummary: VirtualMachineSummary
+        x::FieldEntry::repeated(x::Name(0x1d6bb1e), x::Name(0x1d6bb1e)), // VirtualMachineUsageOnDatastore: VirtualMachineUsageOnDatastore
+        x::FieldEntry::repeated(x::Name(0x1d6da15), x::Name(0x1d6da15)), // VirtualMachineUsbInfo: VirtualMachineUsbInfo
+        x::FieldEntry::repeated(x::Name(0x1d7271e), x::Name(0x1d7271e)), // VirtualMachineVFlashModuleInfo: VirtualMachineVFlashModuleInfo
+        x::FieldEntry::repeated(x::Name(0x1d7c322), x::Name(0x1d7c322)), // VirtualMachineVMCIDeviceFilterSpec: VirtualMachineVMCIDeviceFilterSpec
+        x::FieldEntry::repeated(x::Name(0x1d86a18), x::Name(0x1d86a18)), // VirtualMachineVcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::repeated(x::Name(0x1d8831c), x::Name(0x1d8831c)), // VirtualMachineVgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x1d8a01d), x::Name(0x1d8a01d)), // VirtualMachineVgpuProfileInfo: VirtualMachineVgpuProfileInfo
+        x::FieldEntry::repeated(x::Name(0x1da9f1a), x::Name(0x1da9f1a)), // VirtualNicManagerNetConfig: VirtualNicManagerNetConfig
+        x::FieldEntry::repeated(x::Name(0x1db0022), x::Name(0x1db0022)), // VirtualPCIPassthroughAllowedDevice: VirtualPCIPassthroughAllowedDevice
+        x::FieldEntry::repeated(x::Name(0x1dfa712), x::Name(0x1dfa712)), // VirtualSCSISharing: VirtualSCSISharing
+        x::FieldEntry::repeated(x::Name(0x1e2ba14), x::Name(0x1e2ba14)), // VirtualSwitchProfile: VirtualSwitchProfile
+        x::FieldEntry::repeated(x::Name(0x1e9660f), x::Name(0x1e9660f)), // VmEventArgument: VmEventArgument
+        x::FieldEntry::repeated(x::Name(0x1eef717), x::Name(0x1eef717)), // VmPodConfigForPlacement: VmPodConfigForPlacement
+        x::FieldEntry::repeated(x::Name(0x1ef0f12), x::Name(0x1ef0f12)), // VmPortGroupProfile: VmPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x1f4bd10), x::Name(0x1f4bd10)), // VmfsConfigOption: VmfsConfigOption
+        x::FieldEntry::repeated(x::Name(0x1f57f13), x::Name(0x1f57f13)), // VmfsDatastoreOption: VmfsDatastoreOption
+        x::FieldEntry::repeated(x::Name(0x1f6f410), x::Name(0x1f6f410)), // VnicPortArgument: VnicPortArgument
+        x::FieldEntry::repeated(x::Name(0x1f81512), x::Name(0x1f81512)), // VsanHostConfigInfo: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x1f86427), x::Name(0x1f86427)), // VsanHostConfigInfoNetworkInfoPortConfig: VsanHostConfigInfoNetworkInfoPortConfig
+        x::FieldEntry::repeated(x::Name(0x1f8e813), x::Name(0x1f8e813)), // VsanHostDiskMapInfo: VsanHostDiskMapInfo
+        x::FieldEntry::repeated(x::Name(0x1f8fc15), x::Name(0x1f8fc15)), // VsanHostDiskMapResult: VsanHostDiskMapResult
+        x::FieldEntry::repeated(x::Name(0x1f91213), x::Name(0x1f91213)), // VsanHostDiskMapping: VsanHostDiskMapping
+        x::FieldEntry::repeated(x::Name(0x1f92612), x::Name(0x1f92612)), // VsanHostDiskResult: VsanHostDiskResult
+        x::FieldEntry::repeated(x::Name(0x1f98e16), x::Name(0x1f98e16)), // VsanHostMembershipInfo: VsanHostMembershipInfo
+        x::FieldEntry::repeated(x::Name(0x1f9cb1c), x::Name(0x1f9cb1c)), // VsanHostRuntimeInfoDiskIssue: VsanHostRuntimeInfoDiskIssue
+        x::FieldEntry::repeated(x::Name(0x1fa1912), x::Name(0x1fa1912)), // VsanNewPolicyBatch: VsanNewPolicyBatch
+        x::FieldEntry::repeated(x::Name(0x1fa2c15), x::Name(0x1fa2c15)), // VsanPolicyChangeBatch: VsanPolicyChangeBatch
+        x::FieldEntry::repeated(x::Name(0x1fa5118), x::Name(0x1fa5118)), // VsanPolicySatisfiability: VsanPolicySatisfiability
+        x::FieldEntry::repeated(x::Name(0x1fb0c25), x::Name(0x1fb0c25)), // VsanUpgradeSystemNetworkPartitionInfo: VsanUpgradeSystemNetworkPartitionInfo
+        x::FieldEntry::repeated(x::Name(0x1fb8524), x::Name(0x1fb8524)), // VsanUpgradeSystemPreflightCheckIssue: VsanUpgradeSystemPreflightCheckIssue
+        x::FieldEntry::repeated(x::Name(0x1fc5423), x::Name(0x1fc5423)), // VsanUpgradeSystemUpgradeHistoryItem: VsanUpgradeSystemUpgradeHistoryItem
+        x::FieldEntry::repeated(x::Name(0x1fdc20c), x::Name(0x1fdc20c)), // VslmTagEntry: VslmTagEntry
+        x::FieldEntry::repeated(x::Name(0x31e431e), x::Name(0x31e431e)), // vslmInfrastructureObjectPolicy: vslmInfrastructureObjectPolicy
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x51dc14)), // operation: ArrayUpdateOperation
+        x::FieldEntry::optional(x::Name(0x2cd2e09), x::Name(0x207ef07)), // removeKey: anyType
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x2f00106)), // group: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x10c8702)), // diskId: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2252f0d), x::Name(0x2729103)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x302350a), x::Name(0x2729103)), // unitNumber: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
+        x::FieldEntry::required(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31ab608), x::Name(0x2f00106)), // vmfsPath: string
+        x::FieldEntry::required(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::optional(x::Name(0x202040f), x::Name(0x27a16)), // activeDirectory: ActiveDirectoryProfile
+        x::FieldEntry::repeated(x::Name(0x2c0af09), x::Name(0xac5712)), // privilege: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x2c0b90e), x::Name(0xac5712)), // privilegeGroup: ElementDescription
+        x::FieldEntry::required(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
+        x::FieldEntry::required(x::Name(0x2aaca08), x::Name(0x212d207)), // onParent: boolean
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2c0720d), x::Name(0x2f00106)), // privGroupName: string
+        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
+        x::FieldEntry::required(x::Name(0x2f70406), x::Name(0x212d207)), // system: boolean
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x911f0b)), // info: Description
+        x::FieldEntry::repeated(x::Name(0x2c0af09), x::Name(0x2f00106)), // privilege: string
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2eb390a), x::Name(0x2729103)), // startDelay: int
+        x::FieldEntry::optional(x::Name(0x2edf209), x::Name(0x2729103)), // stopDelay: int
+        x::FieldEntry::optional(x::Name(0x31fe310), x::Name(0x212d207)), // waitForHeartbeat: boolean
+        x::FieldEntry::optional(x::Name(0x2ede70a), x::Name(0x2f00106)), // stopAction: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2eb5f0a), x::Name(0x2729103)), // startOrder: int
+        x::FieldEntry::required(x::Name(0x2eb390a), x::Name(0x2729103)), // startDelay: int
+        x::FieldEntry::required(x::Name(0x31fe310), x::Name(0x53d11d)), // waitForHeartbeat: AutoStartWaitHeartbeatSetting
+        x::FieldEntry::required(x::Name(0x2eafb0b), x::Name(0x2f00106)), // startAction: string
+        x::FieldEntry::required(x::Name(0x2edf209), x::Name(0x2729103)), // stopDelay: int
+        x::FieldEntry::required(x::Name(0x2ede70a), x::Name(0x2f00106)), // stopAction: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+    ],
+    values: &[
+        x::Name(0x202ae03), // add
+        x::Name(0x2cd1806), // remove
+        x::Name(0x2460504), // edit
+        x::Name(0x29f4b04), // none
+        x::Name(0x2f72b0d), // systemDefault
+        x::Name(0x2bc8007), // powerOn
+        x::Name(0x2bc5608), // powerOff
+        x::Name(0x25fd40d), // guestShutdown
+        x::Name(0x2f50907), // suspend
+        x::Name(0x324ba03), // yes
+        x::Name(0x29e4a02), // no
+        x::Name(0x2f72b0d), // systemDefault
+    ],
+};

@@ -4,2775 +4,1240 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "BackupBlobReadFailure",
-        base: Some("DvsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entityName", "string"),
-            x::FieldInfo::required("entityType", "string"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<BackupBlobReadFailure>),
-    },
-    x::TypeInfo {
-        name: "BackupBlobWriteFailure",
-        base: Some("DvsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entityName", "string"),
-            x::FieldInfo::required("entityType", "string"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<BackupBlobWriteFailure>),
-    },
-    x::TypeInfo {
-        name: "BackupFirmwareConfigurationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "BadUsernameSessionEvent",
-        base: Some("SessionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ipAddress", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<BadUsernameSessionEvent>),
-    },
-    x::TypeInfo {
-        name: "BaseConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("createTime", "dateTime"),
-            x::FieldInfo::optional("keepAfterDeleteVm", "boolean"),
-            x::FieldInfo::optional("relocationDisabled", "boolean"),
-            x::FieldInfo::optional("nativeSnapshotSupported", "boolean"),
-            x::FieldInfo::optional("changedBlockTrackingEnabled", "boolean"),
-            x::FieldInfo::required("backing", "BaseConfigInfoBackingInfo"),
-            x::FieldInfo::repeated("metadata", "KeyValue"),
-            x::FieldInfo::optional("vclock", "vslmVClockInfo"),
-            x::FieldInfo::repeated("iofilter", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<BaseConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "BaseConfigInfoBackingInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("datastore", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<BaseConfigInfoBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "BaseConfigInfoDiskFileBackingInfo",
-        base: Some("BaseConfigInfoFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("provisioningType", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<BaseConfigInfoDiskFileBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "BaseConfigInfoDiskFileBackingInfoProvisioningType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["thin", "eagerZeroedThick", "lazyZeroedThick"],
-        decode: Some(
-            x::decode_boxed::<BaseConfigInfoDiskFileBackingInfoProvisioningType>,
-        ),
-    },
-    x::TypeInfo {
-        name: "BaseConfigInfoFileBackingInfo",
-        base: Some("BaseConfigInfoBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("filePath", "string"),
-            x::FieldInfo::optional("backingObjectId", "string"),
-            x::FieldInfo::optional("parent", "BaseConfigInfoFileBackingInfo"),
-            x::FieldInfo::optional("deltaSizeInMB", "long"),
-            x::FieldInfo::optional("keyId", "CryptoKeyId"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<BaseConfigInfoFileBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "BaseConfigInfoRawDiskMappingBackingInfo",
-        base: Some("BaseConfigInfoFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("lunUuid", "string"),
-            x::FieldInfo::required("compatibilityMode", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<BaseConfigInfoRawDiskMappingBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "BatchAddHostsToClusterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "ManagedObjectReference"),
-            x::FieldInfo::repeated("newHosts", "FolderNewHostSpec"),
-            x::FieldInfo::repeated("existingHosts", "ManagedObjectReference"),
-            x::FieldInfo::optional("compResSpec", "ComputeResourceConfigSpec"),
-            x::FieldInfo::optional("desiredState", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "BatchAddStandaloneHostsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("newHosts", "FolderNewHostSpec"),
-            x::FieldInfo::optional("compResSpec", "ComputeResourceConfigSpec"),
-            x::FieldInfo::required("addConnected", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "BatchQueryConnectInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hostSpecs", "HostConnectSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "BatchResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("result", "string"),
-            x::FieldInfo::required("hostKey", "string"),
-            x::FieldInfo::optional("ds", "ManagedObjectReference"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<BatchResult>),
-    },
-    x::TypeInfo {
-        name: "BatchResultResult",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["success", "fail"],
-        decode: Some(x::decode_boxed::<BatchResultResult>),
-    },
-    x::TypeInfo {
-        name: "BindVnicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaName", "string"),
-            x::FieldInfo::required("vnicDevice", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "BlockedByFirewall",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<BlockedByFirewall>),
-    },
-    x::TypeInfo {
-        name: "BoolOption",
-        base: Some("OptionType"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("supported", "boolean"),
-            x::FieldInfo::required("defaultValue", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<BoolOption>),
-    },
-    x::TypeInfo {
-        name: "BoolPolicy",
-        base: Some("InheritablePolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<BoolPolicy>),
-    },
-    x::TypeInfo {
-        name: "BrowseDiagnosticLogRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("start", "int"),
-            x::FieldInfo::optional("lines", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CAMServerRefusedConnection",
-        base: Some("InvalidCAMServer"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CAMServerRefusedConnection>),
-    },
-    x::TypeInfo {
-        name: "CanProvisionObjectsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("npbs", "VsanNewPolicyBatch"),
-            x::FieldInfo::optional("ignoreSatisfiability", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CancelRecommendationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CancelRetrievePropertiesExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("token", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CancelStorageDrsRecommendationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("key", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CancelTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CancelWaitForUpdatesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CanceledHostOperationEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CanceledHostOperationEvent>),
-    },
-    x::TypeInfo {
-        name: "CannotAccessFile",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAccessFile>),
-    },
-    x::TypeInfo {
-        name: "CannotAccessLocalSource",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAccessLocalSource>),
-    },
-    x::TypeInfo {
-        name: "CannotAccessNetwork",
-        base: Some("CannotAccessVmDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("network", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAccessNetwork>),
-    },
-    x::TypeInfo {
-        name: "CannotAccessVmComponent",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAccessVmComponent>),
-    },
-    x::TypeInfo {
-        name: "CannotAccessVmConfig",
-        base: Some("CannotAccessVmComponent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAccessVmConfig>),
-    },
-    x::TypeInfo {
-        name: "CannotAccessVmDevice",
-        base: Some("CannotAccessVmComponent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("backing", "string"),
-            x::FieldInfo::required("connected", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAccessVmDevice>),
-    },
-    x::TypeInfo {
-        name: "CannotAccessVmDisk",
-        base: Some("CannotAccessVmDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("fault", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAccessVmDisk>),
-    },
-    x::TypeInfo {
-        name: "CannotAddHostWithFTVmAsStandalone",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAddHostWithFTVmAsStandalone>),
-    },
-    x::TypeInfo {
-        name: "CannotAddHostWithFTVmToDifferentCluster",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAddHostWithFTVmToDifferentCluster>),
-    },
-    x::TypeInfo {
-        name: "CannotAddHostWithFTVmToNonHACluster",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotAddHostWithFTVmToNonHACluster>),
-    },
-    x::TypeInfo {
-        name: "CannotChangeDrsBehaviorForFtSecondary",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotChangeDrsBehaviorForFtSecondary>),
-    },
-    x::TypeInfo {
-        name: "CannotChangeHaSettingsForFtSecondary",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotChangeHaSettingsForFtSecondary>),
-    },
-    x::TypeInfo {
-        name: "CannotChangeVsanClusterUuid",
-        base: Some("VsanFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotChangeVsanClusterUuid>),
-    },
-    x::TypeInfo {
-        name: "CannotChangeVsanNodeUuid",
-        base: Some("VsanFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotChangeVsanNodeUuid>),
-    },
-    x::TypeInfo {
-        name: "CannotComputeFTCompatibleHosts",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotComputeFTCompatibleHosts>),
-    },
-    x::TypeInfo {
-        name: "CannotCreateFile",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotCreateFile>),
-    },
-    x::TypeInfo {
-        name: "CannotDecryptPasswords",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotDecryptPasswords>),
-    },
-    x::TypeInfo {
-        name: "CannotDeleteFile",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotDeleteFile>),
-    },
-    x::TypeInfo {
-        name: "CannotDisableDrsOnClustersWithVApps",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotDisableDrsOnClustersWithVApps>),
-    },
-    x::TypeInfo {
-        name: "CannotDisableSnapshot",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotDisableSnapshot>),
-    },
-    x::TypeInfo {
-        name: "CannotDisconnectHostWithFaultToleranceVm",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotDisconnectHostWithFaultToleranceVm>),
-    },
-    x::TypeInfo {
-        name: "CannotEnableVmcpForCluster",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("reason", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotEnableVmcpForCluster>),
-    },
-    x::TypeInfo {
-        name: "CannotEnableVmcpForClusterReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["APDTimeoutDisabled"],
-        decode: Some(x::decode_boxed::<CannotEnableVmcpForClusterReason>),
-    },
-    x::TypeInfo {
-        name: "CannotModifyConfigCpuRequirements",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotModifyConfigCpuRequirements>),
-    },
-    x::TypeInfo {
-        name: "CannotMoveFaultToleranceVm",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("moveType", "string"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotMoveFaultToleranceVm>),
-    },
-    x::TypeInfo {
-        name: "CannotMoveFaultToleranceVmMoveType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["resourcePool", "cluster"],
-        decode: Some(x::decode_boxed::<CannotMoveFaultToleranceVmMoveType>),
-    },
-    x::TypeInfo {
-        name: "CannotMoveHostWithFaultToleranceVm",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotMoveHostWithFaultToleranceVm>),
-    },
-    x::TypeInfo {
-        name: "CannotMoveVmWithDeltaDisk",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("device", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotMoveVmWithDeltaDisk>),
-    },
-    x::TypeInfo {
-        name: "CannotMoveVmWithNativeDeltaDisk",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotMoveVmWithNativeDeltaDisk>),
-    },
-    x::TypeInfo {
-        name: "CannotMoveVsanEnabledHost",
-        base: Some("VsanFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotMoveVsanEnabledHost>),
-    },
-    x::TypeInfo {
-        name: "CannotPlaceWithoutPrerequisiteMoves",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotPlaceWithoutPrerequisiteMoves>),
-    },
-    x::TypeInfo {
-        name: "CannotPowerOffVmInCluster",
-        base: Some("InvalidState"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("operation", "string"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotPowerOffVmInCluster>),
-    },
-    x::TypeInfo {
-        name: "CannotPowerOffVmInClusterOperation",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["suspend", "powerOff", "guestShutdown", "guestSuspend"],
-        decode: Some(x::decode_boxed::<CannotPowerOffVmInClusterOperation>),
-    },
-    x::TypeInfo {
-        name: "CannotReconfigureVsanWhenHaEnabled",
-        base: Some("VsanFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotReconfigureVsanWhenHaEnabled>),
-    },
-    x::TypeInfo {
-        name: "CannotUseNetwork",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("backing", "string"),
-            x::FieldInfo::required("connected", "boolean"),
-            x::FieldInfo::required("reason", "string"),
-            x::FieldInfo::optional("network", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CannotUseNetwork>),
-    },
-    x::TypeInfo {
-        name: "CannotUseNetworkReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "NetworkReservationNotSupported",
-            "MismatchedNetworkPolicies",
-            "MismatchedDvsVersionOrVendor",
-            "VMotionToUnsupportedNetworkType",
-            "NetworkUnderMaintenance",
-            "MismatchedEnsMode",
-        ],
-        decode: Some(x::decode_boxed::<CannotUseNetworkReason>),
-    },
-    x::TypeInfo {
-        name: "Capability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("provisioningSupported", "boolean"),
-            x::FieldInfo::required("multiHostSupported", "boolean"),
-            x::FieldInfo::required("userShellAccessSupported", "boolean"),
-            x::FieldInfo::repeated("supportedEVCMode", "EVCMode"),
-            x::FieldInfo::repeated("supportedEVCGraphicsMode", "FeatureEVCMode"),
-            x::FieldInfo::optional("networkBackupAndRestoreSupported", "boolean"),
-            x::FieldInfo::optional("ftDrsWithoutEvcSupported", "boolean"),
-            x::FieldInfo::optional("hciWorkflowSupported", "boolean"),
-            x::FieldInfo::optional("computePolicyVersion", "int"),
-            x::FieldInfo::optional("clusterPlacementSupported", "boolean"),
-            x::FieldInfo::optional("lifecycleManagementSupported", "boolean"),
-            x::FieldInfo::optional("hostSeedingSupported", "boolean"),
-            x::FieldInfo::optional("scalableSharesSupported", "boolean"),
-            x::FieldInfo::optional("hadcsSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Capability>),
-    },
-    x::TypeInfo {
-        name: "CertMgrRefreshCACertificatesAndCRLsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CertMgrRefreshCertificatesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CertMgrRevokeCertificatesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChangeAccessModeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("principal", "string"),
-            x::FieldInfo::required("isGroup", "boolean"),
-            x::FieldInfo::required("accessMode", "HostAccessMode"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChangeFileAttributesInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("guestFilePath", "string"),
-            x::FieldInfo::required("fileAttributes", "GuestFileAttributes"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChangeKeyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("newKey", "CryptoKeyPlain"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChangeLockdownModeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("mode", "HostLockdownMode"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChangeNFSUserPasswordRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("password", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChangeOwnerRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("owner", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChangePasswordRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("user", "string"),
-            x::FieldInfo::required("oldPassword", "string"),
-            x::FieldInfo::required("newPassword", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChangesInfoEventArgument",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("modified", "string"),
-            x::FieldInfo::optional("added", "string"),
-            x::FieldInfo::optional("deleted", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ChangesInfoEventArgument>),
-    },
-    x::TypeInfo {
-        name: "CheckAddHostEvcRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cnxSpec", "HostConnectSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckAnswerFileStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckCloneRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("folder", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("spec", "VirtualMachineCloneSpec"),
-            x::FieldInfo::repeated("testType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckCompatibilityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-            x::FieldInfo::repeated("testType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckComplianceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("profile", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckConfigureEvcModeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("evcModeKey", "string"),
-            x::FieldInfo::optional("evcGraphicsModeKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckCustomizationResourcesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("guestOs", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckCustomizationSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "CustomizationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckForUpdatesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("version", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckHostPatchRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("metaUrls", "string"),
-            x::FieldInfo::repeated("bundleUrls", "string"),
-            x::FieldInfo::optional("spec", "HostPatchManagerPatchManagerOperationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckInstantCloneRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VirtualMachineInstantCloneSpec"),
-            x::FieldInfo::repeated("testType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckLicenseFeatureRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::required("featureKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckMigrateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-            x::FieldInfo::optional("state", "VirtualMachinePowerState"),
-            x::FieldInfo::repeated("testType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckPowerOnRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-            x::FieldInfo::repeated("testType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckProfileComplianceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckRelocateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VirtualMachineRelocateSpec"),
-            x::FieldInfo::repeated("testType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CheckResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("warning", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("error", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CheckResult>),
-    },
-    x::TypeInfo {
-        name: "CheckTestType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "sourceTests",
-            "hostTests",
-            "resourcePoolTests",
-            "datastoreTests",
-            "networkTests",
-        ],
-        decode: Some(x::decode_boxed::<CheckTestType>),
-    },
-    x::TypeInfo {
-        name: "CheckVmConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VirtualMachineConfigSpec"),
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-            x::FieldInfo::repeated("testType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ChoiceOption",
-        base: Some("OptionType"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("choiceInfo", "ElementDescription"),
-            x::FieldInfo::optional("defaultIndex", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ChoiceOption>),
-    },
-    x::TypeInfo {
-        name: "ClearComplianceStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("profile", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ClearNFSUserRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ClearSystemEventLogRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ClearTriggeredAlarmsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filter", "AlarmFilterSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ClearVStorageObjectControlFlagsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("controlFlags", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ClockSkew",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClockSkew>),
-    },
-    x::TypeInfo {
-        name: "CloneFromSnapshotNotSupported",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CloneFromSnapshotNotSupported>),
-    },
-    x::TypeInfo {
-        name: "CloneSessionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cloneTicket", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CloneVAppRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("target", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VAppCloneSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CloneVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("folder", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("spec", "VirtualMachineCloneSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CloneVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VslmCloneSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CloseInventoryViewFolderRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ClusterAction",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::optional("target", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterAction>),
-    },
-    x::TypeInfo {
-        name: "ClusterActionHistory",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("action", "ClusterAction"),
-            x::FieldInfo::required("time", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterActionHistory>),
-    },
-    x::TypeInfo {
-        name: "ClusterAffinityRuleSpec",
-        base: Some("ClusterRuleInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("vm", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterAffinityRuleSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterAntiAffinityRuleSpec",
-        base: Some("ClusterRuleInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("vm", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterAntiAffinityRuleSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterAttemptedVmInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("task", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterAttemptedVmInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterComplianceCheckedEvent",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("profile", "ProfileEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComplianceCheckedEvent>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceClusterConfigResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("failedHosts", "FolderFailedHostResult"),
-            x::FieldInfo::repeated("configuredHosts", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceClusterConfigResult>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceDVSConfigurationValidation",
-        base: Some("ClusterComputeResourceValidationResultBase"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("isDvsValid", "boolean"),
-            x::FieldInfo::required("isDvpgValid", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceDVSConfigurationValidation>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceDVSSetting",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dvSwitch", "ManagedObjectReference"),
-            x::FieldInfo::repeated("pnicDevices", "string"),
-            x::FieldInfo::repeated(
-                "dvPortgroupSetting",
-                "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceDVSSetting>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dvPortgroup", "ManagedObjectReference"),
-            x::FieldInfo::required("service", "string"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceDvsProfile",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("dvsName", "string"),
-            x::FieldInfo::optional("dvSwitch", "ManagedObjectReference"),
-            x::FieldInfo::repeated("pnicDevices", "string"),
-            x::FieldInfo::repeated(
-                "dvPortgroupMapping",
-                "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceDvsProfile>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("dvPortgroupSpec", "DVPortgroupConfigSpec"),
-            x::FieldInfo::optional("dvPortgroup", "ManagedObjectReference"),
-            x::FieldInfo::required("service", "string"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceHCIConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("workflowState", "string"),
-            x::FieldInfo::repeated("dvsSetting", "ClusterComputeResourceDVSSetting"),
-            x::FieldInfo::repeated("configuredHosts", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "hostConfigProfile",
-                "ClusterComputeResourceHostConfigurationProfile",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceHCIConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceHCIConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("dvsProf", "ClusterComputeResourceDvsProfile"),
-            x::FieldInfo::optional(
-                "hostConfigProfile",
-                "ClusterComputeResourceHostConfigurationProfile",
-            ),
-            x::FieldInfo::optional("vSanConfigSpec", "SDDCBase"),
-            x::FieldInfo::optional("vcProf", "ClusterComputeResourceVCProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceHCIConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceHCIWorkflowState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["in_progress", "done", "invalid"],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceHCIWorkflowState>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceHostConfigurationInput",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated(
-                "hostVmkNics",
-                "ClusterComputeResourceHostVmkNicInfo",
-            ),
-            x::FieldInfo::optional("allowedInNonMaintenanceMode", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationInput>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceHostConfigurationProfile",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("dateTimeConfig", "HostDateTimeConfig"),
-            x::FieldInfo::optional("lockdownMode", "HostLockdownMode"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationProfile>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceHostConfigurationValidation",
-        base: Some("ClusterComputeResourceValidationResultBase"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("isDvsSettingValid", "boolean"),
-            x::FieldInfo::optional("isVmknicSettingValid", "boolean"),
-            x::FieldInfo::optional("isNtpSettingValid", "boolean"),
-            x::FieldInfo::optional("isLockdownModeValid", "boolean"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<ClusterComputeResourceHostConfigurationValidation>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceHostVmkNicInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("nicSpec", "HostVirtualNicSpec"),
-            x::FieldInfo::required("service", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceHostVmkNicInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceSummary",
-        base: Some("ComputeResourceSummary"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("currentFailoverLevel", "int"),
-            x::FieldInfo::optional(
-                "admissionControlInfo",
-                "ClusterDasAdmissionControlInfo",
-            ),
-            x::FieldInfo::required("numVmotions", "int"),
-            x::FieldInfo::optional("targetBalance", "int"),
-            x::FieldInfo::optional("currentBalance", "int"),
-            x::FieldInfo::optional("drsScore", "int"),
-            x::FieldInfo::repeated("numVmsPerDrsScoreBucket", "int"),
-            x::FieldInfo::optional("usageSummary", "ClusterUsageSummary"),
-            x::FieldInfo::optional("currentEVCModeKey", "string"),
-            x::FieldInfo::optional("currentEVCGraphicsModeKey", "string"),
-            x::FieldInfo::optional("dasData", "ClusterDasData"),
-            x::FieldInfo::optional("clusterMaintenanceModeStatus", "string"),
-            x::FieldInfo::optional("vcsHealthStatus", "string"),
-            x::FieldInfo::repeated("vcsSlots", "ClusterComputeResourceVcsSlots"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceSummary>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceVCProfile",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("clusterSpec", "ClusterConfigSpecEx"),
-            x::FieldInfo::optional("evcModeKey", "string"),
-            x::FieldInfo::optional("evcGraphicsModeKey", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceVCProfile>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceValidationResultBase",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("info", "LocalizableMessage")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceValidationResultBase>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceVcsHealthStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["healthy", "degraded", "nonhealthy"],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceVcsHealthStatus>),
-    },
-    x::TypeInfo {
-        name: "ClusterComputeResourceVcsSlots",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("systemId", "string"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("totalSlots", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterComputeResourceVcsSlots>),
-    },
-    x::TypeInfo {
-        name: "ClusterConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dasConfig", "ClusterDasConfigInfo"),
-            x::FieldInfo::repeated("dasVmConfig", "ClusterDasVmConfigInfo"),
-            x::FieldInfo::required("drsConfig", "ClusterDrsConfigInfo"),
-            x::FieldInfo::repeated("drsVmConfig", "ClusterDrsVmConfigInfo"),
-            x::FieldInfo::repeated("rule", "ClusterRuleInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterConfigInfoEx",
-        base: Some("ComputeResourceConfigInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("systemVMsConfig", "ClusterSystemVMsConfigInfo"),
-            x::FieldInfo::required("dasConfig", "ClusterDasConfigInfo"),
-            x::FieldInfo::repeated("dasVmConfig", "ClusterDasVmConfigInfo"),
-            x::FieldInfo::required("drsConfig", "ClusterDrsConfigInfo"),
-            x::FieldInfo::repeated("drsVmConfig", "ClusterDrsVmConfigInfo"),
-            x::FieldInfo::repeated("rule", "ClusterRuleInfo"),
-            x::FieldInfo::optional("orchestration", "ClusterOrchestrationInfo"),
-            x::FieldInfo::repeated("vmOrchestration", "ClusterVmOrchestrationInfo"),
-            x::FieldInfo::optional("dpmConfigInfo", "ClusterDpmConfigInfo"),
-            x::FieldInfo::repeated("dpmHostConfig", "ClusterDpmHostConfigInfo"),
-            x::FieldInfo::optional("vsanConfigInfo", "VsanClusterConfigInfo"),
-            x::FieldInfo::repeated("vsanHostConfig", "VsanHostConfigInfo"),
-            x::FieldInfo::repeated("group", "ClusterGroupInfo"),
-            x::FieldInfo::optional(
-                "infraUpdateHaConfig",
-                "ClusterInfraUpdateHaConfigInfo",
-            ),
-            x::FieldInfo::optional(
-                "proactiveDrsConfig",
-                "ClusterProactiveDrsConfigInfo",
-            ),
-            x::FieldInfo::optional("cryptoConfig", "ClusterCryptoConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterConfigInfoEx>),
-    },
-    x::TypeInfo {
-        name: "ClusterConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("dasConfig", "ClusterDasConfigInfo"),
-            x::FieldInfo::repeated("dasVmConfigSpec", "ClusterDasVmConfigSpec"),
-            x::FieldInfo::optional("drsConfig", "ClusterDrsConfigInfo"),
-            x::FieldInfo::repeated("drsVmConfigSpec", "ClusterDrsVmConfigSpec"),
-            x::FieldInfo::repeated("rulesSpec", "ClusterRuleSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterConfigSpecEx",
-        base: Some("ComputeResourceConfigSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("systemVMsConfig", "ClusterSystemVMsConfigSpec"),
-            x::FieldInfo::optional("dasConfig", "ClusterDasConfigInfo"),
-            x::FieldInfo::repeated("dasVmConfigSpec", "ClusterDasVmConfigSpec"),
-            x::FieldInfo::optional("drsConfig", "ClusterDrsConfigInfo"),
-            x::FieldInfo::repeated("drsVmConfigSpec", "ClusterDrsVmConfigSpec"),
-            x::FieldInfo::repeated("rulesSpec", "ClusterRuleSpec"),
-            x::FieldInfo::optional("orchestration", "ClusterOrchestrationInfo"),
-            x::FieldInfo::repeated("vmOrchestrationSpec", "ClusterVmOrchestrationSpec"),
-            x::FieldInfo::optional("dpmConfig", "ClusterDpmConfigInfo"),
-            x::FieldInfo::repeated("dpmHostConfigSpec", "ClusterDpmHostConfigSpec"),
-            x::FieldInfo::optional("vsanConfig", "VsanClusterConfigInfo"),
-            x::FieldInfo::repeated("vsanHostConfigSpec", "VsanHostConfigInfo"),
-            x::FieldInfo::repeated("groupSpec", "ClusterGroupSpec"),
-            x::FieldInfo::optional(
-                "infraUpdateHaConfig",
-                "ClusterInfraUpdateHaConfigInfo",
-            ),
-            x::FieldInfo::optional(
-                "proactiveDrsConfig",
-                "ClusterProactiveDrsConfigInfo",
-            ),
-            x::FieldInfo::optional("inHciWorkflow", "boolean"),
-            x::FieldInfo::optional("cryptoConfig", "ClusterCryptoConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterConfigSpecEx>),
-    },
-    x::TypeInfo {
-        name: "ClusterCreatedEvent",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("parent", "FolderEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "ClusterCryptoConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("cryptoMode", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterCryptoConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterCryptoConfigInfoCryptoMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["onDemand", "forceEnable"],
-        decode: Some(x::decode_boxed::<ClusterCryptoConfigInfoCryptoMode>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasAamHostInfo",
-        base: Some("ClusterDasHostInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("hostDasState", "ClusterDasAamNodeState"),
-            x::FieldInfo::repeated("primaryHosts", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasAamHostInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasAamNodeState",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("configState", "string"),
-            x::FieldInfo::required("runtimeState", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasAamNodeState>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasAamNodeStateDasState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "uninitialized",
-            "initialized",
-            "configuring",
-            "unconfiguring",
-            "running",
-            "error",
-            "agentShutdown",
-            "nodeFailed",
-        ],
-        decode: Some(x::decode_boxed::<ClusterDasAamNodeStateDasState>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasAdmissionControlInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasAdmissionControlInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasAdmissionControlPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("resourceReductionToToleratePercent", "int"),
-            x::FieldInfo::optional("pMemAdmissionControlEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasAdmissionControlPolicy>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasAdvancedRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("dasHostInfo", "ClusterDasHostInfo"),
-            x::FieldInfo::optional(
-                "vmcpSupported",
-                "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo",
-            ),
-            x::FieldInfo::repeated("heartbeatDatastoreInfo", "DasHeartbeatDatastoreInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasAdvancedRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("storageAPDSupported", "boolean"),
-            x::FieldInfo::required("storagePDLSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("vmMonitoring", "string"),
-            x::FieldInfo::optional("hostMonitoring", "string"),
-            x::FieldInfo::optional("vmComponentProtecting", "string"),
-            x::FieldInfo::optional("failoverLevel", "int"),
-            x::FieldInfo::optional(
-                "admissionControlPolicy",
-                "ClusterDasAdmissionControlPolicy",
-            ),
-            x::FieldInfo::optional("admissionControlEnabled", "boolean"),
-            x::FieldInfo::optional("defaultVmSettings", "ClusterDasVmSettings"),
-            x::FieldInfo::repeated("option", "OptionValue"),
-            x::FieldInfo::repeated("heartbeatDatastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("hBDatastoreCandidatePolicy", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasConfigInfoHBDatastoreCandidate",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["userSelectedDs", "allFeasibleDs", "allFeasibleDsWithUserPreference"],
-        decode: Some(x::decode_boxed::<ClusterDasConfigInfoHBDatastoreCandidate>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasConfigInfoServiceState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["disabled", "enabled"],
-        decode: Some(x::decode_boxed::<ClusterDasConfigInfoServiceState>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasConfigInfoVmMonitoringState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["vmMonitoringDisabled", "vmMonitoringOnly", "vmAndAppMonitoring"],
-        decode: Some(x::decode_boxed::<ClusterDasConfigInfoVmMonitoringState>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasData",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasData>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasDataSummary",
-        base: Some("ClusterDasData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostListVersion", "long"),
-            x::FieldInfo::required("clusterConfigVersion", "long"),
-            x::FieldInfo::required("compatListVersion", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasDataSummary>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasFailoverLevelAdvancedRuntimeInfo",
-        base: Some("ClusterDasAdvancedRuntimeInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required(
-                "slotInfo",
-                "ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo",
-            ),
-            x::FieldInfo::required("totalSlots", "int"),
-            x::FieldInfo::required("usedSlots", "int"),
-            x::FieldInfo::required("unreservedSlots", "int"),
-            x::FieldInfo::required("totalVms", "int"),
-            x::FieldInfo::required("totalHosts", "int"),
-            x::FieldInfo::required("totalGoodHosts", "int"),
-            x::FieldInfo::repeated(
-                "hostSlots",
-                "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-            ),
-            x::FieldInfo::repeated(
-                "vmsRequiringMultipleSlots",
-                "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("slots", "int"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numVcpus", "int"),
-            x::FieldInfo::required("cpuMHz", "int"),
-            x::FieldInfo::required("memoryMB", "int"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("slots", "int"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterDasFdmAvailabilityState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "uninitialized",
-            "election",
-            "master",
-            "connectedToMaster",
-            "networkPartitionedFromMaster",
-            "networkIsolated",
-            "hostDown",
-            "initializationError",
-            "uninitializationError",
-            "fdmUnreachable",
-        ],
-        decode: Some(x::decode_boxed::<ClusterDasFdmAvailabilityState>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasFdmHostState",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("state", "string"),
-            x::FieldInfo::optional("stateReporter", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasFdmHostState>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasHostInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasHostInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasHostRecommendation",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("drsRating", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasHostRecommendation>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasVmConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::optional("restartPriority", "DasVmPriority"),
-            x::FieldInfo::optional("powerOffOnIsolation", "boolean"),
-            x::FieldInfo::optional("dasSettings", "ClusterDasVmSettings"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasVmConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasVmConfigSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "ClusterDasVmConfigInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasVmConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasVmSettings",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("restartPriority", "string"),
-            x::FieldInfo::optional("restartPriorityTimeout", "int"),
-            x::FieldInfo::optional("isolationResponse", "string"),
-            x::FieldInfo::optional(
-                "vmToolsMonitoringSettings",
-                "ClusterVmToolsMonitoringSettings",
-            ),
-            x::FieldInfo::optional(
-                "vmComponentProtectionSettings",
-                "ClusterVmComponentProtectionSettings",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDasVmSettings>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasVmSettingsIsolationResponse",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "powerOff", "shutdown", "clusterIsolationResponse"],
-        decode: Some(x::decode_boxed::<ClusterDasVmSettingsIsolationResponse>),
-    },
-    x::TypeInfo {
-        name: "ClusterDasVmSettingsRestartPriority",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "disabled",
-            "lowest",
-            "low",
-            "medium",
-            "high",
-            "highest",
-            "clusterRestartPriority",
-        ],
-        decode: Some(x::decode_boxed::<ClusterDasVmSettingsRestartPriority>),
-    },
-    x::TypeInfo {
-        name: "ClusterDatastoreUpdateSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("datastore", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDatastoreUpdateSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterDependencyRuleInfo",
-        base: Some("ClusterRuleInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmGroup", "string"),
-            x::FieldInfo::required("dependsOnVmGroup", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDependencyRuleInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDestroyedEvent",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDestroyedEvent>),
-    },
-    x::TypeInfo {
-        name: "ClusterDpmConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("defaultDpmBehavior", "DpmBehavior"),
-            x::FieldInfo::optional("hostPowerActionRate", "int"),
-            x::FieldInfo::repeated("option", "OptionValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDpmConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDpmHostConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("behavior", "DpmBehavior"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDpmHostConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDpmHostConfigSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "ClusterDpmHostConfigInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDpmHostConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterDrsConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("enableVmBehaviorOverrides", "boolean"),
-            x::FieldInfo::optional("defaultVmBehavior", "DrsBehavior"),
-            x::FieldInfo::optional("vmotionRate", "int"),
-            x::FieldInfo::optional("scaleDescendantsShares", "string"),
-            x::FieldInfo::repeated("option", "OptionValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDrsConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDrsFaults",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("reason", "string"),
-            x::FieldInfo::repeated("faultsByVm", "ClusterDrsFaultsFaultsByVm"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDrsFaults>),
-    },
-    x::TypeInfo {
-        name: "ClusterDrsFaultsFaultsByVirtualDisk",
-        base: Some("ClusterDrsFaultsFaultsByVm"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("disk", "VirtualDiskId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDrsFaultsFaultsByVirtualDisk>),
-    },
-    x::TypeInfo {
-        name: "ClusterDrsFaultsFaultsByVm",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::repeated("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDrsFaultsFaultsByVm>),
-    },
-    x::TypeInfo {
-        name: "ClusterDrsMigration",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("time", "dateTime"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("cpuLoad", "int"),
-            x::FieldInfo::optional("memoryLoad", "long"),
-            x::FieldInfo::required("source", "ManagedObjectReference"),
-            x::FieldInfo::optional("sourceCpuLoad", "int"),
-            x::FieldInfo::optional("sourceMemoryLoad", "long"),
-            x::FieldInfo::required("destination", "ManagedObjectReference"),
-            x::FieldInfo::optional("destinationCpuLoad", "int"),
-            x::FieldInfo::optional("destinationMemoryLoad", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDrsMigration>),
-    },
-    x::TypeInfo {
-        name: "ClusterDrsRecommendation",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("rating", "int"),
-            x::FieldInfo::required("reason", "string"),
-            x::FieldInfo::required("reasonText", "string"),
-            x::FieldInfo::repeated("migrationList", "ClusterDrsMigration"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDrsRecommendation>),
-    },
-    x::TypeInfo {
-        name: "ClusterDrsVmConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("behavior", "DrsBehavior"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDrsVmConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterDrsVmConfigSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "ClusterDrsVmConfigInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterDrsVmConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterEVCManagerCheckResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("evcModeKey", "string"),
-            x::FieldInfo::required("error", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterEVCManagerCheckResult>),
-    },
-    x::TypeInfo {
-        name: "ClusterEVCManagerEVCState",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("supportedEVCMode", "EVCMode"),
-            x::FieldInfo::optional("currentEVCModeKey", "string"),
-            x::FieldInfo::repeated("guaranteedCPUFeatures", "HostCpuIdInfo"),
-            x::FieldInfo::repeated("featureCapability", "HostFeatureCapability"),
-            x::FieldInfo::repeated("featureMask", "HostFeatureMask"),
-            x::FieldInfo::repeated(
-                "featureRequirement",
-                "VirtualMachineFeatureRequirement",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterEVCManagerEVCState>),
-    },
-    x::TypeInfo {
-        name: "ClusterEnterMaintenanceModeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("option", "OptionValue"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ClusterEnterMaintenanceResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("recommendations", "ClusterRecommendation"),
-            x::FieldInfo::optional("fault", "ClusterDrsFaults"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterEnterMaintenanceResult>),
-    },
-    x::TypeInfo {
-        name: "ClusterEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterEvent>),
-    },
-    x::TypeInfo {
-        name: "ClusterFailoverHostAdmissionControlInfo",
-        base: Some("ClusterDasAdmissionControlInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "hostStatus",
-                "ClusterFailoverHostAdmissionControlInfoHostStatus",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterFailoverHostAdmissionControlInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterFailoverHostAdmissionControlInfoHostStatus",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("status", "ManagedEntityStatus"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<ClusterFailoverHostAdmissionControlInfoHostStatus>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterFailoverHostAdmissionControlPolicy",
-        base: Some("ClusterDasAdmissionControlPolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("failoverHosts", "ManagedObjectReference"),
-            x::FieldInfo::optional("failoverLevel", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterFailoverHostAdmissionControlPolicy>),
-    },
-    x::TypeInfo {
-        name: "ClusterFailoverLevelAdmissionControlInfo",
-        base: Some("ClusterDasAdmissionControlInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("currentFailoverLevel", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterFailoverLevelAdmissionControlInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterFailoverLevelAdmissionControlPolicy",
-        base: Some("ClusterDasAdmissionControlPolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("failoverLevel", "int"),
-            x::FieldInfo::optional("slotPolicy", "ClusterSlotPolicy"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterFailoverLevelAdmissionControlPolicy>),
-    },
-    x::TypeInfo {
-        name: "ClusterFailoverResourcesAdmissionControlInfo",
-        base: Some("ClusterDasAdmissionControlInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("currentCpuFailoverResourcesPercent", "int"),
-            x::FieldInfo::required("currentMemoryFailoverResourcesPercent", "int"),
-            x::FieldInfo::optional("currentPMemFailoverResourcesPercent", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterFailoverResourcesAdmissionControlInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterFailoverResourcesAdmissionControlPolicy",
-        base: Some("ClusterDasAdmissionControlPolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("cpuFailoverResourcesPercent", "int"),
-            x::FieldInfo::required("memoryFailoverResourcesPercent", "int"),
-            x::FieldInfo::optional("failoverLevel", "int"),
-            x::FieldInfo::optional("autoComputePercentages", "boolean"),
-            x::FieldInfo::optional("pMemFailoverResourcesPercent", "int"),
-            x::FieldInfo::optional("autoComputePMemFailoverResourcesPercent", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterFailoverResourcesAdmissionControlPolicy>),
-    },
-    x::TypeInfo {
-        name: "ClusterFixedSizeSlotPolicy",
-        base: Some("ClusterSlotPolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("cpu", "int"),
-            x::FieldInfo::required("memory", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterFixedSizeSlotPolicy>),
-    },
-    x::TypeInfo {
-        name: "ClusterGroupInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("userCreated", "boolean"),
-            x::FieldInfo::optional("uniqueID", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterGroupInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterGroupSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "ClusterGroupInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterGroupSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterHostGroup",
-        base: Some("ClusterGroupInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("host", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterHostGroup>),
-    },
-    x::TypeInfo {
-        name: "ClusterHostInfraUpdateHaModeAction",
-        base: Some("ClusterAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("operationType", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterHostInfraUpdateHaModeAction>),
-    },
-    x::TypeInfo {
-        name: "ClusterHostInfraUpdateHaModeActionOperationType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["enterQuarantine", "exitQuarantine", "enterMaintenance"],
-        decode: Some(x::decode_boxed::<ClusterHostInfraUpdateHaModeActionOperationType>),
-    },
-    x::TypeInfo {
-        name: "ClusterHostPowerAction",
-        base: Some("ClusterAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("operationType", "HostPowerOperationType"),
-            x::FieldInfo::optional("powerConsumptionWatt", "int"),
-            x::FieldInfo::optional("cpuCapacityMHz", "int"),
-            x::FieldInfo::optional("memCapacityMB", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterHostPowerAction>),
-    },
-    x::TypeInfo {
-        name: "ClusterHostRecommendation",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("rating", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterHostRecommendation>),
-    },
-    x::TypeInfo {
-        name: "ClusterInfraUpdateHaConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("behavior", "string"),
-            x::FieldInfo::optional("moderateRemediation", "string"),
-            x::FieldInfo::optional("severeRemediation", "string"),
-            x::FieldInfo::repeated("providers", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterInfraUpdateHaConfigInfoBehaviorType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["Manual", "Automated"],
-        decode: Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfoBehaviorType>),
-    },
-    x::TypeInfo {
-        name: "ClusterInfraUpdateHaConfigInfoRemediationType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["QuarantineMode", "MaintenanceMode"],
-        decode: Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfoRemediationType>),
-    },
-    x::TypeInfo {
-        name: "ClusterInitialPlacementAction",
-        base: Some("ClusterAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("targetHost", "ManagedObjectReference"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterInitialPlacementAction>),
-    },
-    x::TypeInfo {
-        name: "ClusterIoFilterInfo",
-        base: Some("IoFilterInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("opType", "string"),
-            x::FieldInfo::optional("vibUrl", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterIoFilterInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterMigrationAction",
-        base: Some("ClusterAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("drsMigration", "ClusterDrsMigration")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterMigrationAction>),
-    },
-    x::TypeInfo {
-        name: "ClusterNetworkConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("networkPortGroup", "ManagedObjectReference"),
-            x::FieldInfo::required("ipSettings", "CustomizationIPSettings"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterNetworkConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterNotAttemptedVmInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterNotAttemptedVmInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterOrchestrationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("defaultVmReadiness", "ClusterVmReadiness")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterOrchestrationInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterOvercommittedEvent",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterOvercommittedEvent>),
-    },
-    x::TypeInfo {
-        name: "ClusterPowerOnVmOption",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["OverrideAutomationLevel", "ReserveResources"],
-        decode: Some(x::decode_boxed::<ClusterPowerOnVmOption>),
-    },
-    x::TypeInfo {
-        name: "ClusterPowerOnVmResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("attempted", "ClusterAttemptedVmInfo"),
-            x::FieldInfo::repeated("notAttempted", "ClusterNotAttemptedVmInfo"),
-            x::FieldInfo::repeated("recommendations", "ClusterRecommendation"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterPowerOnVmResult>),
-    },
-    x::TypeInfo {
-        name: "ClusterProactiveDrsConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("enabled", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterProactiveDrsConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterProfileCompleteConfigSpec",
-        base: Some("ClusterProfileConfigSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("complyProfile", "ComplianceProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterProfileCompleteConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterProfileConfigInfo",
-        base: Some("ProfileConfigInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("complyProfile", "ComplianceProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterProfileConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterProfileConfigServiceCreateSpec",
-        base: Some("ClusterProfileConfigSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("serviceType", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterProfileConfigServiceCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterProfileConfigSpec",
-        base: Some("ClusterProfileCreateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterProfileConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterProfileCreateSpec",
-        base: Some("ProfileCreateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterProfileCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterProfileServiceType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["DRS", "HA", "DPM", "FT"],
-        decode: Some(x::decode_boxed::<ClusterProfileServiceType>),
-    },
-    x::TypeInfo {
-        name: "ClusterRecommendation",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("time", "dateTime"),
-            x::FieldInfo::required("rating", "int"),
-            x::FieldInfo::required("reason", "string"),
-            x::FieldInfo::required("reasonText", "string"),
-            x::FieldInfo::optional("warningText", "string"),
-            x::FieldInfo::optional("warningDetails", "LocalizableMessage"),
-            x::FieldInfo::repeated("prerequisite", "string"),
-            x::FieldInfo::repeated("action", "ClusterAction"),
-            x::FieldInfo::optional("target", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterRecommendation>),
-    },
-    x::TypeInfo {
-        name: "ClusterReconfiguredEvent",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("configChanges", "ChangesInfoEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterReconfiguredEvent>),
-    },
-    x::TypeInfo {
-        name: "ClusterResourceUsageSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("cpuUsedMHz", "int"),
-            x::FieldInfo::required("cpuCapacityMHz", "int"),
-            x::FieldInfo::required("memUsedMB", "int"),
-            x::FieldInfo::required("memCapacityMB", "int"),
-            x::FieldInfo::optional("pMemAvailableMB", "long"),
-            x::FieldInfo::optional("pMemCapacityMB", "long"),
-            x::FieldInfo::required("storageUsedMB", "long"),
-            x::FieldInfo::required("storageCapacityMB", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterResourceUsageSummary>),
-    },
-    x::TypeInfo {
-        name: "ClusterRuleInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "int"),
-            x::FieldInfo::optional("status", "ManagedEntityStatus"),
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("mandatory", "boolean"),
-            x::FieldInfo::optional("userCreated", "boolean"),
-            x::FieldInfo::optional("inCompliance", "boolean"),
-            x::FieldInfo::optional("ruleUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterRuleInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterRuleSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "ClusterRuleInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterRuleSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterSlotPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterSlotPolicy>),
-    },
-    x::TypeInfo {
-        name: "ClusterStatusChangedEvent",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldStatus", "string"),
-            x::FieldInfo::required("newStatus", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterStatusChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "ClusterSystemVMsConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("allowedDatastores", "ManagedObjectReference"),
-            x::FieldInfo::repeated("notAllowedDatastores", "ManagedObjectReference"),
-            x::FieldInfo::repeated("dsTagCategoriesToExclude", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterSystemVMsConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterSystemVMsConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("allowedDatastores", "ClusterDatastoreUpdateSpec"),
-            x::FieldInfo::repeated("notAllowedDatastores", "ClusterDatastoreUpdateSpec"),
-            x::FieldInfo::repeated(
-                "dsTagCategoriesToExclude",
-                "ClusterTagCategoryUpdateSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterSystemVMsConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterTagCategoryUpdateSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("category", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterTagCategoryUpdateSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterUsageSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("totalCpuCapacityMhz", "int"),
-            x::FieldInfo::required("totalMemCapacityMB", "int"),
-            x::FieldInfo::required("cpuReservationMhz", "int"),
-            x::FieldInfo::required("memReservationMB", "int"),
-            x::FieldInfo::optional("poweredOffCpuReservationMhz", "int"),
-            x::FieldInfo::optional("poweredOffMemReservationMB", "int"),
-            x::FieldInfo::required("cpuDemandMhz", "int"),
-            x::FieldInfo::required("memDemandMB", "int"),
-            x::FieldInfo::required("statsGenNumber", "long"),
-            x::FieldInfo::required("cpuEntitledMhz", "int"),
-            x::FieldInfo::required("memEntitledMB", "int"),
-            x::FieldInfo::required("poweredOffVmCount", "int"),
-            x::FieldInfo::required("totalVmCount", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterUsageSummary>),
-    },
-    x::TypeInfo {
-        name: "ClusterVmComponentProtectionSettings",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vmStorageProtectionForAPD", "string"),
-            x::FieldInfo::optional("enableAPDTimeoutForHosts", "boolean"),
-            x::FieldInfo::optional("vmTerminateDelayForAPDSec", "int"),
-            x::FieldInfo::optional("vmReactionOnAPDCleared", "string"),
-            x::FieldInfo::optional("vmStorageProtectionForPDL", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterVmComponentProtectionSettings>),
-    },
-    x::TypeInfo {
-        name: "ClusterVmComponentProtectionSettingsStorageVmReaction",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "disabled",
-            "warning",
-            "restartConservative",
-            "restartAggressive",
-            "clusterDefault",
-        ],
-        decode: Some(
-            x::decode_boxed::<ClusterVmComponentProtectionSettingsStorageVmReaction>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "reset", "useClusterDefault"],
-        decode: Some(
-            x::decode_boxed::<ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ClusterVmGroup",
-        base: Some("ClusterGroupInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("vm", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterVmGroup>),
-    },
-    x::TypeInfo {
-        name: "ClusterVmHostRuleInfo",
-        base: Some("ClusterRuleInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vmGroupName", "string"),
-            x::FieldInfo::optional("affineHostGroupName", "string"),
-            x::FieldInfo::optional("antiAffineHostGroupName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterVmHostRuleInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterVmOrchestrationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmReadiness", "ClusterVmReadiness"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterVmOrchestrationInfo>),
-    },
-    x::TypeInfo {
-        name: "ClusterVmOrchestrationSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "ClusterVmOrchestrationInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterVmOrchestrationSpec>),
-    },
-    x::TypeInfo {
-        name: "ClusterVmReadiness",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("readyCondition", "string"),
-            x::FieldInfo::optional("postReadyDelay", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterVmReadiness>),
-    },
-    x::TypeInfo {
-        name: "ClusterVmReadinessReadyCondition",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "none",
-            "poweredOn",
-            "guestHbStatusGreen",
-            "appHbStatusGreen",
-            "useClusterDefault",
-        ],
-        decode: Some(x::decode_boxed::<ClusterVmReadinessReadyCondition>),
-    },
-    x::TypeInfo {
-        name: "ClusterVmToolsMonitoringSettings",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("vmMonitoring", "string"),
-            x::FieldInfo::optional("clusterSettings", "boolean"),
-            x::FieldInfo::optional("failureInterval", "int"),
-            x::FieldInfo::optional("minUpTime", "int"),
-            x::FieldInfo::optional("maxFailures", "int"),
-            x::FieldInfo::optional("maxFailureWindow", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ClusterVmToolsMonitoringSettings>),
-    },
-    x::TypeInfo {
-        name: "CollectorAddressUnset",
-        base: Some("DvsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CollectorAddressUnset>),
-    },
-    x::TypeInfo {
-        name: "ComplianceFailure",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("failureType", "string"),
-            x::FieldInfo::required("message", "LocalizableMessage"),
-            x::FieldInfo::optional("expressionName", "string"),
-            x::FieldInfo::repeated(
-                "failureValues",
-                "ComplianceFailureComplianceFailureValues",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComplianceFailure>),
-    },
-    x::TypeInfo {
-        name: "ComplianceFailureComplianceFailureValues",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("comparisonIdentifier", "string"),
-            x::FieldInfo::optional("profileInstance", "string"),
-            x::FieldInfo::optional("hostValue", "anyType"),
-            x::FieldInfo::optional("profileValue", "anyType"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComplianceFailureComplianceFailureValues>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x53f915), x::Name(0xa39508), 0, 3), // BackupBlobReadFailure: DvsFault
+        x::TypeEntry::structure(x::Name(0x540f16), x::Name(0xa39508), 3, 3), // BackupBlobWriteFailure: DvsFault
+        x::TypeEntry::structure(x::Name(0x542626), x::Name::NONE, 6, 1), // BackupFirmwareConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x544d17), x::Name(0x182430c), 7, 1), // BadUsernameSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x54650e), x::Name(0xaa460b), 8, 11), // BaseConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x547419), x::Name(0xaa460b), 19, 1), // BaseConfigInfoBackingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x548e21), x::Name(0x54e21d), 20, 1), // BaseConfigInfoDiskFileBackingInfo: BaseConfigInfoFileBackingInfo
+        x::TypeEntry::enumeration(x::Name(0x54b031), 0, 3), // BaseConfigInfoDiskFileBackingInfoProvisioningType
+        x::TypeEntry::structure(x::Name(0x54e21d), x::Name(0x547419), 21, 5), // BaseConfigInfoFileBackingInfo: BaseConfigInfoBackingInfo
+        x::TypeEntry::structure(x::Name(0x550027), x::Name(0x54e21d), 26, 2), // BaseConfigInfoRawDiskMappingBackingInfo: BaseConfigInfoFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x552821), x::Name::NONE, 28, 6), // BatchAddHostsToClusterRequestType
+        x::TypeEntry::structure(x::Name(0x554a22), x::Name::NONE, 34, 4), // BatchAddStandaloneHostsRequestType
+        x::TypeEntry::structure(x::Name(0x556d20), x::Name::NONE, 38, 2), // BatchQueryConnectInfoRequestType
+        x::TypeEntry::structure(x::Name(0x558e0b), x::Name(0xaa460b), 40, 4), // BatchResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x559a11), 3, 2), // BatchResultResult
+        x::TypeEntry::structure(x::Name(0x55ac13), x::Name::NONE, 44, 3), // BindVnicRequestType
+        x::TypeEntry::structure(x::Name(0x55c011), x::Name(0xcde20f), 47, 0), // BlockedByFirewall: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x55d20a), x::Name(0x13b260a), 47, 2), // BoolOption: OptionType
+        x::TypeEntry::structure(x::Name(0x55dd0a), x::Name(0x10f8011), 49, 1), // BoolPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x55e81e), x::Name::NONE, 50, 5), // BrowseDiagnosticLogRequestType
+        x::TypeEntry::structure(x::Name(0x56071a), x::Name(0x113df10), 55, 0), // CAMServerRefusedConnection: InvalidCAMServer
+        x::TypeEntry::structure(x::Name(0x56b11e), x::Name::NONE, 55, 3), // CanProvisionObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x56d01f), x::Name::NONE, 58, 2), // CancelRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0x56f025), x::Name::NONE, 60, 2), // CancelRetrievePropertiesExRequestType
+        x::TypeEntry::structure(x::Name(0x571629), x::Name::NONE, 62, 2), // CancelStorageDrsRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0x574015), x::Name::NONE, 64, 1), // CancelTaskRequestType
+        x::TypeEntry::structure(x::Name(0x57561f), x::Name::NONE, 65, 1), // CancelWaitForUpdatesRequestType
+        x::TypeEntry::structure(x::Name(0x57761a), x::Name(0xd59909), 66, 0), // CanceledHostOperationEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x579110), x::Name(0xb96b09), 66, 0), // CannotAccessFile: FileFault
+        x::TypeEntry::structure(x::Name(0x57a217), x::Name(0x1b42008), 66, 0), // CannotAccessLocalSource: VimFault
+        x::TypeEntry::structure(x::Name(0x57ba13), x::Name(0x57fb14), 66, 1), // CannotAccessNetwork: CannotAccessVmDevice
+        x::TypeEntry::structure(x::Name(0x57ce17), x::Name(0x1e6a50d), 67, 0), // CannotAccessVmComponent: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x57e614), x::Name(0x57ce17), 67, 1), // CannotAccessVmConfig: CannotAccessVmComponent
+        x::TypeEntry::structure(x::Name(0x57fb14), x::Name(0x57ce17), 68, 3), // CannotAccessVmDevice: CannotAccessVmComponent
+        x::TypeEntry::structure(x::Name(0x581012), x::Name(0x57fb14), 71, 1), // CannotAccessVmDisk: CannotAccessVmDevice
+        x::TypeEntry::structure(x::Name(0x582321), x::Name(0xce7c10), 72, 0), // CannotAddHostWithFTVmAsStandalone: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x584527), x::Name(0xce7c10), 72, 0), // CannotAddHostWithFTVmToDifferentCluster: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x586d23), x::Name(0xce7c10), 72, 0), // CannotAddHostWithFTVmToNonHACluster: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x589125), x::Name(0x1ebab15), 72, 2), // CannotChangeDrsBehaviorForFtSecondary: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x58b724), x::Name(0x1ebab15), 74, 2), // CannotChangeHaSettingsForFtSecondary: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x58dc1b), x::Name(0x1f7ad09), 76, 0), // CannotChangeVsanClusterUuid: VsanFault
+        x::TypeEntry::structure(x::Name(0x58f818), x::Name(0x1f7ad09), 76, 0), // CannotChangeVsanNodeUuid: VsanFault
+        x::TypeEntry::structure(x::Name(0x59111e), x::Name(0x1ebab15), 76, 2), // CannotComputeFTCompatibleHosts: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x593010), x::Name(0xb96b09), 78, 0), // CannotCreateFile: FileFault
+        x::TypeEntry::structure(x::Name(0x594116), x::Name(0x7f8d12), 78, 0), // CannotDecryptPasswords: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x595810), x::Name(0xb96b09), 78, 0), // CannotDeleteFile: FileFault
+        x::TypeEntry::structure(x::Name(0x596923), x::Name(0x17bee0c), 78, 0), // CannotDisableDrsOnClustersWithVApps: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x598d15), x::Name(0x1e6a50d), 78, 0), // CannotDisableSnapshot: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x59a328), x::Name(0x1b42008), 78, 1), // CannotDisconnectHostWithFaultToleranceVm: VimFault
+        x::TypeEntry::structure(x::Name(0x59cc1a), x::Name(0x1b42008), 79, 3), // CannotEnableVmcpForCluster: VimFault
+        x::TypeEntry::enumeration(x::Name(0x59e720), 5, 1), // CannotEnableVmcpForClusterReason
+        x::TypeEntry::structure(x::Name(0x5a0821), x::Name(0x128b00e), 82, 0), // CannotModifyConfigCpuRequirements: MigrationFault
+        x::TypeEntry::structure(x::Name(0x5a2a1a), x::Name(0x1b42008), 82, 2), // CannotMoveFaultToleranceVm: VimFault
+        x::TypeEntry::enumeration(x::Name(0x5a4522), 6, 2), // CannotMoveFaultToleranceVmMoveType
+        x::TypeEntry::structure(x::Name(0x5a6822), x::Name(0x1b42008), 84, 0), // CannotMoveHostWithFaultToleranceVm: VimFault
+        x::TypeEntry::structure(x::Name(0x5a8b19), x::Name(0x128b00e), 84, 1), // CannotMoveVmWithDeltaDisk: MigrationFault
+        x::TypeEntry::structure(x::Name(0x5aa51f), x::Name(0x128b00e), 85, 0), // CannotMoveVmWithNativeDeltaDisk: MigrationFault
+        x::TypeEntry::structure(x::Name(0x5ac519), x::Name(0x1f7ad09), 85, 0), // CannotMoveVsanEnabledHost: VsanFault
+        x::TypeEntry::structure(x::Name(0x5adf23), x::Name(0x1b42008), 85, 0), // CannotPlaceWithoutPrerequisiteMoves: VimFault
+        x::TypeEntry::structure(x::Name(0x5b0319), x::Name(0x117ae0c), 85, 3), // CannotPowerOffVmInCluster: InvalidState
+        x::TypeEntry::enumeration(x::Name(0x5b1d22), 8, 4), // CannotPowerOffVmInClusterOperation
+        x::TypeEntry::structure(x::Name(0x5b4022), x::Name(0x1f7ad09), 88, 0), // CannotReconfigureVsanWhenHaEnabled: VsanFault
+        x::TypeEntry::structure(x::Name(0x5b6310), x::Name(0x1e6a50d), 88, 5), // CannotUseNetwork: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x5b7416), 12, 6), // CannotUseNetworkReason
+        x::TypeEntry::structure(x::Name(0x5b8b0a), x::Name(0xaa460b), 93, 14), // Capability: DynamicData
+        x::TypeEntry::structure(x::Name(0x5b962e), x::Name::NONE, 107, 2), // CertMgrRefreshCACertificatesAndCRLsRequestType
+        x::TypeEntry::structure(x::Name(0x5bc525), x::Name::NONE, 109, 2), // CertMgrRefreshCertificatesRequestType
+        x::TypeEntry::structure(x::Name(0x5beb24), x::Name::NONE, 111, 2), // CertMgrRevokeCertificatesRequestType
+        x::TypeEntry::structure(x::Name(0x5c101b), x::Name::NONE, 113, 4), // ChangeAccessModeRequestType
+        x::TypeEntry::structure(x::Name(0x5c2c26), x::Name::NONE, 117, 5), // ChangeFileAttributesInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x5c5314), x::Name::NONE, 122, 2), // ChangeKeyRequestType
+        x::TypeEntry::structure(x::Name(0x5c681d), x::Name::NONE, 124, 2), // ChangeLockdownModeRequestType
+        x::TypeEntry::structure(x::Name(0x5c8620), x::Name::NONE, 126, 2), // ChangeNFSUserPasswordRequestType
+        x::TypeEntry::structure(x::Name(0x5ca716), x::Name::NONE, 128, 4), // ChangeOwnerRequestType
+        x::TypeEntry::structure(x::Name(0x5cbe19), x::Name::NONE, 132, 4), // ChangePasswordRequestType
+        x::TypeEntry::structure(x::Name(0x5cd818), x::Name(0xaa460b), 136, 3), // ChangesInfoEventArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0x5cf11a), x::Name::NONE, 139, 2), // CheckAddHostEvcRequestType
+        x::TypeEntry::structure(x::Name(0x5d0c20), x::Name::NONE, 141, 2), // CheckAnswerFileStatusRequestType
+        x::TypeEntry::structure(x::Name(0x5d2d15), x::Name::NONE, 143, 6), // CheckCloneRequestType
+        x::TypeEntry::structure(x::Name(0x5d431d), x::Name::NONE, 149, 5), // CheckCompatibilityRequestType
+        x::TypeEntry::structure(x::Name(0x5d611a), x::Name::NONE, 154, 3), // CheckComplianceRequestType
+        x::TypeEntry::structure(x::Name(0x5d7c20), x::Name::NONE, 157, 3), // CheckConfigureEvcModeRequestType
+        x::TypeEntry::structure(x::Name(0x5d9d26), x::Name::NONE, 160, 2), // CheckCustomizationResourcesRequestType
+        x::TypeEntry::structure(x::Name(0x5dc421), x::Name::NONE, 162, 2), // CheckCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0x5de61a), x::Name::NONE, 164, 2), // CheckForUpdatesRequestType
+        x::TypeEntry::structure(x::Name(0x5e0119), x::Name::NONE, 166, 4), // CheckHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x5e1b1c), x::Name::NONE, 170, 4), // CheckInstantCloneRequestType
+        x::TypeEntry::structure(x::Name(0x5e381e), x::Name::NONE, 174, 3), // CheckLicenseFeatureRequestType
+        x::TypeEntry::structure(x::Name(0x5e5717), x::Name::NONE, 177, 6), // CheckMigrateRequestType
+        x::TypeEntry::structure(x::Name(0x5e6f17), x::Name::NONE, 183, 5), // CheckPowerOnRequestType
+        x::TypeEntry::structure(x::Name(0x5e8721), x::Name::NONE, 188, 2), // CheckProfileComplianceRequestType
+        x::TypeEntry::structure(x::Name(0x5ea918), x::Name::NONE, 190, 4), // CheckRelocateRequestType
+        x::TypeEntry::structure(x::Name(0x5ec20b), x::Name(0xaa460b), 194, 4), // CheckResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x5ece0d), 18, 5), // CheckTestType
+        x::TypeEntry::structure(x::Name(0x5edc18), x::Name::NONE, 198, 6), // CheckVmConfigRequestType
+        x::TypeEntry::structure(x::Name(0x5ef50c), x::Name(0x13b260a), 204, 2), // ChoiceOption: OptionType
+        x::TypeEntry::structure(x::Name(0x5f0220), x::Name::NONE, 206, 3), // ClearComplianceStatusRequestType
+        x::TypeEntry::structure(x::Name(0x5f2317), x::Name::NONE, 209, 1), // ClearNFSUserRequestType
+        x::TypeEntry::structure(x::Name(0x5f3b1e), x::Name::NONE, 210, 1), // ClearSystemEventLogRequestType
+        x::TypeEntry::structure(x::Name(0x5f5a1f), x::Name::NONE, 211, 2), // ClearTriggeredAlarmsRequestType
+        x::TypeEntry::structure(x::Name(0x5f7a2a), x::Name::NONE, 213, 4), // ClearVStorageObjectControlFlagsRequestType
+        x::TypeEntry::structure(x::Name(0x5fa509), x::Name(0xcde20f), 217, 0), // ClockSkew: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x5faf1d), x::Name(0x128b00e), 217, 0), // CloneFromSnapshotNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x5fcd17), x::Name::NONE, 217, 2), // CloneSessionRequestType
+        x::TypeEntry::structure(x::Name(0x5fe514), x::Name::NONE, 219, 4), // CloneVAppRequestType
+        x::TypeEntry::structure(x::Name(0x5ffa12), x::Name::NONE, 223, 4), // CloneVMRequestType
+        x::TypeEntry::structure(x::Name(0x600d1e), x::Name::NONE, 227, 4), // CloneVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x602c23), x::Name::NONE, 231, 2), // CloseInventoryViewFolderRequestType
+        x::TypeEntry::structure(x::Name(0x60500d), x::Name(0xaa460b), 233, 2), // ClusterAction: DynamicData
+        x::TypeEntry::structure(x::Name(0x605e14), x::Name(0xaa460b), 235, 2), // ClusterActionHistory: DynamicData
+        x::TypeEntry::structure(x::Name(0x607317), x::Name(0x6de50f), 237, 1), // ClusterAffinityRuleSpec: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x608b1b), x::Name(0x6de50f), 238, 1), // ClusterAntiAffinityRuleSpec: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x60a716), x::Name(0xaa460b), 239, 2), // ClusterAttemptedVmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x60be1d), x::Name(0x69680c), 241, 1), // ClusterComplianceCheckedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x60dc29), x::Name(0xaa460b), 242, 2), // ClusterComputeResourceClusterConfigResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x610630), x::Name(0x63552a), 244, 2), // ClusterComputeResourceDVSConfigurationValidation: ClusterComputeResourceValidationResultBase
+        x::TypeEntry::structure(x::Name(0x613720), x::Name(0xaa460b), 246, 3), // ClusterComputeResourceDVSSetting: DynamicData
+        x::TypeEntry::structure(x::Name(0x61583b), x::Name(0xaa460b), 249, 2), // ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x619420), x::Name(0xaa460b), 251, 4), // ClusterComputeResourceDvsProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0x61b53f), x::Name(0xaa460b), 255, 3), // ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x61f523), x::Name(0xaa460b), 258, 4), // ClusterComputeResourceHCIConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x621923), x::Name(0xaa460b), 262, 4), // ClusterComputeResourceHCIConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x623d26), 23, 3), // ClusterComputeResourceHCIWorkflowState
+        x::TypeEntry::structure(x::Name(0x62642c), x::Name(0xaa460b), 266, 3), // ClusterComputeResourceHostConfigurationInput: DynamicData
+        x::TypeEntry::structure(x::Name(0x62912e), x::Name(0xaa460b), 269, 2), // ClusterComputeResourceHostConfigurationProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0x62c031), x::Name(0x63552a), 271, 5), // ClusterComputeResourceHostConfigurationValidation: ClusterComputeResourceValidationResultBase
+        x::TypeEntry::structure(x::Name(0x62f224), x::Name(0xaa460b), 276, 2), // ClusterComputeResourceHostVmkNicInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x63171d), x::Name(0x71c816), 278, 14), // ClusterComputeResourceSummary: ComputeResourceSummary
+        x::TypeEntry::structure(x::Name(0x63351f), x::Name(0xaa460b), 292, 3), // ClusterComputeResourceVCProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0x63552a), x::Name(0xaa460b), 295, 1), // ClusterComputeResourceValidationResultBase: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x638025), 26, 3), // ClusterComputeResourceVcsHealthStatus
+        x::TypeEntry::structure(x::Name(0x63a61e), x::Name(0xaa460b), 296, 4), // ClusterComputeResourceVcsSlots: DynamicData
+        x::TypeEntry::structure(x::Name(0x63c511), x::Name(0xaa460b), 300, 5), // ClusterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x63d713), x::Name(0x711d19), 305, 16), // ClusterConfigInfoEx: ComputeResourceConfigInfo
+        x::TypeEntry::structure(x::Name(0x63eb11), x::Name(0xaa460b), 321, 5), // ClusterConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x63fd13), x::Name(0x713719), 326, 17), // ClusterConfigSpecEx: ComputeResourceConfigSpec
+        x::TypeEntry::structure(x::Name(0x641113), x::Name(0x69680c), 343, 1), // ClusterCreatedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x642517), x::Name(0xaa460b), 344, 1), // ClusterCryptoConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x643d21), 29, 2), // ClusterCryptoConfigInfoCryptoMode
+        x::TypeEntry::structure(x::Name(0x645f15), x::Name(0x66dd12), 345, 2), // ClusterDasAamHostInfo: ClusterDasHostInfo
+        x::TypeEntry::structure(x::Name(0x647516), x::Name(0xaa460b), 347, 4), // ClusterDasAamNodeState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x648c1e), 31, 8), // ClusterDasAamNodeStateDasState
+        x::TypeEntry::structure(x::Name(0x64ab1e), x::Name(0xaa460b), 351, 0), // ClusterDasAdmissionControlInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x64ca20), x::Name(0xaa460b), 351, 2), // ClusterDasAdmissionControlPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x64eb1d), x::Name(0xaa460b), 353, 3), // ClusterDasAdvancedRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x65092f), x::Name(0xaa460b), 356, 2), // ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x653914), x::Name(0xaa460b), 358, 11), // ClusterDasConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x654e28), 39, 3), // ClusterDasConfigInfoHBDatastoreCandidate
+        x::TypeEntry::enumeration(x::Name(0x657720), 42, 2), // ClusterDasConfigInfoServiceState
+        x::TypeEntry::enumeration(x::Name(0x659825), 44, 3), // ClusterDasConfigInfoVmMonitoringState
+        x::TypeEntry::structure(x::Name(0x65be0e), x::Name(0xaa460b), 369, 0), // ClusterDasData: DynamicData
+        x::TypeEntry::structure(x::Name(0x65cd15), x::Name(0x65be0e), 369, 3), // ClusterDasDataSummary: ClusterDasData
+        x::TypeEntry::structure(x::Name(0x65e32a), x::Name(0x64eb1d), 372, 9), // ClusterDasFailoverLevelAdvancedRuntimeInfo: ClusterDasAdvancedRuntimeInfo
+        x::TypeEntry::structure(x::Name(0x660e33), x::Name(0xaa460b), 381, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots: DynamicData
+        x::TypeEntry::structure(x::Name(0x664232), x::Name(0xaa460b), 383, 3), // ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x667531), x::Name(0xaa460b), 386, 2), // ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x66a71e), 47, 10), // ClusterDasFdmAvailabilityState
+        x::TypeEntry::structure(x::Name(0x66c616), x::Name(0xaa460b), 388, 2), // ClusterDasFdmHostState: DynamicData
+        x::TypeEntry::structure(x::Name(0x66dd12), x::Name(0xaa460b), 390, 0), // ClusterDasHostInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x66f01c), x::Name(0xaa460b), 390, 2), // ClusterDasHostRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x670d16), x::Name(0xaa460b), 392, 4), // ClusterDasVmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x672416), x::Name(0x51f10f), 396, 1), // ClusterDasVmConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x673b14), x::Name(0xaa460b), 397, 5), // ClusterDasVmSettings: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x675025), 57, 4), // ClusterDasVmSettingsIsolationResponse
+        x::TypeEntry::enumeration(x::Name(0x677623), 61, 7), // ClusterDasVmSettingsRestartPriority
+        x::TypeEntry::structure(x::Name(0x679a1a), x::Name(0x51f10f), 402, 1), // ClusterDatastoreUpdateSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x67b519), x::Name(0x6de50f), 403, 2), // ClusterDependencyRuleInfo: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x67cf15), x::Name(0x69680c), 405, 0), // ClusterDestroyedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x67e514), x::Name(0xaa460b), 405, 4), // ClusterDpmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x67fa18), x::Name(0xaa460b), 409, 3), // ClusterDpmHostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x681318), x::Name(0x51f10f), 412, 1), // ClusterDpmHostConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x682c14), x::Name(0xaa460b), 413, 6), // ClusterDrsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x684110), x::Name(0xaa460b), 419, 2), // ClusterDrsFaults: DynamicData
+        x::TypeEntry::structure(x::Name(0x685223), x::Name(0x68761a), 421, 1), // ClusterDrsFaultsFaultsByVirtualDisk: ClusterDrsFaultsFaultsByVm
+        x::TypeEntry::structure(x::Name(0x68761a), x::Name(0xaa460b), 422, 2), // ClusterDrsFaultsFaultsByVm: DynamicData
+        x::TypeEntry::structure(x::Name(0x689113), x::Name(0xaa460b), 424, 11), // ClusterDrsMigration: DynamicData
+        x::TypeEntry::structure(x::Name(0x68a518), x::Name(0xaa460b), 435, 5), // ClusterDrsRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x68be16), x::Name(0xaa460b), 440, 3), // ClusterDrsVmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x68d516), x::Name(0x51f10f), 443, 1), // ClusterDrsVmConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x68ec1c), x::Name(0xaa460b), 444, 3), // ClusterEVCManagerCheckResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x690919), x::Name(0xaa460b), 447, 6), // ClusterEVCManagerEVCState: DynamicData
+        x::TypeEntry::structure(x::Name(0x692326), x::Name::NONE, 453, 3), // ClusterEnterMaintenanceModeRequestType
+        x::TypeEntry::structure(x::Name(0x694a1d), x::Name(0xaa460b), 456, 2), // ClusterEnterMaintenanceResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x69680c), x::Name(0xb00605), 458, 0), // ClusterEvent: Event
+        x::TypeEntry::structure(x::Name(0x697527), x::Name(0x64ab1e), 458, 1), // ClusterFailoverHostAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x699d31), x::Name(0xaa460b), 459, 2), // ClusterFailoverHostAdmissionControlInfoHostStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x69cf29), x::Name(0x64ca20), 461, 2), // ClusterFailoverHostAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x69f928), x::Name(0x64ab1e), 463, 1), // ClusterFailoverLevelAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x6a222a), x::Name(0x64ca20), 464, 2), // ClusterFailoverLevelAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x6a4d2c), x::Name(0x64ab1e), 466, 3), // ClusterFailoverResourcesAdmissionControlInfo: ClusterDasAdmissionControlInfo
+        x::TypeEntry::structure(x::Name(0x6a7a2e), x::Name(0x64ca20), 469, 6), // ClusterFailoverResourcesAdmissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::TypeEntry::structure(x::Name(0x6aa91a), x::Name(0x6e0511), 475, 2), // ClusterFixedSizeSlotPolicy: ClusterSlotPolicy
+        x::TypeEntry::structure(x::Name(0x6ac410), x::Name(0xaa460b), 477, 3), // ClusterGroupInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6ad510), x::Name(0x51f10f), 480, 1), // ClusterGroupSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6ae610), x::Name(0x6ac410), 481, 1), // ClusterHostGroup: ClusterGroupInfo
+        x::TypeEntry::structure(x::Name(0x6af722), x::Name(0x60500d), 482, 1), // ClusterHostInfraUpdateHaModeAction: ClusterAction
+        x::TypeEntry::enumeration(x::Name(0x6b1a2f), 68, 3), // ClusterHostInfraUpdateHaModeActionOperationType
+        x::TypeEntry::structure(x::Name(0x6b4a16), x::Name(0x60500d), 483, 4), // ClusterHostPowerAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x6b6119), x::Name(0xaa460b), 487, 2), // ClusterHostRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x6b7b1e), x::Name(0xaa460b), 489, 5), // ClusterInfraUpdateHaConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6b9a2a), 71, 2), // ClusterInfraUpdateHaConfigInfoBehaviorType
+        x::TypeEntry::enumeration(x::Name(0x6bc52d), 73, 2), // ClusterInfraUpdateHaConfigInfoRemediationType
+        x::TypeEntry::structure(x::Name(0x6bf31d), x::Name(0x60500d), 494, 2), // ClusterInitialPlacementAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x6c1113), x::Name(0x1182c0c), 496, 2), // ClusterIoFilterInfo: IoFilterInfo
+        x::TypeEntry::structure(x::Name(0x6c2516), x::Name(0x60500d), 498, 1), // ClusterMigrationAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x6c3c18), x::Name(0xaa460b), 499, 2), // ClusterNetworkConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x6c5519), x::Name(0xaa460b), 501, 2), // ClusterNotAttemptedVmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6c6f18), x::Name(0xaa460b), 503, 1), // ClusterOrchestrationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6c8819), x::Name(0x69680c), 504, 0), // ClusterOvercommittedEvent: ClusterEvent
+        x::TypeEntry::enumeration(x::Name(0x6ca216), 75, 2), // ClusterPowerOnVmOption
+        x::TypeEntry::structure(x::Name(0x6cb916), x::Name(0xaa460b), 504, 3), // ClusterPowerOnVmResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x6cd01d), x::Name(0xaa460b), 507, 1), // ClusterProactiveDrsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6cee20), x::Name(0x6d4e18), 508, 1), // ClusterProfileCompleteConfigSpec: ClusterProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0x6d0f18), x::Name(0x14d5011), 509, 1), // ClusterProfileConfigInfo: ProfileConfigInfo
+        x::TypeEntry::structure(x::Name(0x6d2825), x::Name(0x6d4e18), 510, 1), // ClusterProfileConfigServiceCreateSpec: ClusterProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0x6d4e18), x::Name(0x6d6718), 511, 0), // ClusterProfileConfigSpec: ClusterProfileCreateSpec
+        x::TypeEntry::structure(x::Name(0x6d6718), x::Name(0x14d6211), 511, 0), // ClusterProfileCreateSpec: ProfileCreateSpec
+        x::TypeEntry::enumeration(x::Name(0x6d8019), 77, 4), // ClusterProfileServiceType
+        x::TypeEntry::structure(x::Name(0x6d9a15), x::Name(0xaa460b), 511, 11), // ClusterRecommendation: DynamicData
+        x::TypeEntry::structure(x::Name(0x6db018), x::Name(0x69680c), 522, 1), // ClusterReconfiguredEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x6dc91b), x::Name(0xaa460b), 523, 8), // ClusterResourceUsageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x6de50f), x::Name(0xaa460b), 531, 8), // ClusterRuleInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6df50f), x::Name(0x51f10f), 539, 1), // ClusterRuleSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6e0511), x::Name(0xaa460b), 540, 0), // ClusterSlotPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e1719), x::Name(0x69680c), 540, 2), // ClusterStatusChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x6e311a), x::Name(0xaa460b), 542, 3), // ClusterSystemVMsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e4c1a), x::Name(0xaa460b), 545, 3), // ClusterSystemVMsConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e671c), x::Name(0x51f10f), 548, 1), // ClusterTagCategoryUpdateSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6e8413), x::Name(0xaa460b), 549, 13), // ClusterUsageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x6e9824), x::Name(0xaa460b), 562, 5), // ClusterVmComponentProtectionSettings: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6ebd35), 81, 5), // ClusterVmComponentProtectionSettingsStorageVmReaction
+        x::TypeEntry::enumeration(x::Name(0x6ef33a), 86, 3), // ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared
+        x::TypeEntry::structure(x::Name(0x6f2e0e), x::Name(0x6ac410), 567, 1), // ClusterVmGroup: ClusterGroupInfo
+        x::TypeEntry::structure(x::Name(0x6f3d15), x::Name(0x6de50f), 568, 3), // ClusterVmHostRuleInfo: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x6f531a), x::Name(0xaa460b), 571, 2), // ClusterVmOrchestrationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x6f6e1a), x::Name(0x51f10f), 573, 1), // ClusterVmOrchestrationSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x6f8912), x::Name(0xaa460b), 574, 2), // ClusterVmReadiness: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x6f9c20), 89, 5), // ClusterVmReadinessReadyCondition
+        x::TypeEntry::structure(x::Name(0x6fbd20), x::Name(0xaa460b), 576, 7), // ClusterVmToolsMonitoringSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x6fde15), x::Name(0xa39508), 583, 0), // CollectorAddressUnset: DvsFault
+        x::TypeEntry::structure(x::Name(0x700711), x::Name(0xaa460b), 583, 4), // ComplianceFailure: DynamicData
+        x::TypeEntry::structure(x::Name(0x701928), x::Name(0xaa460b), 587, 4), // ComplianceFailureComplianceFailureValues: DynamicData
+        x::TypeEntry::structure(x::Name(0x704211), x::Name(0xaa460b), 591, 2), // ComplianceLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x705411), x::Name(0xaa460b), 593, 2), // ComplianceProfile: DynamicData
+        x::TypeEntry::structure(x::Name(0x706610), x::Name(0xaa460b), 595, 5), // ComplianceResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x707716), 94, 4), // ComplianceResultStatus
+        x::TypeEntry::structure(x::Name(0x70961f), x::Name::NONE, 600, 7), // CompositeHostProfileRequestType
+        x::TypeEntry::structure(x::Name(0x70b615), x::Name(0x14aab0c), 607, 1), // CompositePolicyOption: PolicyOption
+        x::TypeEntry::structure(x::Name(0x70cc2c), x::Name::NONE, 608, 4), // ComputeDiskPartitionInfoForResizeRequestType
+        x::TypeEntry::structure(x::Name(0x70f923), x::Name::NONE, 612, 4), // ComputeDiskPartitionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x711d19), x::Name(0xaa460b), 616, 4), // ComputeResourceConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x713719), x::Name(0xaa460b), 620, 5), // ComputeResourceConfigSpec: DynamicData
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<BackupBlobReadFailure>),
+        Some(x::decode_boxed::<BackupBlobWriteFailure>),
+        None, // BackupFirmwareConfigurationRequestType
+        Some(x::decode_boxed::<BadUsernameSessionEvent>),
+        Some(x::decode_boxed::<BaseConfigInfo>),
+        Some(x::decode_boxed::<BaseConfigInfoBackingInfo>),
+        Some(x::decode_boxed::<BaseConfigInfoDiskFileBackingInfo>),
+        Some(x::decode_boxed::<BaseConfigInfoDiskFileBackingInfoProvisioningType>),
+        Some(x::decode_boxed::<BaseConfigInfoFileBackingInfo>),
+        Some(x::decode_boxed::<BaseConfigInfoRawDiskMappingBackingInfo>),
+        None, // BatchAddHostsToClusterRequestType
+        None, // BatchAddStandaloneHostsRequestType
+        None, // BatchQueryConnectInfoRequestType
+        Some(x::decode_boxed::<BatchResult>),
+        Some(x::decode_boxed::<BatchResultResult>),
+        None, // BindVnicRequestType
+        Some(x::decode_boxed::<BlockedByFirewall>),
+        Some(x::decode_boxed::<BoolOption>),
+        Some(x::decode_boxed::<BoolPolicy>),
+        None, // BrowseDiagnosticLogRequestType
+        Some(x::decode_boxed::<CAMServerRefusedConnection>),
+        None, // CanProvisionObjectsRequestType
+        None, // CancelRecommendationRequestType
+        None, // CancelRetrievePropertiesExRequestType
+        None, // CancelStorageDrsRecommendationRequestType
+        None, // CancelTaskRequestType
+        None, // CancelWaitForUpdatesRequestType
+        Some(x::decode_boxed::<CanceledHostOperationEvent>),
+        Some(x::decode_boxed::<CannotAccessFile>),
+        Some(x::decode_boxed::<CannotAccessLocalSource>),
+        Some(x::decode_boxed::<CannotAccessNetwork>),
+        Some(x::decode_boxed::<CannotAccessVmComponent>),
+        Some(x::decode_boxed::<CannotAccessVmConfig>),
+        Some(x::decode_boxed::<CannotAccessVmDevice>),
+        Some(x::decode_boxed::<CannotAccessVmDisk>),
+        Some(x::decode_boxed::<CannotAddHostWithFTVmAsStandalone>),
+        Some(x::decode_boxed::<CannotAddHostWithFTVmToDifferentCluster>),
+        Some(x::decode_boxed::<CannotAddHostWithFTVmToNonHACluster>),
+        Some(x::decode_boxed::<CannotChangeDrsBehaviorForFtSecondary>),
+        Some(x::decode_boxed::<CannotChangeHaSettingsForFtSecondary>),
+        Some(x::decode_boxed::<CannotChangeVsanClusterUuid>),
+        Some(x::decode_boxed::<CannotChangeVsanNodeUuid>),
+        Some(x::decode_boxed::<CannotComputeFTCompatibleHosts>),
+        Some(x::decode_boxed::<CannotCreateFile>),
+        Some(x::decode_boxed::<CannotDecryptPasswords>),
+        Some(x::decode_boxed::<CannotDeleteFile>),
+        Some(x::decode_boxed::<CannotDisableDrsOnClustersWithVApps>),
+        Some(x::decode_boxed::<CannotDisableSnapshot>),
+        Some(x::decode_boxed::<CannotDisconnectHostWithFaultToleranceVm>),
+        Some(x::decode_boxed::<CannotEnableVmcpForCluster>),
+        Some(x::decode_boxed::<CannotEnableVmcpForClusterReason>),
+        Some(x::decode_boxed::<CannotModifyConfigCpuRequirements>),
+        Some(x::decode_boxed::<CannotMoveFaultToleranceVm>),
+        Some(x::decode_boxed::<CannotMoveFaultToleranceVmMoveType>),
+        Some(x::decode_boxed::<CannotMoveHostWithFaultToleranceVm>),
+        Some(x::decode_boxed::<CannotMoveVmWithDeltaDisk>),
+        Some(x::decode_boxed::<CannotMoveVmWithNativeDeltaDisk>),
+        Some(x::decode_boxed::<CannotMoveVsanEnabledHost>),
+        Some(x::decode_boxed::<CannotPlaceWithoutPrerequisiteMoves>),
+        Some(x::decode_boxed::<CannotPowerOffVmInCluster>),
+        Some(x::decode_boxed::<CannotPowerOffVmInClusterOperation>),
+        Some(x::decode_boxed::<CannotReconfigureVsanWhenHaEnabled>),
+        Some(x::decode_boxed::<CannotUseNetwork>),
+        Some(x::decode_boxed::<CannotUseNetworkReason>),
+        Some(x::decode_boxed::<Capability>),
+        None, // CertMgrRefreshCACertificatesAndCRLsRequestType
+        None, // CertMgrRefreshCertificatesRequestType
+        None, // CertMgrRevokeCertificatesRequestType
+        None, // ChangeAccessModeRequestType
+        None, // ChangeFileAttributesInGuestRequestType
+        None, // ChangeKeyRequestType
+        None, // ChangeLockdownModeRequestType
+        None, // ChangeNFSUserPasswordRequestType
+        None, // ChangeOwnerRequestType
+        None, // ChangePasswordRequestType
+        Some(x::decode_boxed::<ChangesInfoEventArgument>),
+        None, // CheckAddHostEvcRequestType
+        None, // CheckAnswerFileStatusRequestType
+        None, // CheckCloneRequestType
+        None, // CheckCompatibilityRequestType
+        None, // CheckComplianceRequestType
+        None, // CheckConfigureEvcModeRequestType
+        None, // CheckCustomizationResourcesRequestType
+        None, // CheckCustomizationSpecRequestType
+        None, // CheckForUpdatesRequestType
+        None, // CheckHostPatchRequestType
+        None, // CheckInstantCloneRequestType
+        None, // CheckLicenseFeatureRequestType
+        None, // CheckMigrateRequestType
+        None, // CheckPowerOnRequestType
+        None, // CheckProfileComplianceRequestType
+        None, // CheckRelocateRequestType
+        Some(x::decode_boxed::<CheckResult>),
+        Some(x::decode_boxed::<CheckTestType>),
+        None, // CheckVmConfigRequestType
+        Some(x::decode_boxed::<ChoiceOption>),
+        None, // ClearComplianceStatusRequestType
+        None, // ClearNFSUserRequestType
+        None, // ClearSystemEventLogRequestType
+        None, // ClearTriggeredAlarmsRequestType
+        None, // ClearVStorageObjectControlFlagsRequestType
+        Some(x::decode_boxed::<ClockSkew>),
+        Some(x::decode_boxed::<CloneFromSnapshotNotSupported>),
+        None, // CloneSessionRequestType
+        None, // CloneVAppRequestType
+        None, // CloneVMRequestType
+        None, // CloneVStorageObjectRequestType
+        None, // CloseInventoryViewFolderRequestType
+        Some(x::decode_boxed::<ClusterAction>),
+        Some(x::decode_boxed::<ClusterActionHistory>),
+        Some(x::decode_boxed::<ClusterAffinityRuleSpec>),
+        Some(x::decode_boxed::<ClusterAntiAffinityRuleSpec>),
+        Some(x::decode_boxed::<ClusterAttemptedVmInfo>),
+        Some(x::decode_boxed::<ClusterComplianceCheckedEvent>),
+        Some(x::decode_boxed::<ClusterComputeResourceClusterConfigResult>),
+        Some(x::decode_boxed::<ClusterComputeResourceDVSConfigurationValidation>),
+        Some(x::decode_boxed::<ClusterComputeResourceDVSSetting>),
+        Some(x::decode_boxed::<ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping>),
+        Some(x::decode_boxed::<ClusterComputeResourceDvsProfile>),
+        Some(x::decode_boxed::<ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping>),
+        Some(x::decode_boxed::<ClusterComputeResourceHCIConfigInfo>),
+        Some(x::decode_boxed::<ClusterComputeResourceHCIConfigSpec>),
+        Some(x::decode_boxed::<ClusterComputeResourceHCIWorkflowState>),
+        Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationInput>),
+        Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationProfile>),
+        Some(x::decode_boxed::<ClusterComputeResourceHostConfigurationValidation>),
+        Some(x::decode_boxed::<ClusterComputeResourceHostVmkNicInfo>),
+        Some(x::decode_boxed::<ClusterComputeResourceSummary>),
+        Some(x::decode_boxed::<ClusterComputeResourceVCProfile>),
+        Some(x::decode_boxed::<ClusterComputeResourceValidationResultBase>),
+        Some(x::decode_boxed::<ClusterComputeResourceVcsHealthStatus>),
+        Some(x::decode_boxed::<ClusterComputeResourceVcsSlots>),
+        Some(x::decode_boxed::<ClusterConfigInfo>),
+        Some(x::decode_boxed::<ClusterConfigInfoEx>),
+        Some(x::decode_boxed::<ClusterConfigSpec>),
+        Some(x::decode_boxed::<ClusterConfigSpecEx>),
+        Some(x::decode_boxed::<ClusterCreatedEvent>),
+        Some(x::decode_boxed::<ClusterCryptoConfigInfo>),
+        Some(x::decode_boxed::<ClusterCryptoConfigInfoCryptoMode>),
+        Some(x::decode_boxed::<ClusterDasAamHostInfo>),
+        Some(x::decode_boxed::<ClusterDasAamNodeState>),
+        Some(x::decode_boxed::<ClusterDasAamNodeStateDasState>),
+        Some(x::decode_boxed::<ClusterDasAdmissionControlInfo>),
+        Some(x::decode_boxed::<ClusterDasAdmissionControlPolicy>),
+        Some(x::decode_boxed::<ClusterDasAdvancedRuntimeInfo>),
+        Some(x::decode_boxed::<ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo>),
+        Some(x::decode_boxed::<ClusterDasConfigInfo>),
+        Some(x::decode_boxed::<ClusterDasConfigInfoHBDatastoreCandidate>),
+        Some(x::decode_boxed::<ClusterDasConfigInfoServiceState>),
+        Some(x::decode_boxed::<ClusterDasConfigInfoVmMonitoringState>),
+        Some(x::decode_boxed::<ClusterDasData>),
+        Some(x::decode_boxed::<ClusterDasDataSummary>),
+        Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfo>),
+        Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots>),
+        Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo>),
+        Some(x::decode_boxed::<ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots>),
+        Some(x::decode_boxed::<ClusterDasFdmAvailabilityState>),
+        Some(x::decode_boxed::<ClusterDasFdmHostState>),
+        Some(x::decode_boxed::<ClusterDasHostInfo>),
+        Some(x::decode_boxed::<ClusterDasHostRecommendation>),
+        Some(x::decode_boxed::<ClusterDasVmConfigInfo>),
+        Some(x::decode_boxed::<ClusterDasVmConfigSpec>),
+        Some(x::decode_boxed::<ClusterDasVmSettings>),
+        Some(x::decode_boxed::<ClusterDasVmSettingsIsolationResponse>),
+        Some(x::decode_boxed::<ClusterDasVmSettingsRestartPriority>),
+        Some(x::decode_boxed::<ClusterDatastoreUpdateSpec>),
+        Some(x::decode_boxed::<ClusterDependencyRuleInfo>),
+        Some(x::decode_boxed::<ClusterDestroyedEvent>),
+        Some(x::decode_boxed::<ClusterDpmConfigInfo>),
+        Some(x::decode_boxed::<ClusterDpmHostConfigInfo>),
+        Some(x::decode_boxed::<ClusterDpmHostConfigSpec>),
+        Some(x::decode_boxed::<ClusterDrsConfigInfo>),
+        Some(x::decode_boxed::<ClusterDrsFaults>),
+        Some(x::decode_boxed::<ClusterDrsFaultsFaultsByVirtualDisk>),
+        Some(x::decode_boxed::<ClusterDrsFaultsFaultsByVm>),
+        Some(x::decode_boxed::<ClusterDrsMigration>),
+        Some(x::decode_boxed::<ClusterDrsRecommendation>),
+        Some(x::decode_boxed::<ClusterDrsVmConfigInfo>),
+        Some(x::decode_boxed::<ClusterDrsVmConfigSpec>),
+        Some(x::decode_boxed::<ClusterEVCManagerCheckResult>),
+        Some(x::decode_boxed::<ClusterEVCManagerEVCState>),
+        None, // ClusterEnterMaintenanceModeRequestType
+        Some(x::decode_boxed::<ClusterEnterMaintenanceResult>),
+        Some(x::decode_boxed::<ClusterEvent>),
+        Some(x::decode_boxed::<ClusterFailoverHostAdmissionControlInfo>),
+        Some(x::decode_boxed::<ClusterFailoverHostAdmissionControlInfoHostStatus>),
+        Some(x::decode_boxed::<ClusterFailoverHostAdmissionControlPolicy>),
+        Some(x::decode_boxed::<ClusterFailoverLevelAdmissionControlInfo>),
+        Some(x::decode_boxed::<ClusterFailoverLevelAdmissionControlPolicy>),
+        Some(x::decode_boxed::<ClusterFailoverResourcesAdmissionControlInfo>),
+        Some(x::decode_boxed::<ClusterFailoverResourcesAdmissionControlPolicy>),
+        Some(x::decode_boxed::<ClusterFixedSizeSlotPolicy>),
+        Some(x::decode_boxed::<ClusterGroupInfo>),
+        Some(x::decode_boxed::<ClusterGroupSpec>),
+        Some(x::decode_boxed::<ClusterHostGroup>),
+        Some(x::decode_boxed::<ClusterHostInfraUpdateHaModeAction>),
+        Some(x::decode_boxed::<ClusterHostInfraUpdateHaModeActionOperationType>),
+        Some(x::decode_boxed::<ClusterHostPowerAction>),
+        Some(x::decode_boxed::<ClusterHostRecommendation>),
+        Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfo>),
+        Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfoBehaviorType>),
+        Some(x::decode_boxed::<ClusterInfraUpdateHaConfigInfoRemediationType>),
+        Some(x::decode_boxed::<ClusterInitialPlacementAction>),
+        Some(x::decode_boxed::<ClusterIoFilterInfo>),
+        Some(x::decode_boxed::<ClusterMigrationAction>),
+        Some(x::decode_boxed::<ClusterNetworkConfigSpec>),
+        Some(x::decode_boxed::<ClusterNotAttemptedVmInfo>),
+        Some(x::decode_boxed::<ClusterOrchestrationInfo>),
+        Some(x::decode_boxed::<ClusterOvercommittedEvent>),
+        Some(x::decode_boxed::<ClusterPowerOnVmOption>),
+        Some(x::decode_boxed::<ClusterPowerOnVmResult>),
+        Some(x::decode_boxed::<ClusterProactiveDrsConfigInfo>),
+        Some(x::decode_boxed::<ClusterProfileCompleteConfigSpec>),
+        Some(x::decode_boxed::<ClusterProfileConfigInfo>),
+        Some(x::decode_boxed::<ClusterProfileConfigServiceCreateSpec>),
+        Some(x::decode_boxed::<ClusterProfileConfigSpec>),
+        Some(x::decode_boxed::<ClusterProfileCreateSpec>),
+        Some(x::decode_boxed::<ClusterProfileServiceType>),
+        Some(x::decode_boxed::<ClusterRecommendation>),
+        Some(x::decode_boxed::<ClusterReconfiguredEvent>),
+        Some(x::decode_boxed::<ClusterResourceUsageSummary>),
+        Some(x::decode_boxed::<ClusterRuleInfo>),
+        Some(x::decode_boxed::<ClusterRuleSpec>),
+        Some(x::decode_boxed::<ClusterSlotPolicy>),
+        Some(x::decode_boxed::<ClusterStatusChangedEvent>),
+        Some(x::decode_boxed::<ClusterSystemVMsConfigInfo>),
+        Some(x::decode_boxed::<ClusterSystemVMsConfigSpec>),
+        Some(x::decode_boxed::<ClusterTagCategoryUpdateSpec>),
+        Some(x::decode_boxed::<ClusterUsageSummary>),
+        Some(x::decode_boxed::<ClusterVmComponentProtectionSettings>),
+        Some(x::decode_boxed::<ClusterVmComponentProtectionSettingsStorageVmReaction>),
+        Some(x::decode_boxed::<ClusterVmComponentProtectionSettingsVmReactionOnAPDCleared>),
+        Some(x::decode_boxed::<ClusterVmGroup>),
+        Some(x::decode_boxed::<ClusterVmHostRuleInfo>),
+        Some(x::decode_boxed::<ClusterVmOrchestrationInfo>),
+        Some(x::decode_boxed::<ClusterVmOrchestrationSpec>),
+        Some(x::decode_boxed::<ClusterVmReadiness>),
+        Some(x::decode_boxed::<ClusterVmReadinessReadyCondition>),
+        Some(x::decode_boxed::<ClusterVmToolsMonitoringSettings>),
+        Some(x::decode_boxed::<CollectorAddressUnset>),
+        Some(x::decode_boxed::<ComplianceFailure>),
+        Some(x::decode_boxed::<ComplianceFailureComplianceFailureValues>),
+        Some(x::decode_boxed::<ComplianceLocator>),
+        Some(x::decode_boxed::<ComplianceProfile>),
+        Some(x::decode_boxed::<ComplianceResult>),
+        Some(x::decode_boxed::<ComplianceResultStatus>),
+        None, // CompositeHostProfileRequestType
+        Some(x::decode_boxed::<CompositePolicyOption>),
+        None, // ComputeDiskPartitionInfoForResizeRequestType
+        None, // ComputeDiskPartitionInfoRequestType
+        Some(x::decode_boxed::<ComputeResourceConfigInfo>),
+        Some(x::decode_boxed::<ComputeResourceConfigSpec>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
+        x::FieldEntry::required(x::Name(0x24bef0a), x::Name(0x2f00106)), // entityType: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
+        x::FieldEntry::required(x::Name(0x24bef0a), x::Name(0x2f00106)), // entityType: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x228de0a), x::Name(0x2308208)), // createTime: dateTime
+        x::FieldEntry::optional(x::Name(0x27d1111), x::Name(0x212d207)), // keepAfterDeleteVm: boolean
+        x::FieldEntry::optional(x::Name(0x2cbed12), x::Name(0x212d207)), // relocationDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2974717), x::Name(0x212d207)), // nativeSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x218b61b), x::Name(0x212d207)), // changedBlockTrackingEnabled: boolean
+        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x547419)), // backing: BaseConfigInfoBackingInfo
+        x::FieldEntry::repeated(x::Name(0x2905408), x::Name(0x11c0608)), // metadata: KeyValue
+        x::FieldEntry::optional(x::Name(0x30cf406), x::Name(0x31e850e)), // vclock: vslmVClockInfo
+        x::FieldEntry::repeated(x::Name(0x2761608), x::Name(0x2f00106)), // iofilter: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3da10), x::Name(0x2f00106)), // provisioningType: string
+        x::FieldEntry::required(x::Name(0x255c808), x::Name(0x2f00106)), // filePath: string
+        x::FieldEntry::optional(x::Name(0x20fc60f), x::Name(0x2f00106)), // backingObjectId: string
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x54e21d)), // parent: BaseConfigInfoFileBackingInfo
+        x::FieldEntry::optional(x::Name(0x235600d), x::Name(0x2857004)), // deltaSizeInMB: long
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x21e8211), x::Name(0x2f00106)), // compatibilityMode: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29c3208), x::Name(0xbc8111)), // newHosts: FolderNewHostSpec
+        x::FieldEntry::repeated(x::Name(0x24ead0d), x::Name(0x1258216)), // existingHosts: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x21e220b), x::Name(0x713719)), // compResSpec: ComputeResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x236a60c), x::Name(0x2f00106)), // desiredState: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29c3208), x::Name(0xbc8111)), // newHosts: FolderNewHostSpec
+        x::FieldEntry::optional(x::Name(0x21e220b), x::Name(0x713719)), // compResSpec: ComputeResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x202bf0c), x::Name(0x212d207)), // addConnected: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2698d09), x::Name(0xceb80f)), // hostSpecs: HostConnectSpec
+        x::FieldEntry::required(x::Name(0x2d39d06), x::Name(0x2f00106)), // result: string
+        x::FieldEntry::required(x::Name(0x2676907), x::Name(0x2f00106)), // hostKey: string
+        x::FieldEntry::optional(x::Name(0x2434d02), x::Name(0x1258216)), // ds: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c2d0c), x::Name(0x2f00106)), // iScsiHbaName: string
+        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x2f16a09), x::Name(0x212d207)), // supported: boolean
+        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x212d207)), // defaultValue: boolean
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x212d207)), // value: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2eaf505), x::Name(0x2729103)), // start: int
+        x::FieldEntry::optional(x::Name(0x2824a05), x::Name(0x2729103)), // lines: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a09004), x::Name(0x1fa1912)), // npbs: VsanNewPolicyBatch
+        x::FieldEntry::optional(x::Name(0x26d2d14), x::Name(0x212d207)), // ignoreSatisfiability: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x2f00106)), // backing: string
+        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2949908), x::Name(0x2f00106)), // moveType: string
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x2f00106)), // backing: string
+        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3c415), x::Name(0x212d207)), // provisioningSupported: boolean
+        x::FieldEntry::required(x::Name(0x294e412), x::Name(0x212d207)), // multiHostSupported: boolean
+        x::FieldEntry::required(x::Name(0x3091418), x::Name(0x212d207)), // userShellAccessSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x2f21a10), x::Name(0xaba807)), // supportedEVCMode: EVCMode
+        x::FieldEntry::repeated(x::Name(0x2f20118), x::Name(0xb84a0e)), // supportedEVCGraphicsMode: FeatureEVCMode
+        x::FieldEntry::optional(x::Name(0x2994d20), x::Name(0x212d207)), // networkBackupAndRestoreSupported: boolean
+        x::FieldEntry::optional(x::Name(0x25a2018), x::Name(0x212d207)), // ftDrsWithoutEvcSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2637514), x::Name(0x212d207)), // hciWorkflowSupported: boolean
+        x::FieldEntry::optional(x::Name(0x21fcb14), x::Name(0x2729103)), // computePolicyVersion: int
+        x::FieldEntry::optional(x::Name(0x21ca919), x::Name(0x212d207)), // clusterPlacementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x281e01c), x::Name(0x212d207)), // lifecycleManagementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2694514), x::Name(0x212d207)), // hostSeedingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d75217), x::Name(0x212d207)), // scalableSharesSupported: boolean
+        x::FieldEntry::optional(x::Name(0x261c80e), x::Name(0x212d207)), // hadcsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
+        x::FieldEntry::required(x::Name(0x27b3307), x::Name(0x212d207)), // isGroup: boolean
+        x::FieldEntry::required(x::Name(0x200fc0a), x::Name(0xc7ed0e)), // accessMode: HostAccessMode
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x25eb70d), x::Name(0x2f00106)), // guestFilePath: string
+        x::FieldEntry::required(x::Name(0x255680e), x::Name(0xc21513)), // fileAttributes: GuestFileAttributes
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29c5106), x::Name(0x7b890e)), // newKey: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x292e604), x::Name(0xe28c10)), // mode: HostLockdownMode
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b05e05), x::Name(0x2f00106)), // owner: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
+        x::FieldEntry::required(x::Name(0x2aa710b), x::Name(0x2f00106)), // oldPassword: string
+        x::FieldEntry::required(x::Name(0x29c860b), x::Name(0x2f00106)), // newPassword: string
+        x::FieldEntry::optional(x::Name(0x2933908), x::Name(0x2f00106)), // modified: string
+        x::FieldEntry::optional(x::Name(0x202da05), x::Name(0x2f00106)), // added: string
+        x::FieldEntry::optional(x::Name(0x234e707), x::Name(0x2f00106)), // deleted: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21d6807), x::Name(0xceb80f)), // cnxSpec: HostConnectSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1c55a17)), // spec: VirtualMachineCloneSpec
+        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24dd90a), x::Name(0x2f00106)), // evcModeKey: string
+        x::FieldEntry::optional(x::Name(0x24dbe12), x::Name(0x2f00106)), // evcGraphicsModeKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25fc207), x::Name(0x2f00106)), // guestOs: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x821511)), // spec: CustomizationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2904b08), x::Name(0x2f00106)), // metaUrls: string
+        x::FieldEntry::repeated(x::Name(0x214150a), x::Name(0x2f00106)), // bundleUrls: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1ce6b1e)), // spec: VirtualMachineInstantCloneSpec
+        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2544a0a), x::Name(0x2f00106)), // featureKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x1d18918)), // state: VirtualMachinePowerState
+        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1d3071a)), // spec: VirtualMachineRelocateSpec
+        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1c66718)), // spec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
+        x::FieldEntry::repeated(x::Name(0x21ae90a), x::Name(0xac5712)), // choiceInfo: ElementDescription
+        x::FieldEntry::optional(x::Name(0x233080c), x::Name(0x2729103)), // defaultIndex: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2563706), x::Name(0x6840f)), // filter: AlarmFilterSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x224fd0c), x::Name(0x2f00106)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21baa0b), x::Name(0x2f00106)), // cloneTicket: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1a83a0d)), // spec: VAppCloneSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1c55a17)), // spec: VirtualMachineCloneSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fd200d)), // spec: VslmCloneSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x60500d)), // action: ClusterAction
+        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f92004), x::Name(0x1258216)), // task: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x14dff14)), // profile: ProfileEventArgument
+        x::FieldEntry::repeated(x::Name(0x251410b), x::Name(0xbc4b16)), // failedHosts: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0x2215a0f), x::Name(0x1258216)), // configuredHosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27b160a), x::Name(0x212d207)), // isDvsValid: boolean
+        x::FieldEntry::required(x::Name(0x27af80b), x::Name(0x212d207)), // isDvpgValid: boolean
+        x::FieldEntry::required(x::Name(0x244a308), x::Name(0x1258216)), // dvSwitch: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b9c00b), x::Name(0x2f00106)), // pnicDevices: string
+        x::FieldEntry::repeated(x::Name(0x2448012), x::Name(0x61583b)), // dvPortgroupSetting: ClusterComputeResourceDVSSettingDVPortgroupToServiceMapping
+        x::FieldEntry::required(x::Name(0x244610b), x::Name(0x1258216)), // dvPortgroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
+        x::FieldEntry::optional(x::Name(0x244eb07), x::Name(0x2f00106)), // dvsName: string
+        x::FieldEntry::optional(x::Name(0x244a308), x::Name(0x1258216)), // dvSwitch: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b9c00b), x::Name(0x2f00106)), // pnicDevices: string
+        x::FieldEntry::repeated(x::Name(0x2446d12), x::Name(0x61b53f)), // dvPortgroupMapping: ClusterComputeResourceDvsProfileDVPortgroupSpecToServiceMapping
+        x::FieldEntry::optional(x::Name(0x244930f), x::Name(0x852015)), // dvPortgroupSpec: DVPortgroupConfigSpec
+        x::FieldEntry::optional(x::Name(0x244610b), x::Name(0x1258216)), // dvPortgroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
+        x::FieldEntry::required(x::Name(0x323d10d), x::Name(0x2f00106)), // workflowState: string
+        x::FieldEntry::repeated(x::Name(0x245350a), x::Name(0x613720)), // dvsSetting: ClusterComputeResourceDVSSetting
+        x::FieldEntry::repeated(x::Name(0x2215a0f), x::Name(0x1258216)), // configuredHosts: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2667611), x::Name(0x62912e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
+        x::FieldEntry::repeated(x::Name(0x2451807), x::Name(0x619420)), // dvsProf: ClusterComputeResourceDvsProfile
+        x::FieldEntry::optional(x::Name(0x2667611), x::Name(0x62912e)), // hostConfigProfile: ClusterComputeResourceHostConfigurationProfile
+        x::FieldEntry::optional(x::Name(0x30b380e), x::Name(0x17c1308)), // vSanConfigSpec: SDDCBase
+        x::FieldEntry::optional(x::Name(0x30cd606), x::Name(0x63351f)), // vcProf: ClusterComputeResourceVCProfile
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a110b), x::Name(0x62f224)), // hostVmkNics: ClusterComputeResourceHostVmkNicInfo
+        x::FieldEntry::optional(x::Name(0x206a91b), x::Name(0x212d207)), // allowedInNonMaintenanceMode: boolean
+        x::FieldEntry::optional(x::Name(0x2308b0e), x::Name(0xd16712)), // dateTimeConfig: HostDateTimeConfig
+        x::FieldEntry::optional(x::Name(0x284b40c), x::Name(0xe28c10)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27b0411), x::Name(0x212d207)), // isDvsSettingValid: boolean
+        x::FieldEntry::optional(x::Name(0x27bd314), x::Name(0x212d207)), // isVmknicSettingValid: boolean
+        x::FieldEntry::optional(x::Name(0x27b7911), x::Name(0x212d207)), // isNtpSettingValid: boolean
+        x::FieldEntry::optional(x::Name(0x27b5413), x::Name(0x212d207)), // isLockdownModeValid: boolean
+        x::FieldEntry::required(x::Name(0x29def07), x::Name(0x1078112)), // nicSpec: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
+        x::FieldEntry::required(x::Name(0x22ab714), x::Name(0x2729103)), // currentFailoverLevel: int
+        x::FieldEntry::optional(x::Name(0x203c414), x::Name(0x64ab1e)), // admissionControlInfo: ClusterDasAdmissionControlInfo
+        x::FieldEntry::required(x::Name(0x2a7290b), x::Name(0x2729103)), // numVmotions: int
+        x::FieldEntry::optional(x::Name(0x2f8120d), x::Name(0x2729103)), // targetBalance: int
+        x::FieldEntry::optional(x::Name(0x22a020e), x::Name(0x2729103)), // currentBalance: int
+        x::FieldEntry::optional(x::Name(0x2432808), x::Name(0x2729103)), // drsScore: int
+        x::FieldEntry::repeated(x::Name(0x2a73517), x::Name(0x2729103)), // numVmsPerDrsScoreBucket: int
+        x::FieldEntry::optional(x::Name(0x306b90c), x::Name(0x6e8413)), // usageSummary: ClusterUsageSummary
+        x::FieldEntry::optional(x::Name(0x22aa511), x::Name(0x2f00106)), // currentEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x22a8b19), x::Name(0x2f00106)), // currentEVCGraphicsModeKey: string
+        x::FieldEntry::optional(x::Name(0x22ddc07), x::Name(0x65be0e)), // dasData: ClusterDasData
+        x::FieldEntry::optional(x::Name(0x21c5c1c), x::Name(0x2f00106)), // clusterMaintenanceModeStatus: string
+        x::FieldEntry::optional(x::Name(0x30d060f), x::Name(0x2f00106)), // vcsHealthStatus: string
+        x::FieldEntry::repeated(x::Name(0x30d1608), x::Name(0x63a61e)), // vcsSlots: ClusterComputeResourceVcsSlots
+        x::FieldEntry::optional(x::Name(0x21d000b), x::Name(0x63fd13)), // clusterSpec: ClusterConfigSpecEx
+        x::FieldEntry::optional(x::Name(0x24dd90a), x::Name(0x2f00106)), // evcModeKey: string
+        x::FieldEntry::optional(x::Name(0x24dbe12), x::Name(0x2f00106)), // evcGraphicsModeKey: string
+        x::FieldEntry::repeated(x::Name(0x2704e04), x::Name(0x1230312)), // info: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x2f75508), x::Name(0x2f00106)), // systemId: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fde20a), x::Name(0x2729103)), // totalSlots: int
+        x::FieldEntry::required(x::Name(0x22dd209), x::Name(0x653914)), // dasConfig: ClusterDasConfigInfo
+        x::FieldEntry::repeated(x::Name(0x22e160b), x::Name(0x670d16)), // dasVmConfig: ClusterDasVmConfigInfo
+        x::FieldEntry::required(x::Name(0x242f509), x::Name(0x682c14)), // drsConfig: ClusterDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x243310b), x::Name(0x68be16)), // drsVmConfig: ClusterDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0x6de50f)), // rule: ClusterRuleInfo
+        x::FieldEntry::optional(x::Name(0x2f7ce0f), x::Name(0x6e311a)), // systemVMsConfig: ClusterSystemVMsConfigInfo
+        x::FieldEntry::required(x::Name(0x22dd209), x::Name(0x653914)), // dasConfig: ClusterDasConfigInfo
+        x::FieldEntry::repeated(x::Name(0x22e160b), x::Name(0x670d16)), // dasVmConfig: ClusterDasVmConfigInfo
+        x::FieldEntry::required(x::Name(0x242f509), x::Name(0x682c14)), // drsConfig: ClusterDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x243310b), x::Name(0x68be16)), // drsVmConfig: ClusterDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0x6de50f)), // rule: ClusterRuleInfo
+        x::FieldEntry::optional(x::Name(0x2ad5b0d), x::Name(0x6c6f18)), // orchestration: ClusterOrchestrationInfo
+        x::FieldEntry::repeated(x::Name(0x318260f), x::Name(0x6f531a)), // vmOrchestration: ClusterVmOrchestrationInfo
+        x::FieldEntry::optional(x::Name(0x242b70d), x::Name(0x67e514)), // dpmConfigInfo: ClusterDpmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x242c50d), x::Name(0x67fa18)), // dpmHostConfig: ClusterDpmHostConfigInfo
+        x::FieldEntry::optional(x::Name(0x31d710e), x::Name(0x1f72815)), // vsanConfigInfo: VsanClusterConfigInfo
+        x::FieldEntry::repeated(x::Name(0x31d930e), x::Name(0x1f81512)), // vsanHostConfig: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x25de105), x::Name(0x6ac410)), // group: ClusterGroupInfo
+        x::FieldEntry::optional(x::Name(0x2705b13), x::Name(0x6b7b1e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
+        x::FieldEntry::optional(x::Name(0x2c10f12), x::Name(0x6cd01d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
+        x::FieldEntry::optional(x::Name(0x2295f0c), x::Name(0x642517)), // cryptoConfig: ClusterCryptoConfigInfo
+        x::FieldEntry::optional(x::Name(0x22dd209), x::Name(0x653914)), // dasConfig: ClusterDasConfigInfo
+        x::FieldEntry::repeated(x::Name(0x22e220f), x::Name(0x672416)), // dasVmConfigSpec: ClusterDasVmConfigSpec
+        x::FieldEntry::optional(x::Name(0x242f509), x::Name(0x682c14)), // drsConfig: ClusterDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2433d0f), x::Name(0x68d516)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2d63709), x::Name(0x6df50f)), // rulesSpec: ClusterRuleSpec
+        x::FieldEntry::optional(x::Name(0x2f7ce0f), x::Name(0x6e4c1a)), // systemVMsConfig: ClusterSystemVMsConfigSpec
+        x::FieldEntry::optional(x::Name(0x22dd209), x::Name(0x653914)), // dasConfig: ClusterDasConfigInfo
+        x::FieldEntry::repeated(x::Name(0x22e220f), x::Name(0x672416)), // dasVmConfigSpec: ClusterDasVmConfigSpec
+        x::FieldEntry::optional(x::Name(0x242f509), x::Name(0x682c14)), // drsConfig: ClusterDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2433d0f), x::Name(0x68d516)), // drsVmConfigSpec: ClusterDrsVmConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2d63709), x::Name(0x6df50f)), // rulesSpec: ClusterRuleSpec
+        x::FieldEntry::optional(x::Name(0x2ad5b0d), x::Name(0x6c6f18)), // orchestration: ClusterOrchestrationInfo
+        x::FieldEntry::repeated(x::Name(0x3183613), x::Name(0x6f6e1a)), // vmOrchestrationSpec: ClusterVmOrchestrationSpec
+        x::FieldEntry::optional(x::Name(0x242ad09), x::Name(0x67e514)), // dpmConfig: ClusterDpmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x242d311), x::Name(0x681318)), // dpmHostConfigSpec: ClusterDpmHostConfigSpec
+        x::FieldEntry::optional(x::Name(0x31d660a), x::Name(0x1f72815)), // vsanConfig: VsanClusterConfigInfo
+        x::FieldEntry::repeated(x::Name(0x31da212), x::Name(0x1f81512)), // vsanHostConfigSpec: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x25e0e09), x::Name(0x6ad510)), // groupSpec: ClusterGroupSpec
+        x::FieldEntry::optional(x::Name(0x2705b13), x::Name(0x6b7b1e)), // infraUpdateHaConfig: ClusterInfraUpdateHaConfigInfo
+        x::FieldEntry::optional(x::Name(0x2c10f12), x::Name(0x6cd01d)), // proactiveDrsConfig: ClusterProactiveDrsConfigInfo
+        x::FieldEntry::optional(x::Name(0x26de40d), x::Name(0x212d207)), // inHciWorkflow: boolean
+        x::FieldEntry::optional(x::Name(0x2295f0c), x::Name(0x642517)), // cryptoConfig: ClusterCryptoConfigInfo
+        x::FieldEntry::required(x::Name(0x2b25f06), x::Name(0xbc3713)), // parent: FolderEventArgument
+        x::FieldEntry::optional(x::Name(0x229860a), x::Name(0x2f00106)), // cryptoMode: string
+        x::FieldEntry::repeated(x::Name(0x266a60c), x::Name(0x647516)), // hostDasState: ClusterDasAamNodeState
+        x::FieldEntry::repeated(x::Name(0x2bff10c), x::Name(0x2f00106)), // primaryHosts: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x220cf0b), x::Name(0x2f00106)), // configState: string
+        x::FieldEntry::required(x::Name(0x2d69d0c), x::Name(0x2f00106)), // runtimeState: string
+        x::FieldEntry::optional(x::Name(0x2d2bd22), x::Name(0x2729103)), // resourceReductionToToleratePercent: int
+        x::FieldEntry::optional(x::Name(0x2b0751b), x::Name(0x212d207)), // pMemAdmissionControlEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x22de40b), x::Name(0x66dd12)), // dasHostInfo: ClusterDasHostInfo
+        x::FieldEntry::optional(x::Name(0x31a1b0d), x::Name(0x65092f)), // vmcpSupported: ClusterDasAdvancedRuntimeInfoVmcpCapabilityInfo
+        x::FieldEntry::repeated(x::Name(0x2650916), x::Name(0x89e519)), // heartbeatDatastoreInfo: DasHeartbeatDatastoreInfo
+        x::FieldEntry::required(x::Name(0x2ee1513), x::Name(0x212d207)), // storageAPDSupported: boolean
+        x::FieldEntry::required(x::Name(0x2eeca13), x::Name(0x212d207)), // storagePDLSupported: boolean
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x315bb0c), x::Name(0x2f00106)), // vmMonitoring: string
+        x::FieldEntry::optional(x::Name(0x2683f0e), x::Name(0x2f00106)), // hostMonitoring: string
+        x::FieldEntry::optional(x::Name(0x3132915), x::Name(0x2f00106)), // vmComponentProtecting: string
+        x::FieldEntry::optional(x::Name(0x251dc0d), x::Name(0x2729103)), // failoverLevel: int
+        x::FieldEntry::optional(x::Name(0x203d916), x::Name(0x64ca20)), // admissionControlPolicy: ClusterDasAdmissionControlPolicy
+        x::FieldEntry::optional(x::Name(0x203ac17), x::Name(0x212d207)), // admissionControlEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2346f11), x::Name(0x673b14)), // defaultVmSettings: ClusterDasVmSettings
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::repeated(x::Name(0x264f612), x::Name(0x1258216)), // heartbeatDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x261931a), x::Name(0x2f00106)), // hBDatastoreCandidatePolicy: string
+        x::FieldEntry::required(x::Name(0x267940f), x::Name(0x2857004)), // hostListVersion: long
+        x::FieldEntry::required(x::Name(0x21bf714), x::Name(0x2857004)), // clusterConfigVersion: long
+        x::FieldEntry::required(x::Name(0x21e6211), x::Name(0x2857004)), // compatListVersion: long
+        x::FieldEntry::required(x::Name(0x2e13608), x::Name(0x664232)), // slotInfo: ClusterDasFailoverLevelAdvancedRuntimeInfoSlotInfo
+        x::FieldEntry::required(x::Name(0x2fde20a), x::Name(0x2729103)), // totalSlots: int
+        x::FieldEntry::required(x::Name(0x307a809), x::Name(0x2729103)), // usedSlots: int
+        x::FieldEntry::required(x::Name(0x304110f), x::Name(0x2729103)), // unreservedSlots: int
+        x::FieldEntry::required(x::Name(0x2fe0708), x::Name(0x2729103)), // totalVms: int
+        x::FieldEntry::required(x::Name(0x2fdab0a), x::Name(0x2729103)), // totalHosts: int
+        x::FieldEntry::required(x::Name(0x2fd9c0e), x::Name(0x2729103)), // totalGoodHosts: int
+        x::FieldEntry::repeated(x::Name(0x2696a09), x::Name(0x660e33)), // hostSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoHostSlots
+        x::FieldEntry::repeated(x::Name(0x31c0019), x::Name(0x667531)), // vmsRequiringMultipleSlots: ClusterDasFailoverLevelAdvancedRuntimeInfoVmSlots
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e15505), x::Name(0x2729103)), // slots: int
+        x::FieldEntry::required(x::Name(0x2a68f08), x::Name(0x2729103)), // numVcpus: int
+        x::FieldEntry::required(x::Name(0x2275406), x::Name(0x2729103)), // cpuMHz: int
+        x::FieldEntry::required(x::Name(0x28e4408), x::Name(0x2729103)), // memoryMB: int
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e15505), x::Name(0x2729103)), // slots: int
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x2ec120d), x::Name(0x1258216)), // stateReporter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2431e09), x::Name(0x2729103)), // drsRating: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d3420f), x::Name(0x8a420d)), // restartPriority: DasVmPriority
+        x::FieldEntry::optional(x::Name(0x2bc5f13), x::Name(0x212d207)), // powerOffOnIsolation: boolean
+        x::FieldEntry::optional(x::Name(0x22e0a0b), x::Name(0x673b14)), // dasSettings: ClusterDasVmSettings
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x670d16)), // info: ClusterDasVmConfigInfo
+        x::FieldEntry::optional(x::Name(0x2d3420f), x::Name(0x2f00106)), // restartPriority: string
+        x::FieldEntry::optional(x::Name(0x2d35216), x::Name(0x2729103)), // restartPriorityTimeout: int
+        x::FieldEntry::optional(x::Name(0x27c9c11), x::Name(0x2f00106)), // isolationResponse: string
+        x::FieldEntry::optional(x::Name(0x3196119), x::Name(0x6fbd20)), // vmToolsMonitoringSettings: ClusterVmToolsMonitoringSettings
+        x::FieldEntry::optional(x::Name(0x3133f1d), x::Name(0x6e9824)), // vmComponentProtectionSettings: ClusterVmComponentProtectionSettings
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3154307), x::Name(0x2f00106)), // vmGroup: string
+        x::FieldEntry::required(x::Name(0x235a310), x::Name(0x2f00106)), // dependsOnVmGroup: string
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x232a312), x::Name(0x9ff10b)), // defaultDpmBehavior: DpmBehavior
+        x::FieldEntry::optional(x::Name(0x268f513), x::Name(0x2729103)), // hostPowerActionRate: int
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x211a008), x::Name(0x9ff10b)), // behavior: DpmBehavior
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x67fa18)), // info: ClusterDpmHostConfigInfo
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x247a319), x::Name(0x212d207)), // enableVmBehaviorOverrides: boolean
+        x::FieldEntry::optional(x::Name(0x2344a11), x::Name(0xa0180b)), // defaultVmBehavior: DrsBehavior
+        x::FieldEntry::optional(x::Name(0x31bae0b), x::Name(0x2729103)), // vmotionRate: int
+        x::FieldEntry::optional(x::Name(0x2d78216), x::Name(0x2f00106)), // scaleDescendantsShares: string
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::repeated(x::Name(0x253950a), x::Name(0x68761a)), // faultsByVm: ClusterDrsFaultsFaultsByVm
+        x::FieldEntry::optional(x::Name(0x23e0704), x::Name(0x1bb660d)), // disk: VirtualDiskId
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2274c07), x::Name(0x2729103)), // cpuLoad: int
+        x::FieldEntry::optional(x::Name(0x28e390a), x::Name(0x2857004)), // memoryLoad: long
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e5190d), x::Name(0x2729103)), // sourceCpuLoad: int
+        x::FieldEntry::optional(x::Name(0x2e5dc10), x::Name(0x2857004)), // sourceMemoryLoad: long
+        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x237ac12), x::Name(0x2729103)), // destinationCpuLoad: int
+        x::FieldEntry::optional(x::Name(0x237f615), x::Name(0x2857004)), // destinationMemoryLoad: long
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2c6ac06), x::Name(0x2729103)), // rating: int
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2c7890a), x::Name(0x2f00106)), // reasonText: string
+        x::FieldEntry::repeated(x::Name(0x291380d), x::Name(0x689113)), // migrationList: ClusterDrsMigration
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x211a008), x::Name(0xa0180b)), // behavior: DrsBehavior
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x68be16)), // info: ClusterDrsVmConfigInfo
+        x::FieldEntry::required(x::Name(0x24dd90a), x::Name(0x2f00106)), // evcModeKey: string
+        x::FieldEntry::required(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f21a10), x::Name(0xaba807)), // supportedEVCMode: EVCMode
+        x::FieldEntry::optional(x::Name(0x22aa511), x::Name(0x2f00106)), // currentEVCModeKey: string
+        x::FieldEntry::repeated(x::Name(0x25e2915), x::Name(0xcef30d)), // guaranteedCPUFeatures: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0x2541911), x::Name(0xd61315)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x254550b), x::Name(0xd6290f)), // featureMask: HostFeatureMask
+        x::FieldEntry::repeated(x::Name(0x2546d12), x::Name(0x1caa820)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::repeated(x::Name(0x2c7fb0f), x::Name(0x6d9a15)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x684110)), // fault: ClusterDrsFaults
+        x::FieldEntry::repeated(x::Name(0x269970a), x::Name(0x699d31)), // hostStatus: ClusterFailoverHostAdmissionControlInfoHostStatus
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x251b00d), x::Name(0x1258216)), // failoverHosts: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x251dc0d), x::Name(0x2729103)), // failoverLevel: int
+        x::FieldEntry::required(x::Name(0x22ab714), x::Name(0x2729103)), // currentFailoverLevel: int
+        x::FieldEntry::required(x::Name(0x251dc0d), x::Name(0x2729103)), // failoverLevel: int
+        x::FieldEntry::optional(x::Name(0x2e14a0a), x::Name(0x6e0511)), // slotPolicy: ClusterSlotPolicy
+        x::FieldEntry::required(x::Name(0x22a3422), x::Name(0x2729103)), // currentCpuFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x22b2325), x::Name(0x2729103)), // currentMemoryFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x22b5c23), x::Name(0x2729103)), // currentPMemFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x226861b), x::Name(0x2729103)), // cpuFailoverResourcesPercent: int
+        x::FieldEntry::required(x::Name(0x28def1e), x::Name(0x2729103)), // memoryFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x251dc0d), x::Name(0x2729103)), // failoverLevel: int
+        x::FieldEntry::optional(x::Name(0x20d1816), x::Name(0x212d207)), // autoComputePercentages: boolean
+        x::FieldEntry::optional(x::Name(0x2b0b01c), x::Name(0x2729103)), // pMemFailoverResourcesPercent: int
+        x::FieldEntry::optional(x::Name(0x20cf027), x::Name(0x212d207)), // autoComputePMemFailoverResourcesPercent: boolean
+        x::FieldEntry::required(x::Name(0x2262103), x::Name(0x2729103)), // cpu: int
+        x::FieldEntry::required(x::Name(0x28db106), x::Name(0x2729103)), // memory: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x307f50b), x::Name(0x212d207)), // userCreated: boolean
+        x::FieldEntry::optional(x::Name(0x3020b08), x::Name(0x2f00106)), // uniqueID: string
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x6ac410)), // info: ClusterGroupInfo
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ac070d), x::Name(0x2f00106)), // operationType: string
+        x::FieldEntry::required(x::Name(0x2ac070d), x::Name(0xf08616)), // operationType: HostPowerOperationType
+        x::FieldEntry::optional(x::Name(0x2bc3714), x::Name(0x2729103)), // powerConsumptionWatt: int
+        x::FieldEntry::optional(x::Name(0x226530e), x::Name(0x2729103)), // cpuCapacityMHz: int
+        x::FieldEntry::optional(x::Name(0x28d3a0d), x::Name(0x2729103)), // memCapacityMB: int
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c6ac06), x::Name(0x2729103)), // rating: int
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x211a008), x::Name(0x2f00106)), // behavior: string
+        x::FieldEntry::optional(x::Name(0x2930713), x::Name(0x2f00106)), // moderateRemediation: string
+        x::FieldEntry::optional(x::Name(0x2de7911), x::Name(0x2f00106)), // severeRemediation: string
+        x::FieldEntry::repeated(x::Name(0x2c38209), x::Name(0x2f00106)), // providers: string
+        x::FieldEntry::required(x::Name(0x2f8be0a), x::Name(0x1258216)), // targetHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ab2e06), x::Name(0x2f00106)), // opType: string
+        x::FieldEntry::optional(x::Name(0x30e5b06), x::Name(0x2f00106)), // vibUrl: string
+        x::FieldEntry::optional(x::Name(0x243080c), x::Name(0x689113)), // drsMigration: ClusterDrsMigration
+        x::FieldEntry::required(x::Name(0x29a2d10), x::Name(0x1258216)), // networkPortGroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x277770a), x::Name(0x803417)), // ipSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2345c12), x::Name(0x6f8912)), // defaultVmReadiness: ClusterVmReadiness
+        x::FieldEntry::repeated(x::Name(0x20bc309), x::Name(0x60a716)), // attempted: ClusterAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x29fb80c), x::Name(0x6c5519)), // notAttempted: ClusterNotAttemptedVmInfo
+        x::FieldEntry::repeated(x::Name(0x2c7fb0f), x::Name(0x6d9a15)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x21f3e0d), x::Name(0x705411)), // complyProfile: ComplianceProfile
+        x::FieldEntry::optional(x::Name(0x21f3e0d), x::Name(0x705411)), // complyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x2dd3a0b), x::Name(0x2f00106)), // serviceType: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x2c6ac06), x::Name(0x2729103)), // rating: int
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2c7890a), x::Name(0x2f00106)), // reasonText: string
+        x::FieldEntry::optional(x::Name(0x320660b), x::Name(0x2f00106)), // warningText: string
+        x::FieldEntry::optional(x::Name(0x320570e), x::Name(0x1230312)), // warningDetails: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2beef0c), x::Name(0x2f00106)), // prerequisite: string
+        x::FieldEntry::repeated(x::Name(0x2019a06), x::Name(0x60500d)), // action: ClusterAction
+        x::FieldEntry::optional(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x227f80a), x::Name(0x2729103)), // cpuUsedMHz: int
+        x::FieldEntry::required(x::Name(0x226530e), x::Name(0x2729103)), // cpuCapacityMHz: int
+        x::FieldEntry::required(x::Name(0x28d7309), x::Name(0x2729103)), // memUsedMB: int
+        x::FieldEntry::required(x::Name(0x28d3a0d), x::Name(0x2729103)), // memCapacityMB: int
+        x::FieldEntry::optional(x::Name(0x2b0910f), x::Name(0x2857004)), // pMemAvailableMB: long
+        x::FieldEntry::optional(x::Name(0x2b0a10e), x::Name(0x2857004)), // pMemCapacityMB: long
+        x::FieldEntry::required(x::Name(0x2efbc0d), x::Name(0x2857004)), // storageUsedMB: long
+        x::FieldEntry::required(x::Name(0x2ee6411), x::Name(0x2857004)), // storageCapacityMB: long
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::optional(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x287d109), x::Name(0x212d207)), // mandatory: boolean
+        x::FieldEntry::optional(x::Name(0x307f50b), x::Name(0x212d207)), // userCreated: boolean
+        x::FieldEntry::optional(x::Name(0x26dba0c), x::Name(0x212d207)), // inCompliance: boolean
+        x::FieldEntry::optional(x::Name(0x2d62808), x::Name(0x2f00106)), // ruleUuid: string
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x6de50f)), // info: ClusterRuleInfo
+        x::FieldEntry::required(x::Name(0x2aa9209), x::Name(0x2f00106)), // oldStatus: string
+        x::FieldEntry::required(x::Name(0x29ca709), x::Name(0x2f00106)), // newStatus: string
+        x::FieldEntry::repeated(x::Name(0x2067c11), x::Name(0x1258216)), // allowedDatastores: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x29fa314), x::Name(0x1258216)), // notAllowedDatastores: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2435e18), x::Name(0x2f00106)), // dsTagCategoriesToExclude: string
+        x::FieldEntry::repeated(x::Name(0x2067c11), x::Name(0x679a1a)), // allowedDatastores: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x29fa314), x::Name(0x679a1a)), // notAllowedDatastores: ClusterDatastoreUpdateSpec
+        x::FieldEntry::repeated(x::Name(0x2435e18), x::Name(0x6e671c)), // dsTagCategoriesToExclude: ClusterTagCategoryUpdateSpec
+        x::FieldEntry::optional(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
+        x::FieldEntry::required(x::Name(0x2fd6313), x::Name(0x2729103)), // totalCpuCapacityMhz: int
+        x::FieldEntry::required(x::Name(0x2fdb612), x::Name(0x2729103)), // totalMemCapacityMB: int
+        x::FieldEntry::required(x::Name(0x227cb11), x::Name(0x2729103)), // cpuReservationMhz: int
+        x::FieldEntry::required(x::Name(0x28d6210), x::Name(0x2729103)), // memReservationMB: int
+        x::FieldEntry::optional(x::Name(0x2bd321b), x::Name(0x2729103)), // poweredOffCpuReservationMhz: int
+        x::FieldEntry::optional(x::Name(0x2bd4e1a), x::Name(0x2729103)), // poweredOffMemReservationMB: int
+        x::FieldEntry::required(x::Name(0x2266a0c), x::Name(0x2729103)), // cpuDemandMhz: int
+        x::FieldEntry::required(x::Name(0x28d480b), x::Name(0x2729103)), // memDemandMB: int
+        x::FieldEntry::required(x::Name(0x2ed8b0e), x::Name(0x2857004)), // statsGenNumber: long
+        x::FieldEntry::required(x::Name(0x226770e), x::Name(0x2729103)), // cpuEntitledMhz: int
+        x::FieldEntry::required(x::Name(0x28d540d), x::Name(0x2729103)), // memEntitledMB: int
+        x::FieldEntry::required(x::Name(0x2bd8611), x::Name(0x2729103)), // poweredOffVmCount: int
+        x::FieldEntry::required(x::Name(0x2fdfa0c), x::Name(0x2729103)), // totalVmCount: int
+        x::FieldEntry::optional(x::Name(0x3190319), x::Name(0x2f00106)), // vmStorageProtectionForAPD: string
+        x::FieldEntry::optional(x::Name(0x2470918), x::Name(0x212d207)), // enableAPDTimeoutForHosts: boolean
+        x::FieldEntry::optional(x::Name(0x3194719), x::Name(0x2729103)), // vmTerminateDelayForAPDSec: int
+        x::FieldEntry::optional(x::Name(0x3189816), x::Name(0x2f00106)), // vmReactionOnAPDCleared: string
+        x::FieldEntry::optional(x::Name(0x3191d19), x::Name(0x2f00106)), // vmStorageProtectionForPDL: string
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3154b0b), x::Name(0x2f00106)), // vmGroupName: string
+        x::FieldEntry::optional(x::Name(0x2043213), x::Name(0x2f00106)), // affineHostGroupName: string
+        x::FieldEntry::optional(x::Name(0x207ad17), x::Name(0x2f00106)), // antiAffineHostGroupName: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x318af0b), x::Name(0x6f8912)), // vmReadiness: ClusterVmReadiness
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x6f531a)), // info: ClusterVmOrchestrationInfo
+        x::FieldEntry::optional(x::Name(0x2c7730e), x::Name(0x2f00106)), // readyCondition: string
+        x::FieldEntry::optional(x::Name(0x2bc220e), x::Name(0x2729103)), // postReadyDelay: int
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x315bb0c), x::Name(0x2f00106)), // vmMonitoring: string
+        x::FieldEntry::optional(x::Name(0x21cf00f), x::Name(0x212d207)), // clusterSettings: boolean
+        x::FieldEntry::optional(x::Name(0x252450f), x::Name(0x2729103)), // failureInterval: int
+        x::FieldEntry::optional(x::Name(0x291ed09), x::Name(0x2729103)), // minUpTime: int
+        x::FieldEntry::optional(x::Name(0x289700b), x::Name(0x2729103)), // maxFailures: int
+        x::FieldEntry::optional(x::Name(0x2895f10), x::Name(0x2729103)), // maxFailureWindow: int
+        x::FieldEntry::required(x::Name(0x252630b), x::Name(0x2f00106)), // failureType: string
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x24ff20e), x::Name(0x2f00106)), // expressionName: string
+        x::FieldEntry::repeated(x::Name(0x2526f0d), x::Name(0x701928)), // failureValues: ComplianceFailureComplianceFailureValues
+        x::FieldEntry::required(x::Name(0x21e4114), x::Name(0x2f00106)), // comparisonIdentifier: string
+        x::FieldEntry::optional(x::Name(0x2c2060f), x::Name(0x2f00106)), // profileInstance: string
+        x::FieldEntry::optional(x::Name(0x26a0709), x::Name(0x207ef07)), // hostValue: anyType
+        x::FieldEntry::optional(x::Name(0x2c2670c), x::Name(0x207ef07)), // profileValue: anyType
+        x::FieldEntry::required(x::Name(0x24ff20e), x::Name(0x2f00106)), // expressionName: string
+        x::FieldEntry::required(x::Name(0x208f109), x::Name(0x14fdb13)), // applyPath: ProfilePropertyPath
+        x::FieldEntry::repeated(x::Name(0x24fda0a), x::Name(0x14e5811)), // expression: ProfileExpression
+        x::FieldEntry::required(x::Name(0x2d58a0e), x::Name(0x2f00106)), // rootExpression: string
+        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21f2310), x::Name(0x2f00106)), // complianceStatus: string
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x219f409), x::Name(0x2308208)), // checkTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x2522d07), x::Name(0x700711)), // failure: ComplianceFailure
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0x1258216)), // targets: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2fb970a), x::Name(0xc92510)), // toBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fbb110), x::Name(0xc92510)), // toBeReplacedWith: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fb720b), x::Name(0xc92510)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2478c16), x::Name(0xc92510)), // enableStatusToBeCopied: HostApplyProfile
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x14aab0c)), // option: PolicyOption
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xf92d15)), // partition: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x212470a), x::Name(0xd4821b)), // blockRange: HostDiskPartitionBlockRange
+        x::FieldEntry::optional(x::Name(0x2b32a0f), x::Name(0x2f00106)), // partitionFormat: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x27fd906), x::Name(0xd4f317)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x2b32a0f), x::Name(0x2f00106)), // partitionFormat: string
+        x::FieldEntry::required(x::Name(0x319370f), x::Name(0x2f00106)), // vmSwapPlacement: string
+        x::FieldEntry::optional(x::Name(0x2e8050b), x::Name(0x212d207)), // spbmEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x232ee19), x::Name(0x2f00106)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x28cc619), x::Name(0x2f00106)), // maximumHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x319370f), x::Name(0x2f00106)), // vmSwapPlacement: string
+        x::FieldEntry::optional(x::Name(0x2e8050b), x::Name(0x212d207)), // spbmEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x232ee19), x::Name(0x2f00106)), // defaultHardwareVersionKey: string
+        x::FieldEntry::optional(x::Name(0x2369213), x::Name(0x916513)), // desiredSoftwareSpec: DesiredSoftwareSpec
+        x::FieldEntry::optional(x::Name(0x28cc619), x::Name(0x2f00106)), // maximumHardwareVersionKey: string
+    ],
+    values: &[
+        x::Name(0x2fa6f04), // thin
+        x::Name(0x245ce10), // eagerZeroedThick
+        x::Name(0x27fe00f), // lazyZeroedThick
+        x::Name(0x2f0e307), // success
+        x::Name(0x250eb04), // fail
+        x::Name(0x8812), // APDTimeoutDisabled
+        x::Name(0x2d23a0c), // resourcePool
+        x::Name(0x21bde07), // cluster
+        x::Name(0x2f50907), // suspend
+        x::Name(0x2bc5608), // powerOff
+        x::Name(0x25fd40d), // guestShutdown
+        x::Name(0x260070c), // guestSuspend
+        x::Name(0x131951e), // NetworkReservationNotSupported
+        x::Name(0x129bc19), // MismatchedNetworkPolicies
+        x::Name(0x1298d1c), // MismatchedDvsVersionOrVendor
+        x::Name(0x1ac3b1f), // VMotionToUnsupportedNetworkType
+        x::Name(0x131d817), // NetworkUnderMaintenance
+        x::Name(0x129aa11), // MismatchedEnsMode
+        x::Name(0x2e6850b), // sourceTests
+        x::Name(0x269e809), // hostTests
+        x::Name(0x2d2ab11), // resourcePoolTests
+        x::Name(0x230110e), // datastoreTests
+        x::Name(0x29bc40c), // networkTests
+        x::Name(0x26e690b), // in_progress
+        x::Name(0x2424504), // done
+        x::Name(0x273be07), // invalid
+        x::Name(0x264ee07), // healthy
+        x::Name(0x234a908), // degraded
+        x::Name(0x29f500a), // nonhealthy
+        x::Name(0x2aab708), // onDemand
+        x::Name(0x258440b), // forceEnable
+        x::Name(0x301e50d), // uninitialized
+        x::Name(0x271190b), // initialized
+        x::Name(0x221a90b), // configuring
+        x::Name(0x301710d), // unconfiguring
+        x::Name(0x2d68107), // running
+        x::Name(0x24c8205), // error
+        x::Name(0x2049f0d), // agentShutdown
+        x::Name(0x29e900a), // nodeFailed
+        x::Name(0x309050e), // userSelectedDs
+        x::Name(0x205450d), // allFeasibleDs
+        x::Name(0x205531f), // allFeasibleDsWithUserPreference
+        x::Name(0x23ca108), // disabled
+        x::Name(0x247bd07), // enabled
+        x::Name(0x315c814), // vmMonitoringDisabled
+        x::Name(0x315dd10), // vmMonitoringOnly
+        x::Name(0x312df12), // vmAndAppMonitoring
+        x::Name(0x301e50d), // uninitialized
+        x::Name(0x246aa08), // election
+        x::Name(0x288a706), // master
+        x::Name(0x2230211), // connectedToMaster
+        x::Name(0x29a021c), // networkPartitionedFromMaster
+        x::Name(0x299d70f), // networkIsolated
+        x::Name(0x266cb08), // hostDown
+        x::Name(0x2710513), // initializationError
+        x::Name(0x301cf15), // uninitializationError
+        x::Name(0x253e50e), // fdmUnreachable
+        x::Name(0x29f4b04), // none
+        x::Name(0x2bc5608), // powerOff
+        x::Name(0x2e01708), // shutdown
+        x::Name(0x21c4318), // clusterIsolationResponse
+        x::Name(0x23ca108), // disabled
+        x::Name(0x285e406), // lowest
+        x::Name(0x285b403), // low
+        x::Name(0x28cfe06), // medium
+        x::Name(0x2653f04), // high
+        x::Name(0x2657307), // highest
+        x::Name(0x21cd916), // clusterRestartPriority
+        x::Name(0x24b400f), // enterQuarantine
+        x::Name(0x24ed20e), // exitQuarantine
+        x::Name(0x24b2f10), // enterMaintenance
+        x::Name(0x1259906), // Manual
+        x::Name(0x53ef09), // Automated
+        x::Name(0x151150e), // QuarantineMode
+        x::Name(0x124b50f), // MaintenanceMode
+        x::Name(0x13b7217), // OverrideAutomationLevel
+        x::Name(0x170c010), // ReserveResources
+        x::Name(0x844803), // DRS
+        x::Name(0xc64802), // HA
+        x::Name(0x843f03), // DPM
+        x::Name(0xb56d02), // FT
+        x::Name(0x23ca108), // disabled
+        x::Name(0x3204f07), // warning
+        x::Name(0x2d32e13), // restartConservative
+        x::Name(0x2d31c11), // restartAggressive
+        x::Name(0x21c0c0e), // clusterDefault
+        x::Name(0x29f4b04), // none
+        x::Name(0x2d15605), // reset
+        x::Name(0x3073b11), // useClusterDefault
+        x::Name(0x29f4b04), // none
+        x::Name(0x2bd9809), // poweredOn
+        x::Name(0x25ed312), // guestHbStatusGreen
+        x::Name(0x2081110), // appHbStatusGreen
+        x::Name(0x3073b11), // useClusterDefault
+        x::Name(0x21f3409), // compliant
+        x::Name(0x29eeb0c), // nonCompliant
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2d68107), // running
+    ],
+};

@@ -4,2071 +4,814 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "ComplianceLocator",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("expressionName", "string"),
-            x::FieldInfo::required("applyPath", "ProfilePropertyPath"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComplianceLocator>),
-    },
-    x::TypeInfo {
-        name: "ComplianceProfile",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("expression", "ProfileExpression"),
-            x::FieldInfo::required("rootExpression", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComplianceProfile>),
-    },
-    x::TypeInfo {
-        name: "ComplianceResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("profile", "ManagedObjectReference"),
-            x::FieldInfo::required("complianceStatus", "string"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("checkTime", "dateTime"),
-            x::FieldInfo::repeated("failure", "ComplianceFailure"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComplianceResult>),
-    },
-    x::TypeInfo {
-        name: "ComplianceResultStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["compliant", "nonCompliant", "unknown", "running"],
-        decode: Some(x::decode_boxed::<ComplianceResultStatus>),
-    },
-    x::TypeInfo {
-        name: "CompositeHostProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("source", "ManagedObjectReference"),
-            x::FieldInfo::repeated("targets", "ManagedObjectReference"),
-            x::FieldInfo::optional("toBeMerged", "HostApplyProfile"),
-            x::FieldInfo::optional("toBeReplacedWith", "HostApplyProfile"),
-            x::FieldInfo::optional("toBeDeleted", "HostApplyProfile"),
-            x::FieldInfo::optional("enableStatusToBeCopied", "HostApplyProfile"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CompositePolicyOption",
-        base: Some("PolicyOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("option", "PolicyOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CompositePolicyOption>),
-    },
-    x::TypeInfo {
-        name: "ComputeDiskPartitionInfoForResizeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("partition", "HostScsiDiskPartition"),
-            x::FieldInfo::required("blockRange", "HostDiskPartitionBlockRange"),
-            x::FieldInfo::optional("partitionFormat", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ComputeDiskPartitionInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("devicePath", "string"),
-            x::FieldInfo::required("layout", "HostDiskPartitionLayout"),
-            x::FieldInfo::optional("partitionFormat", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ComputeResourceConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmSwapPlacement", "string"),
-            x::FieldInfo::optional("spbmEnabled", "boolean"),
-            x::FieldInfo::optional("defaultHardwareVersionKey", "string"),
-            x::FieldInfo::optional("maximumHardwareVersionKey", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComputeResourceConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ComputeResourceConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vmSwapPlacement", "string"),
-            x::FieldInfo::optional("spbmEnabled", "boolean"),
-            x::FieldInfo::optional("defaultHardwareVersionKey", "string"),
-            x::FieldInfo::optional("desiredSoftwareSpec", "DesiredSoftwareSpec"),
-            x::FieldInfo::optional("maximumHardwareVersionKey", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComputeResourceConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ComputeResourceEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("computeResource", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComputeResourceEventArgument>),
-    },
-    x::TypeInfo {
-        name: "ComputeResourceHostSPBMLicenseInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required(
-                "licenseState",
-                "ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComputeResourceHostSPBMLicenseInfo>),
-    },
-    x::TypeInfo {
-        name: "ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["licensed", "unlicensed", "unknown"],
-        decode: Some(
-            x::decode_boxed::<ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ComputeResourceSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("totalCpu", "int"),
-            x::FieldInfo::required("totalMemory", "long"),
-            x::FieldInfo::required("numCpuCores", "short"),
-            x::FieldInfo::required("numCpuThreads", "short"),
-            x::FieldInfo::required("effectiveCpu", "int"),
-            x::FieldInfo::required("effectiveMemory", "long"),
-            x::FieldInfo::required("numHosts", "int"),
-            x::FieldInfo::required("numEffectiveHosts", "int"),
-            x::FieldInfo::required("overallStatus", "ManagedEntityStatus"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ComputeResourceSummary>),
-    },
-    x::TypeInfo {
-        name: "ConcurrentAccess",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ConcurrentAccess>),
-    },
-    x::TypeInfo {
-        name: "ConfigSpecOperation",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["add", "edit", "remove"],
-        decode: Some(x::decode_boxed::<ConfigSpecOperation>),
-    },
-    x::TypeInfo {
-        name: "ConfigTarget",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numCpus", "int"),
-            x::FieldInfo::required("numCpuCores", "int"),
-            x::FieldInfo::required("numNumaNodes", "int"),
-            x::FieldInfo::optional("maxCpusPerHost", "int"),
-            x::FieldInfo::optional("smcPresent", "boolean"),
-            x::FieldInfo::repeated("datastore", "VirtualMachineDatastoreInfo"),
-            x::FieldInfo::repeated("network", "VirtualMachineNetworkInfo"),
-            x::FieldInfo::repeated("opaqueNetwork", "OpaqueNetworkTargetInfo"),
-            x::FieldInfo::repeated(
-                "distributedVirtualPortgroup",
-                "DistributedVirtualPortgroupInfo",
-            ),
-            x::FieldInfo::repeated(
-                "distributedVirtualSwitch",
-                "DistributedVirtualSwitchInfo",
-            ),
-            x::FieldInfo::repeated("cdRom", "VirtualMachineCdromInfo"),
-            x::FieldInfo::repeated("serial", "VirtualMachineSerialInfo"),
-            x::FieldInfo::repeated("parallel", "VirtualMachineParallelInfo"),
-            x::FieldInfo::repeated("sound", "VirtualMachineSoundInfo"),
-            x::FieldInfo::repeated("usb", "VirtualMachineUsbInfo"),
-            x::FieldInfo::repeated("floppy", "VirtualMachineFloppyInfo"),
-            x::FieldInfo::repeated(
-                "legacyNetworkInfo",
-                "VirtualMachineLegacyNetworkSwitchInfo",
-            ),
-            x::FieldInfo::repeated(
-                "scsiPassthrough",
-                "VirtualMachineScsiPassthroughInfo",
-            ),
-            x::FieldInfo::repeated("scsiDisk", "VirtualMachineScsiDiskDeviceInfo"),
-            x::FieldInfo::repeated("ideDisk", "VirtualMachineIdeDiskDeviceInfo"),
-            x::FieldInfo::required("maxMemMBOptimalPerf", "int"),
-            x::FieldInfo::optional("supportedMaxMemMB", "int"),
-            x::FieldInfo::optional("resourcePool", "ResourcePoolRuntimeInfo"),
-            x::FieldInfo::optional("autoVmotion", "boolean"),
-            x::FieldInfo::repeated("pciPassthrough", "VirtualMachinePciPassthroughInfo"),
-            x::FieldInfo::repeated("sriov", "VirtualMachineSriovInfo"),
-            x::FieldInfo::repeated("vFlashModule", "VirtualMachineVFlashModuleInfo"),
-            x::FieldInfo::repeated(
-                "sharedGpuPassthroughTypes",
-                "VirtualMachinePciSharedGpuPassthroughInfo",
-            ),
-            x::FieldInfo::optional("availablePersistentMemoryReservationMB", "long"),
-            x::FieldInfo::repeated(
-                "dynamicPassthrough",
-                "VirtualMachineDynamicPassthroughInfo",
-            ),
-            x::FieldInfo::optional("sgxTargetInfo", "VirtualMachineSgxTargetInfo"),
-            x::FieldInfo::repeated(
-                "precisionClockInfo",
-                "VirtualMachinePrecisionClockInfo",
-            ),
-            x::FieldInfo::optional("sevSupported", "boolean"),
-            x::FieldInfo::repeated("vgpuDeviceInfo", "VirtualMachineVgpuDeviceInfo"),
-            x::FieldInfo::repeated("vgpuProfileInfo", "VirtualMachineVgpuProfileInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ConfigTarget>),
-    },
-    x::TypeInfo {
-        name: "ConfigureCryptoKeyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("keyId", "CryptoKeyId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigureDatastoreIORMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "StorageIORMConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigureDatastorePrincipalRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("userName", "string"),
-            x::FieldInfo::optional("password", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigureEvcModeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("evcModeKey", "string"),
-            x::FieldInfo::optional("evcGraphicsModeKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigureHCIRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("clusterSpec", "ClusterComputeResourceHCIConfigSpec"),
-            x::FieldInfo::repeated(
-                "hostInputs",
-                "ClusterComputeResourceHostConfigurationInput",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigureHostCacheRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostCacheConfigurationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigureLicenseSourceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::required("licenseSource", "LicenseSource"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigurePowerPolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigureStorageDrsForPodRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pod", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "StorageDrsConfigSpec"),
-            x::FieldInfo::required("modify", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConfigureVFlashResourceExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("devicePath", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConflictingConfiguration",
-        base: Some("DvsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("configInConflict", "ConflictingConfigurationConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ConflictingConfiguration>),
-    },
-    x::TypeInfo {
-        name: "ConflictingConfigurationConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("propertyPath", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ConflictingConfigurationConfig>),
-    },
-    x::TypeInfo {
-        name: "ConflictingDatastoreFound",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("url", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ConflictingDatastoreFound>),
-    },
-    x::TypeInfo {
-        name: "ConnectNvmeControllerExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("connectSpec", "HostNvmeConnectSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConnectNvmeControllerRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("connectSpec", "HostNvmeConnectSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConnectedIso",
-        base: Some("OvfExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("cdrom", "VirtualCdrom"),
-            x::FieldInfo::required("filename", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ConnectedIso>),
-    },
-    x::TypeInfo {
-        name: "ConsolidateVMDisksRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ContinueRetrievePropertiesExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("token", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ConvertNamespacePathToUuidPathRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("namespaceUrl", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CopyDatastoreFileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("sourceName", "string"),
-            x::FieldInfo::optional("sourceDatacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("destinationName", "string"),
-            x::FieldInfo::optional("destinationDatacenter", "ManagedObjectReference"),
-            x::FieldInfo::optional("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CopyVirtualDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("sourceName", "string"),
-            x::FieldInfo::optional("sourceDatacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("destName", "string"),
-            x::FieldInfo::optional("destDatacenter", "ManagedObjectReference"),
-            x::FieldInfo::optional("destSpec", "VirtualDiskSpec"),
-            x::FieldInfo::optional("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CpuCompatibilityUnknown",
-        base: Some("CpuIncompatible"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CpuCompatibilityUnknown>),
-    },
-    x::TypeInfo {
-        name: "CpuHotPlugNotSupported",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CpuHotPlugNotSupported>),
-    },
-    x::TypeInfo {
-        name: "CpuIncompatible",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("level", "int"),
-            x::FieldInfo::required("registerName", "string"),
-            x::FieldInfo::optional("registerBits", "string"),
-            x::FieldInfo::optional("desiredBits", "string"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CpuIncompatible>),
-    },
-    x::TypeInfo {
-        name: "CpuIncompatible1ECX",
-        base: Some("CpuIncompatible"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sse3", "boolean"),
-            x::FieldInfo::optional("pclmulqdq", "boolean"),
-            x::FieldInfo::required("ssse3", "boolean"),
-            x::FieldInfo::required("sse41", "boolean"),
-            x::FieldInfo::required("sse42", "boolean"),
-            x::FieldInfo::optional("aes", "boolean"),
-            x::FieldInfo::required("other", "boolean"),
-            x::FieldInfo::required("otherOnly", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CpuIncompatible1ECX>),
-    },
-    x::TypeInfo {
-        name: "CpuIncompatible81EDX",
-        base: Some("CpuIncompatible"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("nx", "boolean"),
-            x::FieldInfo::required("ffxsr", "boolean"),
-            x::FieldInfo::required("rdtscp", "boolean"),
-            x::FieldInfo::required("lm", "boolean"),
-            x::FieldInfo::required("other", "boolean"),
-            x::FieldInfo::required("otherOnly", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CpuIncompatible81EDX>),
-    },
-    x::TypeInfo {
-        name: "CreateAlarmRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "AlarmSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateChildVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "VirtualMachineConfigSpec"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateClusterExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("spec", "ClusterConfigSpecEx"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateClusterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("spec", "ClusterConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateCollectorForEventsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filter", "EventFilterSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateCollectorForTasksRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filter", "TaskFilterSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateContainerViewRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("container", "ManagedObjectReference"),
-            x::FieldInfo::repeated("type", "string"),
-            x::FieldInfo::required("recursive", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateCustomizationSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("item", "CustomizationSpecItem"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDVPortgroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "DVPortgroupConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDVSRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "DVSCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDatacenterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDefaultProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("profileType", "string"),
-            x::FieldInfo::optional("profileTypeName", "string"),
-            x::FieldInfo::optional("profile", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDescriptorRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("obj", "ManagedObjectReference"),
-            x::FieldInfo::required("cdp", "OvfCreateDescriptorParams"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDiagnosticPartitionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostDiagnosticPartitionCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDirectoryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("displayName", "string"),
-            x::FieldInfo::optional("policy", "string"),
-            x::FieldInfo::optional("size", "long"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDiskFromSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("snapshotId", "ID"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::optional("crypto", "CryptoSpec"),
-            x::FieldInfo::optional("path", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VslmCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateFilterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "PropertyFilterSpec"),
-            x::FieldInfo::required("partialUpdates", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateFolderRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateGroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("group", "HostAccountSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateImportSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("ovfDescriptor", "string"),
-            x::FieldInfo::required("resourcePool", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("cisp", "OvfCreateImportSpecParams"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateInventoryViewRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateIpPoolRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dc", "ManagedObjectReference"),
-            x::FieldInfo::required("pool", "IpPool"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateListViewFromViewRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("view", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateListViewRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("obj", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateLocalDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("path", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateNasDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostNasVolumeSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateNvdimmNamespaceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("createSpec", "NvdimmNamespaceCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateNvdimmPMemNamespaceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("createSpec", "NvdimmPMemNamespaceCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateNvmeOverRdmaAdapterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("rdmaDeviceName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateObjectScheduledTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("obj", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "ScheduledTaskSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreatePerfIntervalRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("intervalId", "PerfInterval"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("createSpec", "ProfileCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreatePropertyCollectorRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateRegistryKeyInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("keyName", "GuestRegKeyNameSpec"),
-            x::FieldInfo::required("isVolatile", "boolean"),
-            x::FieldInfo::optional("classType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateResourcePoolRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("spec", "ResourceConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateScheduledTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "ScheduledTaskSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateScreenshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateSecondaryVMExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("spec", "FaultToleranceConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateSecondaryVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateSnapshotExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("description", "string"),
-            x::FieldInfo::required("memory", "boolean"),
-            x::FieldInfo::optional("quiesceSpec", "VirtualMachineGuestQuiesceSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("description", "string"),
-            x::FieldInfo::required("memory", "boolean"),
-            x::FieldInfo::required("quiesce", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateSoftwareAdapterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostHbaCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateStoragePodRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateTaskAction",
-        base: Some("Action"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("taskTypeId", "string"),
-            x::FieldInfo::required("cancelable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CreateTaskAction>),
-    },
-    x::TypeInfo {
-        name: "CreateTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("obj", "ManagedObjectReference"),
-            x::FieldInfo::required("taskTypeId", "string"),
-            x::FieldInfo::optional("initiatedBy", "string"),
-            x::FieldInfo::required("cancelable", "boolean"),
-            x::FieldInfo::optional("parentTaskKey", "string"),
-            x::FieldInfo::optional("activationId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateTemporaryDirectoryInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("prefix", "string"),
-            x::FieldInfo::required("suffix", "string"),
-            x::FieldInfo::optional("directoryPath", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateTemporaryFileInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("prefix", "string"),
-            x::FieldInfo::required("suffix", "string"),
-            x::FieldInfo::optional("directoryPath", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateUserRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("user", "HostAccountSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateVAppRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("resSpec", "ResourceConfigSpec"),
-            x::FieldInfo::required("configSpec", "VAppConfigSpec"),
-            x::FieldInfo::optional("vmFolder", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "VirtualMachineConfigSpec"),
-            x::FieldInfo::required("pool", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateVirtualDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VirtualDiskSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateVmfsDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VmfsDatastoreCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CreateVvolDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostDatastoreSystemVvolDatastoreSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CryptoKeyId",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("keyId", "string"),
-            x::FieldInfo::optional("providerId", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoKeyId>),
-    },
-    x::TypeInfo {
-        name: "CryptoKeyPlain",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("keyId", "CryptoKeyId"),
-            x::FieldInfo::required("algorithm", "string"),
-            x::FieldInfo::required("keyData", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoKeyPlain>),
-    },
-    x::TypeInfo {
-        name: "CryptoKeyResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("keyId", "CryptoKeyId"),
-            x::FieldInfo::required("success", "boolean"),
-            x::FieldInfo::optional("reason", "string"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoKeyResult>),
-    },
-    x::TypeInfo {
-        name: "CryptoManagerHostDisableRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CryptoManagerHostEnableRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("initialKey", "CryptoKeyPlain"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CryptoManagerHostPrepareRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CryptoManagerKmipCertificateInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("subject", "string"),
-            x::FieldInfo::required("issuer", "string"),
-            x::FieldInfo::required("serialNumber", "string"),
-            x::FieldInfo::required("notBefore", "dateTime"),
-            x::FieldInfo::required("notAfter", "dateTime"),
-            x::FieldInfo::required("fingerprint", "string"),
-            x::FieldInfo::required("checkTime", "dateTime"),
-            x::FieldInfo::optional("secondsSinceValid", "int"),
-            x::FieldInfo::optional("secondsBeforeExpire", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoManagerKmipCertificateInfo>),
-    },
-    x::TypeInfo {
-        name: "CryptoManagerKmipClusterStatus",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("clusterId", "KeyProviderId"),
-            x::FieldInfo::optional("overallStatus", "ManagedEntityStatus"),
-            x::FieldInfo::optional("managementType", "string"),
-            x::FieldInfo::repeated("servers", "CryptoManagerKmipServerStatus"),
-            x::FieldInfo::optional("clientCertInfo", "CryptoManagerKmipCertificateInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoManagerKmipClusterStatus>),
-    },
-    x::TypeInfo {
-        name: "CryptoManagerKmipCryptoKeyStatus",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("keyId", "CryptoKeyId"),
-            x::FieldInfo::optional("keyAvailable", "boolean"),
-            x::FieldInfo::optional("reason", "string"),
-            x::FieldInfo::repeated("encryptedVMs", "ManagedObjectReference"),
-            x::FieldInfo::repeated("affectedHosts", "ManagedObjectReference"),
-            x::FieldInfo::repeated("referencedByTags", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoManagerKmipCryptoKeyStatus>),
-    },
-    x::TypeInfo {
-        name: "CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "KeyStateMissingInCache",
-            "KeyStateClusterInvalid",
-            "KeyStateClusterUnreachable",
-            "KeyStateMissingInKMS",
-            "KeyStateNotActiveOrEnabled",
-            "KeyStateManagedByTrustAuthority",
-        ],
-        decode: Some(
-            x::decode_boxed::<CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason>,
-        ),
-    },
-    x::TypeInfo {
-        name: "CryptoManagerKmipServerCertInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("certificate", "string"),
-            x::FieldInfo::optional("certInfo", "CryptoManagerKmipCertificateInfo"),
-            x::FieldInfo::optional("clientTrustServer", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoManagerKmipServerCertInfo>),
-    },
-    x::TypeInfo {
-        name: "CryptoManagerKmipServerStatus",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("status", "ManagedEntityStatus"),
-            x::FieldInfo::required("connectionStatus", "string"),
-            x::FieldInfo::optional("certInfo", "CryptoManagerKmipCertificateInfo"),
-            x::FieldInfo::optional("clientTrustServer", "boolean"),
-            x::FieldInfo::optional("serverTrustClient", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoManagerKmipServerStatus>),
-    },
-    x::TypeInfo {
-        name: "CryptoSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoSpec>),
-    },
-    x::TypeInfo {
-        name: "CryptoSpecDecrypt",
-        base: Some("CryptoSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoSpecDecrypt>),
-    },
-    x::TypeInfo {
-        name: "CryptoSpecDeepRecrypt",
-        base: Some("CryptoSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("newKeyId", "CryptoKeyId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoSpecDeepRecrypt>),
-    },
-    x::TypeInfo {
-        name: "CryptoSpecEncrypt",
-        base: Some("CryptoSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("cryptoKeyId", "CryptoKeyId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoSpecEncrypt>),
-    },
-    x::TypeInfo {
-        name: "CryptoSpecNoOp",
-        base: Some("CryptoSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoSpecNoOp>),
-    },
-    x::TypeInfo {
-        name: "CryptoSpecRegister",
-        base: Some("CryptoSpecNoOp"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("cryptoKeyId", "CryptoKeyId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoSpecRegister>),
-    },
-    x::TypeInfo {
-        name: "CryptoSpecShallowRecrypt",
-        base: Some("CryptoSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("newKeyId", "CryptoKeyId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CryptoSpecShallowRecrypt>),
-    },
-    x::TypeInfo {
-        name: "CryptoUnlockRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CurrentTimeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CustomFieldDef",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::optional("managedObjectType", "string"),
-            x::FieldInfo::optional("fieldDefPrivileges", "PrivilegePolicyDef"),
-            x::FieldInfo::optional("fieldInstancePrivileges", "PrivilegePolicyDef"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldDef>),
-    },
-    x::TypeInfo {
-        name: "CustomFieldDefAddedEvent",
-        base: Some("CustomFieldDefEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldDefAddedEvent>),
-    },
-    x::TypeInfo {
-        name: "CustomFieldDefEvent",
-        base: Some("CustomFieldEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fieldKey", "int"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldDefEvent>),
-    },
-    x::TypeInfo {
-        name: "CustomFieldDefRemovedEvent",
-        base: Some("CustomFieldDefEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldDefRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "CustomFieldDefRenamedEvent",
-        base: Some("CustomFieldDefEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("newName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldDefRenamedEvent>),
-    },
-    x::TypeInfo {
-        name: "CustomFieldEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldEvent>),
-    },
-    x::TypeInfo {
-        name: "CustomFieldStringValue",
-        base: Some("CustomFieldValue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldStringValue>),
-    },
-    x::TypeInfo {
-        name: "CustomFieldValue",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldValue>),
-    },
-    x::TypeInfo {
-        name: "CustomFieldValueChangedEvent",
-        base: Some("CustomFieldEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("fieldKey", "int"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("value", "string"),
-            x::FieldInfo::optional("prevState", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomFieldValueChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "CustomizationAdapterMapping",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("macAddress", "string"),
-            x::FieldInfo::required("adapter", "CustomizationIPSettings"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationAdapterMapping>),
-    },
-    x::TypeInfo {
-        name: "CustomizationAutoIpV6Generator",
-        base: Some("CustomizationIpV6Generator"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationAutoIpV6Generator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationCloudinitPrep",
-        base: Some("CustomizationIdentitySettings"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("metadata", "string"),
-            x::FieldInfo::optional("userdata", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationCloudinitPrep>),
-    },
-    x::TypeInfo {
-        name: "CustomizationCustomIpGenerator",
-        base: Some("CustomizationIpGenerator"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("argument", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationCustomIpGenerator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationCustomIpV6Generator",
-        base: Some("CustomizationIpV6Generator"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("argument", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationCustomIpV6Generator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationCustomName",
-        base: Some("CustomizationName"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("argument", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationCustomName>),
-    },
-    x::TypeInfo {
-        name: "CustomizationDhcpIpGenerator",
-        base: Some("CustomizationIpGenerator"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationDhcpIpGenerator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationDhcpIpV6Generator",
-        base: Some("CustomizationIpV6Generator"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationDhcpIpV6Generator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("logLocation", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationEvent>),
-    },
-    x::TypeInfo {
-        name: "CustomizationFailed",
-        base: Some("CustomizationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationFailed>),
-    },
-    x::TypeInfo {
-        name: "CustomizationFailedReasonCode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "userDefinedScriptDisabled",
-            "customizationDisabled",
-            "rawDataIsNotSupported",
-            "wrongMetadataFormat",
-        ],
-        decode: Some(x::decode_boxed::<CustomizationFailedReasonCode>),
-    },
-    x::TypeInfo {
-        name: "CustomizationFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationFault>),
-    },
-    x::TypeInfo {
-        name: "CustomizationFixedIp",
-        base: Some("CustomizationIpGenerator"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ipAddress", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationFixedIp>),
-    },
-    x::TypeInfo {
-        name: "CustomizationFixedIpV6",
-        base: Some("CustomizationIpV6Generator"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ipAddress", "string"),
-            x::FieldInfo::required("subnetMask", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationFixedIpV6>),
-    },
-    x::TypeInfo {
-        name: "CustomizationFixedName",
-        base: Some("CustomizationName"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationFixedName>),
-    },
-    x::TypeInfo {
-        name: "CustomizationGlobalIPSettings",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("dnsSuffixList", "string"),
-            x::FieldInfo::repeated("dnsServerList", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationGlobalIPSettings>),
-    },
-    x::TypeInfo {
-        name: "CustomizationGuiRunOnce",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("commandList", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationGuiRunOnce>),
-    },
-    x::TypeInfo {
-        name: "CustomizationGuiUnattended",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("password", "CustomizationPassword"),
-            x::FieldInfo::required("timeZone", "int"),
-            x::FieldInfo::required("autoLogon", "boolean"),
-            x::FieldInfo::required("autoLogonCount", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationGuiUnattended>),
-    },
-    x::TypeInfo {
-        name: "CustomizationIPSettings",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ip", "CustomizationIpGenerator"),
-            x::FieldInfo::optional("subnetMask", "string"),
-            x::FieldInfo::repeated("gateway", "string"),
-            x::FieldInfo::optional("ipV6Spec", "CustomizationIPSettingsIpV6AddressSpec"),
-            x::FieldInfo::repeated("dnsServerList", "string"),
-            x::FieldInfo::optional("dnsDomain", "string"),
-            x::FieldInfo::optional("primaryWINS", "string"),
-            x::FieldInfo::optional("secondaryWINS", "string"),
-            x::FieldInfo::optional("netBIOS", "CustomizationNetBIOSMode"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationIPSettings>),
-    },
-    x::TypeInfo {
-        name: "CustomizationIPSettingsIpV6AddressSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("ip", "CustomizationIpV6Generator"),
-            x::FieldInfo::repeated("gateway", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationIPSettingsIpV6AddressSpec>),
-    },
-    x::TypeInfo {
-        name: "CustomizationIdentification",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("joinWorkgroup", "string"),
-            x::FieldInfo::optional("joinDomain", "string"),
-            x::FieldInfo::optional("domainAdmin", "string"),
-            x::FieldInfo::optional("domainAdminPassword", "CustomizationPassword"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationIdentification>),
-    },
-    x::TypeInfo {
-        name: "CustomizationIdentitySettings",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationIdentitySettings>),
-    },
-    x::TypeInfo {
-        name: "CustomizationIpGenerator",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationIpGenerator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationIpV6Generator",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationIpV6Generator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationLicenseDataMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["perServer", "perSeat"],
-        decode: Some(x::decode_boxed::<CustomizationLicenseDataMode>),
-    },
-    x::TypeInfo {
-        name: "CustomizationLicenseFilePrintData",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("autoMode", "CustomizationLicenseDataMode"),
-            x::FieldInfo::optional("autoUsers", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationLicenseFilePrintData>),
-    },
-    x::TypeInfo {
-        name: "CustomizationLinuxIdentityFailed",
-        base: Some("CustomizationFailed"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationLinuxIdentityFailed>),
-    },
-    x::TypeInfo {
-        name: "CustomizationLinuxOptions",
-        base: Some("CustomizationOptions"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationLinuxOptions>),
-    },
-    x::TypeInfo {
-        name: "CustomizationLinuxPrep",
-        base: Some("CustomizationIdentitySettings"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostName", "CustomizationName"),
-            x::FieldInfo::required("domain", "string"),
-            x::FieldInfo::optional("timeZone", "string"),
-            x::FieldInfo::optional("hwClockUTC", "boolean"),
-            x::FieldInfo::optional("scriptText", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationLinuxPrep>),
-    },
-    x::TypeInfo {
-        name: "CustomizationName",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationName>),
-    },
-    x::TypeInfo {
-        name: "CustomizationNetBIOSMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["enableNetBIOSViaDhcp", "enableNetBIOS", "disableNetBIOS"],
-        decode: Some(x::decode_boxed::<CustomizationNetBIOSMode>),
-    },
-    x::TypeInfo {
-        name: "CustomizationNetworkSetupFailed",
-        base: Some("CustomizationFailed"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationNetworkSetupFailed>),
-    },
-    x::TypeInfo {
-        name: "CustomizationOptions",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationOptions>),
-    },
-    x::TypeInfo {
-        name: "CustomizationPassword",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("value", "string"),
-            x::FieldInfo::required("plainText", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationPassword>),
-    },
-    x::TypeInfo {
-        name: "CustomizationPending",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationPending>),
-    },
-    x::TypeInfo {
-        name: "CustomizationPrefixName",
-        base: Some("CustomizationName"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("base", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationPrefixName>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("options", "CustomizationOptions"),
-            x::FieldInfo::required("identity", "CustomizationIdentitySettings"),
-            x::FieldInfo::required("globalIPSettings", "CustomizationGlobalIPSettings"),
-            x::FieldInfo::repeated("nicSettingMap", "CustomizationAdapterMapping"),
-            x::FieldInfo::repeated("encryptionKey", "byte"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationSpec>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSpecInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::optional("changeVersion", "string"),
-            x::FieldInfo::optional("lastUpdateTime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationSpecInfo>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSpecItem",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("info", "CustomizationSpecInfo"),
-            x::FieldInfo::required("spec", "CustomizationSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationSpecItem>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSpecItemToXmlRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("item", "CustomizationSpecItem"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CustomizationStartedEvent",
-        base: Some("CustomizationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationStartedEvent>),
-    },
-    x::TypeInfo {
-        name: "CustomizationStatelessIpV6Generator",
-        base: Some("CustomizationIpV6Generator"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationStatelessIpV6Generator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSucceeded",
-        base: Some("CustomizationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationSucceeded>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSysprep",
-        base: Some("CustomizationIdentitySettings"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("guiUnattended", "CustomizationGuiUnattended"),
-            x::FieldInfo::required("userData", "CustomizationUserData"),
-            x::FieldInfo::optional("guiRunOnce", "CustomizationGuiRunOnce"),
-            x::FieldInfo::required("identification", "CustomizationIdentification"),
-            x::FieldInfo::optional(
-                "licenseFilePrintData",
-                "CustomizationLicenseFilePrintData",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationSysprep>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSysprepFailed",
-        base: Some("CustomizationFailed"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sysprepVersion", "string"),
-            x::FieldInfo::required("systemVersion", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationSysprepFailed>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSysprepRebootOption",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["reboot", "noreboot", "shutdown"],
-        decode: Some(x::decode_boxed::<CustomizationSysprepRebootOption>),
-    },
-    x::TypeInfo {
-        name: "CustomizationSysprepText",
-        base: Some("CustomizationIdentitySettings"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationSysprepText>),
-    },
-    x::TypeInfo {
-        name: "CustomizationUnknownFailure",
-        base: Some("CustomizationFailed"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationUnknownFailure>),
-    },
-    x::TypeInfo {
-        name: "CustomizationUnknownIpGenerator",
-        base: Some("CustomizationIpGenerator"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationUnknownIpGenerator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationUnknownIpV6Generator",
-        base: Some("CustomizationIpV6Generator"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationUnknownIpV6Generator>),
-    },
-    x::TypeInfo {
-        name: "CustomizationUnknownName",
-        base: Some("CustomizationName"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationUnknownName>),
-    },
-    x::TypeInfo {
-        name: "CustomizationUserData",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fullName", "string"),
-            x::FieldInfo::required("orgName", "string"),
-            x::FieldInfo::required("computerName", "CustomizationName"),
-            x::FieldInfo::required("productId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationUserData>),
-    },
-    x::TypeInfo {
-        name: "CustomizationVirtualMachineName",
-        base: Some("CustomizationName"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationVirtualMachineName>),
-    },
-    x::TypeInfo {
-        name: "CustomizationWinOptions",
-        base: Some("CustomizationOptions"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("changeSID", "boolean"),
-            x::FieldInfo::required("deleteAccounts", "boolean"),
-            x::FieldInfo::optional("reboot", "CustomizationSysprepRebootOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<CustomizationWinOptions>),
-    },
-    x::TypeInfo {
-        name: "CustomizeGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("spec", "CustomizationSpec"),
-            x::FieldInfo::repeated("configParams", "OptionValue"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CustomizeVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "CustomizationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x71511c), x::Name(0xaeb513), 0, 1), // ComputeResourceEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x716e22), x::Name(0xaa460b), 1, 2), // ComputeResourceHostSPBMLicenseInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x719136), 0, 3), // ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState
+        x::TypeEntry::structure(x::Name(0x71c816), x::Name(0xaa460b), 3, 9), // ComputeResourceSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x71df10), x::Name(0x1b42008), 12, 0), // ConcurrentAccess: VimFault
+        x::TypeEntry::enumeration(x::Name(0x71f013), 3, 3), // ConfigSpecOperation
+        x::TypeEntry::structure(x::Name(0x72040c), x::Name(0xaa460b), 12, 35), // ConfigTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0x72111d), x::Name::NONE, 47, 2), // ConfigureCryptoKeyRequestType
+        x::TypeEntry::structure(x::Name(0x722f21), x::Name::NONE, 49, 3), // ConfigureDatastoreIORMRequestType
+        x::TypeEntry::structure(x::Name(0x725126), x::Name::NONE, 52, 3), // ConfigureDatastorePrincipalRequestType
+        x::TypeEntry::structure(x::Name(0x72781b), x::Name::NONE, 55, 3), // ConfigureEvcModeRequestType
+        x::TypeEntry::structure(x::Name(0x729417), x::Name::NONE, 58, 3), // ConfigureHCIRequestType
+        x::TypeEntry::structure(x::Name(0x72ac1d), x::Name::NONE, 61, 2), // ConfigureHostCacheRequestType
+        x::TypeEntry::structure(x::Name(0x72ca21), x::Name::NONE, 63, 3), // ConfigureLicenseSourceRequestType
+        x::TypeEntry::structure(x::Name(0x72ec1f), x::Name::NONE, 66, 2), // ConfigurePowerPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x730c24), x::Name::NONE, 68, 4), // ConfigureStorageDrsForPodRequestType
+        x::TypeEntry::structure(x::Name(0x733124), x::Name::NONE, 72, 2), // ConfigureVFlashResourceExRequestType
+        x::TypeEntry::structure(x::Name(0x735618), x::Name(0xa39508), 74, 1), // ConflictingConfiguration: DvsFault
+        x::TypeEntry::structure(x::Name(0x736f1e), x::Name(0xaa460b), 75, 2), // ConflictingConfigurationConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x738e19), x::Name(0x17bee0c), 77, 2), // ConflictingDatastoreFound: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x73a822), x::Name::NONE, 79, 2), // ConnectNvmeControllerExRequestType
+        x::TypeEntry::structure(x::Name(0x73cb20), x::Name::NONE, 81, 2), // ConnectNvmeControllerRequestType
+        x::TypeEntry::structure(x::Name(0x73ec0c), x::Name(0x13eba09), 83, 2), // ConnectedIso: OvfExport
+        x::TypeEntry::structure(x::Name(0x73f91d), x::Name::NONE, 85, 1), // ConsolidateVMDisksRequestType
+        x::TypeEntry::structure(x::Name(0x741727), x::Name::NONE, 86, 2), // ContinueRetrievePropertiesExRequestType
+        x::TypeEntry::structure(x::Name(0x743f29), x::Name::NONE, 88, 3), // ConvertNamespacePathToUuidPathRequestType
+        x::TypeEntry::structure(x::Name(0x74691c), x::Name::NONE, 91, 6), // CopyDatastoreFileRequestType
+        x::TypeEntry::structure(x::Name(0x74861a), x::Name::NONE, 97, 7), // CopyVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x74d217), x::Name(0x75010f), 104, 0), // CpuCompatibilityUnknown: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0x74ea16), x::Name(0x1e6a50d), 104, 0), // CpuHotPlugNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x75010f), x::Name(0x1c24021), 104, 5), // CpuIncompatible: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x751113), x::Name(0x75010f), 109, 8), // CpuIncompatible1ECX: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0x752514), x::Name(0x75010f), 117, 6), // CpuIncompatible81EDX: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0x753a16), x::Name::NONE, 123, 3), // CreateAlarmRequestType
+        x::TypeEntry::structure(x::Name(0x755118), x::Name::NONE, 126, 3), // CreateChildVMRequestType
+        x::TypeEntry::structure(x::Name(0x756a1a), x::Name::NONE, 129, 3), // CreateClusterExRequestType
+        x::TypeEntry::structure(x::Name(0x758518), x::Name::NONE, 132, 3), // CreateClusterRequestType
+        x::TypeEntry::structure(x::Name(0x759e23), x::Name::NONE, 135, 2), // CreateCollectorForEventsRequestType
+        x::TypeEntry::structure(x::Name(0x75c222), x::Name::NONE, 137, 2), // CreateCollectorForTasksRequestType
+        x::TypeEntry::structure(x::Name(0x75fc1e), x::Name::NONE, 139, 4), // CreateContainerViewRequestType
+        x::TypeEntry::structure(x::Name(0x761b22), x::Name::NONE, 143, 2), // CreateCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0x763e1c), x::Name::NONE, 145, 2), // CreateDVPortgroupRequestType
+        x::TypeEntry::structure(x::Name(0x765b14), x::Name::NONE, 147, 2), // CreateDVSRequestType
+        x::TypeEntry::structure(x::Name(0x76701b), x::Name::NONE, 149, 2), // CreateDatacenterRequestType
+        x::TypeEntry::structure(x::Name(0x768c1f), x::Name::NONE, 151, 4), // CreateDefaultProfileRequestType
+        x::TypeEntry::structure(x::Name(0x76ac1b), x::Name::NONE, 155, 3), // CreateDescriptorRequestType
+        x::TypeEntry::structure(x::Name(0x76c824), x::Name::NONE, 158, 2), // CreateDiagnosticPartitionRequestType
+        x::TypeEntry::structure(x::Name(0x76ed1a), x::Name::NONE, 160, 5), // CreateDirectoryRequestType
+        x::TypeEntry::structure(x::Name(0x770821), x::Name::NONE, 165, 8), // CreateDiskFromSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x772a15), x::Name::NONE, 173, 2), // CreateDiskRequestType
+        x::TypeEntry::structure(x::Name(0x774017), x::Name::NONE, 175, 3), // CreateFilterRequestType
+        x::TypeEntry::structure(x::Name(0x775817), x::Name::NONE, 178, 2), // CreateFolderRequestType
+        x::TypeEntry::structure(x::Name(0x777016), x::Name::NONE, 180, 2), // CreateGroupRequestType
+        x::TypeEntry::structure(x::Name(0x77871b), x::Name::NONE, 182, 5), // CreateImportSpecRequestType
+        x::TypeEntry::structure(x::Name(0x77a31e), x::Name::NONE, 187, 1), // CreateInventoryViewRequestType
+        x::TypeEntry::structure(x::Name(0x77c217), x::Name::NONE, 188, 3), // CreateIpPoolRequestType
+        x::TypeEntry::structure(x::Name(0x77da21), x::Name::NONE, 191, 2), // CreateListViewFromViewRequestType
+        x::TypeEntry::structure(x::Name(0x77fc19), x::Name::NONE, 193, 2), // CreateListViewRequestType
+        x::TypeEntry::structure(x::Name(0x78161f), x::Name::NONE, 195, 3), // CreateLocalDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x78361d), x::Name::NONE, 198, 2), // CreateNasDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x785420), x::Name::NONE, 200, 2), // CreateNvdimmNamespaceRequestType
+        x::TypeEntry::structure(x::Name(0x787524), x::Name::NONE, 202, 2), // CreateNvdimmPMemNamespaceRequestType
+        x::TypeEntry::structure(x::Name(0x789a24), x::Name::NONE, 204, 2), // CreateNvmeOverRdmaAdapterRequestType
+        x::TypeEntry::structure(x::Name(0x78bf24), x::Name::NONE, 206, 3), // CreateObjectScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x78e41d), x::Name::NONE, 209, 2), // CreatePerfIntervalRequestType
+        x::TypeEntry::structure(x::Name(0x790218), x::Name::NONE, 211, 2), // CreateProfileRequestType
+        x::TypeEntry::structure(x::Name(0x791b22), x::Name::NONE, 213, 1), // CreatePropertyCollectorRequestType
+        x::TypeEntry::structure(x::Name(0x793e23), x::Name::NONE, 214, 6), // CreateRegistryKeyInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x79621d), x::Name::NONE, 220, 3), // CreateResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x79801e), x::Name::NONE, 223, 3), // CreateScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x799f1b), x::Name::NONE, 226, 1), // CreateScreenshotRequestType
+        x::TypeEntry::structure(x::Name(0x79bb1e), x::Name::NONE, 227, 3), // CreateSecondaryVMExRequestType
+        x::TypeEntry::structure(x::Name(0x79da1c), x::Name::NONE, 230, 2), // CreateSecondaryVMRequestType
+        x::TypeEntry::structure(x::Name(0x79f71b), x::Name::NONE, 232, 5), // CreateSnapshotExRequestType
+        x::TypeEntry::structure(x::Name(0x7a1319), x::Name::NONE, 237, 5), // CreateSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x7a2d20), x::Name::NONE, 242, 2), // CreateSoftwareAdapterRequestType
+        x::TypeEntry::structure(x::Name(0x7a4e1b), x::Name::NONE, 244, 2), // CreateStoragePodRequestType
+        x::TypeEntry::structure(x::Name(0x7a6a10), x::Name(0x24306), 246, 2), // CreateTaskAction: Action
+        x::TypeEntry::structure(x::Name(0x7a7b15), x::Name::NONE, 248, 7), // CreateTaskRequestType
+        x::TypeEntry::structure(x::Name(0x7a912a), x::Name::NONE, 255, 6), // CreateTemporaryDirectoryInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x7abc25), x::Name::NONE, 261, 6), // CreateTemporaryFileInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x7ae215), x::Name::NONE, 267, 2), // CreateUserRequestType
+        x::TypeEntry::structure(x::Name(0x7af815), x::Name::NONE, 269, 5), // CreateVAppRequestType
+        x::TypeEntry::structure(x::Name(0x7b0e13), x::Name::NONE, 274, 4), // CreateVMRequestType
+        x::TypeEntry::structure(x::Name(0x7b221c), x::Name::NONE, 278, 4), // CreateVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x7b3f1e), x::Name::NONE, 282, 2), // CreateVmfsDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x7b5e1e), x::Name::NONE, 284, 2), // CreateVvolDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x7b7d0b), x::Name(0xaa460b), 286, 2), // CryptoKeyId: DynamicData
+        x::TypeEntry::structure(x::Name(0x7b890e), x::Name(0xaa460b), 288, 3), // CryptoKeyPlain: DynamicData
+        x::TypeEntry::structure(x::Name(0x7b980f), x::Name(0xaa460b), 291, 4), // CryptoKeyResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x7ba823), x::Name::NONE, 295, 1), // CryptoManagerHostDisableRequestType
+        x::TypeEntry::structure(x::Name(0x7bcc22), x::Name::NONE, 296, 2), // CryptoManagerHostEnableRequestType
+        x::TypeEntry::structure(x::Name(0x7bef23), x::Name::NONE, 298, 1), // CryptoManagerHostPrepareRequestType
+        x::TypeEntry::structure(x::Name(0x7c1320), x::Name(0xaa460b), 299, 9), // CryptoManagerKmipCertificateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x7c341e), x::Name(0xaa460b), 308, 5), // CryptoManagerKmipClusterStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x7c5320), x::Name(0xaa460b), 313, 6), // CryptoManagerKmipCryptoKeyStatus: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x7c7434), 6, 6), // CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason
+        x::TypeEntry::structure(x::Name(0x7ca91f), x::Name(0xaa460b), 319, 3), // CryptoManagerKmipServerCertInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x7cc91d), x::Name(0xaa460b), 322, 6), // CryptoManagerKmipServerStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x7ce70a), x::Name(0xaa460b), 328, 0), // CryptoSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x7cf211), x::Name(0x7ce70a), 328, 0), // CryptoSpecDecrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x7d0415), x::Name(0x7ce70a), 328, 1), // CryptoSpecDeepRecrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x7d1a11), x::Name(0x7ce70a), 329, 1), // CryptoSpecEncrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x7d2c0e), x::Name(0x7ce70a), 330, 0), // CryptoSpecNoOp: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x7d3b12), x::Name(0x7d2c0e), 330, 1), // CryptoSpecRegister: CryptoSpecNoOp
+        x::TypeEntry::structure(x::Name(0x7d4e18), x::Name(0x7ce70a), 331, 1), // CryptoSpecShallowRecrypt: CryptoSpec
+        x::TypeEntry::structure(x::Name(0x7d6717), x::Name::NONE, 332, 1), // CryptoUnlockRequestType
+        x::TypeEntry::structure(x::Name(0x7d7f16), x::Name::NONE, 333, 1), // CurrentTimeRequestType
+        x::TypeEntry::structure(x::Name(0x7d960e), x::Name(0xaa460b), 334, 6), // CustomFieldDef: DynamicData
+        x::TypeEntry::structure(x::Name(0x7da518), x::Name(0x7dbe13), 340, 0), // CustomFieldDefAddedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x7dbe13), x::Name(0x7e0810), 340, 2), // CustomFieldDefEvent: CustomFieldEvent
+        x::TypeEntry::structure(x::Name(0x7dd21a), x::Name(0x7dbe13), 342, 0), // CustomFieldDefRemovedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x7ded1a), x::Name(0x7dbe13), 342, 1), // CustomFieldDefRenamedEvent: CustomFieldDefEvent
+        x::TypeEntry::structure(x::Name(0x7e0810), x::Name(0xb00605), 343, 0), // CustomFieldEvent: Event
+        x::TypeEntry::structure(x::Name(0x7e1916), x::Name(0x7e3010), 343, 1), // CustomFieldStringValue: CustomFieldValue
+        x::TypeEntry::structure(x::Name(0x7e3010), x::Name(0xaa460b), 344, 1), // CustomFieldValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x7e411c), x::Name(0x7e0810), 345, 5), // CustomFieldValueChangedEvent: CustomFieldEvent
+        x::TypeEntry::structure(x::Name(0x7e5e1b), x::Name(0xaa460b), 350, 2), // CustomizationAdapterMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x7e7a1e), x::Name(0x80c61a), 352, 0), // CustomizationAutoIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x7e991a), x::Name(0x808f1d), 352, 2), // CustomizationCloudinitPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x7eb41e), x::Name(0x80ad18), 354, 1), // CustomizationCustomIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x7ed320), x::Name(0x80c61a), 355, 1), // CustomizationCustomIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x7ef417), x::Name(0x817211), 356, 1), // CustomizationCustomName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x7f0c1c), x::Name(0x80ad18), 357, 0), // CustomizationDhcpIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x7f291e), x::Name(0x80c61a), 357, 0), // CustomizationDhcpIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x7f4812), x::Name(0x1e95e07), 357, 1), // CustomizationEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x7f5b13), x::Name(0x7f4812), 358, 1), // CustomizationFailed: CustomizationEvent
+        x::TypeEntry::enumeration(x::Name(0x7f6f1d), 12, 4), // CustomizationFailedReasonCode
+        x::TypeEntry::structure(x::Name(0x7f8d12), x::Name(0x1b42008), 359, 0), // CustomizationFault: VimFault
+        x::TypeEntry::structure(x::Name(0x7fa014), x::Name(0x80ad18), 359, 1), // CustomizationFixedIp: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x7fb516), x::Name(0x80c61a), 360, 2), // CustomizationFixedIpV6: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x7fcc16), x::Name(0x817211), 362, 1), // CustomizationFixedName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x7fe31d), x::Name(0xaa460b), 363, 2), // CustomizationGlobalIPSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x800117), x::Name(0xaa460b), 365, 1), // CustomizationGuiRunOnce: DynamicData
+        x::TypeEntry::structure(x::Name(0x80191a), x::Name(0xaa460b), 366, 4), // CustomizationGuiUnattended: DynamicData
+        x::TypeEntry::structure(x::Name(0x803417), x::Name(0xaa460b), 370, 9), // CustomizationIPSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x804c26), x::Name(0xaa460b), 379, 2), // CustomizationIPSettingsIpV6AddressSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x80731b), x::Name(0xaa460b), 381, 4), // CustomizationIdentification: DynamicData
+        x::TypeEntry::structure(x::Name(0x808f1d), x::Name(0xaa460b), 385, 0), // CustomizationIdentitySettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x80ad18), x::Name(0xaa460b), 385, 0), // CustomizationIpGenerator: DynamicData
+        x::TypeEntry::structure(x::Name(0x80c61a), x::Name(0xaa460b), 385, 0), // CustomizationIpV6Generator: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x80e11c), 16, 2), // CustomizationLicenseDataMode
+        x::TypeEntry::structure(x::Name(0x80fe21), x::Name(0xaa460b), 385, 2), // CustomizationLicenseFilePrintData: DynamicData
+        x::TypeEntry::structure(x::Name(0x812020), x::Name(0x7f5b13), 387, 0), // CustomizationLinuxIdentityFailed: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x814119), x::Name(0x81bd14), 387, 0), // CustomizationLinuxOptions: CustomizationOptions
+        x::TypeEntry::structure(x::Name(0x815b16), x::Name(0x808f1d), 387, 5), // CustomizationLinuxPrep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x817211), x::Name(0xaa460b), 392, 0), // CustomizationName: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x818418), 18, 3), // CustomizationNetBIOSMode
+        x::TypeEntry::structure(x::Name(0x819d1f), x::Name(0x7f5b13), 392, 0), // CustomizationNetworkSetupFailed: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x81bd14), x::Name(0xaa460b), 392, 0), // CustomizationOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x81d215), x::Name(0xaa460b), 392, 2), // CustomizationPassword: DynamicData
+        x::TypeEntry::structure(x::Name(0x81e814), x::Name(0x7f8d12), 394, 0), // CustomizationPending: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x81fd17), x::Name(0x817211), 394, 1), // CustomizationPrefixName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x821511), x::Name(0xaa460b), 395, 5), // CustomizationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x822715), x::Name(0xaa460b), 400, 5), // CustomizationSpecInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x823d15), x::Name(0xaa460b), 405, 2), // CustomizationSpecItem: DynamicData
+        x::TypeEntry::structure(x::Name(0x825325), x::Name::NONE, 407, 2), // CustomizationSpecItemToXmlRequestType
+        x::TypeEntry::structure(x::Name(0x827919), x::Name(0x7f4812), 409, 0), // CustomizationStartedEvent: CustomizationEvent
+        x::TypeEntry::structure(x::Name(0x829323), x::Name(0x80c61a), 409, 0), // CustomizationStatelessIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x82b716), x::Name(0x7f4812), 409, 0), // CustomizationSucceeded: CustomizationEvent
+        x::TypeEntry::structure(x::Name(0x82ce14), x::Name(0x808f1d), 409, 5), // CustomizationSysprep: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x82e31a), x::Name(0x7f5b13), 414, 2), // CustomizationSysprepFailed: CustomizationFailed
+        x::TypeEntry::enumeration(x::Name(0x82fe20), 21, 3), // CustomizationSysprepRebootOption
+        x::TypeEntry::structure(x::Name(0x831f18), x::Name(0x808f1d), 416, 1), // CustomizationSysprepText: CustomizationIdentitySettings
+        x::TypeEntry::structure(x::Name(0x83381b), x::Name(0x7f5b13), 417, 0), // CustomizationUnknownFailure: CustomizationFailed
+        x::TypeEntry::structure(x::Name(0x83541f), x::Name(0x80ad18), 417, 0), // CustomizationUnknownIpGenerator: CustomizationIpGenerator
+        x::TypeEntry::structure(x::Name(0x837421), x::Name(0x80c61a), 417, 0), // CustomizationUnknownIpV6Generator: CustomizationIpV6Generator
+        x::TypeEntry::structure(x::Name(0x839618), x::Name(0x817211), 417, 0), // CustomizationUnknownName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x83af15), x::Name(0xaa460b), 417, 4), // CustomizationUserData: DynamicData
+        x::TypeEntry::structure(x::Name(0x83c51f), x::Name(0x817211), 421, 0), // CustomizationVirtualMachineName: CustomizationName
+        x::TypeEntry::structure(x::Name(0x83e517), x::Name(0x81bd14), 421, 3), // CustomizationWinOptions: CustomizationOptions
+        x::TypeEntry::structure(x::Name(0x83fd19), x::Name::NONE, 424, 5), // CustomizeGuestRequestType
+        x::TypeEntry::structure(x::Name(0x841716), x::Name::NONE, 429, 2), // CustomizeVMRequestType
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<ComputeResourceEventArgument>),
+        Some(x::decode_boxed::<ComputeResourceHostSPBMLicenseInfo>),
+        Some(x::decode_boxed::<ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState>),
+        Some(x::decode_boxed::<ComputeResourceSummary>),
+        Some(x::decode_boxed::<ConcurrentAccess>),
+        Some(x::decode_boxed::<ConfigSpecOperation>),
+        Some(x::decode_boxed::<ConfigTarget>),
+        None, // ConfigureCryptoKeyRequestType
+        None, // ConfigureDatastoreIORMRequestType
+        None, // ConfigureDatastorePrincipalRequestType
+        None, // ConfigureEvcModeRequestType
+        None, // ConfigureHCIRequestType
+        None, // ConfigureHostCacheRequestType
+        None, // ConfigureLicenseSourceRequestType
+        None, // ConfigurePowerPolicyRequestType
+        None, // ConfigureStorageDrsForPodRequestType
+        None, // ConfigureVFlashResourceExRequestType
+        Some(x::decode_boxed::<ConflictingConfiguration>),
+        Some(x::decode_boxed::<ConflictingConfigurationConfig>),
+        Some(x::decode_boxed::<ConflictingDatastoreFound>),
+        None, // ConnectNvmeControllerExRequestType
+        None, // ConnectNvmeControllerRequestType
+        Some(x::decode_boxed::<ConnectedIso>),
+        None, // ConsolidateVMDisksRequestType
+        None, // ContinueRetrievePropertiesExRequestType
+        None, // ConvertNamespacePathToUuidPathRequestType
+        None, // CopyDatastoreFileRequestType
+        None, // CopyVirtualDiskRequestType
+        Some(x::decode_boxed::<CpuCompatibilityUnknown>),
+        Some(x::decode_boxed::<CpuHotPlugNotSupported>),
+        Some(x::decode_boxed::<CpuIncompatible>),
+        Some(x::decode_boxed::<CpuIncompatible1ECX>),
+        Some(x::decode_boxed::<CpuIncompatible81EDX>),
+        None, // CreateAlarmRequestType
+        None, // CreateChildVMRequestType
+        None, // CreateClusterExRequestType
+        None, // CreateClusterRequestType
+        None, // CreateCollectorForEventsRequestType
+        None, // CreateCollectorForTasksRequestType
+        None, // CreateContainerViewRequestType
+        None, // CreateCustomizationSpecRequestType
+        None, // CreateDVPortgroupRequestType
+        None, // CreateDVSRequestType
+        None, // CreateDatacenterRequestType
+        None, // CreateDefaultProfileRequestType
+        None, // CreateDescriptorRequestType
+        None, // CreateDiagnosticPartitionRequestType
+        None, // CreateDirectoryRequestType
+        None, // CreateDiskFromSnapshotRequestType
+        None, // CreateDiskRequestType
+        None, // CreateFilterRequestType
+        None, // CreateFolderRequestType
+        None, // CreateGroupRequestType
+        None, // CreateImportSpecRequestType
+        None, // CreateInventoryViewRequestType
+        None, // CreateIpPoolRequestType
+        None, // CreateListViewFromViewRequestType
+        None, // CreateListViewRequestType
+        None, // CreateLocalDatastoreRequestType
+        None, // CreateNasDatastoreRequestType
+        None, // CreateNvdimmNamespaceRequestType
+        None, // CreateNvdimmPMemNamespaceRequestType
+        None, // CreateNvmeOverRdmaAdapterRequestType
+        None, // CreateObjectScheduledTaskRequestType
+        None, // CreatePerfIntervalRequestType
+        None, // CreateProfileRequestType
+        None, // CreatePropertyCollectorRequestType
+        None, // CreateRegistryKeyInGuestRequestType
+        None, // CreateResourcePoolRequestType
+        None, // CreateScheduledTaskRequestType
+        None, // CreateScreenshotRequestType
+        None, // CreateSecondaryVMExRequestType
+        None, // CreateSecondaryVMRequestType
+        None, // CreateSnapshotExRequestType
+        None, // CreateSnapshotRequestType
+        None, // CreateSoftwareAdapterRequestType
+        None, // CreateStoragePodRequestType
+        Some(x::decode_boxed::<CreateTaskAction>),
+        None, // CreateTaskRequestType
+        None, // CreateTemporaryDirectoryInGuestRequestType
+        None, // CreateTemporaryFileInGuestRequestType
+        None, // CreateUserRequestType
+        None, // CreateVAppRequestType
+        None, // CreateVMRequestType
+        None, // CreateVirtualDiskRequestType
+        None, // CreateVmfsDatastoreRequestType
+        None, // CreateVvolDatastoreRequestType
+        Some(x::decode_boxed::<CryptoKeyId>),
+        Some(x::decode_boxed::<CryptoKeyPlain>),
+        Some(x::decode_boxed::<CryptoKeyResult>),
+        None, // CryptoManagerHostDisableRequestType
+        None, // CryptoManagerHostEnableRequestType
+        None, // CryptoManagerHostPrepareRequestType
+        Some(x::decode_boxed::<CryptoManagerKmipCertificateInfo>),
+        Some(x::decode_boxed::<CryptoManagerKmipClusterStatus>),
+        Some(x::decode_boxed::<CryptoManagerKmipCryptoKeyStatus>),
+        Some(x::decode_boxed::<CryptoManagerKmipCryptoKeyStatusKeyUnavailableReason>),
+        Some(x::decode_boxed::<CryptoManagerKmipServerCertInfo>),
+        Some(x::decode_boxed::<CryptoManagerKmipServerStatus>),
+        Some(x::decode_boxed::<CryptoSpec>),
+        Some(x::decode_boxed::<CryptoSpecDecrypt>),
+        Some(x::decode_boxed::<CryptoSpecDeepRecrypt>),
+        Some(x::decode_boxed::<CryptoSpecEncrypt>),
+        Some(x::decode_boxed::<CryptoSpecNoOp>),
+        Some(x::decode_boxed::<CryptoSpecRegister>),
+        Some(x::decode_boxed::<CryptoSpecShallowRecrypt>),
+        None, // CryptoUnlockRequestType
+        None, // CurrentTimeRequestType
+        Some(x::decode_boxed::<CustomFieldDef>),
+        Some(x::decode_boxed::<CustomFieldDefAddedEvent>),
+        Some(x::decode_boxed::<CustomFieldDefEvent>),
+        Some(x::decode_boxed::<CustomFieldDefRemovedEvent>),
+        Some(x::decode_boxed::<CustomFieldDefRenamedEvent>),
+        Some(x::decode_boxed::<CustomFieldEvent>),
+        Some(x::decode_boxed::<CustomFieldStringValue>),
+        Some(x::decode_boxed::<CustomFieldValue>),
+        Some(x::decode_boxed::<CustomFieldValueChangedEvent>),
+        Some(x::decode_boxed::<CustomizationAdapterMapping>),
+        Some(x::decode_boxed::<CustomizationAutoIpV6Generator>),
+        Some(x::decode_boxed::<CustomizationCloudinitPrep>),
+        Some(x::decode_boxed::<CustomizationCustomIpGenerator>),
+        Some(x::decode_boxed::<CustomizationCustomIpV6Generator>),
+        Some(x::decode_boxed::<CustomizationCustomName>),
+        Some(x::decode_boxed::<CustomizationDhcpIpGenerator>),
+        Some(x::decode_boxed::<CustomizationDhcpIpV6Generator>),
+        Some(x::decode_boxed::<CustomizationEvent>),
+        Some(x::decode_boxed::<CustomizationFailed>),
+        Some(x::decode_boxed::<CustomizationFailedReasonCode>),
+        Some(x::decode_boxed::<CustomizationFault>),
+        Some(x::decode_boxed::<CustomizationFixedIp>),
+        Some(x::decode_boxed::<CustomizationFixedIpV6>),
+        Some(x::decode_boxed::<CustomizationFixedName>),
+        Some(x::decode_boxed::<CustomizationGlobalIPSettings>),
+        Some(x::decode_boxed::<CustomizationGuiRunOnce>),
+        Some(x::decode_boxed::<CustomizationGuiUnattended>),
+        Some(x::decode_boxed::<CustomizationIPSettings>),
+        Some(x::decode_boxed::<CustomizationIPSettingsIpV6AddressSpec>),
+        Some(x::decode_boxed::<CustomizationIdentification>),
+        Some(x::decode_boxed::<CustomizationIdentitySettings>),
+        Some(x::decode_boxed::<CustomizationIpGenerator>),
+        Some(x::decode_boxed::<CustomizationIpV6Generator>),
+        Some(x::decode_boxed::<CustomizationLicenseDataMode>),
+        Some(x::decode_boxed::<CustomizationLicenseFilePrintData>),
+        Some(x::decode_boxed::<CustomizationLinuxIdentityFailed>),
+        Some(x::decode_boxed::<CustomizationLinuxOptions>),
+        Some(x::decode_boxed::<CustomizationLinuxPrep>),
+        Some(x::decode_boxed::<CustomizationName>),
+        Some(x::decode_boxed::<CustomizationNetBIOSMode>),
+        Some(x::decode_boxed::<CustomizationNetworkSetupFailed>),
+        Some(x::decode_boxed::<CustomizationOptions>),
+        Some(x::decode_boxed::<CustomizationPassword>),
+        Some(x::decode_boxed::<CustomizationPending>),
+        Some(x::decode_boxed::<CustomizationPrefixName>),
+        Some(x::decode_boxed::<CustomizationSpec>),
+        Some(x::decode_boxed::<CustomizationSpecInfo>),
+        Some(x::decode_boxed::<CustomizationSpecItem>),
+        None, // CustomizationSpecItemToXmlRequestType
+        Some(x::decode_boxed::<CustomizationStartedEvent>),
+        Some(x::decode_boxed::<CustomizationStatelessIpV6Generator>),
+        Some(x::decode_boxed::<CustomizationSucceeded>),
+        Some(x::decode_boxed::<CustomizationSysprep>),
+        Some(x::decode_boxed::<CustomizationSysprepFailed>),
+        Some(x::decode_boxed::<CustomizationSysprepRebootOption>),
+        Some(x::decode_boxed::<CustomizationSysprepText>),
+        Some(x::decode_boxed::<CustomizationUnknownFailure>),
+        Some(x::decode_boxed::<CustomizationUnknownIpGenerator>),
+        Some(x::decode_boxed::<CustomizationUnknownIpV6Generator>),
+        Some(x::decode_boxed::<CustomizationUnknownName>),
+        Some(x::decode_boxed::<CustomizationUserData>),
+        Some(x::decode_boxed::<CustomizationVirtualMachineName>),
+        Some(x::decode_boxed::<CustomizationWinOptions>),
+        None, // CustomizeGuestRequestType
+        None, // CustomizeVMRequestType
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x21ff60f), x::Name(0x1258216)), // computeResource: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281bb0c), x::Name(0x719136)), // licenseState: ComputeResourceHostSPBMLicenseInfoHostSPBMLicenseState
+        x::FieldEntry::required(x::Name(0x2fd5a08), x::Name(0x2729103)), // totalCpu: int
+        x::FieldEntry::required(x::Name(0x2fdc90b), x::Name(0x2857004)), // totalMemory: long
+        x::FieldEntry::required(x::Name(0x2a2750b), x::Name(0x2dfd105)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2a2bf0d), x::Name(0x2dfd105)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x246210c), x::Name(0x2729103)), // effectiveCpu: int
+        x::FieldEntry::required(x::Name(0x2462e0f), x::Name(0x2857004)), // effectiveMemory: long
+        x::FieldEntry::required(x::Name(0x2a33908), x::Name(0x2729103)), // numHosts: int
+        x::FieldEntry::required(x::Name(0x2a2fe11), x::Name(0x2729103)), // numEffectiveHosts: int
+        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2a2d607), x::Name(0x2729103)), // numCpus: int
+        x::FieldEntry::required(x::Name(0x2a2750b), x::Name(0x2729103)), // numCpuCores: int
+        x::FieldEntry::required(x::Name(0x2a3fc0c), x::Name(0x2729103)), // numNumaNodes: int
+        x::FieldEntry::optional(x::Name(0x289270e), x::Name(0x2729103)), // maxCpusPerHost: int
+        x::FieldEntry::optional(x::Name(0x2e24e0a), x::Name(0x212d207)), // smcPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x22edf09), x::Name(0x1c7c81b)), // datastore: VirtualMachineDatastoreInfo
+        x::FieldEntry::repeated(x::Name(0x2992207), x::Name(0x1d0b019)), // network: VirtualMachineNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x2ab400d), x::Name(0x13a6f17)), // opaqueNetwork: OpaqueNetworkTargetInfo
+        x::FieldEntry::repeated(x::Name(0x240f81b), x::Name(0x99571f)), // distributedVirtualPortgroup: DistributedVirtualPortgroupInfo
+        x::FieldEntry::repeated(x::Name(0x2411418), x::Name(0x9c4c1c)), // distributedVirtualSwitch: DistributedVirtualSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x216fa05), x::Name(0x1c54217)), // cdRom: VirtualMachineCdromInfo
+        x::FieldEntry::repeated(x::Name(0x2dbcd06), x::Name(0x1d44918)), // serial: VirtualMachineSerialInfo
+        x::FieldEntry::repeated(x::Name(0x2b21b08), x::Name(0x1d0ea1a)), // parallel: VirtualMachineParallelInfo
+        x::FieldEntry::repeated(x::Name(0x2e4ee05), x::Name(0x1d4e817)), // sound: VirtualMachineSoundInfo
+        x::FieldEntry::repeated(x::Name(0x306c603), x::Name(0x1d6da15)), // usb: VirtualMachineUsbInfo
+        x::FieldEntry::repeated(x::Name(0x2581506), x::Name(0x1cc9b18)), // floppy: VirtualMachineFloppyInfo
+        x::FieldEntry::repeated(x::Name(0x2807a11), x::Name(0x1ce8a25)), // legacyNetworkInfo: VirtualMachineLegacyNetworkSwitchInfo
+        x::FieldEntry::repeated(x::Name(0x2d9190f), x::Name(0x1d40521)), // scsiPassthrough: VirtualMachineScsiPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x2d8d608), x::Name(0x1d3e420)), // scsiDisk: VirtualMachineScsiDiskDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x26cc207), x::Name(0x1cde51f)), // ideDisk: VirtualMachineIdeDiskDeviceInfo
+        x::FieldEntry::required(x::Name(0x289dd13), x::Name(0x2729103)), // maxMemMBOptimalPerf: int
+        x::FieldEntry::optional(x::Name(0x2f28b11), x::Name(0x2729103)), // supportedMaxMemMB: int
+        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1743717)), // resourcePool: ResourcePoolRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x20e0d0b), x::Name(0x212d207)), // autoVmotion: boolean
+        x::FieldEntry::repeated(x::Name(0x2b4860e), x::Name(0x1d10520)), // pciPassthrough: VirtualMachinePciPassthroughInfo
+        x::FieldEntry::repeated(x::Name(0x2e97605), x::Name(0x1d52217)), // sriov: VirtualMachineSriovInfo
+        x::FieldEntry::repeated(x::Name(0x30a810c), x::Name(0x1d7271e)), // vFlashModule: VirtualMachineVFlashModuleInfo
+        x::FieldEntry::repeated(x::Name(0x2df1e19), x::Name(0x1d12629)), // sharedGpuPassthroughTypes: VirtualMachinePciSharedGpuPassthroughInfo
+        x::FieldEntry::optional(x::Name(0x20ee726), x::Name(0x2857004)), // availablePersistentMemoryReservationMB: long
+        x::FieldEntry::repeated(x::Name(0x2456f12), x::Name(0x1c9f824)), // dynamicPassthrough: VirtualMachineDynamicPassthroughInfo
+        x::FieldEntry::optional(x::Name(0x2dea50d), x::Name(0x1d4961b)), // sgxTargetInfo: VirtualMachineSgxTargetInfo
+        x::FieldEntry::repeated(x::Name(0x2be5d12), x::Name(0x1d1a220)), // precisionClockInfo: VirtualMachinePrecisionClockInfo
+        x::FieldEntry::optional(x::Name(0x2de6c0c), x::Name(0x212d207)), // sevSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x30e300e), x::Name(0x1d8831c)), // vgpuDeviceInfo: VirtualMachineVgpuDeviceInfo
+        x::FieldEntry::repeated(x::Name(0x30e3f0f), x::Name(0x1d8a01d)), // vgpuProfileInfo: VirtualMachineVgpuProfileInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x18e3d15)), // spec: StorageIORMConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24dd90a), x::Name(0x2f00106)), // evcModeKey: string
+        x::FieldEntry::optional(x::Name(0x24dbe12), x::Name(0x2f00106)), // evcGraphicsModeKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21d000b), x::Name(0x621923)), // clusterSpec: ClusterComputeResourceHCIConfigSpec
+        x::FieldEntry::repeated(x::Name(0x267420a), x::Name(0x62642c)), // hostInputs: ClusterComputeResourceHostConfigurationInput
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xca751a)), // spec: HostCacheConfigurationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281ad0d), x::Name(0x11fca0d)), // licenseSource: LicenseSource
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x18b9914)), // spec: StorageDrsConfigSpec
+        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x212d207)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::repeated(x::Name(0x2205a10), x::Name(0x736f1e)), // configInConflict: ConflictingConfigurationConfig
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3200c), x::Name(0x2f00106)), // propertyPath: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x222a80b), x::Name(0xeaf513)), // connectSpec: HostNvmeConnectSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x222a80b), x::Name(0xeaf513)), // connectSpec: HostNvmeConnectSpec
+        x::FieldEntry::required(x::Name(0x2170f05), x::Name(0x1b5240c)), // cdrom: VirtualCdrom
+        x::FieldEntry::required(x::Name(0x2560e08), x::Name(0x2f00106)), // filename: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x296eb0c), x::Name(0x2f00106)), // namespaceUrl: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5ed0a), x::Name(0x2f00106)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x1258216)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2380c0f), x::Name(0x2f00106)), // destinationName: string
+        x::FieldEntry::optional(x::Name(0x237bf15), x::Name(0x1258216)), // destinationDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5ed0a), x::Name(0x2f00106)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x1258216)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
+        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x1258216)), // destDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2374b08), x::Name(0x1be1e0f)), // destSpec: VirtualDiskSpec
+        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x2729103)), // level: int
+        x::FieldEntry::required(x::Name(0x2cb230c), x::Name(0x2f00106)), // registerName: string
+        x::FieldEntry::optional(x::Name(0x2cb160c), x::Name(0x2f00106)), // registerBits: string
+        x::FieldEntry::optional(x::Name(0x236710b), x::Name(0x2f00106)), // desiredBits: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e9e404), x::Name(0x212d207)), // sse3: boolean
+        x::FieldEntry::optional(x::Name(0x2b4d909), x::Name(0x212d207)), // pclmulqdq: boolean
+        x::FieldEntry::required(x::Name(0x2ea5a05), x::Name(0x212d207)), // ssse3: boolean
+        x::FieldEntry::required(x::Name(0x2e9e905), x::Name(0x212d207)), // sse41: boolean
+        x::FieldEntry::required(x::Name(0x2e9ef05), x::Name(0x212d207)), // sse42: boolean
+        x::FieldEntry::optional(x::Name(0x2042003), x::Name(0x212d207)), // aes: boolean
+        x::FieldEntry::required(x::Name(0x2ad9905), x::Name(0x212d207)), // other: boolean
+        x::FieldEntry::required(x::Name(0x2aec109), x::Name(0x212d207)), // otherOnly: boolean
+        x::FieldEntry::required(x::Name(0x2a8f102), x::Name(0x212d207)), // nx: boolean
+        x::FieldEntry::required(x::Name(0x2550105), x::Name(0x212d207)), // ffxsr: boolean
+        x::FieldEntry::required(x::Name(0x2c70e06), x::Name(0x212d207)), // rdtscp: boolean
+        x::FieldEntry::required(x::Name(0x2833402), x::Name(0x212d207)), // lm: boolean
+        x::FieldEntry::required(x::Name(0x2ad9905), x::Name(0x212d207)), // other: boolean
+        x::FieldEntry::required(x::Name(0x2aec109), x::Name(0x212d207)), // otherOnly: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x77409)), // spec: AlarmSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1c66718)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x63fd13)), // spec: ClusterConfigSpecEx
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x63eb11)), // spec: ClusterConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2563706), x::Name(0xb0d80f)), // filter: EventFilterSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2563706), x::Name(0x191830e)), // filter: TaskFilterSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2246c09), x::Name(0x1258216)), // container: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2ca3809), x::Name(0x212d207)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27cc204), x::Name(0x823d15)), // item: CustomizationSpecItem
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x852015)), // spec: DVPortgroupConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x86480d)), // spec: DVSCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c24b0b), x::Name(0x2f00106)), // profileType: string
+        x::FieldEntry::optional(x::Name(0x2c2570f), x::Name(0x2f00106)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2170003), x::Name(0x13d5319)), // cdp: OvfCreateDescriptorParams
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd2ea21)), // spec: HostDiagnosticPartitionCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x240520b), x::Name(0x2f00106)), // displayName: string
+        x::FieldEntry::optional(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
+        x::FieldEntry::optional(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fd2e0e)), // spec: VslmCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x150c512)), // spec: PropertyFilterSpec
+        x::FieldEntry::required(x::Name(0x2b2d50e), x::Name(0x212d207)), // partialUpdates: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0xc8230f)), // group: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b00c0d), x::Name(0x2f00106)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21b0a04), x::Name(0x13d8719)), // cisp: OvfCreateImportSpecParams
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba8004), x::Name(0x118a506)), // pool: IpPool
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30eb204), x::Name(0x1258216)), // view: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xe75511)), // spec: HostNasVolumeSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x1388419)), // createSpec: NvdimmNamespaceCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x139831d)), // createSpec: NvdimmPMemNamespaceCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c6fa0e), x::Name(0x2f00106)), // rdmaDeviceName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x17eb111)), // spec: ScheduledTaskSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x273850a), x::Name(0x1462e0c)), // intervalId: PerfInterval
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x14d6211)), // createSpec: ProfileCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x27be80a), x::Name(0x212d207)), // isVolatile: boolean
+        x::FieldEntry::optional(x::Name(0x21b2309), x::Name(0x2f00106)), // classType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1731512)), // spec: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x17eb111)), // spec: ScheduledTaskSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xb63b18)), // spec: FaultToleranceConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x28db106), x::Name(0x212d207)), // memory: boolean
+        x::FieldEntry::optional(x::Name(0x2c62d0b), x::Name(0x1cd7a1e)), // quiesceSpec: VirtualMachineGuestQuiesceSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x28db106), x::Name(0x212d207)), // memory: boolean
+        x::FieldEntry::required(x::Name(0x2c60107), x::Name(0x212d207)), // quiesce: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xda9111)), // spec: HostHbaCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2f9790a), x::Name(0x2f00106)), // taskTypeId: string
+        x::FieldEntry::required(x::Name(0x215ce0a), x::Name(0x212d207)), // cancelable: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f9790a), x::Name(0x2f00106)), // taskTypeId: string
+        x::FieldEntry::optional(x::Name(0x2714e0b), x::Name(0x2f00106)), // initiatedBy: string
+        x::FieldEntry::required(x::Name(0x215ce0a), x::Name(0x212d207)), // cancelable: boolean
+        x::FieldEntry::optional(x::Name(0x2b2b00d), x::Name(0x2f00106)), // parentTaskKey: string
+        x::FieldEntry::optional(x::Name(0x201ca0c), x::Name(0x2f00106)), // activationId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2beab06), x::Name(0x2f00106)), // prefix: string
+        x::FieldEntry::required(x::Name(0x2f0eb06), x::Name(0x2f00106)), // suffix: string
+        x::FieldEntry::optional(x::Name(0x23c130d), x::Name(0x2f00106)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2beab06), x::Name(0x2f00106)), // prefix: string
+        x::FieldEntry::required(x::Name(0x2f0eb06), x::Name(0x2f00106)), // suffix: string
+        x::FieldEntry::optional(x::Name(0x23c130d), x::Name(0x2f00106)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x307be04), x::Name(0xc8230f)), // user: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2d00207), x::Name(0x1731512)), // resSpec: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x1a8be0e)), // configSpec: VAppConfigSpec
+        x::FieldEntry::optional(x::Name(0x3153a08), x::Name(0x1258216)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1c66718)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1be1e0f)), // spec: VirtualDiskSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1f50317)), // spec: VmfsDatastoreCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd14224)), // spec: HostDatastoreSystemVvolDatastoreSpec
+        x::FieldEntry::required(x::Name(0x27d8705), x::Name(0x2f00106)), // keyId: string
+        x::FieldEntry::optional(x::Name(0x2c3770a), x::Name(0x11b5f0d)), // providerId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2051d09), x::Name(0x2f00106)), // algorithm: string
+        x::FieldEntry::required(x::Name(0x27d5807), x::Name(0x2f00106)), // keyData: string
+        x::FieldEntry::required(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2f0e307), x::Name(0x212d207)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x270aa0a), x::Name(0x7b890e)), // initialKey: CryptoKeyPlain
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f04e07), x::Name(0x2f00106)), // subject: string
+        x::FieldEntry::required(x::Name(0x27cb406), x::Name(0x2f00106)), // issuer: string
+        x::FieldEntry::required(x::Name(0x2dbd40c), x::Name(0x2f00106)), // serialNumber: string
+        x::FieldEntry::required(x::Name(0x29fd109), x::Name(0x2308208)), // notBefore: dateTime
+        x::FieldEntry::required(x::Name(0x29f9a08), x::Name(0x2308208)), // notAfter: dateTime
+        x::FieldEntry::required(x::Name(0x257010b), x::Name(0x2f00106)), // fingerprint: string
+        x::FieldEntry::required(x::Name(0x219f409), x::Name(0x2308208)), // checkTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2da1b11), x::Name(0x2729103)), // secondsSinceValid: int
+        x::FieldEntry::optional(x::Name(0x2da0713), x::Name(0x2729103)), // secondsBeforeExpire: int
+        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x287920e), x::Name(0x2f00106)), // managementType: string
+        x::FieldEntry::repeated(x::Name(0x2dc6c07), x::Name(0x7cc91d)), // servers: CryptoManagerKmipServerStatus
+        x::FieldEntry::optional(x::Name(0x21b420e), x::Name(0x7c1320)), // clientCertInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::required(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x27d4b0c), x::Name(0x212d207)), // keyAvailable: boolean
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::repeated(x::Name(0x2489f0c), x::Name(0x1258216)), // encryptedVMs: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x204240d), x::Name(0x1258216)), // affectedHosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2cae510), x::Name(0x2f00106)), // referencedByTags: string
+        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
+        x::FieldEntry::optional(x::Name(0x2179608), x::Name(0x7c1320)), // certInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::optional(x::Name(0x21b6311), x::Name(0x212d207)), // clientTrustServer: boolean
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2235e10), x::Name(0x2f00106)), // connectionStatus: string
+        x::FieldEntry::optional(x::Name(0x2179608), x::Name(0x7c1320)), // certInfo: CryptoManagerKmipCertificateInfo
+        x::FieldEntry::optional(x::Name(0x21b6311), x::Name(0x212d207)), // clientTrustServer: boolean
+        x::FieldEntry::optional(x::Name(0x2dc5211), x::Name(0x212d207)), // serverTrustClient: boolean
+        x::FieldEntry::required(x::Name(0x29c5808), x::Name(0x7b7d0b)), // newKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2296c0b), x::Name(0x7b7d0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2296c0b), x::Name(0x7b7d0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x29c5808), x::Name(0x7b7d0b)), // newKeyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2874411), x::Name(0x2f00106)), // managedObjectType: string
+        x::FieldEntry::optional(x::Name(0x2552312), x::Name(0x14c8612)), // fieldDefPrivileges: PrivilegePolicyDef
+        x::FieldEntry::optional(x::Name(0x2553617), x::Name(0x14c8612)), // fieldInstancePrivileges: PrivilegePolicyDef
+        x::FieldEntry::required(x::Name(0x2554e08), x::Name(0x2729103)), // fieldKey: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2554e08), x::Name(0x2729103)), // fieldKey: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::optional(x::Name(0x2bfa209), x::Name(0x2f00106)), // prevState: string
+        x::FieldEntry::optional(x::Name(0x2862d0a), x::Name(0x2f00106)), // macAddress: string
+        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x803417)), // adapter: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x2905408), x::Name(0x2f00106)), // metadata: string
+        x::FieldEntry::optional(x::Name(0x3092d08), x::Name(0x2f00106)), // userdata: string
+        x::FieldEntry::optional(x::Name(0x2097908), x::Name(0x2f00106)), // argument: string
+        x::FieldEntry::optional(x::Name(0x2097908), x::Name(0x2f00106)), // argument: string
+        x::FieldEntry::optional(x::Name(0x2097908), x::Name(0x2f00106)), // argument: string
+        x::FieldEntry::optional(x::Name(0x284ff0b), x::Name(0x2f00106)), // logLocation: string
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2f0800a), x::Name(0x2729103)), // subnetMask: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x241b80d), x::Name(0x2f00106)), // dnsSuffixList: string
+        x::FieldEntry::repeated(x::Name(0x241aa0d), x::Name(0x2f00106)), // dnsServerList: string
+        x::FieldEntry::repeated(x::Name(0x21dbd0b), x::Name(0x2f00106)), // commandList: string
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x81d215)), // password: CustomizationPassword
+        x::FieldEntry::required(x::Name(0x2fb2508), x::Name(0x2729103)), // timeZone: int
+        x::FieldEntry::required(x::Name(0x20d8609), x::Name(0x212d207)), // autoLogon: boolean
+        x::FieldEntry::required(x::Name(0x20d900e), x::Name(0x2729103)), // autoLogonCount: int
+        x::FieldEntry::required(x::Name(0x2763902), x::Name(0x80ad18)), // ip: CustomizationIpGenerator
+        x::FieldEntry::optional(x::Name(0x2f0800a), x::Name(0x2f00106)), // subnetMask: string
+        x::FieldEntry::repeated(x::Name(0x25bd607), x::Name(0x2f00106)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x2781f08), x::Name(0x804c26)), // ipV6Spec: CustomizationIPSettingsIpV6AddressSpec
+        x::FieldEntry::repeated(x::Name(0x241aa0d), x::Name(0x2f00106)), // dnsServerList: string
+        x::FieldEntry::optional(x::Name(0x2416709), x::Name(0x2f00106)), // dnsDomain: string
+        x::FieldEntry::optional(x::Name(0x2c0200b), x::Name(0x2f00106)), // primaryWINS: string
+        x::FieldEntry::optional(x::Name(0x2d9f90d), x::Name(0x2f00106)), // secondaryWINS: string
+        x::FieldEntry::optional(x::Name(0x2980d07), x::Name(0x818418)), // netBIOS: CustomizationNetBIOSMode
+        x::FieldEntry::repeated(x::Name(0x2763902), x::Name(0x80c61a)), // ip: CustomizationIpV6Generator
+        x::FieldEntry::repeated(x::Name(0x25bd607), x::Name(0x2f00106)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x27cd20d), x::Name(0x2f00106)), // joinWorkgroup: string
+        x::FieldEntry::optional(x::Name(0x27cc70a), x::Name(0x2f00106)), // joinDomain: string
+        x::FieldEntry::optional(x::Name(0x241f80b), x::Name(0x2f00106)), // domainAdmin: string
+        x::FieldEntry::optional(x::Name(0x2420413), x::Name(0x81d215)), // domainAdminPassword: CustomizationPassword
+        x::FieldEntry::required(x::Name(0x20d9f08), x::Name(0x80e11c)), // autoMode: CustomizationLicenseDataMode
+        x::FieldEntry::optional(x::Name(0x20e0309), x::Name(0x2729103)), // autoUsers: int
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x817211)), // hostName: CustomizationName
+        x::FieldEntry::required(x::Name(0x241f106), x::Name(0x2f00106)), // domain: string
+        x::FieldEntry::optional(x::Name(0x2fb2508), x::Name(0x2f00106)), // timeZone: string
+        x::FieldEntry::optional(x::Name(0x26bd80a), x::Name(0x212d207)), // hwClockUTC: boolean
+        x::FieldEntry::optional(x::Name(0x2d8a90a), x::Name(0x2f00106)), // scriptText: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2b92a09), x::Name(0x212d207)), // plainText: boolean
+        x::FieldEntry::required(x::Name(0x210f204), x::Name(0x2f00106)), // base: string
+        x::FieldEntry::optional(x::Name(0x2aca707), x::Name(0x81bd14)), // options: CustomizationOptions
+        x::FieldEntry::required(x::Name(0x26cf808), x::Name(0x808f1d)), // identity: CustomizationIdentitySettings
+        x::FieldEntry::required(x::Name(0x25cc910), x::Name(0x7fe31d)), // globalIPSettings: CustomizationGlobalIPSettings
+        x::FieldEntry::repeated(x::Name(0x29de10d), x::Name(0x7e5e1b)), // nicSettingMap: CustomizationAdapterMapping
+        x::FieldEntry::repeated(x::Name(0x2496f0d), x::Name(0x2146004)), // encryptionKey: byte
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2189c0d), x::Name(0x2f00106)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x27f6c0e), x::Name(0x2308208)), // lastUpdateTime: dateTime
+        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x822715)), // info: CustomizationSpecInfo
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x821511)), // spec: CustomizationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27cc204), x::Name(0x823d15)), // item: CustomizationSpecItem
+        x::FieldEntry::required(x::Name(0x261800d), x::Name(0x80191a)), // guiUnattended: CustomizationGuiUnattended
+        x::FieldEntry::required(x::Name(0x3080108), x::Name(0x83af15)), // userData: CustomizationUserData
+        x::FieldEntry::optional(x::Name(0x261750a), x::Name(0x800117)), // guiRunOnce: CustomizationGuiRunOnce
+        x::FieldEntry::required(x::Name(0x26cca0e), x::Name(0x80731b)), // identification: CustomizationIdentification
+        x::FieldEntry::optional(x::Name(0x2811414), x::Name(0x80fe21)), // licenseFilePrintData: CustomizationLicenseFilePrintData
+        x::FieldEntry::required(x::Name(0x2f6f50e), x::Name(0x2f00106)), // sysprepVersion: string
+        x::FieldEntry::required(x::Name(0x2f7de0d), x::Name(0x2f00106)), // systemVersion: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
+        x::FieldEntry::required(x::Name(0x2ad7107), x::Name(0x2f00106)), // orgName: string
+        x::FieldEntry::required(x::Name(0x220150c), x::Name(0x817211)), // computerName: CustomizationName
+        x::FieldEntry::required(x::Name(0x2c15009), x::Name(0x2f00106)), // productId: string
+        x::FieldEntry::required(x::Name(0x2185009), x::Name(0x212d207)), // changeSID: boolean
+        x::FieldEntry::required(x::Name(0x234b20e), x::Name(0x212d207)), // deleteAccounts: boolean
+        x::FieldEntry::optional(x::Name(0x2c79406), x::Name(0x82fe20)), // reboot: CustomizationSysprepRebootOption
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x821511)), // spec: CustomizationSpec
+        x::FieldEntry::repeated(x::Name(0x220850c), x::Name(0x13b310b)), // configParams: OptionValue
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x821511)), // spec: CustomizationSpec
+    ],
+    values: &[
+        x::Name(0x281c808), // licensed
+        x::Name(0x3029c0a), // unlicensed
+        x::Name(0x3024f07), // unknown
+        x::Name(0x202ae03), // add
+        x::Name(0x2460504), // edit
+        x::Name(0x2cd1806), // remove
+        x::Name(0x11bbf16), // KeyStateMissingInCache
+        x::Name(0x11b6d16), // KeyStateClusterInvalid
+        x::Name(0x11b841a), // KeyStateClusterUnreachable
+        x::Name(0x11bd614), // KeyStateMissingInKMS
+        x::Name(0x11beb1a), // KeyStateNotActiveOrEnabled
+        x::Name(0x11b9f1f), // KeyStateManagedByTrustAuthority
+        x::Name(0x3085819), // userDefinedScriptDisabled
+        x::Name(0x22c3115), // customizationDisabled
+        x::Name(0x2c6b715), // rawDataIsNotSupported
+        x::Name(0x3244b13), // wrongMetadataFormat
+        x::Name(0x2b59309), // perServer
+        x::Name(0x2b58b07), // perSeat
+        x::Name(0x2477714), // enableNetBIOSViaDhcp
+        x::Name(0x247690d), // enableNetBIOS
+        x::Name(0x23c660e), // disableNetBIOS
+        x::Name(0x2c79406), // reboot
+        x::Name(0x29f6908), // noreboot
+        x::Name(0x2e01708), // shutdown
+    ],
+};

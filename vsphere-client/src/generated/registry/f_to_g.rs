@@ -4,1916 +4,798 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "FailToEnableSPBM",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("cs", "ManagedObjectReference"),
-            x::FieldInfo::required("csName", "string"),
-            x::FieldInfo::repeated(
-                "hostLicenseStates",
-                "ComputeResourceHostSPBMLicenseInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FailToEnableSPBM>),
-    },
-    x::TypeInfo {
-        name: "FailToLockFaultToleranceVMs",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmName", "string"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("alreadyLockedVm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FailToLockFaultToleranceVMs>),
-    },
-    x::TypeInfo {
-        name: "FailoverLevelRestored",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FailoverLevelRestored>),
-    },
-    x::TypeInfo {
-        name: "FailoverNodeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("clusterIpSettings", "CustomizationIPSettings"),
-            x::FieldInfo::optional("failoverIp", "CustomizationIPSettings"),
-            x::FieldInfo::optional("biosUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FailoverNodeInfo>),
-    },
-    x::TypeInfo {
-        name: "FaultDomainId",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("id", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultDomainId>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceAntiAffinityViolated",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceAntiAffinityViolated>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceCannotEditMem",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmName", "string"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceCannotEditMem>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("role", "int"),
-            x::FieldInfo::repeated("instanceUuids", "string"),
-            x::FieldInfo::repeated("configPaths", "string"),
-            x::FieldInfo::optional("orphaned", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("metaDataPath", "FaultToleranceMetaSpec"),
-            x::FieldInfo::optional("secondaryVmSpec", "FaultToleranceVMConfigSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceCpuIncompatible",
-        base: Some("CpuIncompatible"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("model", "boolean"),
-            x::FieldInfo::required("family", "boolean"),
-            x::FieldInfo::required("stepping", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceCpuIncompatible>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceDiskSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("disk", "VirtualDevice"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceDiskSpec>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceMetaSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("metaDataDatastore", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceMetaSpec>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceNeedsThickDisk",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vmName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceNeedsThickDisk>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceNotLicensed",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("hostName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceNotLicensed>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceNotSameBuild",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("build", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceNotSameBuild>),
-    },
-    x::TypeInfo {
-        name: "FaultTolerancePrimaryConfigInfo",
-        base: Some("FaultToleranceConfigInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("secondaries", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultTolerancePrimaryConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "FaultTolerancePrimaryPowerOnNotAttempted",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("secondaryVm", "ManagedObjectReference"),
-            x::FieldInfo::required("primaryVm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultTolerancePrimaryPowerOnNotAttempted>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceSecondaryConfigInfo",
-        base: Some("FaultToleranceConfigInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("primaryVM", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceSecondaryConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceSecondaryOpResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("powerOnAttempted", "boolean"),
-            x::FieldInfo::optional("powerOnResult", "ClusterPowerOnVmResult"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceSecondaryOpResult>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceVMConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vmConfig", "ManagedObjectReference"),
-            x::FieldInfo::repeated("disks", "FaultToleranceDiskSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceVMConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "FaultToleranceVmNotDasProtected",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultToleranceVmNotDasProtected>),
-    },
-    x::TypeInfo {
-        name: "FaultsByHost",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("faults", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultsByHost>),
-    },
-    x::TypeInfo {
-        name: "FaultsByVM",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::repeated("faults", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FaultsByVM>),
-    },
-    x::TypeInfo {
-        name: "FcoeConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("priorityClass", "int"),
-            x::FieldInfo::required("sourceMac", "string"),
-            x::FieldInfo::repeated("vlanRange", "FcoeConfigVlanRange"),
-            x::FieldInfo::required("capabilities", "FcoeConfigFcoeCapabilities"),
-            x::FieldInfo::required("fcoeActive", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FcoeConfig>),
-    },
-    x::TypeInfo {
-        name: "FcoeConfigFcoeCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("priorityClass", "boolean"),
-            x::FieldInfo::required("sourceMacAddress", "boolean"),
-            x::FieldInfo::required("vlanRange", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FcoeConfigFcoeCapabilities>),
-    },
-    x::TypeInfo {
-        name: "FcoeConfigFcoeSpecification",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("underlyingPnic", "string"),
-            x::FieldInfo::optional("priorityClass", "int"),
-            x::FieldInfo::optional("sourceMac", "string"),
-            x::FieldInfo::repeated("vlanRange", "FcoeConfigVlanRange"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FcoeConfigFcoeSpecification>),
-    },
-    x::TypeInfo {
-        name: "FcoeConfigVlanRange",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vlanLow", "int"),
-            x::FieldInfo::required("vlanHigh", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FcoeConfigVlanRange>),
-    },
-    x::TypeInfo {
-        name: "FcoeFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FcoeFault>),
-    },
-    x::TypeInfo {
-        name: "FcoeFaultPnicHasNoPortSet",
-        base: Some("FcoeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("nicDevice", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FcoeFaultPnicHasNoPortSet>),
-    },
-    x::TypeInfo {
-        name: "FeatureEVCMode",
-        base: Some("ElementDescription"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("mask", "HostFeatureMask"),
-            x::FieldInfo::repeated("capability", "HostFeatureCapability"),
-            x::FieldInfo::repeated("requirement", "VirtualMachineFeatureRequirement"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FeatureEVCMode>),
-    },
-    x::TypeInfo {
-        name: "FeatureRequirementsNotMet",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "featureRequirement",
-                "VirtualMachineFeatureRequirement",
-            ),
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FeatureRequirementsNotMet>),
-    },
-    x::TypeInfo {
-        name: "FetchAuditRecordsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("token", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FetchDVPortKeysRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("criteria", "DistributedVirtualSwitchPortCriteria"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FetchDVPortsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("criteria", "DistributedVirtualSwitchPortCriteria"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FetchSystemEventLogRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FetchUserPrivilegeOnEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entities", "ManagedObjectReference"),
-            x::FieldInfo::required("userName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FibreChannelPortType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["fabric", "loop", "pointToPoint", "unknown"],
-        decode: Some(x::decode_boxed::<FibreChannelPortType>),
-    },
-    x::TypeInfo {
-        name: "FileAlreadyExists",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileAlreadyExists>),
-    },
-    x::TypeInfo {
-        name: "FileBackedPortNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileBackedPortNotSupported>),
-    },
-    x::TypeInfo {
-        name: "FileBackedVirtualDiskSpec",
-        base: Some("VirtualDiskSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("capacityKb", "long"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::optional("crypto", "CryptoSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileBackedVirtualDiskSpec>),
-    },
-    x::TypeInfo {
-        name: "FileFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("file", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileFault>),
-    },
-    x::TypeInfo {
-        name: "FileInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::optional("friendlyName", "string"),
-            x::FieldInfo::optional("fileSize", "long"),
-            x::FieldInfo::optional("modification", "dateTime"),
-            x::FieldInfo::optional("owner", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileInfo>),
-    },
-    x::TypeInfo {
-        name: "FileLocked",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileLocked>),
-    },
-    x::TypeInfo {
-        name: "FileNameTooLong",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileNameTooLong>),
-    },
-    x::TypeInfo {
-        name: "FileNotFound",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileNotFound>),
-    },
-    x::TypeInfo {
-        name: "FileNotWritable",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileNotWritable>),
-    },
-    x::TypeInfo {
-        name: "FileQuery",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileQuery>),
-    },
-    x::TypeInfo {
-        name: "FileQueryFlags",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fileType", "boolean"),
-            x::FieldInfo::required("fileSize", "boolean"),
-            x::FieldInfo::required("modification", "boolean"),
-            x::FieldInfo::optional("fileOwner", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileQueryFlags>),
-    },
-    x::TypeInfo {
-        name: "FileSystemMountInfoVStorageSupportStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["vStorageSupported", "vStorageUnsupported", "vStorageUnknown"],
-        decode: Some(x::decode_boxed::<FileSystemMountInfoVStorageSupportStatus>),
-    },
-    x::TypeInfo {
-        name: "FileTooLarge",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "string"),
-            x::FieldInfo::required("fileSize", "long"),
-            x::FieldInfo::optional("maxFileSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileTooLarge>),
-    },
-    x::TypeInfo {
-        name: "FileTransferInformation",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("attributes", "GuestFileAttributes"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::required("url", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FileTransferInformation>),
-    },
-    x::TypeInfo {
-        name: "FilesystemQuiesceFault",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FilesystemQuiesceFault>),
-    },
-    x::TypeInfo {
-        name: "FilterInUse",
-        base: Some("ResourceInUse"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("disk", "VirtualDiskId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FilterInUse>),
-    },
-    x::TypeInfo {
-        name: "FindAllByDnsNameRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("dnsName", "string"),
-            x::FieldInfo::required("vmSearch", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindAllByIpRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("ip", "string"),
-            x::FieldInfo::required("vmSearch", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindAllByUuidRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::required("vmSearch", "boolean"),
-            x::FieldInfo::optional("instanceUuid", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindAssociatedProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindByDatastorePathRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("path", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindByDnsNameRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("dnsName", "string"),
-            x::FieldInfo::required("vmSearch", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindByInventoryPathRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("inventoryPath", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindByIpRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("ip", "string"),
-            x::FieldInfo::required("vmSearch", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindByUuidRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::required("vmSearch", "boolean"),
-            x::FieldInfo::optional("instanceUuid", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindChildRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindExtensionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extensionKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FindRulesForVmRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FirewallProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("ruleset", "FirewallProfileRulesetProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FirewallProfile>),
-    },
-    x::TypeInfo {
-        name: "FirewallProfileRulesetProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FirewallProfileRulesetProfile>),
-    },
-    x::TypeInfo {
-        name: "FloatOption",
-        base: Some("OptionType"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("min", "float"),
-            x::FieldInfo::required("max", "float"),
-            x::FieldInfo::required("defaultValue", "float"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FloatOption>),
-    },
-    x::TypeInfo {
-        name: "FloppyImageFileInfo",
-        base: Some("FileInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FloppyImageFileInfo>),
-    },
-    x::TypeInfo {
-        name: "FloppyImageFileQuery",
-        base: Some("FileQuery"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FloppyImageFileQuery>),
-    },
-    x::TypeInfo {
-        name: "FolderBatchAddHostsToClusterResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("hostsAddedToCluster", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hostsFailedInventoryAdd", "FolderFailedHostResult"),
-            x::FieldInfo::repeated("hostsFailedMoveToCluster", "FolderFailedHostResult"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FolderBatchAddHostsToClusterResult>),
-    },
-    x::TypeInfo {
-        name: "FolderBatchAddStandaloneHostsResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("addedHosts", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hostsFailedInventoryAdd", "FolderFailedHostResult"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FolderBatchAddStandaloneHostsResult>),
-    },
-    x::TypeInfo {
-        name: "FolderDesiredHostState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["maintenance", "non_maintenance"],
-        decode: Some(x::decode_boxed::<FolderDesiredHostState>),
-    },
-    x::TypeInfo {
-        name: "FolderEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("folder", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<FolderEventArgument>),
-    },
-    x::TypeInfo {
-        name: "FolderFailedHostResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::required("context", "LocalizableMessage"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FolderFailedHostResult>),
-    },
-    x::TypeInfo {
-        name: "FolderFileInfo",
-        base: Some("FileInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FolderFileInfo>),
-    },
-    x::TypeInfo {
-        name: "FolderFileQuery",
-        base: Some("FileQuery"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FolderFileQuery>),
-    },
-    x::TypeInfo {
-        name: "FolderNewHostSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostCnxSpec", "HostConnectSpec"),
-            x::FieldInfo::optional("esxLicense", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FolderNewHostSpec>),
-    },
-    x::TypeInfo {
-        name: "FormatVffsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("createSpec", "HostVffsSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FormatVmfsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("createSpec", "HostVmfsSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "FtIssuesOnHost",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::repeated("errors", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<FtIssuesOnHost>),
-    },
-    x::TypeInfo {
-        name: "FtIssuesOnHostHostSelectionType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["user", "vc", "drs"],
-        decode: Some(x::decode_boxed::<FtIssuesOnHostHostSelectionType>),
-    },
-    x::TypeInfo {
-        name: "FullStorageVMotionNotSupported",
-        base: Some("MigrationFeatureNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<FullStorageVMotionNotSupported>),
-    },
-    x::TypeInfo {
-        name: "GatewayConnectFault",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("gatewayType", "string"),
-            x::FieldInfo::required("gatewayId", "string"),
-            x::FieldInfo::required("gatewayInfo", "string"),
-            x::FieldInfo::optional("details", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GatewayConnectFault>),
-    },
-    x::TypeInfo {
-        name: "GatewayHostNotReachable",
-        base: Some("GatewayToHostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GatewayHostNotReachable>),
-    },
-    x::TypeInfo {
-        name: "GatewayNotFound",
-        base: Some("GatewayConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GatewayNotFound>),
-    },
-    x::TypeInfo {
-        name: "GatewayNotReachable",
-        base: Some("GatewayConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GatewayNotReachable>),
-    },
-    x::TypeInfo {
-        name: "GatewayOperationRefused",
-        base: Some("GatewayConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GatewayOperationRefused>),
-    },
-    x::TypeInfo {
-        name: "GatewayToHostAuthFault",
-        base: Some("GatewayToHostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("invalidProperties", "string"),
-            x::FieldInfo::repeated("missingProperties", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GatewayToHostAuthFault>),
-    },
-    x::TypeInfo {
-        name: "GatewayToHostConnectFault",
-        base: Some("GatewayConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostname", "string"),
-            x::FieldInfo::optional("port", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GatewayToHostConnectFault>),
-    },
-    x::TypeInfo {
-        name: "GatewayToHostTrustVerifyFault",
-        base: Some("GatewayToHostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("verificationToken", "string"),
-            x::FieldInfo::repeated("propertiesToVerify", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GatewayToHostTrustVerifyFault>),
-    },
-    x::TypeInfo {
-        name: "GeneralEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("message", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GeneralEvent>),
-    },
-    x::TypeInfo {
-        name: "GeneralHostErrorEvent",
-        base: Some("GeneralEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GeneralHostErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "GeneralHostInfoEvent",
-        base: Some("GeneralEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GeneralHostInfoEvent>),
-    },
-    x::TypeInfo {
-        name: "GeneralHostWarningEvent",
-        base: Some("GeneralEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GeneralHostWarningEvent>),
-    },
-    x::TypeInfo {
-        name: "GeneralUserEvent",
-        base: Some("GeneralEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("entity", "ManagedEntityEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GeneralUserEvent>),
-    },
-    x::TypeInfo {
-        name: "GeneralVmErrorEvent",
-        base: Some("GeneralEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GeneralVmErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "GeneralVmInfoEvent",
-        base: Some("GeneralEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GeneralVmInfoEvent>),
-    },
-    x::TypeInfo {
-        name: "GeneralVmWarningEvent",
-        base: Some("GeneralEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GeneralVmWarningEvent>),
-    },
-    x::TypeInfo {
-        name: "GenerateCertificateSigningRequestByDnRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("distinguishedName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenerateCertificateSigningRequestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("useIpAddressAsCommonName", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenerateClientCsrRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenerateConfigTaskListRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("configSpec", "HostConfigSpec"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenerateHostConfigTaskSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hostsInfo", "StructuredCustomizations"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenerateHostProfileTaskListRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("configSpec", "HostConfigSpec"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenerateKeyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("keyProvider", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenerateLogBundlesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("includeDefault", "boolean"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenerateSelfSignedClientCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GenericDrsFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("hostFaults", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GenericDrsFault>),
-    },
-    x::TypeInfo {
-        name: "GenericVmConfigFault",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GenericVmConfigFault>),
-    },
-    x::TypeInfo {
-        name: "GetAlarmRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetAlarmStateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetCustomizationSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetDefaultKmsClusterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("defaultsToParent", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetPublicKeyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetResourceUsageRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetSiteInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetSystemVMsRestrictedDatastoresRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetVchaClusterHealthRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetVsanObjExtAttrsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("uuids", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GhostDvsProxySwitchDetectedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("switchUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GhostDvsProxySwitchDetectedEvent>),
-    },
-    x::TypeInfo {
-        name: "GhostDvsProxySwitchRemovedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("switchUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GhostDvsProxySwitchRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "GlobalMessageChangedEvent",
-        base: Some("SessionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("message", "string"),
-            x::FieldInfo::optional("prevMessage", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GlobalMessageChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "GroupAlarmAction",
-        base: Some("AlarmAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("action", "AlarmAction")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GroupAlarmAction>),
-    },
-    x::TypeInfo {
-        name: "GuestAliases",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("base64Cert", "string"),
-            x::FieldInfo::repeated("aliases", "GuestAuthAliasInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestAliases>),
-    },
-    x::TypeInfo {
-        name: "GuestAuthAliasInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("subject", "GuestAuthSubject"),
-            x::FieldInfo::required("comment", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestAuthAliasInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestAuthAnySubject",
-        base: Some("GuestAuthSubject"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestAuthAnySubject>),
-    },
-    x::TypeInfo {
-        name: "GuestAuthNamedSubject",
-        base: Some("GuestAuthSubject"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestAuthNamedSubject>),
-    },
-    x::TypeInfo {
-        name: "GuestAuthSubject",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestAuthSubject>),
-    },
-    x::TypeInfo {
-        name: "GuestAuthentication",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("interactiveSession", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestAuthentication>),
-    },
-    x::TypeInfo {
-        name: "GuestAuthenticationChallenge",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("serverChallenge", "GuestAuthentication"),
-            x::FieldInfo::required("sessionID", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestAuthenticationChallenge>),
-    },
-    x::TypeInfo {
-        name: "GuestComponentsOutOfDate",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestComponentsOutOfDate>),
-    },
-    x::TypeInfo {
-        name: "GuestDiskInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("diskPath", "string"),
-            x::FieldInfo::optional("capacity", "long"),
-            x::FieldInfo::optional("freeSpace", "long"),
-            x::FieldInfo::optional("filesystemType", "string"),
-            x::FieldInfo::repeated("mappings", "GuestInfoVirtualDiskMapping"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestDiskInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestFileAttributes",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("modificationTime", "dateTime"),
-            x::FieldInfo::optional("accessTime", "dateTime"),
-            x::FieldInfo::optional("symlinkTarget", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestFileAttributes>),
-    },
-    x::TypeInfo {
-        name: "GuestFileInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::required("attributes", "GuestFileAttributes"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestFileInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestFileType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["file", "directory", "symlink"],
-        decode: Some(x::decode_boxed::<GuestFileType>),
-    },
-    x::TypeInfo {
-        name: "GuestInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("toolsStatus", "VirtualMachineToolsStatus"),
-            x::FieldInfo::optional("toolsVersionStatus", "string"),
-            x::FieldInfo::optional("toolsVersionStatus2", "string"),
-            x::FieldInfo::optional("toolsRunningStatus", "string"),
-            x::FieldInfo::optional("toolsVersion", "string"),
-            x::FieldInfo::optional("toolsInstallType", "string"),
-            x::FieldInfo::optional("guestId", "string"),
-            x::FieldInfo::optional("guestFamily", "string"),
-            x::FieldInfo::optional("guestFullName", "string"),
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("ipAddress", "string"),
-            x::FieldInfo::repeated("net", "GuestNicInfo"),
-            x::FieldInfo::repeated("ipStack", "GuestStackInfo"),
-            x::FieldInfo::repeated("disk", "GuestDiskInfo"),
-            x::FieldInfo::optional("screen", "GuestScreenInfo"),
-            x::FieldInfo::required("guestState", "string"),
-            x::FieldInfo::optional("appHeartbeatStatus", "string"),
-            x::FieldInfo::optional("guestKernelCrashed", "boolean"),
-            x::FieldInfo::optional("appState", "string"),
-            x::FieldInfo::optional("guestOperationsReady", "boolean"),
-            x::FieldInfo::optional("interactiveGuestOperationsReady", "boolean"),
-            x::FieldInfo::optional("guestStateChangeSupported", "boolean"),
-            x::FieldInfo::repeated("generationInfo", "GuestInfoNamespaceGenerationInfo"),
-            x::FieldInfo::optional("hwVersion", "string"),
-            x::FieldInfo::optional("customizationInfo", "GuestInfoCustomizationInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestInfoAppStateType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "appStateOk", "appStateNeedReset"],
-        decode: Some(x::decode_boxed::<GuestInfoAppStateType>),
-    },
-    x::TypeInfo {
-        name: "GuestInfoCustomizationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("customizationStatus", "string"),
-            x::FieldInfo::optional("startTime", "dateTime"),
-            x::FieldInfo::optional("endTime", "dateTime"),
-            x::FieldInfo::optional("errorMsg", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestInfoCustomizationInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestInfoCustomizationStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "TOOLSDEPLOYPKG_IDLE",
-            "TOOLSDEPLOYPKG_PENDING",
-            "TOOLSDEPLOYPKG_RUNNING",
-            "TOOLSDEPLOYPKG_SUCCEEDED",
-            "TOOLSDEPLOYPKG_FAILED",
-        ],
-        decode: Some(x::decode_boxed::<GuestInfoCustomizationStatus>),
-    },
-    x::TypeInfo {
-        name: "GuestInfoNamespaceGenerationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("generationNo", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestInfoNamespaceGenerationInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestInfoVirtualDiskMapping",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestInfoVirtualDiskMapping>),
-    },
-    x::TypeInfo {
-        name: "GuestListFileInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("files", "GuestFileInfo"),
-            x::FieldInfo::required("remaining", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestListFileInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestMappedAliases",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("base64Cert", "string"),
-            x::FieldInfo::required("username", "string"),
-            x::FieldInfo::repeated("subjects", "GuestAuthSubject"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestMappedAliases>),
-    },
-    x::TypeInfo {
-        name: "GuestMultipleMappings",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestMultipleMappings>),
-    },
-    x::TypeInfo {
-        name: "GuestNicInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("network", "string"),
-            x::FieldInfo::repeated("ipAddress", "string"),
-            x::FieldInfo::optional("macAddress", "string"),
-            x::FieldInfo::required("connected", "boolean"),
-            x::FieldInfo::required("deviceConfigId", "int"),
-            x::FieldInfo::optional("dnsConfig", "NetDnsConfigInfo"),
-            x::FieldInfo::optional("ipConfig", "NetIpConfigInfo"),
-            x::FieldInfo::optional("netBIOSConfig", "NetBIOSConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestNicInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestOperationsFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestOperationsFault>),
-    },
-    x::TypeInfo {
-        name: "GuestOperationsUnavailable",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestOperationsUnavailable>),
-    },
-    x::TypeInfo {
-        name: "GuestOsDescriptor",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("family", "string"),
-            x::FieldInfo::required("fullName", "string"),
-            x::FieldInfo::required("supportedMaxCPUs", "int"),
-            x::FieldInfo::optional("numSupportedPhysicalSockets", "int"),
-            x::FieldInfo::optional("numSupportedCoresPerSocket", "int"),
-            x::FieldInfo::required("supportedMinMemMB", "int"),
-            x::FieldInfo::required("supportedMaxMemMB", "int"),
-            x::FieldInfo::required("recommendedMemMB", "int"),
-            x::FieldInfo::required("recommendedColorDepth", "int"),
-            x::FieldInfo::repeated("supportedDiskControllerList", "string"),
-            x::FieldInfo::optional("recommendedSCSIController", "string"),
-            x::FieldInfo::required("recommendedDiskController", "string"),
-            x::FieldInfo::required("supportedNumDisks", "int"),
-            x::FieldInfo::required("recommendedDiskSizeMB", "int"),
-            x::FieldInfo::optional("recommendedCdromController", "string"),
-            x::FieldInfo::repeated("supportedEthernetCard", "string"),
-            x::FieldInfo::optional("recommendedEthernetCard", "string"),
-            x::FieldInfo::optional("supportsSlaveDisk", "boolean"),
-            x::FieldInfo::repeated("cpuFeatureMask", "HostCpuIdInfo"),
-            x::FieldInfo::optional("smcRequired", "boolean"),
-            x::FieldInfo::required("supportsWakeOnLan", "boolean"),
-            x::FieldInfo::optional("supportsVMI", "boolean"),
-            x::FieldInfo::optional("supportsMemoryHotAdd", "boolean"),
-            x::FieldInfo::optional("supportsCpuHotAdd", "boolean"),
-            x::FieldInfo::optional("supportsCpuHotRemove", "boolean"),
-            x::FieldInfo::repeated("supportedFirmware", "string"),
-            x::FieldInfo::optional("recommendedFirmware", "string"),
-            x::FieldInfo::repeated("supportedUSBControllerList", "string"),
-            x::FieldInfo::optional("recommendedUSBController", "string"),
-            x::FieldInfo::optional("supports3D", "boolean"),
-            x::FieldInfo::optional("recommended3D", "boolean"),
-            x::FieldInfo::optional("smcRecommended", "boolean"),
-            x::FieldInfo::optional("ich7mRecommended", "boolean"),
-            x::FieldInfo::optional("usbRecommended", "boolean"),
-            x::FieldInfo::optional("supportLevel", "string"),
-            x::FieldInfo::optional("supportedForCreate", "boolean"),
-            x::FieldInfo::optional("vRAMSizeInKB", "IntOption"),
-            x::FieldInfo::optional("numSupportedFloppyDevices", "int"),
-            x::FieldInfo::repeated("wakeOnLanEthernetCard", "string"),
-            x::FieldInfo::optional("supportsPvscsiControllerForBoot", "boolean"),
-            x::FieldInfo::optional("diskUuidEnabled", "boolean"),
-            x::FieldInfo::optional("supportsHotPlugPCI", "boolean"),
-            x::FieldInfo::optional("supportsSecureBoot", "boolean"),
-            x::FieldInfo::optional("defaultSecureBoot", "boolean"),
-            x::FieldInfo::optional("persistentMemorySupported", "boolean"),
-            x::FieldInfo::optional("supportedMinPersistentMemoryMB", "long"),
-            x::FieldInfo::optional("supportedMaxPersistentMemoryMB", "long"),
-            x::FieldInfo::optional("recommendedPersistentMemoryMB", "long"),
-            x::FieldInfo::optional("persistentMemoryHotAddSupported", "boolean"),
-            x::FieldInfo::optional("persistentMemoryHotRemoveSupported", "boolean"),
-            x::FieldInfo::optional("persistentMemoryColdGrowthSupported", "boolean"),
-            x::FieldInfo::optional("persistentMemoryColdGrowthGranularityMB", "long"),
-            x::FieldInfo::optional("persistentMemoryHotGrowthSupported", "boolean"),
-            x::FieldInfo::optional("persistentMemoryHotGrowthGranularityMB", "long"),
-            x::FieldInfo::optional("numRecommendedPhysicalSockets", "int"),
-            x::FieldInfo::optional("numRecommendedCoresPerSocket", "int"),
-            x::FieldInfo::optional("vvtdSupported", "BoolOption"),
-            x::FieldInfo::optional("vbsSupported", "BoolOption"),
-            x::FieldInfo::optional("vsgxSupported", "BoolOption"),
-            x::FieldInfo::optional("supportsTPM20", "boolean"),
-            x::FieldInfo::optional("vwdtSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestOsDescriptor>),
-    },
-    x::TypeInfo {
-        name: "GuestOsDescriptorFirmwareType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["bios", "efi"],
-        decode: Some(x::decode_boxed::<GuestOsDescriptorFirmwareType>),
-    },
-    x::TypeInfo {
-        name: "GuestOsDescriptorSupportLevel",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "experimental",
-            "legacy",
-            "terminated",
-            "supported",
-            "unsupported",
-            "deprecated",
-            "techPreview",
-        ],
-        decode: Some(x::decode_boxed::<GuestOsDescriptorSupportLevel>),
-    },
-    x::TypeInfo {
-        name: "GuestPermissionDenied",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestPermissionDenied>),
-    },
-    x::TypeInfo {
-        name: "GuestPosixFileAttributes",
-        base: Some("GuestFileAttributes"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ownerId", "int"),
-            x::FieldInfo::optional("groupId", "int"),
-            x::FieldInfo::optional("permissions", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestPosixFileAttributes>),
-    },
-    x::TypeInfo {
-        name: "GuestProcessInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("pid", "long"),
-            x::FieldInfo::required("owner", "string"),
-            x::FieldInfo::required("cmdLine", "string"),
-            x::FieldInfo::required("startTime", "dateTime"),
-            x::FieldInfo::optional("endTime", "dateTime"),
-            x::FieldInfo::optional("exitCode", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestProcessInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestProcessNotFound",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("pid", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestProcessNotFound>),
-    },
-    x::TypeInfo {
-        name: "GuestProgramSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("programPath", "string"),
-            x::FieldInfo::required("arguments", "string"),
-            x::FieldInfo::optional("workingDirectory", "string"),
-            x::FieldInfo::repeated("envVariables", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestProgramSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegKeyNameSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("registryPath", "string"),
-            x::FieldInfo::required("wowBitness", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegKeyNameSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegKeyRecordSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "GuestRegKeySpec"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegKeyRecordSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegKeySpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("keyName", "GuestRegKeyNameSpec"),
-            x::FieldInfo::required("classType", "string"),
-            x::FieldInfo::required("lastWritten", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegKeySpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegKeyWowSpec",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["WOWNative", "WOW32", "WOW64"],
-        decode: Some(x::decode_boxed::<GuestRegKeyWowSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueBinarySpec",
-        base: Some("GuestRegValueDataSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "base64Binary")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueBinarySpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueDataSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueDataSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueDwordSpec",
-        base: Some("GuestRegValueDataSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueDwordSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueExpandStringSpec",
-        base: Some("GuestRegValueDataSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueExpandStringSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueMultiStringSpec",
-        base: Some("GuestRegValueDataSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueMultiStringSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueNameSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("keyName", "GuestRegKeyNameSpec"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueNameSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueQwordSpec",
-        base: Some("GuestRegValueDataSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueQwordSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "GuestRegValueNameSpec"),
-            x::FieldInfo::required("data", "GuestRegValueDataSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegValueStringSpec",
-        base: Some("GuestRegValueDataSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegValueStringSpec>),
-    },
-    x::TypeInfo {
-        name: "GuestRegistryFault",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("windowsSystemErrorCode", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegistryFault>),
-    },
-    x::TypeInfo {
-        name: "GuestRegistryKeyAlreadyExists",
-        base: Some("GuestRegistryKeyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegistryKeyAlreadyExists>),
-    },
-    x::TypeInfo {
-        name: "GuestRegistryKeyFault",
-        base: Some("GuestRegistryFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("keyName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegistryKeyFault>),
-    },
-    x::TypeInfo {
-        name: "GuestRegistryKeyHasSubkeys",
-        base: Some("GuestRegistryKeyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegistryKeyHasSubkeys>),
-    },
-    x::TypeInfo {
-        name: "GuestRegistryKeyInvalid",
-        base: Some("GuestRegistryKeyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegistryKeyInvalid>),
-    },
-    x::TypeInfo {
-        name: "GuestRegistryKeyParentVolatile",
-        base: Some("GuestRegistryKeyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegistryKeyParentVolatile>),
-    },
-    x::TypeInfo {
-        name: "GuestRegistryValueFault",
-        base: Some("GuestRegistryFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("keyName", "string"),
-            x::FieldInfo::required("valueName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegistryValueFault>),
-    },
-    x::TypeInfo {
-        name: "GuestRegistryValueNotFound",
-        base: Some("GuestRegistryValueFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestRegistryValueNotFound>),
-    },
-    x::TypeInfo {
-        name: "GuestScreenInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("width", "int"),
-            x::FieldInfo::required("height", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestScreenInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestStackInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("dnsConfig", "NetDnsConfigInfo"),
-            x::FieldInfo::optional("ipRouteConfig", "NetIpRouteConfigInfo"),
-            x::FieldInfo::repeated("ipStackConfig", "KeyValue"),
-            x::FieldInfo::optional("dhcpConfig", "NetDhcpConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestStackInfo>),
-    },
-    x::TypeInfo {
-        name: "GuestWindowsFileAttributes",
-        base: Some("GuestFileAttributes"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hidden", "boolean"),
-            x::FieldInfo::optional("readOnly", "boolean"),
-            x::FieldInfo::optional("createTime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestWindowsFileAttributes>),
-    },
-    x::TypeInfo {
-        name: "GuestWindowsProgramSpec",
-        base: Some("GuestProgramSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("startMinimized", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<GuestWindowsProgramSpec>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0xb57010), x::Name(0x135a811), 0, 3), // FailToEnableSPBM: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0xb5811b), x::Name(0x17bee0c), 3, 3), // FailToLockFaultToleranceVMs: RuntimeFault
+        x::TypeEntry::structure(x::Name(0xb5a415), x::Name(0x69680c), 6, 0), // FailoverLevelRestored: ClusterEvent
+        x::TypeEntry::structure(x::Name(0xb5ba10), x::Name(0xaa460b), 6, 3), // FailoverNodeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xb5d50d), x::Name(0xaa460b), 9, 1), // FaultDomainId: DynamicData
+        x::TypeEntry::structure(x::Name(0xb5e322), x::Name(0x128b00e), 10, 2), // FaultToleranceAntiAffinityViolated: MigrationFault
+        x::TypeEntry::structure(x::Name(0xb6061b), x::Name(0x1e6a50d), 12, 2), // FaultToleranceCannotEditMem: VmConfigFault
+        x::TypeEntry::structure(x::Name(0xb62218), x::Name(0xaa460b), 14, 4), // FaultToleranceConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xb63b18), x::Name(0xaa460b), 18, 2), // FaultToleranceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xb6541d), x::Name(0x75010f), 20, 3), // FaultToleranceCpuIncompatible: CpuIncompatible
+        x::TypeEntry::structure(x::Name(0xb67216), x::Name(0xaa460b), 23, 2), // FaultToleranceDiskSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xb68916), x::Name(0xaa460b), 25, 1), // FaultToleranceMetaSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xb6a01c), x::Name(0x128b00e), 26, 1), // FaultToleranceNeedsThickDisk: MigrationFault
+        x::TypeEntry::structure(x::Name(0xb6bd19), x::Name(0x1ebab15), 27, 1), // FaultToleranceNotLicensed: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0xb6d71a), x::Name(0x128b00e), 28, 1), // FaultToleranceNotSameBuild: MigrationFault
+        x::TypeEntry::structure(x::Name(0xb6f21f), x::Name(0xb62218), 29, 1), // FaultTolerancePrimaryConfigInfo: FaultToleranceConfigInfo
+        x::TypeEntry::structure(x::Name(0xb71228), x::Name(0x1ebab15), 30, 2), // FaultTolerancePrimaryPowerOnNotAttempted: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0xb73b21), x::Name(0xb62218), 32, 1), // FaultToleranceSecondaryConfigInfo: FaultToleranceConfigInfo
+        x::TypeEntry::structure(x::Name(0xb75d1f), x::Name(0xaa460b), 33, 3), // FaultToleranceSecondaryOpResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xb77d1a), x::Name(0xaa460b), 36, 2), // FaultToleranceVMConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xb7981f), x::Name(0x1b42008), 38, 2), // FaultToleranceVmNotDasProtected: VimFault
+        x::TypeEntry::structure(x::Name(0xb7b80c), x::Name(0xaa460b), 40, 2), // FaultsByHost: DynamicData
+        x::TypeEntry::structure(x::Name(0xb7c50a), x::Name(0xaa460b), 42, 2), // FaultsByVM: DynamicData
+        x::TypeEntry::structure(x::Name(0xb7d00a), x::Name(0xaa460b), 44, 5), // FcoeConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xb7db1a), x::Name(0xaa460b), 49, 3), // FcoeConfigFcoeCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xb7f61b), x::Name(0xaa460b), 52, 4), // FcoeConfigFcoeSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0xb81213), x::Name(0xaa460b), 56, 2), // FcoeConfigVlanRange: DynamicData
+        x::TypeEntry::structure(x::Name(0xb82609), x::Name(0x1b42008), 58, 0), // FcoeFault: VimFault
+        x::TypeEntry::structure(x::Name(0xb83019), x::Name(0xb82609), 58, 1), // FcoeFaultPnicHasNoPortSet: FcoeFault
+        x::TypeEntry::structure(x::Name(0xb84a0e), x::Name(0xac5712), 59, 3), // FeatureEVCMode: ElementDescription
+        x::TypeEntry::structure(x::Name(0xb85919), x::Name(0x1c24021), 62, 3), // FeatureRequirementsNotMet: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0xb8731c), x::Name::NONE, 65, 2), // FetchAuditRecordsRequestType
+        x::TypeEntry::structure(x::Name(0xb8901a), x::Name::NONE, 67, 2), // FetchDVPortKeysRequestType
+        x::TypeEntry::structure(x::Name(0xb8ab17), x::Name::NONE, 69, 2), // FetchDVPortsRequestType
+        x::TypeEntry::structure(x::Name(0xb8c31e), x::Name::NONE, 71, 1), // FetchSystemEventLogRequestType
+        x::TypeEntry::structure(x::Name(0xb8e227), x::Name::NONE, 72, 3), // FetchUserPrivilegeOnEntitiesRequestType
+        x::TypeEntry::enumeration(x::Name(0xb90a14), 0, 4), // FibreChannelPortType
+        x::TypeEntry::structure(x::Name(0xb92411), x::Name(0xb96b09), 75, 0), // FileAlreadyExists: FileFault
+        x::TypeEntry::structure(x::Name(0xb9361a), x::Name(0x942d12), 75, 0), // FileBackedPortNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0xb95119), x::Name(0x1be1e0f), 75, 3), // FileBackedVirtualDiskSpec: VirtualDiskSpec
+        x::TypeEntry::structure(x::Name(0xb96b09), x::Name(0x1b42008), 78, 1), // FileFault: VimFault
+        x::TypeEntry::structure(x::Name(0xb97508), x::Name(0xaa460b), 79, 5), // FileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xb97e0a), x::Name(0xb96b09), 84, 0), // FileLocked: FileFault
+        x::TypeEntry::structure(x::Name(0xb9890f), x::Name(0xb96b09), 84, 0), // FileNameTooLong: FileFault
+        x::TypeEntry::structure(x::Name(0xb9990c), x::Name(0xb96b09), 84, 0), // FileNotFound: FileFault
+        x::TypeEntry::structure(x::Name(0xb9a60f), x::Name(0xb96b09), 84, 0), // FileNotWritable: FileFault
+        x::TypeEntry::structure(x::Name(0xb9b609), x::Name(0xaa460b), 84, 0), // FileQuery: DynamicData
+        x::TypeEntry::structure(x::Name(0xb9c00e), x::Name(0xaa460b), 84, 4), // FileQueryFlags: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xb9cf28), 4, 3), // FileSystemMountInfoVStorageSupportStatus
+        x::TypeEntry::structure(x::Name(0xb9f80c), x::Name(0xb96b09), 88, 3), // FileTooLarge: FileFault
+        x::TypeEntry::structure(x::Name(0xba0517), x::Name(0xaa460b), 91, 3), // FileTransferInformation: DynamicData
+        x::TypeEntry::structure(x::Name(0xba1d16), x::Name(0x186f20d), 94, 0), // FilesystemQuiesceFault: SnapshotFault
+        x::TypeEntry::structure(x::Name(0xba340b), x::Name(0x1734e0d), 94, 1), // FilterInUse: ResourceInUse
+        x::TypeEntry::structure(x::Name(0xba401b), x::Name::NONE, 95, 4), // FindAllByDnsNameRequestType
+        x::TypeEntry::structure(x::Name(0xba5c16), x::Name::NONE, 99, 4), // FindAllByIpRequestType
+        x::TypeEntry::structure(x::Name(0xba7318), x::Name::NONE, 103, 5), // FindAllByUuidRequestType
+        x::TypeEntry::structure(x::Name(0xba8c20), x::Name::NONE, 108, 2), // FindAssociatedProfileRequestType
+        x::TypeEntry::structure(x::Name(0xbaad1e), x::Name::NONE, 110, 3), // FindByDatastorePathRequestType
+        x::TypeEntry::structure(x::Name(0xbacc18), x::Name::NONE, 113, 4), // FindByDnsNameRequestType
+        x::TypeEntry::structure(x::Name(0xbae51e), x::Name::NONE, 117, 2), // FindByInventoryPathRequestType
+        x::TypeEntry::structure(x::Name(0xbb0413), x::Name::NONE, 119, 4), // FindByIpRequestType
+        x::TypeEntry::structure(x::Name(0xbb1815), x::Name::NONE, 123, 5), // FindByUuidRequestType
+        x::TypeEntry::structure(x::Name(0xbb2e14), x::Name::NONE, 128, 3), // FindChildRequestType
+        x::TypeEntry::structure(x::Name(0xbb4318), x::Name::NONE, 131, 2), // FindExtensionRequestType
+        x::TypeEntry::structure(x::Name(0xbb5c19), x::Name::NONE, 133, 2), // FindRulesForVmRequestType
+        x::TypeEntry::structure(x::Name(0xbb760f), x::Name(0xab90c), 135, 1), // FirewallProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xbb861d), x::Name(0xab90c), 136, 1), // FirewallProfileRulesetProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xbba40b), x::Name(0x13b260a), 137, 3), // FloatOption: OptionType
+        x::TypeEntry::structure(x::Name(0xbbb013), x::Name(0xb97508), 140, 0), // FloppyImageFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0xbbc414), x::Name(0xb9b609), 140, 0), // FloppyImageFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0xbbd922), x::Name(0xaa460b), 140, 3), // FolderBatchAddHostsToClusterResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xbbfc23), x::Name(0xaa460b), 143, 2), // FolderBatchAddStandaloneHostsResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xbc2016), 7, 2), // FolderDesiredHostState
+        x::TypeEntry::structure(x::Name(0xbc3713), x::Name(0xaeb513), 145, 1), // FolderEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0xbc4b16), x::Name(0xaa460b), 146, 4), // FolderFailedHostResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xbc620e), x::Name(0xb97508), 150, 0), // FolderFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0xbc710f), x::Name(0xb9b609), 150, 0), // FolderFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0xbc8111), x::Name(0xaa460b), 150, 2), // FolderNewHostSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xbc9315), x::Name::NONE, 152, 2), // FormatVffsRequestType
+        x::TypeEntry::structure(x::Name(0xbca915), x::Name::NONE, 154, 2), // FormatVmfsRequestType
+        x::TypeEntry::structure(x::Name(0xbcbf0e), x::Name(0x1ebab15), 156, 3), // FtIssuesOnHost: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0xbcce1f), 9, 3), // FtIssuesOnHostHostSelectionType
+        x::TypeEntry::structure(x::Name(0xbcee1e), x::Name(0x128bf1c), 159, 0), // FullStorageVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0xbd0d13), x::Name(0xce7c10), 159, 4), // GatewayConnectFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0xbd2117), x::Name(0xbd8c19), 163, 0), // GatewayHostNotReachable: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xbd390f), x::Name(0xbd0d13), 163, 0), // GatewayNotFound: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xbd4913), x::Name(0xbd0d13), 163, 0), // GatewayNotReachable: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xbd5d17), x::Name(0xbd0d13), 163, 0), // GatewayOperationRefused: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xbd7516), x::Name(0xbd8c19), 163, 2), // GatewayToHostAuthFault: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xbd8c19), x::Name(0xbd0d13), 165, 2), // GatewayToHostConnectFault: GatewayConnectFault
+        x::TypeEntry::structure(x::Name(0xbda61d), x::Name(0xbd8c19), 167, 2), // GatewayToHostTrustVerifyFault: GatewayToHostConnectFault
+        x::TypeEntry::structure(x::Name(0xbdc40c), x::Name(0xb00605), 169, 1), // GeneralEvent: Event
+        x::TypeEntry::structure(x::Name(0xbdd115), x::Name(0xbdc40c), 170, 0), // GeneralHostErrorEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xbde714), x::Name(0xbdc40c), 170, 0), // GeneralHostInfoEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xbdfc17), x::Name(0xbdc40c), 170, 0), // GeneralHostWarningEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xbe1410), x::Name(0xbdc40c), 170, 1), // GeneralUserEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xbe2513), x::Name(0xbdc40c), 171, 0), // GeneralVmErrorEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xbe3912), x::Name(0xbdc40c), 171, 0), // GeneralVmInfoEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xbe4c15), x::Name(0xbdc40c), 171, 0), // GeneralVmWarningEvent: GeneralEvent
+        x::TypeEntry::structure(x::Name(0xbe6230), x::Name::NONE, 171, 2), // GenerateCertificateSigningRequestByDnRequestType
+        x::TypeEntry::structure(x::Name(0xbe932c), x::Name::NONE, 173, 2), // GenerateCertificateSigningRequestRequestType
+        x::TypeEntry::structure(x::Name(0xbec01c), x::Name::NONE, 175, 2), // GenerateClientCsrRequestType
+        x::TypeEntry::structure(x::Name(0xbedd21), x::Name::NONE, 177, 3), // GenerateConfigTaskListRequestType
+        x::TypeEntry::structure(x::Name(0xbeff25), x::Name::NONE, 180, 2), // GenerateHostConfigTaskSpecRequestType
+        x::TypeEntry::structure(x::Name(0xbf2526), x::Name::NONE, 182, 3), // GenerateHostProfileTaskListRequestType
+        x::TypeEntry::structure(x::Name(0xbf4c16), x::Name::NONE, 185, 2), // GenerateKeyRequestType
+        x::TypeEntry::structure(x::Name(0xbf631d), x::Name::NONE, 187, 3), // GenerateLogBundlesRequestType
+        x::TypeEntry::structure(x::Name(0xbf8127), x::Name::NONE, 190, 2), // GenerateSelfSignedClientCertRequestType
+        x::TypeEntry::structure(x::Name(0xbfa90f), x::Name(0x1b42008), 192, 1), // GenericDrsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xbfb914), x::Name(0x1e6a50d), 193, 1), // GenericVmConfigFault: VmConfigFault
+        x::TypeEntry::structure(x::Name(0xbfce13), x::Name::NONE, 194, 2), // GetAlarmRequestType
+        x::TypeEntry::structure(x::Name(0xbfe218), x::Name::NONE, 196, 2), // GetAlarmStateRequestType
+        x::TypeEntry::structure(x::Name(0xbffb1f), x::Name::NONE, 198, 2), // GetCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0xc01b1f), x::Name::NONE, 200, 3), // GetDefaultKmsClusterRequestType
+        x::TypeEntry::structure(x::Name(0xc03b17), x::Name::NONE, 203, 1), // GetPublicKeyRequestType
+        x::TypeEntry::structure(x::Name(0xc0531b), x::Name::NONE, 204, 1), // GetResourceUsageRequestType
+        x::TypeEntry::structure(x::Name(0xc06f16), x::Name::NONE, 205, 1), // GetSiteInfoRequestType
+        x::TypeEntry::structure(x::Name(0xc0862b), x::Name::NONE, 206, 1), // GetSystemVMsRestrictedDatastoresRequestType
+        x::TypeEntry::structure(x::Name(0xc0b21f), x::Name::NONE, 207, 1), // GetVchaClusterHealthRequestType
+        x::TypeEntry::structure(x::Name(0xc0d21d), x::Name::NONE, 208, 2), // GetVsanObjExtAttrsRequestType
+        x::TypeEntry::structure(x::Name(0xc0f020), x::Name(0xd59909), 210, 1), // GhostDvsProxySwitchDetectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xc1111f), x::Name(0xd59909), 211, 1), // GhostDvsProxySwitchRemovedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xc13119), x::Name(0x182430c), 212, 2), // GlobalMessageChangedEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0xc15110), x::Name(0x5cc0b), 214, 1), // GroupAlarmAction: AlarmAction
+        x::TypeEntry::structure(x::Name(0xc1620c), x::Name(0xaa460b), 215, 2), // GuestAliases: DynamicData
+        x::TypeEntry::structure(x::Name(0xc16f12), x::Name(0xaa460b), 217, 2), // GuestAuthAliasInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc18213), x::Name(0xc1ac10), 219, 0), // GuestAuthAnySubject: GuestAuthSubject
+        x::TypeEntry::structure(x::Name(0xc19615), x::Name(0xc1ac10), 219, 1), // GuestAuthNamedSubject: GuestAuthSubject
+        x::TypeEntry::structure(x::Name(0xc1ac10), x::Name(0xaa460b), 220, 0), // GuestAuthSubject: DynamicData
+        x::TypeEntry::structure(x::Name(0xc1bd13), x::Name(0xaa460b), 220, 1), // GuestAuthentication: DynamicData
+        x::TypeEntry::structure(x::Name(0xc1d11c), x::Name(0xc32214), 221, 2), // GuestAuthenticationChallenge: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xc1ee18), x::Name(0xc32214), 223, 0), // GuestComponentsOutOfDate: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xc2070d), x::Name(0xaa460b), 223, 5), // GuestDiskInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc21513), x::Name(0xaa460b), 228, 3), // GuestFileAttributes: DynamicData
+        x::TypeEntry::structure(x::Name(0xc2290d), x::Name(0xaa460b), 231, 4), // GuestFileInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xc2370d), 12, 3), // GuestFileType
+        x::TypeEntry::structure(x::Name(0xc24509), x::Name(0xaa460b), 235, 25), // GuestInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xc24f15), 15, 3), // GuestInfoAppStateType
+        x::TypeEntry::structure(x::Name(0xc2651a), x::Name(0xaa460b), 260, 4), // GuestInfoCustomizationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xc2801c), 18, 5), // GuestInfoCustomizationStatus
+        x::TypeEntry::structure(x::Name(0xc29d20), x::Name(0xaa460b), 264, 2), // GuestInfoNamespaceGenerationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc2be1b), x::Name(0xaa460b), 266, 1), // GuestInfoVirtualDiskMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0xc2da11), x::Name(0xaa460b), 267, 2), // GuestListFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc2ec12), x::Name(0xaa460b), 269, 3), // GuestMappedAliases: DynamicData
+        x::TypeEntry::structure(x::Name(0xc2ff15), x::Name(0xc32214), 272, 0), // GuestMultipleMappings: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xc3150c), x::Name(0xaa460b), 272, 8), // GuestNicInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc32214), x::Name(0x1b42008), 280, 0), // GuestOperationsFault: VimFault
+        x::TypeEntry::structure(x::Name(0xc3371a), x::Name(0xc32214), 280, 0), // GuestOperationsUnavailable: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xc35211), x::Name(0xaa460b), 280, 62), // GuestOsDescriptor: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xc3641d), 23, 2), // GuestOsDescriptorFirmwareType
+        x::TypeEntry::enumeration(x::Name(0xc3821d), 25, 7), // GuestOsDescriptorSupportLevel
+        x::TypeEntry::structure(x::Name(0xc3a015), x::Name(0xc32214), 342, 0), // GuestPermissionDenied: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xc3b618), x::Name(0xc21513), 342, 3), // GuestPosixFileAttributes: GuestFileAttributes
+        x::TypeEntry::structure(x::Name(0xc3cf10), x::Name(0xaa460b), 345, 7), // GuestProcessInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc3e014), x::Name(0xc32214), 352, 1), // GuestProcessNotFound: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xc3f510), x::Name(0xaa460b), 353, 4), // GuestProgramSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc40613), x::Name(0xaa460b), 357, 2), // GuestRegKeyNameSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc41a15), x::Name(0xaa460b), 359, 2), // GuestRegKeyRecordSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc4300f), x::Name(0xaa460b), 361, 3), // GuestRegKeySpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xc44012), 32, 3), // GuestRegKeyWowSpec
+        x::TypeEntry::structure(x::Name(0xc45317), x::Name(0xc46b15), 364, 1), // GuestRegValueBinarySpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xc46b15), x::Name(0xaa460b), 365, 0), // GuestRegValueDataSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc48116), x::Name(0xc46b15), 365, 1), // GuestRegValueDwordSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xc4981d), x::Name(0xc46b15), 366, 1), // GuestRegValueExpandStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xc4b61c), x::Name(0xc46b15), 367, 1), // GuestRegValueMultiStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xc4d315), x::Name(0xaa460b), 368, 2), // GuestRegValueNameSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc4e916), x::Name(0xc46b15), 370, 1), // GuestRegValueQwordSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xc50011), x::Name(0xaa460b), 371, 2), // GuestRegValueSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc51217), x::Name(0xc46b15), 373, 1), // GuestRegValueStringSpec: GuestRegValueDataSpec
+        x::TypeEntry::structure(x::Name(0xc52a12), x::Name(0xc32214), 374, 1), // GuestRegistryFault: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0xc53d1d), x::Name(0xc55b15), 375, 0), // GuestRegistryKeyAlreadyExists: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xc55b15), x::Name(0xc52a12), 375, 1), // GuestRegistryKeyFault: GuestRegistryFault
+        x::TypeEntry::structure(x::Name(0xc5711a), x::Name(0xc55b15), 376, 0), // GuestRegistryKeyHasSubkeys: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xc58c17), x::Name(0xc55b15), 376, 0), // GuestRegistryKeyInvalid: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xc5a41e), x::Name(0xc55b15), 376, 0), // GuestRegistryKeyParentVolatile: GuestRegistryKeyFault
+        x::TypeEntry::structure(x::Name(0xc5c317), x::Name(0xc52a12), 376, 2), // GuestRegistryValueFault: GuestRegistryFault
+        x::TypeEntry::structure(x::Name(0xc5db1a), x::Name(0xc5c317), 378, 0), // GuestRegistryValueNotFound: GuestRegistryValueFault
+        x::TypeEntry::structure(x::Name(0xc5f60f), x::Name(0xaa460b), 378, 2), // GuestScreenInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc6060e), x::Name(0xaa460b), 380, 4), // GuestStackInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc6151a), x::Name(0xc21513), 384, 3), // GuestWindowsFileAttributes: GuestFileAttributes
+        x::TypeEntry::structure(x::Name(0xc63017), x::Name(0xc3f510), 387, 1), // GuestWindowsProgramSpec: GuestProgramSpec
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<FailToEnableSPBM>),
+        Some(x::decode_boxed::<FailToLockFaultToleranceVMs>),
+        Some(x::decode_boxed::<FailoverLevelRestored>),
+        Some(x::decode_boxed::<FailoverNodeInfo>),
+        Some(x::decode_boxed::<FaultDomainId>),
+        Some(x::decode_boxed::<FaultToleranceAntiAffinityViolated>),
+        Some(x::decode_boxed::<FaultToleranceCannotEditMem>),
+        Some(x::decode_boxed::<FaultToleranceConfigInfo>),
+        Some(x::decode_boxed::<FaultToleranceConfigSpec>),
+        Some(x::decode_boxed::<FaultToleranceCpuIncompatible>),
+        Some(x::decode_boxed::<FaultToleranceDiskSpec>),
+        Some(x::decode_boxed::<FaultToleranceMetaSpec>),
+        Some(x::decode_boxed::<FaultToleranceNeedsThickDisk>),
+        Some(x::decode_boxed::<FaultToleranceNotLicensed>),
+        Some(x::decode_boxed::<FaultToleranceNotSameBuild>),
+        Some(x::decode_boxed::<FaultTolerancePrimaryConfigInfo>),
+        Some(x::decode_boxed::<FaultTolerancePrimaryPowerOnNotAttempted>),
+        Some(x::decode_boxed::<FaultToleranceSecondaryConfigInfo>),
+        Some(x::decode_boxed::<FaultToleranceSecondaryOpResult>),
+        Some(x::decode_boxed::<FaultToleranceVMConfigSpec>),
+        Some(x::decode_boxed::<FaultToleranceVmNotDasProtected>),
+        Some(x::decode_boxed::<FaultsByHost>),
+        Some(x::decode_boxed::<FaultsByVM>),
+        Some(x::decode_boxed::<FcoeConfig>),
+        Some(x::decode_boxed::<FcoeConfigFcoeCapabilities>),
+        Some(x::decode_boxed::<FcoeConfigFcoeSpecification>),
+        Some(x::decode_boxed::<FcoeConfigVlanRange>),
+        Some(x::decode_boxed::<FcoeFault>),
+        Some(x::decode_boxed::<FcoeFaultPnicHasNoPortSet>),
+        Some(x::decode_boxed::<FeatureEVCMode>),
+        Some(x::decode_boxed::<FeatureRequirementsNotMet>),
+        None, // FetchAuditRecordsRequestType
+        None, // FetchDVPortKeysRequestType
+        None, // FetchDVPortsRequestType
+        None, // FetchSystemEventLogRequestType
+        None, // FetchUserPrivilegeOnEntitiesRequestType
+        Some(x::decode_boxed::<FibreChannelPortType>),
+        Some(x::decode_boxed::<FileAlreadyExists>),
+        Some(x::decode_boxed::<FileBackedPortNotSupported>),
+        Some(x::decode_boxed::<FileBackedVirtualDiskSpec>),
+        Some(x::decode_boxed::<FileFault>),
+        Some(x::decode_boxed::<FileInfo>),
+        Some(x::decode_boxed::<FileLocked>),
+        Some(x::decode_boxed::<FileNameTooLong>),
+        Some(x::decode_boxed::<FileNotFound>),
+        Some(x::decode_boxed::<FileNotWritable>),
+        Some(x::decode_boxed::<FileQuery>),
+        Some(x::decode_boxed::<FileQueryFlags>),
+        Some(x::decode_boxed::<FileSystemMountInfoVStorageSupportStatus>),
+        Some(x::decode_boxed::<FileTooLarge>),
+        Some(x::decode_boxed::<FileTransferInformation>),
+        Some(x::decode_boxed::<FilesystemQuiesceFault>),
+        Some(x::decode_boxed::<FilterInUse>),
+        None, // FindAllByDnsNameRequestType
+        None, // FindAllByIpRequestType
+        None, // FindAllByUuidRequestType
+        None, // FindAssociatedProfileRequestType
+        None, // FindByDatastorePathRequestType
+        None, // FindByDnsNameRequestType
+        None, // FindByInventoryPathRequestType
+        None, // FindByIpRequestType
+        None, // FindByUuidRequestType
+        None, // FindChildRequestType
+        None, // FindExtensionRequestType
+        None, // FindRulesForVmRequestType
+        Some(x::decode_boxed::<FirewallProfile>),
+        Some(x::decode_boxed::<FirewallProfileRulesetProfile>),
+        Some(x::decode_boxed::<FloatOption>),
+        Some(x::decode_boxed::<FloppyImageFileInfo>),
+        Some(x::decode_boxed::<FloppyImageFileQuery>),
+        Some(x::decode_boxed::<FolderBatchAddHostsToClusterResult>),
+        Some(x::decode_boxed::<FolderBatchAddStandaloneHostsResult>),
+        Some(x::decode_boxed::<FolderDesiredHostState>),
+        Some(x::decode_boxed::<FolderEventArgument>),
+        Some(x::decode_boxed::<FolderFailedHostResult>),
+        Some(x::decode_boxed::<FolderFileInfo>),
+        Some(x::decode_boxed::<FolderFileQuery>),
+        Some(x::decode_boxed::<FolderNewHostSpec>),
+        None, // FormatVffsRequestType
+        None, // FormatVmfsRequestType
+        Some(x::decode_boxed::<FtIssuesOnHost>),
+        Some(x::decode_boxed::<FtIssuesOnHostHostSelectionType>),
+        Some(x::decode_boxed::<FullStorageVMotionNotSupported>),
+        Some(x::decode_boxed::<GatewayConnectFault>),
+        Some(x::decode_boxed::<GatewayHostNotReachable>),
+        Some(x::decode_boxed::<GatewayNotFound>),
+        Some(x::decode_boxed::<GatewayNotReachable>),
+        Some(x::decode_boxed::<GatewayOperationRefused>),
+        Some(x::decode_boxed::<GatewayToHostAuthFault>),
+        Some(x::decode_boxed::<GatewayToHostConnectFault>),
+        Some(x::decode_boxed::<GatewayToHostTrustVerifyFault>),
+        Some(x::decode_boxed::<GeneralEvent>),
+        Some(x::decode_boxed::<GeneralHostErrorEvent>),
+        Some(x::decode_boxed::<GeneralHostInfoEvent>),
+        Some(x::decode_boxed::<GeneralHostWarningEvent>),
+        Some(x::decode_boxed::<GeneralUserEvent>),
+        Some(x::decode_boxed::<GeneralVmErrorEvent>),
+        Some(x::decode_boxed::<GeneralVmInfoEvent>),
+        Some(x::decode_boxed::<GeneralVmWarningEvent>),
+        None, // GenerateCertificateSigningRequestByDnRequestType
+        None, // GenerateCertificateSigningRequestRequestType
+        None, // GenerateClientCsrRequestType
+        None, // GenerateConfigTaskListRequestType
+        None, // GenerateHostConfigTaskSpecRequestType
+        None, // GenerateHostProfileTaskListRequestType
+        None, // GenerateKeyRequestType
+        None, // GenerateLogBundlesRequestType
+        None, // GenerateSelfSignedClientCertRequestType
+        Some(x::decode_boxed::<GenericDrsFault>),
+        Some(x::decode_boxed::<GenericVmConfigFault>),
+        None, // GetAlarmRequestType
+        None, // GetAlarmStateRequestType
+        None, // GetCustomizationSpecRequestType
+        None, // GetDefaultKmsClusterRequestType
+        None, // GetPublicKeyRequestType
+        None, // GetResourceUsageRequestType
+        None, // GetSiteInfoRequestType
+        None, // GetSystemVMsRestrictedDatastoresRequestType
+        None, // GetVchaClusterHealthRequestType
+        None, // GetVsanObjExtAttrsRequestType
+        Some(x::decode_boxed::<GhostDvsProxySwitchDetectedEvent>),
+        Some(x::decode_boxed::<GhostDvsProxySwitchRemovedEvent>),
+        Some(x::decode_boxed::<GlobalMessageChangedEvent>),
+        Some(x::decode_boxed::<GroupAlarmAction>),
+        Some(x::decode_boxed::<GuestAliases>),
+        Some(x::decode_boxed::<GuestAuthAliasInfo>),
+        Some(x::decode_boxed::<GuestAuthAnySubject>),
+        Some(x::decode_boxed::<GuestAuthNamedSubject>),
+        Some(x::decode_boxed::<GuestAuthSubject>),
+        Some(x::decode_boxed::<GuestAuthentication>),
+        Some(x::decode_boxed::<GuestAuthenticationChallenge>),
+        Some(x::decode_boxed::<GuestComponentsOutOfDate>),
+        Some(x::decode_boxed::<GuestDiskInfo>),
+        Some(x::decode_boxed::<GuestFileAttributes>),
+        Some(x::decode_boxed::<GuestFileInfo>),
+        Some(x::decode_boxed::<GuestFileType>),
+        Some(x::decode_boxed::<GuestInfo>),
+        Some(x::decode_boxed::<GuestInfoAppStateType>),
+        Some(x::decode_boxed::<GuestInfoCustomizationInfo>),
+        Some(x::decode_boxed::<GuestInfoCustomizationStatus>),
+        Some(x::decode_boxed::<GuestInfoNamespaceGenerationInfo>),
+        Some(x::decode_boxed::<GuestInfoVirtualDiskMapping>),
+        Some(x::decode_boxed::<GuestListFileInfo>),
+        Some(x::decode_boxed::<GuestMappedAliases>),
+        Some(x::decode_boxed::<GuestMultipleMappings>),
+        Some(x::decode_boxed::<GuestNicInfo>),
+        Some(x::decode_boxed::<GuestOperationsFault>),
+        Some(x::decode_boxed::<GuestOperationsUnavailable>),
+        Some(x::decode_boxed::<GuestOsDescriptor>),
+        Some(x::decode_boxed::<GuestOsDescriptorFirmwareType>),
+        Some(x::decode_boxed::<GuestOsDescriptorSupportLevel>),
+        Some(x::decode_boxed::<GuestPermissionDenied>),
+        Some(x::decode_boxed::<GuestPosixFileAttributes>),
+        Some(x::decode_boxed::<GuestProcessInfo>),
+        Some(x::decode_boxed::<GuestProcessNotFound>),
+        Some(x::decode_boxed::<GuestProgramSpec>),
+        Some(x::decode_boxed::<GuestRegKeyNameSpec>),
+        Some(x::decode_boxed::<GuestRegKeyRecordSpec>),
+        Some(x::decode_boxed::<GuestRegKeySpec>),
+        Some(x::decode_boxed::<GuestRegKeyWowSpec>),
+        Some(x::decode_boxed::<GuestRegValueBinarySpec>),
+        Some(x::decode_boxed::<GuestRegValueDataSpec>),
+        Some(x::decode_boxed::<GuestRegValueDwordSpec>),
+        Some(x::decode_boxed::<GuestRegValueExpandStringSpec>),
+        Some(x::decode_boxed::<GuestRegValueMultiStringSpec>),
+        Some(x::decode_boxed::<GuestRegValueNameSpec>),
+        Some(x::decode_boxed::<GuestRegValueQwordSpec>),
+        Some(x::decode_boxed::<GuestRegValueSpec>),
+        Some(x::decode_boxed::<GuestRegValueStringSpec>),
+        Some(x::decode_boxed::<GuestRegistryFault>),
+        Some(x::decode_boxed::<GuestRegistryKeyAlreadyExists>),
+        Some(x::decode_boxed::<GuestRegistryKeyFault>),
+        Some(x::decode_boxed::<GuestRegistryKeyHasSubkeys>),
+        Some(x::decode_boxed::<GuestRegistryKeyInvalid>),
+        Some(x::decode_boxed::<GuestRegistryKeyParentVolatile>),
+        Some(x::decode_boxed::<GuestRegistryValueFault>),
+        Some(x::decode_boxed::<GuestRegistryValueNotFound>),
+        Some(x::decode_boxed::<GuestScreenInfo>),
+        Some(x::decode_boxed::<GuestStackInfo>),
+        Some(x::decode_boxed::<GuestWindowsFileAttributes>),
+        Some(x::decode_boxed::<GuestWindowsProgramSpec>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x229b802), x::Name(0x1258216)), // cs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x229bb06), x::Name(0x2f00106)), // csName: string
+        x::FieldEntry::repeated(x::Name(0x2678211), x::Name(0x716e22)), // hostLicenseStates: ComputeResourceHostSPBMLicenseInfo
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x206c50f), x::Name(0x1258216)), // alreadyLockedVm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21c3111), x::Name(0x803417)), // clusterIpSettings: CustomizationIPSettings
+        x::FieldEntry::optional(x::Name(0x251be0a), x::Name(0x803417)), // failoverIp: CustomizationIPSettings
+        x::FieldEntry::optional(x::Name(0x211ef08), x::Name(0x2f00106)), // biosUuid: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d51404), x::Name(0x2729103)), // role: int
+        x::FieldEntry::repeated(x::Name(0x272340d), x::Name(0x2f00106)), // instanceUuids: string
+        x::FieldEntry::repeated(x::Name(0x220ad0b), x::Name(0x2f00106)), // configPaths: string
+        x::FieldEntry::optional(x::Name(0x2ad8008), x::Name(0x212d207)), // orphaned: boolean
+        x::FieldEntry::optional(x::Name(0x2903e0c), x::Name(0xb68916)), // metaDataPath: FaultToleranceMetaSpec
+        x::FieldEntry::optional(x::Name(0x2d9e90f), x::Name(0xb77d1a)), // secondaryVmSpec: FaultToleranceVMConfigSpec
+        x::FieldEntry::required(x::Name(0x292f905), x::Name(0x212d207)), // model: boolean
+        x::FieldEntry::required(x::Name(0x252a406), x::Name(0x212d207)), // family: boolean
+        x::FieldEntry::required(x::Name(0x2edde08), x::Name(0x212d207)), // stepping: boolean
+        x::FieldEntry::required(x::Name(0x23e0704), x::Name(0x1b6c60d)), // disk: VirtualDevice
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2902c11), x::Name(0x1258216)), // metaDataDatastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x213de05), x::Name(0x2f00106)), // build: string
+        x::FieldEntry::repeated(x::Name(0x2d9c10b), x::Name(0x1258216)), // secondaries: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d9dd0b), x::Name(0x1258216)), // secondaryVm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c01609), x::Name(0x1258216)), // primaryVm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bffe09), x::Name(0x1258216)), // primaryVM: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bc8810), x::Name(0x212d207)), // powerOnAttempted: boolean
+        x::FieldEntry::optional(x::Name(0x2bc990d), x::Name(0x6cb916)), // powerOnResult: ClusterPowerOnVmResult
+        x::FieldEntry::optional(x::Name(0x3135d08), x::Name(0x1258216)), // vmConfig: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2404005), x::Name(0xb67216)), // disks: FaultToleranceDiskSpec
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2538e06), x::Name(0x1233814)), // faults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2538e06), x::Name(0x1233814)), // faults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c0470d), x::Name(0x2729103)), // priorityClass: int
+        x::FieldEntry::required(x::Name(0x2e5c109), x::Name(0x2f00106)), // sourceMac: string
+        x::FieldEntry::repeated(x::Name(0x312a209), x::Name(0xb81213)), // vlanRange: FcoeConfigVlanRange
+        x::FieldEntry::required(x::Name(0x2163b0c), x::Name(0xb7db1a)), // capabilities: FcoeConfigFcoeCapabilities
+        x::FieldEntry::required(x::Name(0x253bf0a), x::Name(0x212d207)), // fcoeActive: boolean
+        x::FieldEntry::required(x::Name(0x2c0470d), x::Name(0x212d207)), // priorityClass: boolean
+        x::FieldEntry::required(x::Name(0x2e5cb10), x::Name(0x212d207)), // sourceMacAddress: boolean
+        x::FieldEntry::required(x::Name(0x312a209), x::Name(0x212d207)), // vlanRange: boolean
+        x::FieldEntry::required(x::Name(0x301ad0e), x::Name(0x2f00106)), // underlyingPnic: string
+        x::FieldEntry::optional(x::Name(0x2c0470d), x::Name(0x2729103)), // priorityClass: int
+        x::FieldEntry::optional(x::Name(0x2e5c109), x::Name(0x2f00106)), // sourceMac: string
+        x::FieldEntry::repeated(x::Name(0x312a209), x::Name(0xb81213)), // vlanRange: FcoeConfigVlanRange
+        x::FieldEntry::required(x::Name(0x3125d07), x::Name(0x2729103)), // vlanLow: int
+        x::FieldEntry::required(x::Name(0x3124508), x::Name(0x2729103)), // vlanHigh: int
+        x::FieldEntry::required(x::Name(0x29dc709), x::Name(0x2f00106)), // nicDevice: string
+        x::FieldEntry::repeated(x::Name(0x2888a04), x::Name(0xd6290f)), // mask: HostFeatureMask
+        x::FieldEntry::repeated(x::Name(0x216480a), x::Name(0xd61315)), // capability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x2cfcf0b), x::Name(0x1caa820)), // requirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x2546d12), x::Name(0x1caa820)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2294208), x::Name(0x9ef824)), // criteria: DistributedVirtualSwitchPortCriteria
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2294208), x::Name(0x9ef824)), // criteria: DistributedVirtualSwitchPortCriteria
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x216b70a), x::Name(0x2857004)), // capacityKb: long
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
+        x::FieldEntry::required(x::Name(0x2556304), x::Name(0x2f00106)), // file: string
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
+        x::FieldEntry::optional(x::Name(0x255d108), x::Name(0x2857004)), // fileSize: long
+        x::FieldEntry::optional(x::Name(0x2931b0c), x::Name(0x2308208)), // modification: dateTime
+        x::FieldEntry::optional(x::Name(0x2b05e05), x::Name(0x2f00106)), // owner: string
+        x::FieldEntry::required(x::Name(0x2560508), x::Name(0x212d207)), // fileType: boolean
+        x::FieldEntry::required(x::Name(0x255d108), x::Name(0x212d207)), // fileSize: boolean
+        x::FieldEntry::required(x::Name(0x2931b0c), x::Name(0x212d207)), // modification: boolean
+        x::FieldEntry::optional(x::Name(0x255be09), x::Name(0x212d207)), // fileOwner: boolean
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x2f00106)), // datastore: string
+        x::FieldEntry::required(x::Name(0x255d108), x::Name(0x2857004)), // fileSize: long
+        x::FieldEntry::optional(x::Name(0x2898b0b), x::Name(0x2857004)), // maxFileSize: long
+        x::FieldEntry::required(x::Name(0x20c210a), x::Name(0xc21513)), // attributes: GuestFileAttributes
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1bb660d)), // disk: VirtualDiskId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2417107), x::Name(0x2f00106)), // dnsName: string
+        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2763902), x::Name(0x2f00106)), // ip: string
+        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x212d207)), // instanceUuid: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2417107), x::Name(0x2f00106)), // dnsName: string
+        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x275310d), x::Name(0x2f00106)), // inventoryPath: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2763902), x::Name(0x2f00106)), // ip: string
+        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x318e808), x::Name(0x212d207)), // vmSearch: boolean
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x212d207)), // instanceUuid: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d64107), x::Name(0xbb861d)), // ruleset: FirewallProfileRulesetProfile
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2916b03), x::Name(0x2580f05)), // min: float
+        x::FieldEntry::required(x::Name(0x288e303), x::Name(0x2580f05)), // max: float
+        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x2580f05)), // defaultValue: float
+        x::FieldEntry::repeated(x::Name(0x26a4713), x::Name(0x1258216)), // hostsAddedToCluster: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a5b17), x::Name(0xbc4b16)), // hostsFailedInventoryAdd: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0x26a7318), x::Name(0xbc4b16)), // hostsFailedMoveToCluster: FolderFailedHostResult
+        x::FieldEntry::repeated(x::Name(0x202e00a), x::Name(0x1258216)), // addedHosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a5b17), x::Name(0xbc4b16)), // hostsFailedInventoryAdd: FolderFailedHostResult
+        x::FieldEntry::required(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x224f507), x::Name(0x1230312)), // context: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2662e0b), x::Name(0xceb80f)), // hostCnxSpec: HostConnectSpec
+        x::FieldEntry::optional(x::Name(0x24d750a), x::Name(0x2f00106)), // esxLicense: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x106910c)), // createSpec: HostVffsSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x228c30a), x::Name(0x108af0c)), // createSpec: HostVmfsSpec
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1233814)), // errors: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x25c300b), x::Name(0x2f00106)), // gatewayType: string
+        x::FieldEntry::required(x::Name(0x25c0409), x::Name(0x2f00106)), // gatewayId: string
+        x::FieldEntry::required(x::Name(0x25c0e0b), x::Name(0x2f00106)), // gatewayInfo: string
+        x::FieldEntry::optional(x::Name(0x2387c07), x::Name(0x1230312)), // details: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x274a511), x::Name(0x2f00106)), // invalidProperties: string
+        x::FieldEntry::repeated(x::Name(0x2927411), x::Name(0x2f00106)), // missingProperties: string
+        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::required(x::Name(0x30dbe11), x::Name(0x2f00106)), // verificationToken: string
+        x::FieldEntry::repeated(x::Name(0x2c2d512), x::Name(0x11c0608)), // propertiesToVerify: KeyValue
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2406711), x::Name(0x2f00106)), // distinguishedName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3078318), x::Name(0x212d207)), // useIpAddressAsCommonName: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a8c09), x::Name(0x18ffc18)), // hostsInfo: StructuredCustomizations
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27db10b), x::Name(0x11b5f0d)), // keyProvider: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26ec10e), x::Name(0x212d207)), // includeDefault: boolean
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::repeated(x::Name(0x266fd0a), x::Name(0x1233814)), // hostFaults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2348a10), x::Name(0x212d207)), // defaultsToParent: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
+        x::FieldEntry::repeated(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::optional(x::Name(0x2bf440b), x::Name(0x2f00106)), // prevMessage: string
+        x::FieldEntry::repeated(x::Name(0x2019a06), x::Name(0x5cc0b)), // action: AlarmAction
+        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
+        x::FieldEntry::repeated(x::Name(0x2053907), x::Name(0xc16f12)), // aliases: GuestAuthAliasInfo
+        x::FieldEntry::required(x::Name(0x2f04e07), x::Name(0xc1ac10)), // subject: GuestAuthSubject
+        x::FieldEntry::required(x::Name(0x21dc907), x::Name(0x2f00106)), // comment: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2731f12), x::Name(0x212d207)), // interactiveSession: boolean
+        x::FieldEntry::required(x::Name(0x2dc000f), x::Name(0xc1bd13)), // serverChallenge: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2dd7d09), x::Name(0x2857004)), // sessionID: long
+        x::FieldEntry::optional(x::Name(0x23f5608), x::Name(0x2f00106)), // diskPath: string
+        x::FieldEntry::optional(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
+        x::FieldEntry::optional(x::Name(0x2590e09), x::Name(0x2857004)), // freeSpace: long
+        x::FieldEntry::optional(x::Name(0x256280e), x::Name(0x2f00106)), // filesystemType: string
+        x::FieldEntry::repeated(x::Name(0x2881e08), x::Name(0xc2be1b)), // mappings: GuestInfoVirtualDiskMapping
+        x::FieldEntry::optional(x::Name(0x2932810), x::Name(0x2308208)), // modificationTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2013c0a), x::Name(0x2308208)), // accessTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2f69e0d), x::Name(0x2f00106)), // symlinkTarget: string
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x20c210a), x::Name(0xc21513)), // attributes: GuestFileAttributes
+        x::FieldEntry::optional(x::Name(0x2fc930b), x::Name(0x1d68019)), // toolsStatus: VirtualMachineToolsStatus
+        x::FieldEntry::optional(x::Name(0x2fcf212), x::Name(0x2f00106)), // toolsVersionStatus: string
+        x::FieldEntry::optional(x::Name(0x2fd0513), x::Name(0x2f00106)), // toolsVersionStatus2: string
+        x::FieldEntry::optional(x::Name(0x2fc8012), x::Name(0x2f00106)), // toolsRunningStatus: string
+        x::FieldEntry::optional(x::Name(0x2fce50c), x::Name(0x2f00106)), // toolsVersion: string
+        x::FieldEntry::optional(x::Name(0x2fc2610), x::Name(0x2f00106)), // toolsInstallType: string
+        x::FieldEntry::optional(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x25eab0b), x::Name(0x2f00106)), // guestFamily: string
+        x::FieldEntry::optional(x::Name(0x25ec50d), x::Name(0x2f00106)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x2980903), x::Name(0xc3150c)), // net: GuestNicInfo
+        x::FieldEntry::repeated(x::Name(0x2778207), x::Name(0xc6060e)), // ipStack: GuestStackInfo
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0xc2070d)), // disk: GuestDiskInfo
+        x::FieldEntry::optional(x::Name(0x2d85a06), x::Name(0xc5f60f)), // screen: GuestScreenInfo
+        x::FieldEntry::required(x::Name(0x25fe20a), x::Name(0x2f00106)), // guestState: string
+        x::FieldEntry::optional(x::Name(0x2083612), x::Name(0x2f00106)), // appHeartbeatStatus: string
+        x::FieldEntry::optional(x::Name(0x25f3412), x::Name(0x212d207)), // guestKernelCrashed: boolean
+        x::FieldEntry::optional(x::Name(0x2086208), x::Name(0x2f00106)), // appState: string
+        x::FieldEntry::optional(x::Name(0x25fad14), x::Name(0x212d207)), // guestOperationsReady: boolean
+        x::FieldEntry::optional(x::Name(0x272ff1f), x::Name(0x212d207)), // interactiveGuestOperationsReady: boolean
+        x::FieldEntry::optional(x::Name(0x25fed19), x::Name(0x212d207)), // guestStateChangeSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x25c5a0e), x::Name(0xc29d20)), // generationInfo: GuestInfoNamespaceGenerationInfo
+        x::FieldEntry::optional(x::Name(0x26be309), x::Name(0x2f00106)), // hwVersion: string
+        x::FieldEntry::optional(x::Name(0x22c4711), x::Name(0xc2651a)), // customizationInfo: GuestInfoCustomizationInfo
+        x::FieldEntry::required(x::Name(0x22c8513), x::Name(0x2f00106)), // customizationStatus: string
+        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24c9b08), x::Name(0x2f00106)), // errorMsg: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x25c690c), x::Name(0x2729103)), // generationNo: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::repeated(x::Name(0x2561705), x::Name(0xc2290d)), // files: GuestFileInfo
+        x::FieldEntry::required(x::Name(0x2cc0009), x::Name(0x2729103)), // remaining: int
+        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::repeated(x::Name(0x2f06208), x::Name(0xc1ac10)), // subjects: GuestAuthSubject
+        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2862d0a), x::Name(0x2f00106)), // macAddress: string
+        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x238d10e), x::Name(0x2729103)), // deviceConfigId: int
+        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0x12f0710)), // dnsConfig: NetDnsConfigInfo
+        x::FieldEntry::optional(x::Name(0x2769308), x::Name(0x12f290f)), // ipConfig: NetIpConfigInfo
+        x::FieldEntry::optional(x::Name(0x298150d), x::Name(0x12e7d11)), // netBIOSConfig: NetBIOSConfigInfo
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x252a406), x::Name(0x2f00106)), // family: string
+        x::FieldEntry::required(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
+        x::FieldEntry::required(x::Name(0x2f27a10), x::Name(0x2729103)), // supportedMaxCPUs: int
+        x::FieldEntry::optional(x::Name(0x2a6131b), x::Name(0x2729103)), // numSupportedPhysicalSockets: int
+        x::FieldEntry::optional(x::Name(0x2a5de1a), x::Name(0x2729103)), // numSupportedCoresPerSocket: int
+        x::FieldEntry::required(x::Name(0x2f2bc11), x::Name(0x2729103)), // supportedMinMemMB: int
+        x::FieldEntry::required(x::Name(0x2f28b11), x::Name(0x2729103)), // supportedMaxMemMB: int
+        x::FieldEntry::required(x::Name(0x2c8b210), x::Name(0x2729103)), // recommendedMemMB: int
+        x::FieldEntry::required(x::Name(0x2c84015), x::Name(0x2729103)), // recommendedColorDepth: int
+        x::FieldEntry::repeated(x::Name(0x2f1cb1b), x::Name(0x2f00106)), // supportedDiskControllerList: string
+        x::FieldEntry::optional(x::Name(0x2c8e119), x::Name(0x2f00106)), // recommendedSCSIController: string
+        x::FieldEntry::required(x::Name(0x2c85619), x::Name(0x2f00106)), // recommendedDiskController: string
+        x::FieldEntry::required(x::Name(0x2f30211), x::Name(0x2729103)), // supportedNumDisks: int
+        x::FieldEntry::required(x::Name(0x2c87015), x::Name(0x2729103)), // recommendedDiskSizeMB: int
+        x::FieldEntry::optional(x::Name(0x2c8251a), x::Name(0x2f00106)), // recommendedCdromController: string
+        x::FieldEntry::repeated(x::Name(0x2f22b15), x::Name(0x2f00106)), // supportedEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x2c88617), x::Name(0x2f00106)), // recommendedEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x2f47f11), x::Name(0x212d207)), // supportsSlaveDisk: boolean
+        x::FieldEntry::repeated(x::Name(0x226ad0e), x::Name(0xcef30d)), // cpuFeatureMask: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x2e2680b), x::Name(0x212d207)), // smcRequired: boolean
+        x::FieldEntry::required(x::Name(0x2f4b811), x::Name(0x212d207)), // supportsWakeOnLan: boolean
+        x::FieldEntry::optional(x::Name(0x2f49f0b), x::Name(0x212d207)), // supportsVMI: boolean
+        x::FieldEntry::optional(x::Name(0x2f3fe14), x::Name(0x212d207)), // supportsMemoryHotAdd: boolean
+        x::FieldEntry::optional(x::Name(0x2f3c411), x::Name(0x212d207)), // supportsCpuHotAdd: boolean
+        x::FieldEntry::optional(x::Name(0x2f3d614), x::Name(0x212d207)), // supportsCpuHotRemove: boolean
+        x::FieldEntry::repeated(x::Name(0x2f24111), x::Name(0x2f00106)), // supportedFirmware: string
+        x::FieldEntry::optional(x::Name(0x2c89e13), x::Name(0x2f00106)), // recommendedFirmware: string
+        x::FieldEntry::repeated(x::Name(0x2f3841a), x::Name(0x2f00106)), // supportedUSBControllerList: string
+        x::FieldEntry::optional(x::Name(0x2c8fb18), x::Name(0x2f00106)), // recommendedUSBController: string
+        x::FieldEntry::optional(x::Name(0x2f3b90a), x::Name(0x212d207)), // supports3D: boolean
+        x::FieldEntry::optional(x::Name(0x2c8170d), x::Name(0x212d207)), // recommended3D: boolean
+        x::FieldEntry::optional(x::Name(0x2e2590e), x::Name(0x212d207)), // smcRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x26ca210), x::Name(0x212d207)), // ich7mRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x306d50e), x::Name(0x212d207)), // usbRecommended: boolean
+        x::FieldEntry::optional(x::Name(0x2f15d0c), x::Name(0x2f00106)), // supportLevel: string
+        x::FieldEntry::optional(x::Name(0x2f25312), x::Name(0x212d207)), // supportedForCreate: boolean
+        x::FieldEntry::optional(x::Name(0x30b2b0c), x::Name(0x1134d09)), // vRAMSizeInKB: IntOption
+        x::FieldEntry::optional(x::Name(0x2a5f919), x::Name(0x2729103)), // numSupportedFloppyDevices: int
+        x::FieldEntry::repeated(x::Name(0x3202615), x::Name(0x2f00106)), // wakeOnLanEthernetCard: string
+        x::FieldEntry::optional(x::Name(0x2f44c1f), x::Name(0x212d207)), // supportsPvscsiControllerForBoot: boolean
+        x::FieldEntry::optional(x::Name(0x240300f), x::Name(0x212d207)), // diskUuidEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2f3eb12), x::Name(0x212d207)), // supportsHotPlugPCI: boolean
+        x::FieldEntry::optional(x::Name(0x2f46c12), x::Name(0x212d207)), // supportsSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x233df11), x::Name(0x212d207)), // defaultSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x2b7ae19), x::Name(0x212d207)), // persistentMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f2ce1e), x::Name(0x2857004)), // supportedMinPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x2f29d1e), x::Name(0x2857004)), // supportedMaxPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x2c8c31d), x::Name(0x2857004)), // recommendedPersistentMemoryMB: long
+        x::FieldEntry::optional(x::Name(0x2b70c1f), x::Name(0x212d207)), // persistentMemoryHotAddSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b77622), x::Name(0x212d207)), // persistentMemoryHotRemoveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b6e823), x::Name(0x212d207)), // persistentMemoryColdGrowthSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b6c027), x::Name(0x2857004)), // persistentMemoryColdGrowthGranularityMB: long
+        x::FieldEntry::optional(x::Name(0x2b75322), x::Name(0x212d207)), // persistentMemoryHotGrowthSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b72c26), x::Name(0x2857004)), // persistentMemoryHotGrowthGranularityMB: long
+        x::FieldEntry::optional(x::Name(0x2a4e81d), x::Name(0x2729103)), // numRecommendedPhysicalSockets: int
+        x::FieldEntry::optional(x::Name(0x2a4cb1c), x::Name(0x2729103)), // numRecommendedCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x31fc70d), x::Name(0x55d20a)), // vvtdSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x30cbc0c), x::Name(0x55d20a)), // vbsSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x31e350d), x::Name(0x55d20a)), // vsgxSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x2f4910d), x::Name(0x212d207)), // supportsTPM20: boolean
+        x::FieldEntry::optional(x::Name(0x31fd50d), x::Name(0x212d207)), // vwdtSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b06407), x::Name(0x2729103)), // ownerId: int
+        x::FieldEntry::optional(x::Name(0x25df207), x::Name(0x2729103)), // groupId: int
+        x::FieldEntry::optional(x::Name(0x2b68e0b), x::Name(0x2857004)), // permissions: long
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2b8c703), x::Name(0x2857004)), // pid: long
+        x::FieldEntry::required(x::Name(0x2b05e05), x::Name(0x2f00106)), // owner: string
+        x::FieldEntry::required(x::Name(0x21d5607), x::Name(0x2f00106)), // cmdLine: string
+        x::FieldEntry::required(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24ec908), x::Name(0x2729103)), // exitCode: int
+        x::FieldEntry::required(x::Name(0x2b8c703), x::Name(0x2857004)), // pid: long
+        x::FieldEntry::required(x::Name(0x2c2830b), x::Name(0x2f00106)), // programPath: string
+        x::FieldEntry::required(x::Name(0x2098f09), x::Name(0x2f00106)), // arguments: string
+        x::FieldEntry::optional(x::Name(0x323e710), x::Name(0x2f00106)), // workingDirectory: string
+        x::FieldEntry::repeated(x::Name(0x24c3a0c), x::Name(0x2f00106)), // envVariables: string
+        x::FieldEntry::required(x::Name(0x2cb4f0c), x::Name(0x2f00106)), // registryPath: string
+        x::FieldEntry::required(x::Name(0x3240d0a), x::Name(0x2f00106)), // wowBitness: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0xc4300f)), // key: GuestRegKeySpec
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x21b2309), x::Name(0x2f00106)), // classType: string
+        x::FieldEntry::required(x::Name(0x27f7b0b), x::Name(0x2308208)), // lastWritten: dateTime
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x210f70c)), // value: base64Binary
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2729103)), // value: int
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::repeated(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2857004)), // value: long
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0xc4d315)), // name: GuestRegValueNameSpec
+        x::FieldEntry::required(x::Name(0x22e4204), x::Name(0xc46b15)), // data: GuestRegValueDataSpec
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x3236616), x::Name(0x2857004)), // windowsSystemErrorCode: long
+        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0x2f00106)), // keyName: string
+        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0x2f00106)), // keyName: string
+        x::FieldEntry::required(x::Name(0x30c8f09), x::Name(0x2f00106)), // valueName: string
+        x::FieldEntry::required(x::Name(0x320d105), x::Name(0x2729103)), // width: int
+        x::FieldEntry::required(x::Name(0x2652006), x::Name(0x2729103)), // height: int
+        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0x12f0710)), // dnsConfig: NetDnsConfigInfo
+        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0x12fbd14)), // ipRouteConfig: NetIpRouteConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2778a0d), x::Name(0x11c0608)), // ipStackConfig: KeyValue
+        x::FieldEntry::optional(x::Name(0x239ee0a), x::Name(0x12ea511)), // dhcpConfig: NetDhcpConfigInfo
+        x::FieldEntry::optional(x::Name(0x2653806), x::Name(0x212d207)), // hidden: boolean
+        x::FieldEntry::optional(x::Name(0x2c72808), x::Name(0x212d207)), // readOnly: boolean
+        x::FieldEntry::optional(x::Name(0x228de0a), x::Name(0x2308208)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x2eb440e), x::Name(0x212d207)), // startMinimized: boolean
+    ],
+    values: &[
+        x::Name(0x250e406), // fabric
+        x::Name(0x2858504), // loop
+        x::Name(0x2ba1c0c), // pointToPoint
+        x::Name(0x3024f07), // unknown
+        x::Name(0x30bcb11), // vStorageSupported
+        x::Name(0x30bed13), // vStorageUnsupported
+        x::Name(0x30bdd0f), // vStorageUnknown
+        x::Name(0x286a30b), // maintenance
+        x::Name(0x29f3b0f), // non_maintenance
+        x::Name(0x307be04), // user
+        x::Name(0x30cc902), // vc
+        x::Name(0x242f103), // drs
+        x::Name(0x2556304), // file
+        x::Name(0x23bed09), // directory
+        x::Name(0x2f69607), // symlink
+        x::Name(0x29f4b04), // none
+        x::Name(0x2087d0a), // appStateOk
+        x::Name(0x2086b11), // appStateNeedReset
+        x::Name(0x1910a13), // TOOLSDEPLOYPKG_IDLE
+        x::Name(0x1911e16), // TOOLSDEPLOYPKG_PENDING
+        x::Name(0x1913516), // TOOLSDEPLOYPKG_RUNNING
+        x::Name(0x1914c18), // TOOLSDEPLOYPKG_SUCCEEDED
+        x::Name(0x190f415), // TOOLSDEPLOYPKG_FAILED
+        x::Name(0x211d804), // bios
+        x::Name(0x2463e03), // efi
+        x::Name(0x24f630c), // experimental
+        x::Name(0x2806306), // legacy
+        x::Name(0x2fa1b0a), // terminated
+        x::Name(0x2f16a09), // supported
+        x::Name(0x304650b), // unsupported
+        x::Name(0x235f90a), // deprecated
+        x::Name(0x2f9c00b), // techPreview
+        x::Name(0x1fef709), // WOWNative
+        x::Name(0x1feeb05), // WOW32
+        x::Name(0x1fef105), // WOW64
+    ],
+};

@@ -4,2595 +4,1203 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "HAErrorsAtDest",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HAErrorsAtDest>),
-    },
-    x::TypeInfo {
-        name: "HasMonitoredEntityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HasPrivilegeOnEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("sessionId", "string"),
-            x::FieldInfo::repeated("privId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HasPrivilegeOnEntityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("sessionId", "string"),
-            x::FieldInfo::repeated("privId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HasProviderRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HasUserPrivilegeOnEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entities", "ManagedObjectReference"),
-            x::FieldInfo::required("userName", "string"),
-            x::FieldInfo::repeated("privId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HbrDiskMigrationAction",
-        base: Some("ClusterAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("collectionId", "string"),
-            x::FieldInfo::required("collectionName", "string"),
-            x::FieldInfo::repeated("diskIds", "string"),
-            x::FieldInfo::required("source", "ManagedObjectReference"),
-            x::FieldInfo::required("destination", "ManagedObjectReference"),
-            x::FieldInfo::required("sizeTransferred", "long"),
-            x::FieldInfo::optional("spaceUtilSrcBefore", "float"),
-            x::FieldInfo::optional("spaceUtilDstBefore", "float"),
-            x::FieldInfo::optional("spaceUtilSrcAfter", "float"),
-            x::FieldInfo::optional("spaceUtilDstAfter", "float"),
-            x::FieldInfo::optional("ioLatencySrcBefore", "float"),
-            x::FieldInfo::optional("ioLatencyDstBefore", "float"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HbrDiskMigrationAction>),
-    },
-    x::TypeInfo {
-        name: "HbrManagerReplicationVmInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("state", "string"),
-            x::FieldInfo::optional("progressInfo", "ReplicationVmProgressInfo"),
-            x::FieldInfo::optional("imageId", "string"),
-            x::FieldInfo::optional("lastError", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HbrManagerReplicationVmInfo>),
-    },
-    x::TypeInfo {
-        name: "HbrManagerVmReplicationCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("supportedQuiesceMode", "string"),
-            x::FieldInfo::required("compressionSupported", "boolean"),
-            x::FieldInfo::required("maxSupportedSourceDiskCapacity", "long"),
-            x::FieldInfo::optional("minRpo", "long"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HbrManagerVmReplicationCapability>),
-    },
-    x::TypeInfo {
-        name: "HealthStatusChangedEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("componentId", "string"),
-            x::FieldInfo::required("oldStatus", "string"),
-            x::FieldInfo::required("newStatus", "string"),
-            x::FieldInfo::required("componentName", "string"),
-            x::FieldInfo::optional("serviceId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HealthStatusChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "HealthSystemRuntime",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("systemHealthInfo", "HostSystemHealthInfo"),
-            x::FieldInfo::optional("hardwareStatusInfo", "HostHardwareStatusInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HealthSystemRuntime>),
-    },
-    x::TypeInfo {
-        name: "HealthUpdate",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("healthUpdateInfoId", "string"),
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("status", "ManagedEntityStatus"),
-            x::FieldInfo::required("remediation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HealthUpdate>),
-    },
-    x::TypeInfo {
-        name: "HealthUpdateInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("componentType", "string"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HealthUpdateInfo>),
-    },
-    x::TypeInfo {
-        name: "HealthUpdateInfoComponentType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["Memory", "Power", "Fan", "Network", "Storage"],
-        decode: Some(x::decode_boxed::<HealthUpdateInfoComponentType>),
-    },
-    x::TypeInfo {
-        name: "HeterogenousHostsBlockingEVC",
-        base: Some("EVCConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HeterogenousHostsBlockingEVC>),
-    },
-    x::TypeInfo {
-        name: "HostAccessControlEntry",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("principal", "string"),
-            x::FieldInfo::required("group", "boolean"),
-            x::FieldInfo::required("accessMode", "HostAccessMode"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAccessControlEntry>),
-    },
-    x::TypeInfo {
-        name: "HostAccessMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "accessNone",
-            "accessAdmin",
-            "accessNoAccess",
-            "accessReadOnly",
-            "accessOther",
-        ],
-        decode: Some(x::decode_boxed::<HostAccessMode>),
-    },
-    x::TypeInfo {
-        name: "HostAccessRestrictedToManagementServer",
-        base: Some("NotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("managementServer", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAccessRestrictedToManagementServer>),
-    },
-    x::TypeInfo {
-        name: "HostAccountSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::optional("password", "string"),
-            x::FieldInfo::optional("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAccountSpec>),
-    },
-    x::TypeInfo {
-        name: "HostActiveDirectory",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("changeOperation", "string"),
-            x::FieldInfo::optional("spec", "HostActiveDirectorySpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostActiveDirectory>),
-    },
-    x::TypeInfo {
-        name: "HostActiveDirectoryAuthenticationCertificateDigest",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["SHA1"],
-        decode: Some(
-            x::decode_boxed::<HostActiveDirectoryAuthenticationCertificateDigest>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostActiveDirectoryInfo",
-        base: Some("HostDirectoryStoreInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("joinedDomain", "string"),
-            x::FieldInfo::repeated("trustedDomain", "string"),
-            x::FieldInfo::optional("domainMembershipStatus", "string"),
-            x::FieldInfo::optional("smartCardAuthenticationEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostActiveDirectoryInfo>),
-    },
-    x::TypeInfo {
-        name: "HostActiveDirectoryInfoDomainMembershipStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "unknown",
-            "ok",
-            "noServers",
-            "clientTrustBroken",
-            "serverTrustBroken",
-            "inconsistentTrust",
-            "otherProblem",
-        ],
-        decode: Some(x::decode_boxed::<HostActiveDirectoryInfoDomainMembershipStatus>),
-    },
-    x::TypeInfo {
-        name: "HostActiveDirectorySpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("domainName", "string"),
-            x::FieldInfo::optional("userName", "string"),
-            x::FieldInfo::optional("password", "string"),
-            x::FieldInfo::optional("camServer", "string"),
-            x::FieldInfo::optional("thumbprint", "string"),
-            x::FieldInfo::optional("smartCardAuthenticationEnabled", "boolean"),
-            x::FieldInfo::repeated("smartCardTrustAnchors", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostActiveDirectorySpec>),
-    },
-    x::TypeInfo {
-        name: "HostAddFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostname", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAddFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostAddedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAddedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostAdminDisableEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAdminDisableEvent>),
-    },
-    x::TypeInfo {
-        name: "HostAdminEnableEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAdminEnableEvent>),
-    },
-    x::TypeInfo {
-        name: "HostApplyProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("memory", "HostMemoryProfile"),
-            x::FieldInfo::optional("storage", "StorageProfile"),
-            x::FieldInfo::optional("network", "NetworkProfile"),
-            x::FieldInfo::optional("datetime", "DateTimeProfile"),
-            x::FieldInfo::optional("firewall", "FirewallProfile"),
-            x::FieldInfo::optional("security", "SecurityProfile"),
-            x::FieldInfo::repeated("service", "ServiceProfile"),
-            x::FieldInfo::repeated("option", "OptionProfile"),
-            x::FieldInfo::repeated("userAccount", "UserProfile"),
-            x::FieldInfo::repeated("usergroupAccount", "UserGroupProfile"),
-            x::FieldInfo::optional("authentication", "AuthenticationProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostApplyProfile>),
-    },
-    x::TypeInfo {
-        name: "HostAssignableHardwareBinding",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("instanceId", "string"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAssignableHardwareBinding>),
-    },
-    x::TypeInfo {
-        name: "HostAssignableHardwareConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "attributeOverride",
-                "HostAssignableHardwareConfigAttributeOverride",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAssignableHardwareConfig>),
-    },
-    x::TypeInfo {
-        name: "HostAssignableHardwareConfigAttributeOverride",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("instanceId", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("value", "anyType"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAssignableHardwareConfigAttributeOverride>),
-    },
-    x::TypeInfo {
-        name: "HostAuthenticationManagerInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("authConfig", "HostAuthenticationStoreInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAuthenticationManagerInfo>),
-    },
-    x::TypeInfo {
-        name: "HostAuthenticationStoreInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("enabled", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAuthenticationStoreInfo>),
-    },
-    x::TypeInfo {
-        name: "HostAutoStartManagerConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("defaults", "AutoStartDefaults"),
-            x::FieldInfo::repeated("powerInfo", "AutoStartPowerInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostAutoStartManagerConfig>),
-    },
-    x::TypeInfo {
-        name: "HostBIOSInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("biosVersion", "string"),
-            x::FieldInfo::optional("releaseDate", "dateTime"),
-            x::FieldInfo::optional("vendor", "string"),
-            x::FieldInfo::optional("majorRelease", "int"),
-            x::FieldInfo::optional("minorRelease", "int"),
-            x::FieldInfo::optional("firmwareMajorRelease", "int"),
-            x::FieldInfo::optional("firmwareMinorRelease", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostBIOSInfo>),
-    },
-    x::TypeInfo {
-        name: "HostBlockAdapterTargetTransport",
-        base: Some("HostTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostBlockAdapterTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostBlockHba",
-        base: Some("HostHostBusAdapter"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostBlockHba>),
-    },
-    x::TypeInfo {
-        name: "HostBootDevice",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostBootDevice>),
-    },
-    x::TypeInfo {
-        name: "HostBootDeviceInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("bootDevices", "HostBootDevice"),
-            x::FieldInfo::optional("currentBootDeviceKey", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostBootDeviceInfo>),
-    },
-    x::TypeInfo {
-        name: "HostCacheConfigurationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::required("swapSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCacheConfigurationInfo>),
-    },
-    x::TypeInfo {
-        name: "HostCacheConfigurationSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("swapSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCacheConfigurationSpec>),
-    },
-    x::TypeInfo {
-        name: "HostCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("recursiveResourcePoolsSupported", "boolean"),
-            x::FieldInfo::required("cpuMemoryResourceConfigurationSupported", "boolean"),
-            x::FieldInfo::required("rebootSupported", "boolean"),
-            x::FieldInfo::required("shutdownSupported", "boolean"),
-            x::FieldInfo::required("vmotionSupported", "boolean"),
-            x::FieldInfo::required("standbySupported", "boolean"),
-            x::FieldInfo::optional("ipmiSupported", "boolean"),
-            x::FieldInfo::optional("maxSupportedVMs", "int"),
-            x::FieldInfo::optional("maxRunningVMs", "int"),
-            x::FieldInfo::optional("maxSupportedVcpus", "int"),
-            x::FieldInfo::optional("maxRegisteredVMs", "int"),
-            x::FieldInfo::required("datastorePrincipalSupported", "boolean"),
-            x::FieldInfo::required("sanSupported", "boolean"),
-            x::FieldInfo::required("nfsSupported", "boolean"),
-            x::FieldInfo::required("iscsiSupported", "boolean"),
-            x::FieldInfo::required("vlanTaggingSupported", "boolean"),
-            x::FieldInfo::required("nicTeamingSupported", "boolean"),
-            x::FieldInfo::required("highGuestMemSupported", "boolean"),
-            x::FieldInfo::required("maintenanceModeSupported", "boolean"),
-            x::FieldInfo::required("suspendedRelocateSupported", "boolean"),
-            x::FieldInfo::required("restrictedSnapshotRelocateSupported", "boolean"),
-            x::FieldInfo::required("perVmSwapFiles", "boolean"),
-            x::FieldInfo::required("localSwapDatastoreSupported", "boolean"),
-            x::FieldInfo::required("unsharedSwapVMotionSupported", "boolean"),
-            x::FieldInfo::required("backgroundSnapshotsSupported", "boolean"),
-            x::FieldInfo::required("preAssignedPCIUnitNumbersSupported", "boolean"),
-            x::FieldInfo::required("screenshotSupported", "boolean"),
-            x::FieldInfo::required("scaledScreenshotSupported", "boolean"),
-            x::FieldInfo::optional("storageVMotionSupported", "boolean"),
-            x::FieldInfo::optional("vmotionWithStorageVMotionSupported", "boolean"),
-            x::FieldInfo::optional("vmotionAcrossNetworkSupported", "boolean"),
-            x::FieldInfo::optional("maxNumDisksSVMotion", "int"),
-            x::FieldInfo::optional("hbrNicSelectionSupported", "boolean"),
-            x::FieldInfo::optional("vrNfcNicSelectionSupported", "boolean"),
-            x::FieldInfo::optional("recordReplaySupported", "boolean"),
-            x::FieldInfo::optional("ftSupported", "boolean"),
-            x::FieldInfo::optional("replayUnsupportedReason", "string"),
-            x::FieldInfo::repeated("replayCompatibilityIssues", "string"),
-            x::FieldInfo::optional("smpFtSupported", "boolean"),
-            x::FieldInfo::repeated("ftCompatibilityIssues", "string"),
-            x::FieldInfo::repeated("smpFtCompatibilityIssues", "string"),
-            x::FieldInfo::optional("maxVcpusPerFtVm", "int"),
-            x::FieldInfo::optional("loginBySSLThumbprintSupported", "boolean"),
-            x::FieldInfo::optional("cloneFromSnapshotSupported", "boolean"),
-            x::FieldInfo::optional("deltaDiskBackingsSupported", "boolean"),
-            x::FieldInfo::optional("perVMNetworkTrafficShapingSupported", "boolean"),
-            x::FieldInfo::optional("tpmSupported", "boolean"),
-            x::FieldInfo::optional("tpmVersion", "string"),
-            x::FieldInfo::optional("txtEnabled", "boolean"),
-            x::FieldInfo::repeated("supportedCpuFeature", "HostCpuIdInfo"),
-            x::FieldInfo::optional("virtualExecUsageSupported", "boolean"),
-            x::FieldInfo::optional("storageIORMSupported", "boolean"),
-            x::FieldInfo::optional("vmDirectPathGen2Supported", "boolean"),
-            x::FieldInfo::repeated("vmDirectPathGen2UnsupportedReason", "string"),
-            x::FieldInfo::optional(
-                "vmDirectPathGen2UnsupportedReasonExtended",
-                "string",
-            ),
-            x::FieldInfo::repeated("supportedVmfsMajorVersion", "int"),
-            x::FieldInfo::optional("vStorageCapable", "boolean"),
-            x::FieldInfo::optional("snapshotRelayoutSupported", "boolean"),
-            x::FieldInfo::optional("firewallIpRulesSupported", "boolean"),
-            x::FieldInfo::optional("servicePackageInfoSupported", "boolean"),
-            x::FieldInfo::optional("maxHostRunningVms", "int"),
-            x::FieldInfo::optional("maxHostSupportedVcpus", "int"),
-            x::FieldInfo::optional("vmfsDatastoreMountCapable", "boolean"),
-            x::FieldInfo::optional("eightPlusHostVmfsSharedAccessSupported", "boolean"),
-            x::FieldInfo::optional("nestedHVSupported", "boolean"),
-            x::FieldInfo::optional("vPMCSupported", "boolean"),
-            x::FieldInfo::optional(
-                "interVMCommunicationThroughVMCISupported",
-                "boolean",
-            ),
-            x::FieldInfo::optional("scheduledHardwareUpgradeSupported", "boolean"),
-            x::FieldInfo::optional("featureCapabilitiesSupported", "boolean"),
-            x::FieldInfo::optional("latencySensitivitySupported", "boolean"),
-            x::FieldInfo::optional("storagePolicySupported", "boolean"),
-            x::FieldInfo::optional("accel3dSupported", "boolean"),
-            x::FieldInfo::optional("reliableMemoryAware", "boolean"),
-            x::FieldInfo::optional("multipleNetworkStackInstanceSupported", "boolean"),
-            x::FieldInfo::optional("messageBusProxySupported", "boolean"),
-            x::FieldInfo::optional("vsanSupported", "boolean"),
-            x::FieldInfo::optional("vFlashSupported", "boolean"),
-            x::FieldInfo::optional("hostAccessManagerSupported", "boolean"),
-            x::FieldInfo::optional("provisioningNicSelectionSupported", "boolean"),
-            x::FieldInfo::optional("nfs41Supported", "boolean"),
-            x::FieldInfo::optional("nfs41Krb5iSupported", "boolean"),
-            x::FieldInfo::optional("turnDiskLocatorLedSupported", "boolean"),
-            x::FieldInfo::optional("virtualVolumeDatastoreSupported", "boolean"),
-            x::FieldInfo::optional("markAsSsdSupported", "boolean"),
-            x::FieldInfo::optional("markAsLocalSupported", "boolean"),
-            x::FieldInfo::optional("smartCardAuthenticationSupported", "boolean"),
-            x::FieldInfo::optional("pMemSupported", "boolean"),
-            x::FieldInfo::optional("pMemSnapshotSupported", "boolean"),
-            x::FieldInfo::optional("cryptoSupported", "boolean"),
-            x::FieldInfo::optional("oneKVolumeAPIsSupported", "boolean"),
-            x::FieldInfo::optional("gatewayOnNicSupported", "boolean"),
-            x::FieldInfo::optional("upitSupported", "boolean"),
-            x::FieldInfo::optional("cpuHwMmuSupported", "boolean"),
-            x::FieldInfo::optional("encryptedVMotionSupported", "boolean"),
-            x::FieldInfo::optional("encryptionChangeOnAddRemoveSupported", "boolean"),
-            x::FieldInfo::optional("encryptionHotOperationSupported", "boolean"),
-            x::FieldInfo::optional("encryptionWithSnapshotsSupported", "boolean"),
-            x::FieldInfo::optional("encryptionFaultToleranceSupported", "boolean"),
-            x::FieldInfo::optional("encryptionMemorySaveSupported", "boolean"),
-            x::FieldInfo::optional("encryptionRDMSupported", "boolean"),
-            x::FieldInfo::optional("encryptionVFlashSupported", "boolean"),
-            x::FieldInfo::optional("encryptionCBRCSupported", "boolean"),
-            x::FieldInfo::optional("encryptionHBRSupported", "boolean"),
-            x::FieldInfo::optional("ftEfiSupported", "boolean"),
-            x::FieldInfo::optional("unmapMethodSupported", "string"),
-            x::FieldInfo::optional("maxMemMBPerFtVm", "int"),
-            x::FieldInfo::optional("virtualMmuUsageIgnored", "boolean"),
-            x::FieldInfo::optional("virtualExecUsageIgnored", "boolean"),
-            x::FieldInfo::optional("vmCreateDateSupported", "boolean"),
-            x::FieldInfo::optional("vmfs3EOLSupported", "boolean"),
-            x::FieldInfo::optional("ftVmcpSupported", "boolean"),
-            x::FieldInfo::optional("quickBootSupported", "boolean"),
-            x::FieldInfo::optional("encryptedFtSupported", "boolean"),
-            x::FieldInfo::optional("assignableHardwareSupported", "boolean"),
-            x::FieldInfo::optional("suspendToMemorySupported", "boolean"),
-            x::FieldInfo::optional("useFeatureReqsForOldHWv", "boolean"),
-            x::FieldInfo::optional("markPerenniallyReservedSupported", "boolean"),
-            x::FieldInfo::optional("hppPspSupported", "boolean"),
-            x::FieldInfo::optional("deviceRebindWithoutRebootSupported", "boolean"),
-            x::FieldInfo::optional("storagePolicyChangeSupported", "boolean"),
-            x::FieldInfo::optional("precisionTimeProtocolSupported", "boolean"),
-            x::FieldInfo::optional("remoteDeviceVMotionSupported", "boolean"),
-            x::FieldInfo::optional("maxSupportedVmMemory", "int"),
-            x::FieldInfo::optional("ahDeviceHintsSupported", "boolean"),
-            x::FieldInfo::optional("nvmeOverTcpSupported", "boolean"),
-            x::FieldInfo::optional("nvmeStorageFabricServicesSupported", "boolean"),
-            x::FieldInfo::optional("assignHwPciConfigSupported", "boolean"),
-            x::FieldInfo::optional("timeConfigSupported", "boolean"),
-            x::FieldInfo::optional("nvmeBatchOperationsSupported", "boolean"),
-            x::FieldInfo::optional("pMemFailoverSupported", "boolean"),
-            x::FieldInfo::optional("hostConfigEncryptionSupported", "boolean"),
-            x::FieldInfo::optional("ptpConfigSupported", "boolean"),
-            x::FieldInfo::optional("maxSupportedPtpPorts", "int"),
-            x::FieldInfo::optional("pMemIndependentSnapshotSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCapability>),
-    },
-    x::TypeInfo {
-        name: "HostCapabilityFtUnsupportedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "vMotionNotLicensed",
-            "missingVMotionNic",
-            "missingFTLoggingNic",
-            "ftNotLicensed",
-            "haAgentIssue",
-            "unsupportedProduct",
-            "cpuHvUnsupported",
-            "cpuHwmmuUnsupported",
-            "cpuHvDisabled",
-        ],
-        decode: Some(x::decode_boxed::<HostCapabilityFtUnsupportedReason>),
-    },
-    x::TypeInfo {
-        name: "HostCapabilityUnmapMethodSupported",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["priority", "fixed", "dynamic"],
-        decode: Some(x::decode_boxed::<HostCapabilityUnmapMethodSupported>),
-    },
-    x::TypeInfo {
-        name: "HostCapabilityVmDirectPathGen2UnsupportedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "hostNptIncompatibleProduct",
-            "hostNptIncompatibleHardware",
-            "hostNptDisabled",
-        ],
-        decode: Some(x::decode_boxed::<HostCapabilityVmDirectPathGen2UnsupportedReason>),
-    },
-    x::TypeInfo {
-        name: "HostCertificateManagerCertificateInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("issuer", "string"),
-            x::FieldInfo::optional("notBefore", "dateTime"),
-            x::FieldInfo::optional("notAfter", "dateTime"),
-            x::FieldInfo::optional("subject", "string"),
-            x::FieldInfo::required("status", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCertificateManagerCertificateInfo>),
-    },
-    x::TypeInfo {
-        name: "HostCertificateManagerCertificateInfoCertificateStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "unknown",
-            "expired",
-            "expiring",
-            "expiringShortly",
-            "expirationImminent",
-            "good",
-        ],
-        decode: Some(
-            x::decode_boxed::<HostCertificateManagerCertificateInfoCertificateStatus>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostClearVStorageObjectControlFlagsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("controlFlags", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostCloneVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VslmCloneSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedAccountFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedAccountFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedAlreadyManagedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("serverName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedAlreadyManagedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedBadCcagentEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedBadCcagentEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedBadUsernameEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedBadUsernameEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedBadVersionEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedBadVersionEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedCcagentUpgradeEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedCcagentUpgradeEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedNetworkErrorEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedNetworkErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedNoAccessEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedNoAccessEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedNoConnectionEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedNoConnectionEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedNoLicenseEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedNoLicenseEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedNotFoundEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedNotFoundEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCnxFailedTimeoutEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCnxFailedTimeoutEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCommunication",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCommunication>),
-    },
-    x::TypeInfo {
-        name: "HostComplianceCheckedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("profile", "ProfileEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostComplianceCheckedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCompliantEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCompliantEvent>),
-    },
-    x::TypeInfo {
-        name: "HostConfigAppliedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConfigAppliedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostConfigChange",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConfigChange>),
-    },
-    x::TypeInfo {
-        name: "HostConfigChangeMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["modify", "replace"],
-        decode: Some(x::decode_boxed::<HostConfigChangeMode>),
-    },
-    x::TypeInfo {
-        name: "HostConfigChangeOperation",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["add", "remove", "edit", "ignore"],
-        decode: Some(x::decode_boxed::<HostConfigChangeOperation>),
-    },
-    x::TypeInfo {
-        name: "HostConfigFailed",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("failure", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConfigFailed>),
-    },
-    x::TypeInfo {
-        name: "HostConfigFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConfigFault>),
-    },
-    x::TypeInfo {
-        name: "HostConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("product", "AboutInfo"),
-            x::FieldInfo::optional("deploymentInfo", "HostDeploymentInfo"),
-            x::FieldInfo::optional("hyperThread", "HostHyperThreadScheduleInfo"),
-            x::FieldInfo::optional(
-                "consoleReservation",
-                "ServiceConsoleReservationInfo",
-            ),
-            x::FieldInfo::optional(
-                "virtualMachineReservation",
-                "VirtualMachineMemoryReservationInfo",
-            ),
-            x::FieldInfo::optional("storageDevice", "HostStorageDeviceInfo"),
-            x::FieldInfo::optional("multipathState", "HostMultipathStateInfo"),
-            x::FieldInfo::optional("fileSystemVolume", "HostFileSystemVolumeInfo"),
-            x::FieldInfo::repeated("systemFile", "string"),
-            x::FieldInfo::optional("network", "HostNetworkInfo"),
-            x::FieldInfo::optional("vmotion", "HostVMotionInfo"),
-            x::FieldInfo::optional("virtualNicManagerInfo", "HostVirtualNicManagerInfo"),
-            x::FieldInfo::optional("capabilities", "HostNetCapabilities"),
-            x::FieldInfo::optional(
-                "datastoreCapabilities",
-                "HostDatastoreSystemCapabilities",
-            ),
-            x::FieldInfo::optional("offloadCapabilities", "HostNetOffloadCapabilities"),
-            x::FieldInfo::optional("service", "HostServiceInfo"),
-            x::FieldInfo::optional("firewall", "HostFirewallInfo"),
-            x::FieldInfo::optional("autoStart", "HostAutoStartManagerConfig"),
-            x::FieldInfo::optional(
-                "activeDiagnosticPartition",
-                "HostDiagnosticPartition",
-            ),
-            x::FieldInfo::repeated("option", "OptionValue"),
-            x::FieldInfo::repeated("optionDef", "OptionDef"),
-            x::FieldInfo::optional("datastorePrincipal", "string"),
-            x::FieldInfo::optional("localSwapDatastore", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "systemSwapConfiguration",
-                "HostSystemSwapConfiguration",
-            ),
-            x::FieldInfo::optional("systemResources", "HostSystemResourceInfo"),
-            x::FieldInfo::optional("dateTimeInfo", "HostDateTimeInfo"),
-            x::FieldInfo::optional("flags", "HostFlagInfo"),
-            x::FieldInfo::optional("adminDisabled", "boolean"),
-            x::FieldInfo::optional("lockdownMode", "HostLockdownMode"),
-            x::FieldInfo::optional("ipmi", "HostIpmiInfo"),
-            x::FieldInfo::optional("sslThumbprintInfo", "HostSslThumbprintInfo"),
-            x::FieldInfo::repeated("sslThumbprintData", "HostSslThumbprintInfo"),
-            x::FieldInfo::repeated("certificate", "byte"),
-            x::FieldInfo::repeated("pciPassthruInfo", "HostPciPassthruInfo"),
-            x::FieldInfo::optional(
-                "authenticationManagerInfo",
-                "HostAuthenticationManagerInfo",
-            ),
-            x::FieldInfo::repeated("featureVersion", "HostFeatureVersionInfo"),
-            x::FieldInfo::optional("powerSystemCapability", "PowerSystemCapability"),
-            x::FieldInfo::optional("powerSystemInfo", "PowerSystemInfo"),
-            x::FieldInfo::repeated(
-                "cacheConfigurationInfo",
-                "HostCacheConfigurationInfo",
-            ),
-            x::FieldInfo::optional("wakeOnLanCapable", "boolean"),
-            x::FieldInfo::repeated("featureCapability", "HostFeatureCapability"),
-            x::FieldInfo::repeated("maskedFeatureCapability", "HostFeatureCapability"),
-            x::FieldInfo::optional(
-                "vFlashConfigInfo",
-                "HostVFlashManagerVFlashConfigInfo",
-            ),
-            x::FieldInfo::optional("vsanHostConfig", "VsanHostConfigInfo"),
-            x::FieldInfo::repeated("domainList", "string"),
-            x::FieldInfo::optional("scriptCheckSum", "base64Binary"),
-            x::FieldInfo::optional("hostConfigCheckSum", "base64Binary"),
-            x::FieldInfo::optional("descriptionTreeCheckSum", "base64Binary"),
-            x::FieldInfo::repeated("graphicsInfo", "HostGraphicsInfo"),
-            x::FieldInfo::repeated("sharedPassthruGpuTypes", "string"),
-            x::FieldInfo::optional("graphicsConfig", "HostGraphicsConfig"),
-            x::FieldInfo::repeated("sharedGpuCapabilities", "HostSharedGpuCapabilities"),
-            x::FieldInfo::repeated("ioFilterInfo", "HostIoFilterInfo"),
-            x::FieldInfo::repeated("sriovDevicePool", "HostSriovDevicePoolInfo"),
-            x::FieldInfo::repeated(
-                "assignableHardwareBinding",
-                "HostAssignableHardwareBinding",
-            ),
-            x::FieldInfo::optional(
-                "assignableHardwareConfig",
-                "HostAssignableHardwareConfig",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "HostConfigManager",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("cpuScheduler", "ManagedObjectReference"),
-            x::FieldInfo::optional("datastoreSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("memoryManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("storageSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("networkSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("vmotionSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("virtualNicManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("serviceSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("firewallSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("advancedOption", "ManagedObjectReference"),
-            x::FieldInfo::optional("diagnosticSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("autoStartManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("snmpSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("dateTimeSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("patchManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("imageConfigManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("bootDeviceSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("firmwareSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("healthStatusSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("pciPassthruSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("licenseManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("kernelModuleSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("authenticationManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("powerSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "cacheConfigurationManager",
-                "ManagedObjectReference",
-            ),
-            x::FieldInfo::optional("esxAgentHostManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("iscsiManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("vFlashManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("vsanSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("messageBusProxy", "ManagedObjectReference"),
-            x::FieldInfo::optional("userDirectory", "ManagedObjectReference"),
-            x::FieldInfo::optional("accountManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("hostAccessManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("graphicsManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("vsanInternalSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("certificateManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("cryptoManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("nvdimmSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("assignableHardwareManager", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConfigManager>),
-    },
-    x::TypeInfo {
-        name: "HostConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("nasDatastore", "HostNasVolumeConfig"),
-            x::FieldInfo::optional("network", "HostNetworkConfig"),
-            x::FieldInfo::repeated(
-                "nicTypeSelection",
-                "HostVirtualNicManagerNicTypeSelection",
-            ),
-            x::FieldInfo::repeated("service", "HostServiceConfig"),
-            x::FieldInfo::optional("firewall", "HostFirewallConfig"),
-            x::FieldInfo::repeated("option", "OptionValue"),
-            x::FieldInfo::optional("datastorePrincipal", "string"),
-            x::FieldInfo::optional("datastorePrincipalPasswd", "string"),
-            x::FieldInfo::optional("datetime", "HostDateTimeConfig"),
-            x::FieldInfo::optional("storageDevice", "HostStorageDeviceInfo"),
-            x::FieldInfo::optional("license", "HostLicenseSpec"),
-            x::FieldInfo::optional("security", "HostSecuritySpec"),
-            x::FieldInfo::repeated("userAccount", "HostAccountSpec"),
-            x::FieldInfo::repeated("usergroupAccount", "HostAccountSpec"),
-            x::FieldInfo::optional("memory", "HostMemorySpec"),
-            x::FieldInfo::repeated("activeDirectory", "HostActiveDirectory"),
-            x::FieldInfo::repeated("genericConfig", "KeyAnyValue"),
-            x::FieldInfo::optional("graphicsConfig", "HostGraphicsConfig"),
-            x::FieldInfo::optional(
-                "assignableHardwareConfig",
-                "HostAssignableHardwareConfig",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostConfigSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("port", "int"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-            x::FieldInfo::optional("product", "AboutInfo"),
-            x::FieldInfo::required("vmotionEnabled", "boolean"),
-            x::FieldInfo::optional("faultToleranceEnabled", "boolean"),
-            x::FieldInfo::repeated("featureVersion", "HostFeatureVersionInfo"),
-            x::FieldInfo::optional("agentVmDatastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("agentVmNetwork", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConfigSummary>),
-    },
-    x::TypeInfo {
-        name: "HostConfigVFlashCacheRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostVFlashManagerVFlashCacheConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostConfigureVFlashResourceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostVFlashManagerVFlashResourceConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostConnectFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConnectFault>),
-    },
-    x::TypeInfo {
-        name: "HostConnectInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("serverIp", "string"),
-            x::FieldInfo::optional("inDasCluster", "boolean"),
-            x::FieldInfo::required("host", "HostListSummary"),
-            x::FieldInfo::repeated("vm", "VirtualMachineSummary"),
-            x::FieldInfo::optional("vimAccountNameRequired", "boolean"),
-            x::FieldInfo::optional("clusterSupported", "boolean"),
-            x::FieldInfo::repeated("network", "HostConnectInfoNetworkInfo"),
-            x::FieldInfo::repeated("datastore", "HostDatastoreConnectInfo"),
-            x::FieldInfo::optional("license", "HostLicenseConnectInfo"),
-            x::FieldInfo::optional("capability", "HostCapability"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConnectInfo>),
-    },
-    x::TypeInfo {
-        name: "HostConnectInfoNetworkInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("summary", "NetworkSummary")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConnectInfoNetworkInfo>),
-    },
-    x::TypeInfo {
-        name: "HostConnectSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("port", "int"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-            x::FieldInfo::optional("userName", "string"),
-            x::FieldInfo::optional("password", "string"),
-            x::FieldInfo::optional("vmFolder", "ManagedObjectReference"),
-            x::FieldInfo::required("force", "boolean"),
-            x::FieldInfo::optional("vimAccountName", "string"),
-            x::FieldInfo::optional("vimAccountPassword", "string"),
-            x::FieldInfo::optional("managementIp", "string"),
-            x::FieldInfo::optional("lockdownMode", "HostLockdownMode"),
-            x::FieldInfo::optional("hostGateway", "HostGatewaySpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConnectSpec>),
-    },
-    x::TypeInfo {
-        name: "HostConnectedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConnectedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostConnectionLostEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostConnectionLostEvent>),
-    },
-    x::TypeInfo {
-        name: "HostCpuIdInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("level", "int"),
-            x::FieldInfo::optional("vendor", "string"),
-            x::FieldInfo::optional("eax", "string"),
-            x::FieldInfo::optional("ebx", "string"),
-            x::FieldInfo::optional("ecx", "string"),
-            x::FieldInfo::optional("edx", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCpuIdInfo>),
-    },
-    x::TypeInfo {
-        name: "HostCpuInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numCpuPackages", "short"),
-            x::FieldInfo::required("numCpuCores", "short"),
-            x::FieldInfo::required("numCpuThreads", "short"),
-            x::FieldInfo::required("hz", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCpuInfo>),
-    },
-    x::TypeInfo {
-        name: "HostCpuPackage",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("index", "short"),
-            x::FieldInfo::required("vendor", "string"),
-            x::FieldInfo::required("hz", "long"),
-            x::FieldInfo::required("busHz", "long"),
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::repeated("threadId", "short"),
-            x::FieldInfo::repeated("cpuFeature", "HostCpuIdInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCpuPackage>),
-    },
-    x::TypeInfo {
-        name: "HostCpuPackageVendor",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["unknown", "intel", "amd", "hygon"],
-        decode: Some(x::decode_boxed::<HostCpuPackageVendor>),
-    },
-    x::TypeInfo {
-        name: "HostCpuPowerManagementInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("currentPolicy", "string"),
-            x::FieldInfo::optional("hardwareSupport", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostCpuPowerManagementInfo>),
-    },
-    x::TypeInfo {
-        name: "HostCpuPowerManagementInfoPolicyType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["off", "staticPolicy", "dynamicPolicy"],
-        decode: Some(x::decode_boxed::<HostCpuPowerManagementInfoPolicyType>),
-    },
-    x::TypeInfo {
-        name: "HostCreateDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VslmCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostCryptoState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["incapable", "prepared", "safe", "pendingIncapable"],
-        decode: Some(x::decode_boxed::<HostCryptoState>),
-    },
-    x::TypeInfo {
-        name: "HostDasDisabledEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDasDisabledEvent>),
-    },
-    x::TypeInfo {
-        name: "HostDasDisablingEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDasDisablingEvent>),
-    },
-    x::TypeInfo {
-        name: "HostDasEnabledEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDasEnabledEvent>),
-    },
-    x::TypeInfo {
-        name: "HostDasEnablingEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDasEnablingEvent>),
-    },
-    x::TypeInfo {
-        name: "HostDasErrorEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("message", "string"),
-            x::FieldInfo::optional("reason", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDasErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "HostDasErrorEventHostDasErrorReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "configFailed",
-            "timeout",
-            "communicationInitFailed",
-            "healthCheckScriptFailed",
-            "agentFailed",
-            "agentShutdown",
-            "isolationAddressUnpingable",
-            "other",
-        ],
-        decode: Some(x::decode_boxed::<HostDasErrorEventHostDasErrorReason>),
-    },
-    x::TypeInfo {
-        name: "HostDasEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDasEvent>),
-    },
-    x::TypeInfo {
-        name: "HostDasOkEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDasOkEvent>),
-    },
-    x::TypeInfo {
-        name: "HostDataTransportConnectionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("staticMemoryConsumed", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDataTransportConnectionInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDatastoreBrowserSearchResults",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("datastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("folderPath", "string"),
-            x::FieldInfo::repeated("file", "FileInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDatastoreBrowserSearchResults>),
-    },
-    x::TypeInfo {
-        name: "HostDatastoreBrowserSearchSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("query", "FileQuery"),
-            x::FieldInfo::optional("details", "FileQueryFlags"),
-            x::FieldInfo::optional("searchCaseInsensitive", "boolean"),
-            x::FieldInfo::repeated("matchPattern", "string"),
-            x::FieldInfo::optional("sortFoldersFirst", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDatastoreBrowserSearchSpec>),
-    },
-    x::TypeInfo {
-        name: "HostDatastoreConnectInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("summary", "DatastoreSummary")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDatastoreConnectInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDatastoreExistsConnectInfo",
-        base: Some("HostDatastoreConnectInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("newDatastoreName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDatastoreExistsConnectInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDatastoreNameConflictConnectInfo",
-        base: Some("HostDatastoreConnectInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("newDatastoreName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDatastoreNameConflictConnectInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDatastoreSystemCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("nfsMountCreationRequired", "boolean"),
-            x::FieldInfo::required("nfsMountCreationSupported", "boolean"),
-            x::FieldInfo::required("localDatastoreSupported", "boolean"),
-            x::FieldInfo::optional("vmfsExtentExpansionSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDatastoreSystemCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HostDatastoreSystemDatastoreResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDatastoreSystemDatastoreResult>),
-    },
-    x::TypeInfo {
-        name: "HostDatastoreSystemVvolDatastoreSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("scId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDatastoreSystemVvolDatastoreSpec>),
-    },
-    x::TypeInfo {
-        name: "HostDateTimeConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("timeZone", "string"),
-            x::FieldInfo::optional("ntpConfig", "HostNtpConfig"),
-            x::FieldInfo::optional("ptpConfig", "HostPtpConfig"),
-            x::FieldInfo::optional("protocol", "string"),
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("disableEvents", "boolean"),
-            x::FieldInfo::optional("disableFallback", "boolean"),
-            x::FieldInfo::optional("resetToFactoryDefaults", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDateTimeConfig>),
-    },
-    x::TypeInfo {
-        name: "HostDateTimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("timeZone", "HostDateTimeSystemTimeZone"),
-            x::FieldInfo::optional("systemClockProtocol", "string"),
-            x::FieldInfo::optional("ntpConfig", "HostNtpConfig"),
-            x::FieldInfo::optional("ptpConfig", "HostPtpConfig"),
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("disableEvents", "boolean"),
-            x::FieldInfo::optional("disableFallback", "boolean"),
-            x::FieldInfo::optional("inFallbackState", "boolean"),
-            x::FieldInfo::optional("serviceSync", "boolean"),
-            x::FieldInfo::optional("lastSyncTime", "dateTime"),
-            x::FieldInfo::optional("remoteNtpServer", "string"),
-            x::FieldInfo::optional("ntpRunTime", "long"),
-            x::FieldInfo::optional("ptpRunTime", "long"),
-            x::FieldInfo::optional("ntpDuration", "string"),
-            x::FieldInfo::optional("ptpDuration", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDateTimeInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDateTimeInfoProtocol",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["ntp", "ptp"],
-        decode: Some(x::decode_boxed::<HostDateTimeInfoProtocol>),
-    },
-    x::TypeInfo {
-        name: "HostDateTimeSystemServiceTestResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("workingNormally", "boolean"),
-            x::FieldInfo::repeated("report", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDateTimeSystemServiceTestResult>),
-    },
-    x::TypeInfo {
-        name: "HostDateTimeSystemTimeZone",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::required("gmtOffset", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDateTimeSystemTimeZone>),
-    },
-    x::TypeInfo {
-        name: "HostDeleteVStorageObjectExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostDeleteVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostDeploymentInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("bootedFromStatelessCache", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDeploymentInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDevice",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::required("deviceType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDevice>),
-    },
-    x::TypeInfo {
-        name: "HostDhcpService",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("spec", "HostDhcpServiceSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDhcpService>),
-    },
-    x::TypeInfo {
-        name: "HostDhcpServiceConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("changeOperation", "string"),
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("spec", "HostDhcpServiceSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDhcpServiceConfig>),
-    },
-    x::TypeInfo {
-        name: "HostDhcpServiceSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("virtualSwitch", "string"),
-            x::FieldInfo::required("defaultLeaseDuration", "int"),
-            x::FieldInfo::required("leaseBeginIp", "string"),
-            x::FieldInfo::required("leaseEndIp", "string"),
-            x::FieldInfo::required("maxLeaseDuration", "int"),
-            x::FieldInfo::required("unlimitedLease", "boolean"),
-            x::FieldInfo::required("ipSubnetAddr", "string"),
-            x::FieldInfo::required("ipSubnetMask", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDhcpServiceSpec>),
-    },
-    x::TypeInfo {
-        name: "HostDiagnosticPartition",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("storageType", "string"),
-            x::FieldInfo::required("diagnosticType", "string"),
-            x::FieldInfo::required("slots", "int"),
-            x::FieldInfo::required("id", "HostScsiDiskPartition"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiagnosticPartition>),
-    },
-    x::TypeInfo {
-        name: "HostDiagnosticPartitionCreateDescription",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("layout", "HostDiskPartitionLayout"),
-            x::FieldInfo::required("diskUuid", "string"),
-            x::FieldInfo::required("spec", "HostDiagnosticPartitionCreateSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiagnosticPartitionCreateDescription>),
-    },
-    x::TypeInfo {
-        name: "HostDiagnosticPartitionCreateOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("storageType", "string"),
-            x::FieldInfo::required("diagnosticType", "string"),
-            x::FieldInfo::required("disk", "HostScsiDisk"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiagnosticPartitionCreateOption>),
-    },
-    x::TypeInfo {
-        name: "HostDiagnosticPartitionCreateSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("storageType", "string"),
-            x::FieldInfo::required("diagnosticType", "string"),
-            x::FieldInfo::required("id", "HostScsiDiskPartition"),
-            x::FieldInfo::required("partition", "HostDiskPartitionSpec"),
-            x::FieldInfo::optional("active", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiagnosticPartitionCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "HostDigestInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("digestMethod", "string"),
-            x::FieldInfo::repeated("digestValue", "byte"),
-            x::FieldInfo::optional("objectName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDigestInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDigestInfoDigestMethodType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["SHA1", "MD5", "SHA256", "SHA384", "SHA512", "SM3_256"],
-        decode: Some(x::decode_boxed::<HostDigestInfoDigestMethodType>),
-    },
-    x::TypeInfo {
-        name: "HostDigestVerificationSetting",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["digestDisabled", "headerOnly", "dataOnly", "headerAndData"],
-        decode: Some(x::decode_boxed::<HostDigestVerificationSetting>),
-    },
-    x::TypeInfo {
-        name: "HostDirectoryStoreInfo",
-        base: Some("HostAuthenticationStoreInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDirectoryStoreInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDisconnectedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDisconnectedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostDisconnectedEventReasonCode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "sslThumbprintVerifyFailed",
-            "licenseExpired",
-            "agentUpgrade",
-            "userRequest",
-            "insufficientLicenses",
-            "agentOutOfDate",
-            "passwordDecryptFailure",
-            "unknown",
-            "vcVRAMCapacityExceeded",
-        ],
-        decode: Some(x::decode_boxed::<HostDisconnectedEventReasonCode>),
-    },
-    x::TypeInfo {
-        name: "HostDiskConfigurationResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("devicePath", "string"),
-            x::FieldInfo::optional("success", "boolean"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskConfigurationResult>),
-    },
-    x::TypeInfo {
-        name: "HostDiskDimensions",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskDimensions>),
-    },
-    x::TypeInfo {
-        name: "HostDiskDimensionsChs",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("cylinder", "long"),
-            x::FieldInfo::required("head", "int"),
-            x::FieldInfo::required("sector", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskDimensionsChs>),
-    },
-    x::TypeInfo {
-        name: "HostDiskDimensionsLba",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("blockSize", "int"),
-            x::FieldInfo::required("block", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskDimensionsLba>),
-    },
-    x::TypeInfo {
-        name: "HostDiskMappingInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("physicalPartition", "HostDiskMappingPartitionInfo"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("exclusive", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskMappingInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDiskMappingOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "physicalPartition",
-                "HostDiskMappingPartitionOption",
-            ),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskMappingOption>),
-    },
-    x::TypeInfo {
-        name: "HostDiskMappingPartitionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("fileSystem", "string"),
-            x::FieldInfo::required("capacityInKb", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskMappingPartitionInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDiskMappingPartitionOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("fileSystem", "string"),
-            x::FieldInfo::required("capacityInKb", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskMappingPartitionOption>),
-    },
-    x::TypeInfo {
-        name: "HostDiskPartitionAttributes",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("partition", "int"),
-            x::FieldInfo::required("startSector", "long"),
-            x::FieldInfo::required("endSector", "long"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::optional("guid", "string"),
-            x::FieldInfo::required("logical", "boolean"),
-            x::FieldInfo::required("attributes", "byte"),
-            x::FieldInfo::optional("partitionAlignment", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskPartitionAttributes>),
-    },
-    x::TypeInfo {
-        name: "HostDiskPartitionBlockRange",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("partition", "int"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("start", "HostDiskDimensionsLba"),
-            x::FieldInfo::required("end", "HostDiskDimensionsLba"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskPartitionBlockRange>),
-    },
-    x::TypeInfo {
-        name: "HostDiskPartitionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::required("spec", "HostDiskPartitionSpec"),
-            x::FieldInfo::required("layout", "HostDiskPartitionLayout"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskPartitionInfo>),
-    },
-    x::TypeInfo {
-        name: "HostDiskPartitionInfoPartitionFormat",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["gpt", "mbr", "unknown"],
-        decode: Some(x::decode_boxed::<HostDiskPartitionInfoPartitionFormat>),
-    },
-    x::TypeInfo {
-        name: "HostDiskPartitionInfoType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "none",
-            "vmfs",
-            "linuxNative",
-            "linuxSwap",
-            "extended",
-            "ntfs",
-            "vmkDiagnostic",
-            "vffs",
-        ],
-        decode: Some(x::decode_boxed::<HostDiskPartitionInfoType>),
-    },
-    x::TypeInfo {
-        name: "HostDiskPartitionLayout",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("total", "HostDiskDimensionsLba"),
-            x::FieldInfo::repeated("partition", "HostDiskPartitionBlockRange"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskPartitionLayout>),
-    },
-    x::TypeInfo {
-        name: "HostDiskPartitionSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("partitionFormat", "string"),
-            x::FieldInfo::optional("chs", "HostDiskDimensionsChs"),
-            x::FieldInfo::optional("totalSectors", "long"),
-            x::FieldInfo::repeated("partition", "HostDiskPartitionAttributes"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDiskPartitionSpec>),
-    },
-    x::TypeInfo {
-        name: "HostDnsConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dhcp", "boolean"),
-            x::FieldInfo::optional("virtualNicDevice", "string"),
-            x::FieldInfo::optional("ipv6VirtualNicDevice", "string"),
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("domainName", "string"),
-            x::FieldInfo::repeated("address", "string"),
-            x::FieldInfo::repeated("searchDomain", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDnsConfig>),
-    },
-    x::TypeInfo {
-        name: "HostDnsConfigSpec",
-        base: Some("HostDnsConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("virtualNicConnection", "HostVirtualNicConnection"),
-            x::FieldInfo::optional("virtualNicConnectionV6", "HostVirtualNicConnection"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostDnsConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostEnableAdminFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("permissions", "Permission")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostEnableAdminFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostEnterMaintenanceResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("vmFaults", "FaultsByVM"),
-            x::FieldInfo::repeated("hostFaults", "FaultsByHost"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostEnterMaintenanceResult>),
-    },
-    x::TypeInfo {
-        name: "HostEsxAgentHostManagerConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("agentVmDatastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("agentVmNetwork", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostEsxAgentHostManagerConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "HostEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostEvent>),
-    },
-    x::TypeInfo {
-        name: "HostEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("host", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostEventArgument>),
-    },
-    x::TypeInfo {
-        name: "HostExtendDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("newCapacityInMB", "long"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostExtraNetworksEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("ips", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostExtraNetworksEvent>),
-    },
-    x::TypeInfo {
-        name: "HostFaultToleranceManagerComponentHealthInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("isStorageHealthy", "boolean"),
-            x::FieldInfo::required("isNetworkHealthy", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFaultToleranceManagerComponentHealthInfo>),
-    },
-    x::TypeInfo {
-        name: "HostFeatureCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("featureName", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFeatureCapability>),
-    },
-    x::TypeInfo {
-        name: "HostFeatureMask",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("featureName", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFeatureMask>),
-    },
-    x::TypeInfo {
-        name: "HostFeatureVersionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFeatureVersionInfo>),
-    },
-    x::TypeInfo {
-        name: "HostFeatureVersionKey",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["faultTolerance"],
-        decode: Some(x::decode_boxed::<HostFeatureVersionKey>),
-    },
-    x::TypeInfo {
-        name: "HostFibreChannelHba",
-        base: Some("HostHostBusAdapter"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("portWorldWideName", "long"),
-            x::FieldInfo::required("nodeWorldWideName", "long"),
-            x::FieldInfo::required("portType", "FibreChannelPortType"),
-            x::FieldInfo::required("speed", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFibreChannelHba>),
-    },
-    x::TypeInfo {
-        name: "HostFibreChannelOverEthernetHba",
-        base: Some("HostFibreChannelHba"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("underlyingNic", "string"),
-            x::FieldInfo::required(
-                "linkInfo",
-                "HostFibreChannelOverEthernetHbaLinkInfo",
-            ),
-            x::FieldInfo::required("isSoftwareFcoe", "boolean"),
-            x::FieldInfo::required("markedForRemoval", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFibreChannelOverEthernetHba>),
-    },
-    x::TypeInfo {
-        name: "HostFibreChannelOverEthernetHbaLinkInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vnportMac", "string"),
-            x::FieldInfo::required("fcfMac", "string"),
-            x::FieldInfo::required("vlanId", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFibreChannelOverEthernetHbaLinkInfo>),
-    },
-    x::TypeInfo {
-        name: "HostFibreChannelOverEthernetTargetTransport",
-        base: Some("HostFibreChannelTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vnportMac", "string"),
-            x::FieldInfo::required("fcfMac", "string"),
-            x::FieldInfo::required("vlanId", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFibreChannelOverEthernetTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostFibreChannelTargetTransport",
-        base: Some("HostTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("portWorldWideName", "long"),
-            x::FieldInfo::required("nodeWorldWideName", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFibreChannelTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostFileAccess",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("who", "string"),
-            x::FieldInfo::required("what", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFileAccess>),
-    },
-    x::TypeInfo {
-        name: "HostFileSystemMountInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("mountInfo", "HostMountInfo"),
-            x::FieldInfo::required("volume", "HostFileSystemVolume"),
-            x::FieldInfo::optional("vStorageSupport", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFileSystemMountInfo>),
-    },
-    x::TypeInfo {
-        name: "HostFileSystemVolume",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("capacity", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFileSystemVolume>),
-    },
-    x::TypeInfo {
-        name: "HostFileSystemVolumeFileSystemType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "VMFS",
-            "NFS",
-            "NFS41",
-            "CIFS",
-            "vsan",
-            "VFFS",
-            "VVOL",
-            "PMEM",
-            "vsanD",
-            "OTHER",
-        ],
-        decode: Some(x::decode_boxed::<HostFileSystemVolumeFileSystemType>),
-    },
-    x::TypeInfo {
-        name: "HostFileSystemVolumeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("volumeTypeList", "string"),
-            x::FieldInfo::repeated("mountInfo", "HostFileSystemMountInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFileSystemVolumeInfo>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("rule", "HostFirewallConfigRuleSetConfig"),
-            x::FieldInfo::required("defaultBlockingPolicy", "HostFirewallDefaultPolicy"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallConfig>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallConfigRuleSetConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("rulesetId", "string"),
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::optional("allowedHosts", "HostFirewallRulesetIpList"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallConfigRuleSetConfig>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallDefaultPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("incomingBlocked", "boolean"),
-            x::FieldInfo::optional("outgoingBlocked", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallDefaultPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("defaultPolicy", "HostFirewallDefaultPolicy"),
-            x::FieldInfo::repeated("ruleset", "HostFirewallRuleset"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallInfo>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallRule",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("port", "int"),
-            x::FieldInfo::optional("endPort", "int"),
-            x::FieldInfo::required("direction", "HostFirewallRuleDirection"),
-            x::FieldInfo::optional("portType", "HostFirewallRulePortType"),
-            x::FieldInfo::required("protocol", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallRule>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallRuleDirection",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["inbound", "outbound"],
-        decode: Some(x::decode_boxed::<HostFirewallRuleDirection>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallRulePortType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["src", "dst"],
-        decode: Some(x::decode_boxed::<HostFirewallRulePortType>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallRuleProtocol",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["tcp", "udp"],
-        decode: Some(x::decode_boxed::<HostFirewallRuleProtocol>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallRuleset",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("label", "string"),
-            x::FieldInfo::required("required", "boolean"),
-            x::FieldInfo::repeated("rule", "HostFirewallRule"),
-            x::FieldInfo::optional("service", "string"),
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::optional("allowedHosts", "HostFirewallRulesetIpList"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallRuleset>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallRulesetIpList",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("ipAddress", "string"),
-            x::FieldInfo::repeated("ipNetwork", "HostFirewallRulesetIpNetwork"),
-            x::FieldInfo::required("allIp", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallRulesetIpList>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallRulesetIpNetwork",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("network", "string"),
-            x::FieldInfo::required("prefixLength", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallRulesetIpNetwork>),
-    },
-    x::TypeInfo {
-        name: "HostFirewallRulesetRulesetSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("allowedHosts", "HostFirewallRulesetIpList")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFirewallRulesetRulesetSpec>),
-    },
-    x::TypeInfo {
-        name: "HostFlagInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("backgroundSnapshotsEnabled", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostFlagInfo>),
-    },
-    x::TypeInfo {
-        name: "HostForceMountedInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("persist", "boolean"),
-            x::FieldInfo::required("mounted", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostForceMountedInfo>),
-    },
-    x::TypeInfo {
-        name: "HostFruFruType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["undefined", "board", "product"],
-        decode: Some(x::decode_boxed::<HostFruFruType>),
-    },
-    x::TypeInfo {
-        name: "HostGatewaySpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("gatewayType", "string"),
-            x::FieldInfo::optional("gatewayId", "string"),
-            x::FieldInfo::optional("trustVerificationToken", "string"),
-            x::FieldInfo::repeated("hostAuthParams", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostGatewaySpec>),
-    },
-    x::TypeInfo {
-        name: "HostGetShortNameFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostGetShortNameFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostGetVFlashModuleDefaultConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vFlashModule", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostGraphicsConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostDefaultGraphicsType", "string"),
-            x::FieldInfo::required("sharedPassthruAssignmentPolicy", "string"),
-            x::FieldInfo::repeated("deviceType", "HostGraphicsConfigDeviceType"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostGraphicsConfig>),
-    },
-    x::TypeInfo {
-        name: "HostGraphicsConfigDeviceType",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceId", "string"),
-            x::FieldInfo::required("graphicsType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostGraphicsConfigDeviceType>),
-    },
-    x::TypeInfo {
-        name: "HostGraphicsConfigGraphicsType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["shared", "sharedDirect"],
-        decode: Some(x::decode_boxed::<HostGraphicsConfigGraphicsType>),
-    },
-    x::TypeInfo {
-        name: "HostGraphicsConfigSharedPassthruAssignmentPolicy",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["performance", "consolidation"],
-        decode: Some(x::decode_boxed::<HostGraphicsConfigSharedPassthruAssignmentPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostGraphicsInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::required("vendorName", "string"),
-            x::FieldInfo::required("pciId", "string"),
-            x::FieldInfo::required("graphicsType", "string"),
-            x::FieldInfo::required("memorySizeInKB", "long"),
-            x::FieldInfo::repeated("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostGraphicsInfo>),
-    },
-    x::TypeInfo {
-        name: "HostGraphicsInfoGraphicsType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["basic", "shared", "direct", "sharedDirect"],
-        decode: Some(x::decode_boxed::<HostGraphicsInfoGraphicsType>),
-    },
-    x::TypeInfo {
-        name: "HostHardwareElementInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("status", "ElementDescription"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostHardwareElementInfo>),
-    },
-    x::TypeInfo {
-        name: "HostHardwareElementStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["Unknown", "Green", "Yellow", "Red"],
-        decode: Some(x::decode_boxed::<HostHardwareElementStatus>),
-    },
-    x::TypeInfo {
-        name: "HostHardwareInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("systemInfo", "HostSystemInfo"),
-            x::FieldInfo::optional(
-                "cpuPowerManagementInfo",
-                "HostCpuPowerManagementInfo",
-            ),
-            x::FieldInfo::required("cpuInfo", "HostCpuInfo"),
-            x::FieldInfo::repeated("cpuPkg", "HostCpuPackage"),
-            x::FieldInfo::required("memorySize", "long"),
-            x::FieldInfo::optional("numaInfo", "HostNumaInfo"),
-            x::FieldInfo::optional("smcPresent", "boolean"),
-            x::FieldInfo::repeated("pciDevice", "HostPciDevice"),
-            x::FieldInfo::repeated("cpuFeature", "HostCpuIdInfo"),
-            x::FieldInfo::optional("biosInfo", "HostBIOSInfo"),
-            x::FieldInfo::optional("reliableMemoryInfo", "HostReliableMemoryInfo"),
-            x::FieldInfo::optional("persistentMemoryInfo", "HostPersistentMemoryInfo"),
-            x::FieldInfo::optional("sgxInfo", "HostSgxInfo"),
-            x::FieldInfo::optional("sevInfo", "HostSevInfo"),
-            x::FieldInfo::optional("memoryTieringType", "string"),
-            x::FieldInfo::repeated("memoryTierInfo", "HostMemoryTierInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostHardwareInfo>),
-    },
-    x::TypeInfo {
-        name: "HostHardwareStatusInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("memoryStatusInfo", "HostHardwareElementInfo"),
-            x::FieldInfo::repeated("cpuStatusInfo", "HostHardwareElementInfo"),
-            x::FieldInfo::repeated("storageStatusInfo", "HostStorageElementInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostHardwareStatusInfo>),
-    },
-    x::TypeInfo {
-        name: "HostHardwareSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vendor", "string"),
-            x::FieldInfo::required("model", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::repeated(
-                "otherIdentifyingInfo",
-                "HostSystemIdentificationInfo",
-            ),
-            x::FieldInfo::required("memorySize", "long"),
-            x::FieldInfo::required("cpuModel", "string"),
-            x::FieldInfo::required("cpuMhz", "int"),
-            x::FieldInfo::required("numCpuPkgs", "short"),
-            x::FieldInfo::required("numCpuCores", "short"),
-            x::FieldInfo::required("numCpuThreads", "short"),
-            x::FieldInfo::required("numNics", "int"),
-            x::FieldInfo::required("numHBAs", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostHardwareSummary>),
-    },
-    x::TypeInfo {
-        name: "HostHasComponentFailure",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("componentType", "string"),
-            x::FieldInfo::required("componentName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostHasComponentFailure>),
-    },
-    x::TypeInfo {
-        name: "HostHasComponentFailureHostComponentType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["Datastore"],
-        decode: Some(x::decode_boxed::<HostHasComponentFailureHostComponentType>),
-    },
-    x::TypeInfo {
-        name: "HostHbaCreateSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostHbaCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "HostHostBusAdapter",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("bus", "int"),
-            x::FieldInfo::required("status", "string"),
-            x::FieldInfo::required("model", "string"),
-            x::FieldInfo::optional("driver", "string"),
-            x::FieldInfo::optional("pci", "string"),
-            x::FieldInfo::optional("storageProtocol", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostHostBusAdapter>),
-    },
-    x::TypeInfo {
-        name: "HostHyperThreadScheduleInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("available", "boolean"),
-            x::FieldInfo::required("active", "boolean"),
-            x::FieldInfo::required("config", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostHyperThreadScheduleInfo>),
-    },
-    x::TypeInfo {
-        name: "HostImageAcceptanceLevel",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["vmware_certified", "vmware_accepted", "partner", "community"],
-        decode: Some(x::decode_boxed::<HostImageAcceptanceLevel>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0xc64b0e), x::Name(0x128b00e), 0, 0), // HAErrorsAtDest: MigrationFault
+        x::TypeEntry::structure(x::Name(0xc65e1d), x::Name::NONE, 0, 3), // HasMonitoredEntityRequestType
+        x::TypeEntry::structure(x::Name(0xc67c21), x::Name::NONE, 3, 4), // HasPrivilegeOnEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0xc69e1f), x::Name::NONE, 7, 4), // HasPrivilegeOnEntityRequestType
+        x::TypeEntry::structure(x::Name(0xc6be16), x::Name::NONE, 11, 2), // HasProviderRequestType
+        x::TypeEntry::structure(x::Name(0xc6d525), x::Name::NONE, 13, 4), // HasUserPrivilegeOnEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0xc6fb16), x::Name(0x60500d), 17, 12), // HbrDiskMigrationAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0xc7121b), x::Name(0xaa460b), 29, 4), // HbrManagerReplicationVmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc72e21), x::Name(0xaa460b), 33, 6), // HbrManagerVmReplicationCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0xc75018), x::Name(0xb00605), 39, 5), // HealthStatusChangedEvent: Event
+        x::TypeEntry::structure(x::Name(0xc76913), x::Name(0xaa460b), 44, 2), // HealthSystemRuntime: DynamicData
+        x::TypeEntry::structure(x::Name(0xc77d0c), x::Name(0xaa460b), 46, 5), // HealthUpdate: DynamicData
+        x::TypeEntry::structure(x::Name(0xc78a10), x::Name(0xaa460b), 51, 3), // HealthUpdateInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xc79b1d), 0, 5), // HealthUpdateInfoComponentType
+        x::TypeEntry::structure(x::Name(0xc7b91c), x::Name(0xab990e), 54, 0), // HeterogenousHostsBlockingEVC: EVCConfigFault
+        x::TypeEntry::structure(x::Name(0xc7d616), x::Name(0xaa460b), 54, 3), // HostAccessControlEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xc7ed0e), 5, 5), // HostAccessMode
+        x::TypeEntry::structure(x::Name(0xc7fc26), x::Name(0x1361f0c), 57, 1), // HostAccessRestrictedToManagementServer: NotSupported
+        x::TypeEntry::structure(x::Name(0xc8230f), x::Name(0xaa460b), 58, 3), // HostAccountSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc83313), x::Name(0xaa460b), 61, 2), // HostActiveDirectory: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xc84732), 10, 1), // HostActiveDirectoryAuthenticationCertificateDigest
+        x::TypeEntry::structure(x::Name(0xc87a17), x::Name(0xd35816), 63, 4), // HostActiveDirectoryInfo: HostDirectoryStoreInfo
+        x::TypeEntry::enumeration(x::Name(0xc8922d), 11, 7), // HostActiveDirectoryInfoDomainMembershipStatus
+        x::TypeEntry::structure(x::Name(0xc8c017), x::Name(0xaa460b), 67, 7), // HostActiveDirectorySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xc8d812), x::Name(0xd59909), 74, 1), // HostAddFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xc8eb0e), x::Name(0xd59909), 75, 0), // HostAddedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xc8fa15), x::Name(0xd59909), 75, 0), // HostAdminDisableEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xc91014), x::Name(0xd59909), 75, 0), // HostAdminEnableEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xc92510), x::Name(0xab90c), 75, 11), // HostApplyProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xc9361d), x::Name(0xaa460b), 86, 2), // HostAssignableHardwareBinding: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9541c), x::Name(0xaa460b), 88, 1), // HostAssignableHardwareConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9712d), x::Name(0xaa460b), 89, 3), // HostAssignableHardwareConfigAttributeOverride: DynamicData
+        x::TypeEntry::structure(x::Name(0xc99f1d), x::Name(0xaa460b), 92, 1), // HostAuthenticationManagerInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9bd1b), x::Name(0xaa460b), 93, 1), // HostAuthenticationStoreInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9d91a), x::Name(0xaa460b), 94, 2), // HostAutoStartManagerConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xc9f40c), x::Name(0xaa460b), 96, 7), // HostBIOSInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xca0b1f), x::Name(0x1003513), 103, 0), // HostBlockAdapterTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xca2b0c), x::Name(0xdaa312), 103, 0), // HostBlockHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xca380e), x::Name(0xaa460b), 103, 2), // HostBootDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xca4712), x::Name(0xaa460b), 105, 2), // HostBootDeviceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xca5a1a), x::Name(0xaa460b), 107, 2), // HostCacheConfigurationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xca751a), x::Name(0xaa460b), 109, 2), // HostCacheConfigurationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xca900e), x::Name(0xaa460b), 111, 134), // HostCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xca9f21), 18, 9), // HostCapabilityFtUnsupportedReason
+        x::TypeEntry::enumeration(x::Name(0xcac122), 27, 3), // HostCapabilityUnmapMethodSupported
+        x::TypeEntry::enumeration(x::Name(0xcae42f), 30, 3), // HostCapabilityVmDirectPathGen2UnsupportedReason
+        x::TypeEntry::structure(x::Name(0xcb1425), x::Name(0xaa460b), 245, 5), // HostCertificateManagerCertificateInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xcb3a36), 33, 6), // HostCertificateManagerCertificateInfoCertificateStatus
+        x::TypeEntry::structure(x::Name(0xcb712e), x::Name::NONE, 250, 4), // HostClearVStorageObjectControlFlagsRequestType
+        x::TypeEntry::structure(x::Name(0xcba022), x::Name::NONE, 254, 4), // HostCloneVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xcbc31f), x::Name(0xd59909), 258, 0), // HostCnxFailedAccountFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcbe320), x::Name(0xd59909), 258, 1), // HostCnxFailedAlreadyManagedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcc041c), x::Name(0xd59909), 259, 0), // HostCnxFailedBadCcagentEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcc211d), x::Name(0xd59909), 259, 0), // HostCnxFailedBadUsernameEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcc3f1c), x::Name(0xd59909), 259, 0), // HostCnxFailedBadVersionEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcc5c20), x::Name(0xd59909), 259, 0), // HostCnxFailedCcagentUpgradeEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcc7d12), x::Name(0xd59909), 259, 0), // HostCnxFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcc901e), x::Name(0xd59909), 259, 0), // HostCnxFailedNetworkErrorEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xccaf1a), x::Name(0xd59909), 259, 0), // HostCnxFailedNoAccessEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xccca1e), x::Name(0xd59909), 259, 0), // HostCnxFailedNoConnectionEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcce91b), x::Name(0xd59909), 259, 0), // HostCnxFailedNoLicenseEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcd051a), x::Name(0xd59909), 259, 0), // HostCnxFailedNotFoundEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcd2019), x::Name(0xd59909), 259, 0), // HostCnxFailedTimeoutEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcd3a11), x::Name(0x17bee0c), 259, 0), // HostCommunication: RuntimeFault
+        x::TypeEntry::structure(x::Name(0xcd4c1a), x::Name(0xd59909), 259, 1), // HostComplianceCheckedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcd6712), x::Name(0xd59909), 260, 0), // HostCompliantEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcd7a16), x::Name(0xd59909), 260, 0), // HostConfigAppliedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcd9110), x::Name(0xaa460b), 260, 0), // HostConfigChange: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xcda214), 39, 2), // HostConfigChangeMode
+        x::TypeEntry::enumeration(x::Name(0xcdb719), 41, 4), // HostConfigChangeOperation
+        x::TypeEntry::structure(x::Name(0xcdd110), x::Name(0xcde20f), 260, 1), // HostConfigFailed: HostConfigFault
+        x::TypeEntry::structure(x::Name(0xcde20f), x::Name(0x1b42008), 261, 0), // HostConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0xcdf20e), x::Name(0xaa460b), 261, 57), // HostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xce0111), x::Name(0xaa460b), 318, 39), // HostConfigManager: DynamicData
+        x::TypeEntry::structure(x::Name(0xce130e), x::Name(0xaa460b), 357, 19), // HostConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xce2211), x::Name(0xaa460b), 376, 9), // HostConfigSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xce3420), x::Name::NONE, 385, 2), // HostConfigVFlashCacheRequestType
+        x::TypeEntry::structure(x::Name(0xce5526), x::Name::NONE, 387, 2), // HostConfigureVFlashResourceRequestType
+        x::TypeEntry::structure(x::Name(0xce7c10), x::Name(0x1b42008), 389, 0), // HostConnectFault: VimFault
+        x::TypeEntry::structure(x::Name(0xce8d0f), x::Name(0xaa460b), 389, 10), // HostConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xce9d1a), x::Name(0xaa460b), 399, 1), // HostConnectInfoNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xceb80f), x::Name(0xaa460b), 400, 12), // HostConnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xcec812), x::Name(0xd59909), 412, 0), // HostConnectedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcedb17), x::Name(0xd59909), 412, 0), // HostConnectionLostEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcef30d), x::Name(0xaa460b), 412, 6), // HostCpuIdInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xcf010b), x::Name(0xaa460b), 418, 4), // HostCpuInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xcf0d0e), x::Name(0xaa460b), 422, 7), // HostCpuPackage: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xcf1c14), 45, 4), // HostCpuPackageVendor
+        x::TypeEntry::structure(x::Name(0xcf311a), x::Name(0xaa460b), 429, 2), // HostCpuPowerManagementInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xcf4c24), 49, 3), // HostCpuPowerManagementInfoPolicyType
+        x::TypeEntry::structure(x::Name(0xcf7119), x::Name::NONE, 431, 2), // HostCreateDiskRequestType
+        x::TypeEntry::enumeration(x::Name(0xcf8b0f), 52, 4), // HostCryptoState
+        x::TypeEntry::structure(x::Name(0xcf9b14), x::Name(0xd59909), 433, 0), // HostDasDisabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcfb015), x::Name(0xd59909), 433, 0), // HostDasDisablingEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcfc613), x::Name(0xd59909), 433, 0), // HostDasEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcfda14), x::Name(0xd59909), 433, 0), // HostDasEnablingEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xcfef11), x::Name(0xd59909), 433, 2), // HostDasErrorEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xd00123), 56, 8), // HostDasErrorEventHostDasErrorReason
+        x::TypeEntry::structure(x::Name(0xd0250c), x::Name(0xd59909), 435, 0), // HostDasEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd0320e), x::Name(0xd59909), 435, 0), // HostDasOkEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd0411f), x::Name(0xaa460b), 435, 1), // HostDataTransportConnectionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd06121), x::Name(0xaa460b), 436, 3), // HostDatastoreBrowserSearchResults: DynamicData
+        x::TypeEntry::structure(x::Name(0xd0831e), x::Name(0xaa460b), 439, 5), // HostDatastoreBrowserSearchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd0a218), x::Name(0xaa460b), 444, 1), // HostDatastoreConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd0bb1e), x::Name(0xd0a218), 445, 1), // HostDatastoreExistsConnectInfo: HostDatastoreConnectInfo
+        x::TypeEntry::structure(x::Name(0xd0da24), x::Name(0xd0a218), 446, 1), // HostDatastoreNameConflictConnectInfo: HostDatastoreConnectInfo
+        x::TypeEntry::structure(x::Name(0xd0ff1f), x::Name(0xaa460b), 447, 4), // HostDatastoreSystemCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xd11f22), x::Name(0xaa460b), 451, 2), // HostDatastoreSystemDatastoreResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xd14224), x::Name(0xaa460b), 453, 2), // HostDatastoreSystemVvolDatastoreSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd16712), x::Name(0xaa460b), 455, 8), // HostDateTimeConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xd17a10), x::Name(0xaa460b), 463, 15), // HostDateTimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd18b18), 64, 2), // HostDateTimeInfoProtocol
+        x::TypeEntry::structure(x::Name(0xd1a423), x::Name(0xaa460b), 478, 2), // HostDateTimeSystemServiceTestResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xd1c81a), x::Name(0xaa460b), 480, 4), // HostDateTimeSystemTimeZone: DynamicData
+        x::TypeEntry::structure(x::Name(0xd1e325), x::Name::NONE, 484, 3), // HostDeleteVStorageObjectExRequestType
+        x::TypeEntry::structure(x::Name(0xd20923), x::Name::NONE, 487, 3), // HostDeleteVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xd22d12), x::Name(0xaa460b), 490, 1), // HostDeploymentInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd2400a), x::Name(0xaa460b), 491, 2), // HostDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xd24b0f), x::Name(0xaa460b), 493, 2), // HostDhcpService: DynamicData
+        x::TypeEntry::structure(x::Name(0xd25b15), x::Name(0xaa460b), 495, 3), // HostDhcpServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xd27113), x::Name(0xaa460b), 498, 8), // HostDhcpServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd28517), x::Name(0xaa460b), 506, 4), // HostDiagnosticPartition: DynamicData
+        x::TypeEntry::structure(x::Name(0xd29d28), x::Name(0xaa460b), 510, 3), // HostDiagnosticPartitionCreateDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0xd2c623), x::Name(0xaa460b), 513, 3), // HostDiagnosticPartitionCreateOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xd2ea21), x::Name(0xaa460b), 516, 5), // HostDiagnosticPartitionCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd30c0e), x::Name(0xaa460b), 521, 3), // HostDigestInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd31b1e), 66, 6), // HostDigestInfoDigestMethodType
+        x::TypeEntry::enumeration(x::Name(0xd33a1d), 72, 4), // HostDigestVerificationSetting
+        x::TypeEntry::structure(x::Name(0xd35816), x::Name(0xc9bd1b), 524, 0), // HostDirectoryStoreInfo: HostAuthenticationStoreInfo
+        x::TypeEntry::structure(x::Name(0xd36f15), x::Name(0xd59909), 524, 1), // HostDisconnectedEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xd3851f), 76, 9), // HostDisconnectedEventReasonCode
+        x::TypeEntry::structure(x::Name(0xd3a51b), x::Name(0xaa460b), 525, 3), // HostDiskConfigurationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xd3c112), x::Name(0xaa460b), 528, 0), // HostDiskDimensions: DynamicData
+        x::TypeEntry::structure(x::Name(0xd3d415), x::Name(0xaa460b), 528, 3), // HostDiskDimensionsChs: DynamicData
+        x::TypeEntry::structure(x::Name(0xd3ea15), x::Name(0xaa460b), 531, 2), // HostDiskDimensionsLba: DynamicData
+        x::TypeEntry::structure(x::Name(0xd40013), x::Name(0xaa460b), 533, 3), // HostDiskMappingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd41415), x::Name(0xaa460b), 536, 2), // HostDiskMappingOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xd42a1c), x::Name(0xaa460b), 538, 3), // HostDiskMappingPartitionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4471e), x::Name(0xaa460b), 541, 3), // HostDiskMappingPartitionOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4661b), x::Name(0xaa460b), 544, 8), // HostDiskPartitionAttributes: DynamicData
+        x::TypeEntry::structure(x::Name(0xd4821b), x::Name(0xaa460b), 552, 4), // HostDiskPartitionBlockRange: DynamicData
+        x::TypeEntry::structure(x::Name(0xd49e15), x::Name(0xaa460b), 556, 3), // HostDiskPartitionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd4b424), 85, 3), // HostDiskPartitionInfoPartitionFormat
+        x::TypeEntry::enumeration(x::Name(0xd4d919), 88, 8), // HostDiskPartitionInfoType
+        x::TypeEntry::structure(x::Name(0xd4f317), x::Name(0xaa460b), 559, 2), // HostDiskPartitionLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0xd50b15), x::Name(0xaa460b), 561, 4), // HostDiskPartitionSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd5210d), x::Name(0xaa460b), 565, 7), // HostDnsConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xd52f11), x::Name(0xd5210d), 572, 2), // HostDnsConfigSpec: HostDnsConfig
+        x::TypeEntry::structure(x::Name(0xd5411a), x::Name(0xd59909), 574, 1), // HostEnableAdminFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd55c1a), x::Name(0xaa460b), 575, 2), // HostEnterMaintenanceResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xd57721), x::Name(0xaa460b), 577, 2), // HostEsxAgentHostManagerConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd59909), x::Name(0xb00605), 579, 0), // HostEvent: Event
+        x::TypeEntry::structure(x::Name(0xd5a311), x::Name(0xaeb513), 579, 1), // HostEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0xd5b519), x::Name::NONE, 580, 4), // HostExtendDiskRequestType
+        x::TypeEntry::structure(x::Name(0xd5cf16), x::Name(0xd0250c), 584, 1), // HostExtraNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xd5e62c), x::Name(0xaa460b), 585, 2), // HostFaultToleranceManagerComponentHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd61315), x::Name(0xaa460b), 587, 3), // HostFeatureCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0xd6290f), x::Name(0xaa460b), 590, 3), // HostFeatureMask: DynamicData
+        x::TypeEntry::structure(x::Name(0xd63916), x::Name(0xaa460b), 593, 2), // HostFeatureVersionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd65015), 96, 1), // HostFeatureVersionKey
+        x::TypeEntry::structure(x::Name(0xd66613), x::Name(0xdaa312), 595, 4), // HostFibreChannelHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xd67a1f), x::Name(0xd66613), 599, 4), // HostFibreChannelOverEthernetHba: HostFibreChannelHba
+        x::TypeEntry::structure(x::Name(0xd69a27), x::Name(0xaa460b), 603, 3), // HostFibreChannelOverEthernetHbaLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd6c22b), x::Name(0xd6ee1f), 606, 3), // HostFibreChannelOverEthernetTargetTransport: HostFibreChannelTargetTransport
+        x::TypeEntry::structure(x::Name(0xd6ee1f), x::Name(0x1003513), 609, 2), // HostFibreChannelTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xd70e0e), x::Name(0xaa460b), 611, 2), // HostFileAccess: DynamicData
+        x::TypeEntry::structure(x::Name(0xd71d17), x::Name(0xaa460b), 613, 3), // HostFileSystemMountInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd73514), x::Name(0xaa460b), 616, 3), // HostFileSystemVolume: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd74a22), 97, 10), // HostFileSystemVolumeFileSystemType
+        x::TypeEntry::structure(x::Name(0xd76d18), x::Name(0xaa460b), 619, 2), // HostFileSystemVolumeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd78612), x::Name(0xaa460b), 621, 2), // HostFirewallConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xd7991f), x::Name(0xaa460b), 623, 3), // HostFirewallConfigRuleSetConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xd7b919), x::Name(0xaa460b), 626, 2), // HostFirewallDefaultPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xd7d310), x::Name(0xaa460b), 628, 2), // HostFirewallInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd7e410), x::Name(0xaa460b), 630, 5), // HostFirewallRule: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd7f519), 107, 2), // HostFirewallRuleDirection
+        x::TypeEntry::enumeration(x::Name(0xd80f18), 109, 2), // HostFirewallRulePortType
+        x::TypeEntry::enumeration(x::Name(0xd82818), 111, 2), // HostFirewallRuleProtocol
+        x::TypeEntry::structure(x::Name(0xd84113), x::Name(0xaa460b), 635, 7), // HostFirewallRuleset: DynamicData
+        x::TypeEntry::structure(x::Name(0xd85519), x::Name(0xaa460b), 642, 3), // HostFirewallRulesetIpList: DynamicData
+        x::TypeEntry::structure(x::Name(0xd86f1c), x::Name(0xaa460b), 645, 2), // HostFirewallRulesetIpNetwork: DynamicData
+        x::TypeEntry::structure(x::Name(0xd88c1e), x::Name(0xaa460b), 647, 1), // HostFirewallRulesetRulesetSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd8ab0c), x::Name(0xaa460b), 648, 1), // HostFlagInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xd8b814), x::Name(0xaa460b), 649, 2), // HostForceMountedInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd8cd0e), 113, 3), // HostFruFruType
+        x::TypeEntry::structure(x::Name(0xd8dc0f), x::Name(0xaa460b), 651, 4), // HostGatewaySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xd8ec1b), x::Name(0xd59909), 655, 0), // HostGetShortNameFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xd9082b), x::Name::NONE, 655, 2), // HostGetVFlashModuleDefaultConfigRequestType
+        x::TypeEntry::structure(x::Name(0xd93412), x::Name(0xaa460b), 657, 3), // HostGraphicsConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xd9471c), x::Name(0xaa460b), 660, 2), // HostGraphicsConfigDeviceType: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd9641e), 116, 2), // HostGraphicsConfigGraphicsType
+        x::TypeEntry::enumeration(x::Name(0xd98330), 118, 2), // HostGraphicsConfigSharedPassthruAssignmentPolicy
+        x::TypeEntry::structure(x::Name(0xd9b410), x::Name(0xaa460b), 662, 6), // HostGraphicsInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd9c51c), 120, 4), // HostGraphicsInfoGraphicsType
+        x::TypeEntry::structure(x::Name(0xd9e217), x::Name(0xaa460b), 668, 2), // HostHardwareElementInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xd9fa19), 124, 4), // HostHardwareElementStatus
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<HAErrorsAtDest>),
+        None, // HasMonitoredEntityRequestType
+        None, // HasPrivilegeOnEntitiesRequestType
+        None, // HasPrivilegeOnEntityRequestType
+        None, // HasProviderRequestType
+        None, // HasUserPrivilegeOnEntitiesRequestType
+        Some(x::decode_boxed::<HbrDiskMigrationAction>),
+        Some(x::decode_boxed::<HbrManagerReplicationVmInfo>),
+        Some(x::decode_boxed::<HbrManagerVmReplicationCapability>),
+        Some(x::decode_boxed::<HealthStatusChangedEvent>),
+        Some(x::decode_boxed::<HealthSystemRuntime>),
+        Some(x::decode_boxed::<HealthUpdate>),
+        Some(x::decode_boxed::<HealthUpdateInfo>),
+        Some(x::decode_boxed::<HealthUpdateInfoComponentType>),
+        Some(x::decode_boxed::<HeterogenousHostsBlockingEVC>),
+        Some(x::decode_boxed::<HostAccessControlEntry>),
+        Some(x::decode_boxed::<HostAccessMode>),
+        Some(x::decode_boxed::<HostAccessRestrictedToManagementServer>),
+        Some(x::decode_boxed::<HostAccountSpec>),
+        Some(x::decode_boxed::<HostActiveDirectory>),
+        Some(x::decode_boxed::<HostActiveDirectoryAuthenticationCertificateDigest>),
+        Some(x::decode_boxed::<HostActiveDirectoryInfo>),
+        Some(x::decode_boxed::<HostActiveDirectoryInfoDomainMembershipStatus>),
+        Some(x::decode_boxed::<HostActiveDirectorySpec>),
+        Some(x::decode_boxed::<HostAddFailedEvent>),
+        Some(x::decode_boxed::<HostAddedEvent>),
+        Some(x::decode_boxed::<HostAdminDisableEvent>),
+        Some(x::decode_boxed::<HostAdminEnableEvent>),
+        Some(x::decode_boxed::<HostApplyProfile>),
+        Some(x::decode_boxed::<HostAssignableHardwareBinding>),
+        Some(x::decode_boxed::<HostAssignableHardwareConfig>),
+        Some(x::decode_boxed::<HostAssignableHardwareConfigAttributeOverride>),
+        Some(x::decode_boxed::<HostAuthenticationManagerInfo>),
+        Some(x::decode_boxed::<HostAuthenticationStoreInfo>),
+        Some(x::decode_boxed::<HostAutoStartManagerConfig>),
+        Some(x::decode_boxed::<HostBIOSInfo>),
+        Some(x::decode_boxed::<HostBlockAdapterTargetTransport>),
+        Some(x::decode_boxed::<HostBlockHba>),
+        Some(x::decode_boxed::<HostBootDevice>),
+        Some(x::decode_boxed::<HostBootDeviceInfo>),
+        Some(x::decode_boxed::<HostCacheConfigurationInfo>),
+        Some(x::decode_boxed::<HostCacheConfigurationSpec>),
+        Some(x::decode_boxed::<HostCapability>),
+        Some(x::decode_boxed::<HostCapabilityFtUnsupportedReason>),
+        Some(x::decode_boxed::<HostCapabilityUnmapMethodSupported>),
+        Some(x::decode_boxed::<HostCapabilityVmDirectPathGen2UnsupportedReason>),
+        Some(x::decode_boxed::<HostCertificateManagerCertificateInfo>),
+        Some(x::decode_boxed::<HostCertificateManagerCertificateInfoCertificateStatus>),
+        None, // HostClearVStorageObjectControlFlagsRequestType
+        None, // HostCloneVStorageObjectRequestType
+        Some(x::decode_boxed::<HostCnxFailedAccountFailedEvent>),
+        Some(x::decode_boxed::<HostCnxFailedAlreadyManagedEvent>),
+        Some(x::decode_boxed::<HostCnxFailedBadCcagentEvent>),
+        Some(x::decode_boxed::<HostCnxFailedBadUsernameEvent>),
+        Some(x::decode_boxed::<HostCnxFailedBadVersionEvent>),
+        Some(x::decode_boxed::<HostCnxFailedCcagentUpgradeEvent>),
+        Some(x::decode_boxed::<HostCnxFailedEvent>),
+        Some(x::decode_boxed::<HostCnxFailedNetworkErrorEvent>),
+        Some(x::decode_boxed::<HostCnxFailedNoAccessEvent>),
+        Some(x::decode_boxed::<HostCnxFailedNoConnectionEvent>),
+        Some(x::decode_boxed::<HostCnxFailedNoLicenseEvent>),
+        Some(x::decode_boxed::<HostCnxFailedNotFoundEvent>),
+        Some(x::decode_boxed::<HostCnxFailedTimeoutEvent>),
+        Some(x::decode_boxed::<HostCommunication>),
+        Some(x::decode_boxed::<HostComplianceCheckedEvent>),
+        Some(x::decode_boxed::<HostCompliantEvent>),
+        Some(x::decode_boxed::<HostConfigAppliedEvent>),
+        Some(x::decode_boxed::<HostConfigChange>),
+        Some(x::decode_boxed::<HostConfigChangeMode>),
+        Some(x::decode_boxed::<HostConfigChangeOperation>),
+        Some(x::decode_boxed::<HostConfigFailed>),
+        Some(x::decode_boxed::<HostConfigFault>),
+        Some(x::decode_boxed::<HostConfigInfo>),
+        Some(x::decode_boxed::<HostConfigManager>),
+        Some(x::decode_boxed::<HostConfigSpec>),
+        Some(x::decode_boxed::<HostConfigSummary>),
+        None, // HostConfigVFlashCacheRequestType
+        None, // HostConfigureVFlashResourceRequestType
+        Some(x::decode_boxed::<HostConnectFault>),
+        Some(x::decode_boxed::<HostConnectInfo>),
+        Some(x::decode_boxed::<HostConnectInfoNetworkInfo>),
+        Some(x::decode_boxed::<HostConnectSpec>),
+        Some(x::decode_boxed::<HostConnectedEvent>),
+        Some(x::decode_boxed::<HostConnectionLostEvent>),
+        Some(x::decode_boxed::<HostCpuIdInfo>),
+        Some(x::decode_boxed::<HostCpuInfo>),
+        Some(x::decode_boxed::<HostCpuPackage>),
+        Some(x::decode_boxed::<HostCpuPackageVendor>),
+        Some(x::decode_boxed::<HostCpuPowerManagementInfo>),
+        Some(x::decode_boxed::<HostCpuPowerManagementInfoPolicyType>),
+        None, // HostCreateDiskRequestType
+        Some(x::decode_boxed::<HostCryptoState>),
+        Some(x::decode_boxed::<HostDasDisabledEvent>),
+        Some(x::decode_boxed::<HostDasDisablingEvent>),
+        Some(x::decode_boxed::<HostDasEnabledEvent>),
+        Some(x::decode_boxed::<HostDasEnablingEvent>),
+        Some(x::decode_boxed::<HostDasErrorEvent>),
+        Some(x::decode_boxed::<HostDasErrorEventHostDasErrorReason>),
+        Some(x::decode_boxed::<HostDasEvent>),
+        Some(x::decode_boxed::<HostDasOkEvent>),
+        Some(x::decode_boxed::<HostDataTransportConnectionInfo>),
+        Some(x::decode_boxed::<HostDatastoreBrowserSearchResults>),
+        Some(x::decode_boxed::<HostDatastoreBrowserSearchSpec>),
+        Some(x::decode_boxed::<HostDatastoreConnectInfo>),
+        Some(x::decode_boxed::<HostDatastoreExistsConnectInfo>),
+        Some(x::decode_boxed::<HostDatastoreNameConflictConnectInfo>),
+        Some(x::decode_boxed::<HostDatastoreSystemCapabilities>),
+        Some(x::decode_boxed::<HostDatastoreSystemDatastoreResult>),
+        Some(x::decode_boxed::<HostDatastoreSystemVvolDatastoreSpec>),
+        Some(x::decode_boxed::<HostDateTimeConfig>),
+        Some(x::decode_boxed::<HostDateTimeInfo>),
+        Some(x::decode_boxed::<HostDateTimeInfoProtocol>),
+        Some(x::decode_boxed::<HostDateTimeSystemServiceTestResult>),
+        Some(x::decode_boxed::<HostDateTimeSystemTimeZone>),
+        None, // HostDeleteVStorageObjectExRequestType
+        None, // HostDeleteVStorageObjectRequestType
+        Some(x::decode_boxed::<HostDeploymentInfo>),
+        Some(x::decode_boxed::<HostDevice>),
+        Some(x::decode_boxed::<HostDhcpService>),
+        Some(x::decode_boxed::<HostDhcpServiceConfig>),
+        Some(x::decode_boxed::<HostDhcpServiceSpec>),
+        Some(x::decode_boxed::<HostDiagnosticPartition>),
+        Some(x::decode_boxed::<HostDiagnosticPartitionCreateDescription>),
+        Some(x::decode_boxed::<HostDiagnosticPartitionCreateOption>),
+        Some(x::decode_boxed::<HostDiagnosticPartitionCreateSpec>),
+        Some(x::decode_boxed::<HostDigestInfo>),
+        Some(x::decode_boxed::<HostDigestInfoDigestMethodType>),
+        Some(x::decode_boxed::<HostDigestVerificationSetting>),
+        Some(x::decode_boxed::<HostDirectoryStoreInfo>),
+        Some(x::decode_boxed::<HostDisconnectedEvent>),
+        Some(x::decode_boxed::<HostDisconnectedEventReasonCode>),
+        Some(x::decode_boxed::<HostDiskConfigurationResult>),
+        Some(x::decode_boxed::<HostDiskDimensions>),
+        Some(x::decode_boxed::<HostDiskDimensionsChs>),
+        Some(x::decode_boxed::<HostDiskDimensionsLba>),
+        Some(x::decode_boxed::<HostDiskMappingInfo>),
+        Some(x::decode_boxed::<HostDiskMappingOption>),
+        Some(x::decode_boxed::<HostDiskMappingPartitionInfo>),
+        Some(x::decode_boxed::<HostDiskMappingPartitionOption>),
+        Some(x::decode_boxed::<HostDiskPartitionAttributes>),
+        Some(x::decode_boxed::<HostDiskPartitionBlockRange>),
+        Some(x::decode_boxed::<HostDiskPartitionInfo>),
+        Some(x::decode_boxed::<HostDiskPartitionInfoPartitionFormat>),
+        Some(x::decode_boxed::<HostDiskPartitionInfoType>),
+        Some(x::decode_boxed::<HostDiskPartitionLayout>),
+        Some(x::decode_boxed::<HostDiskPartitionSpec>),
+        Some(x::decode_boxed::<HostDnsConfig>),
+        Some(x::decode_boxed::<HostDnsConfigSpec>),
+        Some(x::decode_boxed::<HostEnableAdminFailedEvent>),
+        Some(x::decode_boxed::<HostEnterMaintenanceResult>),
+        Some(x::decode_boxed::<HostEsxAgentHostManagerConfigInfo>),
+        Some(x::decode_boxed::<HostEvent>),
+        Some(x::decode_boxed::<HostEventArgument>),
+        None, // HostExtendDiskRequestType
+        Some(x::decode_boxed::<HostExtraNetworksEvent>),
+        Some(x::decode_boxed::<HostFaultToleranceManagerComponentHealthInfo>),
+        Some(x::decode_boxed::<HostFeatureCapability>),
+        Some(x::decode_boxed::<HostFeatureMask>),
+        Some(x::decode_boxed::<HostFeatureVersionInfo>),
+        Some(x::decode_boxed::<HostFeatureVersionKey>),
+        Some(x::decode_boxed::<HostFibreChannelHba>),
+        Some(x::decode_boxed::<HostFibreChannelOverEthernetHba>),
+        Some(x::decode_boxed::<HostFibreChannelOverEthernetHbaLinkInfo>),
+        Some(x::decode_boxed::<HostFibreChannelOverEthernetTargetTransport>),
+        Some(x::decode_boxed::<HostFibreChannelTargetTransport>),
+        Some(x::decode_boxed::<HostFileAccess>),
+        Some(x::decode_boxed::<HostFileSystemMountInfo>),
+        Some(x::decode_boxed::<HostFileSystemVolume>),
+        Some(x::decode_boxed::<HostFileSystemVolumeFileSystemType>),
+        Some(x::decode_boxed::<HostFileSystemVolumeInfo>),
+        Some(x::decode_boxed::<HostFirewallConfig>),
+        Some(x::decode_boxed::<HostFirewallConfigRuleSetConfig>),
+        Some(x::decode_boxed::<HostFirewallDefaultPolicy>),
+        Some(x::decode_boxed::<HostFirewallInfo>),
+        Some(x::decode_boxed::<HostFirewallRule>),
+        Some(x::decode_boxed::<HostFirewallRuleDirection>),
+        Some(x::decode_boxed::<HostFirewallRulePortType>),
+        Some(x::decode_boxed::<HostFirewallRuleProtocol>),
+        Some(x::decode_boxed::<HostFirewallRuleset>),
+        Some(x::decode_boxed::<HostFirewallRulesetIpList>),
+        Some(x::decode_boxed::<HostFirewallRulesetIpNetwork>),
+        Some(x::decode_boxed::<HostFirewallRulesetRulesetSpec>),
+        Some(x::decode_boxed::<HostFlagInfo>),
+        Some(x::decode_boxed::<HostForceMountedInfo>),
+        Some(x::decode_boxed::<HostFruFruType>),
+        Some(x::decode_boxed::<HostGatewaySpec>),
+        Some(x::decode_boxed::<HostGetShortNameFailedEvent>),
+        None, // HostGetVFlashModuleDefaultConfigRequestType
+        Some(x::decode_boxed::<HostGraphicsConfig>),
+        Some(x::decode_boxed::<HostGraphicsConfigDeviceType>),
+        Some(x::decode_boxed::<HostGraphicsConfigGraphicsType>),
+        Some(x::decode_boxed::<HostGraphicsConfigSharedPassthruAssignmentPolicy>),
+        Some(x::decode_boxed::<HostGraphicsInfo>),
+        Some(x::decode_boxed::<HostGraphicsInfoGraphicsType>),
+        Some(x::decode_boxed::<HostHardwareElementInfo>),
+        Some(x::decode_boxed::<HostHardwareElementStatus>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
+        x::FieldEntry::repeated(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
+        x::FieldEntry::repeated(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::repeated(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
+        x::FieldEntry::required(x::Name(0x21d700c), x::Name(0x2f00106)), // collectionId: string
+        x::FieldEntry::required(x::Name(0x21d7d0e), x::Name(0x2f00106)), // collectionName: string
+        x::FieldEntry::repeated(x::Name(0x23e9a07), x::Name(0x2f00106)), // diskIds: string
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e08d0f), x::Name(0x2857004)), // sizeTransferred: long
+        x::FieldEntry::optional(x::Name(0x2e77712), x::Name(0x2580f05)), // spaceUtilSrcBefore: float
+        x::FieldEntry::optional(x::Name(0x2e75212), x::Name(0x2580f05)), // spaceUtilDstBefore: float
+        x::FieldEntry::optional(x::Name(0x2e76511), x::Name(0x2580f05)), // spaceUtilSrcAfter: float
+        x::FieldEntry::optional(x::Name(0x2e74011), x::Name(0x2580f05)), // spaceUtilDstAfter: float
+        x::FieldEntry::optional(x::Name(0x2759212), x::Name(0x2580f05)), // ioLatencySrcBefore: float
+        x::FieldEntry::optional(x::Name(0x2757f12), x::Name(0x2580f05)), // ioLatencyDstBefore: float
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x2c2980c), x::Name(0x1702a19)), // progressInfo: ReplicationVmProgressInfo
+        x::FieldEntry::optional(x::Name(0x26d6107), x::Name(0x2f00106)), // imageId: string
+        x::FieldEntry::optional(x::Name(0x27ee209), x::Name(0x1233814)), // lastError: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f35f14), x::Name(0x2f00106)), // supportedQuiesceMode: string
+        x::FieldEntry::required(x::Name(0x21fae14), x::Name(0x212d207)), // compressionSupported: boolean
+        x::FieldEntry::required(x::Name(0x28bbc1e), x::Name(0x2857004)), // maxSupportedSourceDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x291ae06), x::Name(0x2857004)), // minRpo: long
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x21f4c0b), x::Name(0x2f00106)), // componentId: string
+        x::FieldEntry::required(x::Name(0x2aa9209), x::Name(0x2f00106)), // oldStatus: string
+        x::FieldEntry::required(x::Name(0x29ca709), x::Name(0x2f00106)), // newStatus: string
+        x::FieldEntry::required(x::Name(0x21f580d), x::Name(0x2f00106)), // componentName: string
+        x::FieldEntry::optional(x::Name(0x2dcdf09), x::Name(0x2f00106)), // serviceId: string
+        x::FieldEntry::optional(x::Name(0x2f74410), x::Name(0xfe5714)), // systemHealthInfo: HostSystemHealthInfo
+        x::FieldEntry::optional(x::Name(0x2623c12), x::Name(0xda2516)), // hardwareStatusInfo: HostHardwareStatusInfo
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x264c712), x::Name(0x2f00106)), // healthUpdateInfoId: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2cc190b), x::Name(0x2f00106)), // remediation: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x21f660d), x::Name(0x2f00106)), // componentType: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
+        x::FieldEntry::required(x::Name(0x200fc0a), x::Name(0xc7ed0e)), // accessMode: HostAccessMode
+        x::FieldEntry::required(x::Name(0x2876e10), x::Name(0x2f00106)), // managementServer: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xc8c017)), // spec: HostActiveDirectorySpec
+        x::FieldEntry::optional(x::Name(0x27ce00c), x::Name(0x2f00106)), // joinedDomain: string
+        x::FieldEntry::repeated(x::Name(0x300450d), x::Name(0x2f00106)), // trustedDomain: string
+        x::FieldEntry::optional(x::Name(0x2422316), x::Name(0x2f00106)), // domainMembershipStatus: string
+        x::FieldEntry::optional(x::Name(0x2e1ed1e), x::Name(0x212d207)), // smartCardAuthenticationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
+        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::optional(x::Name(0x2159b09), x::Name(0x2f00106)), // camServer: string
+        x::FieldEntry::optional(x::Name(0x2fa9c0a), x::Name(0x2f00106)), // thumbprint: string
+        x::FieldEntry::optional(x::Name(0x2e1ed1e), x::Name(0x212d207)), // smartCardAuthenticationEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2e22d15), x::Name(0x2f00106)), // smartCardTrustAnchors: string
+        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x28db106), x::Name(0xe50311)), // memory: HostMemoryProfile
+        x::FieldEntry::optional(x::Name(0x2ee0d07), x::Name(0x18f4a0e)), // storage: StorageProfile
+        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x131670e)), // network: NetworkProfile
+        x::FieldEntry::optional(x::Name(0x230b608), x::Name(0x8e0e0f)), // datetime: DateTimeProfile
+        x::FieldEntry::optional(x::Name(0x2570d08), x::Name(0xbb760f)), // firewall: FirewallProfile
+        x::FieldEntry::optional(x::Name(0x2da8b08), x::Name(0x1804b0f)), // security: SecurityProfile
+        x::FieldEntry::repeated(x::Name(0x2dc7407), x::Name(0x182290e)), // service: ServiceProfile
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b180d)), // option: OptionProfile
+        x::FieldEntry::repeated(x::Name(0x307c30b), x::Name(0x1a7c00b)), // userAccount: UserProfile
+        x::FieldEntry::repeated(x::Name(0x3093610), x::Name(0x1a72a10)), // usergroupAccount: UserGroupProfile
+        x::FieldEntry::optional(x::Name(0x20c420e), x::Name(0x52e915)), // authentication: AuthenticationProfile
+        x::FieldEntry::required(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x20c0f11), x::Name(0xc9712d)), // attributeOverride: HostAssignableHardwareConfigAttributeOverride
+        x::FieldEntry::required(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x207ef07)), // value: anyType
+        x::FieldEntry::repeated(x::Name(0x20c370a), x::Name(0xc9bd1b)), // authConfig: HostAuthenticationStoreInfo
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2348108), x::Name(0x537311)), // defaults: AutoStartDefaults
+        x::FieldEntry::repeated(x::Name(0x2bc4c09), x::Name(0x538512)), // powerInfo: AutoStartPowerInfo
+        x::FieldEntry::optional(x::Name(0x211f80b), x::Name(0x2f00106)), // biosVersion: string
+        x::FieldEntry::optional(x::Name(0x2cb7c0b), x::Name(0x2308208)), // releaseDate: dateTime
+        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x287000c), x::Name(0x2729103)), // majorRelease: int
+        x::FieldEntry::optional(x::Name(0x291ff0c), x::Name(0x2729103)), // minorRelease: int
+        x::FieldEntry::optional(x::Name(0x2574714), x::Name(0x2729103)), // firmwareMajorRelease: int
+        x::FieldEntry::optional(x::Name(0x2575c14), x::Name(0x2729103)), // firmwareMinorRelease: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::repeated(x::Name(0x212f50b), x::Name(0xca380e)), // bootDevices: HostBootDevice
+        x::FieldEntry::optional(x::Name(0x22a1114), x::Name(0x2f00106)), // currentBootDeviceKey: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f62008), x::Name(0x2857004)), // swapSize: long
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f62008), x::Name(0x2857004)), // swapSize: long
+        x::FieldEntry::required(x::Name(0x2ca421f), x::Name(0x212d207)), // recursiveResourcePoolsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2275b27), x::Name(0x212d207)), // cpuMemoryResourceConfigurationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c7c50f), x::Name(0x212d207)), // rebootSupported: boolean
+        x::FieldEntry::required(x::Name(0x2e02f11), x::Name(0x212d207)), // shutdownSupported: boolean
+        x::FieldEntry::required(x::Name(0x31bba10), x::Name(0x212d207)), // vmotionSupported: boolean
+        x::FieldEntry::required(x::Name(0x2ead210), x::Name(0x212d207)), // standbySupported: boolean
+        x::FieldEntry::optional(x::Name(0x278b20d), x::Name(0x212d207)), // ipmiSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28bdb0f), x::Name(0x2729103)), // maxSupportedVMs: int
+        x::FieldEntry::optional(x::Name(0x28b4a0d), x::Name(0x2729103)), // maxRunningVMs: int
+        x::FieldEntry::optional(x::Name(0x28beb11), x::Name(0x2729103)), // maxSupportedVcpus: int
+        x::FieldEntry::optional(x::Name(0x28b2e10), x::Name(0x2729103)), // maxRegisteredVMs: int
+        x::FieldEntry::required(x::Name(0x22fa91b), x::Name(0x212d207)), // datastorePrincipalSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d7370c), x::Name(0x212d207)), // sanSupported: boolean
+        x::FieldEntry::required(x::Name(0x29db60c), x::Name(0x212d207)), // nfsSupported: boolean
+        x::FieldEntry::required(x::Name(0x27c250e), x::Name(0x212d207)), // iscsiSupported: boolean
+        x::FieldEntry::required(x::Name(0x312c114), x::Name(0x212d207)), // vlanTaggingSupported: boolean
+        x::FieldEntry::required(x::Name(0x29e1313), x::Name(0x212d207)), // nicTeamingSupported: boolean
+        x::FieldEntry::required(x::Name(0x2654415), x::Name(0x212d207)), // highGuestMemSupported: boolean
+        x::FieldEntry::required(x::Name(0x286d718), x::Name(0x212d207)), // maintenanceModeSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f58c1a), x::Name(0x212d207)), // suspendedRelocateSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d37923), x::Name(0x212d207)), // restrictedSnapshotRelocateSupported: boolean
+        x::FieldEntry::required(x::Name(0x2b5d30e), x::Name(0x212d207)), // perVmSwapFiles: boolean
+        x::FieldEntry::required(x::Name(0x283f61b), x::Name(0x212d207)), // localSwapDatastoreSupported: boolean
+        x::FieldEntry::required(x::Name(0x304481c), x::Name(0x212d207)), // unsharedSwapVMotionSupported: boolean
+        x::FieldEntry::required(x::Name(0x20f851c), x::Name(0x212d207)), // backgroundSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bdc622), x::Name(0x212d207)), // preAssignedPCIUnitNumbersSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d87f13), x::Name(0x212d207)), // screenshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d79919), x::Name(0x212d207)), // scaledScreenshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2efca17), x::Name(0x212d207)), // storageVMotionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31bd922), x::Name(0x212d207)), // vmotionWithStorageVMotionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31b731d), x::Name(0x212d207)), // vmotionAcrossNetworkSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28a5b13), x::Name(0x2729103)), // maxNumDisksSVMotion: int
+        x::FieldEntry::optional(x::Name(0x2634e18), x::Name(0x212d207)), // hbrNicSelectionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31d461a), x::Name(0x212d207)), // vrNfcNicSelectionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c9f515), x::Name(0x212d207)), // recordReplaySupported: boolean
+        x::FieldEntry::optional(x::Name(0x25b110b), x::Name(0x212d207)), // ftSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2cdcb17), x::Name(0x2f00106)), // replayUnsupportedReason: string
+        x::FieldEntry::repeated(x::Name(0x2cd7f19), x::Name(0x2f00106)), // replayCompatibilityIssues: string
+        x::FieldEntry::optional(x::Name(0x2e28d0e), x::Name(0x212d207)), // smpFtSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x259fc15), x::Name(0x2f00106)), // ftCompatibilityIssues: string
+        x::FieldEntry::repeated(x::Name(0x2e27418), x::Name(0x2f00106)), // smpFtCompatibilityIssues: string
+        x::FieldEntry::optional(x::Name(0x28c450f), x::Name(0x2729103)), // maxVcpusPerFtVm: int
+        x::FieldEntry::optional(x::Name(0x2852b1d), x::Name(0x212d207)), // loginBySSLThumbprintSupported: boolean
+        x::FieldEntry::optional(x::Name(0x21b7b1a), x::Name(0x212d207)), // cloneFromSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x234f51a), x::Name(0x212d207)), // deltaDiskBackingsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b59d23), x::Name(0x212d207)), // perVMNetworkTrafficShapingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2fe600c), x::Name(0x212d207)), // tpmSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2fe6d0a), x::Name(0x2f00106)), // tpmVersion: string
+        x::FieldEntry::optional(x::Name(0x300de0a), x::Name(0x212d207)), // txtEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2f1a713), x::Name(0xcef30d)), // supportedCpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x30fac19), x::Name(0x212d207)), // virtualExecUsageSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2eea914), x::Name(0x212d207)), // storageIORMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3145719), x::Name(0x212d207)), // vmDirectPathGen2Supported: boolean
+        x::FieldEntry::repeated(x::Name(0x3148f21), x::Name(0x2f00106)), // vmDirectPathGen2UnsupportedReason: string
+        x::FieldEntry::optional(x::Name(0x314b129), x::Name(0x2f00106)), // vmDirectPathGen2UnsupportedReasonExtended: string
+        x::FieldEntry::repeated(x::Name(0x2f39f19), x::Name(0x2729103)), // supportedVmfsMajorVersion: int
+        x::FieldEntry::optional(x::Name(0x30b950f), x::Name(0x212d207)), // vStorageCapable: boolean
+        x::FieldEntry::optional(x::Name(0x2e3b819), x::Name(0x212d207)), // snapshotRelayoutSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2571618), x::Name(0x212d207)), // firewallIpRulesSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2dd041b), x::Name(0x212d207)), // servicePackageInfoSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2899711), x::Name(0x2729103)), // maxHostRunningVms: int
+        x::FieldEntry::optional(x::Name(0x289a915), x::Name(0x2729103)), // maxHostSupportedVcpus: int
+        x::FieldEntry::optional(x::Name(0x31a5919), x::Name(0x212d207)), // vmfsDatastoreMountCapable: boolean
+        x::FieldEntry::optional(x::Name(0x2468326), x::Name(0x212d207)), // eightPlusHostVmfsSharedAccessSupported: boolean
+        x::FieldEntry::optional(x::Name(0x297f711), x::Name(0x212d207)), // nestedHVSupported: boolean
+        x::FieldEntry::optional(x::Name(0x30b1d0d), x::Name(0x212d207)), // vPMCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x272ca28), x::Name(0x212d207)), // interVMCommunicationThroughVMCISupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d7f721), x::Name(0x212d207)), // scheduledHardwareUpgradeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x253fc1c), x::Name(0x212d207)), // featureCapabilitiesSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27fb61b), x::Name(0x212d207)), // latencySensitivitySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ef2316), x::Name(0x212d207)), // storagePolicySupported: boolean
+        x::FieldEntry::optional(x::Name(0x200ba10), x::Name(0x212d207)), // accel3dSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2cb8813), x::Name(0x212d207)), // reliableMemoryAware: boolean
+        x::FieldEntry::optional(x::Name(0x295bf25), x::Name(0x212d207)), // multipleNetworkStackInstanceSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28fb218), x::Name(0x212d207)), // messageBusProxySupported: boolean
+        x::FieldEntry::optional(x::Name(0x31e070d), x::Name(0x212d207)), // vsanSupported: boolean
+        x::FieldEntry::optional(x::Name(0x30aee0f), x::Name(0x212d207)), // vFlashSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2659a1a), x::Name(0x212d207)), // hostAccessManagerSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c3a221), x::Name(0x212d207)), // provisioningNicSelectionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x29d1f0e), x::Name(0x212d207)), // nfs41Supported: boolean
+        x::FieldEntry::optional(x::Name(0x29d0b13), x::Name(0x212d207)), // nfs41Krb5iSupported: boolean
+        x::FieldEntry::optional(x::Name(0x300911b), x::Name(0x212d207)), // turnDiskLocatorLedSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3120a1f), x::Name(0x212d207)), // virtualVolumeDatastoreSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2884512), x::Name(0x212d207)), // markAsSsdSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2883014), x::Name(0x212d207)), // markAsLocalSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2e20c20), x::Name(0x212d207)), // smartCardAuthenticationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b11a0d), x::Name(0x212d207)), // pMemSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b10415), x::Name(0x212d207)), // pMemSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x229a80f), x::Name(0x212d207)), // cryptoSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2aae217), x::Name(0x212d207)), // oneKVolumeAPIsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x25c1a15), x::Name(0x212d207)), // gatewayOnNicSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3058c0d), x::Name(0x212d207)), // upitSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2271811), x::Name(0x212d207)), // cpuHwMmuSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2488519), x::Name(0x212d207)), // encryptedVMotionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x248db24), x::Name(0x212d207)), // encryptionChangeOnAddRemoveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2494f1f), x::Name(0x212d207)), // encryptionHotOperationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x249db20), x::Name(0x212d207)), // encryptionWithSnapshotsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2491621), x::Name(0x212d207)), // encryptionFaultToleranceSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2497d1d), x::Name(0x212d207)), // encryptionMemorySaveSupported: boolean
+        x::FieldEntry::optional(x::Name(0x249aa16), x::Name(0x212d207)), // encryptionRDMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x249c119), x::Name(0x212d207)), // encryptionVFlashSupported: boolean
+        x::FieldEntry::optional(x::Name(0x248c317), x::Name(0x212d207)), // encryptionCBRCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2493816), x::Name(0x212d207)), // encryptionHBRSupported: boolean
+        x::FieldEntry::optional(x::Name(0x25a390e), x::Name(0x212d207)), // ftEfiSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3037214), x::Name(0x2f00106)), // unmapMethodSupported: string
+        x::FieldEntry::optional(x::Name(0x289f10f), x::Name(0x2729103)), // maxMemMBPerFtVm: int
+        x::FieldEntry::optional(x::Name(0x310d416), x::Name(0x212d207)), // virtualMmuUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x30f9417), x::Name(0x212d207)), // virtualExecUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x3138015), x::Name(0x212d207)), // vmCreateDateSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31a4711), x::Name(0x212d207)), // vmfs3EOLSupported: boolean
+        x::FieldEntry::optional(x::Name(0x25b480f), x::Name(0x212d207)), // ftVmcpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c5e312), x::Name(0x212d207)), // quickBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2487014), x::Name(0x212d207)), // encryptedFtSupported: boolean
+        x::FieldEntry::optional(x::Name(0x20ae71b), x::Name(0x212d207)), // assignableHardwareSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f55d18), x::Name(0x212d207)), // suspendToMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x3075617), x::Name(0x212d207)), // useFeatureReqsForOldHWv: boolean
+        x::FieldEntry::optional(x::Name(0x2885820), x::Name(0x212d207)), // markPerenniallyReservedSupported: boolean
+        x::FieldEntry::optional(x::Name(0x26b380f), x::Name(0x212d207)), // hppPspSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2397222), x::Name(0x212d207)), // deviceRebindWithoutRebootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ef061c), x::Name(0x212d207)), // storagePolicyChangeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2be701e), x::Name(0x212d207)), // precisionTimeProtocolSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2cc8b1c), x::Name(0x212d207)), // remoteDeviceVMotionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28c1314), x::Name(0x2729103)), // maxSupportedVmMemory: int
+        x::FieldEntry::optional(x::Name(0x204e916), x::Name(0x212d207)), // ahDeviceHintsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2a87b14), x::Name(0x212d207)), // nvmeOverTcpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2a8ab22), x::Name(0x212d207)), // nvmeStorageFabricServicesSupported: boolean
+        x::FieldEntry::optional(x::Name(0x20a7f1a), x::Name(0x212d207)), // assignHwPciConfigSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2fad613), x::Name(0x212d207)), // timeConfigSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2a85e1c), x::Name(0x212d207)), // nvmeBatchOperationsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b0cd15), x::Name(0x212d207)), // pMemFailoverSupported: boolean
+        x::FieldEntry::optional(x::Name(0x266581d), x::Name(0x212d207)), // hostConfigEncryptionSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c43912), x::Name(0x212d207)), // ptpConfigSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28ba714), x::Name(0x2729103)), // maxSupportedPtpPorts: int
+        x::FieldEntry::optional(x::Name(0x2b0e320), x::Name(0x212d207)), // pMemIndependentSnapshotSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27cb406), x::Name(0x2f00106)), // issuer: string
+        x::FieldEntry::optional(x::Name(0x29fd109), x::Name(0x2308208)), // notBefore: dateTime
+        x::FieldEntry::optional(x::Name(0x29f9a08), x::Name(0x2308208)), // notAfter: dateTime
+        x::FieldEntry::optional(x::Name(0x2f04e07), x::Name(0x2f00106)), // subject: string
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x224fd0c), x::Name(0x2f00106)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fd200d)), // spec: VslmCloneSpec
+        x::FieldEntry::required(x::Name(0x2dc240a), x::Name(0x2f00106)), // serverName: string
+        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x14dff14)), // profile: ProfileEventArgument
+        x::FieldEntry::repeated(x::Name(0x2522d07), x::Name(0x1233814)), // failure: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c14807), x::Name(0x10009)), // product: AboutInfo
+        x::FieldEntry::optional(x::Name(0x235ca0e), x::Name(0xd22d12)), // deploymentInfo: HostDeploymentInfo
+        x::FieldEntry::optional(x::Name(0x26bf30b), x::Name(0xdab61b)), // hyperThread: HostHyperThreadScheduleInfo
+        x::FieldEntry::optional(x::Name(0x223c812), x::Name(0x181821d)), // consoleReservation: ServiceConsoleReservationInfo
+        x::FieldEntry::optional(x::Name(0x3109319), x::Name(0x1ced523)), // virtualMachineReservation: VirtualMachineMemoryReservationInfo
+        x::FieldEntry::optional(x::Name(0x2ee760d), x::Name(0xfcf215)), // storageDevice: HostStorageDeviceInfo
+        x::FieldEntry::optional(x::Name(0x295620e), x::Name(0xe6e716)), // multipathState: HostMultipathStateInfo
+        x::FieldEntry::optional(x::Name(0x255f410), x::Name(0xd76d18)), // fileSystemVolume: HostFileSystemVolumeInfo
+        x::FieldEntry::repeated(x::Name(0x2f7390a), x::Name(0x2f00106)), // systemFile: string
+        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0xe8d20f)), // network: HostNetworkInfo
+        x::FieldEntry::optional(x::Name(0x31b6b07), x::Name(0x1052b0f)), // vmotion: HostVMotionInfo
+        x::FieldEntry::optional(x::Name(0x3116a15), x::Name(0x1070419)), // virtualNicManagerInfo: HostVirtualNicManagerInfo
+        x::FieldEntry::optional(x::Name(0x2163b0c), x::Name(0xe7f013)), // capabilities: HostNetCapabilities
+        x::FieldEntry::optional(x::Name(0x22ee915), x::Name(0xd0ff1f)), // datastoreCapabilities: HostDatastoreSystemCapabilities
+        x::FieldEntry::optional(x::Name(0x2a9dc13), x::Name(0xe8041a)), // offloadCapabilities: HostNetOffloadCapabilities
+        x::FieldEntry::optional(x::Name(0x2dc7407), x::Name(0xfa000f)), // service: HostServiceInfo
+        x::FieldEntry::optional(x::Name(0x2570d08), x::Name(0xd7d310)), // firewall: HostFirewallInfo
+        x::FieldEntry::optional(x::Name(0x20dd509), x::Name(0xc9d91a)), // autoStart: HostAutoStartManagerConfig
+        x::FieldEntry::optional(x::Name(0x201ea19), x::Name(0xd28517)), // activeDiagnosticPartition: HostDiagnosticPartition
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::repeated(x::Name(0x2ac7c09), x::Name(0x13b0e09)), // optionDef: OptionDef
+        x::FieldEntry::optional(x::Name(0x22f7d12), x::Name(0x2f00106)), // datastorePrincipal: string
+        x::FieldEntry::optional(x::Name(0x283e312), x::Name(0x1258216)), // localSwapDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f7ab17), x::Name(0xff3e1b)), // systemSwapConfiguration: HostSystemSwapConfiguration
+        x::FieldEntry::optional(x::Name(0x2f79b0f), x::Name(0xff2716)), // systemResources: HostSystemResourceInfo
+        x::FieldEntry::optional(x::Name(0x2309a0c), x::Name(0xd17a10)), // dateTimeInfo: HostDateTimeInfo
+        x::FieldEntry::optional(x::Name(0x257d105), x::Name(0xd8ab0c)), // flags: HostFlagInfo
+        x::FieldEntry::optional(x::Name(0x203530d), x::Name(0x212d207)), // adminDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x284b40c), x::Name(0xe28c10)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::optional(x::Name(0x278a404), x::Name(0xe1140c)), // ipmi: HostIpmiInfo
+        x::FieldEntry::optional(x::Name(0x2ea1511), x::Name(0xfc9415)), // sslThumbprintInfo: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x2ea0311), x::Name(0xfc9415)), // sslThumbprintData: HostSslThumbprintInfo
+        x::FieldEntry::repeated(x::Name(0x217a80b), x::Name(0x2146004)), // certificate: byte
+        x::FieldEntry::repeated(x::Name(0x2b4950f), x::Name(0xeed713)), // pciPassthruInfo: HostPciPassthruInfo
+        x::FieldEntry::optional(x::Name(0x20c8219), x::Name(0xc99f1d)), // authenticationManagerInfo: HostAuthenticationManagerInfo
+        x::FieldEntry::repeated(x::Name(0x2549c0e), x::Name(0xd63916)), // featureVersion: HostFeatureVersionInfo
+        x::FieldEntry::optional(x::Name(0x2bd0115), x::Name(0x14bf815)), // powerSystemCapability: PowerSystemCapability
+        x::FieldEntry::optional(x::Name(0x2bd170f), x::Name(0x14c0e0f)), // powerSystemInfo: PowerSystemInfo
+        x::FieldEntry::repeated(x::Name(0x2152916), x::Name(0xca5a1a)), // cacheConfigurationInfo: HostCacheConfigurationInfo
+        x::FieldEntry::optional(x::Name(0x3200410), x::Name(0x212d207)), // wakeOnLanCapable: boolean
+        x::FieldEntry::repeated(x::Name(0x2541911), x::Name(0xd61315)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::repeated(x::Name(0x2888f17), x::Name(0xd61315)), // maskedFeatureCapability: HostFeatureCapability
+        x::FieldEntry::optional(x::Name(0x30a6210), x::Name(0x1043921)), // vFlashConfigInfo: HostVFlashManagerVFlashConfigInfo
+        x::FieldEntry::optional(x::Name(0x31d930e), x::Name(0x1f81512)), // vsanHostConfig: VsanHostConfigInfo
+        x::FieldEntry::repeated(x::Name(0x242180a), x::Name(0x2f00106)), // domainList: string
+        x::FieldEntry::optional(x::Name(0x2d89a0e), x::Name(0x210f70c)), // scriptCheckSum: base64Binary
+        x::FieldEntry::optional(x::Name(0x2664512), x::Name(0x210f70c)), // hostConfigCheckSum: base64Binary
+        x::FieldEntry::optional(x::Name(0x2361e17), x::Name(0x210f70c)), // descriptionTreeCheckSum: base64Binary
+        x::FieldEntry::repeated(x::Name(0x25d4b0c), x::Name(0xd9b410)), // graphicsInfo: HostGraphicsInfo
+        x::FieldEntry::repeated(x::Name(0x2df6416), x::Name(0x2f00106)), // sharedPassthruGpuTypes: string
+        x::FieldEntry::optional(x::Name(0x25d3c0e), x::Name(0xd93412)), // graphicsConfig: HostGraphicsConfig
+        x::FieldEntry::repeated(x::Name(0x2df0815), x::Name(0xfacf19)), // sharedGpuCapabilities: HostSharedGpuCapabilities
+        x::FieldEntry::repeated(x::Name(0x275520c), x::Name(0xdfbe10)), // ioFilterInfo: HostIoFilterInfo
+        x::FieldEntry::repeated(x::Name(0x2e9a20f), x::Name(0xfc4f17)), // sriovDevicePool: HostSriovDevicePoolInfo
+        x::FieldEntry::repeated(x::Name(0x20a9a19), x::Name(0xc9361d)), // assignableHardwareBinding: HostAssignableHardwareBinding
+        x::FieldEntry::optional(x::Name(0x20ab418), x::Name(0xc9541c)), // assignableHardwareConfig: HostAssignableHardwareConfig
+        x::FieldEntry::optional(x::Name(0x227dd0c), x::Name(0x1258216)), // cpuScheduler: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x230010f), x::Name(0x1258216)), // datastoreSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28e4d0d), x::Name(0x1258216)), // memoryManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2efa20d), x::Name(0x1258216)), // storageSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x29bb60d), x::Name(0x1258216)), // networkSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31bcb0d), x::Name(0x1258216)), // vmotionSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3115811), x::Name(0x1258216)), // virtualNicManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2dd2c0d), x::Name(0x1258216)), // serviceSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2572f0e), x::Name(0x1258216)), // firewallSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x203f70e), x::Name(0x1258216)), // advancedOption: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23a6510), x::Name(0x1258216)), // diagnosticSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x20ddf10), x::Name(0x1258216)), // autoStartManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e3dc0a), x::Name(0x1258216)), // snmpSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x230a70e), x::Name(0x1258216)), // dateTimeSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b4260c), x::Name(0x1258216)), // patchManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26d4e12), x::Name(0x1258216)), // imageConfigManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x212e410), x::Name(0x1258216)), // bootDeviceSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x257710e), x::Name(0x1258216)), // firmwareSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2648f12), x::Name(0x1258216)), // healthStatusSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b4b411), x::Name(0x1258216)), // pciPassthruSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x281400e), x::Name(0x1258216)), // licenseManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27d3412), x::Name(0x1258216)), // kernelModuleSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x20c6c15), x::Name(0x1258216)), // authenticationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2bcf50b), x::Name(0x1258216)), // powerSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2154019), x::Name(0x1258216)), // cacheConfigurationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24d3b13), x::Name(0x1258216)), // esxAgentHostManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27c180c), x::Name(0x1258216)), // iscsiManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30a730d), x::Name(0x1258216)), // vFlashManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31e150a), x::Name(0x1258216)), // vsanSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28fa20f), x::Name(0x1258216)), // messageBusProxy: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x308720d), x::Name(0x1258216)), // userDirectory: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2015a0e), x::Name(0x1258216)), // accountManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658811), x::Name(0x1258216)), // hostAccessManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25d580f), x::Name(0x1258216)), // graphicsManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x31db512), x::Name(0x1258216)), // vsanInternalSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x217b412), x::Name(0x1258216)), // certificateManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x229780d), x::Name(0x1258216)), // cryptoManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a82d0c), x::Name(0x1258216)), // nvdimmSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x20acd19), x::Name(0x1258216)), // assignableHardwareManager: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x296fc0c), x::Name(0xe72713)), // nasDatastore: HostNasVolumeConfig
+        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0xe88a11)), // network: HostNetworkConfig
+        x::FieldEntry::repeated(x::Name(0x29e2f10), x::Name(0x1073b25)), // nicTypeSelection: HostVirtualNicManagerNicTypeSelection
+        x::FieldEntry::repeated(x::Name(0x2dc7407), x::Name(0xf9ee11)), // service: HostServiceConfig
+        x::FieldEntry::optional(x::Name(0x2570d08), x::Name(0xd78612)), // firewall: HostFirewallConfig
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::optional(x::Name(0x22f7d12), x::Name(0x2f00106)), // datastorePrincipal: string
+        x::FieldEntry::optional(x::Name(0x22f9018), x::Name(0x2f00106)), // datastorePrincipalPasswd: string
+        x::FieldEntry::optional(x::Name(0x230b608), x::Name(0xd16712)), // datetime: HostDateTimeConfig
+        x::FieldEntry::optional(x::Name(0x2ee760d), x::Name(0xfcf215)), // storageDevice: HostStorageDeviceInfo
+        x::FieldEntry::optional(x::Name(0x280bf07), x::Name(0xe1a40f)), // license: HostLicenseSpec
+        x::FieldEntry::optional(x::Name(0x2da8b08), x::Name(0xf99910)), // security: HostSecuritySpec
+        x::FieldEntry::repeated(x::Name(0x307c30b), x::Name(0xc8230f)), // userAccount: HostAccountSpec
+        x::FieldEntry::repeated(x::Name(0x3093610), x::Name(0xc8230f)), // usergroupAccount: HostAccountSpec
+        x::FieldEntry::optional(x::Name(0x28db106), x::Name(0xe5150e)), // memory: HostMemorySpec
+        x::FieldEntry::repeated(x::Name(0x202040f), x::Name(0xc83313)), // activeDirectory: HostActiveDirectory
+        x::FieldEntry::repeated(x::Name(0x25c760d), x::Name(0x11b470b)), // genericConfig: KeyAnyValue
+        x::FieldEntry::optional(x::Name(0x25d3c0e), x::Name(0xd93412)), // graphicsConfig: HostGraphicsConfig
+        x::FieldEntry::optional(x::Name(0x20ab418), x::Name(0xc9541c)), // assignableHardwareConfig: HostAssignableHardwareConfig
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x2c14807), x::Name(0x10009)), // product: AboutInfo
+        x::FieldEntry::required(x::Name(0x31b910e), x::Name(0x212d207)), // vmotionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2532515), x::Name(0x212d207)), // faultToleranceEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2549c0e), x::Name(0xd63916)), // featureVersion: HostFeatureVersionInfo
+        x::FieldEntry::optional(x::Name(0x204ba10), x::Name(0x1258216)), // agentVmDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x204cb0e), x::Name(0x1258216)), // agentVmNetwork: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1041226)), // spec: HostVFlashManagerVFlashCacheConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1048529)), // spec: HostVFlashManagerVFlashResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x2dc1b08), x::Name(0x2f00106)), // serverIp: string
+        x::FieldEntry::optional(x::Name(0x26dc70c), x::Name(0x212d207)), // inDasCluster: boolean
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0xe1b40f)), // host: HostListSummary
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1d5ba15)), // vm: VirtualMachineSummary
+        x::FieldEntry::optional(x::Name(0x30ed216), x::Name(0x212d207)), // vimAccountNameRequired: boolean
+        x::FieldEntry::optional(x::Name(0x21d1910), x::Name(0x212d207)), // clusterSupported: boolean
+        x::FieldEntry::repeated(x::Name(0x2992207), x::Name(0xce9d1a)), // network: HostConnectInfoNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x22edf09), x::Name(0xd0a218)), // datastore: HostDatastoreConnectInfo
+        x::FieldEntry::optional(x::Name(0x280bf07), x::Name(0xe17516)), // license: HostLicenseConnectInfo
+        x::FieldEntry::optional(x::Name(0x216480a), x::Name(0xca900e)), // capability: HostCapability
+        x::FieldEntry::required(x::Name(0x2f0f207), x::Name(0x131c90e)), // summary: NetworkSummary
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::optional(x::Name(0x3153a08), x::Name(0x1258216)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x30ec30e), x::Name(0x2f00106)), // vimAccountName: string
+        x::FieldEntry::optional(x::Name(0x30ee912), x::Name(0x2f00106)), // vimAccountPassword: string
+        x::FieldEntry::optional(x::Name(0x287610c), x::Name(0x2f00106)), // managementIp: string
+        x::FieldEntry::optional(x::Name(0x284b40c), x::Name(0xe28c10)), // lockdownMode: HostLockdownMode
+        x::FieldEntry::optional(x::Name(0x267170b), x::Name(0xd8dc0f)), // hostGateway: HostGatewaySpec
+        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x2729103)), // level: int
+        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x245f903), x::Name(0x2f00106)), // eax: string
+        x::FieldEntry::optional(x::Name(0x245fd03), x::Name(0x2f00106)), // ebx: string
+        x::FieldEntry::optional(x::Name(0x2460103), x::Name(0x2f00106)), // ecx: string
+        x::FieldEntry::optional(x::Name(0x2461d03), x::Name(0x2f00106)), // edx: string
+        x::FieldEntry::required(x::Name(0x2a2960e), x::Name(0x2dfd105)), // numCpuPackages: short
+        x::FieldEntry::required(x::Name(0x2a2750b), x::Name(0x2dfd105)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2a2bf0d), x::Name(0x2dfd105)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x26c0a02), x::Name(0x2857004)), // hz: long
+        x::FieldEntry::required(x::Name(0x2702305), x::Name(0x2dfd105)), // index: short
+        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::required(x::Name(0x26c0a02), x::Name(0x2857004)), // hz: long
+        x::FieldEntry::required(x::Name(0x2143905), x::Name(0x2857004)), // busHz: long
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::repeated(x::Name(0x2fa9308), x::Name(0x2dfd105)), // threadId: short
+        x::FieldEntry::repeated(x::Name(0x226a20a), x::Name(0xcef30d)), // cpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x22b800d), x::Name(0x2f00106)), // currentPolicy: string
+        x::FieldEntry::optional(x::Name(0x2624f0f), x::Name(0x2f00106)), // hardwareSupport: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fd2e0e)), // spec: VslmCreateSpec
+        x::FieldEntry::optional(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2ec8c14), x::Name(0x2857004)), // staticMemoryConsumed: long
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x258270a), x::Name(0x2f00106)), // folderPath: string
+        x::FieldEntry::repeated(x::Name(0x2556304), x::Name(0xb97508)), // file: FileInfo
+        x::FieldEntry::repeated(x::Name(0x2c55305), x::Name(0xb9b609)), // query: FileQuery
+        x::FieldEntry::optional(x::Name(0x2387c07), x::Name(0xb9c00e)), // details: FileQueryFlags
+        x::FieldEntry::optional(x::Name(0x2d97615), x::Name(0x212d207)), // searchCaseInsensitive: boolean
+        x::FieldEntry::repeated(x::Name(0x288d60c), x::Name(0x2f00106)), // matchPattern: string
+        x::FieldEntry::optional(x::Name(0x2e4d410), x::Name(0x212d207)), // sortFoldersFirst: boolean
+        x::FieldEntry::required(x::Name(0x2f0f207), x::Name(0x8db510)), // summary: DatastoreSummary
+        x::FieldEntry::required(x::Name(0x29c2110), x::Name(0x2f00106)), // newDatastoreName: string
+        x::FieldEntry::required(x::Name(0x29c2110), x::Name(0x2f00106)), // newDatastoreName: string
+        x::FieldEntry::required(x::Name(0x29d3b18), x::Name(0x212d207)), // nfsMountCreationRequired: boolean
+        x::FieldEntry::required(x::Name(0x29d5419), x::Name(0x212d207)), // nfsMountCreationSupported: boolean
+        x::FieldEntry::required(x::Name(0x283b717), x::Name(0x212d207)), // localDatastoreSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31a7e1c), x::Name(0x212d207)), // vmfsExtentExpansionSupported: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2d74d04), x::Name(0x2f00106)), // scId: string
+        x::FieldEntry::optional(x::Name(0x2fb2508), x::Name(0x2f00106)), // timeZone: string
+        x::FieldEntry::optional(x::Name(0x2a1ff09), x::Name(0xea840d)), // ntpConfig: HostNtpConfig
+        x::FieldEntry::optional(x::Name(0x2c42f09), x::Name(0xf4aa0d)), // ptpConfig: HostPtpConfig
+        x::FieldEntry::optional(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23c350d), x::Name(0x212d207)), // disableEvents: boolean
+        x::FieldEntry::optional(x::Name(0x23c430f), x::Name(0x212d207)), // disableFallback: boolean
+        x::FieldEntry::optional(x::Name(0x2d15c16), x::Name(0x212d207)), // resetToFactoryDefaults: boolean
+        x::FieldEntry::required(x::Name(0x2fb2508), x::Name(0xd1c81a)), // timeZone: HostDateTimeSystemTimeZone
+        x::FieldEntry::optional(x::Name(0x2f71713), x::Name(0x2f00106)), // systemClockProtocol: string
+        x::FieldEntry::optional(x::Name(0x2a1ff09), x::Name(0xea840d)), // ntpConfig: HostNtpConfig
+        x::FieldEntry::optional(x::Name(0x2c42f09), x::Name(0xf4aa0d)), // ptpConfig: HostPtpConfig
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x23c350d), x::Name(0x212d207)), // disableEvents: boolean
+        x::FieldEntry::optional(x::Name(0x23c430f), x::Name(0x212d207)), // disableFallback: boolean
+        x::FieldEntry::optional(x::Name(0x26dd40f), x::Name(0x212d207)), // inFallbackState: boolean
+        x::FieldEntry::optional(x::Name(0x2dd200b), x::Name(0x212d207)), // serviceSync: boolean
+        x::FieldEntry::optional(x::Name(0x27f5f0c), x::Name(0x2308208)), // lastSyncTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2cce70f), x::Name(0x2f00106)), // remoteNtpServer: string
+        x::FieldEntry::optional(x::Name(0x2a2150a), x::Name(0x2857004)), // ntpRunTime: long
+        x::FieldEntry::optional(x::Name(0x2c4580a), x::Name(0x2857004)), // ptpRunTime: long
+        x::FieldEntry::optional(x::Name(0x2a2090b), x::Name(0x2f00106)), // ntpDuration: string
+        x::FieldEntry::optional(x::Name(0x2c44c0b), x::Name(0x2f00106)), // ptpDuration: string
+        x::FieldEntry::required(x::Name(0x323f80f), x::Name(0x212d207)), // workingNormally: boolean
+        x::FieldEntry::repeated(x::Name(0x2ce8006), x::Name(0x2f00106)), // report: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x25cef09), x::Name(0x2729103)), // gmtOffset: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2138b18), x::Name(0x212d207)), // bootedFromStatelessCache: boolean
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x239a30a), x::Name(0x2f00106)), // deviceType: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd27113)), // spec: HostDhcpServiceSpec
+        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd27113)), // spec: HostDhcpServiceSpec
+        x::FieldEntry::required(x::Name(0x311c70d), x::Name(0x2f00106)), // virtualSwitch: string
+        x::FieldEntry::required(x::Name(0x2332c14), x::Name(0x2729103)), // defaultLeaseDuration: int
+        x::FieldEntry::required(x::Name(0x280120c), x::Name(0x2f00106)), // leaseBeginIp: string
+        x::FieldEntry::required(x::Name(0x2801f0a), x::Name(0x2f00106)), // leaseEndIp: string
+        x::FieldEntry::required(x::Name(0x289cc10), x::Name(0x2729103)), // maxLeaseDuration: int
+        x::FieldEntry::required(x::Name(0x302b50e), x::Name(0x212d207)), // unlimitedLease: boolean
+        x::FieldEntry::required(x::Name(0x277a10c), x::Name(0x2f00106)), // ipSubnetAddr: string
+        x::FieldEntry::required(x::Name(0x277ae0c), x::Name(0x2f00106)), // ipSubnetMask: string
+        x::FieldEntry::required(x::Name(0x2efb00b), x::Name(0x2f00106)), // storageType: string
+        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x2e15505), x::Name(0x2729103)), // slots: int
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xf92d15)), // id: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x27fd906), x::Name(0xd4f317)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::required(x::Name(0x2402708), x::Name(0x2f00106)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd2ea21)), // spec: HostDiagnosticPartitionCreateSpec
+        x::FieldEntry::required(x::Name(0x2efb00b), x::Name(0x2f00106)), // storageType: string
+        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x23e0704), x::Name(0xf9200c)), // disk: HostScsiDisk
+        x::FieldEntry::required(x::Name(0x2efb00b), x::Name(0x2f00106)), // storageType: string
+        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xf92d15)), // id: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::optional(x::Name(0x201d706), x::Name(0x212d207)), // active: boolean
+        x::FieldEntry::required(x::Name(0x23aec0c), x::Name(0x2f00106)), // digestMethod: string
+        x::FieldEntry::repeated(x::Name(0x23b490b), x::Name(0x2146004)), // digestValue: byte
+        x::FieldEntry::optional(x::Name(0x2a92c0a), x::Name(0x2f00106)), // objectName: string
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x2f0e307), x::Name(0x212d207)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x22ca808), x::Name(0x2857004)), // cylinder: long
+        x::FieldEntry::required(x::Name(0x2638a04), x::Name(0x2729103)), // head: int
+        x::FieldEntry::required(x::Name(0x2da4106), x::Name(0x2729103)), // sector: int
+        x::FieldEntry::required(x::Name(0x2125209), x::Name(0x2729103)), // blockSize: int
+        x::FieldEntry::required(x::Name(0x2120405), x::Name(0x2857004)), // block: long
+        x::FieldEntry::optional(x::Name(0x2b88511), x::Name(0xd42a1c)), // physicalPartition: HostDiskMappingPartitionInfo
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x24ea309), x::Name(0x212d207)), // exclusive: boolean
+        x::FieldEntry::repeated(x::Name(0x2b88511), x::Name(0xd4471e)), // physicalPartition: HostDiskMappingPartitionOption
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x255da0a), x::Name(0x2f00106)), // fileSystem: string
+        x::FieldEntry::required(x::Name(0x2169d0c), x::Name(0x2857004)), // capacityInKb: long
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x255da0a), x::Name(0x2f00106)), // fileSystem: string
+        x::FieldEntry::required(x::Name(0x2169d0c), x::Name(0x2857004)), // capacityInKb: long
+        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0x2729103)), // partition: int
+        x::FieldEntry::required(x::Name(0x2eb7a0b), x::Name(0x2857004)), // startSector: long
+        x::FieldEntry::required(x::Name(0x24a2b09), x::Name(0x2857004)), // endSector: long
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2618e04), x::Name(0x2f00106)), // guid: string
+        x::FieldEntry::required(x::Name(0x2850b07), x::Name(0x212d207)), // logical: boolean
+        x::FieldEntry::required(x::Name(0x20c210a), x::Name(0x2146004)), // attributes: byte
+        x::FieldEntry::optional(x::Name(0x2b31712), x::Name(0x2857004)), // partitionAlignment: long
+        x::FieldEntry::optional(x::Name(0x2b30d09), x::Name(0x2729103)), // partition: int
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2eaf505), x::Name(0xd3ea15)), // start: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x249fc03), x::Name(0xd3ea15)), // end: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd50b15)), // spec: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x27fd906), x::Name(0xd4f317)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x2fd3a05), x::Name(0xd3ea15)), // total: HostDiskDimensionsLba
+        x::FieldEntry::repeated(x::Name(0x2b30d09), x::Name(0xd4821b)), // partition: HostDiskPartitionBlockRange
+        x::FieldEntry::optional(x::Name(0x2b32a0f), x::Name(0x2f00106)), // partitionFormat: string
+        x::FieldEntry::optional(x::Name(0x21af403), x::Name(0xd3d415)), // chs: HostDiskDimensionsChs
+        x::FieldEntry::optional(x::Name(0x2fdd50c), x::Name(0x2857004)), // totalSectors: long
+        x::FieldEntry::repeated(x::Name(0x2b30d09), x::Name(0xd4661b)), // partition: HostDiskPartitionAttributes
+        x::FieldEntry::required(x::Name(0x239e904), x::Name(0x212d207)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x3114710), x::Name(0x2f00106)), // virtualNicDevice: string
+        x::FieldEntry::optional(x::Name(0x27ac414), x::Name(0x2f00106)), // ipv6VirtualNicDevice: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
+        x::FieldEntry::repeated(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::repeated(x::Name(0x2d98c0c), x::Name(0x2f00106)), // searchDomain: string
+        x::FieldEntry::optional(x::Name(0x3111b14), x::Name(0x106d118)), // virtualNicConnection: HostVirtualNicConnection
+        x::FieldEntry::optional(x::Name(0x3113016), x::Name(0x106d118)), // virtualNicConnectionV6: HostVirtualNicConnection
+        x::FieldEntry::repeated(x::Name(0x2b68e0b), x::Name(0x147cd0a)), // permissions: Permission
+        x::FieldEntry::repeated(x::Name(0x3152a08), x::Name(0xb7c50a)), // vmFaults: FaultsByVM
+        x::FieldEntry::repeated(x::Name(0x266fd0a), x::Name(0xb7b80c)), // hostFaults: FaultsByHost
+        x::FieldEntry::optional(x::Name(0x204ba10), x::Name(0x1258216)), // agentVmDatastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x204cb0e), x::Name(0x1258216)), // agentVmNetwork: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29bf60f), x::Name(0x2857004)), // newCapacityInMB: long
+        x::FieldEntry::optional(x::Name(0x278c003), x::Name(0x2f00106)), // ips: string
+        x::FieldEntry::required(x::Name(0x27bb810), x::Name(0x212d207)), // isStorageHealthy: boolean
+        x::FieldEntry::required(x::Name(0x27b6810), x::Name(0x212d207)), // isNetworkHealthy: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x254610b), x::Name(0x2f00106)), // featureName: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x254610b), x::Name(0x2f00106)), // featureName: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2bbaa11), x::Name(0x2857004)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x29ed011), x::Name(0x2857004)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2bba108), x::Name(0xb90a14)), // portType: FibreChannelPortType
+        x::FieldEntry::required(x::Name(0x2e83005), x::Name(0x2857004)), // speed: long
+        x::FieldEntry::required(x::Name(0x3019f0d), x::Name(0x2f00106)), // underlyingNic: string
+        x::FieldEntry::required(x::Name(0x2827108), x::Name(0xd69a27)), // linkInfo: HostFibreChannelOverEthernetHbaLinkInfo
+        x::FieldEntry::required(x::Name(0x27ba90e), x::Name(0x212d207)), // isSoftwareFcoe: boolean
+        x::FieldEntry::required(x::Name(0x2887910), x::Name(0x212d207)), // markedForRemoval: boolean
+        x::FieldEntry::required(x::Name(0x31ca509), x::Name(0x2f00106)), // vnportMac: string
+        x::FieldEntry::required(x::Name(0x253b806), x::Name(0x2f00106)), // fcfMac: string
+        x::FieldEntry::required(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x31ca509), x::Name(0x2f00106)), // vnportMac: string
+        x::FieldEntry::required(x::Name(0x253b806), x::Name(0x2f00106)), // fcfMac: string
+        x::FieldEntry::required(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x2bbaa11), x::Name(0x2857004)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x29ed011), x::Name(0x2857004)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x320cd03), x::Name(0x2f00106)), // who: string
+        x::FieldEntry::required(x::Name(0x320c304), x::Name(0x2f00106)), // what: string
+        x::FieldEntry::required(x::Name(0x293cd09), x::Name(0xe5c20d)), // mountInfo: HostMountInfo
+        x::FieldEntry::required(x::Name(0x31d0606), x::Name(0xd73514)), // volume: HostFileSystemVolume
+        x::FieldEntry::optional(x::Name(0x30bbb0f), x::Name(0x2f00106)), // vStorageSupport: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
+        x::FieldEntry::repeated(x::Name(0x31d180e), x::Name(0x2f00106)), // volumeTypeList: string
+        x::FieldEntry::repeated(x::Name(0x293cd09), x::Name(0xd71d17)), // mountInfo: HostFileSystemMountInfo
+        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0xd7991f)), // rule: HostFirewallConfigRuleSetConfig
+        x::FieldEntry::required(x::Name(0x2321b15), x::Name(0xd7b919)), // defaultBlockingPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::required(x::Name(0x2d64909), x::Name(0x2f00106)), // rulesetId: string
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2069c0c), x::Name(0xd85519)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x26efe0f), x::Name(0x212d207)), // incomingBlocked: boolean
+        x::FieldEntry::optional(x::Name(0x2af1e0f), x::Name(0x212d207)), // outgoingBlocked: boolean
+        x::FieldEntry::required(x::Name(0x2334e0d), x::Name(0xd7b919)), // defaultPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::repeated(x::Name(0x2d64107), x::Name(0xd84113)), // ruleset: HostFirewallRuleset
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x24a1507), x::Name(0x2729103)), // endPort: int
+        x::FieldEntry::required(x::Name(0x23bd809), x::Name(0xd7f519)), // direction: HostFirewallRuleDirection
+        x::FieldEntry::optional(x::Name(0x2bba108), x::Name(0xd80f18)), // portType: HostFirewallRulePortType
+        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
+        x::FieldEntry::required(x::Name(0x2cf9908), x::Name(0x212d207)), // required: boolean
+        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0xd7e410)), // rule: HostFirewallRule
+        x::FieldEntry::optional(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2069c0c), x::Name(0xd85519)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x276cb09), x::Name(0xd86f1c)), // ipNetwork: HostFirewallRulesetIpNetwork
+        x::FieldEntry::required(x::Name(0x2057305), x::Name(0x212d207)), // allIp: boolean
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2069c0c), x::Name(0xd85519)), // allowedHosts: HostFirewallRulesetIpList
+        x::FieldEntry::optional(x::Name(0x20f6a1a), x::Name(0x212d207)), // backgroundSnapshotsEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2b69a07), x::Name(0x212d207)), // persist: boolean
+        x::FieldEntry::required(x::Name(0x293f107), x::Name(0x212d207)), // mounted: boolean
+        x::FieldEntry::required(x::Name(0x25c300b), x::Name(0x2f00106)), // gatewayType: string
+        x::FieldEntry::optional(x::Name(0x25c0409), x::Name(0x2f00106)), // gatewayId: string
+        x::FieldEntry::optional(x::Name(0x3002e16), x::Name(0x2f00106)), // trustVerificationToken: string
+        x::FieldEntry::repeated(x::Name(0x265b50e), x::Name(0x11c0608)), // hostAuthParams: KeyValue
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30a810c), x::Name(0x2f00106)), // vFlashModule: string
+        x::FieldEntry::required(x::Name(0x266b317), x::Name(0x2f00106)), // hostDefaultGraphicsType: string
+        x::FieldEntry::required(x::Name(0x2df451e), x::Name(0x2f00106)), // sharedPassthruAssignmentPolicy: string
+        x::FieldEntry::repeated(x::Name(0x239a30a), x::Name(0xd9471c)), // deviceType: HostGraphicsConfigDeviceType
+        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x25d9b0c), x::Name(0x2f00106)), // graphicsType: string
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x30d650a), x::Name(0x2f00106)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x2b48005), x::Name(0x2f00106)), // pciId: string
+        x::FieldEntry::required(x::Name(0x25d9b0c), x::Name(0x2f00106)), // graphicsType: string
+        x::FieldEntry::required(x::Name(0x28ee60e), x::Name(0x2857004)), // memorySizeInKB: long
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0xac5712)), // status: ElementDescription
+    ],
+    values: &[
+        x::Name(0x126d806), // Memory
+        x::Name(0x14b2805), // Power
+        x::Name(0xb5d103), // Fan
+        x::Name(0x130ec07), // Network
+        x::Name(0x189fa07), // Storage
+        x::Name(0x201160a), // accessNone
+        x::Name(0x200e40b), // accessAdmin
+        x::Name(0x201070e), // accessNoAccess
+        x::Name(0x2012d0e), // accessReadOnly
+        x::Name(0x201210b), // accessOther
+        x::Name(0x17c2f04), // SHA1
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2aa0502), // ok
+        x::Name(0x29e7209), // noServers
+        x::Name(0x21b5111), // clientTrustBroken
+        x::Name(0x2dc4011), // serverTrustBroken
+        x::Name(0x26fa211), // inconsistentTrust
+        x::Name(0x2aecb0c), // otherProblem
+        x::Name(0x30afe12), // vMotionNotLicensed
+        x::Name(0x292a611), // missingVMotionNic
+        x::Name(0x2924813), // missingFTLoggingNic
+        x::Name(0x25ae20d), // ftNotLicensed
+        x::Name(0x261ae0c), // haAgentIssue
+        x::Name(0x3049e12), // unsupportedProduct
+        x::Name(0x2270710), // cpuHvUnsupported
+        x::Name(0x2272a13), // cpuHwmmuUnsupported
+        x::Name(0x226f90d), // cpuHvDisabled
+        x::Name(0x2c03e08), // priority
+        x::Name(0x2579605), // fixed
+        x::Name(0x2455107), // dynamic
+        x::Name(0x2689b1a), // hostNptIncompatibleProduct
+        x::Name(0x2687f1b), // hostNptIncompatibleHardware
+        x::Name(0x2686f0f), // hostNptDisabled
+        x::Name(0x3024f07), // unknown
+        x::Name(0x24f9d07), // expired
+        x::Name(0x24faf08), // expiring
+        x::Name(0x24fb80f), // expiringShortly
+        x::Name(0x24f7f12), // expirationImminent
+        x::Name(0x25cf904), // good
+        x::Name(0x2935906), // modify
+        x::Name(0x2cd6e07), // replace
+        x::Name(0x202ae03), // add
+        x::Name(0x2cd1806), // remove
+        x::Name(0x2460504), // edit
+        x::Name(0x26d2606), // ignore
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2729f05), // intel
+        x::Name(0x2076303), // amd
+        x::Name(0x26bed05), // hygon
+        x::Name(0x2a9ab03), // off
+        x::Name(0x2ecc60c), // staticPolicy
+        x::Name(0x245820d), // dynamicPolicy
+        x::Name(0x26eb709), // incapable
+        x::Name(0x2bee608), // prepared
+        x::Name(0x2d6c404), // safe
+        x::Name(0x2b53810), // pendingIncapable
+        x::Name(0x220420c), // configFailed
+        x::Name(0x2fb2e07), // timeout
+        x::Name(0x21de917), // communicationInitFailed
+        x::Name(0x2642517), // healthCheckScriptFailed
+        x::Name(0x2047a0b), // agentFailed
+        x::Name(0x2049f0d), // agentShutdown
+        x::Name(0x27c751a), // isolationAddressUnpingable
+        x::Name(0x2ad9905), // other
+        x::Name(0x2a1fb03), // ntp
+        x::Name(0x2c42b03), // ptp
+        x::Name(0x17c2f04), // SHA1
+        x::Name(0x1249d03), // MD5
+        x::Name(0x17c3406), // SHA256
+        x::Name(0x17c3b06), // SHA384
+        x::Name(0x17c4206), // SHA512
+        x::Name(0x17c4907), // SM3_256
+        x::Name(0x23ab00e), // digestDisabled
+        x::Name(0x263d90a), // headerOnly
+        x::Name(0x22ea908), // dataOnly
+        x::Name(0x2638f0d), // headerAndData
+        x::Name(0x2ea2719), // sslThumbprintVerifyFailed
+        x::Name(0x280ee0e), // licenseExpired
+        x::Name(0x204ad0c), // agentUpgrade
+        x::Name(0x308f90b), // userRequest
+        x::Name(0x2727c14), // insufficientLicenses
+        x::Name(0x204900e), // agentOutOfDate
+        x::Name(0x2b3e516), // passwordDecryptFailure
+        x::Name(0x3024f07), // unknown
+        x::Name(0x30cdd16), // vcVRAMCapacityExceeded
+        x::Name(0x25cfe03), // gpt
+        x::Name(0x28ce003), // mbr
+        x::Name(0x3024f07), // unknown
+        x::Name(0x29f4b04), // none
+        x::Name(0x31a4204), // vmfs
+        x::Name(0x282a90b), // linuxNative
+        x::Name(0x282b509), // linuxSwap
+        x::Name(0x2501708), // extended
+        x::Name(0x2a1f604), // ntfs
+        x::Name(0x31b070d), // vmkDiagnostic
+        x::Name(0x30e1404), // vffs
+        x::Name(0x253160e), // faultTolerance
+        x::Name(0x1aac504), // VMFS
+        x::Name(0x12d8b03), // NFS
+        x::Name(0x12d8f05), // NFS41
+        x::Name(0x562204), // CIFS
+        x::Name(0x31d6104), // vsan
+        x::Name(0x1aa4704), // VFFS
+        x::Name(0x1b14d04), // VVOL
+        x::Name(0x1443404), // PMEM
+        x::Name(0x31d8005), // vsanD
+        x::Name(0x139e105), // OTHER
+        x::Name(0x26eaf07), // inbound
+        x::Name(0x2af1508), // outbound
+        x::Name(0x2e86103), // src
+        x::Name(0x2438303), // dst
+        x::Name(0x2f98403), // tcp
+        x::Name(0x3014803), // udp
+        x::Name(0x3019509), // undefined
+        x::Name(0x212c705), // board
+        x::Name(0x2c14807), // product
+        x::Name(0x2deea06), // shared
+        x::Name(0x2defb0c), // sharedDirect
+        x::Name(0x2b6770b), // performance
+        x::Name(0x224050d), // consolidation
+        x::Name(0x2114805), // basic
+        x::Name(0x2deea06), // shared
+        x::Name(0x23bc206), // direct
+        x::Name(0x2defb0c), // sharedDirect
+        x::Name(0x197ee07), // Unknown
+        x::Name(0xc14b05), // Green
+        x::Name(0x2007706), // Yellow
+        x::Name(0x1653803), // Red
+    ],
+};

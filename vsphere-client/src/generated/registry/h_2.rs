@@ -4,2668 +4,1216 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "HostImageConfigGetAcceptanceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostImageConfigGetProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostImageProfileSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("vendor", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostImageProfileSummary>),
-    },
-    x::TypeInfo {
-        name: "HostInAuditModeEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInAuditModeEvent>),
-    },
-    x::TypeInfo {
-        name: "HostInDomain",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInDomain>),
-    },
-    x::TypeInfo {
-        name: "HostIncompatibleForFaultTolerance",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("reason", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIncompatibleForFaultTolerance>),
-    },
-    x::TypeInfo {
-        name: "HostIncompatibleForFaultToleranceReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["product", "processor"],
-        decode: Some(x::decode_boxed::<HostIncompatibleForFaultToleranceReason>),
-    },
-    x::TypeInfo {
-        name: "HostIncompatibleForRecordReplay",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("reason", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIncompatibleForRecordReplay>),
-    },
-    x::TypeInfo {
-        name: "HostIncompatibleForRecordReplayReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["product", "processor"],
-        decode: Some(x::decode_boxed::<HostIncompatibleForRecordReplayReason>),
-    },
-    x::TypeInfo {
-        name: "HostInflateDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHba",
-        base: Some("HostHostBusAdapter"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("isSoftwareBased", "boolean"),
-            x::FieldInfo::optional("canBeDisabled", "boolean"),
-            x::FieldInfo::optional(
-                "networkBindingSupport",
-                "HostInternetScsiHbaNetworkBindingSupportType",
-            ),
-            x::FieldInfo::required(
-                "discoveryCapabilities",
-                "HostInternetScsiHbaDiscoveryCapabilities",
-            ),
-            x::FieldInfo::required(
-                "discoveryProperties",
-                "HostInternetScsiHbaDiscoveryProperties",
-            ),
-            x::FieldInfo::required(
-                "authenticationCapabilities",
-                "HostInternetScsiHbaAuthenticationCapabilities",
-            ),
-            x::FieldInfo::required(
-                "authenticationProperties",
-                "HostInternetScsiHbaAuthenticationProperties",
-            ),
-            x::FieldInfo::optional(
-                "digestCapabilities",
-                "HostInternetScsiHbaDigestCapabilities",
-            ),
-            x::FieldInfo::optional(
-                "digestProperties",
-                "HostInternetScsiHbaDigestProperties",
-            ),
-            x::FieldInfo::required(
-                "ipCapabilities",
-                "HostInternetScsiHbaIPCapabilities",
-            ),
-            x::FieldInfo::required("ipProperties", "HostInternetScsiHbaIPProperties"),
-            x::FieldInfo::repeated("supportedAdvancedOptions", "OptionDef"),
-            x::FieldInfo::repeated("advancedOptions", "HostInternetScsiHbaParamValue"),
-            x::FieldInfo::required("iScsiName", "string"),
-            x::FieldInfo::optional("iScsiAlias", "string"),
-            x::FieldInfo::repeated(
-                "configuredSendTarget",
-                "HostInternetScsiHbaSendTarget",
-            ),
-            x::FieldInfo::repeated(
-                "configuredStaticTarget",
-                "HostInternetScsiHbaStaticTarget",
-            ),
-            x::FieldInfo::optional("maxSpeedMb", "int"),
-            x::FieldInfo::optional("currentSpeedMb", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHba>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaAuthenticationCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("chapAuthSettable", "boolean"),
-            x::FieldInfo::required("krb5AuthSettable", "boolean"),
-            x::FieldInfo::required("srpAuthSettable", "boolean"),
-            x::FieldInfo::required("spkmAuthSettable", "boolean"),
-            x::FieldInfo::optional("mutualChapSettable", "boolean"),
-            x::FieldInfo::optional("targetChapSettable", "boolean"),
-            x::FieldInfo::optional("targetMutualChapSettable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaAuthenticationCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaAuthenticationProperties",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("chapAuthEnabled", "boolean"),
-            x::FieldInfo::optional("chapName", "string"),
-            x::FieldInfo::optional("chapSecret", "string"),
-            x::FieldInfo::optional("chapAuthenticationType", "string"),
-            x::FieldInfo::optional("chapInherited", "boolean"),
-            x::FieldInfo::optional("mutualChapName", "string"),
-            x::FieldInfo::optional("mutualChapSecret", "string"),
-            x::FieldInfo::optional("mutualChapAuthenticationType", "string"),
-            x::FieldInfo::optional("mutualChapInherited", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaAuthenticationProperties>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaChapAuthenticationType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["chapProhibited", "chapDiscouraged", "chapPreferred", "chapRequired"],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaChapAuthenticationType>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaDigestCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("headerDigestSettable", "boolean"),
-            x::FieldInfo::optional("dataDigestSettable", "boolean"),
-            x::FieldInfo::optional("targetHeaderDigestSettable", "boolean"),
-            x::FieldInfo::optional("targetDataDigestSettable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaDigestCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaDigestProperties",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("headerDigestType", "string"),
-            x::FieldInfo::optional("headerDigestInherited", "boolean"),
-            x::FieldInfo::optional("dataDigestType", "string"),
-            x::FieldInfo::optional("dataDigestInherited", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaDigestProperties>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaDigestType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "digestProhibited",
-            "digestDiscouraged",
-            "digestPreferred",
-            "digestRequired",
-        ],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaDigestType>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaDiscoveryCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("iSnsDiscoverySettable", "boolean"),
-            x::FieldInfo::required("slpDiscoverySettable", "boolean"),
-            x::FieldInfo::required("staticTargetDiscoverySettable", "boolean"),
-            x::FieldInfo::required("sendTargetsDiscoverySettable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaDiscoveryCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaDiscoveryProperties",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("iSnsDiscoveryEnabled", "boolean"),
-            x::FieldInfo::optional("iSnsDiscoveryMethod", "string"),
-            x::FieldInfo::optional("iSnsHost", "string"),
-            x::FieldInfo::required("slpDiscoveryEnabled", "boolean"),
-            x::FieldInfo::optional("slpDiscoveryMethod", "string"),
-            x::FieldInfo::optional("slpHost", "string"),
-            x::FieldInfo::required("staticTargetDiscoveryEnabled", "boolean"),
-            x::FieldInfo::required("sendTargetsDiscoveryEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaDiscoveryProperties>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaIPCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("addressSettable", "boolean"),
-            x::FieldInfo::required("ipConfigurationMethodSettable", "boolean"),
-            x::FieldInfo::required("subnetMaskSettable", "boolean"),
-            x::FieldInfo::required("defaultGatewaySettable", "boolean"),
-            x::FieldInfo::required("primaryDnsServerAddressSettable", "boolean"),
-            x::FieldInfo::required("alternateDnsServerAddressSettable", "boolean"),
-            x::FieldInfo::optional("ipv6Supported", "boolean"),
-            x::FieldInfo::optional("arpRedirectSettable", "boolean"),
-            x::FieldInfo::optional("mtuSettable", "boolean"),
-            x::FieldInfo::optional("hostNameAsTargetAddress", "boolean"),
-            x::FieldInfo::optional("nameAliasSettable", "boolean"),
-            x::FieldInfo::optional("ipv4EnableSettable", "boolean"),
-            x::FieldInfo::optional("ipv6EnableSettable", "boolean"),
-            x::FieldInfo::optional("ipv6PrefixLengthSettable", "boolean"),
-            x::FieldInfo::optional("ipv6PrefixLength", "int"),
-            x::FieldInfo::optional("ipv6DhcpConfigurationSettable", "boolean"),
-            x::FieldInfo::optional("ipv6LinkLocalAutoConfigurationSettable", "boolean"),
-            x::FieldInfo::optional(
-                "ipv6RouterAdvertisementConfigurationSettable",
-                "boolean",
-            ),
-            x::FieldInfo::optional("ipv6DefaultGatewaySettable", "boolean"),
-            x::FieldInfo::optional("ipv6MaxStaticAddressesSupported", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaIPCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaIPProperties",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("mac", "string"),
-            x::FieldInfo::optional("address", "string"),
-            x::FieldInfo::required("dhcpConfigurationEnabled", "boolean"),
-            x::FieldInfo::optional("subnetMask", "string"),
-            x::FieldInfo::optional("defaultGateway", "string"),
-            x::FieldInfo::optional("primaryDnsServerAddress", "string"),
-            x::FieldInfo::optional("alternateDnsServerAddress", "string"),
-            x::FieldInfo::optional("ipv6Address", "string"),
-            x::FieldInfo::optional("ipv6SubnetMask", "string"),
-            x::FieldInfo::optional("ipv6DefaultGateway", "string"),
-            x::FieldInfo::optional("arpRedirectEnabled", "boolean"),
-            x::FieldInfo::optional("mtu", "int"),
-            x::FieldInfo::optional("jumboFramesEnabled", "boolean"),
-            x::FieldInfo::optional("ipv4Enabled", "boolean"),
-            x::FieldInfo::optional("ipv6Enabled", "boolean"),
-            x::FieldInfo::optional("ipv6properties", "HostInternetScsiHbaIPv6Properties"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaIPProperties>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaIPv6Properties",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "iscsiIpv6Address",
-                "HostInternetScsiHbaIscsiIpv6Address",
-            ),
-            x::FieldInfo::optional("ipv6DhcpConfigurationEnabled", "boolean"),
-            x::FieldInfo::optional("ipv6LinkLocalAutoConfigurationEnabled", "boolean"),
-            x::FieldInfo::optional(
-                "ipv6RouterAdvertisementConfigurationEnabled",
-                "boolean",
-            ),
-            x::FieldInfo::optional("ipv6DefaultGateway", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaIPv6Properties>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaIscsiIpv6Address",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("address", "string"),
-            x::FieldInfo::required("prefixLength", "int"),
-            x::FieldInfo::required("origin", "string"),
-            x::FieldInfo::optional("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaIscsiIpv6Address>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["DHCP", "AutoConfigured", "Static", "Other"],
-        decode: Some(
-            x::decode_boxed::<
-                HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["add", "remove"],
-        decode: Some(
-            x::decode_boxed::<HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaNetworkBindingSupportType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["notsupported", "optional", "required"],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaNetworkBindingSupportType>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaParamValue",
-        base: Some("OptionValue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("isInherited", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaParamValue>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaSendTarget",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("address", "string"),
-            x::FieldInfo::optional("port", "int"),
-            x::FieldInfo::optional(
-                "authenticationProperties",
-                "HostInternetScsiHbaAuthenticationProperties",
-            ),
-            x::FieldInfo::optional(
-                "digestProperties",
-                "HostInternetScsiHbaDigestProperties",
-            ),
-            x::FieldInfo::repeated("supportedAdvancedOptions", "OptionDef"),
-            x::FieldInfo::repeated("advancedOptions", "HostInternetScsiHbaParamValue"),
-            x::FieldInfo::optional("parent", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaSendTarget>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaStaticTarget",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("address", "string"),
-            x::FieldInfo::optional("port", "int"),
-            x::FieldInfo::required("iScsiName", "string"),
-            x::FieldInfo::optional("discoveryMethod", "string"),
-            x::FieldInfo::optional(
-                "authenticationProperties",
-                "HostInternetScsiHbaAuthenticationProperties",
-            ),
-            x::FieldInfo::optional(
-                "digestProperties",
-                "HostInternetScsiHbaDigestProperties",
-            ),
-            x::FieldInfo::repeated("supportedAdvancedOptions", "OptionDef"),
-            x::FieldInfo::repeated("advancedOptions", "HostInternetScsiHbaParamValue"),
-            x::FieldInfo::optional("parent", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaStaticTarget>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaStaticTargetTargetDiscoveryMethod",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "staticMethod",
-            "sendTargetMethod",
-            "slpMethod",
-            "isnsMethod",
-            "unknownMethod",
-        ],
-        decode: Some(
-            x::decode_boxed::<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiHbaTargetSet",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("staticTargets", "HostInternetScsiHbaStaticTarget"),
-            x::FieldInfo::repeated("sendTargets", "HostInternetScsiHbaSendTarget"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiHbaTargetSet>),
-    },
-    x::TypeInfo {
-        name: "HostInternetScsiTargetTransport",
-        base: Some("HostTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("iScsiName", "string"),
-            x::FieldInfo::required("iScsiAlias", "string"),
-            x::FieldInfo::repeated("address", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInternetScsiTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostInventoryFull",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("capacity", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInventoryFull>),
-    },
-    x::TypeInfo {
-        name: "HostInventoryFullEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("capacity", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInventoryFullEvent>),
-    },
-    x::TypeInfo {
-        name: "HostInventoryUnreadableEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostInventoryUnreadableEvent>),
-    },
-    x::TypeInfo {
-        name: "HostIoFilterInfo",
-        base: Some("IoFilterInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("available", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIoFilterInfo>),
-    },
-    x::TypeInfo {
-        name: "HostIpChangedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldIP", "string"),
-            x::FieldInfo::required("newIP", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostIpConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dhcp", "boolean"),
-            x::FieldInfo::optional("ipAddress", "string"),
-            x::FieldInfo::optional("subnetMask", "string"),
-            x::FieldInfo::optional("ipV6Config", "HostIpConfigIpV6AddressConfiguration"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpConfig>),
-    },
-    x::TypeInfo {
-        name: "HostIpConfigIpV6Address",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ipAddress", "string"),
-            x::FieldInfo::required("prefixLength", "int"),
-            x::FieldInfo::optional("origin", "string"),
-            x::FieldInfo::optional("dadState", "string"),
-            x::FieldInfo::optional("lifetime", "dateTime"),
-            x::FieldInfo::optional("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpConfigIpV6Address>),
-    },
-    x::TypeInfo {
-        name: "HostIpConfigIpV6AddressConfigType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["other", "manual", "dhcp", "linklayer", "random"],
-        decode: Some(x::decode_boxed::<HostIpConfigIpV6AddressConfigType>),
-    },
-    x::TypeInfo {
-        name: "HostIpConfigIpV6AddressConfiguration",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("ipV6Address", "HostIpConfigIpV6Address"),
-            x::FieldInfo::optional("autoConfigurationEnabled", "boolean"),
-            x::FieldInfo::optional("dhcpV6Enabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpConfigIpV6AddressConfiguration>),
-    },
-    x::TypeInfo {
-        name: "HostIpConfigIpV6AddressStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "preferred",
-            "deprecated",
-            "invalid",
-            "inaccessible",
-            "unknown",
-            "tentative",
-            "duplicate",
-        ],
-        decode: Some(x::decode_boxed::<HostIpConfigIpV6AddressStatus>),
-    },
-    x::TypeInfo {
-        name: "HostIpInconsistentEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ipAddress", "string"),
-            x::FieldInfo::required("ipAddress2", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpInconsistentEvent>),
-    },
-    x::TypeInfo {
-        name: "HostIpRouteConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("defaultGateway", "string"),
-            x::FieldInfo::optional("gatewayDevice", "string"),
-            x::FieldInfo::optional("ipV6DefaultGateway", "string"),
-            x::FieldInfo::optional("ipV6GatewayDevice", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpRouteConfig>),
-    },
-    x::TypeInfo {
-        name: "HostIpRouteConfigSpec",
-        base: Some("HostIpRouteConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional(
-                "gatewayDeviceConnection",
-                "HostVirtualNicConnection",
-            ),
-            x::FieldInfo::optional(
-                "ipV6GatewayDeviceConnection",
-                "HostVirtualNicConnection",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpRouteConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostIpRouteEntry",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("network", "string"),
-            x::FieldInfo::required("prefixLength", "int"),
-            x::FieldInfo::required("gateway", "string"),
-            x::FieldInfo::optional("deviceName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpRouteEntry>),
-    },
-    x::TypeInfo {
-        name: "HostIpRouteOp",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("changeOperation", "string"),
-            x::FieldInfo::required("route", "HostIpRouteEntry"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpRouteOp>),
-    },
-    x::TypeInfo {
-        name: "HostIpRouteTableConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("ipRoute", "HostIpRouteOp"),
-            x::FieldInfo::repeated("ipv6Route", "HostIpRouteOp"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpRouteTableConfig>),
-    },
-    x::TypeInfo {
-        name: "HostIpRouteTableInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("ipRoute", "HostIpRouteEntry"),
-            x::FieldInfo::repeated("ipv6Route", "HostIpRouteEntry"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpRouteTableInfo>),
-    },
-    x::TypeInfo {
-        name: "HostIpToShortNameFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpToShortNameFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostIpmiInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("bmcIpAddress", "string"),
-            x::FieldInfo::optional("bmcMacAddress", "string"),
-            x::FieldInfo::optional("login", "string"),
-            x::FieldInfo::optional("password", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIpmiInfo>),
-    },
-    x::TypeInfo {
-        name: "HostIsolationIpPingFailedEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("isolationIp", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostIsolationIpPingFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostLicensableResourceInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("resource", "KeyAnyValue")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLicensableResourceInfo>),
-    },
-    x::TypeInfo {
-        name: "HostLicensableResourceKey",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "numCpuPackages",
-            "numCpuCores",
-            "memorySize",
-            "memoryForVms",
-            "numVmsStarted",
-            "numVmsStarting",
-        ],
-        decode: Some(x::decode_boxed::<HostLicensableResourceKey>),
-    },
-    x::TypeInfo {
-        name: "HostLicenseConnectInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("license", "LicenseManagerLicenseInfo"),
-            x::FieldInfo::required("evaluation", "LicenseManagerEvaluationInfo"),
-            x::FieldInfo::optional("resource", "HostLicensableResourceInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLicenseConnectInfo>),
-    },
-    x::TypeInfo {
-        name: "HostLicenseExpiredEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLicenseExpiredEvent>),
-    },
-    x::TypeInfo {
-        name: "HostLicenseSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("source", "LicenseSource"),
-            x::FieldInfo::optional("editionKey", "string"),
-            x::FieldInfo::repeated("disabledFeatureKey", "string"),
-            x::FieldInfo::repeated("enabledFeatureKey", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLicenseSpec>),
-    },
-    x::TypeInfo {
-        name: "HostListSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("hardware", "HostHardwareSummary"),
-            x::FieldInfo::optional("runtime", "HostRuntimeInfo"),
-            x::FieldInfo::required("config", "HostConfigSummary"),
-            x::FieldInfo::required("quickStats", "HostListSummaryQuickStats"),
-            x::FieldInfo::required("overallStatus", "ManagedEntityStatus"),
-            x::FieldInfo::required("rebootRequired", "boolean"),
-            x::FieldInfo::repeated("customValue", "CustomFieldValue"),
-            x::FieldInfo::optional("managementServerIp", "string"),
-            x::FieldInfo::optional("maxEVCModeKey", "string"),
-            x::FieldInfo::optional("currentEVCModeKey", "string"),
-            x::FieldInfo::optional("currentEVCGraphicsModeKey", "string"),
-            x::FieldInfo::optional("gateway", "HostListSummaryGatewaySummary"),
-            x::FieldInfo::optional("tpmAttestation", "HostTpmAttestationInfo"),
-            x::FieldInfo::repeated(
-                "trustAuthorityAttestationInfos",
-                "HostTrustAuthorityAttestationInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostListSummary>),
-    },
-    x::TypeInfo {
-        name: "HostListSummaryGatewaySummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("gatewayType", "string"),
-            x::FieldInfo::required("gatewayId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostListSummaryGatewaySummary>),
-    },
-    x::TypeInfo {
-        name: "HostListSummaryQuickStats",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("overallCpuUsage", "int"),
-            x::FieldInfo::optional("overallMemoryUsage", "int"),
-            x::FieldInfo::optional("distributedCpuFairness", "int"),
-            x::FieldInfo::optional("distributedMemoryFairness", "int"),
-            x::FieldInfo::optional("availablePMemCapacity", "int"),
-            x::FieldInfo::optional("uptime", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostListSummaryQuickStats>),
-    },
-    x::TypeInfo {
-        name: "HostListVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostLocalAuthenticationInfo",
-        base: Some("HostAuthenticationStoreInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLocalAuthenticationInfo>),
-    },
-    x::TypeInfo {
-        name: "HostLocalFileSystemVolume",
-        base: Some("HostFileSystemVolume"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("device", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLocalFileSystemVolume>),
-    },
-    x::TypeInfo {
-        name: "HostLocalFileSystemVolumeSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("localPath", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLocalFileSystemVolumeSpec>),
-    },
-    x::TypeInfo {
-        name: "HostLocalPortCreatedEvent",
-        base: Some("DvsEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostLocalPort", "DVSHostLocalPortInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLocalPortCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostLockdownMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["lockdownDisabled", "lockdownNormal", "lockdownStrict"],
-        decode: Some(x::decode_boxed::<HostLockdownMode>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerDiskLayoutSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("controllerType", "string"),
-            x::FieldInfo::required("busNumber", "int"),
-            x::FieldInfo::required("unitNumber", "int"),
-            x::FieldInfo::required("srcFilename", "string"),
-            x::FieldInfo::required("dstFilename", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerDiskLayoutSpec>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerFileDeleteResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fileName", "string"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileDeleteResult>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerFileDeleteSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fileName", "string"),
-            x::FieldInfo::required("fileType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileDeleteSpec>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerFileReserveResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("baseName", "string"),
-            x::FieldInfo::required("parentDir", "string"),
-            x::FieldInfo::required("reservedName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileReserveResult>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerFileReserveSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("baseName", "string"),
-            x::FieldInfo::required("parentDir", "string"),
-            x::FieldInfo::required("fileType", "string"),
-            x::FieldInfo::required("storageProfile", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileReserveSpec>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerFileType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["File", "VirtualDisk", "Directory"],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileType>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerReloadTarget",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["currentConfig", "snapshotConfig"],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerReloadTarget>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerSnapshotLayoutSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "int"),
-            x::FieldInfo::required("srcFilename", "string"),
-            x::FieldInfo::required("dstFilename", "string"),
-            x::FieldInfo::repeated(
-                "disk",
-                "HostLowLevelProvisioningManagerDiskLayoutSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<HostLowLevelProvisioningManagerSnapshotLayoutSpec>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerVmMigrationStatus",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("migrationId", "long"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("source", "boolean"),
-            x::FieldInfo::required("consideredSuccessful", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerVmMigrationStatus>),
-    },
-    x::TypeInfo {
-        name: "HostLowLevelProvisioningManagerVmRecoveryInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::required("biosUUID", "string"),
-            x::FieldInfo::required("instanceUUID", "string"),
-            x::FieldInfo::optional("ftInfo", "FaultToleranceConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostLowLevelProvisioningManagerVmRecoveryInfo>),
-    },
-    x::TypeInfo {
-        name: "HostMaintenanceSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vsanMode", "VsanHostDecommissionMode"),
-            x::FieldInfo::optional("purpose", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMaintenanceSpec>),
-    },
-    x::TypeInfo {
-        name: "HostMaintenanceSpecPurpose",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["hostUpgrade"],
-        decode: Some(x::decode_boxed::<HostMaintenanceSpecPurpose>),
-    },
-    x::TypeInfo {
-        name: "HostMemberHealthCheckResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("summary", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMemberHealthCheckResult>),
-    },
-    x::TypeInfo {
-        name: "HostMemberRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("status", "string"),
-            x::FieldInfo::optional("statusDetail", "string"),
-            x::FieldInfo::optional("nsxtStatus", "string"),
-            x::FieldInfo::optional("nsxtStatusDetail", "string"),
-            x::FieldInfo::repeated("healthCheckResult", "HostMemberHealthCheckResult"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMemberRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "HostMemberUplinkHealthCheckResult",
-        base: Some("HostMemberHealthCheckResult"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("uplinkPortKey", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMemberUplinkHealthCheckResult>),
-    },
-    x::TypeInfo {
-        name: "HostMemoryProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMemoryProfile>),
-    },
-    x::TypeInfo {
-        name: "HostMemorySpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("serviceConsoleReservation", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMemorySpec>),
-    },
-    x::TypeInfo {
-        name: "HostMemoryTierFlags",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["memoryTier", "persistentTier", "cachingTier"],
-        decode: Some(x::decode_boxed::<HostMemoryTierFlags>),
-    },
-    x::TypeInfo {
-        name: "HostMemoryTierInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::repeated("flags", "string"),
-            x::FieldInfo::required("size", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMemoryTierInfo>),
-    },
-    x::TypeInfo {
-        name: "HostMemoryTierType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["DRAM", "PMem"],
-        decode: Some(x::decode_boxed::<HostMemoryTierType>),
-    },
-    x::TypeInfo {
-        name: "HostMemoryTieringType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["noTiering", "hardwareTiering"],
-        decode: Some(x::decode_boxed::<HostMemoryTieringType>),
-    },
-    x::TypeInfo {
-        name: "HostMissingNetworksEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("ips", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMissingNetworksEvent>),
-    },
-    x::TypeInfo {
-        name: "HostMonitoringStateChangedEvent",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("state", "string"),
-            x::FieldInfo::optional("prevState", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMonitoringStateChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostMountInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("path", "string"),
-            x::FieldInfo::required("accessMode", "string"),
-            x::FieldInfo::optional("mounted", "boolean"),
-            x::FieldInfo::optional("accessible", "boolean"),
-            x::FieldInfo::optional("inaccessibleReason", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMountInfo>),
-    },
-    x::TypeInfo {
-        name: "HostMountInfoInaccessibleReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["AllPathsDown_Start", "AllPathsDown_Timeout", "PermanentDeviceLoss"],
-        decode: Some(x::decode_boxed::<HostMountInfoInaccessibleReason>),
-    },
-    x::TypeInfo {
-        name: "HostMountMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["readWrite", "readOnly"],
-        decode: Some(x::decode_boxed::<HostMountMode>),
-    },
-    x::TypeInfo {
-        name: "HostMultipathInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("lun", "HostMultipathInfoLogicalUnit")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMultipathInfo>),
-    },
-    x::TypeInfo {
-        name: "HostMultipathInfoFixedLogicalUnitPolicy",
-        base: Some("HostMultipathInfoLogicalUnitPolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("prefer", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMultipathInfoFixedLogicalUnitPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostMultipathInfoHppLogicalUnitPolicy",
-        base: Some("HostMultipathInfoLogicalUnitPolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("bytes", "long"),
-            x::FieldInfo::optional("iops", "long"),
-            x::FieldInfo::optional("path", "string"),
-            x::FieldInfo::optional("latencyEvalTime", "long"),
-            x::FieldInfo::optional("samplingIosPerPath", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMultipathInfoHppLogicalUnitPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostMultipathInfoLogicalUnit",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("lun", "string"),
-            x::FieldInfo::repeated("path", "HostMultipathInfoPath"),
-            x::FieldInfo::required("policy", "HostMultipathInfoLogicalUnitPolicy"),
-            x::FieldInfo::optional(
-                "storageArrayTypePolicy",
-                "HostMultipathInfoLogicalUnitStorageArrayTypePolicy",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMultipathInfoLogicalUnit>),
-    },
-    x::TypeInfo {
-        name: "HostMultipathInfoLogicalUnitPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("policy", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMultipathInfoLogicalUnitPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostMultipathInfoLogicalUnitStorageArrayTypePolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("policy", "string")],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<HostMultipathInfoLogicalUnitStorageArrayTypePolicy>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostMultipathInfoPath",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("pathState", "string"),
-            x::FieldInfo::optional("state", "string"),
-            x::FieldInfo::optional("isWorkingPath", "boolean"),
-            x::FieldInfo::required("adapter", "string"),
-            x::FieldInfo::required("lun", "string"),
-            x::FieldInfo::optional("transport", "HostTargetTransport"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMultipathInfoPath>),
-    },
-    x::TypeInfo {
-        name: "HostMultipathStateInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("path", "HostMultipathStateInfoPath")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMultipathStateInfo>),
-    },
-    x::TypeInfo {
-        name: "HostMultipathStateInfoPath",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("pathState", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostMultipathStateInfoPath>),
-    },
-    x::TypeInfo {
-        name: "HostNasVolume",
-        base: Some("HostFileSystemVolume"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("remoteHost", "string"),
-            x::FieldInfo::required("remotePath", "string"),
-            x::FieldInfo::optional("userName", "string"),
-            x::FieldInfo::repeated("remoteHostNames", "string"),
-            x::FieldInfo::optional("securityType", "string"),
-            x::FieldInfo::optional("protocolEndpoint", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNasVolume>),
-    },
-    x::TypeInfo {
-        name: "HostNasVolumeConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("changeOperation", "string"),
-            x::FieldInfo::optional("spec", "HostNasVolumeSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNasVolumeConfig>),
-    },
-    x::TypeInfo {
-        name: "HostNasVolumeSecurityType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["AUTH_SYS", "SEC_KRB5", "SEC_KRB5I"],
-        decode: Some(x::decode_boxed::<HostNasVolumeSecurityType>),
-    },
-    x::TypeInfo {
-        name: "HostNasVolumeSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("remoteHost", "string"),
-            x::FieldInfo::required("remotePath", "string"),
-            x::FieldInfo::required("localPath", "string"),
-            x::FieldInfo::required("accessMode", "string"),
-            x::FieldInfo::optional("type", "string"),
-            x::FieldInfo::optional("userName", "string"),
-            x::FieldInfo::optional("password", "string"),
-            x::FieldInfo::repeated("remoteHostNames", "string"),
-            x::FieldInfo::optional("securityType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNasVolumeSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNasVolumeUserInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("user", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNasVolumeUserInfo>),
-    },
-    x::TypeInfo {
-        name: "HostNatService",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("spec", "HostNatServiceSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNatService>),
-    },
-    x::TypeInfo {
-        name: "HostNatServiceConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("changeOperation", "string"),
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("spec", "HostNatServiceSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNatServiceConfig>),
-    },
-    x::TypeInfo {
-        name: "HostNatServiceNameServiceSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dnsAutoDetect", "boolean"),
-            x::FieldInfo::required("dnsPolicy", "string"),
-            x::FieldInfo::required("dnsRetries", "int"),
-            x::FieldInfo::required("dnsTimeout", "int"),
-            x::FieldInfo::repeated("dnsNameServer", "string"),
-            x::FieldInfo::required("nbdsTimeout", "int"),
-            x::FieldInfo::required("nbnsRetries", "int"),
-            x::FieldInfo::required("nbnsTimeout", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNatServiceNameServiceSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNatServicePortForwardSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("hostPort", "int"),
-            x::FieldInfo::required("guestPort", "int"),
-            x::FieldInfo::required("guestIpAddress", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNatServicePortForwardSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNatServiceSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("virtualSwitch", "string"),
-            x::FieldInfo::required("activeFtp", "boolean"),
-            x::FieldInfo::required("allowAnyOui", "boolean"),
-            x::FieldInfo::required("configPort", "boolean"),
-            x::FieldInfo::required("ipGatewayAddress", "string"),
-            x::FieldInfo::required("udpTimeout", "int"),
-            x::FieldInfo::repeated("portForward", "HostNatServicePortForwardSpec"),
-            x::FieldInfo::optional("nameService", "HostNatServiceNameServiceSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNatServiceSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNetCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("canSetPhysicalNicLinkSpeed", "boolean"),
-            x::FieldInfo::required("supportsNicTeaming", "boolean"),
-            x::FieldInfo::repeated("nicTeamingPolicy", "string"),
-            x::FieldInfo::required("supportsVlan", "boolean"),
-            x::FieldInfo::required("usesServiceConsoleNic", "boolean"),
-            x::FieldInfo::required("supportsNetworkHints", "boolean"),
-            x::FieldInfo::optional("maxPortGroupsPerVswitch", "int"),
-            x::FieldInfo::required("vswitchConfigSupported", "boolean"),
-            x::FieldInfo::required("vnicConfigSupported", "boolean"),
-            x::FieldInfo::required("ipRouteConfigSupported", "boolean"),
-            x::FieldInfo::required("dnsConfigSupported", "boolean"),
-            x::FieldInfo::required("dhcpOnVnicSupported", "boolean"),
-            x::FieldInfo::optional("ipV6Supported", "boolean"),
-            x::FieldInfo::optional("backupNfcNiocSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HostNetOffloadCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("csumOffload", "boolean"),
-            x::FieldInfo::optional("tcpSegmentation", "boolean"),
-            x::FieldInfo::optional("zeroCopyXmit", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetOffloadCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HostNetStackInstance",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("dnsConfig", "HostDnsConfig"),
-            x::FieldInfo::optional("ipRouteConfig", "HostIpRouteConfig"),
-            x::FieldInfo::optional("requestedMaxNumberOfConnections", "int"),
-            x::FieldInfo::optional("congestionControlAlgorithm", "string"),
-            x::FieldInfo::optional("ipV6Enabled", "boolean"),
-            x::FieldInfo::optional("routeTableConfig", "HostIpRouteTableConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetStackInstance>),
-    },
-    x::TypeInfo {
-        name: "HostNetStackInstanceCongestionControlAlgorithmType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["newreno", "cubic"],
-        decode: Some(
-            x::decode_boxed::<HostNetStackInstanceCongestionControlAlgorithmType>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostNetStackInstanceSystemStackKey",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["defaultTcpipStack", "vmotion", "vSphereProvisioning"],
-        decode: Some(x::decode_boxed::<HostNetStackInstanceSystemStackKey>),
-    },
-    x::TypeInfo {
-        name: "HostNetworkConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("vswitch", "HostVirtualSwitchConfig"),
-            x::FieldInfo::repeated("proxySwitch", "HostProxySwitchConfig"),
-            x::FieldInfo::repeated("portgroup", "HostPortGroupConfig"),
-            x::FieldInfo::repeated("pnic", "PhysicalNicConfig"),
-            x::FieldInfo::repeated("vnic", "HostVirtualNicConfig"),
-            x::FieldInfo::repeated("consoleVnic", "HostVirtualNicConfig"),
-            x::FieldInfo::optional("dnsConfig", "HostDnsConfig"),
-            x::FieldInfo::optional("ipRouteConfig", "HostIpRouteConfig"),
-            x::FieldInfo::optional("consoleIpRouteConfig", "HostIpRouteConfig"),
-            x::FieldInfo::optional("routeTableConfig", "HostIpRouteTableConfig"),
-            x::FieldInfo::repeated("dhcp", "HostDhcpServiceConfig"),
-            x::FieldInfo::repeated("nat", "HostNatServiceConfig"),
-            x::FieldInfo::optional("ipV6Enabled", "boolean"),
-            x::FieldInfo::repeated("netStackSpec", "HostNetworkConfigNetStackSpec"),
-            x::FieldInfo::optional("migrationStatus", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetworkConfig>),
-    },
-    x::TypeInfo {
-        name: "HostNetworkConfigNetStackSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("netStackInstance", "HostNetStackInstance"),
-            x::FieldInfo::optional("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetworkConfigNetStackSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNetworkConfigResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("vnicDevice", "string"),
-            x::FieldInfo::repeated("consoleVnicDevice", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetworkConfigResult>),
-    },
-    x::TypeInfo {
-        name: "HostNetworkInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("vswitch", "HostVirtualSwitch"),
-            x::FieldInfo::repeated("proxySwitch", "HostProxySwitch"),
-            x::FieldInfo::repeated("portgroup", "HostPortGroup"),
-            x::FieldInfo::repeated("pnic", "PhysicalNic"),
-            x::FieldInfo::repeated("rdmaDevice", "HostRdmaDevice"),
-            x::FieldInfo::repeated("vnic", "HostVirtualNic"),
-            x::FieldInfo::repeated("consoleVnic", "HostVirtualNic"),
-            x::FieldInfo::optional("dnsConfig", "HostDnsConfig"),
-            x::FieldInfo::optional("ipRouteConfig", "HostIpRouteConfig"),
-            x::FieldInfo::optional("consoleIpRouteConfig", "HostIpRouteConfig"),
-            x::FieldInfo::optional("routeTableInfo", "HostIpRouteTableInfo"),
-            x::FieldInfo::repeated("dhcp", "HostDhcpService"),
-            x::FieldInfo::repeated("nat", "HostNatService"),
-            x::FieldInfo::optional("ipV6Enabled", "boolean"),
-            x::FieldInfo::optional("atBootIpV6Enabled", "boolean"),
-            x::FieldInfo::repeated("netStackInstance", "HostNetStackInstance"),
-            x::FieldInfo::repeated("opaqueSwitch", "HostOpaqueSwitch"),
-            x::FieldInfo::repeated("opaqueNetwork", "HostOpaqueNetworkInfo"),
-            x::FieldInfo::optional("nsxTransportNodeId", "string"),
-            x::FieldInfo::optional("nvdsToVdsMigrationRequired", "boolean"),
-            x::FieldInfo::optional("migrationStatus", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetworkInfo>),
-    },
-    x::TypeInfo {
-        name: "HostNetworkPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("security", "HostNetworkSecurityPolicy"),
-            x::FieldInfo::optional("nicTeaming", "HostNicTeamingPolicy"),
-            x::FieldInfo::optional("offloadPolicy", "HostNetOffloadCapabilities"),
-            x::FieldInfo::optional("shapingPolicy", "HostNetworkTrafficShapingPolicy"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetworkPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostNetworkResourceRuntime",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("pnicResourceInfo", "HostPnicNetworkResourceInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetworkResourceRuntime>),
-    },
-    x::TypeInfo {
-        name: "HostNetworkSecurityPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("allowPromiscuous", "boolean"),
-            x::FieldInfo::optional("macChanges", "boolean"),
-            x::FieldInfo::optional("forgedTransmits", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetworkSecurityPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostNetworkTrafficShapingPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("averageBandwidth", "long"),
-            x::FieldInfo::optional("peakBandwidth", "long"),
-            x::FieldInfo::optional("burstSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNetworkTrafficShapingPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostNewNetworkConnectInfo",
-        base: Some("HostConnectInfoNetworkInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNewNetworkConnectInfo>),
-    },
-    x::TypeInfo {
-        name: "HostNfcConnectionInfo",
-        base: Some("HostDataTransportConnectionInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("streamingMemoryConsumed", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNfcConnectionInfo>),
-    },
-    x::TypeInfo {
-        name: "HostNicFailureCriteria",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("checkSpeed", "string"),
-            x::FieldInfo::optional("speed", "int"),
-            x::FieldInfo::optional("checkDuplex", "boolean"),
-            x::FieldInfo::optional("fullDuplex", "boolean"),
-            x::FieldInfo::optional("checkErrorPercent", "boolean"),
-            x::FieldInfo::optional("percentage", "int"),
-            x::FieldInfo::optional("checkBeacon", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNicFailureCriteria>),
-    },
-    x::TypeInfo {
-        name: "HostNicOrderPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("activeNic", "string"),
-            x::FieldInfo::repeated("standbyNic", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNicOrderPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostNicTeamingPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("policy", "string"),
-            x::FieldInfo::optional("reversePolicy", "boolean"),
-            x::FieldInfo::optional("notifySwitches", "boolean"),
-            x::FieldInfo::optional("rollingOrder", "boolean"),
-            x::FieldInfo::optional("failureCriteria", "HostNicFailureCriteria"),
-            x::FieldInfo::optional("nicOrder", "HostNicOrderPolicy"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNicTeamingPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostNoAvailableNetworksEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("ips", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNoAvailableNetworksEvent>),
-    },
-    x::TypeInfo {
-        name: "HostNoHAEnabledPortGroupsEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNoHAEnabledPortGroupsEvent>),
-    },
-    x::TypeInfo {
-        name: "HostNoRedundantManagementNetworkEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNoRedundantManagementNetworkEvent>),
-    },
-    x::TypeInfo {
-        name: "HostNonCompliantEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNonCompliantEvent>),
-    },
-    x::TypeInfo {
-        name: "HostNotConnected",
-        base: Some("HostCommunication"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNotConnected>),
-    },
-    x::TypeInfo {
-        name: "HostNotInClusterEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNotInClusterEvent>),
-    },
-    x::TypeInfo {
-        name: "HostNotReachable",
-        base: Some("HostCommunication"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNotReachable>),
-    },
-    x::TypeInfo {
-        name: "HostNtpConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("server", "string"),
-            x::FieldInfo::repeated("configFile", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNtpConfig>),
-    },
-    x::TypeInfo {
-        name: "HostNumaInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("numNodes", "int"),
-            x::FieldInfo::repeated("numaNode", "HostNumaNode"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNumaInfo>),
-    },
-    x::TypeInfo {
-        name: "HostNumaNode",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("typeId", "byte"),
-            x::FieldInfo::repeated("cpuID", "short"),
-            x::FieldInfo::required("memoryRangeBegin", "long"),
-            x::FieldInfo::required("memoryRangeLength", "long"),
-            x::FieldInfo::repeated("pciId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNumaNode>),
-    },
-    x::TypeInfo {
-        name: "HostNumericSensorHealthState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["unknown", "green", "yellow", "red"],
-        decode: Some(x::decode_boxed::<HostNumericSensorHealthState>),
-    },
-    x::TypeInfo {
-        name: "HostNumericSensorInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("healthState", "ElementDescription"),
-            x::FieldInfo::required("currentReading", "long"),
-            x::FieldInfo::required("unitModifier", "int"),
-            x::FieldInfo::required("baseUnits", "string"),
-            x::FieldInfo::optional("rateUnits", "string"),
-            x::FieldInfo::required("sensorType", "string"),
-            x::FieldInfo::optional("id", "string"),
-            x::FieldInfo::optional("timeStamp", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNumericSensorInfo>),
-    },
-    x::TypeInfo {
-        name: "HostNumericSensorType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "fan",
-            "power",
-            "temperature",
-            "voltage",
-            "other",
-            "processor",
-            "memory",
-            "storage",
-            "systemBoard",
-            "battery",
-            "bios",
-            "cable",
-            "watchdog",
-        ],
-        decode: Some(x::decode_boxed::<HostNumericSensorType>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeConnectSpec",
-        base: Some("HostNvmeSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("subnqn", "string"),
-            x::FieldInfo::optional("controllerId", "int"),
-            x::FieldInfo::optional("adminQueueSize", "int"),
-            x::FieldInfo::optional("keepAliveTimeout", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeConnectSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeController",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("controllerNumber", "int"),
-            x::FieldInfo::required("subnqn", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("associatedAdapter", "string"),
-            x::FieldInfo::required("transportType", "string"),
-            x::FieldInfo::required("fusedOperationSupported", "boolean"),
-            x::FieldInfo::required("numberOfQueues", "int"),
-            x::FieldInfo::required("queueSize", "int"),
-            x::FieldInfo::repeated("attachedNamespace", "HostNvmeNamespace"),
-            x::FieldInfo::optional("vendorId", "string"),
-            x::FieldInfo::optional("model", "string"),
-            x::FieldInfo::optional("serialNumber", "string"),
-            x::FieldInfo::optional("firmwareVersion", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeController>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeDisconnectSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hbaName", "string"),
-            x::FieldInfo::optional("subnqn", "string"),
-            x::FieldInfo::optional("controllerNumber", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeDisconnectSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeDiscoverSpec",
-        base: Some("HostNvmeSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("autoConnect", "boolean"),
-            x::FieldInfo::optional("rootDiscoveryController", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeDiscoverSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeDiscoveryLog",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("entry", "HostNvmeDiscoveryLogEntry"),
-            x::FieldInfo::required("complete", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeDiscoveryLog>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeDiscoveryLogEntry",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("subnqn", "string"),
-            x::FieldInfo::required("subsystemType", "string"),
-            x::FieldInfo::required("subsystemPortId", "int"),
-            x::FieldInfo::required("controllerId", "int"),
-            x::FieldInfo::required("adminQueueMaxSize", "int"),
-            x::FieldInfo::required("transportParameters", "HostNvmeTransportParameters"),
-            x::FieldInfo::required("transportRequirements", "string"),
-            x::FieldInfo::required("connected", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeDiscoveryLogEntry>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeDiscoveryLogSubsystemType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["discovery", "nvm"],
-        decode: Some(x::decode_boxed::<HostNvmeDiscoveryLogSubsystemType>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeDiscoveryLogTransportRequirements",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "secureChannelRequired",
-            "secureChannelNotRequired",
-            "requirementsNotSpecified",
-        ],
-        decode: Some(x::decode_boxed::<HostNvmeDiscoveryLogTransportRequirements>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeNamespace",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("id", "int"),
-            x::FieldInfo::required("blockSize", "int"),
-            x::FieldInfo::required("capacityInBlocks", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeNamespace>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeOpaqueTransportParameters",
-        base: Some("HostNvmeTransportParameters"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("trtype", "string"),
-            x::FieldInfo::required("traddr", "string"),
-            x::FieldInfo::required("adrfam", "string"),
-            x::FieldInfo::required("trsvcid", "string"),
-            x::FieldInfo::required("tsas", "base64Binary"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeOpaqueTransportParameters>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeOverFibreChannelParameters",
-        base: Some("HostNvmeTransportParameters"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("nodeWorldWideName", "long"),
-            x::FieldInfo::required("portWorldWideName", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeOverFibreChannelParameters>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeOverRdmaParameters",
-        base: Some("HostNvmeTransportParameters"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("address", "string"),
-            x::FieldInfo::optional("addressFamily", "string"),
-            x::FieldInfo::optional("portNumber", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeOverRdmaParameters>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeOverTcpParameters",
-        base: Some("HostNvmeTransportParameters"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("address", "string"),
-            x::FieldInfo::optional("portNumber", "int"),
-            x::FieldInfo::optional("digestVerification", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeOverTcpParameters>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hbaName", "string"),
-            x::FieldInfo::required("transportParameters", "HostNvmeTransportParameters"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeSpec>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeTopology",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("adapter", "HostNvmeTopologyInterface")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeTopology>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeTopologyInterface",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("adapter", "string"),
-            x::FieldInfo::repeated("connectedController", "HostNvmeController"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeTopologyInterface>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeTransportParameters",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostNvmeTransportParameters>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeTransportParametersNvmeAddressFamily",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["ipv4", "ipv6", "infiniBand", "fc", "loopback", "unknown"],
-        decode: Some(x::decode_boxed::<HostNvmeTransportParametersNvmeAddressFamily>),
-    },
-    x::TypeInfo {
-        name: "HostNvmeTransportType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["pcie", "fibreChannel", "rdma", "tcp", "loopback", "unsupported"],
-        decode: Some(x::decode_boxed::<HostNvmeTransportType>),
-    },
-    x::TypeInfo {
-        name: "HostOpaqueNetworkInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("opaqueNetworkId", "string"),
-            x::FieldInfo::required("opaqueNetworkName", "string"),
-            x::FieldInfo::required("opaqueNetworkType", "string"),
-            x::FieldInfo::repeated("pnicZone", "string"),
-            x::FieldInfo::optional("capability", "OpaqueNetworkCapability"),
-            x::FieldInfo::repeated("extraConfig", "OptionValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostOpaqueNetworkInfo>),
-    },
-    x::TypeInfo {
-        name: "HostOpaqueSwitch",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::repeated("pnic", "string"),
-            x::FieldInfo::repeated("pnicZone", "HostOpaqueSwitchPhysicalNicZone"),
-            x::FieldInfo::optional("status", "string"),
-            x::FieldInfo::repeated("vtep", "HostVirtualNic"),
-            x::FieldInfo::repeated("extraConfig", "OptionValue"),
-            x::FieldInfo::repeated("featureCapability", "HostFeatureCapability"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostOpaqueSwitch>),
-    },
-    x::TypeInfo {
-        name: "HostOpaqueSwitchOpaqueSwitchState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["up", "warning", "down", "maintenance"],
-        decode: Some(x::decode_boxed::<HostOpaqueSwitchOpaqueSwitchState>),
-    },
-    x::TypeInfo {
-        name: "HostOpaqueSwitchPhysicalNicZone",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::repeated("pnicDevice", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostOpaqueSwitchPhysicalNicZone>),
-    },
-    x::TypeInfo {
-        name: "HostOvercommittedEvent",
-        base: Some("ClusterOvercommittedEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostOvercommittedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostPMemVolume",
-        base: Some("HostFileSystemVolume"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::required("version", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPMemVolume>),
-    },
-    x::TypeInfo {
-        name: "HostParallelScsiHba",
-        base: Some("HostHostBusAdapter"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostParallelScsiHba>),
-    },
-    x::TypeInfo {
-        name: "HostParallelScsiTargetTransport",
-        base: Some("HostTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostParallelScsiTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostPatchManagerInstallState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["hostRestarted", "imageActive"],
-        decode: Some(x::decode_boxed::<HostPatchManagerInstallState>),
-    },
-    x::TypeInfo {
-        name: "HostPatchManagerIntegrityStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "validated",
-            "keyNotFound",
-            "keyRevoked",
-            "keyExpired",
-            "digestMismatch",
-            "notEnoughSignatures",
-            "validationError",
-        ],
-        decode: Some(x::decode_boxed::<HostPatchManagerIntegrityStatus>),
-    },
-    x::TypeInfo {
-        name: "HostPatchManagerLocator",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("url", "string"),
-            x::FieldInfo::optional("proxy", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPatchManagerLocator>),
-    },
-    x::TypeInfo {
-        name: "HostPatchManagerPatchManagerOperationSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("proxy", "string"),
-            x::FieldInfo::optional("port", "int"),
-            x::FieldInfo::optional("userName", "string"),
-            x::FieldInfo::optional("password", "string"),
-            x::FieldInfo::optional("cmdOption", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPatchManagerPatchManagerOperationSpec>),
-    },
-    x::TypeInfo {
-        name: "HostPatchManagerReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "obsoleted",
-            "missingPatch",
-            "missingLib",
-            "hasDependentPatch",
-            "conflictPatch",
-            "conflictLib",
-        ],
-        decode: Some(x::decode_boxed::<HostPatchManagerReason>),
-    },
-    x::TypeInfo {
-        name: "HostPatchManagerResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::repeated("status", "HostPatchManagerStatus"),
-            x::FieldInfo::optional("xmlResult", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPatchManagerResult>),
-    },
-    x::TypeInfo {
-        name: "HostPatchManagerStatus",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("applicable", "boolean"),
-            x::FieldInfo::repeated("reason", "string"),
-            x::FieldInfo::optional("integrity", "string"),
-            x::FieldInfo::required("installed", "boolean"),
-            x::FieldInfo::repeated("installState", "string"),
-            x::FieldInfo::repeated(
-                "prerequisitePatch",
-                "HostPatchManagerStatusPrerequisitePatch",
-            ),
-            x::FieldInfo::required("restartRequired", "boolean"),
-            x::FieldInfo::required("reconnectRequired", "boolean"),
-            x::FieldInfo::required("vmOffRequired", "boolean"),
-            x::FieldInfo::repeated("supersededPatchIds", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPatchManagerStatus>),
-    },
-    x::TypeInfo {
-        name: "HostPatchManagerStatusPrerequisitePatch",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::repeated("installState", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPatchManagerStatusPrerequisitePatch>),
-    },
-    x::TypeInfo {
-        name: "HostPathSelectionPolicyOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("policy", "ElementDescription")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPathSelectionPolicyOption>),
-    },
-    x::TypeInfo {
-        name: "HostPciDevice",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("classId", "short"),
-            x::FieldInfo::required("bus", "byte"),
-            x::FieldInfo::required("slot", "byte"),
-            x::FieldInfo::required("function", "byte"),
-            x::FieldInfo::required("vendorId", "short"),
-            x::FieldInfo::required("subVendorId", "short"),
-            x::FieldInfo::required("vendorName", "string"),
-            x::FieldInfo::required("deviceId", "short"),
-            x::FieldInfo::required("subDeviceId", "short"),
-            x::FieldInfo::optional("parentBridge", "string"),
-            x::FieldInfo::required("deviceName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPciDevice>),
-    },
-    x::TypeInfo {
-        name: "HostPciPassthruConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("passthruEnabled", "boolean"),
-            x::FieldInfo::optional("applyNow", "boolean"),
-            x::FieldInfo::optional("hardwareLabel", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPciPassthruConfig>),
-    },
-    x::TypeInfo {
-        name: "HostPciPassthruInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("dependentDevice", "string"),
-            x::FieldInfo::required("passthruEnabled", "boolean"),
-            x::FieldInfo::required("passthruCapable", "boolean"),
-            x::FieldInfo::required("passthruActive", "boolean"),
-            x::FieldInfo::optional("hardwareLabel", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPciPassthruInfo>),
-    },
-    x::TypeInfo {
-        name: "HostPcieHba",
-        base: Some("HostHostBusAdapter"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPcieHba>),
-    },
-    x::TypeInfo {
-        name: "HostPcieTargetTransport",
-        base: Some("HostTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPcieTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostPersistentMemoryInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("capacityInMB", "long"),
-            x::FieldInfo::optional("volumeUUID", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPersistentMemoryInfo>),
-    },
-    x::TypeInfo {
-        name: "HostPlacedVirtualNicIdentifier",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vnicKey", "string"),
-            x::FieldInfo::optional("reservation", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPlacedVirtualNicIdentifier>),
-    },
-    x::TypeInfo {
-        name: "HostPlugStoreTopology",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("adapter", "HostPlugStoreTopologyAdapter"),
-            x::FieldInfo::repeated("path", "HostPlugStoreTopologyPath"),
-            x::FieldInfo::repeated("target", "HostPlugStoreTopologyTarget"),
-            x::FieldInfo::repeated("device", "HostPlugStoreTopologyDevice"),
-            x::FieldInfo::repeated("plugin", "HostPlugStoreTopologyPlugin"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPlugStoreTopology>),
-    },
-    x::TypeInfo {
-        name: "HostPlugStoreTopologyAdapter",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("adapter", "string"),
-            x::FieldInfo::repeated("path", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPlugStoreTopologyAdapter>),
-    },
-    x::TypeInfo {
-        name: "HostPlugStoreTopologyDevice",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("lun", "string"),
-            x::FieldInfo::repeated("path", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPlugStoreTopologyDevice>),
-    },
-    x::TypeInfo {
-        name: "HostPlugStoreTopologyPath",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("channelNumber", "int"),
-            x::FieldInfo::optional("targetNumber", "int"),
-            x::FieldInfo::optional("lunNumber", "int"),
-            x::FieldInfo::optional("adapter", "string"),
-            x::FieldInfo::optional("target", "string"),
-            x::FieldInfo::optional("device", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPlugStoreTopologyPath>),
-    },
-    x::TypeInfo {
-        name: "HostPlugStoreTopologyPlugin",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::repeated("device", "string"),
-            x::FieldInfo::repeated("claimedPath", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPlugStoreTopologyPlugin>),
-    },
-    x::TypeInfo {
-        name: "HostPlugStoreTopologyTarget",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("transport", "HostTargetTransport"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPlugStoreTopologyTarget>),
-    },
-    x::TypeInfo {
-        name: "HostPnicNetworkResourceInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("pnicDevice", "string"),
-            x::FieldInfo::optional("availableBandwidthForVMTraffic", "long"),
-            x::FieldInfo::optional("unusedBandwidthForVMTraffic", "long"),
-            x::FieldInfo::repeated("placedVirtualNics", "HostPlacedVirtualNicIdentifier"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPnicNetworkResourceInfo>),
-    },
-    x::TypeInfo {
-        name: "HostPortGroup",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::repeated("port", "HostPortGroupPort"),
-            x::FieldInfo::optional("vswitch", "string"),
-            x::FieldInfo::required("computedPolicy", "HostNetworkPolicy"),
-            x::FieldInfo::required("spec", "HostPortGroupSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPortGroup>),
-    },
-    x::TypeInfo {
-        name: "HostPortGroupConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("changeOperation", "string"),
-            x::FieldInfo::optional("spec", "HostPortGroupSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPortGroupConfig>),
-    },
-    x::TypeInfo {
-        name: "HostPortGroupPort",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::repeated("mac", "string"),
-            x::FieldInfo::required("type", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPortGroupPort>),
-    },
-    x::TypeInfo {
-        name: "HostPortGroupProfile",
-        base: Some("PortGroupProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ipConfig", "IpAddressProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPortGroupProfile>),
-    },
-    x::TypeInfo {
-        name: "HostPortGroupSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("vlanId", "int"),
-            x::FieldInfo::required("vswitchName", "string"),
-            x::FieldInfo::required("policy", "HostNetworkPolicy"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPortGroupSpec>),
-    },
-    x::TypeInfo {
-        name: "HostPosixAccountSpec",
-        base: Some("HostAccountSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("posixId", "int"),
-            x::FieldInfo::optional("shellAccess", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPosixAccountSpec>),
-    },
-    x::TypeInfo {
-        name: "HostPowerOpFailed",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPowerOpFailed>),
-    },
-    x::TypeInfo {
-        name: "HostPowerOperationType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["powerOn", "powerOff"],
-        decode: Some(x::decode_boxed::<HostPowerOperationType>),
-    },
-    x::TypeInfo {
-        name: "HostPowerPolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("shortName", "string"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPowerPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostPrimaryAgentNotShortNameEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("primaryAgent", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPrimaryAgentNotShortNameEvent>),
-    },
-    x::TypeInfo {
-        name: "HostProfileAppliedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("profile", "ProfileEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileAppliedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostProfileCompleteConfigSpec",
-        base: Some("HostProfileConfigSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("applyProfile", "HostApplyProfile"),
-            x::FieldInfo::optional("customComplyProfile", "ComplianceProfile"),
-            x::FieldInfo::required("disabledExpressionListChanged", "boolean"),
-            x::FieldInfo::repeated("disabledExpressionList", "string"),
-            x::FieldInfo::optional("validatorHost", "ManagedObjectReference"),
-            x::FieldInfo::optional("validating", "boolean"),
-            x::FieldInfo::optional("hostConfig", "HostProfileConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileCompleteConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostProfileConfigInfo",
-        base: Some("ProfileConfigInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("applyProfile", "HostApplyProfile"),
-            x::FieldInfo::optional("defaultComplyProfile", "ComplianceProfile"),
-            x::FieldInfo::repeated("defaultComplyLocator", "ComplianceLocator"),
-            x::FieldInfo::optional("customComplyProfile", "ComplianceProfile"),
-            x::FieldInfo::repeated("disabledExpressionList", "string"),
-            x::FieldInfo::optional("description", "ProfileDescription"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "HostProfileConfigSpec",
-        base: Some("ProfileCreateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostProfileHostBasedConfigSpec",
-        base: Some("HostProfileConfigSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("useHostProfileEngine", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileHostBasedConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerAnswerFileStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["valid", "invalid", "unknown"],
-        decode: Some(x::decode_boxed::<HostProfileManagerAnswerFileStatus>),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerCompositionResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("errors", "LocalizableMessage"),
-            x::FieldInfo::repeated(
-                "results",
-                "HostProfileManagerCompositionResultResultElement",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileManagerCompositionResult>),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerCompositionResultResultElement",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("target", "ManagedObjectReference"),
-            x::FieldInfo::required("status", "string"),
-            x::FieldInfo::repeated("errors", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileManagerCompositionResultResultElement>),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerCompositionResultResultElementStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["success", "error"],
-        decode: Some(
-            x::decode_boxed::<HostProfileManagerCompositionResultResultElementStatus>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerCompositionValidationResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "results",
-                "HostProfileManagerCompositionValidationResultResultElement",
-            ),
-            x::FieldInfo::repeated("errors", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileManagerCompositionValidationResult>),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerCompositionValidationResultResultElement",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("target", "ManagedObjectReference"),
-            x::FieldInfo::required("status", "string"),
-            x::FieldInfo::repeated("errors", "LocalizableMessage"),
-            x::FieldInfo::optional("sourceDiffForToBeMerged", "HostApplyProfile"),
-            x::FieldInfo::optional("targetDiffForToBeMerged", "HostApplyProfile"),
-            x::FieldInfo::optional("toBeAdded", "HostApplyProfile"),
-            x::FieldInfo::optional("toBeDeleted", "HostApplyProfile"),
-            x::FieldInfo::optional("toBeDisabled", "HostApplyProfile"),
-            x::FieldInfo::optional("toBeEnabled", "HostApplyProfile"),
-            x::FieldInfo::optional("toBeReenableCC", "HostApplyProfile"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<HostProfileManagerCompositionValidationResultResultElement>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerCompositionValidationResultResultElementStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["success", "error"],
-        decode: Some(
-            x::decode_boxed::<
-                HostProfileManagerCompositionValidationResultResultElementStatus,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerConfigTaskList",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("configSpec", "HostConfigSpec"),
-            x::FieldInfo::repeated("taskDescription", "LocalizableMessage"),
-            x::FieldInfo::repeated("taskListRequirement", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileManagerConfigTaskList>),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerHostToConfigSpecMap",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("configSpec", "AnswerFileCreateSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileManagerHostToConfigSpecMap>),
-    },
-    x::TypeInfo {
-        name: "HostProfileManagerTaskListRequirement",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["maintenanceModeRequired", "rebootRequired"],
-        decode: Some(x::decode_boxed::<HostProfileManagerTaskListRequirement>),
-    },
-    x::TypeInfo {
-        name: "HostProfileResetValidationStateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0xda1410), x::Name(0xaa460b), 0, 16), // HostHardwareInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xda2516), x::Name(0xaa460b), 16, 3), // HostHardwareStatusInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xda3c13), x::Name(0xaa460b), 19, 12), // HostHardwareSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xda5017), x::Name(0x1b42008), 31, 3), // HostHasComponentFailure: VimFault
+        x::TypeEntry::enumeration(x::Name(0xda6828), 0, 1), // HostHasComponentFailureHostComponentType
+        x::TypeEntry::structure(x::Name(0xda9111), x::Name(0xaa460b), 34, 0), // HostHbaCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xdaa312), x::Name(0xaa460b), 34, 8), // HostHostBusAdapter: DynamicData
+        x::TypeEntry::structure(x::Name(0xdab61b), x::Name(0xaa460b), 42, 3), // HostHyperThreadScheduleInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xdad218), 1, 4), // HostImageAcceptanceLevel
+        x::TypeEntry::structure(x::Name(0xdaeb27), x::Name::NONE, 45, 1), // HostImageConfigGetAcceptanceRequestType
+        x::TypeEntry::structure(x::Name(0xdb1324), x::Name::NONE, 46, 1), // HostImageConfigGetProfileRequestType
+        x::TypeEntry::structure(x::Name(0xdb3817), x::Name(0xaa460b), 47, 2), // HostImageProfileSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xdb5014), x::Name(0xd59909), 49, 0), // HostInAuditModeEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdb650c), x::Name(0xcde20f), 49, 0), // HostInDomain: HostConfigFault
+        x::TypeEntry::structure(x::Name(0xdb7221), x::Name(0x1ebab15), 49, 2), // HostIncompatibleForFaultTolerance: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0xdb9427), 5, 2), // HostIncompatibleForFaultToleranceReason
+        x::TypeEntry::structure(x::Name(0xdbbc1f), x::Name(0x1b42008), 51, 2), // HostIncompatibleForRecordReplay: VimFault
+        x::TypeEntry::enumeration(x::Name(0xdbdc25), 7, 2), // HostIncompatibleForRecordReplayReason
+        x::TypeEntry::structure(x::Name(0xdc021a), x::Name::NONE, 53, 3), // HostInflateDiskRequestType
+        x::TypeEntry::structure(x::Name(0xdc3113), x::Name(0xdaa312), 56, 19), // HostInternetScsiHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xdc452d), x::Name(0xaa460b), 75, 7), // HostInternetScsiHbaAuthenticationCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xdc732b), x::Name(0xaa460b), 82, 9), // HostInternetScsiHbaAuthenticationProperties: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xdc9f29), 9, 4), // HostInternetScsiHbaChapAuthenticationType
+        x::TypeEntry::structure(x::Name(0xdcc925), x::Name(0xaa460b), 91, 4), // HostInternetScsiHbaDigestCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xdcef23), x::Name(0xaa460b), 95, 4), // HostInternetScsiHbaDigestProperties: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xdd131d), 13, 4), // HostInternetScsiHbaDigestType
+        x::TypeEntry::structure(x::Name(0xdd3128), x::Name(0xaa460b), 99, 4), // HostInternetScsiHbaDiscoveryCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xdd5a26), x::Name(0xaa460b), 103, 8), // HostInternetScsiHbaDiscoveryProperties: DynamicData
+        x::TypeEntry::structure(x::Name(0xdd8121), x::Name(0xaa460b), 111, 20), // HostInternetScsiHbaIPCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xdda31f), x::Name(0xaa460b), 131, 16), // HostInternetScsiHbaIPProperties: DynamicData
+        x::TypeEntry::structure(x::Name(0xddc321), x::Name(0xaa460b), 147, 5), // HostInternetScsiHbaIPv6Properties: DynamicData
+        x::TypeEntry::structure(x::Name(0xdde523), x::Name(0xaa460b), 152, 4), // HostInternetScsiHbaIscsiIpv6Address: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xde093b), 17, 4), // HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType
+        x::TypeEntry::enumeration(x::Name(0xde4537), 21, 2), // HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation
+        x::TypeEntry::enumeration(x::Name(0xde7d2c), 23, 3), // HostInternetScsiHbaNetworkBindingSupportType
+        x::TypeEntry::structure(x::Name(0xdeaa1d), x::Name(0x13b310b), 156, 1), // HostInternetScsiHbaParamValue: OptionValue
+        x::TypeEntry::structure(x::Name(0xdec81d), x::Name(0xaa460b), 157, 7), // HostInternetScsiHbaSendTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0xdee61f), x::Name(0xaa460b), 164, 9), // HostInternetScsiHbaStaticTarget: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xdf0634), 26, 5), // HostInternetScsiHbaStaticTargetTargetDiscoveryMethod
+        x::TypeEntry::structure(x::Name(0xdf3b1c), x::Name(0xaa460b), 173, 2), // HostInternetScsiHbaTargetSet: DynamicData
+        x::TypeEntry::structure(x::Name(0xdf581f), x::Name(0x1003513), 175, 3), // HostInternetScsiTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xdf7811), x::Name(0x135a811), 178, 1), // HostInventoryFull: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0xdf8a16), x::Name(0x11dda0c), 179, 1), // HostInventoryFullEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0xdfa11c), x::Name(0xb00605), 180, 0), // HostInventoryUnreadableEvent: Event
+        x::TypeEntry::structure(x::Name(0xdfbe10), x::Name(0x1182c0c), 180, 1), // HostIoFilterInfo: IoFilterInfo
+        x::TypeEntry::structure(x::Name(0xdfcf12), x::Name(0xd59909), 181, 2), // HostIpChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xdfe20c), x::Name(0xaa460b), 183, 4), // HostIpConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xdfef17), x::Name(0xaa460b), 187, 6), // HostIpConfigIpV6Address: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe00721), 31, 5), // HostIpConfigIpV6AddressConfigType
+        x::TypeEntry::structure(x::Name(0xe02924), x::Name(0xaa460b), 193, 3), // HostIpConfigIpV6AddressConfiguration: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe04e1d), 36, 7), // HostIpConfigIpV6AddressStatus
+        x::TypeEntry::structure(x::Name(0xe06c17), x::Name(0xd59909), 196, 2), // HostIpInconsistentEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe08411), x::Name(0xaa460b), 198, 4), // HostIpRouteConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe09615), x::Name(0xe08411), 202, 2), // HostIpRouteConfigSpec: HostIpRouteConfig
+        x::TypeEntry::structure(x::Name(0xe0ac10), x::Name(0xaa460b), 204, 4), // HostIpRouteEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0xe0bd0d), x::Name(0xaa460b), 208, 2), // HostIpRouteOp: DynamicData
+        x::TypeEntry::structure(x::Name(0xe0cb16), x::Name(0xaa460b), 210, 2), // HostIpRouteTableConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe0e214), x::Name(0xaa460b), 212, 2), // HostIpRouteTableInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe0f71c), x::Name(0xd59909), 214, 0), // HostIpToShortNameFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xe1140c), x::Name(0xaa460b), 214, 4), // HostIpmiInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1211e), x::Name(0xd0250c), 218, 1), // HostIsolationIpPingFailedEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xe1401a), x::Name(0xaa460b), 219, 1), // HostLicensableResourceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe15b19), 43, 6), // HostLicensableResourceKey
+        x::TypeEntry::structure(x::Name(0xe17516), x::Name(0xaa460b), 220, 3), // HostLicenseConnectInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe18c17), x::Name(0x11dda0c), 223, 0), // HostLicenseExpiredEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0xe1a40f), x::Name(0xaa460b), 223, 4), // HostLicenseSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1b40f), x::Name(0xaa460b), 227, 15), // HostListSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1c41d), x::Name(0xaa460b), 242, 2), // HostListSummaryGatewaySummary: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1e219), x::Name(0xaa460b), 244, 6), // HostListSummaryQuickStats: DynamicData
+        x::TypeEntry::structure(x::Name(0xe1fc21), x::Name::NONE, 250, 2), // HostListVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xe21e1b), x::Name(0xc9bd1b), 252, 0), // HostLocalAuthenticationInfo: HostAuthenticationStoreInfo
+        x::TypeEntry::structure(x::Name(0xe23a19), x::Name(0xd73514), 252, 1), // HostLocalFileSystemVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0xe2541d), x::Name(0xaa460b), 253, 2), // HostLocalFileSystemVolumeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe27219), x::Name(0xa36408), 255, 1), // HostLocalPortCreatedEvent: DvsEvent
+        x::TypeEntry::enumeration(x::Name(0xe28c10), 49, 3), // HostLockdownMode
+        x::TypeEntry::structure(x::Name(0xe29d2d), x::Name(0xaa460b), 256, 5), // HostLowLevelProvisioningManagerDiskLayoutSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2cb2f), x::Name(0xaa460b), 261, 2), // HostLowLevelProvisioningManagerFileDeleteResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe2fb2d), x::Name(0xaa460b), 263, 2), // HostLowLevelProvisioningManagerFileDeleteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe32930), x::Name(0xaa460b), 265, 3), // HostLowLevelProvisioningManagerFileReserveResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe35a2e), x::Name(0xaa460b), 268, 4), // HostLowLevelProvisioningManagerFileReserveSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe38927), 52, 3), // HostLowLevelProvisioningManagerFileType
+        x::TypeEntry::enumeration(x::Name(0xe3b12b), 55, 2), // HostLowLevelProvisioningManagerReloadTarget
+        x::TypeEntry::structure(x::Name(0xe3dd31), x::Name(0xaa460b), 272, 4), // HostLowLevelProvisioningManagerSnapshotLayoutSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe40f30), x::Name(0xaa460b), 276, 4), // HostLowLevelProvisioningManagerVmMigrationStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4402d), x::Name(0xaa460b), 280, 4), // HostLowLevelProvisioningManagerVmRecoveryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe46e13), x::Name(0xaa460b), 284, 2), // HostMaintenanceSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe4821a), 57, 1), // HostMaintenanceSpecPurpose
+        x::TypeEntry::structure(x::Name(0xe4af1b), x::Name(0xaa460b), 286, 1), // HostMemberHealthCheckResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4cb15), x::Name(0xaa460b), 287, 6), // HostMemberRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe4e121), x::Name(0xe4af1b), 293, 1), // HostMemberUplinkHealthCheckResult: HostMemberHealthCheckResult
+        x::TypeEntry::structure(x::Name(0xe50311), x::Name(0xab90c), 294, 0), // HostMemoryProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0xe5150e), x::Name(0xaa460b), 294, 1), // HostMemorySpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe52413), 58, 3), // HostMemoryTierFlags
+        x::TypeEntry::structure(x::Name(0xe53812), x::Name(0xaa460b), 295, 4), // HostMemoryTierInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe54b12), 61, 2), // HostMemoryTierType
+        x::TypeEntry::enumeration(x::Name(0xe55e15), 63, 2), // HostMemoryTieringType
+        x::TypeEntry::structure(x::Name(0xe58918), x::Name(0xd0250c), 299, 1), // HostMissingNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xe5a21f), x::Name(0x69680c), 300, 2), // HostMonitoringStateChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0xe5c20d), x::Name(0xaa460b), 302, 5), // HostMountInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe5d01f), 65, 3), // HostMountInfoInaccessibleReason
+        x::TypeEntry::enumeration(x::Name(0xe5f00d), 68, 2), // HostMountMode
+        x::TypeEntry::structure(x::Name(0xe5fe11), x::Name(0xaa460b), 307, 1), // HostMultipathInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe61027), x::Name(0xe67b22), 308, 1), // HostMultipathInfoFixedLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
+        x::TypeEntry::structure(x::Name(0xe63825), x::Name(0xe67b22), 309, 5), // HostMultipathInfoHppLogicalUnitPolicy: HostMultipathInfoLogicalUnitPolicy
+        x::TypeEntry::structure(x::Name(0xe65e1c), x::Name(0xaa460b), 314, 6), // HostMultipathInfoLogicalUnit: DynamicData
+        x::TypeEntry::structure(x::Name(0xe67b22), x::Name(0xaa460b), 320, 1), // HostMultipathInfoLogicalUnitPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xe69e32), x::Name(0xaa460b), 321, 1), // HostMultipathInfoLogicalUnitStorageArrayTypePolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6d115), x::Name(0xaa460b), 322, 8), // HostMultipathInfoPath: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6e716), x::Name(0xaa460b), 330, 1), // HostMultipathStateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe6fe1a), x::Name(0xaa460b), 331, 2), // HostMultipathStateInfoPath: DynamicData
+        x::TypeEntry::structure(x::Name(0xe7190d), x::Name(0xd73514), 333, 6), // HostNasVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0xe72713), x::Name(0xaa460b), 339, 2), // HostNasVolumeConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe73b19), 70, 3), // HostNasVolumeSecurityType
+        x::TypeEntry::structure(x::Name(0xe75511), x::Name(0xaa460b), 341, 9), // HostNasVolumeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe76715), x::Name(0xaa460b), 350, 1), // HostNasVolumeUserInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe77d0e), x::Name(0xaa460b), 351, 2), // HostNatService: DynamicData
+        x::TypeEntry::structure(x::Name(0xe78c14), x::Name(0xaa460b), 353, 3), // HostNatServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe7a11d), x::Name(0xaa460b), 356, 8), // HostNatServiceNameServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe7bf1d), x::Name(0xaa460b), 364, 5), // HostNatServicePortForwardSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe7dd12), x::Name(0xaa460b), 369, 8), // HostNatServiceSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe7f013), x::Name(0xaa460b), 377, 14), // HostNetCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8041a), x::Name(0xaa460b), 391, 3), // HostNetOffloadCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xe81f14), x::Name(0xaa460b), 394, 8), // HostNetStackInstance: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xe83432), 73, 2), // HostNetStackInstanceCongestionControlAlgorithmType
+        x::TypeEntry::enumeration(x::Name(0xe86722), 75, 3), // HostNetStackInstanceSystemStackKey
+        x::TypeEntry::structure(x::Name(0xe88a11), x::Name(0xaa460b), 402, 15), // HostNetworkConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xe89c1d), x::Name(0xaa460b), 417, 2), // HostNetworkConfigNetStackSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8ba17), x::Name(0xaa460b), 419, 2), // HostNetworkConfigResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8d20f), x::Name(0xaa460b), 421, 21), // HostNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xe8fe11), x::Name(0xaa460b), 442, 4), // HostNetworkPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9101a), x::Name(0xaa460b), 446, 1), // HostNetworkResourceRuntime: DynamicData
+        x::TypeEntry::structure(x::Name(0xe92b19), x::Name(0xaa460b), 447, 3), // HostNetworkSecurityPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9451f), x::Name(0xaa460b), 450, 4), // HostNetworkTrafficShapingPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xe96519), x::Name(0xce9d1a), 454, 0), // HostNewNetworkConnectInfo: HostConnectInfoNetworkInfo
+        x::TypeEntry::structure(x::Name(0xe97f15), x::Name(0xd0411f), 454, 1), // HostNfcConnectionInfo: HostDataTransportConnectionInfo
+        x::TypeEntry::structure(x::Name(0xe99516), x::Name(0xaa460b), 455, 7), // HostNicFailureCriteria: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9ac12), x::Name(0xaa460b), 462, 2), // HostNicOrderPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9bf14), x::Name(0xaa460b), 464, 6), // HostNicTeamingPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xe9d41c), x::Name(0xd0250c), 470, 1), // HostNoAvailableNetworksEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xe9f11e), x::Name(0xd0250c), 471, 0), // HostNoHAEnabledPortGroupsEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xea1025), x::Name(0xd0250c), 471, 0), // HostNoRedundantManagementNetworkEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xea3615), x::Name(0xd59909), 471, 0), // HostNonCompliantEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xea4c10), x::Name(0xcd3a11), 471, 0), // HostNotConnected: HostCommunication
+        x::TypeEntry::structure(x::Name(0xea5d15), x::Name(0xd0250c), 471, 0), // HostNotInClusterEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xea7310), x::Name(0xcd3a11), 471, 0), // HostNotReachable: HostCommunication
+        x::TypeEntry::structure(x::Name(0xea840d), x::Name(0xaa460b), 471, 2), // HostNtpConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xea920c), x::Name(0xaa460b), 473, 3), // HostNumaInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xea9f0c), x::Name(0xaa460b), 476, 5), // HostNumaNode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeaac1c), 78, 4), // HostNumericSensorHealthState
+        x::TypeEntry::structure(x::Name(0xeac915), x::Name(0xaa460b), 481, 9), // HostNumericSensorInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeadf15), 82, 13), // HostNumericSensorType
+        x::TypeEntry::structure(x::Name(0xeaf513), x::Name(0xec4f0c), 490, 4), // HostNvmeConnectSpec: HostNvmeSpec
+        x::TypeEntry::structure(x::Name(0xeb0912), x::Name(0xaa460b), 494, 14), // HostNvmeController: DynamicData
+        x::TypeEntry::structure(x::Name(0xeb1c16), x::Name(0xaa460b), 508, 3), // HostNvmeDisconnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xeb3314), x::Name(0xec4f0c), 511, 2), // HostNvmeDiscoverSpec: HostNvmeSpec
+        x::TypeEntry::structure(x::Name(0xeb4814), x::Name(0xaa460b), 513, 2), // HostNvmeDiscoveryLog: DynamicData
+        x::TypeEntry::structure(x::Name(0xeb5d19), x::Name(0xaa460b), 515, 8), // HostNvmeDiscoveryLogEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeb7721), 95, 2), // HostNvmeDiscoveryLogSubsystemType
+        x::TypeEntry::enumeration(x::Name(0xeb9929), 97, 3), // HostNvmeDiscoveryLogTransportRequirements
+        x::TypeEntry::structure(x::Name(0xebc311), x::Name(0xaa460b), 523, 5), // HostNvmeNamespace: DynamicData
+        x::TypeEntry::structure(x::Name(0xebd521), x::Name(0xec871b), 528, 5), // HostNvmeOpaqueTransportParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0xebf722), x::Name(0xec871b), 533, 2), // HostNvmeOverFibreChannelParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0xec1a1a), x::Name(0xec871b), 535, 3), // HostNvmeOverRdmaParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0xec3519), x::Name(0xec871b), 538, 3), // HostNvmeOverTcpParameters: HostNvmeTransportParameters
+        x::TypeEntry::structure(x::Name(0xec4f0c), x::Name(0xaa460b), 541, 2), // HostNvmeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xec5c10), x::Name(0xaa460b), 543, 1), // HostNvmeTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0xec6d19), x::Name(0xaa460b), 544, 3), // HostNvmeTopologyInterface: DynamicData
+        x::TypeEntry::structure(x::Name(0xec871b), x::Name(0xaa460b), 547, 0), // HostNvmeTransportParameters: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xeca32c), 100, 6), // HostNvmeTransportParametersNvmeAddressFamily
+        x::TypeEntry::enumeration(x::Name(0xecd015), 106, 6), // HostNvmeTransportType
+        x::TypeEntry::structure(x::Name(0xece615), x::Name(0xaa460b), 547, 6), // HostOpaqueNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xecfc10), x::Name(0xaa460b), 553, 8), // HostOpaqueSwitch: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xed0d21), 112, 4), // HostOpaqueSwitchOpaqueSwitchState
+        x::TypeEntry::structure(x::Name(0xed2f1f), x::Name(0xaa460b), 561, 2), // HostOpaqueSwitchPhysicalNicZone: DynamicData
+        x::TypeEntry::structure(x::Name(0xed4f16), x::Name(0x6c8819), 563, 0), // HostOvercommittedEvent: ClusterOvercommittedEvent
+        x::TypeEntry::structure(x::Name(0xed660e), x::Name(0xd73514), 563, 2), // HostPMemVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0xed7513), x::Name(0xdaa312), 565, 0), // HostParallelScsiHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xed891f), x::Name(0x1003513), 565, 0), // HostParallelScsiTargetTransport: HostTargetTransport
+        x::TypeEntry::enumeration(x::Name(0xeda91c), 116, 2), // HostPatchManagerInstallState
+        x::TypeEntry::enumeration(x::Name(0xedc61f), 118, 7), // HostPatchManagerIntegrityStatus
+        x::TypeEntry::structure(x::Name(0xede617), x::Name(0xaa460b), 565, 2), // HostPatchManagerLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0xedfe29), x::Name(0xaa460b), 567, 5), // HostPatchManagerPatchManagerOperationSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xee2816), 125, 6), // HostPatchManagerReason
+        x::TypeEntry::structure(x::Name(0xee3f16), x::Name(0xaa460b), 572, 3), // HostPatchManagerResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xee5616), x::Name(0xaa460b), 575, 11), // HostPatchManagerStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0xee6d27), x::Name(0xaa460b), 586, 2), // HostPatchManagerStatusPrerequisitePatch: DynamicData
+        x::TypeEntry::structure(x::Name(0xee951d), x::Name(0xaa460b), 588, 1), // HostPathSelectionPolicyOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xeeb30d), x::Name(0xaa460b), 589, 12), // HostPciDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xeec115), x::Name(0xaa460b), 601, 4), // HostPciPassthruConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xeed713), x::Name(0xaa460b), 605, 6), // HostPciPassthruInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xeeeb0b), x::Name(0xdaa312), 611, 0), // HostPcieHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xeef717), x::Name(0x1003513), 611, 0), // HostPcieTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xef0f18), x::Name(0xaa460b), 611, 2), // HostPersistentMemoryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xef281e), x::Name(0xaa460b), 613, 3), // HostPlacedVirtualNicIdentifier: DynamicData
+        x::TypeEntry::structure(x::Name(0xef4715), x::Name(0xaa460b), 616, 5), // HostPlugStoreTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0xef5d1c), x::Name(0xaa460b), 621, 3), // HostPlugStoreTopologyAdapter: DynamicData
+        x::TypeEntry::structure(x::Name(0xef7a1b), x::Name(0xaa460b), 624, 3), // HostPlugStoreTopologyDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xef9619), x::Name(0xaa460b), 627, 8), // HostPlugStoreTopologyPath: DynamicData
+        x::TypeEntry::structure(x::Name(0xefb01b), x::Name(0xaa460b), 635, 4), // HostPlugStoreTopologyPlugin: DynamicData
+        x::TypeEntry::structure(x::Name(0xefcc1b), x::Name(0xaa460b), 639, 2), // HostPlugStoreTopologyTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0xefe81b), x::Name(0xaa460b), 641, 4), // HostPnicNetworkResourceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf0040d), x::Name(0xaa460b), 645, 5), // HostPortGroup: DynamicData
+        x::TypeEntry::structure(x::Name(0xf01213), x::Name(0xaa460b), 650, 2), // HostPortGroupConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf02611), x::Name(0xaa460b), 652, 3), // HostPortGroupPort: DynamicData
+        x::TypeEntry::structure(x::Name(0xf03814), x::Name(0x14acf10), 655, 1), // HostPortGroupProfile: PortGroupProfile
+        x::TypeEntry::structure(x::Name(0xf04d11), x::Name(0xaa460b), 656, 4), // HostPortGroupSpec: DynamicData
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<HostHardwareInfo>),
+        Some(x::decode_boxed::<HostHardwareStatusInfo>),
+        Some(x::decode_boxed::<HostHardwareSummary>),
+        Some(x::decode_boxed::<HostHasComponentFailure>),
+        Some(x::decode_boxed::<HostHasComponentFailureHostComponentType>),
+        Some(x::decode_boxed::<HostHbaCreateSpec>),
+        Some(x::decode_boxed::<HostHostBusAdapter>),
+        Some(x::decode_boxed::<HostHyperThreadScheduleInfo>),
+        Some(x::decode_boxed::<HostImageAcceptanceLevel>),
+        None, // HostImageConfigGetAcceptanceRequestType
+        None, // HostImageConfigGetProfileRequestType
+        Some(x::decode_boxed::<HostImageProfileSummary>),
+        Some(x::decode_boxed::<HostInAuditModeEvent>),
+        Some(x::decode_boxed::<HostInDomain>),
+        Some(x::decode_boxed::<HostIncompatibleForFaultTolerance>),
+        Some(x::decode_boxed::<HostIncompatibleForFaultToleranceReason>),
+        Some(x::decode_boxed::<HostIncompatibleForRecordReplay>),
+        Some(x::decode_boxed::<HostIncompatibleForRecordReplayReason>),
+        None, // HostInflateDiskRequestType
+        Some(x::decode_boxed::<HostInternetScsiHba>),
+        Some(x::decode_boxed::<HostInternetScsiHbaAuthenticationCapabilities>),
+        Some(x::decode_boxed::<HostInternetScsiHbaAuthenticationProperties>),
+        Some(x::decode_boxed::<HostInternetScsiHbaChapAuthenticationType>),
+        Some(x::decode_boxed::<HostInternetScsiHbaDigestCapabilities>),
+        Some(x::decode_boxed::<HostInternetScsiHbaDigestProperties>),
+        Some(x::decode_boxed::<HostInternetScsiHbaDigestType>),
+        Some(x::decode_boxed::<HostInternetScsiHbaDiscoveryCapabilities>),
+        Some(x::decode_boxed::<HostInternetScsiHbaDiscoveryProperties>),
+        Some(x::decode_boxed::<HostInternetScsiHbaIPCapabilities>),
+        Some(x::decode_boxed::<HostInternetScsiHbaIPProperties>),
+        Some(x::decode_boxed::<HostInternetScsiHbaIPv6Properties>),
+        Some(x::decode_boxed::<HostInternetScsiHbaIscsiIpv6Address>),
+        Some(x::decode_boxed::<HostInternetScsiHbaIscsiIpv6AddressAddressConfigurationType>),
+        Some(x::decode_boxed::<HostInternetScsiHbaIscsiIpv6AddressIPv6AddressOperation>),
+        Some(x::decode_boxed::<HostInternetScsiHbaNetworkBindingSupportType>),
+        Some(x::decode_boxed::<HostInternetScsiHbaParamValue>),
+        Some(x::decode_boxed::<HostInternetScsiHbaSendTarget>),
+        Some(x::decode_boxed::<HostInternetScsiHbaStaticTarget>),
+        Some(x::decode_boxed::<HostInternetScsiHbaStaticTargetTargetDiscoveryMethod>),
+        Some(x::decode_boxed::<HostInternetScsiHbaTargetSet>),
+        Some(x::decode_boxed::<HostInternetScsiTargetTransport>),
+        Some(x::decode_boxed::<HostInventoryFull>),
+        Some(x::decode_boxed::<HostInventoryFullEvent>),
+        Some(x::decode_boxed::<HostInventoryUnreadableEvent>),
+        Some(x::decode_boxed::<HostIoFilterInfo>),
+        Some(x::decode_boxed::<HostIpChangedEvent>),
+        Some(x::decode_boxed::<HostIpConfig>),
+        Some(x::decode_boxed::<HostIpConfigIpV6Address>),
+        Some(x::decode_boxed::<HostIpConfigIpV6AddressConfigType>),
+        Some(x::decode_boxed::<HostIpConfigIpV6AddressConfiguration>),
+        Some(x::decode_boxed::<HostIpConfigIpV6AddressStatus>),
+        Some(x::decode_boxed::<HostIpInconsistentEvent>),
+        Some(x::decode_boxed::<HostIpRouteConfig>),
+        Some(x::decode_boxed::<HostIpRouteConfigSpec>),
+        Some(x::decode_boxed::<HostIpRouteEntry>),
+        Some(x::decode_boxed::<HostIpRouteOp>),
+        Some(x::decode_boxed::<HostIpRouteTableConfig>),
+        Some(x::decode_boxed::<HostIpRouteTableInfo>),
+        Some(x::decode_boxed::<HostIpToShortNameFailedEvent>),
+        Some(x::decode_boxed::<HostIpmiInfo>),
+        Some(x::decode_boxed::<HostIsolationIpPingFailedEvent>),
+        Some(x::decode_boxed::<HostLicensableResourceInfo>),
+        Some(x::decode_boxed::<HostLicensableResourceKey>),
+        Some(x::decode_boxed::<HostLicenseConnectInfo>),
+        Some(x::decode_boxed::<HostLicenseExpiredEvent>),
+        Some(x::decode_boxed::<HostLicenseSpec>),
+        Some(x::decode_boxed::<HostListSummary>),
+        Some(x::decode_boxed::<HostListSummaryGatewaySummary>),
+        Some(x::decode_boxed::<HostListSummaryQuickStats>),
+        None, // HostListVStorageObjectRequestType
+        Some(x::decode_boxed::<HostLocalAuthenticationInfo>),
+        Some(x::decode_boxed::<HostLocalFileSystemVolume>),
+        Some(x::decode_boxed::<HostLocalFileSystemVolumeSpec>),
+        Some(x::decode_boxed::<HostLocalPortCreatedEvent>),
+        Some(x::decode_boxed::<HostLockdownMode>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerDiskLayoutSpec>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileDeleteResult>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileDeleteSpec>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileReserveResult>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileReserveSpec>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerFileType>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerReloadTarget>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerSnapshotLayoutSpec>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerVmMigrationStatus>),
+        Some(x::decode_boxed::<HostLowLevelProvisioningManagerVmRecoveryInfo>),
+        Some(x::decode_boxed::<HostMaintenanceSpec>),
+        Some(x::decode_boxed::<HostMaintenanceSpecPurpose>),
+        Some(x::decode_boxed::<HostMemberHealthCheckResult>),
+        Some(x::decode_boxed::<HostMemberRuntimeInfo>),
+        Some(x::decode_boxed::<HostMemberUplinkHealthCheckResult>),
+        Some(x::decode_boxed::<HostMemoryProfile>),
+        Some(x::decode_boxed::<HostMemorySpec>),
+        Some(x::decode_boxed::<HostMemoryTierFlags>),
+        Some(x::decode_boxed::<HostMemoryTierInfo>),
+        Some(x::decode_boxed::<HostMemoryTierType>),
+        Some(x::decode_boxed::<HostMemoryTieringType>),
+        Some(x::decode_boxed::<HostMissingNetworksEvent>),
+        Some(x::decode_boxed::<HostMonitoringStateChangedEvent>),
+        Some(x::decode_boxed::<HostMountInfo>),
+        Some(x::decode_boxed::<HostMountInfoInaccessibleReason>),
+        Some(x::decode_boxed::<HostMountMode>),
+        Some(x::decode_boxed::<HostMultipathInfo>),
+        Some(x::decode_boxed::<HostMultipathInfoFixedLogicalUnitPolicy>),
+        Some(x::decode_boxed::<HostMultipathInfoHppLogicalUnitPolicy>),
+        Some(x::decode_boxed::<HostMultipathInfoLogicalUnit>),
+        Some(x::decode_boxed::<HostMultipathInfoLogicalUnitPolicy>),
+        Some(x::decode_boxed::<HostMultipathInfoLogicalUnitStorageArrayTypePolicy>),
+        Some(x::decode_boxed::<HostMultipathInfoPath>),
+        Some(x::decode_boxed::<HostMultipathStateInfo>),
+        Some(x::decode_boxed::<HostMultipathStateInfoPath>),
+        Some(x::decode_boxed::<HostNasVolume>),
+        Some(x::decode_boxed::<HostNasVolumeConfig>),
+        Some(x::decode_boxed::<HostNasVolumeSecurityType>),
+        Some(x::decode_boxed::<HostNasVolumeSpec>),
+        Some(x::decode_boxed::<HostNasVolumeUserInfo>),
+        Some(x::decode_boxed::<HostNatService>),
+        Some(x::decode_boxed::<HostNatServiceConfig>),
+        Some(x::decode_boxed::<HostNatServiceNameServiceSpec>),
+        Some(x::decode_boxed::<HostNatServicePortForwardSpec>),
+        Some(x::decode_boxed::<HostNatServiceSpec>),
+        Some(x::decode_boxed::<HostNetCapabilities>),
+        Some(x::decode_boxed::<HostNetOffloadCapabilities>),
+        Some(x::decode_boxed::<HostNetStackInstance>),
+        Some(x::decode_boxed::<HostNetStackInstanceCongestionControlAlgorithmType>),
+        Some(x::decode_boxed::<HostNetStackInstanceSystemStackKey>),
+        Some(x::decode_boxed::<HostNetworkConfig>),
+        Some(x::decode_boxed::<HostNetworkConfigNetStackSpec>),
+        Some(x::decode_boxed::<HostNetworkConfigResult>),
+        Some(x::decode_boxed::<HostNetworkInfo>),
+        Some(x::decode_boxed::<HostNetworkPolicy>),
+        Some(x::decode_boxed::<HostNetworkResourceRuntime>),
+        Some(x::decode_boxed::<HostNetworkSecurityPolicy>),
+        Some(x::decode_boxed::<HostNetworkTrafficShapingPolicy>),
+        Some(x::decode_boxed::<HostNewNetworkConnectInfo>),
+        Some(x::decode_boxed::<HostNfcConnectionInfo>),
+        Some(x::decode_boxed::<HostNicFailureCriteria>),
+        Some(x::decode_boxed::<HostNicOrderPolicy>),
+        Some(x::decode_boxed::<HostNicTeamingPolicy>),
+        Some(x::decode_boxed::<HostNoAvailableNetworksEvent>),
+        Some(x::decode_boxed::<HostNoHAEnabledPortGroupsEvent>),
+        Some(x::decode_boxed::<HostNoRedundantManagementNetworkEvent>),
+        Some(x::decode_boxed::<HostNonCompliantEvent>),
+        Some(x::decode_boxed::<HostNotConnected>),
+        Some(x::decode_boxed::<HostNotInClusterEvent>),
+        Some(x::decode_boxed::<HostNotReachable>),
+        Some(x::decode_boxed::<HostNtpConfig>),
+        Some(x::decode_boxed::<HostNumaInfo>),
+        Some(x::decode_boxed::<HostNumaNode>),
+        Some(x::decode_boxed::<HostNumericSensorHealthState>),
+        Some(x::decode_boxed::<HostNumericSensorInfo>),
+        Some(x::decode_boxed::<HostNumericSensorType>),
+        Some(x::decode_boxed::<HostNvmeConnectSpec>),
+        Some(x::decode_boxed::<HostNvmeController>),
+        Some(x::decode_boxed::<HostNvmeDisconnectSpec>),
+        Some(x::decode_boxed::<HostNvmeDiscoverSpec>),
+        Some(x::decode_boxed::<HostNvmeDiscoveryLog>),
+        Some(x::decode_boxed::<HostNvmeDiscoveryLogEntry>),
+        Some(x::decode_boxed::<HostNvmeDiscoveryLogSubsystemType>),
+        Some(x::decode_boxed::<HostNvmeDiscoveryLogTransportRequirements>),
+        Some(x::decode_boxed::<HostNvmeNamespace>),
+        Some(x::decode_boxed::<HostNvmeOpaqueTransportParameters>),
+        Some(x::decode_boxed::<HostNvmeOverFibreChannelParameters>),
+        Some(x::decode_boxed::<HostNvmeOverRdmaParameters>),
+        Some(x::decode_boxed::<HostNvmeOverTcpParameters>),
+        Some(x::decode_boxed::<HostNvmeSpec>),
+        Some(x::decode_boxed::<HostNvmeTopology>),
+        Some(x::decode_boxed::<HostNvmeTopologyInterface>),
+        Some(x::decode_boxed::<HostNvmeTransportParameters>),
+        Some(x::decode_boxed::<HostNvmeTransportParametersNvmeAddressFamily>),
+        Some(x::decode_boxed::<HostNvmeTransportType>),
+        Some(x::decode_boxed::<HostOpaqueNetworkInfo>),
+        Some(x::decode_boxed::<HostOpaqueSwitch>),
+        Some(x::decode_boxed::<HostOpaqueSwitchOpaqueSwitchState>),
+        Some(x::decode_boxed::<HostOpaqueSwitchPhysicalNicZone>),
+        Some(x::decode_boxed::<HostOvercommittedEvent>),
+        Some(x::decode_boxed::<HostPMemVolume>),
+        Some(x::decode_boxed::<HostParallelScsiHba>),
+        Some(x::decode_boxed::<HostParallelScsiTargetTransport>),
+        Some(x::decode_boxed::<HostPatchManagerInstallState>),
+        Some(x::decode_boxed::<HostPatchManagerIntegrityStatus>),
+        Some(x::decode_boxed::<HostPatchManagerLocator>),
+        Some(x::decode_boxed::<HostPatchManagerPatchManagerOperationSpec>),
+        Some(x::decode_boxed::<HostPatchManagerReason>),
+        Some(x::decode_boxed::<HostPatchManagerResult>),
+        Some(x::decode_boxed::<HostPatchManagerStatus>),
+        Some(x::decode_boxed::<HostPatchManagerStatusPrerequisitePatch>),
+        Some(x::decode_boxed::<HostPathSelectionPolicyOption>),
+        Some(x::decode_boxed::<HostPciDevice>),
+        Some(x::decode_boxed::<HostPciPassthruConfig>),
+        Some(x::decode_boxed::<HostPciPassthruInfo>),
+        Some(x::decode_boxed::<HostPcieHba>),
+        Some(x::decode_boxed::<HostPcieTargetTransport>),
+        Some(x::decode_boxed::<HostPersistentMemoryInfo>),
+        Some(x::decode_boxed::<HostPlacedVirtualNicIdentifier>),
+        Some(x::decode_boxed::<HostPlugStoreTopology>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyAdapter>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyDevice>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyPath>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyPlugin>),
+        Some(x::decode_boxed::<HostPlugStoreTopologyTarget>),
+        Some(x::decode_boxed::<HostPnicNetworkResourceInfo>),
+        Some(x::decode_boxed::<HostPortGroup>),
+        Some(x::decode_boxed::<HostPortGroupConfig>),
+        Some(x::decode_boxed::<HostPortGroupPort>),
+        Some(x::decode_boxed::<HostPortGroupProfile>),
+        Some(x::decode_boxed::<HostPortGroupSpec>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2f75e0a), x::Name(0xfeb00e)), // systemInfo: HostSystemInfo
+        x::FieldEntry::optional(x::Name(0x227a516), x::Name(0xcf311a)), // cpuPowerManagementInfo: HostCpuPowerManagementInfo
+        x::FieldEntry::required(x::Name(0x2274407), x::Name(0xcf010b)), // cpuInfo: HostCpuInfo
+        x::FieldEntry::repeated(x::Name(0x2279e06), x::Name(0xcf0d0e)), // cpuPkg: HostCpuPackage
+        x::FieldEntry::required(x::Name(0x28edb0a), x::Name(0x2857004)), // memorySize: long
+        x::FieldEntry::optional(x::Name(0x2a7ad08), x::Name(0xea920c)), // numaInfo: HostNumaInfo
+        x::FieldEntry::optional(x::Name(0x2e24e0a), x::Name(0x212d207)), // smcPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x2b47609), x::Name(0xeeb30d)), // pciDevice: HostPciDevice
+        x::FieldEntry::repeated(x::Name(0x226a20a), x::Name(0xcef30d)), // cpuFeature: HostCpuIdInfo
+        x::FieldEntry::optional(x::Name(0x211dd08), x::Name(0xc9f40c)), // biosInfo: HostBIOSInfo
+        x::FieldEntry::optional(x::Name(0x2cb9c12), x::Name(0xf62716)), // reliableMemoryInfo: HostReliableMemoryInfo
+        x::FieldEntry::optional(x::Name(0x2b79914), x::Name(0xef0f18)), // persistentMemoryInfo: HostPersistentMemoryInfo
+        x::FieldEntry::optional(x::Name(0x2de9407), x::Name(0xfa9a0b)), // sgxInfo: HostSgxInfo
+        x::FieldEntry::optional(x::Name(0x2de5b07), x::Name(0xfa7a0b)), // sevInfo: HostSevInfo
+        x::FieldEntry::optional(x::Name(0x28f7d11), x::Name(0x2f00106)), // memoryTieringType: string
+        x::FieldEntry::repeated(x::Name(0x28f4f0e), x::Name(0xe53812)), // memoryTierInfo: HostMemoryTierInfo
+        x::FieldEntry::repeated(x::Name(0x28f3310), x::Name(0xd9e217)), // memoryStatusInfo: HostHardwareElementInfo
+        x::FieldEntry::repeated(x::Name(0x227ea0d), x::Name(0xd9e217)), // cpuStatusInfo: HostHardwareElementInfo
+        x::FieldEntry::repeated(x::Name(0x2ef9011), x::Name(0xfd0816)), // storageStatusInfo: HostStorageElementInfo
+        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::required(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x2ae8a14), x::Name(0xfe6c1c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
+        x::FieldEntry::required(x::Name(0x28edb0a), x::Name(0x2857004)), // memorySize: long
+        x::FieldEntry::required(x::Name(0x2278a08), x::Name(0x2f00106)), // cpuModel: string
+        x::FieldEntry::required(x::Name(0x2278306), x::Name(0x2729103)), // cpuMhz: int
+        x::FieldEntry::required(x::Name(0x2a2a50a), x::Name(0x2dfd105)), // numCpuPkgs: short
+        x::FieldEntry::required(x::Name(0x2a2750b), x::Name(0x2dfd105)), // numCpuCores: short
+        x::FieldEntry::required(x::Name(0x2a2bf0d), x::Name(0x2dfd105)), // numCpuThreads: short
+        x::FieldEntry::required(x::Name(0x2a3eb07), x::Name(0x2729103)), // numNics: int
+        x::FieldEntry::required(x::Name(0x2a33107), x::Name(0x2729103)), // numHBAs: int
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x21f660d), x::Name(0x2f00106)), // componentType: string
+        x::FieldEntry::required(x::Name(0x21f580d), x::Name(0x2f00106)), // componentName: string
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2143503), x::Name(0x2729103)), // bus: int
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::required(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
+        x::FieldEntry::optional(x::Name(0x242e506), x::Name(0x2f00106)), // driver: string
+        x::FieldEntry::optional(x::Name(0x2b47203), x::Name(0x2f00106)), // pci: string
+        x::FieldEntry::optional(x::Name(0x2ef490f), x::Name(0x2f00106)), // storageProtocol: string
+        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x212d207)), // available: boolean
+        x::FieldEntry::required(x::Name(0x201d706), x::Name(0x212d207)), // active: boolean
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x212d207)), // config: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27b990f), x::Name(0x212d207)), // isSoftwareBased: boolean
+        x::FieldEntry::optional(x::Name(0x215a50d), x::Name(0x212d207)), // canBeDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2998a15), x::Name(0xde7d2c)), // networkBindingSupport: HostInternetScsiHbaNetworkBindingSupportType
+        x::FieldEntry::required(x::Name(0x23dcd15), x::Name(0xdd3128)), // discoveryCapabilities: HostInternetScsiHbaDiscoveryCapabilities
+        x::FieldEntry::required(x::Name(0x23df313), x::Name(0xdd5a26)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
+        x::FieldEntry::required(x::Name(0x20c511a), x::Name(0xdc452d)), // authenticationCapabilities: HostInternetScsiHbaAuthenticationCapabilities
+        x::FieldEntry::required(x::Name(0x20c9c18), x::Name(0xdc732b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x23a8c12), x::Name(0xdcc925)), // digestCapabilities: HostInternetScsiHbaDigestCapabilities
+        x::FieldEntry::optional(x::Name(0x23b2910), x::Name(0xdcef23)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::required(x::Name(0x276840e), x::Name(0xdd8121)), // ipCapabilities: HostInternetScsiHbaIPCapabilities
+        x::FieldEntry::required(x::Name(0x2771a0c), x::Name(0xdda31f)), // ipProperties: HostInternetScsiHbaIPProperties
+        x::FieldEntry::repeated(x::Name(0x2f17418), x::Name(0x13b0e09)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x204060f), x::Name(0xdeaa1d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::required(x::Name(0x26c3a09), x::Name(0x2f00106)), // iScsiName: string
+        x::FieldEntry::optional(x::Name(0x26c130a), x::Name(0x2f00106)), // iScsiAlias: string
+        x::FieldEntry::repeated(x::Name(0x2217d14), x::Name(0xdec81d)), // configuredSendTarget: HostInternetScsiHbaSendTarget
+        x::FieldEntry::repeated(x::Name(0x2219216), x::Name(0xdee61f)), // configuredStaticTarget: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::optional(x::Name(0x28b7d0a), x::Name(0x2729103)), // maxSpeedMb: int
+        x::FieldEntry::optional(x::Name(0x22bad0e), x::Name(0x2729103)), // currentSpeedMb: int
+        x::FieldEntry::required(x::Name(0x2191410), x::Name(0x212d207)), // chapAuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x27df810), x::Name(0x212d207)), // krb5AuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x2e9bf0f), x::Name(0x212d207)), // srpAuthSettable: boolean
+        x::FieldEntry::required(x::Name(0x2e84a10), x::Name(0x212d207)), // spkmAuthSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2965e12), x::Name(0x212d207)), // mutualChapSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2f82012), x::Name(0x212d207)), // targetChapSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2f8dd18), x::Name(0x212d207)), // targetMutualChapSettable: boolean
+        x::FieldEntry::required(x::Name(0x219040f), x::Name(0x212d207)), // chapAuthEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2195a08), x::Name(0x2f00106)), // chapName: string
+        x::FieldEntry::optional(x::Name(0x2198d0a), x::Name(0x2f00106)), // chapSecret: string
+        x::FieldEntry::optional(x::Name(0x2192516), x::Name(0x2f00106)), // chapAuthenticationType: string
+        x::FieldEntry::optional(x::Name(0x2194c0d), x::Name(0x212d207)), // chapInherited: boolean
+        x::FieldEntry::optional(x::Name(0x2963e0e), x::Name(0x2f00106)), // mutualChapName: string
+        x::FieldEntry::optional(x::Name(0x2964d10), x::Name(0x2f00106)), // mutualChapSecret: string
+        x::FieldEntry::optional(x::Name(0x2960d1c), x::Name(0x2f00106)), // mutualChapAuthenticationType: string
+        x::FieldEntry::optional(x::Name(0x2962a13), x::Name(0x212d207)), // mutualChapInherited: boolean
+        x::FieldEntry::optional(x::Name(0x263b314), x::Name(0x212d207)), // headerDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x22e6712), x::Name(0x212d207)), // dataDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2f8a31a), x::Name(0x212d207)), // targetHeaderDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2f84618), x::Name(0x212d207)), // targetDataDigestSettable: boolean
+        x::FieldEntry::optional(x::Name(0x263c810), x::Name(0x2f00106)), // headerDigestType: string
+        x::FieldEntry::optional(x::Name(0x2639d15), x::Name(0x212d207)), // headerDigestInherited: boolean
+        x::FieldEntry::optional(x::Name(0x22e7a0e), x::Name(0x2f00106)), // dataDigestType: string
+        x::FieldEntry::optional(x::Name(0x22e5313), x::Name(0x212d207)), // dataDigestInherited: boolean
+        x::FieldEntry::required(x::Name(0x26c7615), x::Name(0x212d207)), // iSnsDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x2e1af14), x::Name(0x212d207)), // slpDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x2ecfc1d), x::Name(0x212d207)), // staticTargetDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x2db831c), x::Name(0x212d207)), // sendTargetsDiscoverySettable: boolean
+        x::FieldEntry::required(x::Name(0x26c4d14), x::Name(0x212d207)), // iSnsDiscoveryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x26c6213), x::Name(0x2f00106)), // iSnsDiscoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x26c8c08), x::Name(0x2f00106)), // iSnsHost: string
+        x::FieldEntry::required(x::Name(0x2e18813), x::Name(0x212d207)), // slpDiscoveryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2e19c12), x::Name(0x2f00106)), // slpDiscoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x2e1c407), x::Name(0x2f00106)), // slpHost: string
+        x::FieldEntry::required(x::Name(0x2ecdf1c), x::Name(0x212d207)), // staticTargetDiscoveryEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2db671b), x::Name(0x212d207)), // sendTargetsDiscoveryEnabled: boolean
+        x::FieldEntry::required(x::Name(0x203310f), x::Name(0x212d207)), // addressSettable: boolean
+        x::FieldEntry::required(x::Name(0x2769c1d), x::Name(0x212d207)), // ipConfigurationMethodSettable: boolean
+        x::FieldEntry::required(x::Name(0x2f08b12), x::Name(0x212d207)), // subnetMaskSettable: boolean
+        x::FieldEntry::required(x::Name(0x232d716), x::Name(0x212d207)), // defaultGatewaySettable: boolean
+        x::FieldEntry::required(x::Name(0x2bfd11f), x::Name(0x212d207)), // primaryDnsServerAddressSettable: boolean
+        x::FieldEntry::required(x::Name(0x206ef21), x::Name(0x212d207)), // alternateDnsServerAddressSettable: boolean
+        x::FieldEntry::optional(x::Name(0x27ab60d), x::Name(0x212d207)), // ipv6Supported: boolean
+        x::FieldEntry::optional(x::Name(0x209b213), x::Name(0x212d207)), // arpRedirectSettable: boolean
+        x::FieldEntry::optional(x::Name(0x294ce0b), x::Name(0x212d207)), // mtuSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2685717), x::Name(0x212d207)), // hostNameAsTargetAddress: boolean
+        x::FieldEntry::optional(x::Name(0x2967611), x::Name(0x212d207)), // nameAliasSettable: boolean
+        x::FieldEntry::optional(x::Name(0x278d412), x::Name(0x212d207)), // ipv4EnableSettable: boolean
+        x::FieldEntry::optional(x::Name(0x2797812), x::Name(0x212d207)), // ipv6EnableSettable: boolean
+        x::FieldEntry::optional(x::Name(0x27a2b18), x::Name(0x212d207)), // ipv6PrefixLengthSettable: boolean
+        x::FieldEntry::optional(x::Name(0x27a1a10), x::Name(0x2729103)), // ipv6PrefixLength: int
+        x::FieldEntry::optional(x::Name(0x2795a1d), x::Name(0x212d207)), // ipv6DhcpConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x279d326), x::Name(0x212d207)), // ipv6LinkLocalAutoConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x27a7a2c), x::Name(0x212d207)), // ipv6RouterAdvertisementConfigurationSettable: boolean
+        x::FieldEntry::optional(x::Name(0x279221a), x::Name(0x212d207)), // ipv6DefaultGatewaySettable: boolean
+        x::FieldEntry::optional(x::Name(0x279fa1f), x::Name(0x2729103)), // ipv6MaxStaticAddressesSupported: int
+        x::FieldEntry::optional(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
+        x::FieldEntry::optional(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::required(x::Name(0x239f918), x::Name(0x212d207)), // dhcpConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2f0800a), x::Name(0x2f00106)), // subnetMask: string
+        x::FieldEntry::optional(x::Name(0x232c80e), x::Name(0x2f00106)), // defaultGateway: string
+        x::FieldEntry::optional(x::Name(0x2bfb917), x::Name(0x2f00106)), // primaryDnsServerAddress: string
+        x::FieldEntry::optional(x::Name(0x206d519), x::Name(0x2f00106)), // alternateDnsServerAddress: string
+        x::FieldEntry::optional(x::Name(0x278f80b), x::Name(0x2f00106)), // ipv6Address: string
+        x::FieldEntry::optional(x::Name(0x27aa70e), x::Name(0x2f00106)), // ipv6SubnetMask: string
+        x::FieldEntry::optional(x::Name(0x2790f12), x::Name(0x2f00106)), // ipv6DefaultGateway: string
+        x::FieldEntry::optional(x::Name(0x2099f12), x::Name(0x212d207)), // arpRedirectEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
+        x::FieldEntry::optional(x::Name(0x27cfe12), x::Name(0x212d207)), // jumboFramesEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x278e70b), x::Name(0x212d207)), // ipv4Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2798b0b), x::Name(0x212d207)), // ipv6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x27ad90e), x::Name(0xddc321)), // ipv6properties: HostInternetScsiHbaIPv6Properties
+        x::FieldEntry::repeated(x::Name(0x27c0710), x::Name(0xdde523)), // iscsiIpv6Address: HostInternetScsiHbaIscsiIpv6Address
+        x::FieldEntry::optional(x::Name(0x2793d1c), x::Name(0x212d207)), // ipv6DhcpConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x279ad25), x::Name(0x212d207)), // ipv6LinkLocalAutoConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x27a4e2b), x::Name(0x212d207)), // ipv6RouterAdvertisementConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2790f12), x::Name(0x2f00106)), // ipv6DefaultGateway: string
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2ad7906), x::Name(0x2f00106)), // origin: string
+        x::FieldEntry::optional(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::optional(x::Name(0x27b480b), x::Name(0x212d207)), // isInherited: boolean
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x20c9c18), x::Name(0xdc732b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x23b2910), x::Name(0xdcef23)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::repeated(x::Name(0x2f17418), x::Name(0x13b0e09)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x204060f), x::Name(0xdeaa1d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x2f00106)), // parent: string
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::required(x::Name(0x26c3a09), x::Name(0x2f00106)), // iScsiName: string
+        x::FieldEntry::optional(x::Name(0x23de30f), x::Name(0x2f00106)), // discoveryMethod: string
+        x::FieldEntry::optional(x::Name(0x20c9c18), x::Name(0xdc732b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x23b2910), x::Name(0xdcef23)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::repeated(x::Name(0x2f17418), x::Name(0x13b0e09)), // supportedAdvancedOptions: OptionDef
+        x::FieldEntry::repeated(x::Name(0x204060f), x::Name(0xdeaa1d)), // advancedOptions: HostInternetScsiHbaParamValue
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x2f00106)), // parent: string
+        x::FieldEntry::repeated(x::Name(0x2ed1a0d), x::Name(0xdee61f)), // staticTargets: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::repeated(x::Name(0x2db5b0b), x::Name(0xdec81d)), // sendTargets: HostInternetScsiHbaSendTarget
+        x::FieldEntry::required(x::Name(0x26c3a09), x::Name(0x2f00106)), // iScsiName: string
+        x::FieldEntry::required(x::Name(0x26c130a), x::Name(0x2f00106)), // iScsiAlias: string
+        x::FieldEntry::repeated(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2729103)), // capacity: int
+        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2729103)), // capacity: int
+        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x212d207)), // available: boolean
+        x::FieldEntry::required(x::Name(0x2aa2905), x::Name(0x2f00106)), // oldIP: string
+        x::FieldEntry::required(x::Name(0x29c3b05), x::Name(0x2f00106)), // newIP: string
+        x::FieldEntry::required(x::Name(0x239e904), x::Name(0x212d207)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x2f0800a), x::Name(0x2f00106)), // subnetMask: string
+        x::FieldEntry::optional(x::Name(0x277c70a), x::Name(0xe02924)), // ipV6Config: HostIpConfigIpV6AddressConfiguration
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
+        x::FieldEntry::optional(x::Name(0x2ad7906), x::Name(0x2f00106)), // origin: string
+        x::FieldEntry::optional(x::Name(0x22cb108), x::Name(0x2f00106)), // dadState: string
+        x::FieldEntry::optional(x::Name(0x281fd08), x::Name(0x2308208)), // lifetime: dateTime
+        x::FieldEntry::optional(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x277bb0b), x::Name(0xdfef17)), // ipV6Address: HostIpConfigIpV6Address
+        x::FieldEntry::optional(x::Name(0x20d2f18), x::Name(0x212d207)), // autoConfigurationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x23a450d), x::Name(0x212d207)), // dhcpV6Enabled: boolean
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x276460a), x::Name(0x2f00106)), // ipAddress2: string
+        x::FieldEntry::optional(x::Name(0x232c80e), x::Name(0x2f00106)), // defaultGateway: string
+        x::FieldEntry::optional(x::Name(0x25bde0d), x::Name(0x2f00106)), // gatewayDevice: string
+        x::FieldEntry::optional(x::Name(0x277d212), x::Name(0x2f00106)), // ipV6DefaultGateway: string
+        x::FieldEntry::optional(x::Name(0x277f111), x::Name(0x2f00106)), // ipV6GatewayDevice: string
+        x::FieldEntry::optional(x::Name(0x25bec17), x::Name(0x106d118)), // gatewayDeviceConnection: HostVirtualNicConnection
+        x::FieldEntry::optional(x::Name(0x278031b), x::Name(0x106d118)), // ipV6GatewayDeviceConnection: HostVirtualNicConnection
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x25bd607), x::Name(0x2f00106)), // gateway: string
+        x::FieldEntry::optional(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x2d5c105), x::Name(0xe0ac10)), // route: HostIpRouteEntry
+        x::FieldEntry::repeated(x::Name(0x2773e07), x::Name(0xe0bd0d)), // ipRoute: HostIpRouteOp
+        x::FieldEntry::repeated(x::Name(0x27a4409), x::Name(0xe0bd0d)), // ipv6Route: HostIpRouteOp
+        x::FieldEntry::repeated(x::Name(0x2773e07), x::Name(0xe0ac10)), // ipRoute: HostIpRouteEntry
+        x::FieldEntry::repeated(x::Name(0x27a4409), x::Name(0xe0ac10)), // ipv6Route: HostIpRouteEntry
+        x::FieldEntry::optional(x::Name(0x212ac0c), x::Name(0x2f00106)), // bmcIpAddress: string
+        x::FieldEntry::optional(x::Name(0x212b90d), x::Name(0x2f00106)), // bmcMacAddress: string
+        x::FieldEntry::optional(x::Name(0x2852505), x::Name(0x2f00106)), // login: string
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::required(x::Name(0x27c900b), x::Name(0x2f00106)), // isolationIp: string
+        x::FieldEntry::repeated(x::Name(0x2d1c608), x::Name(0x11b470b)), // resource: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x280bf07), x::Name(0x11ea619)), // license: LicenseManagerLicenseInfo
+        x::FieldEntry::required(x::Name(0x24db30a), x::Name(0x11e891c)), // evaluation: LicenseManagerEvaluationInfo
+        x::FieldEntry::optional(x::Name(0x2d1c608), x::Name(0xe1401a)), // resource: HostLicensableResourceInfo
+        x::FieldEntry::optional(x::Name(0x2e4f406), x::Name(0x11fca0d)), // source: LicenseSource
+        x::FieldEntry::optional(x::Name(0x246120a), x::Name(0x2f00106)), // editionKey: string
+        x::FieldEntry::repeated(x::Name(0x23d0f12), x::Name(0x2f00106)), // disabledFeatureKey: string
+        x::FieldEntry::repeated(x::Name(0x247c511), x::Name(0x2f00106)), // enabledFeatureKey: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x261dc08), x::Name(0xda3c13)), // hardware: HostHardwareSummary
+        x::FieldEntry::optional(x::Name(0x2d68907), x::Name(0xf7e10f)), // runtime: HostRuntimeInfo
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xce2211)), // config: HostConfigSummary
+        x::FieldEntry::required(x::Name(0x2c5f60a), x::Name(0xe1e219)), // quickStats: HostListSummaryQuickStats
+        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x2c7a60e), x::Name(0x212d207)), // rebootRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x22c170b), x::Name(0x7e3010)), // customValue: CustomFieldValue
+        x::FieldEntry::optional(x::Name(0x2877f12), x::Name(0x2f00106)), // managementServerIp: string
+        x::FieldEntry::optional(x::Name(0x289460d), x::Name(0x2f00106)), // maxEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x22aa511), x::Name(0x2f00106)), // currentEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x22a8b19), x::Name(0x2f00106)), // currentEVCGraphicsModeKey: string
+        x::FieldEntry::optional(x::Name(0x25bd607), x::Name(0xe1c41d)), // gateway: HostListSummaryGatewaySummary
+        x::FieldEntry::optional(x::Name(0x2fe140e), x::Name(0x1008016)), // tpmAttestation: HostTpmAttestationInfo
+        x::FieldEntry::repeated(x::Name(0x3000f1e), x::Name(0x101ab21)), // trustAuthorityAttestationInfos: HostTrustAuthorityAttestationInfo
+        x::FieldEntry::required(x::Name(0x25c300b), x::Name(0x2f00106)), // gatewayType: string
+        x::FieldEntry::required(x::Name(0x25c0409), x::Name(0x2f00106)), // gatewayId: string
+        x::FieldEntry::optional(x::Name(0x2af6a0f), x::Name(0x2729103)), // overallCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x2af7a12), x::Name(0x2729103)), // overallMemoryUsage: int
+        x::FieldEntry::optional(x::Name(0x2409316), x::Name(0x2729103)), // distributedCpuFairness: int
+        x::FieldEntry::optional(x::Name(0x240c719), x::Name(0x2729103)), // distributedMemoryFairness: int
+        x::FieldEntry::optional(x::Name(0x20eb515), x::Name(0x2729103)), // availablePMemCapacity: int
+        x::FieldEntry::optional(x::Name(0x3069606), x::Name(0x2729103)), // uptime: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x283d909), x::Name(0x2f00106)), // localPath: string
+        x::FieldEntry::required(x::Name(0x267ae0d), x::Name(0x86ac14)), // hostLocalPort: DVSHostLocalPortInfo
+        x::FieldEntry::required(x::Name(0x2254e0e), x::Name(0x2f00106)), // controllerType: string
+        x::FieldEntry::required(x::Name(0x2144809), x::Name(0x2729103)), // busNumber: int
+        x::FieldEntry::required(x::Name(0x302350a), x::Name(0x2729103)), // unitNumber: int
+        x::FieldEntry::required(x::Name(0x2e8f00b), x::Name(0x2f00106)), // srcFilename: string
+        x::FieldEntry::required(x::Name(0x243a40b), x::Name(0x2f00106)), // dstFilename: string
+        x::FieldEntry::required(x::Name(0x2559408), x::Name(0x2f00106)), // fileName: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2559408), x::Name(0x2f00106)), // fileName: string
+        x::FieldEntry::required(x::Name(0x2560508), x::Name(0x2f00106)), // fileType: string
+        x::FieldEntry::required(x::Name(0x2113508), x::Name(0x2f00106)), // baseName: string
+        x::FieldEntry::required(x::Name(0x2b28609), x::Name(0x2f00106)), // parentDir: string
+        x::FieldEntry::required(x::Name(0x2d1390c), x::Name(0x2f00106)), // reservedName: string
+        x::FieldEntry::required(x::Name(0x2113508), x::Name(0x2f00106)), // baseName: string
+        x::FieldEntry::required(x::Name(0x2b28609), x::Name(0x2f00106)), // parentDir: string
+        x::FieldEntry::required(x::Name(0x2560508), x::Name(0x2f00106)), // fileType: string
+        x::FieldEntry::required(x::Name(0x2ef3a0e), x::Name(0x2f00106)), // storageProfile: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
+        x::FieldEntry::required(x::Name(0x2e8f00b), x::Name(0x2f00106)), // srcFilename: string
+        x::FieldEntry::required(x::Name(0x243a40b), x::Name(0x2f00106)), // dstFilename: string
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0xe29d2d)), // disk: HostLowLevelProvisioningManagerDiskLayoutSpec
+        x::FieldEntry::required(x::Name(0x2912c0b), x::Name(0x2857004)), // migrationId: long
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x212d207)), // source: boolean
+        x::FieldEntry::required(x::Name(0x2236f14), x::Name(0x212d207)), // consideredSuccessful: boolean
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x211e608), x::Name(0x2f00106)), // biosUUID: string
+        x::FieldEntry::required(x::Name(0x2721a0c), x::Name(0x2f00106)), // instanceUUID: string
+        x::FieldEntry::optional(x::Name(0x25a9d06), x::Name(0xb62218)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x31dc808), x::Name(0x1f8aa18)), // vsanMode: VsanHostDecommissionMode
+        x::FieldEntry::optional(x::Name(0x2c49b07), x::Name(0x2f00106)), // purpose: string
+        x::FieldEntry::optional(x::Name(0x2f0f207), x::Name(0x2f00106)), // summary: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::optional(x::Name(0x2edb60c), x::Name(0x2f00106)), // statusDetail: string
+        x::FieldEntry::optional(x::Name(0x2a1c60a), x::Name(0x2f00106)), // nsxtStatus: string
+        x::FieldEntry::optional(x::Name(0x2a1d110), x::Name(0x2f00106)), // nsxtStatusDetail: string
+        x::FieldEntry::repeated(x::Name(0x2641311), x::Name(0xe4af1b)), // healthCheckResult: HostMemberHealthCheckResult
+        x::FieldEntry::required(x::Name(0x305c10d), x::Name(0x2f00106)), // uplinkPortKey: string
+        x::FieldEntry::optional(x::Name(0x2dc9419), x::Name(0x2857004)), // serviceConsoleReservation: long
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::repeated(x::Name(0x257d105), x::Name(0x2f00106)), // flags: string
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::optional(x::Name(0x278c003), x::Name(0x2f00106)), // ips: string
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x2bfa209), x::Name(0x2f00106)), // prevState: string
+        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x200fc0a), x::Name(0x2f00106)), // accessMode: string
+        x::FieldEntry::optional(x::Name(0x293f107), x::Name(0x212d207)), // mounted: boolean
+        x::FieldEntry::optional(x::Name(0x201470a), x::Name(0x212d207)), // accessible: boolean
+        x::FieldEntry::optional(x::Name(0x26e8212), x::Name(0x2f00106)), // inaccessibleReason: string
+        x::FieldEntry::repeated(x::Name(0x285f403), x::Name(0xe65e1c)), // lun: HostMultipathInfoLogicalUnit
+        x::FieldEntry::required(x::Name(0x2be8f06), x::Name(0x2f00106)), // prefer: string
+        x::FieldEntry::optional(x::Name(0x2146505), x::Name(0x2857004)), // bytes: long
+        x::FieldEntry::optional(x::Name(0x2763404), x::Name(0x2857004)), // iops: long
+        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x27f930f), x::Name(0x2857004)), // latencyEvalTime: long
+        x::FieldEntry::optional(x::Name(0x2d70412), x::Name(0x2857004)), // samplingIosPerPath: long
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x285f403), x::Name(0x2f00106)), // lun: string
+        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0xe6d115)), // path: HostMultipathInfoPath
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xe67b22)), // policy: HostMultipathInfoLogicalUnitPolicy
+        x::FieldEntry::optional(x::Name(0x2ee4d16), x::Name(0xe69e32)), // storageArrayTypePolicy: HostMultipathInfoLogicalUnitStorageArrayTypePolicy
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2b44909), x::Name(0x2f00106)), // pathState: string
+        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x27bf30d), x::Name(0x212d207)), // isWorkingPath: boolean
+        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
+        x::FieldEntry::required(x::Name(0x285f403), x::Name(0x2f00106)), // lun: string
+        x::FieldEntry::optional(x::Name(0x2fefb09), x::Name(0x1003513)), // transport: HostTargetTransport
+        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0xe6fe1a)), // path: HostMultipathStateInfoPath
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2b44909), x::Name(0x2f00106)), // pathState: string
+        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
+        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::repeated(x::Name(0x2ccb30f), x::Name(0x2f00106)), // remoteHostNames: string
+        x::FieldEntry::optional(x::Name(0x2dad30c), x::Name(0x2f00106)), // securityType: string
+        x::FieldEntry::optional(x::Name(0x2c35d10), x::Name(0x212d207)), // protocolEndpoint: boolean
+        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xe75511)), // spec: HostNasVolumeSpec
+        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
+        x::FieldEntry::required(x::Name(0x283d909), x::Name(0x2f00106)), // localPath: string
+        x::FieldEntry::required(x::Name(0x200fc0a), x::Name(0x2f00106)), // accessMode: string
+        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::repeated(x::Name(0x2ccb30f), x::Name(0x2f00106)), // remoteHostNames: string
+        x::FieldEntry::optional(x::Name(0x2dad30c), x::Name(0x2f00106)), // securityType: string
+        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xe7dd12)), // spec: HostNatServiceSpec
+        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xe7dd12)), // spec: HostNatServiceSpec
+        x::FieldEntry::required(x::Name(0x2413c0d), x::Name(0x212d207)), // dnsAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x2418709), x::Name(0x2f00106)), // dnsPolicy: string
+        x::FieldEntry::required(x::Name(0x241910a), x::Name(0x2729103)), // dnsRetries: int
+        x::FieldEntry::required(x::Name(0x241c60a), x::Name(0x2729103)), // dnsTimeout: int
+        x::FieldEntry::repeated(x::Name(0x241790d), x::Name(0x2f00106)), // dnsNameServer: string
+        x::FieldEntry::required(x::Name(0x2977a0b), x::Name(0x2729103)), // nbdsTimeout: int
+        x::FieldEntry::required(x::Name(0x2978b0b), x::Name(0x2729103)), // nbnsRetries: int
+        x::FieldEntry::required(x::Name(0x297970b), x::Name(0x2729103)), // nbnsTimeout: int
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x268de08), x::Name(0x2729103)), // hostPort: int
+        x::FieldEntry::required(x::Name(0x25fca09), x::Name(0x2729103)), // guestPort: int
+        x::FieldEntry::required(x::Name(0x25f250e), x::Name(0x2f00106)), // guestIpAddress: string
+        x::FieldEntry::required(x::Name(0x311c70d), x::Name(0x2f00106)), // virtualSwitch: string
+        x::FieldEntry::required(x::Name(0x2022609), x::Name(0x212d207)), // activeFtp: boolean
+        x::FieldEntry::required(x::Name(0x205ec0b), x::Name(0x212d207)), // allowAnyOui: boolean
+        x::FieldEntry::required(x::Name(0x220b90a), x::Name(0x212d207)), // configPort: boolean
+        x::FieldEntry::required(x::Name(0x276ba10), x::Name(0x2f00106)), // ipGatewayAddress: string
+        x::FieldEntry::required(x::Name(0x3014c0a), x::Name(0x2729103)), // udpTimeout: int
+        x::FieldEntry::repeated(x::Name(0x2babb0b), x::Name(0xe7bf1d)), // portForward: HostNatServicePortForwardSpec
+        x::FieldEntry::optional(x::Name(0x296910b), x::Name(0xe7a11d)), // nameService: HostNatServiceNameServiceSpec
+        x::FieldEntry::required(x::Name(0x215b31a), x::Name(0x212d207)), // canSetPhysicalNicLinkSpeed: boolean
+        x::FieldEntry::required(x::Name(0x2f43912), x::Name(0x212d207)), // supportsNicTeaming: boolean
+        x::FieldEntry::repeated(x::Name(0x29e0210), x::Name(0x2f00106)), // nicTeamingPolicy: string
+        x::FieldEntry::required(x::Name(0x2f4ab0c), x::Name(0x212d207)), // supportsVlan: boolean
+        x::FieldEntry::required(x::Name(0x3095615), x::Name(0x212d207)), // usesServiceConsoleNic: boolean
+        x::FieldEntry::required(x::Name(0x2f42414), x::Name(0x212d207)), // supportsNetworkHints: boolean
+        x::FieldEntry::optional(x::Name(0x28ae217), x::Name(0x2729103)), // maxPortGroupsPerVswitch: int
+        x::FieldEntry::required(x::Name(0x31f7916), x::Name(0x212d207)), // vswitchConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x31c7e13), x::Name(0x212d207)), // vnicConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2775416), x::Name(0x212d207)), // ipRouteConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2415412), x::Name(0x212d207)), // dnsConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x23a1213), x::Name(0x212d207)), // dhcpOnVnicSupported: boolean
+        x::FieldEntry::optional(x::Name(0x278280d), x::Name(0x212d207)), // ipV6Supported: boolean
+        x::FieldEntry::optional(x::Name(0x2101c16), x::Name(0x212d207)), // backupNfcNiocSupported: boolean
+        x::FieldEntry::optional(x::Name(0x229c20b), x::Name(0x212d207)), // csumOffload: boolean
+        x::FieldEntry::optional(x::Name(0x2f9910f), x::Name(0x212d207)), // tcpSegmentation: boolean
+        x::FieldEntry::optional(x::Name(0x324ca0c), x::Name(0x212d207)), // zeroCopyXmit: boolean
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0xd5210d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0xe08411)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2cf101f), x::Name(0x2729103)), // requestedMaxNumberOfConnections: int
+        x::FieldEntry::optional(x::Name(0x222311a), x::Name(0x2f00106)), // congestionControlAlgorithm: string
+        x::FieldEntry::optional(x::Name(0x277e50b), x::Name(0x212d207)), // ipV6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d5c710), x::Name(0xe0cb16)), // routeTableConfig: HostIpRouteTableConfig
+        x::FieldEntry::repeated(x::Name(0x31f7107), x::Name(0x1081417)), // vswitch: HostVirtualSwitchConfig
+        x::FieldEntry::repeated(x::Name(0x2c4120b), x::Name(0xf46315)), // proxySwitch: HostProxySwitchConfig
+        x::FieldEntry::repeated(x::Name(0x2bbc509), x::Name(0xf01213)), // portgroup: HostPortGroupConfig
+        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x1489511)), // pnic: PhysicalNicConfig
+        x::FieldEntry::repeated(x::Name(0x31c7904), x::Name(0x106bc14)), // vnic: HostVirtualNicConfig
+        x::FieldEntry::repeated(x::Name(0x223db0b), x::Name(0x106bc14)), // consoleVnic: HostVirtualNicConfig
+        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0xd5210d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0xe08411)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2238414), x::Name(0xe08411)), // consoleIpRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2d5c710), x::Name(0xe0cb16)), // routeTableConfig: HostIpRouteTableConfig
+        x::FieldEntry::repeated(x::Name(0x239e904), x::Name(0xd25b15)), // dhcp: HostDhcpServiceConfig
+        x::FieldEntry::repeated(x::Name(0x2971403), x::Name(0xe78c14)), // nat: HostNatServiceConfig
+        x::FieldEntry::optional(x::Name(0x277e50b), x::Name(0x212d207)), // ipV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x298cd0c), x::Name(0xe89c1d)), // netStackSpec: HostNetworkConfigNetStackSpec
+        x::FieldEntry::optional(x::Name(0x291460f), x::Name(0x2f00106)), // migrationStatus: string
+        x::FieldEntry::required(x::Name(0x2988c10), x::Name(0xe81f14)), // netStackInstance: HostNetStackInstance
+        x::FieldEntry::optional(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
+        x::FieldEntry::repeated(x::Name(0x223e711), x::Name(0x2f00106)), // consoleVnicDevice: string
+        x::FieldEntry::repeated(x::Name(0x31f7107), x::Name(0x1079411)), // vswitch: HostVirtualSwitch
+        x::FieldEntry::repeated(x::Name(0x2c4120b), x::Name(0xf4530f)), // proxySwitch: HostProxySwitch
+        x::FieldEntry::repeated(x::Name(0x2bbc509), x::Name(0xf0040d)), // portgroup: HostPortGroup
+        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x148570b)), // pnic: PhysicalNic
+        x::FieldEntry::repeated(x::Name(0x2c6ef0a), x::Name(0xf50d0e)), // rdmaDevice: HostRdmaDevice
+        x::FieldEntry::repeated(x::Name(0x31c7904), x::Name(0x106ad0e)), // vnic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x223db0b), x::Name(0x106ad0e)), // consoleVnic: HostVirtualNic
+        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0xd5210d)), // dnsConfig: HostDnsConfig
+        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0xe08411)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2238414), x::Name(0xe08411)), // consoleIpRouteConfig: HostIpRouteConfig
+        x::FieldEntry::optional(x::Name(0x2d5d80e), x::Name(0xe0e214)), // routeTableInfo: HostIpRouteTableInfo
+        x::FieldEntry::repeated(x::Name(0x239e904), x::Name(0xd24b0f)), // dhcp: HostDhcpService
+        x::FieldEntry::repeated(x::Name(0x2971403), x::Name(0xe77d0e)), // nat: HostNatService
+        x::FieldEntry::optional(x::Name(0x277e50b), x::Name(0x212d207)), // ipV6Enabled: boolean
+        x::FieldEntry::optional(x::Name(0x20b7111), x::Name(0x212d207)), // atBootIpV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2988c10), x::Name(0xe81f14)), // netStackInstance: HostNetStackInstance
+        x::FieldEntry::repeated(x::Name(0x2ab820c), x::Name(0xecfc10)), // opaqueSwitch: HostOpaqueSwitch
+        x::FieldEntry::repeated(x::Name(0x2ab400d), x::Name(0xece615)), // opaqueNetwork: HostOpaqueNetworkInfo
+        x::FieldEntry::optional(x::Name(0x2a19512), x::Name(0x2f00106)), // nsxTransportNodeId: string
+        x::FieldEntry::optional(x::Name(0x2a83a1a), x::Name(0x212d207)), // nvdsToVdsMigrationRequired: boolean
+        x::FieldEntry::optional(x::Name(0x291460f), x::Name(0x2f00106)), // migrationStatus: string
+        x::FieldEntry::optional(x::Name(0x2da8b08), x::Name(0xe92b19)), // security: HostNetworkSecurityPolicy
+        x::FieldEntry::optional(x::Name(0x29df70a), x::Name(0xe9bf14)), // nicTeaming: HostNicTeamingPolicy
+        x::FieldEntry::optional(x::Name(0x2a9f00d), x::Name(0xe8041a)), // offloadPolicy: HostNetOffloadCapabilities
+        x::FieldEntry::optional(x::Name(0x2ded60d), x::Name(0xe9451f)), // shapingPolicy: HostNetworkTrafficShapingPolicy
+        x::FieldEntry::repeated(x::Name(0x2b9cc10), x::Name(0xefe81b)), // pnicResourceInfo: HostPnicNetworkResourceInfo
+        x::FieldEntry::optional(x::Name(0x2062010), x::Name(0x212d207)), // allowPromiscuous: boolean
+        x::FieldEntry::optional(x::Name(0x286380a), x::Name(0x212d207)), // macChanges: boolean
+        x::FieldEntry::optional(x::Name(0x2586c0f), x::Name(0x212d207)), // forgedTransmits: boolean
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x20f4e10), x::Name(0x2857004)), // averageBandwidth: long
+        x::FieldEntry::optional(x::Name(0x2b5050d), x::Name(0x2857004)), // peakBandwidth: long
+        x::FieldEntry::optional(x::Name(0x2142b09), x::Name(0x2857004)), // burstSize: long
+        x::FieldEntry::optional(x::Name(0x2efe917), x::Name(0x2857004)), // streamingMemoryConsumed: long
+        x::FieldEntry::optional(x::Name(0x219e90a), x::Name(0x2f00106)), // checkSpeed: string
+        x::FieldEntry::optional(x::Name(0x2e83005), x::Name(0x2729103)), // speed: int
+        x::FieldEntry::optional(x::Name(0x219ae0b), x::Name(0x212d207)), // checkDuplex: boolean
+        x::FieldEntry::optional(x::Name(0x25b5d0a), x::Name(0x212d207)), // fullDuplex: boolean
+        x::FieldEntry::optional(x::Name(0x219ba11), x::Name(0x212d207)), // checkErrorPercent: boolean
+        x::FieldEntry::optional(x::Name(0x2b61e0a), x::Name(0x2729103)), // percentage: int
+        x::FieldEntry::optional(x::Name(0x219a20b), x::Name(0x212d207)), // checkBeacon: boolean
+        x::FieldEntry::repeated(x::Name(0x2023d09), x::Name(0x2f00106)), // activeNic: string
+        x::FieldEntry::repeated(x::Name(0x2eac70a), x::Name(0x2f00106)), // standbyNic: string
+        x::FieldEntry::optional(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
+        x::FieldEntry::optional(x::Name(0x2d3bb0d), x::Name(0x212d207)), // reversePolicy: boolean
+        x::FieldEntry::optional(x::Name(0x2a0740e), x::Name(0x212d207)), // notifySwitches: boolean
+        x::FieldEntry::optional(x::Name(0x2d5500c), x::Name(0x212d207)), // rollingOrder: boolean
+        x::FieldEntry::optional(x::Name(0x252350f), x::Name(0xe99516)), // failureCriteria: HostNicFailureCriteria
+        x::FieldEntry::optional(x::Name(0x29dd808), x::Name(0xe9ac12)), // nicOrder: HostNicOrderPolicy
+        x::FieldEntry::optional(x::Name(0x278c003), x::Name(0x2f00106)), // ips: string
+        x::FieldEntry::repeated(x::Name(0x2dbe806), x::Name(0x2f00106)), // server: string
+        x::FieldEntry::repeated(x::Name(0x2204f0a), x::Name(0x2f00106)), // configFile: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2a3f308), x::Name(0x2729103)), // numNodes: int
+        x::FieldEntry::repeated(x::Name(0x2a7b608), x::Name(0xea9f0c)), // numaNode: HostNumaNode
+        x::FieldEntry::required(x::Name(0x300f906), x::Name(0x2146004)), // typeId: byte
+        x::FieldEntry::repeated(x::Name(0x2273e05), x::Name(0x2dfd105)), // cpuID: short
+        x::FieldEntry::required(x::Name(0x28e6a10), x::Name(0x2857004)), // memoryRangeBegin: long
+        x::FieldEntry::required(x::Name(0x28e7b11), x::Name(0x2857004)), // memoryRangeLength: long
+        x::FieldEntry::repeated(x::Name(0x2b48005), x::Name(0x2f00106)), // pciId: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x264760b), x::Name(0xac5712)), // healthState: ElementDescription
+        x::FieldEntry::required(x::Name(0x22b8e0e), x::Name(0x2857004)), // currentReading: long
+        x::FieldEntry::required(x::Name(0x302280c), x::Name(0x2729103)), // unitModifier: int
+        x::FieldEntry::required(x::Name(0x2113e09), x::Name(0x2f00106)), // baseUnits: string
+        x::FieldEntry::optional(x::Name(0x2c6a209), x::Name(0x2f00106)), // rateUnits: string
+        x::FieldEntry::required(x::Name(0x2dbb90a), x::Name(0x2f00106)), // sensorType: string
+        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::optional(x::Name(0x2fb0709), x::Name(0x2f00106)), // timeStamp: string
+        x::FieldEntry::required(x::Name(0x2f09e06), x::Name(0x2f00106)), // subnqn: string
+        x::FieldEntry::optional(x::Name(0x225220c), x::Name(0x2729103)), // controllerId: int
+        x::FieldEntry::optional(x::Name(0x2038c0e), x::Name(0x2729103)), // adminQueueSize: int
+        x::FieldEntry::optional(x::Name(0x27d2310), x::Name(0x2729103)), // keepAliveTimeout: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2253d10), x::Name(0x2729103)), // controllerNumber: int
+        x::FieldEntry::required(x::Name(0x2f09e06), x::Name(0x2f00106)), // subnqn: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x20b2711), x::Name(0x2f00106)), // associatedAdapter: string
+        x::FieldEntry::required(x::Name(0x2ff3d0d), x::Name(0x2f00106)), // transportType: string
+        x::FieldEntry::required(x::Name(0x25bbe17), x::Name(0x212d207)), // fusedOperationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2a7ea0e), x::Name(0x2729103)), // numberOfQueues: int
+        x::FieldEntry::required(x::Name(0x2c5b309), x::Name(0x2729103)), // queueSize: int
+        x::FieldEntry::repeated(x::Name(0x20ba011), x::Name(0xebc311)), // attachedNamespace: HostNvmeNamespace
+        x::FieldEntry::optional(x::Name(0x30d5c08), x::Name(0x2f00106)), // vendorId: string
+        x::FieldEntry::optional(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
+        x::FieldEntry::optional(x::Name(0x2dbd40c), x::Name(0x2f00106)), // serialNumber: string
+        x::FieldEntry::optional(x::Name(0x257800f), x::Name(0x2f00106)), // firmwareVersion: string
+        x::FieldEntry::required(x::Name(0x2634207), x::Name(0x2f00106)), // hbaName: string
+        x::FieldEntry::optional(x::Name(0x2f09e06), x::Name(0x2f00106)), // subnqn: string
+        x::FieldEntry::optional(x::Name(0x2253d10), x::Name(0x2729103)), // controllerNumber: int
+        x::FieldEntry::optional(x::Name(0x20d480b), x::Name(0x212d207)), // autoConnect: boolean
+        x::FieldEntry::optional(x::Name(0x2d57217), x::Name(0x212d207)), // rootDiscoveryController: boolean
+        x::FieldEntry::repeated(x::Name(0x24c2405), x::Name(0xeb5d19)), // entry: HostNvmeDiscoveryLogEntry
+        x::FieldEntry::required(x::Name(0x21eca08), x::Name(0x212d207)), // complete: boolean
+        x::FieldEntry::required(x::Name(0x2f09e06), x::Name(0x2f00106)), // subnqn: string
+        x::FieldEntry::required(x::Name(0x2f0b50d), x::Name(0x2f00106)), // subsystemType: string
+        x::FieldEntry::required(x::Name(0x2f0a50f), x::Name(0x2729103)), // subsystemPortId: int
+        x::FieldEntry::required(x::Name(0x225220c), x::Name(0x2729103)), // controllerId: int
+        x::FieldEntry::required(x::Name(0x2037a11), x::Name(0x2729103)), // adminQueueMaxSize: int
+        x::FieldEntry::required(x::Name(0x2ff1313), x::Name(0xec871b)), // transportParameters: HostNvmeTransportParameters
+        x::FieldEntry::required(x::Name(0x2ff2715), x::Name(0x2f00106)), // transportRequirements: string
+        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
+        x::FieldEntry::required(x::Name(0x2125209), x::Name(0x2729103)), // blockSize: int
+        x::FieldEntry::required(x::Name(0x2166f10), x::Name(0x2857004)), // capacityInBlocks: long
+        x::FieldEntry::required(x::Name(0x2ffd606), x::Name(0x2f00106)), // trtype: string
+        x::FieldEntry::required(x::Name(0x2fe7e06), x::Name(0x2f00106)), // traddr: string
+        x::FieldEntry::required(x::Name(0x203f006), x::Name(0x2f00106)), // adrfam: string
+        x::FieldEntry::required(x::Name(0x2ffce07), x::Name(0x2f00106)), // trsvcid: string
+        x::FieldEntry::required(x::Name(0x3005304), x::Name(0x210f70c)), // tsas: base64Binary
+        x::FieldEntry::required(x::Name(0x29ed011), x::Name(0x2857004)), // nodeWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2bbaa11), x::Name(0x2857004)), // portWorldWideName: long
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::optional(x::Name(0x203090d), x::Name(0x2f00106)), // addressFamily: string
+        x::FieldEntry::optional(x::Name(0x2bb960a), x::Name(0x2729103)), // portNumber: int
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::optional(x::Name(0x2bb960a), x::Name(0x2729103)), // portNumber: int
+        x::FieldEntry::optional(x::Name(0x23b5512), x::Name(0x2f00106)), // digestVerification: string
+        x::FieldEntry::required(x::Name(0x2634207), x::Name(0x2f00106)), // hbaName: string
+        x::FieldEntry::required(x::Name(0x2ff1313), x::Name(0xec871b)), // transportParameters: HostNvmeTransportParameters
+        x::FieldEntry::repeated(x::Name(0x2029a07), x::Name(0xec6d19)), // adapter: HostNvmeTopologyInterface
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x222ca13), x::Name(0xeb0912)), // connectedController: HostNvmeController
+        x::FieldEntry::required(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2ab5e11), x::Name(0x2f00106)), // opaqueNetworkName: string
+        x::FieldEntry::required(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
+        x::FieldEntry::repeated(x::Name(0x2b9e608), x::Name(0x2f00106)), // pnicZone: string
+        x::FieldEntry::optional(x::Name(0x216480a), x::Name(0x13a4217)), // capability: OpaqueNetworkCapability
+        x::FieldEntry::repeated(x::Name(0x250d80b), x::Name(0x13b310b)), // extraConfig: OptionValue
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
+        x::FieldEntry::repeated(x::Name(0x2b9e608), x::Name(0xed2f1f)), // pnicZone: HostOpaqueSwitchPhysicalNicZone
+        x::FieldEntry::optional(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::repeated(x::Name(0x31f9c04), x::Name(0x106ad0e)), // vtep: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x250d80b), x::Name(0x13b310b)), // extraConfig: OptionValue
+        x::FieldEntry::repeated(x::Name(0x2541911), x::Name(0xd61315)), // featureCapability: HostFeatureCapability
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::optional(x::Name(0x2c3eb05), x::Name(0x2f00106)), // proxy: string
+        x::FieldEntry::optional(x::Name(0x2c3eb05), x::Name(0x2f00106)), // proxy: string
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::optional(x::Name(0x21d5e09), x::Name(0x2f00106)), // cmdOption: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::repeated(x::Name(0x2eda406), x::Name(0xee5616)), // status: HostPatchManagerStatus
+        x::FieldEntry::optional(x::Name(0x3246e09), x::Name(0x2f00106)), // xmlResult: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x208c00a), x::Name(0x212d207)), // applicable: boolean
+        x::FieldEntry::repeated(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2729509), x::Name(0x2f00106)), // integrity: string
+        x::FieldEntry::required(x::Name(0x271db09), x::Name(0x212d207)), // installed: boolean
+        x::FieldEntry::repeated(x::Name(0x271ce0c), x::Name(0x2f00106)), // installState: string
+        x::FieldEntry::repeated(x::Name(0x2bf0c11), x::Name(0xee6d27)), // prerequisitePatch: HostPatchManagerStatusPrerequisitePatch
+        x::FieldEntry::required(x::Name(0x2d3690f), x::Name(0x212d207)), // restartRequired: boolean
+        x::FieldEntry::required(x::Name(0x2c97611), x::Name(0x212d207)), // reconnectRequired: boolean
+        x::FieldEntry::required(x::Name(0x317fb0d), x::Name(0x212d207)), // vmOffRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x2f14012), x::Name(0x2f00106)), // supersededPatchIds: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::repeated(x::Name(0x271ce0c), x::Name(0x2f00106)), // installState: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xac5712)), // policy: ElementDescription
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x21b1b07), x::Name(0x2dfd105)), // classId: short
+        x::FieldEntry::required(x::Name(0x2143503), x::Name(0x2146004)), // bus: byte
+        x::FieldEntry::required(x::Name(0x2e13104), x::Name(0x2146004)), // slot: byte
+        x::FieldEntry::required(x::Name(0x25bb508), x::Name(0x2146004)), // function: byte
+        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2dfd105)), // vendorId: short
+        x::FieldEntry::required(x::Name(0x2f0420b), x::Name(0x2dfd105)), // subVendorId: short
+        x::FieldEntry::required(x::Name(0x30d650a), x::Name(0x2f00106)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2dfd105)), // deviceId: short
+        x::FieldEntry::required(x::Name(0x2f0210b), x::Name(0x2dfd105)), // subDeviceId: short
+        x::FieldEntry::optional(x::Name(0x2b2660c), x::Name(0x2f00106)), // parentBridge: string
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2b3cc0f), x::Name(0x212d207)), // passthruEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x208e808), x::Name(0x212d207)), // applyNow: boolean
+        x::FieldEntry::optional(x::Name(0x261e50d), x::Name(0x2f00106)), // hardwareLabel: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2357e0f), x::Name(0x2f00106)), // dependentDevice: string
+        x::FieldEntry::required(x::Name(0x2b3cc0f), x::Name(0x212d207)), // passthruEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2b3bc0f), x::Name(0x212d207)), // passthruCapable: boolean
+        x::FieldEntry::required(x::Name(0x2b3ad0e), x::Name(0x212d207)), // passthruActive: boolean
+        x::FieldEntry::optional(x::Name(0x261e50d), x::Name(0x2f00106)), // hardwareLabel: string
+        x::FieldEntry::optional(x::Name(0x216aa0c), x::Name(0x2857004)), // capacityInMB: long
+        x::FieldEntry::optional(x::Name(0x31d270a), x::Name(0x2f00106)), // volumeUUID: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31c9d07), x::Name(0x2f00106)), // vnicKey: string
+        x::FieldEntry::optional(x::Name(0x2d05c0b), x::Name(0x2729103)), // reservation: int
+        x::FieldEntry::repeated(x::Name(0x2029a07), x::Name(0xef5d1c)), // adapter: HostPlugStoreTopologyAdapter
+        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0xef9619)), // path: HostPlugStoreTopologyPath
+        x::FieldEntry::repeated(x::Name(0x2f80b06), x::Name(0xefcc1b)), // target: HostPlugStoreTopologyTarget
+        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0xef7a1b)), // device: HostPlugStoreTopologyDevice
+        x::FieldEntry::repeated(x::Name(0x2b95a06), x::Name(0xefb01b)), // plugin: HostPlugStoreTopologyPlugin
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x285f403), x::Name(0x2f00106)), // lun: string
+        x::FieldEntry::repeated(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x218f60d), x::Name(0x2729103)), // channelNumber: int
+        x::FieldEntry::optional(x::Name(0x2f9010c), x::Name(0x2729103)), // targetNumber: int
+        x::FieldEntry::optional(x::Name(0x2860f09), x::Name(0x2729103)), // lunNumber: int
+        x::FieldEntry::optional(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
+        x::FieldEntry::optional(x::Name(0x2f80b06), x::Name(0x2f00106)), // target: string
+        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::repeated(x::Name(0x21b0f0b), x::Name(0x2f00106)), // claimedPath: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2fefb09), x::Name(0x1003513)), // transport: HostTargetTransport
+        x::FieldEntry::required(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
+        x::FieldEntry::optional(x::Name(0x20e561e), x::Name(0x2857004)), // availableBandwidthForVMTraffic: long
+        x::FieldEntry::optional(x::Name(0x304da1b), x::Name(0x2857004)), // unusedBandwidthForVMTraffic: long
+        x::FieldEntry::repeated(x::Name(0x2b8e411), x::Name(0xef281e)), // placedVirtualNics: HostPlacedVirtualNicIdentifier
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2ba9a04), x::Name(0xf02611)), // port: HostPortGroupPort
+        x::FieldEntry::optional(x::Name(0x31f7107), x::Name(0x2f00106)), // vswitch: string
+        x::FieldEntry::required(x::Name(0x220060e), x::Name(0xe8fe11)), // computedPolicy: HostNetworkPolicy
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xf04d11)), // spec: HostPortGroupSpec
+        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xf04d11)), // spec: HostPortGroupSpec
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2769308), x::Name(0x1187b10)), // ipConfig: IpAddressProfile
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x31f900b), x::Name(0x2f00106)), // vswitchName: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xe8fe11)), // policy: HostNetworkPolicy
+    ],
+    values: &[
+        x::Name(0x8b4e09), // Datastore
+        x::Name(0x31c5610), // vmware_certified
+        x::Name(0x31c460f), // vmware_accepted
+        x::Name(0x2b36a07), // partner
+        x::Name(0x21e1009), // community
+        x::Name(0x2c14807), // product
+        x::Name(0x2c13e09), // processor
+        x::Name(0x2c14807), // product
+        x::Name(0x2c13e09), // processor
+        x::Name(0x219710e), // chapProhibited
+        x::Name(0x2193c0f), // chapDiscouraged
+        x::Name(0x219630d), // chapPreferred
+        x::Name(0x219800c), // chapRequired
+        x::Name(0x23b1810), // digestProhibited
+        x::Name(0x23abf11), // digestDiscouraged
+        x::Name(0x23b080f), // digestPreferred
+        x::Name(0x23b3a0e), // digestRequired
+        x::Name(0x842e04), // DHCP
+        x::Name(0x53540e), // AutoConfigured
+        x::Name(0x1899706), // Static
+        x::Name(0x13b4f05), // Other
+        x::Name(0x202ae03), // add
+        x::Name(0x2cd1806), // remove
+        x::Name(0x2a0830c), // notsupported
+        x::Name(0x2ac9e08), // optional
+        x::Name(0x2cf9908), // required
+        x::Name(0x2ecb90c), // staticMethod
+        x::Name(0x2db4a10), // sendTargetMethod
+        x::Name(0x2e1d609), // slpMethod
+        x::Name(0x27c3d0a), // isnsMethod
+        x::Name(0x302650d), // unknownMethod
+        x::Name(0x2ad9905), // other
+        x::Name(0x2880706), // manual
+        x::Name(0x239e904), // dhcp
+        x::Name(0x2829409), // linklayer
+        x::Name(0x2c68106), // random
+        x::Name(0x2bea109), // preferred
+        x::Name(0x235f90a), // deprecated
+        x::Name(0x273be07), // invalid
+        x::Name(0x26e750c), // inaccessible
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2fa0709), // tentative
+        x::Name(0x243d909), // duplicate
+        x::Name(0x2a2960e), // numCpuPackages
+        x::Name(0x2a2750b), // numCpuCores
+        x::Name(0x28edb0a), // memorySize
+        x::Name(0x28e0e0c), // memoryForVms
+        x::Name(0x2a74d0d), // numVmsStarted
+        x::Name(0x2a75b0e), // numVmsStarting
+        x::Name(0x284a310), // lockdownDisabled
+        x::Name(0x284c10e), // lockdownNormal
+        x::Name(0x284d00e), // lockdownStrict
+        x::Name(0xb91f04), // File
+        x::Name(0x1b9e90b), // VirtualDisk
+        x::Name(0x959009), // Directory
+        x::Name(0x22a260d), // currentConfig
+        x::Name(0x2e2a50e), // snapshotConfig
+        x::Name(0x269f20b), // hostUpgrade
+        x::Name(0x28f440a), // memoryTier
+        x::Name(0x2b7ec0e), // persistentTier
+        x::Name(0x215790b), // cachingTier
+        x::Name(0x844304), // DRAM
+        x::Name(0x1443904), // PMem
+        x::Name(0x29e8609), // noTiering
+        x::Name(0x2625f0f), // hardwareTiering
+        x::Name(0x7db12), // AllPathsDown_Start
+        x::Name(0x7ee14), // AllPathsDown_Timeout
+        x::Name(0x147b913), // PermanentDeviceLoss
+        x::Name(0x2c76309), // readWrite
+        x::Name(0x2c72808), // readOnly
+        x::Name(0x9b08), // AUTH_SYS
+        x::Name(0x17c1c08), // SEC_KRB5
+        x::Name(0x17c2509), // SEC_KRB5I
+        x::Name(0x29ce907), // newreno
+        x::Name(0x229fc05), // cubic
+        x::Name(0x2341711), // defaultTcpipStack
+        x::Name(0x31b6b07), // vmotion
+        x::Name(0x30b5813), // vSphereProvisioning
+        x::Name(0x3024f07), // unknown
+        x::Name(0x25dce05), // green
+        x::Name(0x3248c06), // yellow
+        x::Name(0x2ca6203), // red
+        x::Name(0x252ab03), // fan
+        x::Name(0x2bc3105), // power
+        x::Name(0x2f9d90b), // temperature
+        x::Name(0x31cfe07), // voltage
+        x::Name(0x2ad9905), // other
+        x::Name(0x2c13e09), // processor
+        x::Name(0x28db106), // memory
+        x::Name(0x2ee0d07), // storage
+        x::Name(0x2f70b0b), // systemBoard
+        x::Name(0x2114e07), // battery
+        x::Name(0x211d804), // bios
+        x::Name(0x2151d05), // cable
+        x::Name(0x3207b08), // watchdog
+        x::Name(0x23dc309), // discovery
+        x::Name(0x2a85503), // nvm
+        x::Name(0x2da7515), // secureChannelRequired
+        x::Name(0x2da5c18), // secureChannelNotRequired
+        x::Name(0x2cfdb18), // requirementsNotSpecified
+        x::Name(0x278c404), // ipv4
+        x::Name(0x278f304), // ipv6
+        x::Name(0x270430a), // infiniBand
+        x::Name(0x253b502), // fc
+        x::Name(0x2858a08), // loopback
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2b4d404), // pcie
+        x::Name(0x255070c), // fibreChannel
+        x::Name(0x2c6ea04), // rdma
+        x::Name(0x2f98403), // tcp
+        x::Name(0x2858a08), // loopback
+        x::Name(0x304650b), // unsupported
+        x::Name(0x304f602), // up
+        x::Name(0x3204f07), // warning
+        x::Name(0x2426304), // down
+        x::Name(0x286a30b), // maintenance
+        x::Name(0x269370d), // hostRestarted
+        x::Name(0x26d420b), // imageActive
+        x::Name(0x30c3209), // validated
+        x::Name(0x27d9c0b), // keyNotFound
+        x::Name(0x27dbd0a), // keyRevoked
+        x::Name(0x27d7c0a), // keyExpired
+        x::Name(0x23af90e), // digestMismatch
+        x::Name(0x29fe913), // notEnoughSignatures
+        x::Name(0x30c470f), // validationError
+        x::Name(0x2a99809), // obsoleted
+        x::Name(0x292670c), // missingPatch
+        x::Name(0x2925c0a), // missingLib
+        x::Name(0x262ac11), // hasDependentPatch
+        x::Name(0x221ca0d), // conflictPatch
+        x::Name(0x221be0b), // conflictLib
+    ],
+};

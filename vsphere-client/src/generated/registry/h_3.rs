@@ -4,2573 +4,1235 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "HostProfileSerializedHostProfileSpec",
-        base: Some("ProfileSerializedCreateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("validatorHost", "ManagedObjectReference"),
-            x::FieldInfo::optional("validating", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileSerializedHostProfileSpec>),
-    },
-    x::TypeInfo {
-        name: "HostProfileValidationFailureInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("annotation", "string"),
-            x::FieldInfo::required("updateType", "string"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("applyProfile", "HostApplyProfile"),
-            x::FieldInfo::repeated("failures", "ProfileUpdateFailedUpdateFailure"),
-            x::FieldInfo::repeated("faults", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfileValidationFailureInfo>),
-    },
-    x::TypeInfo {
-        name: "HostProfileValidationFailureInfoUpdateType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["HostBased", "Import", "Edit", "Compose"],
-        decode: Some(x::decode_boxed::<HostProfileValidationFailureInfoUpdateType>),
-    },
-    x::TypeInfo {
-        name: "HostProfileValidationState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["Ready", "Running", "Failed"],
-        decode: Some(x::decode_boxed::<HostProfileValidationState>),
-    },
-    x::TypeInfo {
-        name: "HostProfilesEntityCustomizations",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProfilesEntityCustomizations>),
-    },
-    x::TypeInfo {
-        name: "HostProtocolEndpoint",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("peType", "string"),
-            x::FieldInfo::optional("type", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::repeated("hostKey", "ManagedObjectReference"),
-            x::FieldInfo::optional("storageArray", "string"),
-            x::FieldInfo::optional("nfsServer", "string"),
-            x::FieldInfo::optional("nfsDir", "string"),
-            x::FieldInfo::optional("nfsServerScope", "string"),
-            x::FieldInfo::optional("nfsServerMajor", "string"),
-            x::FieldInfo::optional("nfsServerAuthType", "string"),
-            x::FieldInfo::optional("nfsServerUser", "string"),
-            x::FieldInfo::optional("deviceId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProtocolEndpoint>),
-    },
-    x::TypeInfo {
-        name: "HostProtocolEndpointPEType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["block", "nas"],
-        decode: Some(x::decode_boxed::<HostProtocolEndpointPEType>),
-    },
-    x::TypeInfo {
-        name: "HostProtocolEndpointProtocolEndpointType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["scsi", "nfs", "nfs4x"],
-        decode: Some(x::decode_boxed::<HostProtocolEndpointProtocolEndpointType>),
-    },
-    x::TypeInfo {
-        name: "HostProxySwitch",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dvsUuid", "string"),
-            x::FieldInfo::required("dvsName", "string"),
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("numPorts", "int"),
-            x::FieldInfo::optional("configNumPorts", "int"),
-            x::FieldInfo::required("numPortsAvailable", "int"),
-            x::FieldInfo::repeated("uplinkPort", "KeyValue"),
-            x::FieldInfo::optional("mtu", "int"),
-            x::FieldInfo::repeated("pnic", "string"),
-            x::FieldInfo::required("spec", "HostProxySwitchSpec"),
-            x::FieldInfo::repeated("hostLag", "HostProxySwitchHostLagConfig"),
-            x::FieldInfo::optional("networkReservationSupported", "boolean"),
-            x::FieldInfo::optional("nsxtEnabled", "boolean"),
-            x::FieldInfo::optional("ensEnabled", "boolean"),
-            x::FieldInfo::optional("ensInterruptEnabled", "boolean"),
-            x::FieldInfo::repeated(
-                "transportZones",
-                "DistributedVirtualSwitchHostMemberTransportZoneInfo",
-            ),
-            x::FieldInfo::repeated("nsxUsedUplinkPort", "string"),
-            x::FieldInfo::optional("nsxtStatus", "string"),
-            x::FieldInfo::optional("nsxtStatusDetail", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProxySwitch>),
-    },
-    x::TypeInfo {
-        name: "HostProxySwitchConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("changeOperation", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::optional("spec", "HostProxySwitchSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProxySwitchConfig>),
-    },
-    x::TypeInfo {
-        name: "HostProxySwitchHostLagConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("lagKey", "string"),
-            x::FieldInfo::optional("lagName", "string"),
-            x::FieldInfo::repeated("uplinkPort", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProxySwitchHostLagConfig>),
-    },
-    x::TypeInfo {
-        name: "HostProxySwitchSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional(
-                "backing",
-                "DistributedVirtualSwitchHostMemberBacking",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostProxySwitchSpec>),
-    },
-    x::TypeInfo {
-        name: "HostPtpConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("domain", "int"),
-            x::FieldInfo::repeated("port", "HostPtpConfigPtpPort"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPtpConfig>),
-    },
-    x::TypeInfo {
-        name: "HostPtpConfigDeviceType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "virtualNic", "pciPassthruNic"],
-        decode: Some(x::decode_boxed::<HostPtpConfigDeviceType>),
-    },
-    x::TypeInfo {
-        name: "HostPtpConfigPtpPort",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("index", "int"),
-            x::FieldInfo::optional("deviceType", "string"),
-            x::FieldInfo::optional("device", "string"),
-            x::FieldInfo::optional("ipConfig", "HostIpConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostPtpConfigPtpPort>),
-    },
-    x::TypeInfo {
-        name: "HostQualifiedName",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("value", "string"),
-            x::FieldInfo::required("type", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostQualifiedName>),
-    },
-    x::TypeInfo {
-        name: "HostQualifiedNameType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["nvmeQualifiedName"],
-        decode: Some(x::decode_boxed::<HostQualifiedNameType>),
-    },
-    x::TypeInfo {
-        name: "HostRdmaDevice",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::optional("driver", "string"),
-            x::FieldInfo::optional("description", "string"),
-            x::FieldInfo::optional("backing", "HostRdmaDeviceBacking"),
-            x::FieldInfo::required("connectionInfo", "HostRdmaDeviceConnectionInfo"),
-            x::FieldInfo::required("capability", "HostRdmaDeviceCapability"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRdmaDevice>),
-    },
-    x::TypeInfo {
-        name: "HostRdmaDeviceBacking",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRdmaDeviceBacking>),
-    },
-    x::TypeInfo {
-        name: "HostRdmaDeviceCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("roceV1Capable", "boolean"),
-            x::FieldInfo::required("roceV2Capable", "boolean"),
-            x::FieldInfo::required("iWarpCapable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRdmaDeviceCapability>),
-    },
-    x::TypeInfo {
-        name: "HostRdmaDeviceConnectionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("state", "string"),
-            x::FieldInfo::required("mtu", "int"),
-            x::FieldInfo::required("speedInMbps", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRdmaDeviceConnectionInfo>),
-    },
-    x::TypeInfo {
-        name: "HostRdmaDeviceConnectionState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["unknown", "down", "init", "armed", "active", "activeDefer"],
-        decode: Some(x::decode_boxed::<HostRdmaDeviceConnectionState>),
-    },
-    x::TypeInfo {
-        name: "HostRdmaDevicePnicBacking",
-        base: Some("HostRdmaDeviceBacking"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("pairedUplink", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRdmaDevicePnicBacking>),
-    },
-    x::TypeInfo {
-        name: "HostRdmaHba",
-        base: Some("HostHostBusAdapter"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("associatedRdmaDevice", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRdmaHba>),
-    },
-    x::TypeInfo {
-        name: "HostRdmaTargetTransport",
-        base: Some("HostTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRdmaTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostReconcileDatastoreInventoryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostReconnectionFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostReconnectionFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostRegisterDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::optional("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostReliableMemoryInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("memorySize", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostReliableMemoryInfo>),
-    },
-    x::TypeInfo {
-        name: "HostRelocateVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VslmRelocateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostRemoveVFlashResourceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostRemovedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostRenameVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostReplayUnsupportedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "incompatibleProduct",
-            "incompatibleCpu",
-            "hvDisabled",
-            "cpuidLimitSet",
-            "oldBIOS",
-            "unknown",
-        ],
-        decode: Some(x::decode_boxed::<HostReplayUnsupportedReason>),
-    },
-    x::TypeInfo {
-        name: "HostResignatureRescanResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("rescan", "HostVmfsRescanResult"),
-            x::FieldInfo::required("result", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostResignatureRescanResult>),
-    },
-    x::TypeInfo {
-        name: "HostRetrieveVStorageInfrastructureObjectPolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostRetrieveVStorageObjectMetadataRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("snapshotId", "ID"),
-            x::FieldInfo::optional("prefix", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostRetrieveVStorageObjectMetadataValueRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("snapshotId", "ID"),
-            x::FieldInfo::required("key", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostRetrieveVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostRetrieveVStorageObjectStateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("connectionState", "HostSystemConnectionState"),
-            x::FieldInfo::required("powerState", "HostSystemPowerState"),
-            x::FieldInfo::optional("standbyMode", "string"),
-            x::FieldInfo::required("inMaintenanceMode", "boolean"),
-            x::FieldInfo::optional("inQuarantineMode", "boolean"),
-            x::FieldInfo::optional("bootTime", "dateTime"),
-            x::FieldInfo::optional("healthSystemRuntime", "HealthSystemRuntime"),
-            x::FieldInfo::optional("dasHostState", "ClusterDasFdmHostState"),
-            x::FieldInfo::repeated("tpmPcrValues", "HostTpmDigestInfo"),
-            x::FieldInfo::optional("vsanRuntimeInfo", "VsanHostRuntimeInfo"),
-            x::FieldInfo::optional(
-                "networkRuntimeInfo",
-                "HostRuntimeInfoNetworkRuntimeInfo",
-            ),
-            x::FieldInfo::optional(
-                "vFlashResourceRuntimeInfo",
-                "HostVFlashManagerVFlashResourceRunTimeInfo",
-            ),
-            x::FieldInfo::optional("hostMaxVirtualDiskCapacity", "long"),
-            x::FieldInfo::optional("cryptoState", "string"),
-            x::FieldInfo::optional("cryptoKeyId", "CryptoKeyId"),
-            x::FieldInfo::optional("statelessNvdsMigrationReady", "string"),
-            x::FieldInfo::optional(
-                "stateEncryption",
-                "HostRuntimeInfoStateEncryptionInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "HostRuntimeInfoNetStackInstanceRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("netStackInstanceKey", "string"),
-            x::FieldInfo::optional("state", "string"),
-            x::FieldInfo::repeated("vmknicKeys", "string"),
-            x::FieldInfo::optional("maxNumberOfConnections", "int"),
-            x::FieldInfo::optional("currentIpV6Enabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRuntimeInfoNetStackInstanceRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "HostRuntimeInfoNetStackInstanceRuntimeInfoState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["inactive", "active", "deactivating", "activating"],
-        decode: Some(x::decode_boxed::<HostRuntimeInfoNetStackInstanceRuntimeInfoState>),
-    },
-    x::TypeInfo {
-        name: "HostRuntimeInfoNetworkRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "netStackInstanceRuntimeInfo",
-                "HostRuntimeInfoNetStackInstanceRuntimeInfo",
-            ),
-            x::FieldInfo::optional(
-                "networkResourceRuntime",
-                "HostNetworkResourceRuntime",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRuntimeInfoNetworkRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "HostRuntimeInfoStateEncryptionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("protectionMode", "string"),
-            x::FieldInfo::optional("requireSecureBoot", "boolean"),
-            x::FieldInfo::optional("requireExecInstalledOnly", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostRuntimeInfoStateEncryptionInfo>),
-    },
-    x::TypeInfo {
-        name: "HostRuntimeInfoStateEncryptionInfoProtectionMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "tpm"],
-        decode: Some(x::decode_boxed::<HostRuntimeInfoStateEncryptionInfoProtectionMode>),
-    },
-    x::TypeInfo {
-        name: "HostRuntimeInfoStatelessNvdsMigrationState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["ready", "notNeeded", "unknown"],
-        decode: Some(x::decode_boxed::<HostRuntimeInfoStatelessNvdsMigrationState>),
-    },
-    x::TypeInfo {
-        name: "HostScheduleReconcileDatastoreInventoryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostScsiDisk",
-        base: Some("ScsiLun"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("capacity", "HostDiskDimensionsLba"),
-            x::FieldInfo::required("devicePath", "string"),
-            x::FieldInfo::optional("ssd", "boolean"),
-            x::FieldInfo::optional("localDisk", "boolean"),
-            x::FieldInfo::repeated("physicalLocation", "string"),
-            x::FieldInfo::optional("emulatedDIXDIFEnabled", "boolean"),
-            x::FieldInfo::optional("vsanDiskInfo", "VsanHostVsanDiskInfo"),
-            x::FieldInfo::optional("scsiDiskType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostScsiDisk>),
-    },
-    x::TypeInfo {
-        name: "HostScsiDiskPartition",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskName", "string"),
-            x::FieldInfo::required("partition", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostScsiDiskPartition>),
-    },
-    x::TypeInfo {
-        name: "HostScsiTopology",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("adapter", "HostScsiTopologyInterface")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostScsiTopology>),
-    },
-    x::TypeInfo {
-        name: "HostScsiTopologyInterface",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("adapter", "string"),
-            x::FieldInfo::repeated("target", "HostScsiTopologyTarget"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostScsiTopologyInterface>),
-    },
-    x::TypeInfo {
-        name: "HostScsiTopologyLun",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("lun", "int"),
-            x::FieldInfo::required("scsiLun", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostScsiTopologyLun>),
-    },
-    x::TypeInfo {
-        name: "HostScsiTopologyTarget",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("target", "int"),
-            x::FieldInfo::repeated("lun", "HostScsiTopologyLun"),
-            x::FieldInfo::optional("transport", "HostTargetTransport"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostScsiTopologyTarget>),
-    },
-    x::TypeInfo {
-        name: "HostSecuritySpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("adminPassword", "string"),
-            x::FieldInfo::repeated("removePermission", "Permission"),
-            x::FieldInfo::repeated("addPermission", "Permission"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSecuritySpec>),
-    },
-    x::TypeInfo {
-        name: "HostSerialAttachedHba",
-        base: Some("HostHostBusAdapter"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("nodeWorldWideName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSerialAttachedHba>),
-    },
-    x::TypeInfo {
-        name: "HostSerialAttachedTargetTransport",
-        base: Some("HostTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSerialAttachedTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostService",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("label", "string"),
-            x::FieldInfo::required("required", "boolean"),
-            x::FieldInfo::required("uninstallable", "boolean"),
-            x::FieldInfo::required("running", "boolean"),
-            x::FieldInfo::repeated("ruleset", "string"),
-            x::FieldInfo::required("policy", "string"),
-            x::FieldInfo::optional("sourcePackage", "HostServiceSourcePackage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostService>),
-    },
-    x::TypeInfo {
-        name: "HostServiceConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("serviceId", "string"),
-            x::FieldInfo::required("startupPolicy", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostServiceConfig>),
-    },
-    x::TypeInfo {
-        name: "HostServiceInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("service", "HostService")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostServiceInfo>),
-    },
-    x::TypeInfo {
-        name: "HostServicePolicy",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["on", "automatic", "off"],
-        decode: Some(x::decode_boxed::<HostServicePolicy>),
-    },
-    x::TypeInfo {
-        name: "HostServiceSourcePackage",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sourcePackageName", "string"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostServiceSourcePackage>),
-    },
-    x::TypeInfo {
-        name: "HostServiceTicket",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("host", "string"),
-            x::FieldInfo::optional("port", "int"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-            x::FieldInfo::required("service", "string"),
-            x::FieldInfo::required("serviceVersion", "string"),
-            x::FieldInfo::required("sessionId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostServiceTicket>),
-    },
-    x::TypeInfo {
-        name: "HostSetVStorageObjectControlFlagsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("controlFlags", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostSevInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sevState", "string"),
-            x::FieldInfo::required("maxSevEsGuests", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSevInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSevInfoSevState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["uninitialized", "initialized", "working"],
-        decode: Some(x::decode_boxed::<HostSevInfoSevState>),
-    },
-    x::TypeInfo {
-        name: "HostSgxInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sgxState", "string"),
-            x::FieldInfo::required("totalEpcMemory", "long"),
-            x::FieldInfo::required("flcMode", "string"),
-            x::FieldInfo::optional("lePubKeyHash", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSgxInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSgxInfoFlcModes",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["off", "locked", "unlocked"],
-        decode: Some(x::decode_boxed::<HostSgxInfoFlcModes>),
-    },
-    x::TypeInfo {
-        name: "HostSgxInfoSgxStates",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "notPresent",
-            "disabledBIOS",
-            "disabledCFW101",
-            "disabledCPUMismatch",
-            "disabledNoFLC",
-            "disabledNUMAUnsup",
-            "disabledMaxEPCRegs",
-            "enabled",
-        ],
-        decode: Some(x::decode_boxed::<HostSgxInfoSgxStates>),
-    },
-    x::TypeInfo {
-        name: "HostSharedGpuCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vgpu", "string"),
-            x::FieldInfo::required("diskSnapshotSupported", "boolean"),
-            x::FieldInfo::required("memorySnapshotSupported", "boolean"),
-            x::FieldInfo::required("suspendSupported", "boolean"),
-            x::FieldInfo::required("migrateSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSharedGpuCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HostShortNameInconsistentEvent",
-        base: Some("HostDasEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("shortName", "string"),
-            x::FieldInfo::required("shortName2", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostShortNameInconsistentEvent>),
-    },
-    x::TypeInfo {
-        name: "HostShortNameToIpFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("shortName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostShortNameToIpFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostShutdownEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostShutdownEvent>),
-    },
-    x::TypeInfo {
-        name: "HostSnmpAgentCapability",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["COMPLETE", "DIAGNOSTICS", "CONFIGURATION"],
-        decode: Some(x::decode_boxed::<HostSnmpAgentCapability>),
-    },
-    x::TypeInfo {
-        name: "HostSnmpConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("port", "int"),
-            x::FieldInfo::repeated("readOnlyCommunities", "string"),
-            x::FieldInfo::repeated("trapTargets", "HostSnmpDestination"),
-            x::FieldInfo::repeated("option", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSnmpConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostSnmpDestination",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("port", "int"),
-            x::FieldInfo::required("community", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSnmpDestination>),
-    },
-    x::TypeInfo {
-        name: "HostSnmpSystemAgentLimits",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("maxReadOnlyCommunities", "int"),
-            x::FieldInfo::required("maxTrapDestinations", "int"),
-            x::FieldInfo::required("maxCommunityLength", "int"),
-            x::FieldInfo::required("maxBufferSize", "int"),
-            x::FieldInfo::optional("capability", "HostSnmpAgentCapability"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSnmpSystemAgentLimits>),
-    },
-    x::TypeInfo {
-        name: "HostSpecGetUpdatedHostsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("startChangeID", "string"),
-            x::FieldInfo::optional("endChangeID", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostSpecification",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("createdTime", "dateTime"),
-            x::FieldInfo::optional("lastModified", "dateTime"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("subSpecs", "HostSubSpecification"),
-            x::FieldInfo::optional("changeID", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSpecification>),
-    },
-    x::TypeInfo {
-        name: "HostSpecificationChangedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSpecificationChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostSpecificationOperationFailed",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("host", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSpecificationOperationFailed>),
-    },
-    x::TypeInfo {
-        name: "HostSpecificationRequireEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSpecificationRequireEvent>),
-    },
-    x::TypeInfo {
-        name: "HostSpecificationUpdateEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostSpec", "HostSpecification")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSpecificationUpdateEvent>),
-    },
-    x::TypeInfo {
-        name: "HostSriovConfig",
-        base: Some("HostPciPassthruConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sriovEnabled", "boolean"),
-            x::FieldInfo::required("numVirtualFunction", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSriovConfig>),
-    },
-    x::TypeInfo {
-        name: "HostSriovDevicePoolInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSriovDevicePoolInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSriovInfo",
-        base: Some("HostPciPassthruInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sriovEnabled", "boolean"),
-            x::FieldInfo::required("sriovCapable", "boolean"),
-            x::FieldInfo::required("sriovActive", "boolean"),
-            x::FieldInfo::required("numVirtualFunctionRequested", "int"),
-            x::FieldInfo::required("numVirtualFunction", "int"),
-            x::FieldInfo::required("maxVirtualFunctionSupported", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSriovInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSriovNetworkDevicePoolInfo",
-        base: Some("HostSriovDevicePoolInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("switchKey", "string"),
-            x::FieldInfo::optional("switchUuid", "string"),
-            x::FieldInfo::repeated("pnic", "PhysicalNic"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSriovNetworkDevicePoolInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSslThumbprintInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("principal", "string"),
-            x::FieldInfo::optional("ownerTag", "string"),
-            x::FieldInfo::repeated("sslThumbprints", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSslThumbprintInfo>),
-    },
-    x::TypeInfo {
-        name: "HostStandbyMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["entering", "exiting", "in", "none"],
-        decode: Some(x::decode_boxed::<HostStandbyMode>),
-    },
-    x::TypeInfo {
-        name: "HostStatusChangedEvent",
-        base: Some("ClusterStatusChangedEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostStatusChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostStorageArrayTypePolicyOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("policy", "ElementDescription")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostStorageArrayTypePolicyOption>),
-    },
-    x::TypeInfo {
-        name: "HostStorageDeviceInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("hostBusAdapter", "HostHostBusAdapter"),
-            x::FieldInfo::repeated("scsiLun", "ScsiLun"),
-            x::FieldInfo::optional("scsiTopology", "HostScsiTopology"),
-            x::FieldInfo::optional("nvmeTopology", "HostNvmeTopology"),
-            x::FieldInfo::optional("multipathInfo", "HostMultipathInfo"),
-            x::FieldInfo::optional("plugStoreTopology", "HostPlugStoreTopology"),
-            x::FieldInfo::required("softwareInternetScsiEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostStorageDeviceInfo>),
-    },
-    x::TypeInfo {
-        name: "HostStorageElementInfo",
-        base: Some("HostHardwareElementInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("operationalInfo", "HostStorageOperationalInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostStorageElementInfo>),
-    },
-    x::TypeInfo {
-        name: "HostStorageOperationalInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("property", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostStorageOperationalInfo>),
-    },
-    x::TypeInfo {
-        name: "HostStorageProtocol",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["scsi", "nvme"],
-        decode: Some(x::decode_boxed::<HostStorageProtocol>),
-    },
-    x::TypeInfo {
-        name: "HostStorageSystemDiskLocatorLedResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostStorageSystemDiskLocatorLedResult>),
-    },
-    x::TypeInfo {
-        name: "HostStorageSystemScsiLunResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostStorageSystemScsiLunResult>),
-    },
-    x::TypeInfo {
-        name: "HostStorageSystemVmfsVolumeResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostStorageSystemVmfsVolumeResult>),
-    },
-    x::TypeInfo {
-        name: "HostSubSpecification",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("createdTime", "dateTime"),
-            x::FieldInfo::repeated("data", "byte"),
-            x::FieldInfo::optional("binaryData", "base64Binary"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSubSpecification>),
-    },
-    x::TypeInfo {
-        name: "HostSubSpecificationDeleteEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("subSpecName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSubSpecificationDeleteEvent>),
-    },
-    x::TypeInfo {
-        name: "HostSubSpecificationUpdateEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostSubSpec", "HostSubSpecification")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSubSpecificationUpdateEvent>),
-    },
-    x::TypeInfo {
-        name: "HostSyncFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSyncFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostSystemComplianceCheckState",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("state", "string"),
-            x::FieldInfo::required("checkTime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemComplianceCheckState>),
-    },
-    x::TypeInfo {
-        name: "HostSystemConnectionState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["connected", "notResponding", "disconnected"],
-        decode: Some(x::decode_boxed::<HostSystemConnectionState>),
-    },
-    x::TypeInfo {
-        name: "HostSystemHealthInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("numericSensorInfo", "HostNumericSensorInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemHealthInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSystemIdentificationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("identifierValue", "string"),
-            x::FieldInfo::required("identifierType", "ElementDescription"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemIdentificationInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSystemIdentificationInfoIdentifier",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "AssetTag",
-            "ServiceTag",
-            "OemSpecificString",
-            "EnclosureSerialNumberTag",
-            "SerialNumberTag",
-        ],
-        decode: Some(x::decode_boxed::<HostSystemIdentificationInfoIdentifier>),
-    },
-    x::TypeInfo {
-        name: "HostSystemInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vendor", "string"),
-            x::FieldInfo::required("model", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::repeated(
-                "otherIdentifyingInfo",
-                "HostSystemIdentificationInfo",
-            ),
-            x::FieldInfo::optional("serialNumber", "string"),
-            x::FieldInfo::repeated("qualifiedName", "HostQualifiedName"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSystemPowerState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["poweredOn", "poweredOff", "standBy", "unknown"],
-        decode: Some(x::decode_boxed::<HostSystemPowerState>),
-    },
-    x::TypeInfo {
-        name: "HostSystemReconnectSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("syncState", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemReconnectSpec>),
-    },
-    x::TypeInfo {
-        name: "HostSystemRemediationState",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("state", "string"),
-            x::FieldInfo::required("operationTime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemRemediationState>),
-    },
-    x::TypeInfo {
-        name: "HostSystemRemediationStateState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "remediationReady",
-            "precheckRemediationRunning",
-            "precheckRemediationComplete",
-            "precheckRemediationFailed",
-            "remediationRunning",
-            "remediationFailed",
-        ],
-        decode: Some(x::decode_boxed::<HostSystemRemediationStateState>),
-    },
-    x::TypeInfo {
-        name: "HostSystemResourceInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("config", "ResourceConfigSpec"),
-            x::FieldInfo::repeated("child", "HostSystemResourceInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemResourceInfo>),
-    },
-    x::TypeInfo {
-        name: "HostSystemSwapConfiguration",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "option",
-                "HostSystemSwapConfigurationSystemSwapOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemSwapConfiguration>),
-    },
-    x::TypeInfo {
-        name: "HostSystemSwapConfigurationDatastoreOption",
-        base: Some("HostSystemSwapConfigurationSystemSwapOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("datastore", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemSwapConfigurationDatastoreOption>),
-    },
-    x::TypeInfo {
-        name: "HostSystemSwapConfigurationDisabledOption",
-        base: Some("HostSystemSwapConfigurationSystemSwapOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemSwapConfigurationDisabledOption>),
-    },
-    x::TypeInfo {
-        name: "HostSystemSwapConfigurationHostCacheOption",
-        base: Some("HostSystemSwapConfigurationSystemSwapOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemSwapConfigurationHostCacheOption>),
-    },
-    x::TypeInfo {
-        name: "HostSystemSwapConfigurationHostLocalSwapOption",
-        base: Some("HostSystemSwapConfigurationSystemSwapOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemSwapConfigurationHostLocalSwapOption>),
-    },
-    x::TypeInfo {
-        name: "HostSystemSwapConfigurationSystemSwapOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostSystemSwapConfigurationSystemSwapOption>),
-    },
-    x::TypeInfo {
-        name: "HostTargetTransport",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostTcpHba",
-        base: Some("HostHostBusAdapter"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("associatedPnic", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTcpHba>),
-    },
-    x::TypeInfo {
-        name: "HostTcpHbaCreateSpec",
-        base: Some("HostHbaCreateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("pnic", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTcpHbaCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "HostTcpTargetTransport",
-        base: Some("HostTargetTransport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTcpTargetTransport>),
-    },
-    x::TypeInfo {
-        name: "HostTpmAttestationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("time", "dateTime"),
-            x::FieldInfo::required("status", "HostTpmAttestationInfoAcceptanceStatus"),
-            x::FieldInfo::optional("message", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmAttestationInfo>),
-    },
-    x::TypeInfo {
-        name: "HostTpmAttestationInfoAcceptanceStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["notAccepted", "accepted"],
-        decode: Some(x::decode_boxed::<HostTpmAttestationInfoAcceptanceStatus>),
-    },
-    x::TypeInfo {
-        name: "HostTpmAttestationReport",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("tpmPcrValues", "HostTpmDigestInfo"),
-            x::FieldInfo::repeated("tpmEvents", "HostTpmEventLogEntry"),
-            x::FieldInfo::required("tpmLogReliable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmAttestationReport>),
-    },
-    x::TypeInfo {
-        name: "HostTpmBootSecurityOptionEventDetails",
-        base: Some("HostTpmEventDetails"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("bootSecurityOption", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmBootSecurityOptionEventDetails>),
-    },
-    x::TypeInfo {
-        name: "HostTpmCommandEventDetails",
-        base: Some("HostTpmEventDetails"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("commandLine", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmCommandEventDetails>),
-    },
-    x::TypeInfo {
-        name: "HostTpmDigestInfo",
-        base: Some("HostDigestInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("pcrNumber", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmDigestInfo>),
-    },
-    x::TypeInfo {
-        name: "HostTpmEventDetails",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("dataHash", "byte"),
-            x::FieldInfo::optional("dataHashMethod", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmEventDetails>),
-    },
-    x::TypeInfo {
-        name: "HostTpmEventLogEntry",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("pcrIndex", "int"),
-            x::FieldInfo::required("eventDetails", "HostTpmEventDetails"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmEventLogEntry>),
-    },
-    x::TypeInfo {
-        name: "HostTpmNvTagEventDetails",
-        base: Some("HostTpmBootSecurityOptionEventDetails"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmNvTagEventDetails>),
-    },
-    x::TypeInfo {
-        name: "HostTpmOptionEventDetails",
-        base: Some("HostTpmEventDetails"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("optionsFileName", "string"),
-            x::FieldInfo::repeated("bootOptions", "byte"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmOptionEventDetails>),
-    },
-    x::TypeInfo {
-        name: "HostTpmSoftwareComponentEventDetails",
-        base: Some("HostTpmEventDetails"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("componentName", "string"),
-            x::FieldInfo::required("vibName", "string"),
-            x::FieldInfo::required("vibVersion", "string"),
-            x::FieldInfo::required("vibVendor", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTpmSoftwareComponentEventDetails>),
-    },
-    x::TypeInfo {
-        name: "HostTrustAuthorityAttestationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("attestationStatus", "string"),
-            x::FieldInfo::optional("serviceId", "string"),
-            x::FieldInfo::optional("attestedAt", "dateTime"),
-            x::FieldInfo::optional("attestedUntil", "dateTime"),
-            x::FieldInfo::repeated("messages", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostTrustAuthorityAttestationInfo>),
-    },
-    x::TypeInfo {
-        name: "HostTrustAuthorityAttestationInfoAttestationStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["attested", "notAttested", "unknown"],
-        decode: Some(
-            x::decode_boxed::<HostTrustAuthorityAttestationInfoAttestationStatus>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostUnresolvedVmfsExtent",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "HostScsiDiskPartition"),
-            x::FieldInfo::required("devicePath", "string"),
-            x::FieldInfo::required("vmfsUuid", "string"),
-            x::FieldInfo::required("isHeadExtent", "boolean"),
-            x::FieldInfo::required("ordinal", "int"),
-            x::FieldInfo::required("startBlock", "int"),
-            x::FieldInfo::required("endBlock", "int"),
-            x::FieldInfo::required("reason", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostUnresolvedVmfsExtent>),
-    },
-    x::TypeInfo {
-        name: "HostUnresolvedVmfsExtentUnresolvedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["diskIdMismatch", "uuidConflict"],
-        decode: Some(x::decode_boxed::<HostUnresolvedVmfsExtentUnresolvedReason>),
-    },
-    x::TypeInfo {
-        name: "HostUnresolvedVmfsResignatureSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("extentDevicePath", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostUnresolvedVmfsResignatureSpec>),
-    },
-    x::TypeInfo {
-        name: "HostUnresolvedVmfsResolutionResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("spec", "HostUnresolvedVmfsResolutionSpec"),
-            x::FieldInfo::optional("vmfs", "HostVmfsVolume"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostUnresolvedVmfsResolutionResult>),
-    },
-    x::TypeInfo {
-        name: "HostUnresolvedVmfsResolutionSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("extentDevicePath", "string"),
-            x::FieldInfo::required("uuidResolution", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostUnresolvedVmfsResolutionSpec>),
-    },
-    x::TypeInfo {
-        name: "HostUnresolvedVmfsResolutionSpecVmfsUuidResolution",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["resignature", "forceMount"],
-        decode: Some(
-            x::decode_boxed::<HostUnresolvedVmfsResolutionSpecVmfsUuidResolution>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostUnresolvedVmfsVolume",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("extent", "HostUnresolvedVmfsExtent"),
-            x::FieldInfo::required("vmfsLabel", "string"),
-            x::FieldInfo::required("vmfsUuid", "string"),
-            x::FieldInfo::required("totalBlocks", "int"),
-            x::FieldInfo::required(
-                "resolveStatus",
-                "HostUnresolvedVmfsVolumeResolveStatus",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostUnresolvedVmfsVolume>),
-    },
-    x::TypeInfo {
-        name: "HostUnresolvedVmfsVolumeResolveStatus",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("resolvable", "boolean"),
-            x::FieldInfo::optional("incompleteExtents", "boolean"),
-            x::FieldInfo::optional("multipleCopies", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostUnresolvedVmfsVolumeResolveStatus>),
-    },
-    x::TypeInfo {
-        name: "HostUpdateVStorageObjectMetadataExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("metadata", "KeyValue"),
-            x::FieldInfo::repeated("deleteKeys", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostUpdateVStorageObjectMetadataRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("metadata", "KeyValue"),
-            x::FieldInfo::repeated("deleteKeys", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostUpgradeFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostUpgradeFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostUserWorldSwapNotEnabledEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostUserWorldSwapNotEnabledEvent>),
-    },
-    x::TypeInfo {
-        name: "HostVFlashManagerVFlashCacheConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "vFlashModuleConfigOption",
-                "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
-            ),
-            x::FieldInfo::optional("defaultVFlashModule", "string"),
-            x::FieldInfo::optional("swapCacheReservationInGB", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVFlashManagerVFlashCacheConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vFlashModule", "string"),
-            x::FieldInfo::required("vFlashModuleVersion", "string"),
-            x::FieldInfo::required("minSupportedModuleVersion", "string"),
-            x::FieldInfo::required("cacheConsistencyType", "ChoiceOption"),
-            x::FieldInfo::required("cacheMode", "ChoiceOption"),
-            x::FieldInfo::required("blockSizeInKBOption", "LongOption"),
-            x::FieldInfo::required("reservationInMBOption", "LongOption"),
-            x::FieldInfo::required("maxDiskSizeInKB", "long"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostVFlashManagerVFlashCacheConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("defaultVFlashModule", "string"),
-            x::FieldInfo::required("swapCacheReservationInGB", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVFlashManagerVFlashCacheConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVFlashManagerVFlashConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional(
-                "vFlashResourceConfigInfo",
-                "HostVFlashManagerVFlashResourceConfigInfo",
-            ),
-            x::FieldInfo::optional(
-                "vFlashCacheConfigInfo",
-                "HostVFlashManagerVFlashCacheConfigInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVFlashManagerVFlashConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "HostVFlashManagerVFlashResourceConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vffs", "HostVffsVolume"),
-            x::FieldInfo::required("capacity", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVFlashManagerVFlashResourceConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "HostVFlashManagerVFlashResourceConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vffsUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVFlashManagerVFlashResourceConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVFlashManagerVFlashResourceRunTimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("usage", "long"),
-            x::FieldInfo::required("capacity", "long"),
-            x::FieldInfo::required("accessible", "boolean"),
-            x::FieldInfo::required("capacityForVmCache", "long"),
-            x::FieldInfo::required("freeForVmCache", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVFlashManagerVFlashResourceRunTimeInfo>),
-    },
-    x::TypeInfo {
-        name: "HostVFlashResourceConfigurationResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("devicePath", "string"),
-            x::FieldInfo::optional("vffs", "HostVffsVolume"),
-            x::FieldInfo::repeated(
-                "diskConfigurationResult",
-                "HostDiskConfigurationResult",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVFlashResourceConfigurationResult>),
-    },
-    x::TypeInfo {
-        name: "HostVMotionCompatibility",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("compatibility", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVMotionCompatibility>),
-    },
-    x::TypeInfo {
-        name: "HostVMotionConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vmotionNicKey", "string"),
-            x::FieldInfo::required("enabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVMotionConfig>),
-    },
-    x::TypeInfo {
-        name: "HostVMotionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("netConfig", "HostVMotionNetConfig"),
-            x::FieldInfo::optional("ipConfig", "HostIpConfig"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVMotionInfo>),
-    },
-    x::TypeInfo {
-        name: "HostVMotionManagerDstInstantCloneResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("dstVmId", "int"),
-            x::FieldInfo::optional("startTime", "long"),
-            x::FieldInfo::optional("cptLoadTime", "long"),
-            x::FieldInfo::optional("cptLoadDoneTime", "long"),
-            x::FieldInfo::optional("replicateMemDoneTime", "long"),
-            x::FieldInfo::optional("endTime", "long"),
-            x::FieldInfo::optional("cptXferTime", "long"),
-            x::FieldInfo::optional("cptCacheUsed", "long"),
-            x::FieldInfo::optional("devCptStreamSize", "long"),
-            x::FieldInfo::optional("devCptStreamTime", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVMotionManagerDstInstantCloneResult>),
-    },
-    x::TypeInfo {
-        name: "HostVMotionManagerSrcInstantCloneResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("startTime", "long"),
-            x::FieldInfo::optional("quiesceTime", "long"),
-            x::FieldInfo::optional("quiesceDoneTime", "long"),
-            x::FieldInfo::optional("resumeDoneTime", "long"),
-            x::FieldInfo::optional("endTime", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVMotionManagerSrcInstantCloneResult>),
-    },
-    x::TypeInfo {
-        name: "HostVMotionNetConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("candidateVnic", "HostVirtualNic"),
-            x::FieldInfo::optional("selectedVnic", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVMotionNetConfig>),
-    },
-    x::TypeInfo {
-        name: "HostVStorageObjectCreateDiskFromSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("snapshotId", "ID"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::optional("crypto", "CryptoSpec"),
-            x::FieldInfo::optional("path", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostVStorageObjectCreateSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostVStorageObjectDeleteSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("snapshotId", "ID"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostVStorageObjectRetrieveSnapshotInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostVStorageObjectRevertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("snapshotId", "ID"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HostVfatVolume",
-        base: Some("HostFileSystemVolume"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVfatVolume>),
-    },
-    x::TypeInfo {
-        name: "HostVffsSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("devicePath", "string"),
-            x::FieldInfo::optional("partition", "HostDiskPartitionSpec"),
-            x::FieldInfo::required("majorVersion", "int"),
-            x::FieldInfo::required("volumeName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVffsSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVffsVolume",
-        base: Some("HostFileSystemVolume"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("majorVersion", "int"),
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::repeated("extent", "HostScsiDiskPartition"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVffsVolume>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNic",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("portgroup", "string"),
-            x::FieldInfo::required("spec", "HostVirtualNicSpec"),
-            x::FieldInfo::optional("port", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualNic>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNicConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("changeOperation", "string"),
-            x::FieldInfo::optional("device", "string"),
-            x::FieldInfo::required("portgroup", "string"),
-            x::FieldInfo::optional("spec", "HostVirtualNicSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualNicConfig>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNicConnection",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("portgroup", "string"),
-            x::FieldInfo::optional("dvPort", "DistributedVirtualSwitchPortConnection"),
-            x::FieldInfo::optional("opNetwork", "HostVirtualNicOpaqueNetworkSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualNicConnection>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNicIpRouteSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("ipRouteConfig", "HostIpRouteConfig")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualNicIpRouteSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNicManagerInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("netConfig", "VirtualNicManagerNetConfig")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualNicManagerInfo>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNicManagerNicType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "vmotion",
-            "faultToleranceLogging",
-            "vSphereReplication",
-            "vSphereReplicationNFC",
-            "management",
-            "vsan",
-            "vSphereProvisioning",
-            "vsanWitness",
-            "vSphereBackupNFC",
-            "ptp",
-            "nvmeTcp",
-            "nvmeRdma",
-        ],
-        decode: Some(x::decode_boxed::<HostVirtualNicManagerNicType>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNicManagerNicTypeSelection",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vnic", "HostVirtualNicConnection"),
-            x::FieldInfo::repeated("nicType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualNicManagerNicTypeSelection>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNicOpaqueNetworkSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("opaqueNetworkId", "string"),
-            x::FieldInfo::required("opaqueNetworkType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualNicOpaqueNetworkSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualNicSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ip", "HostIpConfig"),
-            x::FieldInfo::optional("mac", "string"),
-            x::FieldInfo::optional(
-                "distributedVirtualPort",
-                "DistributedVirtualSwitchPortConnection",
-            ),
-            x::FieldInfo::optional("portgroup", "string"),
-            x::FieldInfo::optional("mtu", "int"),
-            x::FieldInfo::optional("tsoEnabled", "boolean"),
-            x::FieldInfo::optional("netStackInstanceKey", "string"),
-            x::FieldInfo::optional("opaqueNetwork", "HostVirtualNicOpaqueNetworkSpec"),
-            x::FieldInfo::optional("externalId", "string"),
-            x::FieldInfo::optional("pinnedPnic", "string"),
-            x::FieldInfo::optional("ipRouteSpec", "HostVirtualNicIpRouteSpec"),
-            x::FieldInfo::optional("systemOwned", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualNicSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualSwitch",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("numPorts", "int"),
-            x::FieldInfo::required("numPortsAvailable", "int"),
-            x::FieldInfo::optional("mtu", "int"),
-            x::FieldInfo::repeated("portgroup", "string"),
-            x::FieldInfo::repeated("pnic", "string"),
-            x::FieldInfo::required("spec", "HostVirtualSwitchSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualSwitch>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualSwitchAutoBridge",
-        base: Some("HostVirtualSwitchBridge"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("excludedNicDevice", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualSwitchAutoBridge>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualSwitchBeaconConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("interval", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualSwitchBeaconConfig>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualSwitchBondBridge",
-        base: Some("HostVirtualSwitchBridge"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("nicDevice", "string"),
-            x::FieldInfo::optional("beacon", "HostVirtualSwitchBeaconConfig"),
-            x::FieldInfo::optional(
-                "linkDiscoveryProtocolConfig",
-                "LinkDiscoveryProtocolConfig",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualSwitchBondBridge>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualSwitchBridge",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualSwitchBridge>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualSwitchConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("changeOperation", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("spec", "HostVirtualSwitchSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualSwitchConfig>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualSwitchSimpleBridge",
-        base: Some("HostVirtualSwitchBridge"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("nicDevice", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualSwitchSimpleBridge>),
-    },
-    x::TypeInfo {
-        name: "HostVirtualSwitchSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numPorts", "int"),
-            x::FieldInfo::optional("bridge", "HostVirtualSwitchBridge"),
-            x::FieldInfo::optional("policy", "HostNetworkPolicy"),
-            x::FieldInfo::optional("mtu", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVirtualSwitchSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVmciAccessManagerAccessSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::repeated("services", "string"),
-            x::FieldInfo::required("mode", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVmciAccessManagerAccessSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVmciAccessManagerMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["grant", "replace", "revoke"],
-        decode: Some(x::decode_boxed::<HostVmciAccessManagerMode>),
-    },
-    x::TypeInfo {
-        name: "HostVmfsRescanResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVmfsRescanResult>),
-    },
-    x::TypeInfo {
-        name: "HostVmfsSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("extent", "HostScsiDiskPartition"),
-            x::FieldInfo::optional("blockSizeMb", "int"),
-            x::FieldInfo::required("majorVersion", "int"),
-            x::FieldInfo::required("volumeName", "string"),
-            x::FieldInfo::optional("blockSize", "int"),
-            x::FieldInfo::optional("unmapGranularity", "int"),
-            x::FieldInfo::optional("unmapPriority", "string"),
-            x::FieldInfo::optional("unmapBandwidthSpec", "VmfsUnmapBandwidthSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVmfsSpec>),
-    },
-    x::TypeInfo {
-        name: "HostVmfsVolume",
-        base: Some("HostFileSystemVolume"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("blockSizeMb", "int"),
-            x::FieldInfo::optional("blockSize", "int"),
-            x::FieldInfo::optional("unmapGranularity", "int"),
-            x::FieldInfo::optional("unmapPriority", "string"),
-            x::FieldInfo::optional("unmapBandwidthSpec", "VmfsUnmapBandwidthSpec"),
-            x::FieldInfo::required("maxBlocks", "int"),
-            x::FieldInfo::required("majorVersion", "int"),
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::repeated("extent", "HostScsiDiskPartition"),
-            x::FieldInfo::required("vmfsUpgradable", "boolean"),
-            x::FieldInfo::optional("forceMountedInfo", "HostForceMountedInfo"),
-            x::FieldInfo::optional("ssd", "boolean"),
-            x::FieldInfo::optional("local", "boolean"),
-            x::FieldInfo::optional("scsiDiskType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVmfsVolume>),
-    },
-    x::TypeInfo {
-        name: "HostVmfsVolumeUnmapBandwidthPolicy",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["fixed", "dynamic"],
-        decode: Some(x::decode_boxed::<HostVmfsVolumeUnmapBandwidthPolicy>),
-    },
-    x::TypeInfo {
-        name: "HostVmfsVolumeUnmapPriority",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "low"],
-        decode: Some(x::decode_boxed::<HostVmfsVolumeUnmapPriority>),
-    },
-    x::TypeInfo {
-        name: "HostVnicConnectedToCustomizedDVPortEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vnic", "VnicPortArgument"),
-            x::FieldInfo::optional("prevPortKey", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVnicConnectedToCustomizedDVPortEvent>),
-    },
-    x::TypeInfo {
-        name: "HostVsanInternalSystemCmmdsQuery",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("type", "string"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("owner", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVsanInternalSystemCmmdsQuery>),
-    },
-    x::TypeInfo {
-        name: "HostVsanInternalSystemDeleteVsanObjectsResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::required("success", "boolean"),
-            x::FieldInfo::repeated("failureReason", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVsanInternalSystemDeleteVsanObjectsResult>),
-    },
-    x::TypeInfo {
-        name: "HostVsanInternalSystemVsanObjectOperationResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::repeated("failureReason", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVsanInternalSystemVsanObjectOperationResult>),
-    },
-    x::TypeInfo {
-        name: "HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskUuid", "string"),
-            x::FieldInfo::required("success", "boolean"),
-            x::FieldInfo::optional("failureReason", "string"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>,
-        ),
-    },
-    x::TypeInfo {
-        name: "HostVvolVolume",
-        base: Some("HostFileSystemVolume"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("scId", "string"),
-            x::FieldInfo::repeated("hostPE", "VVolHostPE"),
-            x::FieldInfo::repeated("vasaProviderInfo", "VimVasaProviderInfo"),
-            x::FieldInfo::repeated("storageArray", "VASAStorageArray"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVvolVolume>),
-    },
-    x::TypeInfo {
-        name: "HostVvolVolumeSpecification",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("maxSizeInMB", "long"),
-            x::FieldInfo::required("volumeName", "string"),
-            x::FieldInfo::repeated("vasaProviderInfo", "VimVasaProviderInfo"),
-            x::FieldInfo::repeated("storageArray", "VASAStorageArray"),
-            x::FieldInfo::required("uuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostVvolVolumeSpecification>),
-    },
-    x::TypeInfo {
-        name: "HostWwnChangedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("oldNodeWwns", "long"),
-            x::FieldInfo::repeated("oldPortWwns", "long"),
-            x::FieldInfo::repeated("newNodeWwns", "long"),
-            x::FieldInfo::repeated("newPortWwns", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostWwnChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "HostWwnConflictEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("conflictedVms", "VmEventArgument"),
-            x::FieldInfo::repeated("conflictedHosts", "HostEventArgument"),
-            x::FieldInfo::required("wwn", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HostWwnConflictEvent>),
-    },
-    x::TypeInfo {
-        name: "HotSnapshotMoveNotSupported",
-        base: Some("SnapshotCopyNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<HotSnapshotMoveNotSupported>),
-    },
-    x::TypeInfo {
-        name: "HourlyTaskScheduler",
-        base: Some("RecurrentTaskScheduler"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("minute", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HourlyTaskScheduler>),
-    },
-    x::TypeInfo {
-        name: "HttpFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("statusCode", "int"),
-            x::FieldInfo::required("statusMessage", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpFault>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseAbortRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("pullModeSupported", "boolean"),
-            x::FieldInfo::required("corsSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseCapabilities>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseCompleteRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseDatastoreLeaseInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastoreKey", "string"),
-            x::FieldInfo::repeated("hosts", "HttpNfcLeaseHostInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseDatastoreLeaseInfo>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseDeviceUrl",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("importKey", "string"),
-            x::FieldInfo::required("url", "string"),
-            x::FieldInfo::required("sslThumbprint", "string"),
-            x::FieldInfo::optional("disk", "boolean"),
-            x::FieldInfo::optional("targetId", "string"),
-            x::FieldInfo::optional("datastoreKey", "string"),
-            x::FieldInfo::optional("fileSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseDeviceUrl>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseGetManifestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseHostInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("url", "string"),
-            x::FieldInfo::required("sslThumbprint", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseHostInfo>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("lease", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::repeated("deviceUrl", "HttpNfcLeaseDeviceUrl"),
-            x::FieldInfo::required("totalDiskCapacityInKB", "long"),
-            x::FieldInfo::required("leaseTimeout", "int"),
-            x::FieldInfo::repeated("hostMap", "HttpNfcLeaseDatastoreLeaseInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseInfo>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseManifestEntry",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("sha1", "string"),
-            x::FieldInfo::optional("checksum", "string"),
-            x::FieldInfo::optional("checksumType", "string"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::required("disk", "boolean"),
-            x::FieldInfo::optional("capacity", "long"),
-            x::FieldInfo::optional("populatedSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseManifestEntry>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseManifestEntryChecksumType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["sha1", "sha256"],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseManifestEntryChecksumType>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["pushOrGet", "pull"],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseMode>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseProbeResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("serverAccessible", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseProbeResult>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseProbeUrlsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("files", "HttpNfcLeaseSourceFile"),
-            x::FieldInfo::optional("timeout", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseProgressRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("percent", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeasePullFromUrlsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("files", "HttpNfcLeaseSourceFile"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseSetManifestChecksumTypeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("deviceUrlsToChecksumTypes", "KeyValue"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseSourceFile",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("targetDeviceId", "string"),
-            x::FieldInfo::required("url", "string"),
-            x::FieldInfo::optional("memberName", "string"),
-            x::FieldInfo::required("create", "boolean"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-            x::FieldInfo::repeated("httpHeaders", "KeyValue"),
-            x::FieldInfo::optional("size", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseSourceFile>),
-    },
-    x::TypeInfo {
-        name: "HttpNfcLeaseState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["initializing", "ready", "done", "error"],
-        decode: Some(x::decode_boxed::<HttpNfcLeaseState>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0xf05f14), x::Name(0xc8230f), 0, 2), // HostPosixAccountSpec: HostAccountSpec
+        x::TypeEntry::structure(x::Name(0xf07411), x::Name(0x1b42008), 2, 0), // HostPowerOpFailed: VimFault
+        x::TypeEntry::enumeration(x::Name(0xf08616), 0, 2), // HostPowerOperationType
+        x::TypeEntry::structure(x::Name(0xf09d0f), x::Name(0xaa460b), 2, 4), // HostPowerPolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0xf0b921), x::Name(0xd0250c), 6, 1), // HostPrimaryAgentNotShortNameEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xf0db17), x::Name(0xd59909), 7, 1), // HostProfileAppliedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf0f31d), x::Name(0xf12715), 8, 7), // HostProfileCompleteConfigSpec: HostProfileConfigSpec
+        x::TypeEntry::structure(x::Name(0xf11115), x::Name(0x14d5011), 15, 6), // HostProfileConfigInfo: ProfileConfigInfo
+        x::TypeEntry::structure(x::Name(0xf12715), x::Name(0x14d6211), 21, 0), // HostProfileConfigSpec: ProfileCreateSpec
+        x::TypeEntry::structure(x::Name(0xf13d1e), x::Name(0xf12715), 21, 2), // HostProfileHostBasedConfigSpec: HostProfileConfigSpec
+        x::TypeEntry::enumeration(x::Name(0xf15c22), 2, 3), // HostProfileManagerAnswerFileStatus
+        x::TypeEntry::structure(x::Name(0xf17f23), x::Name(0xaa460b), 23, 2), // HostProfileManagerCompositionResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xf1a330), x::Name(0xaa460b), 25, 3), // HostProfileManagerCompositionResultResultElement: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf1d436), 5, 2), // HostProfileManagerCompositionResultResultElementStatus
+        x::TypeEntry::structure(x::Name(0xf20b2d), x::Name(0xaa460b), 28, 2), // HostProfileManagerCompositionValidationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xf2393a), x::Name(0xaa460b), 30, 10), // HostProfileManagerCompositionValidationResultResultElement: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf27440), 7, 2), // HostProfileManagerCompositionValidationResultResultElementStatus
+        x::TypeEntry::structure(x::Name(0xf2b520), x::Name(0xaa460b), 40, 3), // HostProfileManagerConfigTaskList: DynamicData
+        x::TypeEntry::structure(x::Name(0xf2d625), x::Name(0xaa460b), 43, 2), // HostProfileManagerHostToConfigSpecMap: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf2fc25), 9, 2), // HostProfileManagerTaskListRequirement
+        x::TypeEntry::structure(x::Name(0xf3222a), x::Name::NONE, 45, 1), // HostProfileResetValidationStateRequestType
+        x::TypeEntry::structure(x::Name(0xf34d24), x::Name(0x150241b), 46, 2), // HostProfileSerializedHostProfileSpec: ProfileSerializedCreateSpec
+        x::TypeEntry::structure(x::Name(0xf37220), x::Name(0xaa460b), 48, 7), // HostProfileValidationFailureInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf3932a), 11, 4), // HostProfileValidationFailureInfoUpdateType
+        x::TypeEntry::enumeration(x::Name(0xf3be1a), 15, 3), // HostProfileValidationState
+        x::TypeEntry::structure(x::Name(0xf3d920), x::Name(0xaa460b), 55, 0), // HostProfilesEntityCustomizations: DynamicData
+        x::TypeEntry::structure(x::Name(0xf3fa14), x::Name(0xaa460b), 55, 12), // HostProtocolEndpoint: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf40f1a), 18, 2), // HostProtocolEndpointPEType
+        x::TypeEntry::enumeration(x::Name(0xf42a28), 20, 3), // HostProtocolEndpointProtocolEndpointType
+        x::TypeEntry::structure(x::Name(0xf4530f), x::Name(0xaa460b), 67, 19), // HostProxySwitch: DynamicData
+        x::TypeEntry::structure(x::Name(0xf46315), x::Name(0xaa460b), 86, 3), // HostProxySwitchConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf4791c), x::Name(0xaa460b), 89, 3), // HostProxySwitchHostLagConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xf49613), x::Name(0xaa460b), 92, 1), // HostProxySwitchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf4aa0d), x::Name(0xaa460b), 93, 2), // HostPtpConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf4b817), 23, 3), // HostPtpConfigDeviceType
+        x::TypeEntry::structure(x::Name(0xf4d014), x::Name(0xaa460b), 95, 4), // HostPtpConfigPtpPort: DynamicData
+        x::TypeEntry::structure(x::Name(0xf4e511), x::Name(0xaa460b), 99, 2), // HostQualifiedName: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf4f715), 26, 1), // HostQualifiedNameType
+        x::TypeEntry::structure(x::Name(0xf50d0e), x::Name(0xaa460b), 101, 7), // HostRdmaDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0xf51c15), x::Name(0xaa460b), 108, 0), // HostRdmaDeviceBacking: DynamicData
+        x::TypeEntry::structure(x::Name(0xf53218), x::Name(0xaa460b), 108, 3), // HostRdmaDeviceCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0xf54b1c), x::Name(0xaa460b), 111, 3), // HostRdmaDeviceConnectionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf5681d), 27, 6), // HostRdmaDeviceConnectionState
+        x::TypeEntry::structure(x::Name(0xf58619), x::Name(0xf51c15), 114, 1), // HostRdmaDevicePnicBacking: HostRdmaDeviceBacking
+        x::TypeEntry::structure(x::Name(0xf5a00b), x::Name(0xdaa312), 115, 1), // HostRdmaHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xf5ac17), x::Name(0x1003513), 116, 0), // HostRdmaTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xf5c42a), x::Name::NONE, 116, 2), // HostReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0xf5ef1b), x::Name(0xd59909), 118, 0), // HostReconnectionFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf60b1b), x::Name::NONE, 118, 3), // HostRegisterDiskRequestType
+        x::TypeEntry::structure(x::Name(0xf62716), x::Name(0xaa460b), 121, 1), // HostReliableMemoryInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf63e25), x::Name::NONE, 122, 4), // HostRelocateVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xf66423), x::Name::NONE, 126, 1), // HostRemoveVFlashResourceRequestType
+        x::TypeEntry::structure(x::Name(0xf68810), x::Name(0xd59909), 127, 0), // HostRemovedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xf69923), x::Name::NONE, 127, 4), // HostRenameVStorageObjectRequestType
+        x::TypeEntry::enumeration(x::Name(0xf6bd1b), 33, 6), // HostReplayUnsupportedReason
+        x::TypeEntry::structure(x::Name(0xf6d91b), x::Name(0xaa460b), 131, 2), // HostResignatureRescanResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xf6f539), x::Name::NONE, 133, 2), // HostRetrieveVStorageInfrastructureObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0xf72f2d), x::Name::NONE, 135, 5), // HostRetrieveVStorageObjectMetadataRequestType
+        x::TypeEntry::structure(x::Name(0xf75d32), x::Name::NONE, 140, 5), // HostRetrieveVStorageObjectMetadataValueRequestType
+        x::TypeEntry::structure(x::Name(0xf79025), x::Name::NONE, 145, 3), // HostRetrieveVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0xf7b62a), x::Name::NONE, 148, 3), // HostRetrieveVStorageObjectStateRequestType
+        x::TypeEntry::structure(x::Name(0xf7e10f), x::Name(0xaa460b), 151, 17), // HostRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf7f12a), x::Name(0xaa460b), 168, 5), // HostRuntimeInfoNetStackInstanceRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf81c2f), 39, 4), // HostRuntimeInfoNetStackInstanceRuntimeInfoState
+        x::TypeEntry::structure(x::Name(0xf84c21), x::Name(0xaa460b), 173, 2), // HostRuntimeInfoNetworkRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xf86e22), x::Name(0xaa460b), 175, 3), // HostRuntimeInfoStateEncryptionInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xf89130), 43, 2), // HostRuntimeInfoStateEncryptionInfoProtectionMode
+        x::TypeEntry::enumeration(x::Name(0xf8c22a), 45, 3), // HostRuntimeInfoStatelessNvdsMigrationState
+        x::TypeEntry::structure(x::Name(0xf8ed32), x::Name::NONE, 178, 2), // HostScheduleReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0xf9200c), x::Name(0x17eea07), 180, 8), // HostScsiDisk: ScsiLun
+        x::TypeEntry::structure(x::Name(0xf92d15), x::Name(0xaa460b), 188, 2), // HostScsiDiskPartition: DynamicData
+        x::TypeEntry::structure(x::Name(0xf94310), x::Name(0xaa460b), 190, 1), // HostScsiTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0xf95419), x::Name(0xaa460b), 191, 3), // HostScsiTopologyInterface: DynamicData
+        x::TypeEntry::structure(x::Name(0xf96e13), x::Name(0xaa460b), 194, 3), // HostScsiTopologyLun: DynamicData
+        x::TypeEntry::structure(x::Name(0xf98216), x::Name(0xaa460b), 197, 4), // HostScsiTopologyTarget: DynamicData
+        x::TypeEntry::structure(x::Name(0xf99910), x::Name(0xaa460b), 201, 3), // HostSecuritySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xf9aa15), x::Name(0xdaa312), 204, 1), // HostSerialAttachedHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0xf9c021), x::Name(0x1003513), 205, 0), // HostSerialAttachedTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0xf9e20b), x::Name(0xaa460b), 205, 8), // HostService: DynamicData
+        x::TypeEntry::structure(x::Name(0xf9ee11), x::Name(0xaa460b), 213, 2), // HostServiceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0xfa000f), x::Name(0xaa460b), 215, 1), // HostServiceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfa1011), 48, 3), // HostServicePolicy
+        x::TypeEntry::structure(x::Name(0xfa2218), x::Name(0xaa460b), 216, 2), // HostServiceSourcePackage: DynamicData
+        x::TypeEntry::structure(x::Name(0xfa3b11), x::Name(0xaa460b), 218, 6), // HostServiceTicket: DynamicData
+        x::TypeEntry::structure(x::Name(0xfa4d2c), x::Name::NONE, 224, 4), // HostSetVStorageObjectControlFlagsRequestType
+        x::TypeEntry::structure(x::Name(0xfa7a0b), x::Name(0xaa460b), 228, 2), // HostSevInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfa8613), 51, 3), // HostSevInfoSevState
+        x::TypeEntry::structure(x::Name(0xfa9a0b), x::Name(0xaa460b), 230, 4), // HostSgxInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfaa613), 54, 3), // HostSgxInfoFlcModes
+        x::TypeEntry::enumeration(x::Name(0xfaba14), 57, 8), // HostSgxInfoSgxStates
+        x::TypeEntry::structure(x::Name(0xfacf19), x::Name(0xaa460b), 234, 5), // HostSharedGpuCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0xfae91e), x::Name(0xd0250c), 239, 2), // HostShortNameInconsistentEvent: HostDasEvent
+        x::TypeEntry::structure(x::Name(0xfb081c), x::Name(0xd59909), 241, 1), // HostShortNameToIpFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xfb2511), x::Name(0xd59909), 242, 1), // HostShutdownEvent: HostEvent
+        x::TypeEntry::enumeration(x::Name(0xfb3717), 65, 3), // HostSnmpAgentCapability
+        x::TypeEntry::structure(x::Name(0xfb4f12), x::Name(0xaa460b), 243, 5), // HostSnmpConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfb6213), x::Name(0xaa460b), 248, 3), // HostSnmpDestination: DynamicData
+        x::TypeEntry::structure(x::Name(0xfb7619), x::Name(0xaa460b), 251, 5), // HostSnmpSystemAgentLimits: DynamicData
+        x::TypeEntry::structure(x::Name(0xfb9022), x::Name::NONE, 256, 3), // HostSpecGetUpdatedHostsRequestType
+        x::TypeEntry::structure(x::Name(0xfbb311), x::Name(0xaa460b), 259, 5), // HostSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0xfbc51d), x::Name(0xd59909), 264, 0), // HostSpecificationChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xfbe320), x::Name(0x1b42008), 264, 1), // HostSpecificationOperationFailed: VimFault
+        x::TypeEntry::structure(x::Name(0xfc041d), x::Name(0xd59909), 265, 0), // HostSpecificationRequireEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xfc221c), x::Name(0xd59909), 265, 1), // HostSpecificationUpdateEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xfc3f0f), x::Name(0xeec115), 266, 2), // HostSriovConfig: HostPciPassthruConfig
+        x::TypeEntry::structure(x::Name(0xfc4f17), x::Name(0xaa460b), 268, 1), // HostSriovDevicePoolInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfc670d), x::Name(0xeed713), 269, 6), // HostSriovInfo: HostPciPassthruInfo
+        x::TypeEntry::structure(x::Name(0xfc751e), x::Name(0xfc4f17), 275, 3), // HostSriovNetworkDevicePoolInfo: HostSriovDevicePoolInfo
+        x::TypeEntry::structure(x::Name(0xfc9415), x::Name(0xaa460b), 278, 3), // HostSslThumbprintInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfcaa0f), 68, 4), // HostStandbyMode
+        x::TypeEntry::structure(x::Name(0xfcba16), x::Name(0x6e1719), 281, 0), // HostStatusChangedEvent: ClusterStatusChangedEvent
+        x::TypeEntry::structure(x::Name(0xfcd120), x::Name(0xaa460b), 281, 1), // HostStorageArrayTypePolicyOption: DynamicData
+        x::TypeEntry::structure(x::Name(0xfcf215), x::Name(0xaa460b), 282, 7), // HostStorageDeviceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd0816), x::Name(0xd9e217), 289, 1), // HostStorageElementInfo: HostHardwareElementInfo
+        x::TypeEntry::structure(x::Name(0xfd1f1a), x::Name(0xaa460b), 290, 2), // HostStorageOperationalInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfd3a13), 72, 2), // HostStorageProtocol
+        x::TypeEntry::structure(x::Name(0xfd4e25), x::Name(0xaa460b), 292, 2), // HostStorageSystemDiskLocatorLedResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd741e), x::Name(0xaa460b), 294, 2), // HostStorageSystemScsiLunResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xfd9321), x::Name(0xaa460b), 296, 2), // HostStorageSystemVmfsVolumeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0xfdb514), x::Name(0xaa460b), 298, 4), // HostSubSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0xfdca1f), x::Name(0xd59909), 302, 1), // HostSubSpecificationDeleteEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xfdea1f), x::Name(0xd59909), 303, 1), // HostSubSpecificationUpdateEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xfe0a13), x::Name(0xd59909), 304, 1), // HostSyncFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0xfe1e1e), x::Name(0xaa460b), 305, 2), // HostSystemComplianceCheckState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfe3d19), 74, 3), // HostSystemConnectionState
+        x::TypeEntry::structure(x::Name(0xfe5714), x::Name(0xaa460b), 307, 1), // HostSystemHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xfe6c1c), x::Name(0xaa460b), 308, 2), // HostSystemIdentificationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfe8926), 77, 5), // HostSystemIdentificationInfoIdentifier
+        x::TypeEntry::structure(x::Name(0xfeb00e), x::Name(0xaa460b), 310, 6), // HostSystemInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xfebf14), 82, 4), // HostSystemPowerState
+        x::TypeEntry::structure(x::Name(0xfed417), x::Name(0xaa460b), 316, 1), // HostSystemReconnectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0xfeec1a), x::Name(0xaa460b), 317, 2), // HostSystemRemediationState: DynamicData
+        x::TypeEntry::enumeration(x::Name(0xff071f), 86, 6), // HostSystemRemediationStateState
+        x::TypeEntry::structure(x::Name(0xff2716), x::Name(0xaa460b), 319, 3), // HostSystemResourceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0xff3e1b), x::Name(0xaa460b), 322, 1), // HostSystemSwapConfiguration: DynamicData
+        x::TypeEntry::structure(x::Name(0xff5a2a), x::Name(0x100092b), 323, 1), // HostSystemSwapConfigurationDatastoreOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0xff8529), x::Name(0x100092b), 324, 0), // HostSystemSwapConfigurationDisabledOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0xffaf2a), x::Name(0x100092b), 324, 0), // HostSystemSwapConfigurationHostCacheOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0xffda2e), x::Name(0x100092b), 324, 0), // HostSystemSwapConfigurationHostLocalSwapOption: HostSystemSwapConfigurationSystemSwapOption
+        x::TypeEntry::structure(x::Name(0x100092b), x::Name(0xaa460b), 324, 1), // HostSystemSwapConfigurationSystemSwapOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1003513), x::Name(0xaa460b), 325, 0), // HostTargetTransport: DynamicData
+        x::TypeEntry::structure(x::Name(0x100490a), x::Name(0xdaa312), 325, 1), // HostTcpHba: HostHostBusAdapter
+        x::TypeEntry::structure(x::Name(0x1005414), x::Name(0xda9111), 326, 1), // HostTcpHbaCreateSpec: HostHbaCreateSpec
+        x::TypeEntry::structure(x::Name(0x1006916), x::Name(0x1003513), 327, 0), // HostTcpTargetTransport: HostTargetTransport
+        x::TypeEntry::structure(x::Name(0x1008016), x::Name(0xaa460b), 327, 3), // HostTpmAttestationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1009726), 92, 2), // HostTpmAttestationInfoAcceptanceStatus
+        x::TypeEntry::structure(x::Name(0x100be18), x::Name(0xaa460b), 330, 3), // HostTpmAttestationReport: DynamicData
+        x::TypeEntry::structure(x::Name(0x100d725), x::Name(0x1012a13), 333, 1), // HostTpmBootSecurityOptionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x100fd1a), x::Name(0x1012a13), 334, 1), // HostTpmCommandEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1011811), x::Name(0xd30c0e), 335, 1), // HostTpmDigestInfo: HostDigestInfo
+        x::TypeEntry::structure(x::Name(0x1012a13), x::Name(0xaa460b), 336, 2), // HostTpmEventDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1013e14), x::Name(0xaa460b), 338, 2), // HostTpmEventLogEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0x1015318), x::Name(0x100d725), 340, 0), // HostTpmNvTagEventDetails: HostTpmBootSecurityOptionEventDetails
+        x::TypeEntry::structure(x::Name(0x1016c19), x::Name(0x1012a13), 340, 2), // HostTpmOptionEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x1018624), x::Name(0x1012a13), 342, 4), // HostTpmSoftwareComponentEventDetails: HostTpmEventDetails
+        x::TypeEntry::structure(x::Name(0x101ab21), x::Name(0xaa460b), 346, 5), // HostTrustAuthorityAttestationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x101cd32), 94, 3), // HostTrustAuthorityAttestationInfoAttestationStatus
+        x::TypeEntry::structure(x::Name(0x1020018), x::Name(0xaa460b), 351, 8), // HostUnresolvedVmfsExtent: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1021928), 97, 2), // HostUnresolvedVmfsExtentUnresolvedReason
+        x::TypeEntry::structure(x::Name(0x1024221), x::Name(0xaa460b), 359, 1), // HostUnresolvedVmfsResignatureSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1026422), x::Name(0xaa460b), 360, 3), // HostUnresolvedVmfsResolutionResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1028720), x::Name(0xaa460b), 363, 2), // HostUnresolvedVmfsResolutionSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x102a832), 99, 2), // HostUnresolvedVmfsResolutionSpecVmfsUuidResolution
+        x::TypeEntry::structure(x::Name(0x102db18), x::Name(0xaa460b), 365, 5), // HostUnresolvedVmfsVolume: DynamicData
+        x::TypeEntry::structure(x::Name(0x102f425), x::Name(0xaa460b), 370, 3), // HostUnresolvedVmfsVolumeResolveStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x1031a2d), x::Name::NONE, 373, 5), // HostUpdateVStorageObjectMetadataExRequestType
+        x::TypeEntry::structure(x::Name(0x103482b), x::Name::NONE, 378, 5), // HostUpdateVStorageObjectMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x1037416), x::Name(0xd59909), 383, 0), // HostUpgradeFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1038b20), x::Name(0xd59909), 383, 0), // HostUserWorldSwapNotEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x103ac26), x::Name(0xaa460b), 383, 3), // HostVFlashManagerVFlashCacheConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x103d33e), x::Name(0xaa460b), 386, 8), // HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1041226), x::Name(0xaa460b), 394, 2), // HostVFlashManagerVFlashCacheConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1043921), x::Name(0xaa460b), 396, 2), // HostVFlashManagerVFlashConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1045b29), x::Name(0xaa460b), 398, 2), // HostVFlashManagerVFlashResourceConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1048529), x::Name(0xaa460b), 400, 1), // HostVFlashManagerVFlashResourceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x104af2a), x::Name(0xaa460b), 401, 5), // HostVFlashManagerVFlashResourceRunTimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x104da25), x::Name(0xaa460b), 406, 3), // HostVFlashResourceConfigurationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1050018), x::Name(0xaa460b), 409, 2), // HostVMotionCompatibility: DynamicData
+        x::TypeEntry::structure(x::Name(0x1051911), x::Name(0xaa460b), 411, 2), // HostVMotionConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1052b0f), x::Name(0xaa460b), 413, 2), // HostVMotionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1053b27), x::Name(0xaa460b), 415, 10), // HostVMotionManagerDstInstantCloneResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1056327), x::Name(0xaa460b), 425, 5), // HostVMotionManagerSrcInstantCloneResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1058b14), x::Name(0xaa460b), 430, 2), // HostVMotionNetConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x105a033), x::Name::NONE, 432, 8), // HostVStorageObjectCreateDiskFromSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x105d42b), x::Name::NONE, 440, 4), // HostVStorageObjectCreateSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x106002b), x::Name::NONE, 444, 4), // HostVStorageObjectDeleteSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x1062c31), x::Name::NONE, 448, 3), // HostVStorageObjectRetrieveSnapshotInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1065e23), x::Name::NONE, 451, 4), // HostVStorageObjectRevertRequestType
+        x::TypeEntry::structure(x::Name(0x106820e), x::Name(0xd73514), 455, 0), // HostVfatVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x106910c), x::Name(0xaa460b), 455, 4), // HostVffsSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1069e0e), x::Name(0xd73514), 459, 4), // HostVffsVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x106ad0e), x::Name(0xaa460b), 463, 5), // HostVirtualNic: DynamicData
+        x::TypeEntry::structure(x::Name(0x106bc14), x::Name(0xaa460b), 468, 4), // HostVirtualNicConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x106d118), x::Name(0xaa460b), 472, 3), // HostVirtualNicConnection: DynamicData
+        x::TypeEntry::structure(x::Name(0x106ea19), x::Name(0xaa460b), 475, 1), // HostVirtualNicIpRouteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1070419), x::Name(0xaa460b), 476, 1), // HostVirtualNicManagerInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1071e1c), 101, 12), // HostVirtualNicManagerNicType
+        x::TypeEntry::structure(x::Name(0x1073b25), x::Name(0xaa460b), 477, 2), // HostVirtualNicManagerNicTypeSelection: DynamicData
+        x::TypeEntry::structure(x::Name(0x107611f), x::Name(0xaa460b), 479, 2), // HostVirtualNicOpaqueNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1078112), x::Name(0xaa460b), 481, 12), // HostVirtualNicSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1079411), x::Name(0xaa460b), 493, 8), // HostVirtualSwitch: DynamicData
+        x::TypeEntry::structure(x::Name(0x107a61b), x::Name(0x107fc17), 501, 1), // HostVirtualSwitchAutoBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x107c21d), x::Name(0xaa460b), 502, 1), // HostVirtualSwitchBeaconConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x107e01b), x::Name(0x107fc17), 503, 3), // HostVirtualSwitchBondBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x107fc17), x::Name(0xaa460b), 506, 0), // HostVirtualSwitchBridge: DynamicData
+        x::TypeEntry::structure(x::Name(0x1081417), x::Name(0xaa460b), 506, 3), // HostVirtualSwitchConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1082c1d), x::Name(0x107fc17), 509, 1), // HostVirtualSwitchSimpleBridge: HostVirtualSwitchBridge
+        x::TypeEntry::structure(x::Name(0x1084a15), x::Name(0xaa460b), 510, 4), // HostVirtualSwitchSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x108601f), x::Name(0xaa460b), 514, 3), // HostVmciAccessManagerAccessSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1088019), 113, 3), // HostVmciAccessManagerMode
+        x::TypeEntry::structure(x::Name(0x1089a14), x::Name(0xaa460b), 517, 2), // HostVmfsRescanResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x108af0c), x::Name(0xaa460b), 519, 8), // HostVmfsSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x108bc0e), x::Name(0xd73514), 527, 15), // HostVmfsVolume: HostFileSystemVolume
+        x::TypeEntry::enumeration(x::Name(0x108cb22), 116, 2), // HostVmfsVolumeUnmapBandwidthPolicy
+        x::TypeEntry::enumeration(x::Name(0x108ee1b), 118, 2), // HostVmfsVolumeUnmapPriority
+        x::TypeEntry::structure(x::Name(0x1090a28), x::Name(0xd59909), 542, 2), // HostVnicConnectedToCustomizedDVPortEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1093320), x::Name(0xaa460b), 544, 3), // HostVsanInternalSystemCmmdsQuery: DynamicData
+        x::TypeEntry::structure(x::Name(0x109542d), x::Name(0xaa460b), 547, 3), // HostVsanInternalSystemDeleteVsanObjectsResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x109822f), x::Name(0xaa460b), 550, 2), // HostVsanInternalSystemVsanObjectOperationResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x109b237), x::Name(0xaa460b), 552, 3), // HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x109ea0e), x::Name(0xd73514), 555, 4), // HostVvolVolume: HostFileSystemVolume
+        x::TypeEntry::structure(x::Name(0x109f91b), x::Name(0xaa460b), 559, 5), // HostVvolVolumeSpecification: DynamicData
+        x::TypeEntry::structure(x::Name(0x10a1513), x::Name(0xd59909), 564, 4), // HostWwnChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x10a2914), x::Name(0xd59909), 568, 3), // HostWwnConflictEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x10a3e1b), x::Name(0x186c818), 571, 0), // HotSnapshotMoveNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x10a5a13), x::Name(0x1652116), 571, 1), // HourlyTaskScheduler: RecurrentTaskScheduler
+        x::TypeEntry::structure(x::Name(0x10a6e09), x::Name(0x1b42008), 572, 2), // HttpFault: VimFault
+        x::TypeEntry::structure(x::Name(0x10a781c), x::Name::NONE, 574, 2), // HttpNfcLeaseAbortRequestType
+        x::TypeEntry::structure(x::Name(0x10a9518), x::Name(0xaa460b), 576, 2), // HttpNfcLeaseCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x10aae1f), x::Name::NONE, 578, 1), // HttpNfcLeaseCompleteRequestType
+        x::TypeEntry::structure(x::Name(0x10ace1e), x::Name(0xaa460b), 579, 2), // HttpNfcLeaseDatastoreLeaseInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10aed15), x::Name(0xaa460b), 581, 8), // HttpNfcLeaseDeviceUrl: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b0322), x::Name::NONE, 589, 1), // HttpNfcLeaseGetManifestRequestType
+        x::TypeEntry::structure(x::Name(0x10b2614), x::Name(0xaa460b), 590, 2), // HttpNfcLeaseHostInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b3b10), x::Name(0xaa460b), 592, 6), // HttpNfcLeaseInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x10b4c19), x::Name(0xaa460b), 598, 8), // HttpNfcLeaseManifestEntry: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x10b6625), 120, 2), // HttpNfcLeaseManifestEntryChecksumType
+        x::TypeEntry::enumeration(x::Name(0x10b8c10), 122, 2), // HttpNfcLeaseMode
+        x::TypeEntry::structure(x::Name(0x10b9d17), x::Name(0xaa460b), 606, 1), // HttpNfcLeaseProbeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x10bb520), x::Name::NONE, 607, 3), // HttpNfcLeaseProbeUrlsRequestType
+        x::TypeEntry::structure(x::Name(0x10bd61f), x::Name::NONE, 610, 2), // HttpNfcLeaseProgressRequestType
+        x::TypeEntry::structure(x::Name(0x10bf623), x::Name::NONE, 612, 2), // HttpNfcLeasePullFromUrlsRequestType
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<HostPosixAccountSpec>),
+        Some(x::decode_boxed::<HostPowerOpFailed>),
+        Some(x::decode_boxed::<HostPowerOperationType>),
+        Some(x::decode_boxed::<HostPowerPolicy>),
+        Some(x::decode_boxed::<HostPrimaryAgentNotShortNameEvent>),
+        Some(x::decode_boxed::<HostProfileAppliedEvent>),
+        Some(x::decode_boxed::<HostProfileCompleteConfigSpec>),
+        Some(x::decode_boxed::<HostProfileConfigInfo>),
+        Some(x::decode_boxed::<HostProfileConfigSpec>),
+        Some(x::decode_boxed::<HostProfileHostBasedConfigSpec>),
+        Some(x::decode_boxed::<HostProfileManagerAnswerFileStatus>),
+        Some(x::decode_boxed::<HostProfileManagerCompositionResult>),
+        Some(x::decode_boxed::<HostProfileManagerCompositionResultResultElement>),
+        Some(x::decode_boxed::<HostProfileManagerCompositionResultResultElementStatus>),
+        Some(x::decode_boxed::<HostProfileManagerCompositionValidationResult>),
+        Some(x::decode_boxed::<HostProfileManagerCompositionValidationResultResultElement>),
+        Some(x::decode_boxed::<HostProfileManagerCompositionValidationResultResultElementStatus>),
+        Some(x::decode_boxed::<HostProfileManagerConfigTaskList>),
+        Some(x::decode_boxed::<HostProfileManagerHostToConfigSpecMap>),
+        Some(x::decode_boxed::<HostProfileManagerTaskListRequirement>),
+        None, // HostProfileResetValidationStateRequestType
+        Some(x::decode_boxed::<HostProfileSerializedHostProfileSpec>),
+        Some(x::decode_boxed::<HostProfileValidationFailureInfo>),
+        Some(x::decode_boxed::<HostProfileValidationFailureInfoUpdateType>),
+        Some(x::decode_boxed::<HostProfileValidationState>),
+        Some(x::decode_boxed::<HostProfilesEntityCustomizations>),
+        Some(x::decode_boxed::<HostProtocolEndpoint>),
+        Some(x::decode_boxed::<HostProtocolEndpointPEType>),
+        Some(x::decode_boxed::<HostProtocolEndpointProtocolEndpointType>),
+        Some(x::decode_boxed::<HostProxySwitch>),
+        Some(x::decode_boxed::<HostProxySwitchConfig>),
+        Some(x::decode_boxed::<HostProxySwitchHostLagConfig>),
+        Some(x::decode_boxed::<HostProxySwitchSpec>),
+        Some(x::decode_boxed::<HostPtpConfig>),
+        Some(x::decode_boxed::<HostPtpConfigDeviceType>),
+        Some(x::decode_boxed::<HostPtpConfigPtpPort>),
+        Some(x::decode_boxed::<HostQualifiedName>),
+        Some(x::decode_boxed::<HostQualifiedNameType>),
+        Some(x::decode_boxed::<HostRdmaDevice>),
+        Some(x::decode_boxed::<HostRdmaDeviceBacking>),
+        Some(x::decode_boxed::<HostRdmaDeviceCapability>),
+        Some(x::decode_boxed::<HostRdmaDeviceConnectionInfo>),
+        Some(x::decode_boxed::<HostRdmaDeviceConnectionState>),
+        Some(x::decode_boxed::<HostRdmaDevicePnicBacking>),
+        Some(x::decode_boxed::<HostRdmaHba>),
+        Some(x::decode_boxed::<HostRdmaTargetTransport>),
+        None, // HostReconcileDatastoreInventoryRequestType
+        Some(x::decode_boxed::<HostReconnectionFailedEvent>),
+        None, // HostRegisterDiskRequestType
+        Some(x::decode_boxed::<HostReliableMemoryInfo>),
+        None, // HostRelocateVStorageObjectRequestType
+        None, // HostRemoveVFlashResourceRequestType
+        Some(x::decode_boxed::<HostRemovedEvent>),
+        None, // HostRenameVStorageObjectRequestType
+        Some(x::decode_boxed::<HostReplayUnsupportedReason>),
+        Some(x::decode_boxed::<HostResignatureRescanResult>),
+        None, // HostRetrieveVStorageInfrastructureObjectPolicyRequestType
+        None, // HostRetrieveVStorageObjectMetadataRequestType
+        None, // HostRetrieveVStorageObjectMetadataValueRequestType
+        None, // HostRetrieveVStorageObjectRequestType
+        None, // HostRetrieveVStorageObjectStateRequestType
+        Some(x::decode_boxed::<HostRuntimeInfo>),
+        Some(x::decode_boxed::<HostRuntimeInfoNetStackInstanceRuntimeInfo>),
+        Some(x::decode_boxed::<HostRuntimeInfoNetStackInstanceRuntimeInfoState>),
+        Some(x::decode_boxed::<HostRuntimeInfoNetworkRuntimeInfo>),
+        Some(x::decode_boxed::<HostRuntimeInfoStateEncryptionInfo>),
+        Some(x::decode_boxed::<HostRuntimeInfoStateEncryptionInfoProtectionMode>),
+        Some(x::decode_boxed::<HostRuntimeInfoStatelessNvdsMigrationState>),
+        None, // HostScheduleReconcileDatastoreInventoryRequestType
+        Some(x::decode_boxed::<HostScsiDisk>),
+        Some(x::decode_boxed::<HostScsiDiskPartition>),
+        Some(x::decode_boxed::<HostScsiTopology>),
+        Some(x::decode_boxed::<HostScsiTopologyInterface>),
+        Some(x::decode_boxed::<HostScsiTopologyLun>),
+        Some(x::decode_boxed::<HostScsiTopologyTarget>),
+        Some(x::decode_boxed::<HostSecuritySpec>),
+        Some(x::decode_boxed::<HostSerialAttachedHba>),
+        Some(x::decode_boxed::<HostSerialAttachedTargetTransport>),
+        Some(x::decode_boxed::<HostService>),
+        Some(x::decode_boxed::<HostServiceConfig>),
+        Some(x::decode_boxed::<HostServiceInfo>),
+        Some(x::decode_boxed::<HostServicePolicy>),
+        Some(x::decode_boxed::<HostServiceSourcePackage>),
+        Some(x::decode_boxed::<HostServiceTicket>),
+        None, // HostSetVStorageObjectControlFlagsRequestType
+        Some(x::decode_boxed::<HostSevInfo>),
+        Some(x::decode_boxed::<HostSevInfoSevState>),
+        Some(x::decode_boxed::<HostSgxInfo>),
+        Some(x::decode_boxed::<HostSgxInfoFlcModes>),
+        Some(x::decode_boxed::<HostSgxInfoSgxStates>),
+        Some(x::decode_boxed::<HostSharedGpuCapabilities>),
+        Some(x::decode_boxed::<HostShortNameInconsistentEvent>),
+        Some(x::decode_boxed::<HostShortNameToIpFailedEvent>),
+        Some(x::decode_boxed::<HostShutdownEvent>),
+        Some(x::decode_boxed::<HostSnmpAgentCapability>),
+        Some(x::decode_boxed::<HostSnmpConfigSpec>),
+        Some(x::decode_boxed::<HostSnmpDestination>),
+        Some(x::decode_boxed::<HostSnmpSystemAgentLimits>),
+        None, // HostSpecGetUpdatedHostsRequestType
+        Some(x::decode_boxed::<HostSpecification>),
+        Some(x::decode_boxed::<HostSpecificationChangedEvent>),
+        Some(x::decode_boxed::<HostSpecificationOperationFailed>),
+        Some(x::decode_boxed::<HostSpecificationRequireEvent>),
+        Some(x::decode_boxed::<HostSpecificationUpdateEvent>),
+        Some(x::decode_boxed::<HostSriovConfig>),
+        Some(x::decode_boxed::<HostSriovDevicePoolInfo>),
+        Some(x::decode_boxed::<HostSriovInfo>),
+        Some(x::decode_boxed::<HostSriovNetworkDevicePoolInfo>),
+        Some(x::decode_boxed::<HostSslThumbprintInfo>),
+        Some(x::decode_boxed::<HostStandbyMode>),
+        Some(x::decode_boxed::<HostStatusChangedEvent>),
+        Some(x::decode_boxed::<HostStorageArrayTypePolicyOption>),
+        Some(x::decode_boxed::<HostStorageDeviceInfo>),
+        Some(x::decode_boxed::<HostStorageElementInfo>),
+        Some(x::decode_boxed::<HostStorageOperationalInfo>),
+        Some(x::decode_boxed::<HostStorageProtocol>),
+        Some(x::decode_boxed::<HostStorageSystemDiskLocatorLedResult>),
+        Some(x::decode_boxed::<HostStorageSystemScsiLunResult>),
+        Some(x::decode_boxed::<HostStorageSystemVmfsVolumeResult>),
+        Some(x::decode_boxed::<HostSubSpecification>),
+        Some(x::decode_boxed::<HostSubSpecificationDeleteEvent>),
+        Some(x::decode_boxed::<HostSubSpecificationUpdateEvent>),
+        Some(x::decode_boxed::<HostSyncFailedEvent>),
+        Some(x::decode_boxed::<HostSystemComplianceCheckState>),
+        Some(x::decode_boxed::<HostSystemConnectionState>),
+        Some(x::decode_boxed::<HostSystemHealthInfo>),
+        Some(x::decode_boxed::<HostSystemIdentificationInfo>),
+        Some(x::decode_boxed::<HostSystemIdentificationInfoIdentifier>),
+        Some(x::decode_boxed::<HostSystemInfo>),
+        Some(x::decode_boxed::<HostSystemPowerState>),
+        Some(x::decode_boxed::<HostSystemReconnectSpec>),
+        Some(x::decode_boxed::<HostSystemRemediationState>),
+        Some(x::decode_boxed::<HostSystemRemediationStateState>),
+        Some(x::decode_boxed::<HostSystemResourceInfo>),
+        Some(x::decode_boxed::<HostSystemSwapConfiguration>),
+        Some(x::decode_boxed::<HostSystemSwapConfigurationDatastoreOption>),
+        Some(x::decode_boxed::<HostSystemSwapConfigurationDisabledOption>),
+        Some(x::decode_boxed::<HostSystemSwapConfigurationHostCacheOption>),
+        Some(x::decode_boxed::<HostSystemSwapConfigurationHostLocalSwapOption>),
+        Some(x::decode_boxed::<HostSystemSwapConfigurationSystemSwapOption>),
+        Some(x::decode_boxed::<HostTargetTransport>),
+        Some(x::decode_boxed::<HostTcpHba>),
+        Some(x::decode_boxed::<HostTcpHbaCreateSpec>),
+        Some(x::decode_boxed::<HostTcpTargetTransport>),
+        Some(x::decode_boxed::<HostTpmAttestationInfo>),
+        Some(x::decode_boxed::<HostTpmAttestationInfoAcceptanceStatus>),
+        Some(x::decode_boxed::<HostTpmAttestationReport>),
+        Some(x::decode_boxed::<HostTpmBootSecurityOptionEventDetails>),
+        Some(x::decode_boxed::<HostTpmCommandEventDetails>),
+        Some(x::decode_boxed::<HostTpmDigestInfo>),
+        Some(x::decode_boxed::<HostTpmEventDetails>),
+        Some(x::decode_boxed::<HostTpmEventLogEntry>),
+        Some(x::decode_boxed::<HostTpmNvTagEventDetails>),
+        Some(x::decode_boxed::<HostTpmOptionEventDetails>),
+        Some(x::decode_boxed::<HostTpmSoftwareComponentEventDetails>),
+        Some(x::decode_boxed::<HostTrustAuthorityAttestationInfo>),
+        Some(x::decode_boxed::<HostTrustAuthorityAttestationInfoAttestationStatus>),
+        Some(x::decode_boxed::<HostUnresolvedVmfsExtent>),
+        Some(x::decode_boxed::<HostUnresolvedVmfsExtentUnresolvedReason>),
+        Some(x::decode_boxed::<HostUnresolvedVmfsResignatureSpec>),
+        Some(x::decode_boxed::<HostUnresolvedVmfsResolutionResult>),
+        Some(x::decode_boxed::<HostUnresolvedVmfsResolutionSpec>),
+        Some(x::decode_boxed::<HostUnresolvedVmfsResolutionSpecVmfsUuidResolution>),
+        Some(x::decode_boxed::<HostUnresolvedVmfsVolume>),
+        Some(x::decode_boxed::<HostUnresolvedVmfsVolumeResolveStatus>),
+        None, // HostUpdateVStorageObjectMetadataExRequestType
+        None, // HostUpdateVStorageObjectMetadataRequestType
+        Some(x::decode_boxed::<HostUpgradeFailedEvent>),
+        Some(x::decode_boxed::<HostUserWorldSwapNotEnabledEvent>),
+        Some(x::decode_boxed::<HostVFlashManagerVFlashCacheConfigInfo>),
+        Some(x::decode_boxed::<HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption>),
+        Some(x::decode_boxed::<HostVFlashManagerVFlashCacheConfigSpec>),
+        Some(x::decode_boxed::<HostVFlashManagerVFlashConfigInfo>),
+        Some(x::decode_boxed::<HostVFlashManagerVFlashResourceConfigInfo>),
+        Some(x::decode_boxed::<HostVFlashManagerVFlashResourceConfigSpec>),
+        Some(x::decode_boxed::<HostVFlashManagerVFlashResourceRunTimeInfo>),
+        Some(x::decode_boxed::<HostVFlashResourceConfigurationResult>),
+        Some(x::decode_boxed::<HostVMotionCompatibility>),
+        Some(x::decode_boxed::<HostVMotionConfig>),
+        Some(x::decode_boxed::<HostVMotionInfo>),
+        Some(x::decode_boxed::<HostVMotionManagerDstInstantCloneResult>),
+        Some(x::decode_boxed::<HostVMotionManagerSrcInstantCloneResult>),
+        Some(x::decode_boxed::<HostVMotionNetConfig>),
+        None, // HostVStorageObjectCreateDiskFromSnapshotRequestType
+        None, // HostVStorageObjectCreateSnapshotRequestType
+        None, // HostVStorageObjectDeleteSnapshotRequestType
+        None, // HostVStorageObjectRetrieveSnapshotInfoRequestType
+        None, // HostVStorageObjectRevertRequestType
+        Some(x::decode_boxed::<HostVfatVolume>),
+        Some(x::decode_boxed::<HostVffsSpec>),
+        Some(x::decode_boxed::<HostVffsVolume>),
+        Some(x::decode_boxed::<HostVirtualNic>),
+        Some(x::decode_boxed::<HostVirtualNicConfig>),
+        Some(x::decode_boxed::<HostVirtualNicConnection>),
+        Some(x::decode_boxed::<HostVirtualNicIpRouteSpec>),
+        Some(x::decode_boxed::<HostVirtualNicManagerInfo>),
+        Some(x::decode_boxed::<HostVirtualNicManagerNicType>),
+        Some(x::decode_boxed::<HostVirtualNicManagerNicTypeSelection>),
+        Some(x::decode_boxed::<HostVirtualNicOpaqueNetworkSpec>),
+        Some(x::decode_boxed::<HostVirtualNicSpec>),
+        Some(x::decode_boxed::<HostVirtualSwitch>),
+        Some(x::decode_boxed::<HostVirtualSwitchAutoBridge>),
+        Some(x::decode_boxed::<HostVirtualSwitchBeaconConfig>),
+        Some(x::decode_boxed::<HostVirtualSwitchBondBridge>),
+        Some(x::decode_boxed::<HostVirtualSwitchBridge>),
+        Some(x::decode_boxed::<HostVirtualSwitchConfig>),
+        Some(x::decode_boxed::<HostVirtualSwitchSimpleBridge>),
+        Some(x::decode_boxed::<HostVirtualSwitchSpec>),
+        Some(x::decode_boxed::<HostVmciAccessManagerAccessSpec>),
+        Some(x::decode_boxed::<HostVmciAccessManagerMode>),
+        Some(x::decode_boxed::<HostVmfsRescanResult>),
+        Some(x::decode_boxed::<HostVmfsSpec>),
+        Some(x::decode_boxed::<HostVmfsVolume>),
+        Some(x::decode_boxed::<HostVmfsVolumeUnmapBandwidthPolicy>),
+        Some(x::decode_boxed::<HostVmfsVolumeUnmapPriority>),
+        Some(x::decode_boxed::<HostVnicConnectedToCustomizedDVPortEvent>),
+        Some(x::decode_boxed::<HostVsanInternalSystemCmmdsQuery>),
+        Some(x::decode_boxed::<HostVsanInternalSystemDeleteVsanObjectsResult>),
+        Some(x::decode_boxed::<HostVsanInternalSystemVsanObjectOperationResult>),
+        Some(x::decode_boxed::<HostVsanInternalSystemVsanPhysicalDiskDiagnosticsResult>),
+        Some(x::decode_boxed::<HostVvolVolume>),
+        Some(x::decode_boxed::<HostVvolVolumeSpecification>),
+        Some(x::decode_boxed::<HostWwnChangedEvent>),
+        Some(x::decode_boxed::<HostWwnConflictEvent>),
+        Some(x::decode_boxed::<HotSnapshotMoveNotSupported>),
+        Some(x::decode_boxed::<HourlyTaskScheduler>),
+        Some(x::decode_boxed::<HttpFault>),
+        None, // HttpNfcLeaseAbortRequestType
+        Some(x::decode_boxed::<HttpNfcLeaseCapabilities>),
+        None, // HttpNfcLeaseCompleteRequestType
+        Some(x::decode_boxed::<HttpNfcLeaseDatastoreLeaseInfo>),
+        Some(x::decode_boxed::<HttpNfcLeaseDeviceUrl>),
+        None, // HttpNfcLeaseGetManifestRequestType
+        Some(x::decode_boxed::<HttpNfcLeaseHostInfo>),
+        Some(x::decode_boxed::<HttpNfcLeaseInfo>),
+        Some(x::decode_boxed::<HttpNfcLeaseManifestEntry>),
+        Some(x::decode_boxed::<HttpNfcLeaseManifestEntryChecksumType>),
+        Some(x::decode_boxed::<HttpNfcLeaseMode>),
+        Some(x::decode_boxed::<HttpNfcLeaseProbeResult>),
+        None, // HttpNfcLeaseProbeUrlsRequestType
+        None, // HttpNfcLeaseProgressRequestType
+        None, // HttpNfcLeasePullFromUrlsRequestType
+    ],
+    fields: &[
+        x::FieldEntry::optional(x::Name(0x2bc0b07), x::Name(0x2729103)), // posixId: int
+        x::FieldEntry::optional(x::Name(0x2dfc50b), x::Name(0x212d207)), // shellAccess: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2dfd709), x::Name(0x2f00106)), // shortName: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2bfac0c), x::Name(0x2f00106)), // primaryAgent: string
+        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x14dff14)), // profile: ProfileEventArgument
+        x::FieldEntry::optional(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x22be313), x::Name(0x705411)), // customComplyProfile: ComplianceProfile
+        x::FieldEntry::required(x::Name(0x23cf11d), x::Name(0x212d207)), // disabledExpressionListChanged: boolean
+        x::FieldEntry::repeated(x::Name(0x23cda16), x::Name(0x2f00106)), // disabledExpressionList: string
+        x::FieldEntry::optional(x::Name(0x30c6b0d), x::Name(0x1258216)), // validatorHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30c3c0a), x::Name(0x212d207)), // validating: boolean
+        x::FieldEntry::optional(x::Name(0x2663a0a), x::Name(0xf11115)), // hostConfig: HostProfileConfigInfo
+        x::FieldEntry::optional(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2324614), x::Name(0x705411)), // defaultComplyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x2323114), x::Name(0x704211)), // defaultComplyLocator: ComplianceLocator
+        x::FieldEntry::optional(x::Name(0x22be313), x::Name(0x705411)), // customComplyProfile: ComplianceProfile
+        x::FieldEntry::repeated(x::Name(0x23cda16), x::Name(0x2f00106)), // disabledExpressionList: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x14dad12)), // description: ProfileDescription
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3076e14), x::Name(0x212d207)), // useHostProfileEngine: boolean
+        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1230312)), // errors: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2d3a407), x::Name(0xf1a330)), // results: HostProfileManagerCompositionResultResultElement
+        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1230312)), // errors: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2d3a407), x::Name(0xf2393a)), // results: HostProfileManagerCompositionValidationResultResultElement
+        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1230312)), // errors: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x1258216)), // target: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1230312)), // errors: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x2e54817), x::Name(0xc92510)), // sourceDiffForToBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2f88017), x::Name(0xc92510)), // targetDiffForToBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fb6809), x::Name(0xc92510)), // toBeAdded: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fb720b), x::Name(0xc92510)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fb7e0c), x::Name(0xc92510)), // toBeDisabled: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fb8b0b), x::Name(0xc92510)), // toBeEnabled: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fba20e), x::Name(0xc92510)), // toBeReenableCC: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2f9250f), x::Name(0x1230312)), // taskDescription: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2f94e13), x::Name(0x2f00106)), // taskListRequirement: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x8e314)), // configSpec: AnswerFileCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30c6b0d), x::Name(0x1258216)), // validatorHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30c3c0a), x::Name(0x212d207)), // validating: boolean
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::required(x::Name(0x3053e0a), x::Name(0x2f00106)), // updateType: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
+        x::FieldEntry::repeated(x::Name(0x2527d08), x::Name(0x1506c20)), // failures: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x2538e06), x::Name(0x1233814)), // faults: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b4fe06), x::Name(0x2f00106)), // peType: string
+        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x2676907), x::Name(0x1258216)), // hostKey: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ee290c), x::Name(0x2f00106)), // storageArray: string
+        x::FieldEntry::optional(x::Name(0x29d6e09), x::Name(0x2f00106)), // nfsServer: string
+        x::FieldEntry::optional(x::Name(0x29d3406), x::Name(0x2f00106)), // nfsDir: string
+        x::FieldEntry::optional(x::Name(0x29d990e), x::Name(0x2f00106)), // nfsServerScope: string
+        x::FieldEntry::optional(x::Name(0x29d8a0e), x::Name(0x2f00106)), // nfsServerMajor: string
+        x::FieldEntry::optional(x::Name(0x29d7811), x::Name(0x2f00106)), // nfsServerAuthType: string
+        x::FieldEntry::optional(x::Name(0x29da80d), x::Name(0x2f00106)), // nfsServerUser: string
+        x::FieldEntry::optional(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x2454007), x::Name(0x2f00106)), // dvsUuid: string
+        x::FieldEntry::required(x::Name(0x244eb07), x::Name(0x2f00106)), // dvsName: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2a48808), x::Name(0x2729103)), // numPorts: int
+        x::FieldEntry::optional(x::Name(0x220760e), x::Name(0x2729103)), // configNumPorts: int
+        x::FieldEntry::required(x::Name(0x2a49111), x::Name(0x2729103)), // numPortsAvailable: int
+        x::FieldEntry::repeated(x::Name(0x305b60a), x::Name(0x11c0608)), // uplinkPort: KeyValue
+        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
+        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xf49613)), // spec: HostProxySwitchSpec
+        x::FieldEntry::repeated(x::Name(0x2677107), x::Name(0xf4791c)), // hostLag: HostProxySwitchHostLagConfig
+        x::FieldEntry::optional(x::Name(0x29a3e1b), x::Name(0x212d207)), // networkReservationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2a1ba0b), x::Name(0x212d207)), // nsxtEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x24ab20a), x::Name(0x212d207)), // ensEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x24abd13), x::Name(0x212d207)), // ensInterruptEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2ff6f0e), x::Name(0x9bbc33)), // transportZones: DistributedVirtualSwitchHostMemberTransportZoneInfo
+        x::FieldEntry::repeated(x::Name(0x2a1a811), x::Name(0x2f00106)), // nsxUsedUplinkPort: string
+        x::FieldEntry::optional(x::Name(0x2a1c60a), x::Name(0x2f00106)), // nsxtStatus: string
+        x::FieldEntry::optional(x::Name(0x2a1d110), x::Name(0x2f00106)), // nsxtStatusDetail: string
+        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xf49613)), // spec: HostProxySwitchSpec
+        x::FieldEntry::required(x::Name(0x27eb406), x::Name(0x2f00106)), // lagKey: string
+        x::FieldEntry::optional(x::Name(0x27ebb07), x::Name(0x2f00106)), // lagName: string
+        x::FieldEntry::repeated(x::Name(0x305b60a), x::Name(0x11c0608)), // uplinkPort: KeyValue
+        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0x9a7b29)), // backing: DistributedVirtualSwitchHostMemberBacking
+        x::FieldEntry::optional(x::Name(0x241f106), x::Name(0x2729103)), // domain: int
+        x::FieldEntry::repeated(x::Name(0x2ba9a04), x::Name(0xf4d014)), // port: HostPtpConfigPtpPort
+        x::FieldEntry::required(x::Name(0x2702305), x::Name(0x2729103)), // index: int
+        x::FieldEntry::optional(x::Name(0x239a30a), x::Name(0x2f00106)), // deviceType: string
+        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::optional(x::Name(0x2769308), x::Name(0xdfe20c)), // ipConfig: HostIpConfig
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::optional(x::Name(0x242e506), x::Name(0x2f00106)), // driver: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0xf51c15)), // backing: HostRdmaDeviceBacking
+        x::FieldEntry::required(x::Name(0x2232f0e), x::Name(0xf54b1c)), // connectionInfo: HostRdmaDeviceConnectionInfo
+        x::FieldEntry::required(x::Name(0x216480a), x::Name(0xf53218)), // capability: HostRdmaDeviceCapability
+        x::FieldEntry::required(x::Name(0x2d4ea0d), x::Name(0x212d207)), // roceV1Capable: boolean
+        x::FieldEntry::required(x::Name(0x2d4f80d), x::Name(0x212d207)), // roceV2Capable: boolean
+        x::FieldEntry::required(x::Name(0x26c950c), x::Name(0x212d207)), // iWarpCapable: boolean
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::required(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
+        x::FieldEntry::required(x::Name(0x2e8360b), x::Name(0x2729103)), // speedInMbps: int
+        x::FieldEntry::required(x::Name(0x2b1f40c), x::Name(0x2f00106)), // pairedUplink: string
+        x::FieldEntry::optional(x::Name(0x20b5c14), x::Name(0x2f00106)), // associatedRdmaDevice: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x28edb0a), x::Name(0x2857004)), // memorySize: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fdb110)), // spec: VslmRelocateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2d00a06), x::Name(0x1089a14)), // rescan: HostVmfsRescanResult
+        x::FieldEntry::required(x::Name(0x2d39d06), x::Name(0x1258216)), // result: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
+        x::FieldEntry::optional(x::Name(0x2beab06), x::Name(0x2f00106)), // prefix: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2234e0f), x::Name(0xfe3d19)), // connectionState: HostSystemConnectionState
+        x::FieldEntry::required(x::Name(0x2bcea0a), x::Name(0xfebf14)), // powerState: HostSystemPowerState
+        x::FieldEntry::optional(x::Name(0x2eabb0b), x::Name(0x2f00106)), // standbyMode: string
+        x::FieldEntry::required(x::Name(0x26e0011), x::Name(0x212d207)), // inMaintenanceMode: boolean
+        x::FieldEntry::optional(x::Name(0x26e4210), x::Name(0x212d207)), // inQuarantineMode: boolean
+        x::FieldEntry::optional(x::Name(0x2137908), x::Name(0x2308208)), // bootTime: dateTime
+        x::FieldEntry::optional(x::Name(0x264a213), x::Name(0xc76913)), // healthSystemRuntime: HealthSystemRuntime
+        x::FieldEntry::optional(x::Name(0x22df00c), x::Name(0x66c616)), // dasHostState: ClusterDasFdmHostState
+        x::FieldEntry::repeated(x::Name(0x2fe3c0c), x::Name(0x1011811)), // tpmPcrValues: HostTpmDigestInfo
+        x::FieldEntry::optional(x::Name(0x31dd10f), x::Name(0x1f9b713)), // vsanRuntimeInfo: VsanHostRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x29b7b12), x::Name(0xf84c21)), // networkRuntimeInfo: HostRuntimeInfoNetworkRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x30ad419), x::Name(0x104af2a)), // vFlashResourceRuntimeInfo: HostVFlashManagerVFlashResourceRunTimeInfo
+        x::FieldEntry::optional(x::Name(0x267ce1a), x::Name(0x2857004)), // hostMaxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x2299c0b), x::Name(0x2f00106)), // cryptoState: string
+        x::FieldEntry::optional(x::Name(0x2296c0b), x::Name(0x7b7d0b)), // cryptoKeyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2ec341b), x::Name(0x2f00106)), // statelessNvdsMigrationReady: string
+        x::FieldEntry::optional(x::Name(0x2ebdc0f), x::Name(0xf86e22)), // stateEncryption: HostRuntimeInfoStateEncryptionInfo
+        x::FieldEntry::required(x::Name(0x2989d13), x::Name(0x2f00106)), // netStackInstanceKey: string
+        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::repeated(x::Name(0x31b600a), x::Name(0x2f00106)), // vmknicKeys: string
+        x::FieldEntry::optional(x::Name(0x28a9816), x::Name(0x2729103)), // maxNumberOfConnections: int
+        x::FieldEntry::optional(x::Name(0x22ae612), x::Name(0x212d207)), // currentIpV6Enabled: boolean
+        x::FieldEntry::repeated(x::Name(0x298b11b), x::Name(0xf7f12a)), // netStackInstanceRuntimeInfo: HostRuntimeInfoNetStackInstanceRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x29b6416), x::Name(0xe9101a)), // networkResourceRuntime: HostNetworkResourceRuntime
+        x::FieldEntry::required(x::Name(0x2c3450e), x::Name(0x2f00106)), // protectionMode: string
+        x::FieldEntry::optional(x::Name(0x2cf8711), x::Name(0x212d207)), // requireSecureBoot: boolean
+        x::FieldEntry::optional(x::Name(0x2cf6118), x::Name(0x212d207)), // requireExecInstalledOnly: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2165308), x::Name(0xd3ea15)), // capacity: HostDiskDimensionsLba
+        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x2e9cf03), x::Name(0x212d207)), // ssd: boolean
+        x::FieldEntry::optional(x::Name(0x283cf09), x::Name(0x212d207)), // localDisk: boolean
+        x::FieldEntry::repeated(x::Name(0x2b86710), x::Name(0x2f00106)), // physicalLocation: string
+        x::FieldEntry::optional(x::Name(0x246dc15), x::Name(0x212d207)), // emulatedDIXDIFEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x31d860c), x::Name(0x1f9e814)), // vsanDiskInfo: VsanHostVsanDiskInfo
+        x::FieldEntry::optional(x::Name(0x2d8df0c), x::Name(0x2f00106)), // scsiDiskType: string
+        x::FieldEntry::required(x::Name(0x23f0c08), x::Name(0x2f00106)), // diskName: string
+        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0x2729103)), // partition: int
+        x::FieldEntry::repeated(x::Name(0x2029a07), x::Name(0xf95419)), // adapter: HostScsiTopologyInterface
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
+        x::FieldEntry::repeated(x::Name(0x2f80b06), x::Name(0xf98216)), // target: HostScsiTopologyTarget
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x285f403), x::Name(0x2729103)), // lun: int
+        x::FieldEntry::required(x::Name(0x2d91107), x::Name(0x2f00106)), // scsiLun: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2f80b06), x::Name(0x2729103)), // target: int
+        x::FieldEntry::repeated(x::Name(0x285f403), x::Name(0xf96e13)), // lun: HostScsiTopologyLun
+        x::FieldEntry::optional(x::Name(0x2fefb09), x::Name(0x1003513)), // transport: HostTargetTransport
+        x::FieldEntry::optional(x::Name(0x2036c0d), x::Name(0x2f00106)), // adminPassword: string
+        x::FieldEntry::repeated(x::Name(0x2cd3810), x::Name(0x147cd0a)), // removePermission: Permission
+        x::FieldEntry::repeated(x::Name(0x202cc0d), x::Name(0x147cd0a)), // addPermission: Permission
+        x::FieldEntry::required(x::Name(0x29ed011), x::Name(0x2f00106)), // nodeWorldWideName: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
+        x::FieldEntry::required(x::Name(0x2cf9908), x::Name(0x212d207)), // required: boolean
+        x::FieldEntry::required(x::Name(0x301fd0d), x::Name(0x212d207)), // uninstallable: boolean
+        x::FieldEntry::required(x::Name(0x2d68107), x::Name(0x212d207)), // running: boolean
+        x::FieldEntry::repeated(x::Name(0x2d64107), x::Name(0x2f00106)), // ruleset: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
+        x::FieldEntry::optional(x::Name(0x2e6180d), x::Name(0xfa2218)), // sourcePackage: HostServiceSourcePackage
+        x::FieldEntry::required(x::Name(0x2dcdf09), x::Name(0x2f00106)), // serviceId: string
+        x::FieldEntry::required(x::Name(0x2ebc30d), x::Name(0x2f00106)), // startupPolicy: string
+        x::FieldEntry::repeated(x::Name(0x2dc7407), x::Name(0xf9e20b)), // service: HostService
+        x::FieldEntry::required(x::Name(0x2e62611), x::Name(0x2f00106)), // sourcePackageName: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x2f00106)), // host: string
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x2f00106)), // service: string
+        x::FieldEntry::required(x::Name(0x2dd510e), x::Name(0x2f00106)), // serviceVersion: string
+        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x224fd0c), x::Name(0x2f00106)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x2de6308), x::Name(0x2f00106)), // sevState: string
+        x::FieldEntry::required(x::Name(0x28b620e), x::Name(0x2857004)), // maxSevEsGuests: long
+        x::FieldEntry::required(x::Name(0x2de9c08), x::Name(0x2f00106)), // sgxState: string
+        x::FieldEntry::required(x::Name(0x2fd8d0e), x::Name(0x2857004)), // totalEpcMemory: long
+        x::FieldEntry::required(x::Name(0x257fe07), x::Name(0x2f00106)), // flcMode: string
+        x::FieldEntry::optional(x::Name(0x27ff00c), x::Name(0x2f00106)), // lePubKeyHash: string
+        x::FieldEntry::required(x::Name(0x30e2b04), x::Name(0x2f00106)), // vgpu: string
+        x::FieldEntry::required(x::Name(0x23fd615), x::Name(0x212d207)), // diskSnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x28f0217), x::Name(0x212d207)), // memorySnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f54010), x::Name(0x212d207)), // suspendSupported: boolean
+        x::FieldEntry::required(x::Name(0x2910a10), x::Name(0x212d207)), // migrateSupported: boolean
+        x::FieldEntry::required(x::Name(0x2dfd709), x::Name(0x2f00106)), // shortName: string
+        x::FieldEntry::required(x::Name(0x2dfe10a), x::Name(0x2f00106)), // shortName2: string
+        x::FieldEntry::required(x::Name(0x2dfd709), x::Name(0x2f00106)), // shortName: string
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::repeated(x::Name(0x2c73113), x::Name(0x2f00106)), // readOnlyCommunities: string
+        x::FieldEntry::repeated(x::Name(0x2ff7e0b), x::Name(0xfb6213)), // trapTargets: HostSnmpDestination
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x11c0608)), // option: KeyValue
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::required(x::Name(0x21e1009), x::Name(0x2f00106)), // community: string
+        x::FieldEntry::required(x::Name(0x28b1716), x::Name(0x2729103)), // maxReadOnlyCommunities: int
+        x::FieldEntry::required(x::Name(0x28c2813), x::Name(0x2729103)), // maxTrapDestinations: int
+        x::FieldEntry::required(x::Name(0x288ff12), x::Name(0x2729103)), // maxCommunityLength: int
+        x::FieldEntry::required(x::Name(0x288f10d), x::Name(0x2729103)), // maxBufferSize: int
+        x::FieldEntry::optional(x::Name(0x216480a), x::Name(0xfb3717)), // capability: HostSnmpAgentCapability
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2eb1c0d), x::Name(0x2f00106)), // startChangeID: string
+        x::FieldEntry::optional(x::Name(0x24a090b), x::Name(0x2f00106)), // endChangeID: string
+        x::FieldEntry::required(x::Name(0x229060b), x::Name(0x2308208)), // createdTime: dateTime
+        x::FieldEntry::optional(x::Name(0x27f0e0c), x::Name(0x2308208)), // lastModified: dateTime
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f03908), x::Name(0xfdb514)), // subSpecs: HostSubSpecification
+        x::FieldEntry::optional(x::Name(0x2182308), x::Name(0x2f00106)), // changeID: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2697408), x::Name(0xfbb311)), // hostSpec: HostSpecification
+        x::FieldEntry::required(x::Name(0x2e9b20c), x::Name(0x212d207)), // sriovEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2a6b612), x::Name(0x2729103)), // numVirtualFunction: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2e9b20c), x::Name(0x212d207)), // sriovEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2e9950c), x::Name(0x212d207)), // sriovCapable: boolean
+        x::FieldEntry::required(x::Name(0x2e97c0b), x::Name(0x212d207)), // sriovActive: boolean
+        x::FieldEntry::required(x::Name(0x2a6c91b), x::Name(0x2729103)), // numVirtualFunctionRequested: int
+        x::FieldEntry::required(x::Name(0x2a6b612), x::Name(0x2729103)), // numVirtualFunction: int
+        x::FieldEntry::required(x::Name(0x28c6c1b), x::Name(0x2729103)), // maxVirtualFunctionSupported: int
+        x::FieldEntry::optional(x::Name(0x2f66409), x::Name(0x2f00106)), // switchKey: string
+        x::FieldEntry::optional(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x148570b)), // pnic: PhysicalNic
+        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
+        x::FieldEntry::optional(x::Name(0x2b06c08), x::Name(0x2f00106)), // ownerTag: string
+        x::FieldEntry::repeated(x::Name(0x2ea410e), x::Name(0x2f00106)), // sslThumbprints: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xac5712)), // policy: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x266010e), x::Name(0xdaa312)), // hostBusAdapter: HostHostBusAdapter
+        x::FieldEntry::repeated(x::Name(0x2d91107), x::Name(0x17eea07)), // scsiLun: ScsiLun
+        x::FieldEntry::optional(x::Name(0x2d9290c), x::Name(0xf94310)), // scsiTopology: HostScsiTopology
+        x::FieldEntry::optional(x::Name(0x2a8d60c), x::Name(0xec5c10)), // nvmeTopology: HostNvmeTopology
+        x::FieldEntry::optional(x::Name(0x295540d), x::Name(0xe5fe11)), // multipathInfo: HostMultipathInfo
+        x::FieldEntry::optional(x::Name(0x2b94811), x::Name(0xef4715)), // plugStoreTopology: HostPlugStoreTopology
+        x::FieldEntry::required(x::Name(0x2e41c1b), x::Name(0x212d207)), // softwareInternetScsiEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x2ac150f), x::Name(0xfd1f1a)), // operationalInfo: HostStorageOperationalInfo
+        x::FieldEntry::required(x::Name(0x2c2e808), x::Name(0x2f00106)), // property: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x229060b), x::Name(0x2308208)), // createdTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x22e4204), x::Name(0x2146004)), // data: byte
+        x::FieldEntry::optional(x::Name(0x211cd0a), x::Name(0x210f70c)), // binaryData: base64Binary
+        x::FieldEntry::required(x::Name(0x2f02d0b), x::Name(0x2f00106)), // subSpecName: string
+        x::FieldEntry::required(x::Name(0x269a20b), x::Name(0xfdb514)), // hostSubSpec: HostSubSpecification
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::required(x::Name(0x219f409), x::Name(0x2308208)), // checkTime: dateTime
+        x::FieldEntry::repeated(x::Name(0x2a7f911), x::Name(0xeac915)), // numericSensorInfo: HostNumericSensorInfo
+        x::FieldEntry::required(x::Name(0x26ce80f), x::Name(0x2f00106)), // identifierValue: string
+        x::FieldEntry::required(x::Name(0x26cd90e), x::Name(0xac5712)), // identifierType: ElementDescription
+        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::required(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x2ae8a14), x::Name(0xfe6c1c)), // otherIdentifyingInfo: HostSystemIdentificationInfo
+        x::FieldEntry::optional(x::Name(0x2dbd40c), x::Name(0x2f00106)), // serialNumber: string
+        x::FieldEntry::repeated(x::Name(0x2c5160d), x::Name(0xf4e511)), // qualifiedName: HostQualifiedName
+        x::FieldEntry::optional(x::Name(0x2f6ac09), x::Name(0x212d207)), // syncState: boolean
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::required(x::Name(0x2abf90d), x::Name(0x2308208)), // operationTime: dateTime
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2202206), x::Name(0x1731512)), // config: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x21a9a05), x::Name(0xff2716)), // child: HostSystemResourceInfo
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x100092b)), // option: HostSystemSwapConfigurationSystemSwapOption
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x2f00106)), // datastore: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::optional(x::Name(0x20b4d0e), x::Name(0x2f00106)), // associatedPnic: string
+        x::FieldEntry::required(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
+        x::FieldEntry::required(x::Name(0x2fad104), x::Name(0x2308208)), // time: dateTime
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1009726)), // status: HostTpmAttestationInfoAcceptanceStatus
+        x::FieldEntry::optional(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x2fe3c0c), x::Name(0x1011811)), // tpmPcrValues: HostTpmDigestInfo
+        x::FieldEntry::repeated(x::Name(0x2fe2309), x::Name(0x1013e14)), // tpmEvents: HostTpmEventLogEntry
+        x::FieldEntry::required(x::Name(0x2fe2d0e), x::Name(0x212d207)), // tpmLogReliable: boolean
+        x::FieldEntry::required(x::Name(0x2136612), x::Name(0x2f00106)), // bootSecurityOption: string
+        x::FieldEntry::required(x::Name(0x21db10b), x::Name(0x2f00106)), // commandLine: string
+        x::FieldEntry::required(x::Name(0x2b4ec09), x::Name(0x2729103)), // pcrNumber: int
+        x::FieldEntry::repeated(x::Name(0x22e8908), x::Name(0x2146004)), // dataHash: byte
+        x::FieldEntry::optional(x::Name(0x22e920e), x::Name(0x2f00106)), // dataHashMethod: string
+        x::FieldEntry::required(x::Name(0x2b4e308), x::Name(0x2729103)), // pcrIndex: int
+        x::FieldEntry::required(x::Name(0x24e080c), x::Name(0x1012a13)), // eventDetails: HostTpmEventDetails
+        x::FieldEntry::required(x::Name(0x2acaf0f), x::Name(0x2f00106)), // optionsFileName: string
+        x::FieldEntry::repeated(x::Name(0x213010b), x::Name(0x2146004)), // bootOptions: byte
+        x::FieldEntry::required(x::Name(0x21f580d), x::Name(0x2f00106)), // componentName: string
+        x::FieldEntry::required(x::Name(0x30e5307), x::Name(0x2f00106)), // vibName: string
+        x::FieldEntry::required(x::Name(0x30e740a), x::Name(0x2f00106)), // vibVersion: string
+        x::FieldEntry::required(x::Name(0x30e6a09), x::Name(0x2f00106)), // vibVendor: string
+        x::FieldEntry::required(x::Name(0x20bcd11), x::Name(0x2f00106)), // attestationStatus: string
+        x::FieldEntry::optional(x::Name(0x2dcdf09), x::Name(0x2f00106)), // serviceId: string
+        x::FieldEntry::optional(x::Name(0x20be80a), x::Name(0x2308208)), // attestedAt: dateTime
+        x::FieldEntry::optional(x::Name(0x20bf30d), x::Name(0x2308208)), // attestedUntil: dateTime
+        x::FieldEntry::repeated(x::Name(0x2901508), x::Name(0x1230312)), // messages: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0xf92d15)), // device: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x27b3b0c), x::Name(0x212d207)), // isHeadExtent: boolean
+        x::FieldEntry::required(x::Name(0x2ad6907), x::Name(0x2729103)), // ordinal: int
+        x::FieldEntry::required(x::Name(0x2eb110a), x::Name(0x2729103)), // startBlock: int
+        x::FieldEntry::required(x::Name(0x24a0008), x::Name(0x2729103)), // endBlock: int
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::repeated(x::Name(0x250b310), x::Name(0x2f00106)), // extentDevicePath: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1028720)), // spec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::optional(x::Name(0x31a4204), x::Name(0x108bc0e)), // vmfs: HostVmfsVolume
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x250b310), x::Name(0x2f00106)), // extentDevicePath: string
+        x::FieldEntry::required(x::Name(0x3098a0e), x::Name(0x2f00106)), // uuidResolution: string
+        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0x1020018)), // extent: HostUnresolvedVmfsExtent
+        x::FieldEntry::required(x::Name(0x31a9b09), x::Name(0x2f00106)), // vmfsLabel: string
+        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2fd400b), x::Name(0x2729103)), // totalBlocks: int
+        x::FieldEntry::required(x::Name(0x2d1b80d), x::Name(0x102f425)), // resolveStatus: HostUnresolvedVmfsVolumeResolveStatus
+        x::FieldEntry::required(x::Name(0x2d1ad0a), x::Name(0x212d207)), // resolvable: boolean
+        x::FieldEntry::optional(x::Name(0x26f9011), x::Name(0x212d207)), // incompleteExtents: boolean
+        x::FieldEntry::optional(x::Name(0x295710e), x::Name(0x212d207)), // multipleCopies: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2905408), x::Name(0x11c0608)), // metadata: KeyValue
+        x::FieldEntry::repeated(x::Name(0x234c10a), x::Name(0x2f00106)), // deleteKeys: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2905408), x::Name(0x11c0608)), // metadata: KeyValue
+        x::FieldEntry::repeated(x::Name(0x234c10a), x::Name(0x2f00106)), // deleteKeys: string
+        x::FieldEntry::repeated(x::Name(0x30a8e18), x::Name(0x103d33e)), // vFlashModuleConfigOption: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::FieldEntry::optional(x::Name(0x2342913), x::Name(0x2f00106)), // defaultVFlashModule: string
+        x::FieldEntry::optional(x::Name(0x2f5c718), x::Name(0x2857004)), // swapCacheReservationInGB: long
+        x::FieldEntry::required(x::Name(0x30a810c), x::Name(0x2f00106)), // vFlashModule: string
+        x::FieldEntry::required(x::Name(0x30aa713), x::Name(0x2f00106)), // vFlashModuleVersion: string
+        x::FieldEntry::required(x::Name(0x291d319), x::Name(0x2f00106)), // minSupportedModuleVersion: string
+        x::FieldEntry::required(x::Name(0x2155a14), x::Name(0x5ef50c)), // cacheConsistencyType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2156f09), x::Name(0x5ef50c)), // cacheMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2126a13), x::Name(0x124480a)), // blockSizeInKBOption: LongOption
+        x::FieldEntry::required(x::Name(0x2d0b315), x::Name(0x124480a)), // reservationInMBOption: LongOption
+        x::FieldEntry::required(x::Name(0x289360f), x::Name(0x2857004)), // maxDiskSizeInKB: long
+        x::FieldEntry::required(x::Name(0x2342913), x::Name(0x2f00106)), // defaultVFlashModule: string
+        x::FieldEntry::required(x::Name(0x2f5c718), x::Name(0x2857004)), // swapCacheReservationInGB: long
+        x::FieldEntry::optional(x::Name(0x30abb18), x::Name(0x1045b29)), // vFlashResourceConfigInfo: HostVFlashManagerVFlashResourceConfigInfo
+        x::FieldEntry::optional(x::Name(0x30a1d15), x::Name(0x103ac26)), // vFlashCacheConfigInfo: HostVFlashManagerVFlashCacheConfigInfo
+        x::FieldEntry::optional(x::Name(0x30e1404), x::Name(0x1069e0e)), // vffs: HostVffsVolume
+        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
+        x::FieldEntry::required(x::Name(0x30e2208), x::Name(0x2f00106)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x306b305), x::Name(0x2857004)), // usage: long
+        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
+        x::FieldEntry::required(x::Name(0x201470a), x::Name(0x212d207)), // accessible: boolean
+        x::FieldEntry::required(x::Name(0x2165c12), x::Name(0x2857004)), // capacityForVmCache: long
+        x::FieldEntry::required(x::Name(0x258ff0e), x::Name(0x2857004)), // freeForVmCache: long
+        x::FieldEntry::repeated(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x30e1404), x::Name(0x1069e0e)), // vffs: HostVffsVolume
+        x::FieldEntry::repeated(x::Name(0x23e3317), x::Name(0xd3a51b)), // diskConfigurationResult: HostDiskConfigurationResult
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x21e740d), x::Name(0x2f00106)), // compatibility: string
+        x::FieldEntry::optional(x::Name(0x31ba00d), x::Name(0x2f00106)), // vmotionNicKey: string
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2984809), x::Name(0x1058b14)), // netConfig: HostVMotionNetConfig
+        x::FieldEntry::optional(x::Name(0x2769308), x::Name(0xdfe20c)), // ipConfig: HostIpConfig
+        x::FieldEntry::optional(x::Name(0x243ca07), x::Name(0x2729103)), // dstVmId: int
+        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2857004)), // startTime: long
+        x::FieldEntry::optional(x::Name(0x226090b), x::Name(0x2857004)), // cptLoadTime: long
+        x::FieldEntry::optional(x::Name(0x225f90f), x::Name(0x2857004)), // cptLoadDoneTime: long
+        x::FieldEntry::optional(x::Name(0x2cded14), x::Name(0x2857004)), // replicateMemDoneTime: long
+        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2857004)), // endTime: long
+        x::FieldEntry::optional(x::Name(0x226150b), x::Name(0x2857004)), // cptXferTime: long
+        x::FieldEntry::optional(x::Name(0x225ec0c), x::Name(0x2857004)), // cptCacheUsed: long
+        x::FieldEntry::optional(x::Name(0x2388410), x::Name(0x2857004)), // devCptStreamSize: long
+        x::FieldEntry::optional(x::Name(0x2389510), x::Name(0x2857004)), // devCptStreamTime: long
+        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2857004)), // startTime: long
+        x::FieldEntry::optional(x::Name(0x2c6390b), x::Name(0x2857004)), // quiesceTime: long
+        x::FieldEntry::optional(x::Name(0x2c6090f), x::Name(0x2857004)), // quiesceDoneTime: long
+        x::FieldEntry::optional(x::Name(0x2d3ac0e), x::Name(0x2857004)), // resumeDoneTime: long
+        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2857004)), // endTime: long
+        x::FieldEntry::repeated(x::Name(0x215f60d), x::Name(0x106ad0e)), // candidateVnic: HostVirtualNic
+        x::FieldEntry::optional(x::Name(0x2db0a0c), x::Name(0x2f00106)), // selectedVnic: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x31d0d0a), x::Name(0x2f00106)), // volumeName: string
+        x::FieldEntry::required(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1078112)), // spec: HostVirtualNicSpec
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2f00106)), // port: string
+        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0x1078112)), // spec: HostVirtualNicSpec
+        x::FieldEntry::optional(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x2441606), x::Name(0x9ed126)), // dvPort: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2ab1c09), x::Name(0x107611f)), // opNetwork: HostVirtualNicOpaqueNetworkSpec
+        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0xe08411)), // ipRouteConfig: HostIpRouteConfig
+        x::FieldEntry::repeated(x::Name(0x2984809), x::Name(0x1da9f1a)), // netConfig: VirtualNicManagerNetConfig
+        x::FieldEntry::required(x::Name(0x31c7904), x::Name(0x106d118)), // vnic: HostVirtualNicConnection
+        x::FieldEntry::repeated(x::Name(0x29e2707), x::Name(0x2f00106)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
+        x::FieldEntry::optional(x::Name(0x2763902), x::Name(0xdfe20c)), // ip: HostIpConfig
+        x::FieldEntry::optional(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
+        x::FieldEntry::optional(x::Name(0x240e116), x::Name(0x9ed126)), // distributedVirtualPort: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
+        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
+        x::FieldEntry::optional(x::Name(0x300580a), x::Name(0x212d207)), // tsoEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2989d13), x::Name(0x2f00106)), // netStackInstanceKey: string
+        x::FieldEntry::optional(x::Name(0x2ab400d), x::Name(0x107611f)), // opaqueNetwork: HostVirtualNicOpaqueNetworkSpec
+        x::FieldEntry::optional(x::Name(0x250cd0a), x::Name(0x2f00106)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x2b8d00a), x::Name(0x2f00106)), // pinnedPnic: string
+        x::FieldEntry::optional(x::Name(0x2776b0b), x::Name(0x106ea19)), // ipRouteSpec: HostVirtualNicIpRouteSpec
+        x::FieldEntry::optional(x::Name(0x2f78f0b), x::Name(0x212d207)), // systemOwned: boolean
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2a48808), x::Name(0x2729103)), // numPorts: int
+        x::FieldEntry::required(x::Name(0x2a49111), x::Name(0x2729103)), // numPortsAvailable: int
+        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
+        x::FieldEntry::repeated(x::Name(0x2bbc509), x::Name(0x2f00106)), // portgroup: string
+        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1084a15)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::repeated(x::Name(0x24e9111), x::Name(0x2f00106)), // excludedNicDevice: string
+        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x2729103)), // interval: int
+        x::FieldEntry::repeated(x::Name(0x29dc709), x::Name(0x2f00106)), // nicDevice: string
+        x::FieldEntry::optional(x::Name(0x2115606), x::Name(0x107c21d)), // beacon: HostVirtualSwitchBeaconConfig
+        x::FieldEntry::optional(x::Name(0x282551b), x::Name(0x120101b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
+        x::FieldEntry::optional(x::Name(0x218400f), x::Name(0x2f00106)), // changeOperation: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0x1084a15)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::required(x::Name(0x29dc709), x::Name(0x2f00106)), // nicDevice: string
+        x::FieldEntry::required(x::Name(0x2a48808), x::Name(0x2729103)), // numPorts: int
+        x::FieldEntry::optional(x::Name(0x213b206), x::Name(0x107fc17)), // bridge: HostVirtualSwitchBridge
+        x::FieldEntry::optional(x::Name(0x2ba2906), x::Name(0xe8fe11)), // policy: HostNetworkPolicy
+        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2dd6008), x::Name(0x2f00106)), // services: string
+        x::FieldEntry::required(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::optional(x::Name(0x2127e0b), x::Name(0x2729103)), // blockSizeMb: int
+        x::FieldEntry::required(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x31d0d0a), x::Name(0x2f00106)), // volumeName: string
+        x::FieldEntry::optional(x::Name(0x2125209), x::Name(0x2729103)), // blockSize: int
+        x::FieldEntry::optional(x::Name(0x3034a10), x::Name(0x2729103)), // unmapGranularity: int
+        x::FieldEntry::optional(x::Name(0x303870d), x::Name(0x2f00106)), // unmapPriority: string
+        x::FieldEntry::optional(x::Name(0x3033712), x::Name(0x1f5d416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
+        x::FieldEntry::required(x::Name(0x2127e0b), x::Name(0x2729103)), // blockSizeMb: int
+        x::FieldEntry::optional(x::Name(0x2125209), x::Name(0x2729103)), // blockSize: int
+        x::FieldEntry::optional(x::Name(0x3034a10), x::Name(0x2729103)), // unmapGranularity: int
+        x::FieldEntry::optional(x::Name(0x303870d), x::Name(0x2f00106)), // unmapPriority: string
+        x::FieldEntry::optional(x::Name(0x3033712), x::Name(0x1f5d416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
+        x::FieldEntry::required(x::Name(0x288e709), x::Name(0x2729103)), // maxBlocks: int
+        x::FieldEntry::required(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x31ae50e), x::Name(0x212d207)), // vmfsUpgradable: boolean
+        x::FieldEntry::optional(x::Name(0x2585b10), x::Name(0xd8b814)), // forceMountedInfo: HostForceMountedInfo
+        x::FieldEntry::optional(x::Name(0x2e9cf03), x::Name(0x212d207)), // ssd: boolean
+        x::FieldEntry::optional(x::Name(0x283b105), x::Name(0x212d207)), // local: boolean
+        x::FieldEntry::optional(x::Name(0x2d8df0c), x::Name(0x2f00106)), // scsiDiskType: string
+        x::FieldEntry::required(x::Name(0x31c7904), x::Name(0x1f6f410)), // vnic: VnicPortArgument
+        x::FieldEntry::optional(x::Name(0x2bf500b), x::Name(0x2f00106)), // prevPortKey: string
+        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2b05e05), x::Name(0x2f00106)), // owner: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2f0e307), x::Name(0x212d207)), // success: boolean
+        x::FieldEntry::repeated(x::Name(0x252550d), x::Name(0x1230312)), // failureReason: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x252550d), x::Name(0x1230312)), // failureReason: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2402708), x::Name(0x2f00106)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x2f0e307), x::Name(0x212d207)), // success: boolean
+        x::FieldEntry::optional(x::Name(0x252550d), x::Name(0x2f00106)), // failureReason: string
+        x::FieldEntry::required(x::Name(0x2d74d04), x::Name(0x2f00106)), // scId: string
+        x::FieldEntry::repeated(x::Name(0x268c406), x::Name(0x1b1520a)), // hostPE: VVolHostPE
+        x::FieldEntry::repeated(x::Name(0x30ca010), x::Name(0x1b43913)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x2ee290c), x::Name(0x1a81510)), // storageArray: VASAStorageArray
+        x::FieldEntry::required(x::Name(0x28b710b), x::Name(0x2857004)), // maxSizeInMB: long
+        x::FieldEntry::required(x::Name(0x31d0d0a), x::Name(0x2f00106)), // volumeName: string
+        x::FieldEntry::repeated(x::Name(0x30ca010), x::Name(0x1b43913)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::repeated(x::Name(0x2ee290c), x::Name(0x1a81510)), // storageArray: VASAStorageArray
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x2aa5b0b), x::Name(0x2857004)), // oldNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2aa7d0b), x::Name(0x2857004)), // oldPortWwns: long
+        x::FieldEntry::repeated(x::Name(0x29c700b), x::Name(0x2857004)), // newNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x29c920b), x::Name(0x2857004)), // newPortWwns: long
+        x::FieldEntry::repeated(x::Name(0x222050d), x::Name(0x1e9660f)), // conflictedVms: VmEventArgument
+        x::FieldEntry::repeated(x::Name(0x221e80f), x::Name(0xd5a311)), // conflictedHosts: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3246403), x::Name(0x2857004)), // wwn: long
+        x::FieldEntry::required(x::Name(0x2920c06), x::Name(0x2729103)), // minute: int
+        x::FieldEntry::required(x::Name(0x2edab0a), x::Name(0x2729103)), // statusCode: int
+        x::FieldEntry::required(x::Name(0x2edd00d), x::Name(0x2f00106)), // statusMessage: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c48911), x::Name(0x212d207)), // pullModeSupported: boolean
+        x::FieldEntry::required(x::Name(0x225930d), x::Name(0x212d207)), // corsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22f2b0c), x::Name(0x2f00106)), // datastoreKey: string
+        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x10b2614)), // hosts: HttpNfcLeaseHostInfo
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x26d8a09), x::Name(0x2f00106)), // importKey: string
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::required(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x23e0704), x::Name(0x212d207)), // disk: boolean
+        x::FieldEntry::optional(x::Name(0x2f8c908), x::Name(0x2f00106)), // targetId: string
+        x::FieldEntry::optional(x::Name(0x22f2b0c), x::Name(0x2f00106)), // datastoreKey: string
+        x::FieldEntry::optional(x::Name(0x255d108), x::Name(0x2857004)), // fileSize: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::required(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x2800c05), x::Name(0x1258216)), // lease: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x239ae09), x::Name(0x10aed15)), // deviceUrl: HttpNfcLeaseDeviceUrl
+        x::FieldEntry::required(x::Name(0x2fd7715), x::Name(0x2857004)), // totalDiskCapacityInKB: long
+        x::FieldEntry::required(x::Name(0x2802a0c), x::Name(0x2729103)), // leaseTimeout: int
+        x::FieldEntry::repeated(x::Name(0x267c607), x::Name(0x10ace1e)), // hostMap: HttpNfcLeaseDatastoreLeaseInfo
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2deb304), x::Name(0x2f00106)), // sha1: string
+        x::FieldEntry::optional(x::Name(0x21a4b08), x::Name(0x2f00106)), // checksum: string
+        x::FieldEntry::optional(x::Name(0x21a8d0c), x::Name(0x2f00106)), // checksumType: string
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x23e0704), x::Name(0x212d207)), // disk: boolean
+        x::FieldEntry::optional(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
+        x::FieldEntry::optional(x::Name(0x2ba8c0d), x::Name(0x2857004)), // populatedSize: long
+        x::FieldEntry::required(x::Name(0x2dbef10), x::Name(0x212d207)), // serverAccessible: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2561705), x::Name(0x10c4916)), // files: HttpNfcLeaseSourceFile
+        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b5e207), x::Name(0x2729103)), // percent: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2561705), x::Name(0x10c4916)), // files: HttpNfcLeaseSourceFile
+    ],
+    values: &[
+        x::Name(0x2bc8007), // powerOn
+        x::Name(0x2bc5608), // powerOff
+        x::Name(0x30c0505), // valid
+        x::Name(0x273be07), // invalid
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2f0e307), // success
+        x::Name(0x24c8205), // error
+        x::Name(0x2f0e307), // success
+        x::Name(0x24c8205), // error
+        x::Name(0x286bf17), // maintenanceModeRequired
+        x::Name(0x2c7a60e), // rebootRequired
+        x::Name(0xca0109), // HostBased
+        x::Name(0x10cf906), // Import
+        x::Name(0xac3b04), // Edit
+        x::Name(0x708e07), // Compose
+        x::Name(0x161a105), // Ready
+        x::Name(0x17be607), // Running
+        x::Name(0xb59d06), // Failed
+        x::Name(0x2120405), // block
+        x::Name(0x296f803), // nas
+        x::Name(0x2d8b404), // scsi
+        x::Name(0x29d0703), // nfs
+        x::Name(0x29d2e05), // nfs4x
+        x::Name(0x29f4b04), // none
+        x::Name(0x311100a), // virtualNic
+        x::Name(0x2b4a50e), // pciPassthruNic
+        x::Name(0x2a89011), // nvmeQualifiedName
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2426304), // down
+        x::Name(0x270a504), // init
+        x::Name(0x2099905), // armed
+        x::Name(0x201d706), // active
+        x::Name(0x201de0b), // activeDefer
+        x::Name(0x26f6813), // incompatibleProduct
+        x::Name(0x26f1e0f), // incompatibleCpu
+        x::Name(0x26bc20a), // hvDisabled
+        x::Name(0x228030d), // cpuidLimitSet
+        x::Name(0x2aa0807), // oldBIOS
+        x::Name(0x3024f07), // unknown
+        x::Name(0x26e9508), // inactive
+        x::Name(0x201d706), // active
+        x::Name(0x230dc0c), // deactivating
+        x::Name(0x201bf0a), // activating
+        x::Name(0x29f4b04), // none
+        x::Name(0x2fe1003), // tpm
+        x::Name(0x2c76d05), // ready
+        x::Name(0x2a01a09), // notNeeded
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2aab402), // on
+        x::Name(0x20e2e09), // automatic
+        x::Name(0x2a9ab03), // off
+        x::Name(0x301e50d), // uninitialized
+        x::Name(0x271190b), // initialized
+        x::Name(0x323df07), // working
+        x::Name(0x2a9ab03), // off
+        x::Name(0x284df06), // locked
+        x::Name(0x302cb08), // unlocked
+        x::Name(0x2a0240a), // notPresent
+        x::Name(0x23caa0c), // disabledBIOS
+        x::Name(0x23cb70e), // disabledCFW101
+        x::Name(0x23cc613), // disabledCPUMismatch
+        x::Name(0x23d470d), // disabledNoFLC
+        x::Name(0x23d3511), // disabledNUMAUnsup
+        x::Name(0x23d2212), // disabledMaxEPCRegs
+        x::Name(0x247bd07), // enabled
+        x::Name(0x562708), // COMPLETE
+        x::Name(0x84330b), // DIAGNOSTICS
+        x::Name(0x56300d), // CONFIGURATION
+        x::Name(0x24b5d08), // entering
+        x::Name(0x24efd07), // exiting
+        x::Name(0x26db702), // in
+        x::Name(0x29f4b04), // none
+        x::Name(0x2d8b404), // scsi
+        x::Name(0x2a85904), // nvme
+        x::Name(0x222c009), // connected
+        x::Name(0x2a02f0d), // notResponding
+        x::Name(0x23da90c), // disconnected
+        x::Name(0x520108), // AssetTag
+        x::Name(0x182380a), // ServiceTag
+        x::Name(0x13a1e11), // OemSpecificString
+        x::Name(0xadbf18), // EnclosureSerialNumberTag
+        x::Name(0x1811f0f), // SerialNumberTag
+        x::Name(0x2bd9809), // poweredOn
+        x::Name(0x2bd270a), // poweredOff
+        x::Name(0x2ea8407), // standBy
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2cc3710), // remediationReady
+        x::Name(0x2be421a), // precheckRemediationRunning
+        x::Name(0x2be0c1b), // precheckRemediationComplete
+        x::Name(0x2be2819), // precheckRemediationFailed
+        x::Name(0x2cc4812), // remediationRunning
+        x::Name(0x2cc2511), // remediationFailed
+        x::Name(0x29f8e0b), // notAccepted
+        x::Name(0x200db08), // accepted
+        x::Name(0x20bdf08), // attested
+        x::Name(0x29fc50b), // notAttested
+        x::Name(0x3024f07), // unknown
+        x::Name(0x23e8b0e), // diskIdMismatch
+        x::Name(0x3097d0c), // uuidConflict
+        x::Name(0x2d1870b), // resignature
+        x::Name(0x258500a), // forceMount
+        x::Name(0x31b6b07), // vmotion
+        x::Name(0x2533b15), // faultToleranceLogging
+        x::Name(0x30b6c12), // vSphereReplication
+        x::Name(0x30b7f15), // vSphereReplicationNFC
+        x::Name(0x287560a), // management
+        x::Name(0x31d6104), // vsan
+        x::Name(0x30b5813), // vSphereProvisioning
+        x::Name(0x31e290b), // vsanWitness
+        x::Name(0x30b4710), // vSphereBackupNFC
+        x::Name(0x2c42b03), // ptp
+        x::Name(0x2a8ce07), // nvmeTcp
+        x::Name(0x2a8a208), // nvmeRdma
+        x::Name(0x25d1805), // grant
+        x::Name(0x2cd6e07), // replace
+        x::Name(0x2d3fe06), // revoke
+        x::Name(0x2579605), // fixed
+        x::Name(0x2455107), // dynamic
+        x::Name(0x29f4b04), // none
+        x::Name(0x285b403), // low
+        x::Name(0x2deb304), // sha1
+        x::Name(0x2deb806), // sha256
+        x::Name(0x2c4a309), // pushOrGet
+        x::Name(0x2c48404), // pull
+    ],
+};

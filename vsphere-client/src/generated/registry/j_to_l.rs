@@ -4,1019 +4,473 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "JoinDomainRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("domainName", "string"),
-            x::FieldInfo::required("userName", "string"),
-            x::FieldInfo::required("password", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "JoinDomainWithCAMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("domainName", "string"),
-            x::FieldInfo::required("camServer", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "KernelModuleInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "int"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::required("filename", "string"),
-            x::FieldInfo::required("optionString", "string"),
-            x::FieldInfo::required("loaded", "boolean"),
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::required("useCount", "int"),
-            x::FieldInfo::required("readOnlySection", "KernelModuleSectionInfo"),
-            x::FieldInfo::required("writableSection", "KernelModuleSectionInfo"),
-            x::FieldInfo::required("textSection", "KernelModuleSectionInfo"),
-            x::FieldInfo::required("dataSection", "KernelModuleSectionInfo"),
-            x::FieldInfo::required("bssSection", "KernelModuleSectionInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<KernelModuleInfo>),
-    },
-    x::TypeInfo {
-        name: "KernelModuleSectionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("address", "long"),
-            x::FieldInfo::optional("length", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<KernelModuleSectionInfo>),
-    },
-    x::TypeInfo {
-        name: "KeyAnyValue",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("value", "anyType"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<KeyAnyValue>),
-    },
-    x::TypeInfo {
-        name: "KeyNotFound",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<KeyNotFound>),
-    },
-    x::TypeInfo {
-        name: "KeyProviderId",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("id", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<KeyProviderId>),
-    },
-    x::TypeInfo {
-        name: "KeyValue",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<KeyValue>),
-    },
-    x::TypeInfo {
-        name: "KmipClusterInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("clusterId", "KeyProviderId"),
-            x::FieldInfo::repeated("servers", "KmipServerInfo"),
-            x::FieldInfo::required("useAsDefault", "boolean"),
-            x::FieldInfo::optional("managementType", "string"),
-            x::FieldInfo::repeated("useAsEntityDefault", "ManagedObjectReference"),
-            x::FieldInfo::optional("hasBackup", "boolean"),
-            x::FieldInfo::optional("tpmRequired", "boolean"),
-            x::FieldInfo::optional("keyId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<KmipClusterInfo>),
-    },
-    x::TypeInfo {
-        name: "KmipClusterInfoKmsManagementType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["unknown", "vCenter", "trustAuthority", "nativeProvider"],
-        decode: Some(x::decode_boxed::<KmipClusterInfoKmsManagementType>),
-    },
-    x::TypeInfo {
-        name: "KmipServerInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("address", "string"),
-            x::FieldInfo::required("port", "int"),
-            x::FieldInfo::optional("proxyAddress", "string"),
-            x::FieldInfo::optional("proxyPort", "int"),
-            x::FieldInfo::optional("reconnect", "int"),
-            x::FieldInfo::optional("protocol", "string"),
-            x::FieldInfo::optional("nbio", "int"),
-            x::FieldInfo::optional("timeout", "int"),
-            x::FieldInfo::optional("userName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<KmipServerInfo>),
-    },
-    x::TypeInfo {
-        name: "KmipServerSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("clusterId", "KeyProviderId"),
-            x::FieldInfo::required("info", "KmipServerInfo"),
-            x::FieldInfo::optional("password", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<KmipServerSpec>),
-    },
-    x::TypeInfo {
-        name: "KmipServerStatus",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("clusterId", "KeyProviderId"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("status", "ManagedEntityStatus"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<KmipServerStatus>),
-    },
-    x::TypeInfo {
-        name: "LargeRDMConversionNotSupported",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("device", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LargeRDMConversionNotSupported>),
-    },
-    x::TypeInfo {
-        name: "LargeRDMNotSupportedOnDatastore",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("datastoreName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LargeRDMNotSupportedOnDatastore>),
-    },
-    x::TypeInfo {
-        name: "LatencySensitivity",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("level", "LatencySensitivitySensitivityLevel"),
-            x::FieldInfo::optional("sensitivity", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LatencySensitivity>),
-    },
-    x::TypeInfo {
-        name: "LatencySensitivitySensitivityLevel",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["low", "normal", "medium", "high", "custom"],
-        decode: Some(x::decode_boxed::<LatencySensitivitySensitivityLevel>),
-    },
-    x::TypeInfo {
-        name: "LeaveCurrentDomainRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LegacyNetworkInterfaceInUse",
-        base: Some("CannotAccessNetwork"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LegacyNetworkInterfaceInUse>),
-    },
-    x::TypeInfo {
-        name: "LicenseAssignmentFailed",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseAssignmentFailed>),
-    },
-    x::TypeInfo {
-        name: "LicenseAssignmentFailedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "keyEntityMismatch",
-            "downgradeDisallowed",
-            "inventoryNotManageableByVirtualCenter",
-            "hostsUnmanageableByVirtualCenterWithoutLicenseServer",
-        ],
-        decode: Some(x::decode_boxed::<LicenseAssignmentFailedReason>),
-    },
-    x::TypeInfo {
-        name: "LicenseAssignmentManagerLicenseAssignment",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entityId", "string"),
-            x::FieldInfo::optional("scope", "string"),
-            x::FieldInfo::optional("entityDisplayName", "string"),
-            x::FieldInfo::required("assignedLicense", "LicenseManagerLicenseInfo"),
-            x::FieldInfo::repeated("properties", "KeyAnyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseAssignmentManagerLicenseAssignment>),
-    },
-    x::TypeInfo {
-        name: "LicenseAvailabilityInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("feature", "LicenseFeatureInfo"),
-            x::FieldInfo::required("total", "int"),
-            x::FieldInfo::required("available", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseAvailabilityInfo>),
-    },
-    x::TypeInfo {
-        name: "LicenseDiagnostics",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sourceLastChanged", "dateTime"),
-            x::FieldInfo::required("sourceLost", "string"),
-            x::FieldInfo::required("sourceLatency", "float"),
-            x::FieldInfo::required("licenseRequests", "string"),
-            x::FieldInfo::required("licenseRequestFailures", "string"),
-            x::FieldInfo::required("licenseFeatureUnknowns", "string"),
-            x::FieldInfo::required("opState", "LicenseManagerState"),
-            x::FieldInfo::required("lastStatusUpdate", "dateTime"),
-            x::FieldInfo::required("opFailureMessage", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseDiagnostics>),
-    },
-    x::TypeInfo {
-        name: "LicenseDowngradeDisallowed",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("edition", "string"),
-            x::FieldInfo::required("entityId", "string"),
-            x::FieldInfo::repeated("features", "KeyAnyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseDowngradeDisallowed>),
-    },
-    x::TypeInfo {
-        name: "LicenseEntityNotFound",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("entityId", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseEntityNotFound>),
-    },
-    x::TypeInfo {
-        name: "LicenseEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseEvent>),
-    },
-    x::TypeInfo {
-        name: "LicenseExpired",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("licenseKey", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseExpired>),
-    },
-    x::TypeInfo {
-        name: "LicenseExpiredEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("feature", "LicenseFeatureInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseExpiredEvent>),
-    },
-    x::TypeInfo {
-        name: "LicenseFeatureInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("featureName", "string"),
-            x::FieldInfo::optional("featureDescription", "string"),
-            x::FieldInfo::optional("state", "LicenseFeatureInfoState"),
-            x::FieldInfo::required("costUnit", "string"),
-            x::FieldInfo::optional("sourceRestriction", "string"),
-            x::FieldInfo::repeated("dependentKey", "string"),
-            x::FieldInfo::optional("edition", "boolean"),
-            x::FieldInfo::optional("expiresOn", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseFeatureInfo>),
-    },
-    x::TypeInfo {
-        name: "LicenseFeatureInfoSourceRestriction",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["unrestricted", "served", "file"],
-        decode: Some(x::decode_boxed::<LicenseFeatureInfoSourceRestriction>),
-    },
-    x::TypeInfo {
-        name: "LicenseFeatureInfoState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["enabled", "disabled", "optional"],
-        decode: Some(x::decode_boxed::<LicenseFeatureInfoState>),
-    },
-    x::TypeInfo {
-        name: "LicenseFeatureInfoUnit",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["host", "cpuCore", "cpuPackage", "server", "vm"],
-        decode: Some(x::decode_boxed::<LicenseFeatureInfoUnit>),
-    },
-    x::TypeInfo {
-        name: "LicenseKeyEntityMismatch",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseKeyEntityMismatch>),
-    },
-    x::TypeInfo {
-        name: "LicenseManagerEvaluationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("properties", "KeyAnyValue")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseManagerEvaluationInfo>),
-    },
-    x::TypeInfo {
-        name: "LicenseManagerLicenseInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("licenseKey", "string"),
-            x::FieldInfo::required("editionKey", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("total", "int"),
-            x::FieldInfo::optional("used", "int"),
-            x::FieldInfo::required("costUnit", "string"),
-            x::FieldInfo::repeated("properties", "KeyAnyValue"),
-            x::FieldInfo::repeated("labels", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseManagerLicenseInfo>),
-    },
-    x::TypeInfo {
-        name: "LicenseManagerLicenseKey",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "esxFull",
-            "esxVmtn",
-            "esxExpress",
-            "san",
-            "iscsi",
-            "nas",
-            "vsmp",
-            "backup",
-            "vc",
-            "vcExpress",
-            "esxHost",
-            "gsxHost",
-            "serverHost",
-            "drsPower",
-            "vmotion",
-            "drs",
-            "das",
-        ],
-        decode: Some(x::decode_boxed::<LicenseManagerLicenseKey>),
-    },
-    x::TypeInfo {
-        name: "LicenseManagerState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["initializing", "normal", "marginal", "fault"],
-        decode: Some(x::decode_boxed::<LicenseManagerState>),
-    },
-    x::TypeInfo {
-        name: "LicenseNonComplianceEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("url", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseNonComplianceEvent>),
-    },
-    x::TypeInfo {
-        name: "LicenseReservationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("state", "LicenseReservationInfoState"),
-            x::FieldInfo::required("required", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseReservationInfo>),
-    },
-    x::TypeInfo {
-        name: "LicenseReservationInfoState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["notUsed", "noLicense", "unlicensedUse", "licensed"],
-        decode: Some(x::decode_boxed::<LicenseReservationInfoState>),
-    },
-    x::TypeInfo {
-        name: "LicenseRestricted",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseRestricted>),
-    },
-    x::TypeInfo {
-        name: "LicenseRestrictedEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseRestrictedEvent>),
-    },
-    x::TypeInfo {
-        name: "LicenseServerAvailableEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("licenseServer", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseServerAvailableEvent>),
-    },
-    x::TypeInfo {
-        name: "LicenseServerSource",
-        base: Some("LicenseSource"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("licenseServer", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseServerSource>),
-    },
-    x::TypeInfo {
-        name: "LicenseServerUnavailable",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("licenseServer", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseServerUnavailable>),
-    },
-    x::TypeInfo {
-        name: "LicenseServerUnavailableEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("licenseServer", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseServerUnavailableEvent>),
-    },
-    x::TypeInfo {
-        name: "LicenseSource",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseSource>),
-    },
-    x::TypeInfo {
-        name: "LicenseSourceUnavailable",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("licenseSource", "LicenseSource")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseSourceUnavailable>),
-    },
-    x::TypeInfo {
-        name: "LicenseUsageInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("source", "LicenseSource"),
-            x::FieldInfo::required("sourceAvailable", "boolean"),
-            x::FieldInfo::repeated("reservationInfo", "LicenseReservationInfo"),
-            x::FieldInfo::repeated("featureInfo", "LicenseFeatureInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LicenseUsageInfo>),
-    },
-    x::TypeInfo {
-        name: "LimitExceeded",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("property", "string"),
-            x::FieldInfo::optional("limit", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LimitExceeded>),
-    },
-    x::TypeInfo {
-        name: "LinkDiscoveryProtocolConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("protocol", "string"),
-            x::FieldInfo::required("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LinkDiscoveryProtocolConfig>),
-    },
-    x::TypeInfo {
-        name: "LinkDiscoveryProtocolConfigOperationType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "listen", "advertise", "both"],
-        decode: Some(x::decode_boxed::<LinkDiscoveryProtocolConfigOperationType>),
-    },
-    x::TypeInfo {
-        name: "LinkDiscoveryProtocolConfigProtocolType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["cdp", "lldp"],
-        decode: Some(x::decode_boxed::<LinkDiscoveryProtocolConfigProtocolType>),
-    },
-    x::TypeInfo {
-        name: "LinkLayerDiscoveryProtocolInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("chassisId", "string"),
-            x::FieldInfo::required("portId", "string"),
-            x::FieldInfo::required("timeToLive", "int"),
-            x::FieldInfo::repeated("parameter", "KeyAnyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LinkLayerDiscoveryProtocolInfo>),
-    },
-    x::TypeInfo {
-        name: "LinkProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LinkProfile>),
-    },
-    x::TypeInfo {
-        name: "LinuxVolumeNotClean",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LinuxVolumeNotClean>),
-    },
-    x::TypeInfo {
-        name: "ListCACertificateRevocationListsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListCACertificatesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListFilesInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("filePath", "string"),
-            x::FieldInfo::optional("index", "int"),
-            x::FieldInfo::optional("maxResults", "int"),
-            x::FieldInfo::optional("matchPattern", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListGuestAliasesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("username", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListGuestMappedAliasesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListKeysRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("limit", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListKmipServersRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("limit", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListKmsClustersRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("includeKmsServers", "boolean"),
-            x::FieldInfo::optional("managementTypeFilter", "int"),
-            x::FieldInfo::optional("statusFilter", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListProcessesInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::repeated("pids", "long"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListRegistryKeysInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("keyName", "GuestRegKeyNameSpec"),
-            x::FieldInfo::required("recursive", "boolean"),
-            x::FieldInfo::optional("matchPattern", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListRegistryValuesInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("keyName", "GuestRegKeyNameSpec"),
-            x::FieldInfo::required("expandStrings", "boolean"),
-            x::FieldInfo::optional("matchPattern", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListSmartCardTrustAnchorsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListTagsAttachedToVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ListVStorageObjectsAttachedToTagRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("category", "string"),
-            x::FieldInfo::required("tag", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LocalDatastoreCreatedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "DatastoreEventArgument"),
-            x::FieldInfo::optional("datastoreUrl", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LocalDatastoreCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "LocalDatastoreInfo",
-        base: Some("DatastoreInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("path", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LocalDatastoreInfo>),
-    },
-    x::TypeInfo {
-        name: "LocalLicenseSource",
-        base: Some("LicenseSource"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("licenseKeys", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LocalLicenseSource>),
-    },
-    x::TypeInfo {
-        name: "LocalTSMEnabledEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LocalTSMEnabledEvent>),
-    },
-    x::TypeInfo {
-        name: "LocalizableMessage",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::repeated("arg", "KeyAnyValue"),
-            x::FieldInfo::optional("message", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LocalizableMessage>),
-    },
-    x::TypeInfo {
-        name: "LocalizationManagerMessageCatalog",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("moduleName", "string"),
-            x::FieldInfo::required("catalogName", "string"),
-            x::FieldInfo::required("locale", "string"),
-            x::FieldInfo::required("catalogUri", "string"),
-            x::FieldInfo::optional("lastModified", "dateTime"),
-            x::FieldInfo::optional("md5sum", "string"),
-            x::FieldInfo::optional("version", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LocalizationManagerMessageCatalog>),
-    },
-    x::TypeInfo {
-        name: "LocalizedMethodFault",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fault", "MethodFault"),
-            x::FieldInfo::optional("localizedMessage", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LocalizedMethodFault>),
-    },
-    x::TypeInfo {
-        name: "LockerMisconfiguredEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("datastore", "DatastoreEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LockerMisconfiguredEvent>),
-    },
-    x::TypeInfo {
-        name: "LockerReconfiguredEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("oldDatastore", "DatastoreEventArgument"),
-            x::FieldInfo::optional("newDatastore", "DatastoreEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LockerReconfiguredEvent>),
-    },
-    x::TypeInfo {
-        name: "LogBundlingFailed",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<LogBundlingFailed>),
-    },
-    x::TypeInfo {
-        name: "LogUserEventRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("msg", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LoginBySSPIRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("base64Token", "string"),
-            x::FieldInfo::optional("locale", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LoginByTokenRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("locale", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LoginExtensionByCertificateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::optional("locale", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LoginExtensionBySubjectNameRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::optional("locale", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LoginRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("userName", "string"),
-            x::FieldInfo::required("password", "string"),
-            x::FieldInfo::optional("locale", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LogoutRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LongOption",
-        base: Some("OptionType"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("min", "long"),
-            x::FieldInfo::required("max", "long"),
-            x::FieldInfo::required("defaultValue", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LongOption>),
-    },
-    x::TypeInfo {
-        name: "LongPolicy",
-        base: Some("InheritablePolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<LongPolicy>),
-    },
-    x::TypeInfo {
-        name: "LookupDvPortGroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("portgroupKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "LookupVmOverheadMemoryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x11aeb15), x::Name::NONE, 0, 4), // JoinDomainRequestType
+        x::TypeEntry::structure(x::Name(0x11b011c), x::Name::NONE, 4, 3), // JoinDomainWithCAMRequestType
+        x::TypeEntry::structure(x::Name(0x11b1e10), x::Name(0xaa460b), 7, 13), // KernelModuleInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11b2f17), x::Name(0xaa460b), 20, 2), // KernelModuleSectionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11b470b), x::Name(0xaa460b), 22, 2), // KeyAnyValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x11b530b), x::Name(0x1b42008), 24, 1), // KeyNotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x11b5f0d), x::Name(0xaa460b), 25, 1), // KeyProviderId: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c0608), x::Name(0xaa460b), 26, 2), // KeyValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c0f0f), x::Name(0xaa460b), 28, 8), // KmipClusterInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11c1f20), 0, 4), // KmipClusterInfoKmsManagementType
+        x::TypeEntry::structure(x::Name(0x11c400e), x::Name(0xaa460b), 36, 10), // KmipServerInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c4f0e), x::Name(0xaa460b), 46, 3), // KmipServerSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c5e10), x::Name(0xaa460b), 49, 4), // KmipServerStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x11c6f1e), x::Name(0x128b00e), 53, 1), // LargeRDMConversionNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x11c8e1f), x::Name(0x1e6a50d), 54, 3), // LargeRDMNotSupportedOnDatastore: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x11cae12), x::Name(0xaa460b), 57, 2), // LatencySensitivity: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11cc122), 4, 5), // LatencySensitivitySensitivityLevel
+        x::TypeEntry::structure(x::Name(0x11ce41d), x::Name::NONE, 59, 2), // LeaveCurrentDomainRequestType
+        x::TypeEntry::structure(x::Name(0x11d021b), x::Name(0x57ba13), 61, 0), // LegacyNetworkInterfaceInUse: CannotAccessNetwork
+        x::TypeEntry::structure(x::Name(0x11d1e17), x::Name(0x17bee0c), 61, 1), // LicenseAssignmentFailed: RuntimeFault
+        x::TypeEntry::enumeration(x::Name(0x11d361d), 9, 4), // LicenseAssignmentFailedReason
+        x::TypeEntry::structure(x::Name(0x11d5429), x::Name(0xaa460b), 62, 5), // LicenseAssignmentManagerLicenseAssignment: DynamicData
+        x::TypeEntry::structure(x::Name(0x11d7e17), x::Name(0xaa460b), 67, 3), // LicenseAvailabilityInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11d9612), x::Name(0xaa460b), 70, 9), // LicenseDiagnostics: DynamicData
+        x::TypeEntry::structure(x::Name(0x11da91a), x::Name(0x135a811), 79, 3), // LicenseDowngradeDisallowed: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x11dc415), x::Name(0x1b42008), 82, 1), // LicenseEntityNotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x11dda0c), x::Name(0xb00605), 83, 0), // LicenseEvent: Event
+        x::TypeEntry::structure(x::Name(0x11de70e), x::Name(0x135a811), 83, 1), // LicenseExpired: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x11df613), x::Name(0xb00605), 84, 1), // LicenseExpiredEvent: Event
+        x::TypeEntry::structure(x::Name(0x11e0a12), x::Name(0xaa460b), 85, 9), // LicenseFeatureInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11e1d23), 13, 3), // LicenseFeatureInfoSourceRestriction
+        x::TypeEntry::enumeration(x::Name(0x11e4117), 16, 3), // LicenseFeatureInfoState
+        x::TypeEntry::enumeration(x::Name(0x11e5916), 19, 5), // LicenseFeatureInfoUnit
+        x::TypeEntry::structure(x::Name(0x11e7018), x::Name(0x135a811), 94, 0), // LicenseKeyEntityMismatch: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x11e891c), x::Name(0xaa460b), 94, 1), // LicenseManagerEvaluationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x11ea619), x::Name(0xaa460b), 95, 8), // LicenseManagerLicenseInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11ec018), 24, 17), // LicenseManagerLicenseKey
+        x::TypeEntry::enumeration(x::Name(0x11ed913), 41, 4), // LicenseManagerState
+        x::TypeEntry::structure(x::Name(0x11eed19), x::Name(0x11dda0c), 103, 1), // LicenseNonComplianceEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x11f0716), x::Name(0xaa460b), 104, 3), // LicenseReservationInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x11f1e1b), 45, 4), // LicenseReservationInfoState
+        x::TypeEntry::structure(x::Name(0x11f3a11), x::Name(0x135a811), 107, 0), // LicenseRestricted: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x11f4c16), x::Name(0x11dda0c), 107, 0), // LicenseRestrictedEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x11f631b), x::Name(0x11dda0c), 107, 1), // LicenseServerAvailableEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x11f7f13), x::Name(0x11fca0d), 108, 1), // LicenseServerSource: LicenseSource
+        x::TypeEntry::structure(x::Name(0x11f9318), x::Name(0x1b42008), 109, 1), // LicenseServerUnavailable: VimFault
+        x::TypeEntry::structure(x::Name(0x11fac1d), x::Name(0x11dda0c), 110, 1), // LicenseServerUnavailableEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x11fca0d), x::Name(0xaa460b), 111, 0), // LicenseSource: DynamicData
+        x::TypeEntry::structure(x::Name(0x11fd818), x::Name(0x135a811), 111, 1), // LicenseSourceUnavailable: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x11ff110), x::Name(0xaa460b), 112, 4), // LicenseUsageInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x120020d), x::Name(0x1b42008), 116, 2), // LimitExceeded: VimFault
+        x::TypeEntry::structure(x::Name(0x120101b), x::Name(0xaa460b), 118, 2), // LinkDiscoveryProtocolConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1202c28), 49, 4), // LinkDiscoveryProtocolConfigOperationType
+        x::TypeEntry::enumeration(x::Name(0x1205527), 53, 2), // LinkDiscoveryProtocolConfigProtocolType
+        x::TypeEntry::structure(x::Name(0x1207d1e), x::Name(0xaa460b), 120, 4), // LinkLayerDiscoveryProtocolInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1209c0b), x::Name(0xab90c), 124, 0), // LinkProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x120a813), x::Name(0x7f8d12), 124, 0), // LinuxVolumeNotClean: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x120bc2b), x::Name::NONE, 124, 1), // ListCACertificateRevocationListsRequestType
+        x::TypeEntry::structure(x::Name(0x120e81d), x::Name::NONE, 125, 1), // ListCACertificatesRequestType
+        x::TypeEntry::structure(x::Name(0x121061b), x::Name::NONE, 126, 7), // ListFilesInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x121221b), x::Name::NONE, 133, 4), // ListGuestAliasesRequestType
+        x::TypeEntry::structure(x::Name(0x1213e21), x::Name::NONE, 137, 3), // ListGuestMappedAliasesRequestType
+        x::TypeEntry::structure(x::Name(0x1216013), x::Name::NONE, 140, 2), // ListKeysRequestType
+        x::TypeEntry::structure(x::Name(0x121741a), x::Name::NONE, 142, 2), // ListKmipServersRequestType
+        x::TypeEntry::structure(x::Name(0x1218f1a), x::Name::NONE, 144, 4), // ListKmsClustersRequestType
+        x::TypeEntry::structure(x::Name(0x121aa1f), x::Name::NONE, 148, 4), // ListProcessesInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x121ca22), x::Name::NONE, 152, 6), // ListRegistryKeysInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x121ed24), x::Name::NONE, 158, 6), // ListRegistryValuesInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1221224), x::Name::NONE, 164, 1), // ListSmartCardTrustAnchorsRequestType
+        x::TypeEntry::structure(x::Name(0x122372b), x::Name::NONE, 165, 2), // ListTagsAttachedToVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x122631d), x::Name::NONE, 167, 2), // ListVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x122812b), x::Name::NONE, 169, 3), // ListVStorageObjectsAttachedToTagRequestType
+        x::TypeEntry::structure(x::Name(0x122ad1a), x::Name(0xd59909), 172, 2), // LocalDatastoreCreatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x122c812), x::Name(0x8cf10d), 174, 1), // LocalDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x122db12), x::Name(0x11fca0d), 175, 1), // LocalLicenseSource: LicenseSource
+        x::TypeEntry::structure(x::Name(0x122ee14), x::Name(0xd59909), 176, 0), // LocalTSMEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1230312), x::Name(0xaa460b), 176, 3), // LocalizableMessage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1231621), x::Name(0xaa460b), 179, 7), // LocalizationManagerMessageCatalog: DynamicData
+        x::TypeEntry::structure(x::Name(0x1233814), x::Name(0xaa460b), 186, 2), // LocalizedMethodFault: DynamicData
+        x::TypeEntry::structure(x::Name(0x1234d18), x::Name(0xb00605), 188, 1), // LockerMisconfiguredEvent: Event
+        x::TypeEntry::structure(x::Name(0x1236617), x::Name(0xb00605), 189, 2), // LockerReconfiguredEvent: Event
+        x::TypeEntry::structure(x::Name(0x1237e11), x::Name(0x1b42008), 191, 0), // LogBundlingFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x1239017), x::Name::NONE, 191, 3), // LogUserEventRequestType
+        x::TypeEntry::structure(x::Name(0x123a816), x::Name::NONE, 194, 3), // LoginBySSPIRequestType
+        x::TypeEntry::structure(x::Name(0x123bf17), x::Name::NONE, 197, 2), // LoginByTokenRequestType
+        x::TypeEntry::structure(x::Name(0x123d726), x::Name::NONE, 199, 3), // LoginExtensionByCertificateRequestType
+        x::TypeEntry::structure(x::Name(0x123fe26), x::Name::NONE, 202, 3), // LoginExtensionBySubjectNameRequestType
+        x::TypeEntry::structure(x::Name(0x1242510), x::Name::NONE, 205, 4), // LoginRequestType
+        x::TypeEntry::structure(x::Name(0x1243611), x::Name::NONE, 209, 1), // LogoutRequestType
+        x::TypeEntry::structure(x::Name(0x124480a), x::Name(0x13b260a), 210, 3), // LongOption: OptionType
+        x::TypeEntry::structure(x::Name(0x124530a), x::Name(0x10f8011), 213, 1), // LongPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x1245e1c), x::Name::NONE, 214, 2), // LookupDvPortGroupRequestType
+        x::TypeEntry::structure(x::Name(0x1247b21), x::Name::NONE, 216, 3), // LookupVmOverheadMemoryRequestType
+    ],
+    decoders: &[
+        None, // JoinDomainRequestType
+        None, // JoinDomainWithCAMRequestType
+        Some(x::decode_boxed::<KernelModuleInfo>),
+        Some(x::decode_boxed::<KernelModuleSectionInfo>),
+        Some(x::decode_boxed::<KeyAnyValue>),
+        Some(x::decode_boxed::<KeyNotFound>),
+        Some(x::decode_boxed::<KeyProviderId>),
+        Some(x::decode_boxed::<KeyValue>),
+        Some(x::decode_boxed::<KmipClusterInfo>),
+        Some(x::decode_boxed::<KmipClusterInfoKmsManagementType>),
+        Some(x::decode_boxed::<KmipServerInfo>),
+        Some(x::decode_boxed::<KmipServerSpec>),
+        Some(x::decode_boxed::<KmipServerStatus>),
+        Some(x::decode_boxed::<LargeRDMConversionNotSupported>),
+        Some(x::decode_boxed::<LargeRDMNotSupportedOnDatastore>),
+        Some(x::decode_boxed::<LatencySensitivity>),
+        Some(x::decode_boxed::<LatencySensitivitySensitivityLevel>),
+        None, // LeaveCurrentDomainRequestType
+        Some(x::decode_boxed::<LegacyNetworkInterfaceInUse>),
+        Some(x::decode_boxed::<LicenseAssignmentFailed>),
+        Some(x::decode_boxed::<LicenseAssignmentFailedReason>),
+        Some(x::decode_boxed::<LicenseAssignmentManagerLicenseAssignment>),
+        Some(x::decode_boxed::<LicenseAvailabilityInfo>),
+        Some(x::decode_boxed::<LicenseDiagnostics>),
+        Some(x::decode_boxed::<LicenseDowngradeDisallowed>),
+        Some(x::decode_boxed::<LicenseEntityNotFound>),
+        Some(x::decode_boxed::<LicenseEvent>),
+        Some(x::decode_boxed::<LicenseExpired>),
+        Some(x::decode_boxed::<LicenseExpiredEvent>),
+        Some(x::decode_boxed::<LicenseFeatureInfo>),
+        Some(x::decode_boxed::<LicenseFeatureInfoSourceRestriction>),
+        Some(x::decode_boxed::<LicenseFeatureInfoState>),
+        Some(x::decode_boxed::<LicenseFeatureInfoUnit>),
+        Some(x::decode_boxed::<LicenseKeyEntityMismatch>),
+        Some(x::decode_boxed::<LicenseManagerEvaluationInfo>),
+        Some(x::decode_boxed::<LicenseManagerLicenseInfo>),
+        Some(x::decode_boxed::<LicenseManagerLicenseKey>),
+        Some(x::decode_boxed::<LicenseManagerState>),
+        Some(x::decode_boxed::<LicenseNonComplianceEvent>),
+        Some(x::decode_boxed::<LicenseReservationInfo>),
+        Some(x::decode_boxed::<LicenseReservationInfoState>),
+        Some(x::decode_boxed::<LicenseRestricted>),
+        Some(x::decode_boxed::<LicenseRestrictedEvent>),
+        Some(x::decode_boxed::<LicenseServerAvailableEvent>),
+        Some(x::decode_boxed::<LicenseServerSource>),
+        Some(x::decode_boxed::<LicenseServerUnavailable>),
+        Some(x::decode_boxed::<LicenseServerUnavailableEvent>),
+        Some(x::decode_boxed::<LicenseSource>),
+        Some(x::decode_boxed::<LicenseSourceUnavailable>),
+        Some(x::decode_boxed::<LicenseUsageInfo>),
+        Some(x::decode_boxed::<LimitExceeded>),
+        Some(x::decode_boxed::<LinkDiscoveryProtocolConfig>),
+        Some(x::decode_boxed::<LinkDiscoveryProtocolConfigOperationType>),
+        Some(x::decode_boxed::<LinkDiscoveryProtocolConfigProtocolType>),
+        Some(x::decode_boxed::<LinkLayerDiscoveryProtocolInfo>),
+        Some(x::decode_boxed::<LinkProfile>),
+        Some(x::decode_boxed::<LinuxVolumeNotClean>),
+        None, // ListCACertificateRevocationListsRequestType
+        None, // ListCACertificatesRequestType
+        None, // ListFilesInGuestRequestType
+        None, // ListGuestAliasesRequestType
+        None, // ListGuestMappedAliasesRequestType
+        None, // ListKeysRequestType
+        None, // ListKmipServersRequestType
+        None, // ListKmsClustersRequestType
+        None, // ListProcessesInGuestRequestType
+        None, // ListRegistryKeysInGuestRequestType
+        None, // ListRegistryValuesInGuestRequestType
+        None, // ListSmartCardTrustAnchorsRequestType
+        None, // ListTagsAttachedToVStorageObjectRequestType
+        None, // ListVStorageObjectRequestType
+        None, // ListVStorageObjectsAttachedToTagRequestType
+        Some(x::decode_boxed::<LocalDatastoreCreatedEvent>),
+        Some(x::decode_boxed::<LocalDatastoreInfo>),
+        Some(x::decode_boxed::<LocalLicenseSource>),
+        Some(x::decode_boxed::<LocalTSMEnabledEvent>),
+        Some(x::decode_boxed::<LocalizableMessage>),
+        Some(x::decode_boxed::<LocalizationManagerMessageCatalog>),
+        Some(x::decode_boxed::<LocalizedMethodFault>),
+        Some(x::decode_boxed::<LockerMisconfiguredEvent>),
+        Some(x::decode_boxed::<LockerReconfiguredEvent>),
+        Some(x::decode_boxed::<LogBundlingFailed>),
+        None, // LogUserEventRequestType
+        None, // LoginBySSPIRequestType
+        None, // LoginByTokenRequestType
+        None, // LoginExtensionByCertificateRequestType
+        None, // LoginExtensionBySubjectNameRequestType
+        None, // LoginRequestType
+        None, // LogoutRequestType
+        Some(x::decode_boxed::<LongOption>),
+        Some(x::decode_boxed::<LongPolicy>),
+        None, // LookupDvPortGroupRequestType
+        None, // LookupVmOverheadMemoryRequestType
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
+        x::FieldEntry::required(x::Name(0x2159b09), x::Name(0x2f00106)), // camServer: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x2560e08), x::Name(0x2f00106)), // filename: string
+        x::FieldEntry::required(x::Name(0x2ac860c), x::Name(0x2f00106)), // optionString: string
+        x::FieldEntry::required(x::Name(0x283aa06), x::Name(0x212d207)), // loaded: boolean
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x3074d08), x::Name(0x2729103)), // useCount: int
+        x::FieldEntry::required(x::Name(0x2c7450f), x::Name(0x11b2f17)), // readOnlySection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x324180f), x::Name(0x11b2f17)), // writableSection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x2fa470b), x::Name(0x11b2f17)), // textSection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x22ebf0b), x::Name(0x11b2f17)), // dataSection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x213c80a), x::Name(0x11b2f17)), // bssSection: KernelModuleSectionInfo
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2857004)), // address: long
+        x::FieldEntry::optional(x::Name(0x2809b06), x::Name(0x2729103)), // length: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x207ef07)), // value: anyType
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::repeated(x::Name(0x2dc6c07), x::Name(0x11c400e)), // servers: KmipServerInfo
+        x::FieldEntry::required(x::Name(0x3070d0c), x::Name(0x212d207)), // useAsDefault: boolean
+        x::FieldEntry::optional(x::Name(0x287920e), x::Name(0x2f00106)), // managementType: string
+        x::FieldEntry::repeated(x::Name(0x3071a12), x::Name(0x1258216)), // useAsEntityDefault: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x262a209), x::Name(0x212d207)), // hasBackup: boolean
+        x::FieldEntry::optional(x::Name(0x2fe540b), x::Name(0x212d207)), // tpmRequired: boolean
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x2f00106)), // keyId: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x2c3f10c), x::Name(0x2f00106)), // proxyAddress: string
+        x::FieldEntry::optional(x::Name(0x2c40809), x::Name(0x2729103)), // proxyPort: int
+        x::FieldEntry::optional(x::Name(0x2c96c09), x::Name(0x2729103)), // reconnect: int
+        x::FieldEntry::optional(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
+        x::FieldEntry::optional(x::Name(0x2978604), x::Name(0x2729103)), // nbio: int
+        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
+        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x11c400e)), // info: KmipServerInfo
+        x::FieldEntry::optional(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x1255813)), // status: ManagedEntityStatus
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
+        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x11cc122)), // level: LatencySensitivitySensitivityLevel
+        x::FieldEntry::optional(x::Name(0x2dba00b), x::Name(0x2729103)), // sensitivity: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
+        x::FieldEntry::optional(x::Name(0x2d85405), x::Name(0x2f00106)), // scope: string
+        x::FieldEntry::optional(x::Name(0x24bbc11), x::Name(0x2f00106)), // entityDisplayName: string
+        x::FieldEntry::required(x::Name(0x20b170f), x::Name(0x11ea619)), // assignedLicense: LicenseManagerLicenseInfo
+        x::FieldEntry::repeated(x::Name(0x2c2ca0a), x::Name(0x11b470b)), // properties: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x253f407), x::Name(0x11e0a12)), // feature: LicenseFeatureInfo
+        x::FieldEntry::required(x::Name(0x2fd3a05), x::Name(0x2729103)), // total: int
+        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2729103)), // available: int
+        x::FieldEntry::required(x::Name(0x2e59611), x::Name(0x2308208)), // sourceLastChanged: dateTime
+        x::FieldEntry::required(x::Name(0x2e5b60a), x::Name(0x2f00106)), // sourceLost: string
+        x::FieldEntry::required(x::Name(0x2e5a80d), x::Name(0x2580f05)), // sourceLatency: float
+        x::FieldEntry::required(x::Name(0x2818f0f), x::Name(0x2f00106)), // licenseRequests: string
+        x::FieldEntry::required(x::Name(0x2817816), x::Name(0x2f00106)), // licenseRequestFailures: string
+        x::FieldEntry::required(x::Name(0x280fd16), x::Name(0x2f00106)), // licenseFeatureUnknowns: string
+        x::FieldEntry::required(x::Name(0x2ab2607), x::Name(0x11ed913)), // opState: LicenseManagerState
+        x::FieldEntry::required(x::Name(0x27f4e10), x::Name(0x2308208)), // lastStatusUpdate: dateTime
+        x::FieldEntry::required(x::Name(0x2ab0b10), x::Name(0x2f00106)), // opFailureMessage: string
+        x::FieldEntry::required(x::Name(0x2460a07), x::Name(0x2f00106)), // edition: string
+        x::FieldEntry::required(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
+        x::FieldEntry::repeated(x::Name(0x254ab08), x::Name(0x11b470b)), // features: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
+        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x253f407), x::Name(0x11e0a12)), // feature: LicenseFeatureInfo
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x254610b), x::Name(0x2f00106)), // featureName: string
+        x::FieldEntry::optional(x::Name(0x2542b12), x::Name(0x2f00106)), // featureDescription: string
+        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x11e4117)), // state: LicenseFeatureInfoState
+        x::FieldEntry::required(x::Name(0x225a608), x::Name(0x2f00106)), // costUnit: string
+        x::FieldEntry::optional(x::Name(0x2e66111), x::Name(0x2f00106)), // sourceRestriction: string
+        x::FieldEntry::repeated(x::Name(0x2358e0c), x::Name(0x2f00106)), // dependentKey: string
+        x::FieldEntry::optional(x::Name(0x2460a07), x::Name(0x212d207)), // edition: boolean
+        x::FieldEntry::optional(x::Name(0x24fa509), x::Name(0x2308208)), // expiresOn: dateTime
+        x::FieldEntry::repeated(x::Name(0x2c2ca0a), x::Name(0x11b470b)), // properties: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x246120a), x::Name(0x2f00106)), // editionKey: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2fd3a05), x::Name(0x2729103)), // total: int
+        x::FieldEntry::optional(x::Name(0x307a304), x::Name(0x2729103)), // used: int
+        x::FieldEntry::required(x::Name(0x225a608), x::Name(0x2f00106)), // costUnit: string
+        x::FieldEntry::repeated(x::Name(0x2c2ca0a), x::Name(0x11b470b)), // properties: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x27e4206), x::Name(0x11c0608)), // labels: KeyValue
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x11f1e1b)), // state: LicenseReservationInfoState
+        x::FieldEntry::required(x::Name(0x2cf9908), x::Name(0x2729103)), // required: int
+        x::FieldEntry::required(x::Name(0x2819f0d), x::Name(0x2f00106)), // licenseServer: string
+        x::FieldEntry::required(x::Name(0x2819f0d), x::Name(0x2f00106)), // licenseServer: string
+        x::FieldEntry::required(x::Name(0x2819f0d), x::Name(0x2f00106)), // licenseServer: string
+        x::FieldEntry::required(x::Name(0x2819f0d), x::Name(0x2f00106)), // licenseServer: string
+        x::FieldEntry::required(x::Name(0x281ad0d), x::Name(0x11fca0d)), // licenseSource: LicenseSource
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x11fca0d)), // source: LicenseSource
+        x::FieldEntry::required(x::Name(0x2e5090f), x::Name(0x212d207)), // sourceAvailable: boolean
+        x::FieldEntry::repeated(x::Name(0x2d0c90f), x::Name(0x11f0716)), // reservationInfo: LicenseReservationInfo
+        x::FieldEntry::repeated(x::Name(0x2543e0b), x::Name(0x11e0a12)), // featureInfo: LicenseFeatureInfo
+        x::FieldEntry::optional(x::Name(0x2c2e808), x::Name(0x2f00106)), // property: string
+        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
+        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::required(x::Name(0x2199809), x::Name(0x2f00106)), // chassisId: string
+        x::FieldEntry::required(x::Name(0x2bac706), x::Name(0x2f00106)), // portId: string
+        x::FieldEntry::required(x::Name(0x2fb110a), x::Name(0x2729103)), // timeToLive: int
+        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x11b470b)), // parameter: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x255c808), x::Name(0x2f00106)), // filePath: string
+        x::FieldEntry::optional(x::Name(0x2702305), x::Name(0x2729103)), // index: int
+        x::FieldEntry::optional(x::Name(0x28b3f0a), x::Name(0x2729103)), // maxResults: int
+        x::FieldEntry::optional(x::Name(0x288d60c), x::Name(0x2f00106)), // matchPattern: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26ee211), x::Name(0x212d207)), // includeKmsServers: boolean
+        x::FieldEntry::optional(x::Name(0x287a114), x::Name(0x2729103)), // managementTypeFilter: int
+        x::FieldEntry::optional(x::Name(0x2edc30c), x::Name(0x2729103)), // statusFilter: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::repeated(x::Name(0x2b8cb04), x::Name(0x2857004)), // pids: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x2ca3809), x::Name(0x212d207)), // recursive: boolean
+        x::FieldEntry::optional(x::Name(0x288d60c), x::Name(0x2f00106)), // matchPattern: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x27d9407), x::Name(0xc40613)), // keyName: GuestRegKeyNameSpec
+        x::FieldEntry::required(x::Name(0x24f1c0d), x::Name(0x212d207)), // expandStrings: boolean
+        x::FieldEntry::optional(x::Name(0x288d60c), x::Name(0x2f00106)), // matchPattern: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
+        x::FieldEntry::required(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x2302e0c), x::Name(0x2f00106)), // datastoreUrl: string
+        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x281340b), x::Name(0x2f00106)), // licenseKeys: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::repeated(x::Name(0x2097503), x::Name(0x11b470b)), // arg: KeyAnyValue
+        x::FieldEntry::optional(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::required(x::Name(0x293670a), x::Name(0x2f00106)), // moduleName: string
+        x::FieldEntry::required(x::Name(0x216c20b), x::Name(0x2f00106)), // catalogName: string
+        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x216ce0a), x::Name(0x2f00106)), // catalogUri: string
+        x::FieldEntry::optional(x::Name(0x27f0e0c), x::Name(0x2308208)), // lastModified: dateTime
+        x::FieldEntry::optional(x::Name(0x28ce406), x::Name(0x2f00106)), // md5sum: string
+        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x128210b)), // fault: MethodFault
+        x::FieldEntry::optional(x::Name(0x2845c10), x::Name(0x2f00106)), // localizedMessage: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x2aa1c0c), x::Name(0x8c2216)), // oldDatastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x29c140c), x::Name(0x8c2216)), // newDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x294a203), x::Name(0x2f00106)), // msg: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2110f0b), x::Name(0x2f00106)), // base64Token: string
+        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::optional(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2916b03), x::Name(0x2857004)), // min: long
+        x::FieldEntry::required(x::Name(0x288e303), x::Name(0x2857004)), // max: long
+        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x2857004)), // defaultValue: long
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2857004)), // value: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2bbcf0c), x::Name(0x2f00106)), // portgroupKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+    ],
+    values: &[
+        x::Name(0x3024f07), // unknown
+        x::Name(0x309ec07), // vCenter
+        x::Name(0x300000e), // trustAuthority
+        x::Name(0x297380e), // nativeProvider
+        x::Name(0x285b403), // low
+        x::Name(0x29f7206), // normal
+        x::Name(0x28cfe06), // medium
+        x::Name(0x2653f04), // high
+        x::Name(0x22bdc06), // custom
+        x::Name(0x27d6011), // keyEntityMismatch
+        x::Name(0x2426813), // downgradeDisallowed
+        x::Name(0x2750b25), // inventoryNotManageableByVirtualCenter
+        x::Name(0x26a9634), // hostsUnmanageableByVirtualCenterWithoutLicenseServer
+        x::Name(0x3042c0c), // unrestricted
+        x::Name(0x2dbe106), // served
+        x::Name(0x2556304), // file
+        x::Name(0x247bd07), // enabled
+        x::Name(0x23ca108), // disabled
+        x::Name(0x2ac9e08), // optional
+        x::Name(0x2658304), // host
+        x::Name(0x2266207), // cpuCore
+        x::Name(0x227930a), // cpuPackage
+        x::Name(0x2dbe806), // server
+        x::Name(0x312dc02), // vm
+        x::Name(0x24d6507), // esxFull
+        x::Name(0x24d8007), // esxVmtn
+        x::Name(0x24d5a0a), // esxExpress
+        x::Name(0x2d73303), // san
+        x::Name(0x27c0105), // iscsi
+        x::Name(0x296f803), // nas
+        x::Name(0x31eb204), // vsmp
+        x::Name(0x20ffc06), // backup
+        x::Name(0x30cc902), // vc
+        x::Name(0x30ccc09), // vcExpress
+        x::Name(0x24d6d07), // esxHost
+        x::Name(0x25e2107), // gsxHost
+        x::Name(0x2dc100a), // serverHost
+        x::Name(0x2431508), // drsPower
+        x::Name(0x31b6b07), // vmotion
+        x::Name(0x242f103), // drs
+        x::Name(0x22dce03), // das
+        x::Name(0x271250c), // initializing
+        x::Name(0x29f7206), // normal
+        x::Name(0x2882708), // marginal
+        x::Name(0x252b405), // fault
+        x::Name(0x2a04807), // notUsed
+        x::Name(0x29e5f09), // noLicense
+        x::Name(0x302a70d), // unlicensedUse
+        x::Name(0x281c808), // licensed
+        x::Name(0x29f4b04), // none
+        x::Name(0x282d606), // listen
+        x::Name(0x2041609), // advertise
+        x::Name(0x213a404), // both
+        x::Name(0x2170003), // cdp
+        x::Name(0x2831804), // lldp
+    ],
+};

@@ -4,2316 +4,939 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "MacAddress",
-        base: Some("NegatableExpression"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MacAddress>),
-    },
-    x::TypeInfo {
-        name: "MacRange",
-        base: Some("MacAddress"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("address", "string"),
-            x::FieldInfo::required("mask", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MacRange>),
-    },
-    x::TypeInfo {
-        name: "MaintenanceModeFileMove",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MaintenanceModeFileMove>),
-    },
-    x::TypeInfo {
-        name: "MakeDirectoryInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("directoryPath", "string"),
-            x::FieldInfo::required("createParentDirectories", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MakeDirectoryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::optional("createParentDirectories", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MakePrimaryVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ManagedByInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::required("type", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ManagedByInfo>),
-    },
-    x::TypeInfo {
-        name: "ManagedEntityEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("entity", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ManagedEntityEventArgument>),
-    },
-    x::TypeInfo {
-        name: "ManagedEntityStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["gray", "green", "yellow", "red"],
-        decode: Some(x::decode_boxed::<ManagedEntityStatus>),
-    },
-    x::TypeInfo {
-        name: "ManagedObjectNotFound",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("obj", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ManagedObjectNotFound>),
-    },
-    x::TypeInfo {
-        name: "MarkAsLocalRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("scsiDiskUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkAsNonLocalRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("scsiDiskUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkAsNonSsdRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("scsiDiskUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkAsSsdRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("scsiDiskUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkAsTemplateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkAsVirtualMachineRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pool", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkDefaultRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("clusterId", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkForRemovalRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("hbaName", "string"),
-            x::FieldInfo::required("remove", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkPerenniallyReservedExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("lunUuid", "string"),
-            x::FieldInfo::required("state", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkPerenniallyReservedRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("lunUuid", "string"),
-            x::FieldInfo::required("state", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MarkServiceProviderEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MemoryFileFormatNotSupportedByDatastore",
-        base: Some("UnsupportedDatastore"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastoreName", "string"),
-            x::FieldInfo::required("type", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MemoryFileFormatNotSupportedByDatastore>),
-    },
-    x::TypeInfo {
-        name: "MemoryHotPlugNotSupported",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MemoryHotPlugNotSupported>),
-    },
-    x::TypeInfo {
-        name: "MemorySizeNotRecommended",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("memorySizeMB", "int"),
-            x::FieldInfo::required("minMemorySizeMB", "int"),
-            x::FieldInfo::required("maxMemorySizeMB", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MemorySizeNotRecommended>),
-    },
-    x::TypeInfo {
-        name: "MemorySizeNotSupported",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("memorySizeMB", "int"),
-            x::FieldInfo::required("minMemorySizeMB", "int"),
-            x::FieldInfo::required("maxMemorySizeMB", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MemorySizeNotSupported>),
-    },
-    x::TypeInfo {
-        name: "MemorySizeNotSupportedByDatastore",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("memorySizeMB", "int"),
-            x::FieldInfo::required("maxMemorySizeMB", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MemorySizeNotSupportedByDatastore>),
-    },
-    x::TypeInfo {
-        name: "MemorySnapshotOnIndependentDisk",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MemorySnapshotOnIndependentDisk>),
-    },
-    x::TypeInfo {
-        name: "MergeDvsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dvs", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MergePermissionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("srcRoleId", "int"),
-            x::FieldInfo::required("dstRoleId", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MethodAction",
-        base: Some("Action"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::repeated("argument", "MethodActionArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MethodAction>),
-    },
-    x::TypeInfo {
-        name: "MethodActionArgument",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "anyType")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MethodActionArgument>),
-    },
-    x::TypeInfo {
-        name: "MethodAlreadyDisabledFault",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("sourceId", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MethodAlreadyDisabledFault>),
-    },
-    x::TypeInfo {
-        name: "MethodDescription",
-        base: Some("Description"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MethodDescription>),
-    },
-    x::TypeInfo {
-        name: "MethodDisabled",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("source", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MethodDisabled>),
-    },
-    x::TypeInfo {
-        name: "MethodFault",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("faultCause", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("faultMessage", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MethodFault>),
-    },
-    x::TypeInfo {
-        name: "MethodNotFound",
-        base: Some("InvalidRequest"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("receiver", "ManagedObjectReference"),
-            x::FieldInfo::required("method", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MethodNotFound>),
-    },
-    x::TypeInfo {
-        name: "MetricAlarmExpression",
-        base: Some("AlarmExpression"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("operator", "MetricAlarmOperator"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("metric", "PerfMetricId"),
-            x::FieldInfo::optional("yellow", "int"),
-            x::FieldInfo::optional("yellowInterval", "int"),
-            x::FieldInfo::optional("red", "int"),
-            x::FieldInfo::optional("redInterval", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MetricAlarmExpression>),
-    },
-    x::TypeInfo {
-        name: "MetricAlarmOperator",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["isAbove", "isBelow"],
-        decode: Some(x::decode_boxed::<MetricAlarmOperator>),
-    },
-    x::TypeInfo {
-        name: "MigrateVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::required("priority", "VirtualMachineMovePriority"),
-            x::FieldInfo::optional("state", "VirtualMachinePowerState"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MigrationDisabled",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationDisabled>),
-    },
-    x::TypeInfo {
-        name: "MigrationErrorEvent",
-        base: Some("MigrationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "MigrationEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("fault", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationEvent>),
-    },
-    x::TypeInfo {
-        name: "MigrationFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationFault>),
-    },
-    x::TypeInfo {
-        name: "MigrationFeatureNotSupported",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("atSourceHost", "boolean"),
-            x::FieldInfo::required("failedHostName", "string"),
-            x::FieldInfo::required("failedHost", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationFeatureNotSupported>),
-    },
-    x::TypeInfo {
-        name: "MigrationHostErrorEvent",
-        base: Some("MigrationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("dstHost", "HostEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationHostErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "MigrationHostWarningEvent",
-        base: Some("MigrationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("dstHost", "HostEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationHostWarningEvent>),
-    },
-    x::TypeInfo {
-        name: "MigrationNotReady",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationNotReady>),
-    },
-    x::TypeInfo {
-        name: "MigrationResourceErrorEvent",
-        base: Some("MigrationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dstPool", "ResourcePoolEventArgument"),
-            x::FieldInfo::required("dstHost", "HostEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationResourceErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "MigrationResourceWarningEvent",
-        base: Some("MigrationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dstPool", "ResourcePoolEventArgument"),
-            x::FieldInfo::required("dstHost", "HostEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationResourceWarningEvent>),
-    },
-    x::TypeInfo {
-        name: "MigrationWarningEvent",
-        base: Some("MigrationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MigrationWarningEvent>),
-    },
-    x::TypeInfo {
-        name: "MismatchedBundle",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("bundleUuid", "string"),
-            x::FieldInfo::required("hostUuid", "string"),
-            x::FieldInfo::required("bundleBuildNumber", "int"),
-            x::FieldInfo::required("hostBuildNumber", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MismatchedBundle>),
-    },
-    x::TypeInfo {
-        name: "MismatchedNetworkPolicies",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("backing", "string"),
-            x::FieldInfo::required("connected", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MismatchedNetworkPolicies>),
-    },
-    x::TypeInfo {
-        name: "MismatchedVMotionNetworkNames",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sourceNetwork", "string"),
-            x::FieldInfo::required("destNetwork", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MismatchedVMotionNetworkNames>),
-    },
-    x::TypeInfo {
-        name: "MissingBmcSupport",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingBmcSupport>),
-    },
-    x::TypeInfo {
-        name: "MissingController",
-        base: Some("InvalidDeviceSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingController>),
-    },
-    x::TypeInfo {
-        name: "MissingIpPool",
-        base: Some("VAppPropertyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingIpPool>),
-    },
-    x::TypeInfo {
-        name: "MissingLinuxCustResources",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingLinuxCustResources>),
-    },
-    x::TypeInfo {
-        name: "MissingNetworkIpConfig",
-        base: Some("VAppPropertyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingNetworkIpConfig>),
-    },
-    x::TypeInfo {
-        name: "MissingObject",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("obj", "ManagedObjectReference"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingObject>),
-    },
-    x::TypeInfo {
-        name: "MissingPowerOffConfiguration",
-        base: Some("VAppConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingPowerOffConfiguration>),
-    },
-    x::TypeInfo {
-        name: "MissingPowerOnConfiguration",
-        base: Some("VAppConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingPowerOnConfiguration>),
-    },
-    x::TypeInfo {
-        name: "MissingProperty",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingProperty>),
-    },
-    x::TypeInfo {
-        name: "MissingWindowsCustResources",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MissingWindowsCustResources>),
-    },
-    x::TypeInfo {
-        name: "MksConnectionLimitReached",
-        base: Some("InvalidState"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("connectionLimit", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MksConnectionLimitReached>),
-    },
-    x::TypeInfo {
-        name: "ModeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("browse", "string"),
-            x::FieldInfo::required("read", "string"),
-            x::FieldInfo::required("modify", "string"),
-            x::FieldInfo::required("use", "string"),
-            x::FieldInfo::optional("admin", "string"),
-            x::FieldInfo::required("full", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ModeInfo>),
-    },
-    x::TypeInfo {
-        name: "ModifyListViewRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("add", "ManagedObjectReference"),
-            x::FieldInfo::repeated("remove", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MonthlyByDayTaskScheduler",
-        base: Some("MonthlyTaskScheduler"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("day", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MonthlyByDayTaskScheduler>),
-    },
-    x::TypeInfo {
-        name: "MonthlyByWeekdayTaskScheduler",
-        base: Some("MonthlyTaskScheduler"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("offset", "WeekOfMonth"),
-            x::FieldInfo::required("weekday", "DayOfWeek"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MonthlyByWeekdayTaskScheduler>),
-    },
-    x::TypeInfo {
-        name: "MonthlyTaskScheduler",
-        base: Some("DailyTaskScheduler"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MonthlyTaskScheduler>),
-    },
-    x::TypeInfo {
-        name: "MountError",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("diskIndex", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MountError>),
-    },
-    x::TypeInfo {
-        name: "MountToolsInstallerRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MountVffsVolumeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vffsUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MountVmfsVolumeExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("vmfsUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MountVmfsVolumeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vmfsUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveDVPortRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("portKey", "string"),
-            x::FieldInfo::optional("destinationPortgroupKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveDatastoreFileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("sourceName", "string"),
-            x::FieldInfo::optional("sourceDatacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("destinationName", "string"),
-            x::FieldInfo::optional("destinationDatacenter", "ManagedObjectReference"),
-            x::FieldInfo::optional("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveDirectoryInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("srcDirectoryPath", "string"),
-            x::FieldInfo::required("dstDirectoryPath", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveFileInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("srcFilePath", "string"),
-            x::FieldInfo::required("dstFilePath", "string"),
-            x::FieldInfo::required("overwrite", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveHostIntoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("resourcePool", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveIntoFolderRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("list", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveIntoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveIntoResourcePoolRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("list", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MoveVirtualDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("sourceName", "string"),
-            x::FieldInfo::optional("sourceDatacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("destName", "string"),
-            x::FieldInfo::optional("destDatacenter", "ManagedObjectReference"),
-            x::FieldInfo::optional("force", "boolean"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "MtuMatchEvent",
-        base: Some("DvsHealthStatusChangeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MtuMatchEvent>),
-    },
-    x::TypeInfo {
-        name: "MtuMismatchEvent",
-        base: Some("DvsHealthStatusChangeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MtuMismatchEvent>),
-    },
-    x::TypeInfo {
-        name: "MultiWriterNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MultiWriterNotSupported>),
-    },
-    x::TypeInfo {
-        name: "MultipathState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["standby", "active", "disabled", "dead", "unknown"],
-        decode: Some(x::decode_boxed::<MultipathState>),
-    },
-    x::TypeInfo {
-        name: "MultipleCertificatesVerifyFault",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "thumbprintData",
-                "MultipleCertificatesVerifyFaultThumbprintData",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MultipleCertificatesVerifyFault>),
-    },
-    x::TypeInfo {
-        name: "MultipleCertificatesVerifyFaultThumbprintData",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("port", "int"),
-            x::FieldInfo::required("thumbprint", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<MultipleCertificatesVerifyFaultThumbprintData>),
-    },
-    x::TypeInfo {
-        name: "MultipleSnapshotsNotSupported",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<MultipleSnapshotsNotSupported>),
-    },
-    x::TypeInfo {
-        name: "NASDatastoreCreatedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "DatastoreEventArgument"),
-            x::FieldInfo::optional("datastoreUrl", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NASDatastoreCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "NamePasswordAuthentication",
-        base: Some("GuestAuthentication"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("username", "string"),
-            x::FieldInfo::required("password", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NamePasswordAuthentication>),
-    },
-    x::TypeInfo {
-        name: "NamespaceFull",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("currentMaxSize", "long"),
-            x::FieldInfo::optional("requiredSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NamespaceFull>),
-    },
-    x::TypeInfo {
-        name: "NamespaceLimitReached",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("limit", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NamespaceLimitReached>),
-    },
-    x::TypeInfo {
-        name: "NamespaceWriteProtected",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NamespaceWriteProtected>),
-    },
-    x::TypeInfo {
-        name: "NasConfigFault",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NasConfigFault>),
-    },
-    x::TypeInfo {
-        name: "NasConnectionLimitReached",
-        base: Some("NasConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("remoteHost", "string"),
-            x::FieldInfo::required("remotePath", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NasConnectionLimitReached>),
-    },
-    x::TypeInfo {
-        name: "NasDatastoreInfo",
-        base: Some("DatastoreInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("nas", "HostNasVolume")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NasDatastoreInfo>),
-    },
-    x::TypeInfo {
-        name: "NasSessionCredentialConflict",
-        base: Some("NasConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("remoteHost", "string"),
-            x::FieldInfo::required("remotePath", "string"),
-            x::FieldInfo::required("userName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NasSessionCredentialConflict>),
-    },
-    x::TypeInfo {
-        name: "NasStorageProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NasStorageProfile>),
-    },
-    x::TypeInfo {
-        name: "NasVolumeNotMounted",
-        base: Some("NasConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("remoteHost", "string"),
-            x::FieldInfo::required("remotePath", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NasVolumeNotMounted>),
-    },
-    x::TypeInfo {
-        name: "NegatableExpression",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("negate", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NegatableExpression>),
-    },
-    x::TypeInfo {
-        name: "NetBIOSConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("mode", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetBIOSConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "NetBIOSConfigInfoMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["unknown", "enabled", "disabled", "enabledViaDHCP"],
-        decode: Some(x::decode_boxed::<NetBIOSConfigInfoMode>),
-    },
-    x::TypeInfo {
-        name: "NetDhcpConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ipv6", "NetDhcpConfigInfoDhcpOptions"),
-            x::FieldInfo::optional("ipv4", "NetDhcpConfigInfoDhcpOptions"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetDhcpConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "NetDhcpConfigInfoDhcpOptions",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("enable", "boolean"),
-            x::FieldInfo::repeated("config", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetDhcpConfigInfoDhcpOptions>),
-    },
-    x::TypeInfo {
-        name: "NetDhcpConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ipv6", "NetDhcpConfigSpecDhcpOptionsSpec"),
-            x::FieldInfo::optional("ipv4", "NetDhcpConfigSpecDhcpOptionsSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetDhcpConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "NetDhcpConfigSpecDhcpOptionsSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enable", "boolean"),
-            x::FieldInfo::repeated("config", "KeyValue"),
-            x::FieldInfo::required("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetDhcpConfigSpecDhcpOptionsSpec>),
-    },
-    x::TypeInfo {
-        name: "NetDnsConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dhcp", "boolean"),
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("domainName", "string"),
-            x::FieldInfo::repeated("ipAddress", "string"),
-            x::FieldInfo::repeated("searchDomain", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetDnsConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "NetDnsConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("dhcp", "boolean"),
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("domainName", "string"),
-            x::FieldInfo::repeated("ipAddress", "string"),
-            x::FieldInfo::repeated("searchDomain", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetDnsConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "NetIpConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("ipAddress", "NetIpConfigInfoIpAddress"),
-            x::FieldInfo::optional("dhcp", "NetDhcpConfigInfo"),
-            x::FieldInfo::optional("autoConfigurationEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "NetIpConfigInfoIpAddress",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ipAddress", "string"),
-            x::FieldInfo::required("prefixLength", "int"),
-            x::FieldInfo::optional("origin", "string"),
-            x::FieldInfo::optional("state", "string"),
-            x::FieldInfo::optional("lifetime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpConfigInfoIpAddress>),
-    },
-    x::TypeInfo {
-        name: "NetIpConfigInfoIpAddressOrigin",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["other", "manual", "dhcp", "linklayer", "random"],
-        decode: Some(x::decode_boxed::<NetIpConfigInfoIpAddressOrigin>),
-    },
-    x::TypeInfo {
-        name: "NetIpConfigInfoIpAddressStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "preferred",
-            "deprecated",
-            "invalid",
-            "inaccessible",
-            "unknown",
-            "tentative",
-            "duplicate",
-        ],
-        decode: Some(x::decode_boxed::<NetIpConfigInfoIpAddressStatus>),
-    },
-    x::TypeInfo {
-        name: "NetIpConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("ipAddress", "NetIpConfigSpecIpAddressSpec"),
-            x::FieldInfo::optional("dhcp", "NetDhcpConfigSpec"),
-            x::FieldInfo::optional("autoConfigurationEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "NetIpConfigSpecIpAddressSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ipAddress", "string"),
-            x::FieldInfo::required("prefixLength", "int"),
-            x::FieldInfo::required("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpConfigSpecIpAddressSpec>),
-    },
-    x::TypeInfo {
-        name: "NetIpRouteConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("ipRoute", "NetIpRouteConfigInfoIpRoute")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpRouteConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "NetIpRouteConfigInfoGateway",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ipAddress", "string"),
-            x::FieldInfo::optional("device", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpRouteConfigInfoGateway>),
-    },
-    x::TypeInfo {
-        name: "NetIpRouteConfigInfoIpRoute",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("network", "string"),
-            x::FieldInfo::required("prefixLength", "int"),
-            x::FieldInfo::required("gateway", "NetIpRouteConfigInfoGateway"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpRouteConfigInfoIpRoute>),
-    },
-    x::TypeInfo {
-        name: "NetIpRouteConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("ipRoute", "NetIpRouteConfigSpecIpRouteSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpRouteConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "NetIpRouteConfigSpecGatewaySpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ipAddress", "string"),
-            x::FieldInfo::optional("device", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpRouteConfigSpecGatewaySpec>),
-    },
-    x::TypeInfo {
-        name: "NetIpRouteConfigSpecIpRouteSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("network", "string"),
-            x::FieldInfo::required("prefixLength", "int"),
-            x::FieldInfo::required("gateway", "NetIpRouteConfigSpecGatewaySpec"),
-            x::FieldInfo::required("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpRouteConfigSpecIpRouteSpec>),
-    },
-    x::TypeInfo {
-        name: "NetIpStackInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("neighbor", "NetIpStackInfoNetToMedia"),
-            x::FieldInfo::repeated("defaultRouter", "NetIpStackInfoDefaultRouter"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpStackInfo>),
-    },
-    x::TypeInfo {
-        name: "NetIpStackInfoDefaultRouter",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ipAddress", "string"),
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("lifetime", "dateTime"),
-            x::FieldInfo::required("preference", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpStackInfoDefaultRouter>),
-    },
-    x::TypeInfo {
-        name: "NetIpStackInfoEntryType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["other", "invalid", "dynamic", "manual"],
-        decode: Some(x::decode_boxed::<NetIpStackInfoEntryType>),
-    },
-    x::TypeInfo {
-        name: "NetIpStackInfoNetToMedia",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ipAddress", "string"),
-            x::FieldInfo::required("physicalAddress", "string"),
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("type", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetIpStackInfoNetToMedia>),
-    },
-    x::TypeInfo {
-        name: "NetIpStackInfoPreference",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["reserved", "low", "medium", "high"],
-        decode: Some(x::decode_boxed::<NetIpStackInfoPreference>),
-    },
-    x::TypeInfo {
-        name: "NetStackInstanceProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("dnsConfig", "NetworkProfileDnsConfigProfile"),
-            x::FieldInfo::required("ipRouteConfig", "IpRouteProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetStackInstanceProfile>),
-    },
-    x::TypeInfo {
-        name: "NetworkCopyFault",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkCopyFault>),
-    },
-    x::TypeInfo {
-        name: "NetworkDisruptedAndConfigRolledBack",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("host", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkDisruptedAndConfigRolledBack>),
-    },
-    x::TypeInfo {
-        name: "NetworkEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("network", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkEventArgument>),
-    },
-    x::TypeInfo {
-        name: "NetworkInaccessible",
-        base: Some("NasConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkInaccessible>),
-    },
-    x::TypeInfo {
-        name: "NetworkPolicyProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkPolicyProfile>),
-    },
-    x::TypeInfo {
-        name: "NetworkProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("vswitch", "VirtualSwitchProfile"),
-            x::FieldInfo::repeated("vmPortGroup", "VmPortGroupProfile"),
-            x::FieldInfo::repeated("hostPortGroup", "HostPortGroupProfile"),
-            x::FieldInfo::repeated(
-                "serviceConsolePortGroup",
-                "ServiceConsolePortGroupProfile",
-            ),
-            x::FieldInfo::optional("dnsConfig", "NetworkProfileDnsConfigProfile"),
-            x::FieldInfo::optional("ipRouteConfig", "IpRouteProfile"),
-            x::FieldInfo::optional("consoleIpRouteConfig", "IpRouteProfile"),
-            x::FieldInfo::repeated("pnic", "PhysicalNicProfile"),
-            x::FieldInfo::repeated("dvswitch", "DvsProfile"),
-            x::FieldInfo::repeated(
-                "dvsServiceConsoleNic",
-                "DvsServiceConsoleVNicProfile",
-            ),
-            x::FieldInfo::repeated("dvsHostNic", "DvsHostVNicProfile"),
-            x::FieldInfo::repeated("nsxHostNic", "NsxHostVNicProfile"),
-            x::FieldInfo::repeated("netStackInstance", "NetStackInstanceProfile"),
-            x::FieldInfo::optional("opaqueSwitch", "OpaqueSwitchProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkProfile>),
-    },
-    x::TypeInfo {
-        name: "NetworkProfileDnsConfigProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkProfileDnsConfigProfile>),
-    },
-    x::TypeInfo {
-        name: "NetworkRollbackEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("methodName", "string"),
-            x::FieldInfo::required("transactionId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkRollbackEvent>),
-    },
-    x::TypeInfo {
-        name: "NetworkSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("network", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("accessible", "boolean"),
-            x::FieldInfo::optional("ipPoolName", "string"),
-            x::FieldInfo::optional("ipPoolId", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworkSummary>),
-    },
-    x::TypeInfo {
-        name: "NetworksMayNotBeTheSame",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NetworksMayNotBeTheSame>),
-    },
-    x::TypeInfo {
-        name: "NicSettingMismatch",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numberOfNicsInSpec", "int"),
-            x::FieldInfo::required("numberOfNicsInVM", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NicSettingMismatch>),
-    },
-    x::TypeInfo {
-        name: "NoAccessUserEvent",
-        base: Some("SessionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ipAddress", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoAccessUserEvent>),
-    },
-    x::TypeInfo {
-        name: "NoActiveHostInCluster",
-        base: Some("InvalidState"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("computeResource", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoActiveHostInCluster>),
-    },
-    x::TypeInfo {
-        name: "NoAvailableIp",
-        base: Some("VAppPropertyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("network", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoAvailableIp>),
-    },
-    x::TypeInfo {
-        name: "NoClientCertificate",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoClientCertificate>),
-    },
-    x::TypeInfo {
-        name: "NoCompatibleDatastore",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoCompatibleDatastore>),
-    },
-    x::TypeInfo {
-        name: "NoCompatibleHardAffinityHost",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vmName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoCompatibleHardAffinityHost>),
-    },
-    x::TypeInfo {
-        name: "NoCompatibleHost",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("error", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoCompatibleHost>),
-    },
-    x::TypeInfo {
-        name: "NoCompatibleHostWithAccessToDevice",
-        base: Some("NoCompatibleHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoCompatibleHostWithAccessToDevice>),
-    },
-    x::TypeInfo {
-        name: "NoCompatibleSoftAffinityHost",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vmName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoCompatibleSoftAffinityHost>),
-    },
-    x::TypeInfo {
-        name: "NoConnectedDatastore",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoConnectedDatastore>),
-    },
-    x::TypeInfo {
-        name: "NoDatastoresConfiguredEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoDatastoresConfiguredEvent>),
-    },
-    x::TypeInfo {
-        name: "NoDiskFound",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoDiskFound>),
-    },
-    x::TypeInfo {
-        name: "NoDiskSpace",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("datastore", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoDiskSpace>),
-    },
-    x::TypeInfo {
-        name: "NoDisksToCustomize",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoDisksToCustomize>),
-    },
-    x::TypeInfo {
-        name: "NoGateway",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoGateway>),
-    },
-    x::TypeInfo {
-        name: "NoGuestHeartbeat",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoGuestHeartbeat>),
-    },
-    x::TypeInfo {
-        name: "NoHost",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoHost>),
-    },
-    x::TypeInfo {
-        name: "NoHostSuitableForFtSecondary",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoHostSuitableForFtSecondary>),
-    },
-    x::TypeInfo {
-        name: "NoLicenseEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("feature", "LicenseFeatureInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoLicenseEvent>),
-    },
-    x::TypeInfo {
-        name: "NoLicenseServerConfigured",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoLicenseServerConfigured>),
-    },
-    x::TypeInfo {
-        name: "NoMaintenanceModeDrsRecommendationForVM",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoMaintenanceModeDrsRecommendationForVM>),
-    },
-    x::TypeInfo {
-        name: "NoPeerHostFound",
-        base: Some("HostPowerOpFailed"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoPeerHostFound>),
-    },
-    x::TypeInfo {
-        name: "NoPermission",
-        base: Some("SecurityError"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("object", "ManagedObjectReference"),
-            x::FieldInfo::required("privilegeId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoPermission>),
-    },
-    x::TypeInfo {
-        name: "NoPermissionOnAD",
-        base: Some("ActiveDirectoryFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoPermissionOnAD>),
-    },
-    x::TypeInfo {
-        name: "NoPermissionOnHost",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoPermissionOnHost>),
-    },
-    x::TypeInfo {
-        name: "NoPermissionOnNasVolume",
-        base: Some("NasConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("userName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoPermissionOnNasVolume>),
-    },
-    x::TypeInfo {
-        name: "NoSubjectName",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoSubjectName>),
-    },
-    x::TypeInfo {
-        name: "NoVcManagedIpConfigured",
-        base: Some("VAppPropertyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoVcManagedIpConfigured>),
-    },
-    x::TypeInfo {
-        name: "NoVirtualNic",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoVirtualNic>),
-    },
-    x::TypeInfo {
-        name: "NoVmInVApp",
-        base: Some("VAppConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NoVmInVApp>),
-    },
-    x::TypeInfo {
-        name: "NodeDeploymentSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("esxHost", "ManagedObjectReference"),
-            x::FieldInfo::optional("datastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("publicNetworkPortGroup", "ManagedObjectReference"),
-            x::FieldInfo::optional("clusterNetworkPortGroup", "ManagedObjectReference"),
-            x::FieldInfo::required("folder", "ManagedObjectReference"),
-            x::FieldInfo::optional("resourcePool", "ManagedObjectReference"),
-            x::FieldInfo::optional("managementVc", "ServiceLocator"),
-            x::FieldInfo::required("nodeName", "string"),
-            x::FieldInfo::required("ipSettings", "CustomizationIPSettings"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NodeDeploymentSpec>),
-    },
-    x::TypeInfo {
-        name: "NodeNetworkSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ipSettings", "CustomizationIPSettings")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NodeNetworkSpec>),
-    },
-    x::TypeInfo {
-        name: "NonADUserRequired",
-        base: Some("ActiveDirectoryFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NonADUserRequired>),
-    },
-    x::TypeInfo {
-        name: "NonHomeRDMVMotionNotSupported",
-        base: Some("MigrationFeatureNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("device", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NonHomeRDMVMotionNotSupported>),
-    },
-    x::TypeInfo {
-        name: "NonPersistentDisksNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NonPersistentDisksNotSupported>),
-    },
-    x::TypeInfo {
-        name: "NonVIWorkloadDetectedOnDatastoreEvent",
-        base: Some("DatastoreEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NonVIWorkloadDetectedOnDatastoreEvent>),
-    },
-    x::TypeInfo {
-        name: "NonVmwareOuiMacNotSupportedHost",
-        base: Some("NotSupportedHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NonVmwareOuiMacNotSupportedHost>),
-    },
-    x::TypeInfo {
-        name: "NotADirectory",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotADirectory>),
-    },
-    x::TypeInfo {
-        name: "NotAFile",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotAFile>),
-    },
-    x::TypeInfo {
-        name: "NotAuthenticated",
-        base: Some("NoPermission"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotAuthenticated>),
-    },
-    x::TypeInfo {
-        name: "NotEnoughCpus",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numCpuDest", "int"),
-            x::FieldInfo::required("numCpuVm", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotEnoughCpus>),
-    },
-    x::TypeInfo {
-        name: "NotEnoughLicenses",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotEnoughLicenses>),
-    },
-    x::TypeInfo {
-        name: "NotEnoughLogicalCpus",
-        base: Some("NotEnoughCpus"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("host", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotEnoughLogicalCpus>),
-    },
-    x::TypeInfo {
-        name: "NotEnoughResourcesToStartVmEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotEnoughResourcesToStartVmEvent>),
-    },
-    x::TypeInfo {
-        name: "NotFound",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotFound>),
-    },
-    x::TypeInfo {
-        name: "NotImplemented",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotImplemented>),
-    },
-    x::TypeInfo {
-        name: "NotSupported",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupported>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedDeviceForFT",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("vmName", "string"),
-            x::FieldInfo::required("deviceType", "string"),
-            x::FieldInfo::optional("deviceLabel", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedDeviceForFT>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedDeviceForFTDeviceType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["virtualVmxnet3", "paraVirtualSCSIController"],
-        decode: Some(x::decode_boxed::<NotSupportedDeviceForFTDeviceType>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHost",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("productName", "string"),
-            x::FieldInfo::optional("productVersion", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHost>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHostForChecksum",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHostForChecksum>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHostForVFlash",
-        base: Some("NotSupportedHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHostForVFlash>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHostForVmcp",
-        base: Some("NotSupportedHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHostForVmcp>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHostForVmemFile",
-        base: Some("NotSupportedHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHostForVmemFile>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHostForVsan",
-        base: Some("NotSupportedHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHostForVsan>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHostInCluster",
-        base: Some("NotSupportedHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHostInCluster>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHostInDvs",
-        base: Some("NotSupportedHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required(
-                "switchProductSpec",
-                "DistributedVirtualSwitchProductSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHostInDvs>),
-    },
-    x::TypeInfo {
-        name: "NotSupportedHostInHACluster",
-        base: Some("NotSupportedHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("build", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotSupportedHostInHACluster>),
-    },
-    x::TypeInfo {
-        name: "NotUserConfigurableProperty",
-        base: Some("VAppPropertyFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NotUserConfigurableProperty>),
-    },
-    x::TypeInfo {
-        name: "NsxHostVNicProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("ipConfig", "IpAddressProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NsxHostVNicProfile>),
-    },
-    x::TypeInfo {
-        name: "NumPortsProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<NumPortsProfile>),
-    },
-    x::TypeInfo {
-        name: "NumVirtualCoresPerSocketNotSupported",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("maxSupportedCoresPerSocketDest", "int"),
-            x::FieldInfo::required("numCoresPerSocketVm", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NumVirtualCoresPerSocketNotSupported>),
-    },
-    x::TypeInfo {
-        name: "NumVirtualCpusExceedsLimit",
-        base: Some("InsufficientResourcesFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("maxSupportedVcpus", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NumVirtualCpusExceedsLimit>),
-    },
-    x::TypeInfo {
-        name: "NumVirtualCpusIncompatible",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("reason", "string"),
-            x::FieldInfo::required("numCpu", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NumVirtualCpusIncompatible>),
-    },
-    x::TypeInfo {
-        name: "NumVirtualCpusIncompatibleReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["recordReplay", "faultTolerance"],
-        decode: Some(x::decode_boxed::<NumVirtualCpusIncompatibleReason>),
-    },
-    x::TypeInfo {
-        name: "NumVirtualCpusNotSupported",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("maxSupportedVcpusDest", "int"),
-            x::FieldInfo::required("numCpuVm", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NumVirtualCpusNotSupported>),
-    },
-    x::TypeInfo {
-        name: "NumericRange",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("start", "int"),
-            x::FieldInfo::required("end", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NumericRange>),
-    },
-    x::TypeInfo {
-        name: "NvdimmDimmInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("dimmHandle", "int"),
-            x::FieldInfo::required("healthInfo", "NvdimmHealthInfo"),
-            x::FieldInfo::required("totalCapacity", "long"),
-            x::FieldInfo::required("persistentCapacity", "long"),
-            x::FieldInfo::required("availablePersistentCapacity", "long"),
-            x::FieldInfo::required("volatileCapacity", "long"),
-            x::FieldInfo::required("availableVolatileCapacity", "long"),
-            x::FieldInfo::required("blockCapacity", "long"),
-            x::FieldInfo::repeated("regionInfo", "NvdimmRegionInfo"),
-            x::FieldInfo::required("representationString", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmDimmInfo>),
-    },
-    x::TypeInfo {
-        name: "NvdimmGuid",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("uuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmGuid>),
-    },
-    x::TypeInfo {
-        name: "NvdimmHealthInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("healthStatus", "string"),
-            x::FieldInfo::required("healthInformation", "string"),
-            x::FieldInfo::repeated("stateFlagInfo", "string"),
-            x::FieldInfo::required("dimmTemperature", "int"),
-            x::FieldInfo::required("dimmTemperatureThreshold", "int"),
-            x::FieldInfo::required("spareBlocksPercentage", "int"),
-            x::FieldInfo::required("spareBlockThreshold", "int"),
-            x::FieldInfo::required("dimmLifespanPercentage", "int"),
-            x::FieldInfo::optional("esTemperature", "int"),
-            x::FieldInfo::optional("esTemperatureThreshold", "int"),
-            x::FieldInfo::optional("esLifespanPercentage", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmHealthInfo>),
-    },
-    x::TypeInfo {
-        name: "NvdimmInterleaveSetInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("setId", "int"),
-            x::FieldInfo::required("rangeType", "string"),
-            x::FieldInfo::required("baseAddress", "long"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::required("availableSize", "long"),
-            x::FieldInfo::repeated("deviceList", "int"),
-            x::FieldInfo::required("state", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmInterleaveSetInfo>),
-    },
-    x::TypeInfo {
-        name: "NvdimmInterleaveSetState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["invalid", "active"],
-        decode: Some(x::decode_boxed::<NvdimmInterleaveSetState>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceCreateSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("friendlyName", "string"),
-            x::FieldInfo::required("blockSize", "long"),
-            x::FieldInfo::required("blockCount", "long"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("locationID", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceDeleteSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("uuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceDeleteSpec>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceDetails",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::required("friendlyName", "string"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("namespaceHealthStatus", "string"),
-            x::FieldInfo::required("interleavesetID", "int"),
-            x::FieldInfo::required("state", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceDetails>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceDetailsHealthStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "normal",
-            "missing",
-            "labelMissing",
-            "interleaveBroken",
-            "labelInconsistent",
-        ],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceDetailsHealthStatus>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceDetailsState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["invalid", "notInUse", "inUse"],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceDetailsState>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceHealthStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "normal",
-            "missing",
-            "labelMissing",
-            "interleaveBroken",
-            "labelInconsistent",
-            "bttCorrupt",
-            "badBlockSize",
-        ],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceHealthStatus>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::required("friendlyName", "string"),
-            x::FieldInfo::required("blockSize", "long"),
-            x::FieldInfo::required("blockCount", "long"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("namespaceHealthStatus", "string"),
-            x::FieldInfo::required("locationID", "int"),
-            x::FieldInfo::required("state", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceInfo>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["invalid", "notInUse", "inUse"],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceState>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNamespaceType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["blockNamespace", "persistentNamespace"],
-        decode: Some(x::decode_boxed::<NvdimmNamespaceType>),
-    },
-    x::TypeInfo {
-        name: "NvdimmNvdimmHealthInfoState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["normal", "error"],
-        decode: Some(x::decode_boxed::<NvdimmNvdimmHealthInfoState>),
-    },
-    x::TypeInfo {
-        name: "NvdimmPMemNamespaceCreateSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("friendlyName", "string"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::required("interleavesetID", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmPMemNamespaceCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "NvdimmRangeType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "volatileRange",
-            "persistentRange",
-            "controlRange",
-            "blockRange",
-            "volatileVirtualDiskRange",
-            "volatileVirtualCDRange",
-            "persistentVirtualDiskRange",
-            "persistentVirtualCDRange",
-        ],
-        decode: Some(x::decode_boxed::<NvdimmRangeType>),
-    },
-    x::TypeInfo {
-        name: "NvdimmRegionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("regionId", "int"),
-            x::FieldInfo::required("setId", "int"),
-            x::FieldInfo::required("rangeType", "string"),
-            x::FieldInfo::required("startAddr", "long"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::required("offset", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmRegionInfo>),
-    },
-    x::TypeInfo {
-        name: "NvdimmSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numDimms", "int"),
-            x::FieldInfo::required("healthStatus", "string"),
-            x::FieldInfo::required("totalCapacity", "long"),
-            x::FieldInfo::required("persistentCapacity", "long"),
-            x::FieldInfo::required("blockCapacity", "long"),
-            x::FieldInfo::required("availableCapacity", "long"),
-            x::FieldInfo::required("numInterleavesets", "int"),
-            x::FieldInfo::required("numNamespaces", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmSummary>),
-    },
-    x::TypeInfo {
-        name: "NvdimmSystemInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("summary", "NvdimmSummary"),
-            x::FieldInfo::repeated("dimms", "int"),
-            x::FieldInfo::repeated("dimmInfo", "NvdimmDimmInfo"),
-            x::FieldInfo::repeated("interleaveSet", "int"),
-            x::FieldInfo::repeated("iSetInfo", "NvdimmInterleaveSetInfo"),
-            x::FieldInfo::repeated("namespace", "NvdimmGuid"),
-            x::FieldInfo::repeated("nsInfo", "NvdimmNamespaceInfo"),
-            x::FieldInfo::repeated("nsDetails", "NvdimmNamespaceDetails"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<NvdimmSystemInfo>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x124a10a), x::Name(0x12e6913), 0, 0), // MacAddress: NegatableExpression
+        x::TypeEntry::structure(x::Name(0x124ac08), x::Name(0x124a10a), 0, 2), // MacRange: MacAddress
+        x::TypeEntry::structure(x::Name(0x124c517), x::Name(0x128b00e), 2, 0), // MaintenanceModeFileMove: MigrationFault
+        x::TypeEntry::structure(x::Name(0x124dd1f), x::Name::NONE, 2, 5), // MakeDirectoryInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x124fd18), x::Name::NONE, 7, 4), // MakeDirectoryRequestType
+        x::TypeEntry::structure(x::Name(0x1251618), x::Name::NONE, 11, 2), // MakePrimaryVMRequestType
+        x::TypeEntry::structure(x::Name(0x1252f0d), x::Name(0xaa460b), 13, 2), // ManagedByInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1253d1a), x::Name(0xaeb513), 15, 1), // ManagedEntityEventArgument: EntityEventArgument
+        x::TypeEntry::enumeration(x::Name(0x1255813), 0, 4), // ManagedEntityStatus
+        x::TypeEntry::structure(x::Name(0x1256c15), x::Name(0x17bee0c), 16, 1), // ManagedObjectNotFound: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x125a016), x::Name::NONE, 17, 2), // MarkAsLocalRequestType
+        x::TypeEntry::structure(x::Name(0x125b719), x::Name::NONE, 19, 2), // MarkAsNonLocalRequestType
+        x::TypeEntry::structure(x::Name(0x125d117), x::Name::NONE, 21, 2), // MarkAsNonSsdRequestType
+        x::TypeEntry::structure(x::Name(0x125e914), x::Name::NONE, 23, 2), // MarkAsSsdRequestType
+        x::TypeEntry::structure(x::Name(0x125fe19), x::Name::NONE, 25, 1), // MarkAsTemplateRequestType
+        x::TypeEntry::structure(x::Name(0x126181f), x::Name::NONE, 26, 3), // MarkAsVirtualMachineRequestType
+        x::TypeEntry::structure(x::Name(0x1263816), x::Name::NONE, 29, 2), // MarkDefaultRequestType
+        x::TypeEntry::structure(x::Name(0x1264f19), x::Name::NONE, 31, 3), // MarkForRemovalRequestType
+        x::TypeEntry::structure(x::Name(0x1266924), x::Name::NONE, 34, 3), // MarkPerenniallyReservedExRequestType
+        x::TypeEntry::structure(x::Name(0x1268e22), x::Name::NONE, 37, 3), // MarkPerenniallyReservedRequestType
+        x::TypeEntry::structure(x::Name(0x126b126), x::Name::NONE, 40, 2), // MarkServiceProviderEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x126df27), x::Name(0x19a2814), 42, 2), // MemoryFileFormatNotSupportedByDatastore: UnsupportedDatastore
+        x::TypeEntry::structure(x::Name(0x1270719), x::Name(0x1e6a50d), 44, 0), // MemoryHotPlugNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1272118), x::Name(0x1c24021), 44, 3), // MemorySizeNotRecommended: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1273a16), x::Name(0x1c24021), 47, 3), // MemorySizeNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1275121), x::Name(0x1c24021), 50, 3), // MemorySizeNotSupportedByDatastore: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x127731f), x::Name(0x186f20d), 53, 0), // MemorySnapshotOnIndependentDisk: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1279313), x::Name::NONE, 53, 2), // MergeDvsRequestType
+        x::TypeEntry::structure(x::Name(0x127a71b), x::Name::NONE, 55, 3), // MergePermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x127c30c), x::Name(0x24306), 58, 2), // MethodAction: Action
+        x::TypeEntry::structure(x::Name(0x127d014), x::Name(0xaa460b), 60, 1), // MethodActionArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0x127e51a), x::Name(0x17bee0c), 61, 1), // MethodAlreadyDisabledFault: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1280011), x::Name(0x911f0b), 62, 1), // MethodDescription: Description
+        x::TypeEntry::structure(x::Name(0x128120e), x::Name(0x17bee0c), 63, 1), // MethodDisabled: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x128210b), x::Name::NONE, 64, 2), // MethodFault
+        x::TypeEntry::structure(x::Name(0x1282d0e), x::Name(0x117670e), 66, 2), // MethodNotFound: InvalidRequest
+        x::TypeEntry::structure(x::Name(0x1283c15), x::Name(0x6740f), 68, 7), // MetricAlarmExpression: AlarmExpression
+        x::TypeEntry::enumeration(x::Name(0x1285213), 4, 2), // MetricAlarmOperator
+        x::TypeEntry::structure(x::Name(0x1286614), x::Name::NONE, 75, 5), // MigrateVMRequestType
+        x::TypeEntry::structure(x::Name(0x1287b11), x::Name(0x128b00e), 80, 0), // MigrationDisabled: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1288d13), x::Name(0x128a10e), 80, 0), // MigrationErrorEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x128a10e), x::Name(0x1e95e07), 80, 1), // MigrationEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x128b00e), x::Name(0x1b42008), 81, 0), // MigrationFault: VimFault
+        x::TypeEntry::structure(x::Name(0x128bf1c), x::Name(0x128b00e), 81, 3), // MigrationFeatureNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x128dc17), x::Name(0x128a10e), 84, 1), // MigrationHostErrorEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x128f419), x::Name(0x128a10e), 85, 1), // MigrationHostWarningEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x1290e11), x::Name(0x128b00e), 86, 1), // MigrationNotReady: MigrationFault
+        x::TypeEntry::structure(x::Name(0x129201b), x::Name(0x128a10e), 87, 2), // MigrationResourceErrorEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x1293c1d), x::Name(0x128a10e), 89, 2), // MigrationResourceWarningEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x1296615), x::Name(0x128a10e), 91, 0), // MigrationWarningEvent: MigrationEvent
+        x::TypeEntry::structure(x::Name(0x1297c10), x::Name(0x1b42008), 91, 4), // MismatchedBundle: VimFault
+        x::TypeEntry::structure(x::Name(0x129bc19), x::Name(0x128b00e), 95, 3), // MismatchedNetworkPolicies: MigrationFault
+        x::TypeEntry::structure(x::Name(0x129d61d), x::Name(0x128b00e), 98, 2), // MismatchedVMotionNetworkNames: MigrationFault
+        x::TypeEntry::structure(x::Name(0x129f411), x::Name(0x1b42008), 100, 0), // MissingBmcSupport: VimFault
+        x::TypeEntry::structure(x::Name(0x12a0611), x::Name(0x1150511), 100, 0), // MissingController: InvalidDeviceSpec
+        x::TypeEntry::structure(x::Name(0x12a180d), x::Name(0x1a9cf11), 100, 0), // MissingIpPool: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x12a2619), x::Name(0x7f8d12), 100, 0), // MissingLinuxCustResources: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x12a4016), x::Name(0x1a9cf11), 100, 0), // MissingNetworkIpConfig: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x12a570d), x::Name(0xaa460b), 100, 2), // MissingObject: DynamicData
+        x::TypeEntry::structure(x::Name(0x12a651c), x::Name(0x1a89f0f), 102, 0), // MissingPowerOffConfiguration: VAppConfigFault
+        x::TypeEntry::structure(x::Name(0x12a821b), x::Name(0x1a89f0f), 102, 0), // MissingPowerOnConfiguration: VAppConfigFault
+        x::TypeEntry::structure(x::Name(0x12a9e0f), x::Name(0xaa460b), 102, 2), // MissingProperty: DynamicData
+        x::TypeEntry::structure(x::Name(0x12aae1b), x::Name(0x7f8d12), 104, 0), // MissingWindowsCustResources: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x12aca19), x::Name(0x117ae0c), 104, 1), // MksConnectionLimitReached: InvalidState
+        x::TypeEntry::structure(x::Name(0x12ae408), x::Name(0xaa460b), 105, 6), // ModeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x12aed19), x::Name::NONE, 111, 3), // ModifyListViewRequestType
+        x::TypeEntry::structure(x::Name(0x12b0719), x::Name(0x12b3f14), 114, 1), // MonthlyByDayTaskScheduler: MonthlyTaskScheduler
+        x::TypeEntry::structure(x::Name(0x12b211d), x::Name(0x12b3f14), 115, 2), // MonthlyByWeekdayTaskScheduler: MonthlyTaskScheduler
+        x::TypeEntry::structure(x::Name(0x12b3f14), x::Name(0x88fa12), 117, 0), // MonthlyTaskScheduler: DailyTaskScheduler
+        x::TypeEntry::structure(x::Name(0x12b540a), x::Name(0x7f8d12), 117, 2), // MountError: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x12b5f1e), x::Name::NONE, 119, 1), // MountToolsInstallerRequestType
+        x::TypeEntry::structure(x::Name(0x12b7e1a), x::Name::NONE, 120, 2), // MountVffsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x12b991c), x::Name::NONE, 122, 2), // MountVmfsVolumeExRequestType
+        x::TypeEntry::structure(x::Name(0x12bb61a), x::Name::NONE, 124, 2), // MountVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x12bd115), x::Name::NONE, 126, 3), // MoveDVPortRequestType
+        x::TypeEntry::structure(x::Name(0x12be71c), x::Name::NONE, 129, 6), // MoveDatastoreFileRequestType
+        x::TypeEntry::structure(x::Name(0x12c041f), x::Name::NONE, 135, 5), // MoveDirectoryInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x12c241a), x::Name::NONE, 140, 6), // MoveFileInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x12c3f17), x::Name::NONE, 146, 3), // MoveHostIntoRequestType
+        x::TypeEntry::structure(x::Name(0x12c5719), x::Name::NONE, 149, 2), // MoveIntoFolderRequestType
+        x::TypeEntry::structure(x::Name(0x12c7113), x::Name::NONE, 151, 2), // MoveIntoRequestType
+        x::TypeEntry::structure(x::Name(0x12c851f), x::Name::NONE, 153, 2), // MoveIntoResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x12ca51a), x::Name::NONE, 155, 7), // MoveVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x12cc00d), x::Name(0xa4151a), 162, 0), // MtuMatchEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x12cce10), x::Name(0xa4151a), 162, 0), // MtuMismatchEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x12cdf17), x::Name(0x942d12), 162, 0), // MultiWriterNotSupported: DeviceNotSupported
+        x::TypeEntry::enumeration(x::Name(0x12cf70e), 6, 5), // MultipathState
+        x::TypeEntry::structure(x::Name(0x12d061f), x::Name(0xce7c10), 162, 1), // MultipleCertificatesVerifyFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x12d262d), x::Name(0xaa460b), 163, 2), // MultipleCertificatesVerifyFaultThumbprintData: DynamicData
+        x::TypeEntry::structure(x::Name(0x12d541d), x::Name(0x186f20d), 165, 0), // MultipleSnapshotsNotSupported: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x12d7218), x::Name(0xd59909), 165, 2), // NASDatastoreCreatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x12d951a), x::Name(0xc1bd13), 167, 2), // NamePasswordAuthentication: GuestAuthentication
+        x::TypeEntry::structure(x::Name(0x12db00d), x::Name(0x1b42008), 169, 3), // NamespaceFull: VimFault
+        x::TypeEntry::structure(x::Name(0x12dbe15), x::Name(0x1b42008), 172, 1), // NamespaceLimitReached: VimFault
+        x::TypeEntry::structure(x::Name(0x12dd417), x::Name(0x1b42008), 173, 1), // NamespaceWriteProtected: VimFault
+        x::TypeEntry::structure(x::Name(0x12dec0e), x::Name(0xcde20f), 174, 1), // NasConfigFault: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x12dfb19), x::Name(0x12dec0e), 175, 2), // NasConnectionLimitReached: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x12e1510), x::Name(0x8cf10d), 177, 1), // NasDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x12e261c), x::Name(0x12dec0e), 178, 3), // NasSessionCredentialConflict: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x12e4311), x::Name(0xab90c), 181, 1), // NasStorageProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x12e5513), x::Name(0x12dec0e), 182, 2), // NasVolumeNotMounted: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x12e6913), x::Name(0xaa460b), 184, 1), // NegatableExpression: DynamicData
+        x::TypeEntry::structure(x::Name(0x12e7d11), x::Name(0xaa460b), 185, 1), // NetBIOSConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x12e8f15), 11, 4), // NetBIOSConfigInfoMode
+        x::TypeEntry::structure(x::Name(0x12ea511), x::Name(0xaa460b), 186, 2), // NetDhcpConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x12eb71c), x::Name(0xaa460b), 188, 2), // NetDhcpConfigInfoDhcpOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x12ed411), x::Name(0xaa460b), 190, 2), // NetDhcpConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x12ee620), x::Name(0xaa460b), 192, 3), // NetDhcpConfigSpecDhcpOptionsSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x12f0710), x::Name(0xaa460b), 195, 5), // NetDnsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x12f1810), x::Name(0xaa460b), 200, 5), // NetDnsConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x12f290f), x::Name(0xaa460b), 205, 3), // NetIpConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x12f3918), x::Name(0xaa460b), 208, 5), // NetIpConfigInfoIpAddress: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x12f521e), 15, 5), // NetIpConfigInfoIpAddressOrigin
+        x::TypeEntry::enumeration(x::Name(0x12f711e), 20, 7), // NetIpConfigInfoIpAddressStatus
+        x::TypeEntry::structure(x::Name(0x12f900f), x::Name(0xaa460b), 213, 3), // NetIpConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x12fa01c), x::Name(0xaa460b), 216, 3), // NetIpConfigSpecIpAddressSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x12fbd14), x::Name(0xaa460b), 219, 1), // NetIpRouteConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x12fd21b), x::Name(0xaa460b), 220, 2), // NetIpRouteConfigInfoGateway: DynamicData
+        x::TypeEntry::structure(x::Name(0x12fee1b), x::Name(0xaa460b), 222, 3), // NetIpRouteConfigInfoIpRoute: DynamicData
+        x::TypeEntry::structure(x::Name(0x1300a14), x::Name(0xaa460b), 225, 1), // NetIpRouteConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1301f1f), x::Name(0xaa460b), 226, 2), // NetIpRouteConfigSpecGatewaySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1303f1f), x::Name(0xaa460b), 228, 4), // NetIpRouteConfigSpecIpRouteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1305f0e), x::Name(0xaa460b), 232, 2), // NetIpStackInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1306e1b), x::Name(0xaa460b), 234, 4), // NetIpStackInfoDefaultRouter: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1308a17), 27, 4), // NetIpStackInfoEntryType
+        x::TypeEntry::structure(x::Name(0x130a218), x::Name(0xaa460b), 238, 4), // NetIpStackInfoNetToMedia: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x130bb18), 31, 4), // NetIpStackInfoPreference
+        x::TypeEntry::structure(x::Name(0x130d417), x::Name(0xab90c), 242, 3), // NetStackInstanceProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x130f410), x::Name(0xb96b09), 245, 0), // NetworkCopyFault: FileFault
+        x::TypeEntry::structure(x::Name(0x1310523), x::Name(0x1b42008), 245, 1), // NetworkDisruptedAndConfigRolledBack: VimFault
+        x::TypeEntry::structure(x::Name(0x1312914), x::Name(0xaeb513), 246, 1), // NetworkEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x1313e13), x::Name(0x12dec0e), 247, 0), // NetworkInaccessible: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x1315214), x::Name(0xab90c), 247, 0), // NetworkPolicyProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x131670e), x::Name(0xab90c), 247, 14), // NetworkProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x131761e), x::Name(0xab90c), 261, 0), // NetworkProfileDnsConfigProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x131b414), x::Name(0xb00605), 261, 2), // NetworkRollbackEvent: Event
+        x::TypeEntry::structure(x::Name(0x131c90e), x::Name(0xaa460b), 263, 5), // NetworkSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x131f017), x::Name(0x128b00e), 268, 1), // NetworksMayNotBeTheSame: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1320812), x::Name(0x7f8d12), 269, 2), // NicSettingMismatch: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x1321b11), x::Name(0x182430c), 271, 1), // NoAccessUserEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x1322d15), x::Name(0x117ae0c), 272, 1), // NoActiveHostInCluster: InvalidState
+        x::TypeEntry::structure(x::Name(0x132430d), x::Name(0x1a9cf11), 273, 1), // NoAvailableIp: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x1325113), x::Name(0x1b42008), 274, 0), // NoClientCertificate: VimFault
+        x::TypeEntry::structure(x::Name(0x1326515), x::Name(0x1b42008), 274, 0), // NoCompatibleDatastore: VimFault
+        x::TypeEntry::structure(x::Name(0x1327b1c), x::Name(0x1e6a50d), 274, 1), // NoCompatibleHardAffinityHost: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1329810), x::Name(0x1b42008), 275, 2), // NoCompatibleHost: VimFault
+        x::TypeEntry::structure(x::Name(0x132a922), x::Name(0x1329810), 277, 0), // NoCompatibleHostWithAccessToDevice: NoCompatibleHost
+        x::TypeEntry::structure(x::Name(0x132eb1c), x::Name(0x1e6a50d), 277, 1), // NoCompatibleSoftAffinityHost: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1330814), x::Name(0x1b42008), 278, 0), // NoConnectedDatastore: VimFault
+        x::TypeEntry::structure(x::Name(0x133341b), x::Name(0xd59909), 278, 0), // NoDatastoresConfiguredEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x133500b), x::Name(0x1b42008), 278, 0), // NoDiskFound: VimFault
+        x::TypeEntry::structure(x::Name(0x1335c0b), x::Name(0xb96b09), 278, 1), // NoDiskSpace: FileFault
+        x::TypeEntry::structure(x::Name(0x1336812), x::Name(0x7f8d12), 279, 0), // NoDisksToCustomize: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x1337b09), x::Name(0xcde20f), 279, 0), // NoGateway: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x1338510), x::Name(0x128b00e), 279, 0), // NoGuestHeartbeat: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1339606), x::Name(0xce7c10), 279, 1), // NoHost: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x1339d1c), x::Name(0x1ebab15), 280, 2), // NoHostSuitableForFtSecondary: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x133ba0e), x::Name(0x11dda0c), 282, 1), // NoLicenseEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x133c919), x::Name(0x135a811), 283, 0), // NoLicenseServerConfigured: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x133e327), x::Name(0x1e95e07), 283, 0), // NoMaintenanceModeDrsRecommendationForVM: VmEvent
+        x::TypeEntry::structure(x::Name(0x1340b0f), x::Name(0xf07411), 283, 0), // NoPeerHostFound: HostPowerOpFailed
+        x::TypeEntry::structure(x::Name(0x1341b0c), x::Name(0x1803d0d), 283, 2), // NoPermission: SecurityError
+        x::TypeEntry::structure(x::Name(0x1342810), x::Name(0x26514), 285, 0), // NoPermissionOnAD: ActiveDirectoryFault
+        x::TypeEntry::structure(x::Name(0x1343912), x::Name(0xce7c10), 285, 0), // NoPermissionOnHost: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x1344c17), x::Name(0x12dec0e), 285, 1), // NoPermissionOnNasVolume: NasConfigFault
+        x::TypeEntry::structure(x::Name(0x1347c0d), x::Name(0x1b42008), 286, 0), // NoSubjectName: VimFault
+        x::TypeEntry::structure(x::Name(0x1348a17), x::Name(0x1a9cf11), 286, 0), // NoVcManagedIpConfigured: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x134a20c), x::Name(0xcde20f), 286, 0), // NoVirtualNic: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x134af0a), x::Name(0x1a89f0f), 286, 0), // NoVmInVApp: VAppConfigFault
+        x::TypeEntry::structure(x::Name(0x134ba12), x::Name(0xaa460b), 286, 9), // NodeDeploymentSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x134cd0f), x::Name(0xaa460b), 295, 1), // NodeNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x134dd11), x::Name(0x26514), 296, 0), // NonADUserRequired: ActiveDirectoryFault
+        x::TypeEntry::structure(x::Name(0x134ef1d), x::Name(0x128bf1c), 296, 1), // NonHomeRDMVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0x1350d1e), x::Name(0x942d12), 297, 0), // NonPersistentDisksNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1352c25), x::Name(0x8c130e), 297, 0), // NonVIWorkloadDetectedOnDatastoreEvent: DatastoreEvent
+        x::TypeEntry::structure(x::Name(0x135521f), x::Name(0x1366610), 297, 1), // NonVmwareOuiMacNotSupportedHost: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x135720d), x::Name(0xb96b09), 298, 0), // NotADirectory: FileFault
+        x::TypeEntry::structure(x::Name(0x1358008), x::Name(0xb96b09), 298, 0), // NotAFile: FileFault
+        x::TypeEntry::structure(x::Name(0x1358910), x::Name(0x1341b0c), 298, 0), // NotAuthenticated: NoPermission
+        x::TypeEntry::structure(x::Name(0x1359a0d), x::Name(0x1c24021), 298, 2), // NotEnoughCpus: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x135a811), x::Name(0x17bee0c), 300, 0), // NotEnoughLicenses: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x135ba14), x::Name(0x1359a0d), 300, 1), // NotEnoughLogicalCpus: NotEnoughCpus
+        x::TypeEntry::structure(x::Name(0x135cf20), x::Name(0x1e95e07), 301, 1), // NotEnoughResourcesToStartVmEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1360708), x::Name(0x1b42008), 302, 0), // NotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x136100e), x::Name(0x17bee0c), 302, 0), // NotImplemented: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1361f0c), x::Name(0x17bee0c), 302, 0), // NotSupported: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1362c17), x::Name(0x1ebab15), 302, 6), // NotSupportedDeviceForFT: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0x1364421), 35, 2), // NotSupportedDeviceForFTDeviceType
+        x::TypeEntry::structure(x::Name(0x1366610), x::Name(0xce7c10), 308, 2), // NotSupportedHost: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x136771b), x::Name(0x1b42008), 310, 0), // NotSupportedHostForChecksum: VimFault
+        x::TypeEntry::structure(x::Name(0x1369319), x::Name(0x1366610), 310, 1), // NotSupportedHostForVFlash: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x136ad17), x::Name(0x1366610), 311, 1), // NotSupportedHostForVmcp: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x136c51b), x::Name(0x1366610), 312, 1), // NotSupportedHostForVmemFile: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x136e117), x::Name(0x1366610), 313, 1), // NotSupportedHostForVsan: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x136f919), x::Name(0x1366610), 314, 0), // NotSupportedHostInCluster: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x1371315), x::Name(0x1366610), 314, 1), // NotSupportedHostInDvs: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x137291b), x::Name(0x1366610), 315, 2), // NotSupportedHostInHACluster: NotSupportedHost
+        x::TypeEntry::structure(x::Name(0x137451b), x::Name(0x1a9cf11), 317, 0), // NotUserConfigurableProperty: VAppPropertyFault
+        x::TypeEntry::structure(x::Name(0x1376112), x::Name(0xab90c), 317, 2), // NsxHostVNicProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x137740f), x::Name(0xab90c), 319, 0), // NumPortsProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1378424), x::Name(0x1c24021), 319, 2), // NumVirtualCoresPerSocketNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x137a91a), x::Name(0x112751a), 321, 1), // NumVirtualCpusExceedsLimit: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x137c41a), x::Name(0x1e6a50d), 322, 2), // NumVirtualCpusIncompatible: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x137df20), 37, 2), // NumVirtualCpusIncompatibleReason
+        x::TypeEntry::structure(x::Name(0x138001a), x::Name(0x1c24021), 324, 2), // NumVirtualCpusNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1381b0c), x::Name(0xaa460b), 326, 2), // NumericRange: DynamicData
+        x::TypeEntry::structure(x::Name(0x138280e), x::Name(0xaa460b), 328, 10), // NvdimmDimmInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x138370a), x::Name(0xaa460b), 338, 1), // NvdimmGuid: DynamicData
+        x::TypeEntry::structure(x::Name(0x1384210), x::Name(0xaa460b), 339, 11), // NvdimmHealthInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1385317), x::Name(0xaa460b), 350, 7), // NvdimmInterleaveSetInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1386b18), 39, 2), // NvdimmInterleaveSetState
+        x::TypeEntry::structure(x::Name(0x1388419), x::Name(0xaa460b), 357, 5), // NvdimmNamespaceCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1389e19), x::Name(0xaa460b), 362, 1), // NvdimmNamespaceDeleteSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x138b816), x::Name(0xaa460b), 363, 7), // NvdimmNamespaceDetails: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x138cf22), 41, 5), // NvdimmNamespaceDetailsHealthStatus
+        x::TypeEntry::enumeration(x::Name(0x138f21b), 46, 3), // NvdimmNamespaceDetailsState
+        x::TypeEntry::enumeration(x::Name(0x1390e1b), 49, 7), // NvdimmNamespaceHealthStatus
+        x::TypeEntry::structure(x::Name(0x1392a13), x::Name(0xaa460b), 370, 8), // NvdimmNamespaceInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1393e14), 56, 3), // NvdimmNamespaceState
+        x::TypeEntry::enumeration(x::Name(0x1395313), 59, 2), // NvdimmNamespaceType
+        x::TypeEntry::enumeration(x::Name(0x139671b), 61, 2), // NvdimmNvdimmHealthInfoState
+        x::TypeEntry::structure(x::Name(0x139831d), x::Name(0xaa460b), 378, 3), // NvdimmPMemNamespaceCreateSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x139a10f), 63, 8), // NvdimmRangeType
+        x::TypeEntry::structure(x::Name(0x139b110), x::Name(0xaa460b), 381, 6), // NvdimmRegionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x139c20d), x::Name(0xaa460b), 387, 8), // NvdimmSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x139d010), x::Name(0xaa460b), 395, 8), // NvdimmSystemInfo: DynamicData
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<MacAddress>),
+        Some(x::decode_boxed::<MacRange>),
+        Some(x::decode_boxed::<MaintenanceModeFileMove>),
+        None, // MakeDirectoryInGuestRequestType
+        None, // MakeDirectoryRequestType
+        None, // MakePrimaryVMRequestType
+        Some(x::decode_boxed::<ManagedByInfo>),
+        Some(x::decode_boxed::<ManagedEntityEventArgument>),
+        Some(x::decode_boxed::<ManagedEntityStatus>),
+        Some(x::decode_boxed::<ManagedObjectNotFound>),
+        None, // MarkAsLocalRequestType
+        None, // MarkAsNonLocalRequestType
+        None, // MarkAsNonSsdRequestType
+        None, // MarkAsSsdRequestType
+        None, // MarkAsTemplateRequestType
+        None, // MarkAsVirtualMachineRequestType
+        None, // MarkDefaultRequestType
+        None, // MarkForRemovalRequestType
+        None, // MarkPerenniallyReservedExRequestType
+        None, // MarkPerenniallyReservedRequestType
+        None, // MarkServiceProviderEntitiesRequestType
+        Some(x::decode_boxed::<MemoryFileFormatNotSupportedByDatastore>),
+        Some(x::decode_boxed::<MemoryHotPlugNotSupported>),
+        Some(x::decode_boxed::<MemorySizeNotRecommended>),
+        Some(x::decode_boxed::<MemorySizeNotSupported>),
+        Some(x::decode_boxed::<MemorySizeNotSupportedByDatastore>),
+        Some(x::decode_boxed::<MemorySnapshotOnIndependentDisk>),
+        None, // MergeDvsRequestType
+        None, // MergePermissionsRequestType
+        Some(x::decode_boxed::<MethodAction>),
+        Some(x::decode_boxed::<MethodActionArgument>),
+        Some(x::decode_boxed::<MethodAlreadyDisabledFault>),
+        Some(x::decode_boxed::<MethodDescription>),
+        Some(x::decode_boxed::<MethodDisabled>),
+        Some(x::decode_boxed::<MethodFault>),
+        Some(x::decode_boxed::<MethodNotFound>),
+        Some(x::decode_boxed::<MetricAlarmExpression>),
+        Some(x::decode_boxed::<MetricAlarmOperator>),
+        None, // MigrateVMRequestType
+        Some(x::decode_boxed::<MigrationDisabled>),
+        Some(x::decode_boxed::<MigrationErrorEvent>),
+        Some(x::decode_boxed::<MigrationEvent>),
+        Some(x::decode_boxed::<MigrationFault>),
+        Some(x::decode_boxed::<MigrationFeatureNotSupported>),
+        Some(x::decode_boxed::<MigrationHostErrorEvent>),
+        Some(x::decode_boxed::<MigrationHostWarningEvent>),
+        Some(x::decode_boxed::<MigrationNotReady>),
+        Some(x::decode_boxed::<MigrationResourceErrorEvent>),
+        Some(x::decode_boxed::<MigrationResourceWarningEvent>),
+        Some(x::decode_boxed::<MigrationWarningEvent>),
+        Some(x::decode_boxed::<MismatchedBundle>),
+        Some(x::decode_boxed::<MismatchedNetworkPolicies>),
+        Some(x::decode_boxed::<MismatchedVMotionNetworkNames>),
+        Some(x::decode_boxed::<MissingBmcSupport>),
+        Some(x::decode_boxed::<MissingController>),
+        Some(x::decode_boxed::<MissingIpPool>),
+        Some(x::decode_boxed::<MissingLinuxCustResources>),
+        Some(x::decode_boxed::<MissingNetworkIpConfig>),
+        Some(x::decode_boxed::<MissingObject>),
+        Some(x::decode_boxed::<MissingPowerOffConfiguration>),
+        Some(x::decode_boxed::<MissingPowerOnConfiguration>),
+        Some(x::decode_boxed::<MissingProperty>),
+        Some(x::decode_boxed::<MissingWindowsCustResources>),
+        Some(x::decode_boxed::<MksConnectionLimitReached>),
+        Some(x::decode_boxed::<ModeInfo>),
+        None, // ModifyListViewRequestType
+        Some(x::decode_boxed::<MonthlyByDayTaskScheduler>),
+        Some(x::decode_boxed::<MonthlyByWeekdayTaskScheduler>),
+        Some(x::decode_boxed::<MonthlyTaskScheduler>),
+        Some(x::decode_boxed::<MountError>),
+        None, // MountToolsInstallerRequestType
+        None, // MountVffsVolumeRequestType
+        None, // MountVmfsVolumeExRequestType
+        None, // MountVmfsVolumeRequestType
+        None, // MoveDVPortRequestType
+        None, // MoveDatastoreFileRequestType
+        None, // MoveDirectoryInGuestRequestType
+        None, // MoveFileInGuestRequestType
+        None, // MoveHostIntoRequestType
+        None, // MoveIntoFolderRequestType
+        None, // MoveIntoRequestType
+        None, // MoveIntoResourcePoolRequestType
+        None, // MoveVirtualDiskRequestType
+        Some(x::decode_boxed::<MtuMatchEvent>),
+        Some(x::decode_boxed::<MtuMismatchEvent>),
+        Some(x::decode_boxed::<MultiWriterNotSupported>),
+        Some(x::decode_boxed::<MultipathState>),
+        Some(x::decode_boxed::<MultipleCertificatesVerifyFault>),
+        Some(x::decode_boxed::<MultipleCertificatesVerifyFaultThumbprintData>),
+        Some(x::decode_boxed::<MultipleSnapshotsNotSupported>),
+        Some(x::decode_boxed::<NASDatastoreCreatedEvent>),
+        Some(x::decode_boxed::<NamePasswordAuthentication>),
+        Some(x::decode_boxed::<NamespaceFull>),
+        Some(x::decode_boxed::<NamespaceLimitReached>),
+        Some(x::decode_boxed::<NamespaceWriteProtected>),
+        Some(x::decode_boxed::<NasConfigFault>),
+        Some(x::decode_boxed::<NasConnectionLimitReached>),
+        Some(x::decode_boxed::<NasDatastoreInfo>),
+        Some(x::decode_boxed::<NasSessionCredentialConflict>),
+        Some(x::decode_boxed::<NasStorageProfile>),
+        Some(x::decode_boxed::<NasVolumeNotMounted>),
+        Some(x::decode_boxed::<NegatableExpression>),
+        Some(x::decode_boxed::<NetBIOSConfigInfo>),
+        Some(x::decode_boxed::<NetBIOSConfigInfoMode>),
+        Some(x::decode_boxed::<NetDhcpConfigInfo>),
+        Some(x::decode_boxed::<NetDhcpConfigInfoDhcpOptions>),
+        Some(x::decode_boxed::<NetDhcpConfigSpec>),
+        Some(x::decode_boxed::<NetDhcpConfigSpecDhcpOptionsSpec>),
+        Some(x::decode_boxed::<NetDnsConfigInfo>),
+        Some(x::decode_boxed::<NetDnsConfigSpec>),
+        Some(x::decode_boxed::<NetIpConfigInfo>),
+        Some(x::decode_boxed::<NetIpConfigInfoIpAddress>),
+        Some(x::decode_boxed::<NetIpConfigInfoIpAddressOrigin>),
+        Some(x::decode_boxed::<NetIpConfigInfoIpAddressStatus>),
+        Some(x::decode_boxed::<NetIpConfigSpec>),
+        Some(x::decode_boxed::<NetIpConfigSpecIpAddressSpec>),
+        Some(x::decode_boxed::<NetIpRouteConfigInfo>),
+        Some(x::decode_boxed::<NetIpRouteConfigInfoGateway>),
+        Some(x::decode_boxed::<NetIpRouteConfigInfoIpRoute>),
+        Some(x::decode_boxed::<NetIpRouteConfigSpec>),
+        Some(x::decode_boxed::<NetIpRouteConfigSpecGatewaySpec>),
+        Some(x::decode_boxed::<NetIpRouteConfigSpecIpRouteSpec>),
+        Some(x::decode_boxed::<NetIpStackInfo>),
+        Some(x::decode_boxed::<NetIpStackInfoDefaultRouter>),
+        Some(x::decode_boxed::<NetIpStackInfoEntryType>),
+        Some(x::decode_boxed::<NetIpStackInfoNetToMedia>),
+        Some(x::decode_boxed::<NetIpStackInfoPreference>),
+        Some(x::decode_boxed::<NetStackInstanceProfile>),
+        Some(x::decode_boxed::<NetworkCopyFault>),
+        Some(x::decode_boxed::<NetworkDisruptedAndConfigRolledBack>),
+        Some(x::decode_boxed::<NetworkEventArgument>),
+        Some(x::decode_boxed::<NetworkInaccessible>),
+        Some(x::decode_boxed::<NetworkPolicyProfile>),
+        Some(x::decode_boxed::<NetworkProfile>),
+        Some(x::decode_boxed::<NetworkProfileDnsConfigProfile>),
+        Some(x::decode_boxed::<NetworkRollbackEvent>),
+        Some(x::decode_boxed::<NetworkSummary>),
+        Some(x::decode_boxed::<NetworksMayNotBeTheSame>),
+        Some(x::decode_boxed::<NicSettingMismatch>),
+        Some(x::decode_boxed::<NoAccessUserEvent>),
+        Some(x::decode_boxed::<NoActiveHostInCluster>),
+        Some(x::decode_boxed::<NoAvailableIp>),
+        Some(x::decode_boxed::<NoClientCertificate>),
+        Some(x::decode_boxed::<NoCompatibleDatastore>),
+        Some(x::decode_boxed::<NoCompatibleHardAffinityHost>),
+        Some(x::decode_boxed::<NoCompatibleHost>),
+        Some(x::decode_boxed::<NoCompatibleHostWithAccessToDevice>),
+        Some(x::decode_boxed::<NoCompatibleSoftAffinityHost>),
+        Some(x::decode_boxed::<NoConnectedDatastore>),
+        Some(x::decode_boxed::<NoDatastoresConfiguredEvent>),
+        Some(x::decode_boxed::<NoDiskFound>),
+        Some(x::decode_boxed::<NoDiskSpace>),
+        Some(x::decode_boxed::<NoDisksToCustomize>),
+        Some(x::decode_boxed::<NoGateway>),
+        Some(x::decode_boxed::<NoGuestHeartbeat>),
+        Some(x::decode_boxed::<NoHost>),
+        Some(x::decode_boxed::<NoHostSuitableForFtSecondary>),
+        Some(x::decode_boxed::<NoLicenseEvent>),
+        Some(x::decode_boxed::<NoLicenseServerConfigured>),
+        Some(x::decode_boxed::<NoMaintenanceModeDrsRecommendationForVM>),
+        Some(x::decode_boxed::<NoPeerHostFound>),
+        Some(x::decode_boxed::<NoPermission>),
+        Some(x::decode_boxed::<NoPermissionOnAD>),
+        Some(x::decode_boxed::<NoPermissionOnHost>),
+        Some(x::decode_boxed::<NoPermissionOnNasVolume>),
+        Some(x::decode_boxed::<NoSubjectName>),
+        Some(x::decode_boxed::<NoVcManagedIpConfigured>),
+        Some(x::decode_boxed::<NoVirtualNic>),
+        Some(x::decode_boxed::<NoVmInVApp>),
+        Some(x::decode_boxed::<NodeDeploymentSpec>),
+        Some(x::decode_boxed::<NodeNetworkSpec>),
+        Some(x::decode_boxed::<NonADUserRequired>),
+        Some(x::decode_boxed::<NonHomeRDMVMotionNotSupported>),
+        Some(x::decode_boxed::<NonPersistentDisksNotSupported>),
+        Some(x::decode_boxed::<NonVIWorkloadDetectedOnDatastoreEvent>),
+        Some(x::decode_boxed::<NonVmwareOuiMacNotSupportedHost>),
+        Some(x::decode_boxed::<NotADirectory>),
+        Some(x::decode_boxed::<NotAFile>),
+        Some(x::decode_boxed::<NotAuthenticated>),
+        Some(x::decode_boxed::<NotEnoughCpus>),
+        Some(x::decode_boxed::<NotEnoughLicenses>),
+        Some(x::decode_boxed::<NotEnoughLogicalCpus>),
+        Some(x::decode_boxed::<NotEnoughResourcesToStartVmEvent>),
+        Some(x::decode_boxed::<NotFound>),
+        Some(x::decode_boxed::<NotImplemented>),
+        Some(x::decode_boxed::<NotSupported>),
+        Some(x::decode_boxed::<NotSupportedDeviceForFT>),
+        Some(x::decode_boxed::<NotSupportedDeviceForFTDeviceType>),
+        Some(x::decode_boxed::<NotSupportedHost>),
+        Some(x::decode_boxed::<NotSupportedHostForChecksum>),
+        Some(x::decode_boxed::<NotSupportedHostForVFlash>),
+        Some(x::decode_boxed::<NotSupportedHostForVmcp>),
+        Some(x::decode_boxed::<NotSupportedHostForVmemFile>),
+        Some(x::decode_boxed::<NotSupportedHostForVsan>),
+        Some(x::decode_boxed::<NotSupportedHostInCluster>),
+        Some(x::decode_boxed::<NotSupportedHostInDvs>),
+        Some(x::decode_boxed::<NotSupportedHostInHACluster>),
+        Some(x::decode_boxed::<NotUserConfigurableProperty>),
+        Some(x::decode_boxed::<NsxHostVNicProfile>),
+        Some(x::decode_boxed::<NumPortsProfile>),
+        Some(x::decode_boxed::<NumVirtualCoresPerSocketNotSupported>),
+        Some(x::decode_boxed::<NumVirtualCpusExceedsLimit>),
+        Some(x::decode_boxed::<NumVirtualCpusIncompatible>),
+        Some(x::decode_boxed::<NumVirtualCpusIncompatibleReason>),
+        Some(x::decode_boxed::<NumVirtualCpusNotSupported>),
+        Some(x::decode_boxed::<NumericRange>),
+        Some(x::decode_boxed::<NvdimmDimmInfo>),
+        Some(x::decode_boxed::<NvdimmGuid>),
+        Some(x::decode_boxed::<NvdimmHealthInfo>),
+        Some(x::decode_boxed::<NvdimmInterleaveSetInfo>),
+        Some(x::decode_boxed::<NvdimmInterleaveSetState>),
+        Some(x::decode_boxed::<NvdimmNamespaceCreateSpec>),
+        Some(x::decode_boxed::<NvdimmNamespaceDeleteSpec>),
+        Some(x::decode_boxed::<NvdimmNamespaceDetails>),
+        Some(x::decode_boxed::<NvdimmNamespaceDetailsHealthStatus>),
+        Some(x::decode_boxed::<NvdimmNamespaceDetailsState>),
+        Some(x::decode_boxed::<NvdimmNamespaceHealthStatus>),
+        Some(x::decode_boxed::<NvdimmNamespaceInfo>),
+        Some(x::decode_boxed::<NvdimmNamespaceState>),
+        Some(x::decode_boxed::<NvdimmNamespaceType>),
+        Some(x::decode_boxed::<NvdimmNvdimmHealthInfoState>),
+        Some(x::decode_boxed::<NvdimmPMemNamespaceCreateSpec>),
+        Some(x::decode_boxed::<NvdimmRangeType>),
+        Some(x::decode_boxed::<NvdimmRegionInfo>),
+        Some(x::decode_boxed::<NvdimmSummary>),
+        Some(x::decode_boxed::<NvdimmSystemInfo>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::required(x::Name(0x2888a04), x::Name(0x2f00106)), // mask: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x23c130d), x::Name(0x2f00106)), // directoryPath: string
+        x::FieldEntry::required(x::Name(0x2287e17), x::Name(0x212d207)), // createParentDirectories: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2287e17), x::Name(0x212d207)), // createParentDirectories: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d8ec0c), x::Name(0x2f00106)), // scsiDiskUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d8ec0c), x::Name(0x2f00106)), // scsiDiskUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d8ec0c), x::Name(0x2f00106)), // scsiDiskUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d8ec0c), x::Name(0x2f00106)), // scsiDiskUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2634207), x::Name(0x2f00106)), // hbaName: string
+        x::FieldEntry::required(x::Name(0x2cd1806), x::Name(0x212d207)), // remove: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x212d207)), // state: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x212d207)), // state: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x28ef50c), x::Name(0x2729103)), // memorySizeMB: int
+        x::FieldEntry::required(x::Name(0x291780f), x::Name(0x2729103)), // minMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x28a130f), x::Name(0x2729103)), // maxMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x28ef50c), x::Name(0x2729103)), // memorySizeMB: int
+        x::FieldEntry::required(x::Name(0x291780f), x::Name(0x2729103)), // minMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x28a130f), x::Name(0x2729103)), // maxMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28ef50c), x::Name(0x2729103)), // memorySizeMB: int
+        x::FieldEntry::required(x::Name(0x28a130f), x::Name(0x2729103)), // maxMemorySizeMB: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x244cc03), x::Name(0x1258216)), // dvs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e95209), x::Name(0x2729103)), // srcRoleId: int
+        x::FieldEntry::required(x::Name(0x243c009), x::Name(0x2729103)), // dstRoleId: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2097908), x::Name(0x127d014)), // argument: MethodActionArgument
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x207ef07)), // value: anyType
+        x::FieldEntry::required(x::Name(0x2e58008), x::Name(0x2f00106)), // sourceId: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2e4f406), x::Name(0x2f00106)), // source: string
+        x::FieldEntry::optional(x::Name(0x252ba0a), x::Name(0x1233814)), // faultCause: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x252ff0c), x::Name(0x1230312)), // faultMessage: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2c7e308), x::Name(0x1258216)), // receiver: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2905d06), x::Name(0x2f00106)), // method: string
+        x::FieldEntry::required(x::Name(0x2ac3608), x::Name(0x1285213)), // operator: MetricAlarmOperator
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2907a06), x::Name(0x1463b0c)), // metric: PerfMetricId
+        x::FieldEntry::optional(x::Name(0x3248c06), x::Name(0x2729103)), // yellow: int
+        x::FieldEntry::optional(x::Name(0x324ab0e), x::Name(0x2729103)), // yellowInterval: int
+        x::FieldEntry::optional(x::Name(0x2ca6203), x::Name(0x2729103)), // red: int
+        x::FieldEntry::optional(x::Name(0x2ca710b), x::Name(0x2729103)), // redInterval: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c03e08), x::Name(0x1d0731a)), // priority: VirtualMachineMovePriority
+        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x1d18918)), // state: VirtualMachinePowerState
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x20b930c), x::Name(0x212d207)), // atSourceHost: boolean
+        x::FieldEntry::required(x::Name(0x251320e), x::Name(0x2f00106)), // failedHostName: string
+        x::FieldEntry::required(x::Name(0x251160a), x::Name(0x1258216)), // failedHost: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x243b007), x::Name(0xd5a311)), // dstHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x243b007), x::Name(0xd5a311)), // dstHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x243b807), x::Name(0x173b719)), // dstPool: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x243b007), x::Name(0xd5a311)), // dstHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x243b807), x::Name(0x173b719)), // dstPool: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x243b007), x::Name(0xd5a311)), // dstHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x214200a), x::Name(0x2f00106)), // bundleUuid: string
+        x::FieldEntry::required(x::Name(0x269fe08), x::Name(0x2f00106)), // hostUuid: string
+        x::FieldEntry::required(x::Name(0x213f011), x::Name(0x2729103)), // bundleBuildNumber: int
+        x::FieldEntry::required(x::Name(0x265f10f), x::Name(0x2729103)), // hostBuildNumber: int
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x2f00106)), // backing: string
+        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
+        x::FieldEntry::required(x::Name(0x2e5f80d), x::Name(0x2f00106)), // sourceNetwork: string
+        x::FieldEntry::required(x::Name(0x2372d0b), x::Name(0x2f00106)), // destNetwork: string
+        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2233e0f), x::Name(0x2729103)), // connectionLimit: int
+        x::FieldEntry::optional(x::Name(0x213c106), x::Name(0x2f00106)), // browse: string
+        x::FieldEntry::required(x::Name(0x2c71504), x::Name(0x2f00106)), // read: string
+        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x2f00106)), // modify: string
+        x::FieldEntry::required(x::Name(0x306e403), x::Name(0x2f00106)), // use: string
+        x::FieldEntry::optional(x::Name(0x2034d05), x::Name(0x2f00106)), // admin: string
+        x::FieldEntry::required(x::Name(0x25b5804), x::Name(0x2f00106)), // full: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x202ae03), x::Name(0x1258216)), // add: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2cd1806), x::Name(0x1258216)), // remove: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x230bf03), x::Name(0x2729103)), // day: int
+        x::FieldEntry::required(x::Name(0x2a9fe06), x::Name(0x1ff8f0b)), // offset: WeekOfMonth
+        x::FieldEntry::required(x::Name(0x320bb07), x::Name(0x8e1e09)), // weekday: DayOfWeek
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x23ea209), x::Name(0x2729103)), // diskIndex: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30e2208), x::Name(0x2f00106)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bad807), x::Name(0x2f00106)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x2382c17), x::Name(0x2f00106)), // destinationPortgroupKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5ed0a), x::Name(0x2f00106)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x1258216)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2380c0f), x::Name(0x2f00106)), // destinationName: string
+        x::FieldEntry::optional(x::Name(0x237bf15), x::Name(0x1258216)), // destinationDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2e8d310), x::Name(0x2f00106)), // srcDirectoryPath: string
+        x::FieldEntry::required(x::Name(0x2438710), x::Name(0x2f00106)), // dstDirectoryPath: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2e8e40b), x::Name(0x2f00106)), // srcFilePath: string
+        x::FieldEntry::required(x::Name(0x243980b), x::Name(0x2f00106)), // dstFilePath: string
+        x::FieldEntry::required(x::Name(0x2afe309), x::Name(0x212d207)), // overwrite: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x282bf04), x::Name(0x1258216)), // list: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x282bf04), x::Name(0x1258216)), // list: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e5ed0a), x::Name(0x2f00106)), // sourceName: string
+        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x1258216)), // sourceDatacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
+        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x1258216)), // destDatacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::repeated(x::Name(0x2faa70e), x::Name(0x12d262d)), // thumbprintData: MultipleCertificatesVerifyFaultThumbprintData
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::required(x::Name(0x2fa9c0a), x::Name(0x2f00106)), // thumbprint: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x2302e0c), x::Name(0x2f00106)), // datastoreUrl: string
+        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x22b140e), x::Name(0x2857004)), // currentMaxSize: long
+        x::FieldEntry::optional(x::Name(0x2cfc20c), x::Name(0x2857004)), // requiredSize: long
+        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
+        x::FieldEntry::optional(x::Name(0x296f803), x::Name(0xe7190d)), // nas: HostNasVolume
+        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2cca80a), x::Name(0x2f00106)), // remoteHost: string
+        x::FieldEntry::required(x::Name(0x2ccf70a), x::Name(0x2f00106)), // remotePath: string
+        x::FieldEntry::optional(x::Name(0x297cf06), x::Name(0x212d207)), // negate: boolean
+        x::FieldEntry::required(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
+        x::FieldEntry::optional(x::Name(0x278f304), x::Name(0x12eb71c)), // ipv6: NetDhcpConfigInfoDhcpOptions
+        x::FieldEntry::optional(x::Name(0x278c404), x::Name(0x12eb71c)), // ipv4: NetDhcpConfigInfoDhcpOptions
+        x::FieldEntry::required(x::Name(0x246f206), x::Name(0x212d207)), // enable: boolean
+        x::FieldEntry::repeated(x::Name(0x2202206), x::Name(0x11c0608)), // config: KeyValue
+        x::FieldEntry::optional(x::Name(0x278f304), x::Name(0x12ee620)), // ipv6: NetDhcpConfigSpecDhcpOptionsSpec
+        x::FieldEntry::optional(x::Name(0x278c404), x::Name(0x12ee620)), // ipv4: NetDhcpConfigSpecDhcpOptionsSpec
+        x::FieldEntry::optional(x::Name(0x246f206), x::Name(0x212d207)), // enable: boolean
+        x::FieldEntry::repeated(x::Name(0x2202206), x::Name(0x11c0608)), // config: KeyValue
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::required(x::Name(0x239e904), x::Name(0x212d207)), // dhcp: boolean
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
+        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x2d98c0c), x::Name(0x2f00106)), // searchDomain: string
+        x::FieldEntry::optional(x::Name(0x239e904), x::Name(0x212d207)), // dhcp: boolean
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2423a0a), x::Name(0x2f00106)), // domainName: string
+        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::repeated(x::Name(0x2d98c0c), x::Name(0x2f00106)), // searchDomain: string
+        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x12f3918)), // ipAddress: NetIpConfigInfoIpAddress
+        x::FieldEntry::optional(x::Name(0x239e904), x::Name(0x12ea511)), // dhcp: NetDhcpConfigInfo
+        x::FieldEntry::optional(x::Name(0x20d2f18), x::Name(0x212d207)), // autoConfigurationEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
+        x::FieldEntry::optional(x::Name(0x2ad7906), x::Name(0x2f00106)), // origin: string
+        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x281fd08), x::Name(0x2308208)), // lifetime: dateTime
+        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x12fa01c)), // ipAddress: NetIpConfigSpecIpAddressSpec
+        x::FieldEntry::optional(x::Name(0x239e904), x::Name(0x12ed411)), // dhcp: NetDhcpConfigSpec
+        x::FieldEntry::optional(x::Name(0x20d2f18), x::Name(0x212d207)), // autoConfigurationEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x2773e07), x::Name(0x12fee1b)), // ipRoute: NetIpRouteConfigInfoIpRoute
+        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x25bd607), x::Name(0x12fd21b)), // gateway: NetIpRouteConfigInfoGateway
+        x::FieldEntry::repeated(x::Name(0x2773e07), x::Name(0x1303f1f)), // ipRoute: NetIpRouteConfigSpecIpRouteSpec
+        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::required(x::Name(0x2beb20c), x::Name(0x2729103)), // prefixLength: int
+        x::FieldEntry::required(x::Name(0x25bd607), x::Name(0x1301f1f)), // gateway: NetIpRouteConfigSpecGatewaySpec
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::repeated(x::Name(0x297de08), x::Name(0x130a218)), // neighbor: NetIpStackInfoNetToMedia
+        x::FieldEntry::repeated(x::Name(0x233d10d), x::Name(0x1306e1b)), // defaultRouter: NetIpStackInfoDefaultRouter
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x281fd08), x::Name(0x2308208)), // lifetime: dateTime
+        x::FieldEntry::required(x::Name(0x2be960a), x::Name(0x2f00106)), // preference: string
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x2b83f0f), x::Name(0x2f00106)), // physicalAddress: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2414a09), x::Name(0x131761e)), // dnsConfig: NetworkProfileDnsConfigProfile
+        x::FieldEntry::required(x::Name(0x277460d), x::Name(0x118f70e)), // ipRouteConfig: IpRouteProfile
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x2f00106)), // host: string
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31f7107), x::Name(0x1e2ba14)), // vswitch: VirtualSwitchProfile
+        x::FieldEntry::repeated(x::Name(0x3186c0b), x::Name(0x1ef0f12)), // vmPortGroup: VmPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x268e70d), x::Name(0xf03814)), // hostPortGroup: HostPortGroupProfile
+        x::FieldEntry::repeated(x::Name(0x2dc7c17), x::Name(0x181631e)), // serviceConsolePortGroup: ServiceConsolePortGroupProfile
+        x::FieldEntry::optional(x::Name(0x2414a09), x::Name(0x131761e)), // dnsConfig: NetworkProfileDnsConfigProfile
+        x::FieldEntry::optional(x::Name(0x277460d), x::Name(0x118f70e)), // ipRouteConfig: IpRouteProfile
+        x::FieldEntry::optional(x::Name(0x2238414), x::Name(0x118f70e)), // consoleIpRouteConfig: IpRouteProfile
+        x::FieldEntry::repeated(x::Name(0x2b99004), x::Name(0x1490512)), // pnic: PhysicalNicProfile
+        x::FieldEntry::repeated(x::Name(0x2454808), x::Name(0xa7bc0a)), // dvswitch: DvsProfile
+        x::FieldEntry::repeated(x::Name(0x2452014), x::Name(0xa88e1c)), // dvsServiceConsoleNic: DvsServiceConsoleVNicProfile
+        x::FieldEntry::repeated(x::Name(0x244e00a), x::Name(0xa4d412)), // dvsHostNic: DvsHostVNicProfile
+        x::FieldEntry::repeated(x::Name(0x2a16b0a), x::Name(0x1376112)), // nsxHostNic: NsxHostVNicProfile
+        x::FieldEntry::repeated(x::Name(0x2988c10), x::Name(0x130d417)), // netStackInstance: NetStackInstanceProfile
+        x::FieldEntry::optional(x::Name(0x2ab820c), x::Name(0x13a8713)), // opaqueSwitch: OpaqueSwitchProfile
+        x::FieldEntry::required(x::Name(0x2906f0a), x::Name(0x2f00106)), // methodName: string
+        x::FieldEntry::required(x::Name(0x2feb10d), x::Name(0x2f00106)), // transactionId: string
+        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x201470a), x::Name(0x212d207)), // accessible: boolean
+        x::FieldEntry::optional(x::Name(0x276fa0a), x::Name(0x2f00106)), // ipPoolName: string
+        x::FieldEntry::optional(x::Name(0x276e308), x::Name(0x2729103)), // ipPoolId: int
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2a7c612), x::Name(0x2729103)), // numberOfNicsInSpec: int
+        x::FieldEntry::required(x::Name(0x2a7d910), x::Name(0x2729103)), // numberOfNicsInVM: int
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x21ff60f), x::Name(0x1258216)), // computeResource: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x2f00106)), // datastore: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x253f407), x::Name(0x11e0a12)), // feature: LicenseFeatureInfo
+        x::FieldEntry::required(x::Name(0x2a8f806), x::Name(0x1258216)), // object: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c0c80b), x::Name(0x2f00106)), // privilegeId: string
+        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::optional(x::Name(0x24d6d07), x::Name(0x1258216)), // esxHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c46d16), x::Name(0x1258216)), // publicNetworkPortGroup: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x21c9117), x::Name(0x1258216)), // clusterNetworkPortGroup: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x287c40c), x::Name(0x181af0e)), // managementVc: ServiceLocator
+        x::FieldEntry::required(x::Name(0x29eab08), x::Name(0x2f00106)), // nodeName: string
+        x::FieldEntry::required(x::Name(0x277770a), x::Name(0x803417)), // ipSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x277770a), x::Name(0x803417)), // ipSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2a2810a), x::Name(0x2729103)), // numCpuDest: int
+        x::FieldEntry::required(x::Name(0x2a2cd08), x::Name(0x2729103)), // numCpuVm: int
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x239a30a), x::Name(0x2f00106)), // deviceType: string
+        x::FieldEntry::optional(x::Name(0x239180b), x::Name(0x2f00106)), // deviceLabel: string
+        x::FieldEntry::optional(x::Name(0x2c1740b), x::Name(0x2f00106)), // productName: string
+        x::FieldEntry::optional(x::Name(0x2c1970e), x::Name(0x2f00106)), // productVersion: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2f67911), x::Name(0x9f4423)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x213de05), x::Name(0x2f00106)), // build: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2769308), x::Name(0x1187b10)), // ipConfig: IpAddressProfile
+        x::FieldEntry::required(x::Name(0x28b881e), x::Name(0x2729103)), // maxSupportedCoresPerSocketDest: int
+        x::FieldEntry::required(x::Name(0x2a25a13), x::Name(0x2729103)), // numCoresPerSocketVm: int
+        x::FieldEntry::required(x::Name(0x28beb11), x::Name(0x2729103)), // maxSupportedVcpus: int
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2a26e06), x::Name(0x2729103)), // numCpu: int
+        x::FieldEntry::required(x::Name(0x28bfd15), x::Name(0x2729103)), // maxSupportedVcpusDest: int
+        x::FieldEntry::required(x::Name(0x2a2cd08), x::Name(0x2729103)), // numCpuVm: int
+        x::FieldEntry::required(x::Name(0x2eaf505), x::Name(0x2729103)), // start: int
+        x::FieldEntry::required(x::Name(0x249fc03), x::Name(0x2729103)), // end: int
+        x::FieldEntry::required(x::Name(0x23b680a), x::Name(0x2729103)), // dimmHandle: int
+        x::FieldEntry::required(x::Name(0x2643d0a), x::Name(0x1384210)), // healthInfo: NvdimmHealthInfo
+        x::FieldEntry::required(x::Name(0x2fd4c0d), x::Name(0x2857004)), // totalCapacity: long
+        x::FieldEntry::required(x::Name(0x2b6ad12), x::Name(0x2857004)), // persistentCapacity: long
+        x::FieldEntry::required(x::Name(0x20ecb1b), x::Name(0x2857004)), // availablePersistentCapacity: long
+        x::FieldEntry::required(x::Name(0x31caf10), x::Name(0x2857004)), // volatileCapacity: long
+        x::FieldEntry::required(x::Name(0x20f2c19), x::Name(0x2857004)), // availableVolatileCapacity: long
+        x::FieldEntry::required(x::Name(0x2120a0d), x::Name(0x2857004)), // blockCapacity: long
+        x::FieldEntry::repeated(x::Name(0x2cb0b0a), x::Name(0x139b110)), // regionInfo: NvdimmRegionInfo
+        x::FieldEntry::required(x::Name(0x2cec314), x::Name(0x2f00106)), // representationString: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x264820c), x::Name(0x2f00106)), // healthStatus: string
+        x::FieldEntry::required(x::Name(0x2644811), x::Name(0x2f00106)), // healthInformation: string
+        x::FieldEntry::repeated(x::Name(0x2ebec0d), x::Name(0x2f00106)), // stateFlagInfo: string
+        x::FieldEntry::required(x::Name(0x23b930f), x::Name(0x2729103)), // dimmTemperature: int
+        x::FieldEntry::required(x::Name(0x23ba318), x::Name(0x2729103)), // dimmTemperatureThreshold: int
+        x::FieldEntry::required(x::Name(0x2e7b815), x::Name(0x2729103)), // spareBlocksPercentage: int
+        x::FieldEntry::required(x::Name(0x2e7a413), x::Name(0x2729103)), // spareBlockThreshold: int
+        x::FieldEntry::required(x::Name(0x23b7c16), x::Name(0x2729103)), // dimmLifespanPercentage: int
+        x::FieldEntry::optional(x::Name(0x24d160d), x::Name(0x2729103)), // esTemperature: int
+        x::FieldEntry::optional(x::Name(0x24d2416), x::Name(0x2729103)), // esTemperatureThreshold: int
+        x::FieldEntry::optional(x::Name(0x24d0114), x::Name(0x2729103)), // esLifespanPercentage: int
+        x::FieldEntry::required(x::Name(0x2dde405), x::Name(0x2729103)), // setId: int
+        x::FieldEntry::required(x::Name(0x2c68e09), x::Name(0x2f00106)), // rangeType: string
+        x::FieldEntry::required(x::Name(0x2111b0b), x::Name(0x2857004)), // baseAddress: long
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x20f1e0d), x::Name(0x2857004)), // availableSize: long
+        x::FieldEntry::repeated(x::Name(0x239240a), x::Name(0x2729103)), // deviceList: int
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
+        x::FieldEntry::required(x::Name(0x2125209), x::Name(0x2857004)), // blockSize: long
+        x::FieldEntry::required(x::Name(0x212180a), x::Name(0x2857004)), // blockCount: long
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x284760a), x::Name(0x2729103)), // locationID: int
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x296bb15), x::Name(0x2f00106)), // namespaceHealthStatus: string
+        x::FieldEntry::required(x::Name(0x273510f), x::Name(0x2729103)), // interleavesetID: int
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
+        x::FieldEntry::required(x::Name(0x2125209), x::Name(0x2857004)), // blockSize: long
+        x::FieldEntry::required(x::Name(0x212180a), x::Name(0x2857004)), // blockCount: long
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x296bb15), x::Name(0x2f00106)), // namespaceHealthStatus: string
+        x::FieldEntry::required(x::Name(0x284760a), x::Name(0x2729103)), // locationID: int
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x259e10c), x::Name(0x2f00106)), // friendlyName: string
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x273510f), x::Name(0x2729103)), // interleavesetID: int
+        x::FieldEntry::required(x::Name(0x2cb0208), x::Name(0x2729103)), // regionId: int
+        x::FieldEntry::required(x::Name(0x2dde405), x::Name(0x2729103)), // setId: int
+        x::FieldEntry::required(x::Name(0x2c68e09), x::Name(0x2f00106)), // rangeType: string
+        x::FieldEntry::required(x::Name(0x2eb0709), x::Name(0x2857004)), // startAddr: long
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x2a9fe06), x::Name(0x2857004)), // offset: long
+        x::FieldEntry::required(x::Name(0x2a2de08), x::Name(0x2729103)), // numDimms: int
+        x::FieldEntry::required(x::Name(0x264820c), x::Name(0x2f00106)), // healthStatus: string
+        x::FieldEntry::required(x::Name(0x2fd4c0d), x::Name(0x2857004)), // totalCapacity: long
+        x::FieldEntry::required(x::Name(0x2b6ad12), x::Name(0x2857004)), // persistentCapacity: long
+        x::FieldEntry::required(x::Name(0x2120a0d), x::Name(0x2857004)), // blockCapacity: long
+        x::FieldEntry::required(x::Name(0x20e7511), x::Name(0x2857004)), // availableCapacity: long
+        x::FieldEntry::required(x::Name(0x2a36d11), x::Name(0x2729103)), // numInterleavesets: int
+        x::FieldEntry::required(x::Name(0x2a3d30d), x::Name(0x2729103)), // numNamespaces: int
+        x::FieldEntry::optional(x::Name(0x2f0f207), x::Name(0x139c20d)), // summary: NvdimmSummary
+        x::FieldEntry::repeated(x::Name(0x23bbc05), x::Name(0x2729103)), // dimms: int
+        x::FieldEntry::repeated(x::Name(0x23b7308), x::Name(0x138280e)), // dimmInfo: NvdimmDimmInfo
+        x::FieldEntry::repeated(x::Name(0x273430d), x::Name(0x2729103)), // interleaveSet: int
+        x::FieldEntry::repeated(x::Name(0x26c4408), x::Name(0x1385317)), // iSetInfo: NvdimmInterleaveSetInfo
+        x::FieldEntry::repeated(x::Name(0x296a309), x::Name(0x138370a)), // namespace: NvdimmGuid
+        x::FieldEntry::repeated(x::Name(0x2a16006), x::Name(0x1392a13)), // nsInfo: NvdimmNamespaceInfo
+        x::FieldEntry::repeated(x::Name(0x2a15609), x::Name(0x138b816)), // nsDetails: NvdimmNamespaceDetails
+    ],
+    values: &[
+        x::Name(0x25da804), // gray
+        x::Name(0x25dce05), // green
+        x::Name(0x3248c06), // yellow
+        x::Name(0x2ca6203), // red
+        x::Name(0x27ae807), // isAbove
+        x::Name(0x27af007), // isBelow
+        x::Name(0x2eaa507), // standby
+        x::Name(0x201d706), // active
+        x::Name(0x23ca108), // disabled
+        x::Name(0x230e904), // dead
+        x::Name(0x3024f07), // unknown
+        x::Name(0x3024f07), // unknown
+        x::Name(0x247bd07), // enabled
+        x::Name(0x23ca108), // disabled
+        x::Name(0x247e50e), // enabledViaDHCP
+        x::Name(0x2ad9905), // other
+        x::Name(0x2880706), // manual
+        x::Name(0x239e904), // dhcp
+        x::Name(0x2829409), // linklayer
+        x::Name(0x2c68106), // random
+        x::Name(0x2bea109), // preferred
+        x::Name(0x235f90a), // deprecated
+        x::Name(0x273be07), // invalid
+        x::Name(0x26e750c), // inaccessible
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2fa0709), // tentative
+        x::Name(0x243d909), // duplicate
+        x::Name(0x2ad9905), // other
+        x::Name(0x273be07), // invalid
+        x::Name(0x2455107), // dynamic
+        x::Name(0x2880706), // manual
+        x::Name(0x2d13008), // reserved
+        x::Name(0x285b403), // low
+        x::Name(0x28cfe06), // medium
+        x::Name(0x2653f04), // high
+        x::Name(0x311fb0e), // virtualVmxnet3
+        x::Name(0x2b20119), // paraVirtualSCSIController
+        x::Name(0x2c9a90c), // recordReplay
+        x::Name(0x253160e), // faultTolerance
+        x::Name(0x273be07), // invalid
+        x::Name(0x201d706), // active
+        x::Name(0x29f7206), // normal
+        x::Name(0x2924007), // missing
+        x::Name(0x27e2a0c), // labelMissing
+        x::Name(0x2733210), // interleaveBroken
+        x::Name(0x27e0f11), // labelInconsistent
+        x::Name(0x273be07), // invalid
+        x::Name(0x2a01108), // notInUse
+        x::Name(0x26e6305), // inUse
+        x::Name(0x29f7206), // normal
+        x::Name(0x2924007), // missing
+        x::Name(0x27e2a0c), // labelMissing
+        x::Name(0x2733210), // interleaveBroken
+        x::Name(0x27e0f11), // labelInconsistent
+        x::Name(0x213d30a), // bttCorrupt
+        x::Name(0x210620c), // badBlockSize
+        x::Name(0x273be07), // invalid
+        x::Name(0x2a01108), // notInUse
+        x::Name(0x26e6305), // inUse
+        x::Name(0x212230e), // blockNamespace
+        x::Name(0x2b7c813), // persistentNamespace
+        x::Name(0x29f7206), // normal
+        x::Name(0x24c8205), // error
+        x::Name(0x31cc00d), // volatileRange
+        x::Name(0x2b7dc0f), // persistentRange
+        x::Name(0x2250a0c), // controlRange
+        x::Name(0x212470a), // blockRange
+        x::Name(0x31ce518), // volatileVirtualDiskRange
+        x::Name(0x31cce16), // volatileVirtualCDRange
+        x::Name(0x2b8141a), // persistentVirtualDiskRange
+        x::Name(0x2b7fb18), // persistentVirtualCDRange
+    ],
+};

@@ -3,17 +3,15 @@
 
 pub(super) mod a_1;
 pub(super) mod a_2;
-pub(super) mod a_3;
 pub(super) mod b_to_c;
 pub(super) mod c;
-pub(super) mod d_1;
-pub(super) mod d_2;
-pub(super) mod e;
+pub(super) mod d;
+pub(super) mod d_to_e;
 pub(super) mod f_to_g;
 pub(super) mod h_1;
 pub(super) mod h_2;
 pub(super) mod h_3;
-pub(super) mod i;
+pub(super) mod h_to_i;
 pub(super) mod j_to_l;
 pub(super) mod m_to_n;
 pub(super) mod o;
@@ -25,5 +23,4 @@ pub(super) mod t_to_u;
 pub(super) mod v_1;
 pub(super) mod v_2;
 pub(super) mod v_3;
-pub(super) mod v_to_i;
-pub(super) mod p_to_v;
+pub(super) mod v_to_v;

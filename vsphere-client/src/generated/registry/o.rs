@@ -4,1189 +4,471 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "ObjectContent",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("obj", "ManagedObjectReference"),
-            x::FieldInfo::repeated("propSet", "DynamicProperty"),
-            x::FieldInfo::repeated("missingSet", "MissingProperty"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ObjectContent>),
-    },
-    x::TypeInfo {
-        name: "ObjectSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("obj", "ManagedObjectReference"),
-            x::FieldInfo::optional("skip", "boolean"),
-            x::FieldInfo::repeated("selectSet", "SelectionSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ObjectSpec>),
-    },
-    x::TypeInfo {
-        name: "ObjectUpdate",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("kind", "ObjectUpdateKind"),
-            x::FieldInfo::required("obj", "ManagedObjectReference"),
-            x::FieldInfo::repeated("changeSet", "PropertyChange"),
-            x::FieldInfo::repeated("missingSet", "MissingProperty"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ObjectUpdate>),
-    },
-    x::TypeInfo {
-        name: "ObjectUpdateKind",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["modify", "enter", "leave"],
-        decode: Some(x::decode_boxed::<ObjectUpdateKind>),
-    },
-    x::TypeInfo {
-        name: "OnceTaskScheduler",
-        base: Some("TaskScheduler"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("runAt", "dateTime")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OnceTaskScheduler>),
-    },
-    x::TypeInfo {
-        name: "OpaqueNetworkCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("networkReservationSupported", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OpaqueNetworkCapability>),
-    },
-    x::TypeInfo {
-        name: "OpaqueNetworkSummary",
-        base: Some("NetworkSummary"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("opaqueNetworkId", "string"),
-            x::FieldInfo::required("opaqueNetworkType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OpaqueNetworkSummary>),
-    },
-    x::TypeInfo {
-        name: "OpaqueNetworkTargetInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("network", "OpaqueNetworkSummary"),
-            x::FieldInfo::optional("networkReservationSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OpaqueNetworkTargetInfo>),
-    },
-    x::TypeInfo {
-        name: "OpaqueSwitchProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OpaqueSwitchProfile>),
-    },
-    x::TypeInfo {
-        name: "OpenInventoryViewFolderRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "OperationDisabledByGuest",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OperationDisabledByGuest>),
-    },
-    x::TypeInfo {
-        name: "OperationDisallowedOnHost",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OperationDisallowedOnHost>),
-    },
-    x::TypeInfo {
-        name: "OperationNotSupportedByGuest",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OperationNotSupportedByGuest>),
-    },
-    x::TypeInfo {
-        name: "OptionDef",
-        base: Some("ElementDescription"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("optionType", "OptionType")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OptionDef>),
-    },
-    x::TypeInfo {
-        name: "OptionProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OptionProfile>),
-    },
-    x::TypeInfo {
-        name: "OptionType",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("valueIsReadonly", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OptionType>),
-    },
-    x::TypeInfo {
-        name: "OptionValue",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("value", "anyType"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OptionValue>),
-    },
-    x::TypeInfo {
-        name: "OrAlarmExpression",
-        base: Some("AlarmExpression"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("expression", "AlarmExpression")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OrAlarmExpression>),
-    },
-    x::TypeInfo {
-        name: "OutOfBounds",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("argumentName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OutOfBounds>),
-    },
-    x::TypeInfo {
-        name: "OutOfSyncDvsHost",
-        base: Some("DvsEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("hostOutOfSync", "DvsOutOfSyncHostArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OutOfSyncDvsHost>),
-    },
-    x::TypeInfo {
-        name: "OverwriteCustomizationSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("item", "CustomizationSpecItem"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "OvfAttribute",
-        base: Some("OvfInvalidPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("elementName", "string"),
-            x::FieldInfo::required("attributeName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfAttribute>),
-    },
-    x::TypeInfo {
-        name: "OvfConnectedDevice",
-        base: Some("OvfHardwareExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConnectedDevice>),
-    },
-    x::TypeInfo {
-        name: "OvfConnectedDeviceFloppy",
-        base: Some("OvfConnectedDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("filename", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConnectedDeviceFloppy>),
-    },
-    x::TypeInfo {
-        name: "OvfConnectedDeviceIso",
-        base: Some("OvfConnectedDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("filename", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConnectedDeviceIso>),
-    },
-    x::TypeInfo {
-        name: "OvfConstraint",
-        base: Some("OvfInvalidPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConstraint>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerCallbackFault",
-        base: Some("OvfFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::required("extensionName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerCallbackFault>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerCommunicationError",
-        base: Some("OvfConsumerCallbackFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("description", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerCommunicationError>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerFault",
-        base: Some("OvfConsumerCallbackFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("errorKey", "string"),
-            x::FieldInfo::required("message", "string"),
-            x::FieldInfo::repeated("params", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerFault>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerInvalidSection",
-        base: Some("OvfConsumerCallbackFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("lineNumber", "int"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerInvalidSection>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerOstNode",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::repeated("section", "OvfConsumerOvfSection"),
-            x::FieldInfo::repeated("child", "OvfConsumerOstNode"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerOstNode>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerOstNodeType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["envelope", "virtualSystem", "virtualSystemCollection"],
-        decode: Some(x::decode_boxed::<OvfConsumerOstNodeType>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerOvfSection",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("lineNumber", "int"),
-            x::FieldInfo::required("xml", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerOvfSection>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerPowerOnFault",
-        base: Some("InvalidState"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::required("extensionName", "string"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerPowerOnFault>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerUndeclaredSection",
-        base: Some("OvfConsumerCallbackFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("qualifiedSectionType", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerUndeclaredSection>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerUndefinedPrefix",
-        base: Some("OvfConsumerCallbackFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("prefix", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerUndefinedPrefix>),
-    },
-    x::TypeInfo {
-        name: "OvfConsumerValidationFault",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::required("extensionName", "string"),
-            x::FieldInfo::required("message", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfConsumerValidationFault>),
-    },
-    x::TypeInfo {
-        name: "OvfCpuCompatibility",
-        base: Some("OvfImport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("registerName", "string"),
-            x::FieldInfo::required("level", "int"),
-            x::FieldInfo::required("registerValue", "string"),
-            x::FieldInfo::required("desiredRegisterValue", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfCpuCompatibility>),
-    },
-    x::TypeInfo {
-        name: "OvfCpuCompatibilityCheckNotSupported",
-        base: Some("OvfImport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfCpuCompatibilityCheckNotSupported>),
-    },
-    x::TypeInfo {
-        name: "OvfCreateDescriptorParams",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("ovfFiles", "OvfFile"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("description", "string"),
-            x::FieldInfo::optional("includeImageFiles", "boolean"),
-            x::FieldInfo::repeated("exportOption", "string"),
-            x::FieldInfo::optional("snapshot", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfCreateDescriptorParams>),
-    },
-    x::TypeInfo {
-        name: "OvfCreateDescriptorResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ovfDescriptor", "string"),
-            x::FieldInfo::repeated("error", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("warning", "LocalizedMethodFault"),
-            x::FieldInfo::optional("includeImageFiles", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfCreateDescriptorResult>),
-    },
-    x::TypeInfo {
-        name: "OvfCreateImportSpecParams",
-        base: Some("OvfManagerCommonParams"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entityName", "string"),
-            x::FieldInfo::optional("hostSystem", "ManagedObjectReference"),
-            x::FieldInfo::repeated("networkMapping", "OvfNetworkMapping"),
-            x::FieldInfo::optional("ipAllocationPolicy", "string"),
-            x::FieldInfo::optional("ipProtocol", "string"),
-            x::FieldInfo::repeated("propertyMapping", "KeyValue"),
-            x::FieldInfo::repeated("resourceMapping", "OvfResourceMap"),
-            x::FieldInfo::optional("diskProvisioning", "string"),
-            x::FieldInfo::optional("instantiationOst", "OvfConsumerOstNode"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfCreateImportSpecParams>),
-    },
-    x::TypeInfo {
-        name: "OvfCreateImportSpecParamsDiskProvisioningType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "monolithicSparse",
-            "monolithicFlat",
-            "twoGbMaxExtentSparse",
-            "twoGbMaxExtentFlat",
-            "thin",
-            "thick",
-            "seSparse",
-            "eagerZeroedThick",
-            "sparse",
-            "flat",
-        ],
-        decode: Some(x::decode_boxed::<OvfCreateImportSpecParamsDiskProvisioningType>),
-    },
-    x::TypeInfo {
-        name: "OvfCreateImportSpecResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("importSpec", "ImportSpec"),
-            x::FieldInfo::repeated("fileItem", "OvfFileItem"),
-            x::FieldInfo::repeated("warning", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("error", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfCreateImportSpecResult>),
-    },
-    x::TypeInfo {
-        name: "OvfDeploymentOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("label", "string"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfDeploymentOption>),
-    },
-    x::TypeInfo {
-        name: "OvfDiskMappingNotFound",
-        base: Some("OvfSystemFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskName", "string"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfDiskMappingNotFound>),
-    },
-    x::TypeInfo {
-        name: "OvfDiskOrderConstraint",
-        base: Some("OvfConstraint"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfDiskOrderConstraint>),
-    },
-    x::TypeInfo {
-        name: "OvfDuplicateElement",
-        base: Some("OvfElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfDuplicateElement>),
-    },
-    x::TypeInfo {
-        name: "OvfDuplicatedElementBoundary",
-        base: Some("OvfElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("boundary", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfDuplicatedElementBoundary>),
-    },
-    x::TypeInfo {
-        name: "OvfDuplicatedPropertyIdExport",
-        base: Some("OvfExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("fqid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfDuplicatedPropertyIdExport>),
-    },
-    x::TypeInfo {
-        name: "OvfDuplicatedPropertyIdImport",
-        base: Some("OvfExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfDuplicatedPropertyIdImport>),
-    },
-    x::TypeInfo {
-        name: "OvfElement",
-        base: Some("OvfInvalidPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfElement>),
-    },
-    x::TypeInfo {
-        name: "OvfElementInvalidValue",
-        base: Some("OvfElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfElementInvalidValue>),
-    },
-    x::TypeInfo {
-        name: "OvfExport",
-        base: Some("OvfFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfExport>),
-    },
-    x::TypeInfo {
-        name: "OvfExportFailed",
-        base: Some("OvfExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfExportFailed>),
-    },
-    x::TypeInfo {
-        name: "OvfFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfFault>),
-    },
-    x::TypeInfo {
-        name: "OvfFile",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceId", "string"),
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::optional("compressionMethod", "string"),
-            x::FieldInfo::optional("chunkSize", "long"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::optional("capacity", "long"),
-            x::FieldInfo::optional("populatedSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfFile>),
-    },
-    x::TypeInfo {
-        name: "OvfFileItem",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceId", "string"),
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::optional("compressionMethod", "string"),
-            x::FieldInfo::optional("chunkSize", "long"),
-            x::FieldInfo::optional("size", "long"),
-            x::FieldInfo::required("cimType", "int"),
-            x::FieldInfo::required("create", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfFileItem>),
-    },
-    x::TypeInfo {
-        name: "OvfHardwareCheck",
-        base: Some("OvfImport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfHardwareCheck>),
-    },
-    x::TypeInfo {
-        name: "OvfHardwareExport",
-        base: Some("OvfExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("device", "VirtualDevice"),
-            x::FieldInfo::required("vmPath", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfHardwareExport>),
-    },
-    x::TypeInfo {
-        name: "OvfHostResourceConstraint",
-        base: Some("OvfConstraint"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfHostResourceConstraint>),
-    },
-    x::TypeInfo {
-        name: "OvfHostValueNotParsed",
-        base: Some("OvfSystemFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("property", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfHostValueNotParsed>),
-    },
-    x::TypeInfo {
-        name: "OvfImport",
-        base: Some("OvfFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfImport>),
-    },
-    x::TypeInfo {
-        name: "OvfImportFailed",
-        base: Some("OvfImport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfImportFailed>),
-    },
-    x::TypeInfo {
-        name: "OvfInternalError",
-        base: Some("OvfSystemFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfInternalError>),
-    },
-    x::TypeInfo {
-        name: "OvfInvalidPackage",
-        base: Some("OvfFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("lineNumber", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfInvalidPackage>),
-    },
-    x::TypeInfo {
-        name: "OvfInvalidValue",
-        base: Some("OvfAttribute"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfInvalidValue>),
-    },
-    x::TypeInfo {
-        name: "OvfInvalidValueConfiguration",
-        base: Some("OvfInvalidValue"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfInvalidValueConfiguration>),
-    },
-    x::TypeInfo {
-        name: "OvfInvalidValueEmpty",
-        base: Some("OvfInvalidValue"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfInvalidValueEmpty>),
-    },
-    x::TypeInfo {
-        name: "OvfInvalidValueFormatMalformed",
-        base: Some("OvfInvalidValue"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfInvalidValueFormatMalformed>),
-    },
-    x::TypeInfo {
-        name: "OvfInvalidValueReference",
-        base: Some("OvfInvalidValue"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfInvalidValueReference>),
-    },
-    x::TypeInfo {
-        name: "OvfInvalidVmName",
-        base: Some("OvfUnsupportedPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfInvalidVmName>),
-    },
-    x::TypeInfo {
-        name: "OvfManagerCommonParams",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("locale", "string"),
-            x::FieldInfo::required("deploymentOption", "string"),
-            x::FieldInfo::repeated("msgBundle", "KeyValue"),
-            x::FieldInfo::repeated("importOption", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfManagerCommonParams>),
-    },
-    x::TypeInfo {
-        name: "OvfMappedOsId",
-        base: Some("OvfImport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ovfId", "int"),
-            x::FieldInfo::required("ovfDescription", "string"),
-            x::FieldInfo::required("targetDescription", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfMappedOsId>),
-    },
-    x::TypeInfo {
-        name: "OvfMissingAttribute",
-        base: Some("OvfAttribute"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfMissingAttribute>),
-    },
-    x::TypeInfo {
-        name: "OvfMissingElement",
-        base: Some("OvfElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfMissingElement>),
-    },
-    x::TypeInfo {
-        name: "OvfMissingElementNormalBoundary",
-        base: Some("OvfMissingElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("boundary", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfMissingElementNormalBoundary>),
-    },
-    x::TypeInfo {
-        name: "OvfMissingHardware",
-        base: Some("OvfImport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("resourceType", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfMissingHardware>),
-    },
-    x::TypeInfo {
-        name: "OvfNetworkInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfNetworkInfo>),
-    },
-    x::TypeInfo {
-        name: "OvfNetworkMapping",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("network", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfNetworkMapping>),
-    },
-    x::TypeInfo {
-        name: "OvfNetworkMappingNotSupported",
-        base: Some("OvfImport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfNetworkMappingNotSupported>),
-    },
-    x::TypeInfo {
-        name: "OvfNoHostNic",
-        base: Some("OvfUnsupportedPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfNoHostNic>),
-    },
-    x::TypeInfo {
-        name: "OvfNoSpaceOnController",
-        base: Some("OvfUnsupportedElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("parent", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfNoSpaceOnController>),
-    },
-    x::TypeInfo {
-        name: "OvfNoSupportedHardwareFamily",
-        base: Some("OvfUnsupportedPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("version", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfNoSupportedHardwareFamily>),
-    },
-    x::TypeInfo {
-        name: "OvfOptionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("option", "string"),
-            x::FieldInfo::required("description", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfOptionInfo>),
-    },
-    x::TypeInfo {
-        name: "OvfParseDescriptorParams",
-        base: Some("OvfManagerCommonParams"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfParseDescriptorParams>),
-    },
-    x::TypeInfo {
-        name: "OvfParseDescriptorResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("eula", "string"),
-            x::FieldInfo::repeated("network", "OvfNetworkInfo"),
-            x::FieldInfo::repeated("ipAllocationScheme", "string"),
-            x::FieldInfo::repeated("ipProtocols", "string"),
-            x::FieldInfo::repeated("property", "VAppPropertyInfo"),
-            x::FieldInfo::optional("productInfo", "VAppProductInfo"),
-            x::FieldInfo::required("annotation", "string"),
-            x::FieldInfo::optional("approximateDownloadSize", "long"),
-            x::FieldInfo::optional("approximateFlatDeploymentSize", "long"),
-            x::FieldInfo::optional("approximateSparseDeploymentSize", "long"),
-            x::FieldInfo::required("defaultEntityName", "string"),
-            x::FieldInfo::required("virtualApp", "boolean"),
-            x::FieldInfo::repeated("deploymentOption", "OvfDeploymentOption"),
-            x::FieldInfo::required("defaultDeploymentOption", "string"),
-            x::FieldInfo::repeated("entityName", "KeyValue"),
-            x::FieldInfo::optional("annotatedOst", "OvfConsumerOstNode"),
-            x::FieldInfo::repeated("error", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("warning", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfParseDescriptorResult>),
-    },
-    x::TypeInfo {
-        name: "OvfProperty",
-        base: Some("OvfInvalidPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfProperty>),
-    },
-    x::TypeInfo {
-        name: "OvfPropertyExport",
-        base: Some("OvfExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfPropertyExport>),
-    },
-    x::TypeInfo {
-        name: "OvfPropertyNetwork",
-        base: Some("OvfProperty"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfPropertyNetwork>),
-    },
-    x::TypeInfo {
-        name: "OvfPropertyNetworkExport",
-        base: Some("OvfExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("network", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfPropertyNetworkExport>),
-    },
-    x::TypeInfo {
-        name: "OvfPropertyQualifier",
-        base: Some("OvfProperty"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("qualifier", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfPropertyQualifier>),
-    },
-    x::TypeInfo {
-        name: "OvfPropertyQualifierDuplicate",
-        base: Some("OvfProperty"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("qualifier", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfPropertyQualifierDuplicate>),
-    },
-    x::TypeInfo {
-        name: "OvfPropertyQualifierIgnored",
-        base: Some("OvfProperty"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("qualifier", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfPropertyQualifierIgnored>),
-    },
-    x::TypeInfo {
-        name: "OvfPropertyType",
-        base: Some("OvfProperty"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfPropertyType>),
-    },
-    x::TypeInfo {
-        name: "OvfPropertyValue",
-        base: Some("OvfProperty"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfPropertyValue>),
-    },
-    x::TypeInfo {
-        name: "OvfResourceMap",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("source", "string"),
-            x::FieldInfo::optional("parent", "ManagedObjectReference"),
-            x::FieldInfo::optional("resourceSpec", "ResourceConfigSpec"),
-            x::FieldInfo::optional("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfResourceMap>),
-    },
-    x::TypeInfo {
-        name: "OvfSystemFault",
-        base: Some("OvfFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfSystemFault>),
-    },
-    x::TypeInfo {
-        name: "OvfToXmlUnsupportedElement",
-        base: Some("OvfSystemFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfToXmlUnsupportedElement>),
-    },
-    x::TypeInfo {
-        name: "OvfUnableToExportDisk",
-        base: Some("OvfHardwareExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("diskName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnableToExportDisk>),
-    },
-    x::TypeInfo {
-        name: "OvfUnexpectedElement",
-        base: Some("OvfElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnexpectedElement>),
-    },
-    x::TypeInfo {
-        name: "OvfUnknownDevice",
-        base: Some("OvfSystemFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("device", "VirtualDevice"),
-            x::FieldInfo::required("vmName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnknownDevice>),
-    },
-    x::TypeInfo {
-        name: "OvfUnknownDeviceBacking",
-        base: Some("OvfHardwareExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("backing", "VirtualDeviceBackingInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnknownDeviceBacking>),
-    },
-    x::TypeInfo {
-        name: "OvfUnknownEntity",
-        base: Some("OvfSystemFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("lineNumber", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnknownEntity>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedAttribute",
-        base: Some("OvfUnsupportedPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("elementName", "string"),
-            x::FieldInfo::required("attributeName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedAttribute>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedAttributeValue",
-        base: Some("OvfUnsupportedAttribute"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedAttributeValue>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedDeviceBackingInfo",
-        base: Some("OvfSystemFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("elementName", "string"),
-            x::FieldInfo::optional("instanceId", "string"),
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::optional("backingName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedDeviceBackingOption",
-        base: Some("OvfSystemFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("elementName", "string"),
-            x::FieldInfo::optional("instanceId", "string"),
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::optional("backingName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedDeviceExport",
-        base: Some("OvfHardwareExport"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedDeviceExport>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedDiskProvisioning",
-        base: Some("OvfImport"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskProvisioning", "string"),
-            x::FieldInfo::required("supportedDiskProvisioning", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedDiskProvisioning>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedElement",
-        base: Some("OvfUnsupportedPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedElement>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedElementValue",
-        base: Some("OvfUnsupportedElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedElementValue>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedPackage",
-        base: Some("OvfFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("lineNumber", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedPackage>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedSection",
-        base: Some("OvfUnsupportedElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("info", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedSection>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedSubType",
-        base: Some("OvfUnsupportedPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("elementName", "string"),
-            x::FieldInfo::required("instanceId", "string"),
-            x::FieldInfo::required("deviceType", "int"),
-            x::FieldInfo::required("deviceSubType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedSubType>),
-    },
-    x::TypeInfo {
-        name: "OvfUnsupportedType",
-        base: Some("OvfUnsupportedPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("instanceId", "string"),
-            x::FieldInfo::required("deviceType", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfUnsupportedType>),
-    },
-    x::TypeInfo {
-        name: "OvfValidateHostParams",
-        base: Some("OvfManagerCommonParams"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfValidateHostParams>),
-    },
-    x::TypeInfo {
-        name: "OvfValidateHostResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("downloadSize", "long"),
-            x::FieldInfo::optional("flatDeploymentSize", "long"),
-            x::FieldInfo::optional("sparseDeploymentSize", "long"),
-            x::FieldInfo::repeated("error", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("warning", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("supportedDiskProvisioning", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfValidateHostResult>),
-    },
-    x::TypeInfo {
-        name: "OvfWrongElement",
-        base: Some("OvfElement"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfWrongElement>),
-    },
-    x::TypeInfo {
-        name: "OvfWrongNamespace",
-        base: Some("OvfInvalidPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("namespaceName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfWrongNamespace>),
-    },
-    x::TypeInfo {
-        name: "OvfXmlFormat",
-        base: Some("OvfInvalidPackage"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("description", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<OvfXmlFormat>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x139e70d), x::Name(0xaa460b), 0, 3), // ObjectContent: DynamicData
+        x::TypeEntry::structure(x::Name(0x139f50a), x::Name(0xaa460b), 3, 3), // ObjectSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x13a000c), x::Name(0xaa460b), 6, 4), // ObjectUpdate: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x13a0d10), 0, 3), // ObjectUpdateKind
+        x::TypeEntry::structure(x::Name(0x13a3011), x::Name(0x192820d), 10, 1), // OnceTaskScheduler: TaskScheduler
+        x::TypeEntry::structure(x::Name(0x13a4217), x::Name(0xaa460b), 11, 1), // OpaqueNetworkCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x13a5a14), x::Name(0x131c90e), 12, 2), // OpaqueNetworkSummary: NetworkSummary
+        x::TypeEntry::structure(x::Name(0x13a6f17), x::Name(0x1d5d018), 14, 2), // OpaqueNetworkTargetInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x13a8713), x::Name(0xab90c), 16, 0), // OpaqueSwitchProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x13a9b22), x::Name::NONE, 16, 2), // OpenInventoryViewFolderRequestType
+        x::TypeEntry::structure(x::Name(0x13abe18), x::Name(0xc32214), 18, 0), // OperationDisabledByGuest: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0x13ad719), x::Name(0x17bee0c), 18, 0), // OperationDisallowedOnHost: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x13af11c), x::Name(0xc32214), 18, 0), // OperationNotSupportedByGuest: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0x13b0e09), x::Name(0xac5712), 18, 1), // OptionDef: ElementDescription
+        x::TypeEntry::structure(x::Name(0x13b180d), x::Name(0xab90c), 19, 1), // OptionProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x13b260a), x::Name(0xaa460b), 20, 1), // OptionType: DynamicData
+        x::TypeEntry::structure(x::Name(0x13b310b), x::Name(0xaa460b), 21, 2), // OptionValue: DynamicData
+        x::TypeEntry::structure(x::Name(0x13b3d11), x::Name(0x6740f), 23, 1), // OrAlarmExpression: AlarmExpression
+        x::TypeEntry::structure(x::Name(0x13b550b), x::Name(0x1b42008), 24, 1), // OutOfBounds: VimFault
+        x::TypeEntry::structure(x::Name(0x13b6110), x::Name(0xa36408), 25, 1), // OutOfSyncDvsHost: DvsEvent
+        x::TypeEntry::structure(x::Name(0x13b8a25), x::Name::NONE, 26, 2), // OverwriteCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0x13bb00c), x::Name(0x13f6f11), 28, 2), // OvfAttribute: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x13bbd12), x::Name(0x13f0211), 30, 0), // OvfConnectedDevice: OvfHardwareExport
+        x::TypeEntry::structure(x::Name(0x13bd018), x::Name(0x13bbd12), 30, 1), // OvfConnectedDeviceFloppy: OvfConnectedDevice
+        x::TypeEntry::structure(x::Name(0x13be915), x::Name(0x13bbd12), 31, 1), // OvfConnectedDeviceIso: OvfConnectedDevice
+        x::TypeEntry::structure(x::Name(0x13bff0d), x::Name(0x13f6f11), 32, 1), // OvfConstraint: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x13c0d18), x::Name(0x13ed408), 33, 2), // OvfConsumerCallbackFault: OvfFault
+        x::TypeEntry::structure(x::Name(0x13c261d), x::Name(0x13c0d18), 35, 1), // OvfConsumerCommunicationError: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x13c4410), x::Name(0x13c0d18), 36, 3), // OvfConsumerFault: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x13c5519), x::Name(0x13c0d18), 39, 2), // OvfConsumerInvalidSection: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x13c6f12), x::Name(0xaa460b), 41, 5), // OvfConsumerOstNode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x13c8216), 3, 3), // OvfConsumerOstNodeType
+        x::TypeEntry::structure(x::Name(0x13c9915), x::Name(0xaa460b), 46, 2), // OvfConsumerOvfSection: DynamicData
+        x::TypeEntry::structure(x::Name(0x13caf17), x::Name(0x117ae0c), 48, 3), // OvfConsumerPowerOnFault: InvalidState
+        x::TypeEntry::structure(x::Name(0x13cc71c), x::Name(0x13c0d18), 51, 1), // OvfConsumerUndeclaredSection: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x13ce41a), x::Name(0x13c0d18), 52, 1), // OvfConsumerUndefinedPrefix: OvfConsumerCallbackFault
+        x::TypeEntry::structure(x::Name(0x13cff1a), x::Name(0x1e6a50d), 53, 3), // OvfConsumerValidationFault: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x13d1a13), x::Name(0x13f4409), 56, 4), // OvfCpuCompatibility: OvfImport
+        x::TypeEntry::structure(x::Name(0x13d2e24), x::Name(0x13f4409), 60, 0), // OvfCpuCompatibilityCheckNotSupported: OvfImport
+        x::TypeEntry::structure(x::Name(0x13d5319), x::Name(0xaa460b), 60, 6), // OvfCreateDescriptorParams: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d6d19), x::Name(0xaa460b), 66, 4), // OvfCreateDescriptorResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d8719), x::Name(0x1400c16), 70, 9), // OvfCreateImportSpecParams: OvfManagerCommonParams
+        x::TypeEntry::enumeration(x::Name(0x13da12d), 6, 10), // OvfCreateImportSpecParamsDiskProvisioningType
+        x::TypeEntry::structure(x::Name(0x13dcf19), x::Name(0xaa460b), 79, 4), // OvfCreateImportSpecResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x13de913), x::Name(0xaa460b), 83, 3), // OvfDeploymentOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x13dfd16), x::Name(0x142130e), 86, 2), // OvfDiskMappingNotFound: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x13e1416), x::Name(0x13bff0d), 88, 0), // OvfDiskOrderConstraint: OvfConstraint
+        x::TypeEntry::structure(x::Name(0x13e2b13), x::Name(0x13e980a), 88, 0), // OvfDuplicateElement: OvfElement
+        x::TypeEntry::structure(x::Name(0x13e3f1c), x::Name(0x13e980a), 88, 1), // OvfDuplicatedElementBoundary: OvfElement
+        x::TypeEntry::structure(x::Name(0x13e5c1d), x::Name(0x13eba09), 89, 1), // OvfDuplicatedPropertyIdExport: OvfExport
+        x::TypeEntry::structure(x::Name(0x13e7a1d), x::Name(0x13eba09), 90, 0), // OvfDuplicatedPropertyIdImport: OvfExport
+        x::TypeEntry::structure(x::Name(0x13e980a), x::Name(0x13f6f11), 90, 1), // OvfElement: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x13ea316), x::Name(0x13e980a), 91, 1), // OvfElementInvalidValue: OvfElement
+        x::TypeEntry::structure(x::Name(0x13eba09), x::Name(0x13ed408), 92, 0), // OvfExport: OvfFault
+        x::TypeEntry::structure(x::Name(0x13ec40f), x::Name(0x13eba09), 92, 0), // OvfExportFailed: OvfExport
+        x::TypeEntry::structure(x::Name(0x13ed408), x::Name(0x1b42008), 92, 0), // OvfFault: VimFault
+        x::TypeEntry::structure(x::Name(0x13edd07), x::Name(0xaa460b), 92, 7), // OvfFile: DynamicData
+        x::TypeEntry::structure(x::Name(0x13ee50b), x::Name(0xaa460b), 99, 7), // OvfFileItem: DynamicData
+        x::TypeEntry::structure(x::Name(0x13ef110), x::Name(0x13f4409), 106, 0), // OvfHardwareCheck: OvfImport
+        x::TypeEntry::structure(x::Name(0x13f0211), x::Name(0x13eba09), 106, 2), // OvfHardwareExport: OvfExport
+        x::TypeEntry::structure(x::Name(0x13f1419), x::Name(0x13bff0d), 108, 1), // OvfHostResourceConstraint: OvfConstraint
+        x::TypeEntry::structure(x::Name(0x13f2e15), x::Name(0x142130e), 109, 2), // OvfHostValueNotParsed: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x13f4409), x::Name(0x13ed408), 111, 0), // OvfImport: OvfFault
+        x::TypeEntry::structure(x::Name(0x13f4e0f), x::Name(0x13f4409), 111, 0), // OvfImportFailed: OvfImport
+        x::TypeEntry::structure(x::Name(0x13f5e10), x::Name(0x142130e), 111, 0), // OvfInternalError: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x13f6f11), x::Name(0x13ed408), 111, 1), // OvfInvalidPackage: OvfFault
+        x::TypeEntry::structure(x::Name(0x13f810f), x::Name(0x13bb00c), 112, 1), // OvfInvalidValue: OvfAttribute
+        x::TypeEntry::structure(x::Name(0x13f911c), x::Name(0x13f810f), 113, 0), // OvfInvalidValueConfiguration: OvfInvalidValue
+        x::TypeEntry::structure(x::Name(0x13fae14), x::Name(0x13f810f), 113, 0), // OvfInvalidValueEmpty: OvfInvalidValue
+        x::TypeEntry::structure(x::Name(0x13fc31e), x::Name(0x13f810f), 113, 0), // OvfInvalidValueFormatMalformed: OvfInvalidValue
+        x::TypeEntry::structure(x::Name(0x13fe218), x::Name(0x13f810f), 113, 0), // OvfInvalidValueReference: OvfInvalidValue
+        x::TypeEntry::structure(x::Name(0x13ffb10), x::Name(0x1438415), 113, 1), // OvfInvalidVmName: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x1400c16), x::Name(0xaa460b), 114, 4), // OvfManagerCommonParams: DynamicData
+        x::TypeEntry::structure(x::Name(0x140230d), x::Name(0x13f4409), 118, 3), // OvfMappedOsId: OvfImport
+        x::TypeEntry::structure(x::Name(0x1403113), x::Name(0x13bb00c), 121, 0), // OvfMissingAttribute: OvfAttribute
+        x::TypeEntry::structure(x::Name(0x1404511), x::Name(0x13e980a), 121, 0), // OvfMissingElement: OvfElement
+        x::TypeEntry::structure(x::Name(0x140571f), x::Name(0x1404511), 121, 1), // OvfMissingElementNormalBoundary: OvfMissingElement
+        x::TypeEntry::structure(x::Name(0x1407712), x::Name(0x13f4409), 122, 2), // OvfMissingHardware: OvfImport
+        x::TypeEntry::structure(x::Name(0x1408a0e), x::Name(0xaa460b), 124, 2), // OvfNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1409911), x::Name(0xaa460b), 126, 2), // OvfNetworkMapping: DynamicData
+        x::TypeEntry::structure(x::Name(0x140ab1d), x::Name(0x13f4409), 128, 0), // OvfNetworkMappingNotSupported: OvfImport
+        x::TypeEntry::structure(x::Name(0x140c90c), x::Name(0x1438415), 128, 0), // OvfNoHostNic: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x140d616), x::Name(0x1435315), 128, 1), // OvfNoSpaceOnController: OvfUnsupportedElement
+        x::TypeEntry::structure(x::Name(0x140ed1c), x::Name(0x1438415), 129, 1), // OvfNoSupportedHardwareFamily: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x1410a0d), x::Name(0xaa460b), 130, 2), // OvfOptionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1411818), x::Name(0x1400c16), 132, 0), // OvfParseDescriptorParams: OvfManagerCommonParams
+        x::TypeEntry::structure(x::Name(0x1413118), x::Name(0xaa460b), 132, 18), // OvfParseDescriptorResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1414a0b), x::Name(0x13f6f11), 150, 2), // OvfProperty: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x1415611), x::Name(0x13eba09), 152, 2), // OvfPropertyExport: OvfExport
+        x::TypeEntry::structure(x::Name(0x1416812), x::Name(0x1414a0b), 154, 0), // OvfPropertyNetwork: OvfProperty
+        x::TypeEntry::structure(x::Name(0x1417b18), x::Name(0x13eba09), 154, 1), // OvfPropertyNetworkExport: OvfExport
+        x::TypeEntry::structure(x::Name(0x1419414), x::Name(0x1414a0b), 155, 1), // OvfPropertyQualifier: OvfProperty
+        x::TypeEntry::structure(x::Name(0x141a91d), x::Name(0x1414a0b), 156, 1), // OvfPropertyQualifierDuplicate: OvfProperty
+        x::TypeEntry::structure(x::Name(0x141c71b), x::Name(0x1414a0b), 157, 1), // OvfPropertyQualifierIgnored: OvfProperty
+        x::TypeEntry::structure(x::Name(0x141e30f), x::Name(0x1414a0b), 158, 0), // OvfPropertyType: OvfProperty
+        x::TypeEntry::structure(x::Name(0x141f310), x::Name(0x1414a0b), 158, 0), // OvfPropertyValue: OvfProperty
+        x::TypeEntry::structure(x::Name(0x142040e), x::Name(0xaa460b), 158, 4), // OvfResourceMap: DynamicData
+        x::TypeEntry::structure(x::Name(0x142130e), x::Name(0x13ed408), 162, 0), // OvfSystemFault: OvfFault
+        x::TypeEntry::structure(x::Name(0x142221a), x::Name(0x142130e), 162, 1), // OvfToXmlUnsupportedElement: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x1423d15), x::Name(0x13f0211), 163, 1), // OvfUnableToExportDisk: OvfHardwareExport
+        x::TypeEntry::structure(x::Name(0x1425314), x::Name(0x13e980a), 164, 0), // OvfUnexpectedElement: OvfElement
+        x::TypeEntry::structure(x::Name(0x1426810), x::Name(0x142130e), 164, 2), // OvfUnknownDevice: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x1427917), x::Name(0x13f0211), 166, 1), // OvfUnknownDeviceBacking: OvfHardwareExport
+        x::TypeEntry::structure(x::Name(0x1429110), x::Name(0x142130e), 167, 1), // OvfUnknownEntity: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x142a217), x::Name(0x1438415), 168, 2), // OvfUnsupportedAttribute: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x142ba1c), x::Name(0x142a217), 170, 1), // OvfUnsupportedAttributeValue: OvfUnsupportedAttribute
+        x::TypeEntry::structure(x::Name(0x142d71f), x::Name(0x142130e), 171, 4), // OvfUnsupportedDeviceBackingInfo: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x142f721), x::Name(0x142130e), 175, 4), // OvfUnsupportedDeviceBackingOption: OvfSystemFault
+        x::TypeEntry::structure(x::Name(0x143191a), x::Name(0x13f0211), 179, 0), // OvfUnsupportedDeviceExport: OvfHardwareExport
+        x::TypeEntry::structure(x::Name(0x143341e), x::Name(0x13f4409), 179, 2), // OvfUnsupportedDiskProvisioning: OvfImport
+        x::TypeEntry::structure(x::Name(0x1435315), x::Name(0x1438415), 181, 1), // OvfUnsupportedElement: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x143691a), x::Name(0x1435315), 182, 1), // OvfUnsupportedElementValue: OvfUnsupportedElement
+        x::TypeEntry::structure(x::Name(0x1438415), x::Name(0x13ed408), 183, 1), // OvfUnsupportedPackage: OvfFault
+        x::TypeEntry::structure(x::Name(0x1439a15), x::Name(0x1435315), 184, 1), // OvfUnsupportedSection: OvfUnsupportedElement
+        x::TypeEntry::structure(x::Name(0x143b015), x::Name(0x1438415), 185, 4), // OvfUnsupportedSubType: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x143c612), x::Name(0x1438415), 189, 3), // OvfUnsupportedType: OvfUnsupportedPackage
+        x::TypeEntry::structure(x::Name(0x143d915), x::Name(0x1400c16), 192, 0), // OvfValidateHostParams: OvfManagerCommonParams
+        x::TypeEntry::structure(x::Name(0x143ef15), x::Name(0xaa460b), 192, 6), // OvfValidateHostResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x144050f), x::Name(0x13e980a), 198, 0), // OvfWrongElement: OvfElement
+        x::TypeEntry::structure(x::Name(0x1441511), x::Name(0x13f6f11), 198, 1), // OvfWrongNamespace: OvfInvalidPackage
+        x::TypeEntry::structure(x::Name(0x144270c), x::Name(0x13f6f11), 199, 1), // OvfXmlFormat: OvfInvalidPackage
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<ObjectContent>),
+        Some(x::decode_boxed::<ObjectSpec>),
+        Some(x::decode_boxed::<ObjectUpdate>),
+        Some(x::decode_boxed::<ObjectUpdateKind>),
+        Some(x::decode_boxed::<OnceTaskScheduler>),
+        Some(x::decode_boxed::<OpaqueNetworkCapability>),
+        Some(x::decode_boxed::<OpaqueNetworkSummary>),
+        Some(x::decode_boxed::<OpaqueNetworkTargetInfo>),
+        Some(x::decode_boxed::<OpaqueSwitchProfile>),
+        None, // OpenInventoryViewFolderRequestType
+        Some(x::decode_boxed::<OperationDisabledByGuest>),
+        Some(x::decode_boxed::<OperationDisallowedOnHost>),
+        Some(x::decode_boxed::<OperationNotSupportedByGuest>),
+        Some(x::decode_boxed::<OptionDef>),
+        Some(x::decode_boxed::<OptionProfile>),
+        Some(x::decode_boxed::<OptionType>),
+        Some(x::decode_boxed::<OptionValue>),
+        Some(x::decode_boxed::<OrAlarmExpression>),
+        Some(x::decode_boxed::<OutOfBounds>),
+        Some(x::decode_boxed::<OutOfSyncDvsHost>),
+        None, // OverwriteCustomizationSpecRequestType
+        Some(x::decode_boxed::<OvfAttribute>),
+        Some(x::decode_boxed::<OvfConnectedDevice>),
+        Some(x::decode_boxed::<OvfConnectedDeviceFloppy>),
+        Some(x::decode_boxed::<OvfConnectedDeviceIso>),
+        Some(x::decode_boxed::<OvfConstraint>),
+        Some(x::decode_boxed::<OvfConsumerCallbackFault>),
+        Some(x::decode_boxed::<OvfConsumerCommunicationError>),
+        Some(x::decode_boxed::<OvfConsumerFault>),
+        Some(x::decode_boxed::<OvfConsumerInvalidSection>),
+        Some(x::decode_boxed::<OvfConsumerOstNode>),
+        Some(x::decode_boxed::<OvfConsumerOstNodeType>),
+        Some(x::decode_boxed::<OvfConsumerOvfSection>),
+        Some(x::decode_boxed::<OvfConsumerPowerOnFault>),
+        Some(x::decode_boxed::<OvfConsumerUndeclaredSection>),
+        Some(x::decode_boxed::<OvfConsumerUndefinedPrefix>),
+        Some(x::decode_boxed::<OvfConsumerValidationFault>),
+        Some(x::decode_boxed::<OvfCpuCompatibility>),
+        Some(x::decode_boxed::<OvfCpuCompatibilityCheckNotSupported>),
+        Some(x::decode_boxed::<OvfCreateDescriptorParams>),
+        Some(x::decode_boxed::<OvfCreateDescriptorResult>),
+        Some(x::decode_boxed::<OvfCreateImportSpecParams>),
+        Some(x::decode_boxed::<OvfCreateImportSpecParamsDiskProvisioningType>),
+        Some(x::decode_boxed::<OvfCreateImportSpecResult>),
+        Some(x::decode_boxed::<OvfDeploymentOption>),
+        Some(x::decode_boxed::<OvfDiskMappingNotFound>),
+        Some(x::decode_boxed::<OvfDiskOrderConstraint>),
+        Some(x::decode_boxed::<OvfDuplicateElement>),
+        Some(x::decode_boxed::<OvfDuplicatedElementBoundary>),
+        Some(x::decode_boxed::<OvfDuplicatedPropertyIdExport>),
+        Some(x::decode_boxed::<OvfDuplicatedPropertyIdImport>),
+        Some(x::decode_boxed::<OvfElement>),
+        Some(x::decode_boxed::<OvfElementInvalidValue>),
+        Some(x::decode_boxed::<OvfExport>),
+        Some(x::decode_boxed::<OvfExportFailed>),
+        Some(x::decode_boxed::<OvfFault>),
+        Some(x::decode_boxed::<OvfFile>),
+        Some(x::decode_boxed::<OvfFileItem>),
+        Some(x::decode_boxed::<OvfHardwareCheck>),
+        Some(x::decode_boxed::<OvfHardwareExport>),
+        Some(x::decode_boxed::<OvfHostResourceConstraint>),
+        Some(x::decode_boxed::<OvfHostValueNotParsed>),
+        Some(x::decode_boxed::<OvfImport>),
+        Some(x::decode_boxed::<OvfImportFailed>),
+        Some(x::decode_boxed::<OvfInternalError>),
+        Some(x::decode_boxed::<OvfInvalidPackage>),
+        Some(x::decode_boxed::<OvfInvalidValue>),
+        Some(x::decode_boxed::<OvfInvalidValueConfiguration>),
+        Some(x::decode_boxed::<OvfInvalidValueEmpty>),
+        Some(x::decode_boxed::<OvfInvalidValueFormatMalformed>),
+        Some(x::decode_boxed::<OvfInvalidValueReference>),
+        Some(x::decode_boxed::<OvfInvalidVmName>),
+        Some(x::decode_boxed::<OvfManagerCommonParams>),
+        Some(x::decode_boxed::<OvfMappedOsId>),
+        Some(x::decode_boxed::<OvfMissingAttribute>),
+        Some(x::decode_boxed::<OvfMissingElement>),
+        Some(x::decode_boxed::<OvfMissingElementNormalBoundary>),
+        Some(x::decode_boxed::<OvfMissingHardware>),
+        Some(x::decode_boxed::<OvfNetworkInfo>),
+        Some(x::decode_boxed::<OvfNetworkMapping>),
+        Some(x::decode_boxed::<OvfNetworkMappingNotSupported>),
+        Some(x::decode_boxed::<OvfNoHostNic>),
+        Some(x::decode_boxed::<OvfNoSpaceOnController>),
+        Some(x::decode_boxed::<OvfNoSupportedHardwareFamily>),
+        Some(x::decode_boxed::<OvfOptionInfo>),
+        Some(x::decode_boxed::<OvfParseDescriptorParams>),
+        Some(x::decode_boxed::<OvfParseDescriptorResult>),
+        Some(x::decode_boxed::<OvfProperty>),
+        Some(x::decode_boxed::<OvfPropertyExport>),
+        Some(x::decode_boxed::<OvfPropertyNetwork>),
+        Some(x::decode_boxed::<OvfPropertyNetworkExport>),
+        Some(x::decode_boxed::<OvfPropertyQualifier>),
+        Some(x::decode_boxed::<OvfPropertyQualifierDuplicate>),
+        Some(x::decode_boxed::<OvfPropertyQualifierIgnored>),
+        Some(x::decode_boxed::<OvfPropertyType>),
+        Some(x::decode_boxed::<OvfPropertyValue>),
+        Some(x::decode_boxed::<OvfResourceMap>),
+        Some(x::decode_boxed::<OvfSystemFault>),
+        Some(x::decode_boxed::<OvfToXmlUnsupportedElement>),
+        Some(x::decode_boxed::<OvfUnableToExportDisk>),
+        Some(x::decode_boxed::<OvfUnexpectedElement>),
+        Some(x::decode_boxed::<OvfUnknownDevice>),
+        Some(x::decode_boxed::<OvfUnknownDeviceBacking>),
+        Some(x::decode_boxed::<OvfUnknownEntity>),
+        Some(x::decode_boxed::<OvfUnsupportedAttribute>),
+        Some(x::decode_boxed::<OvfUnsupportedAttributeValue>),
+        Some(x::decode_boxed::<OvfUnsupportedDeviceBackingInfo>),
+        Some(x::decode_boxed::<OvfUnsupportedDeviceBackingOption>),
+        Some(x::decode_boxed::<OvfUnsupportedDeviceExport>),
+        Some(x::decode_boxed::<OvfUnsupportedDiskProvisioning>),
+        Some(x::decode_boxed::<OvfUnsupportedElement>),
+        Some(x::decode_boxed::<OvfUnsupportedElementValue>),
+        Some(x::decode_boxed::<OvfUnsupportedPackage>),
+        Some(x::decode_boxed::<OvfUnsupportedSection>),
+        Some(x::decode_boxed::<OvfUnsupportedSubType>),
+        Some(x::decode_boxed::<OvfUnsupportedType>),
+        Some(x::decode_boxed::<OvfValidateHostParams>),
+        Some(x::decode_boxed::<OvfValidateHostResult>),
+        Some(x::decode_boxed::<OvfWrongElement>),
+        Some(x::decode_boxed::<OvfWrongNamespace>),
+        Some(x::decode_boxed::<OvfXmlFormat>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c2b807), x::Name(0xaa520f)), // propSet: DynamicProperty
+        x::FieldEntry::repeated(x::Name(0x2929b0a), x::Name(0x12a9e0f)), // missingSet: MissingProperty
+        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e0a704), x::Name(0x212d207)), // skip: boolean
+        x::FieldEntry::repeated(x::Name(0x2db0009), x::Name(0x180bf0d)), // selectSet: SelectionSpec
+        x::FieldEntry::required(x::Name(0x27df304), x::Name(0x13a0d10)), // kind: ObjectUpdateKind
+        x::FieldEntry::required(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2185a09), x::Name(0x150a50e)), // changeSet: PropertyChange
+        x::FieldEntry::repeated(x::Name(0x2929b0a), x::Name(0x12a9e0f)), // missingSet: MissingProperty
+        x::FieldEntry::optional(x::Name(0x2d65305), x::Name(0x2308208)), // runAt: dateTime
+        x::FieldEntry::required(x::Name(0x29a3e1b), x::Name(0x212d207)), // networkReservationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x13a5a14)), // network: OpaqueNetworkSummary
+        x::FieldEntry::optional(x::Name(0x29a3e1b), x::Name(0x212d207)), // networkReservationSupported: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ac930a), x::Name(0x13b260a)), // optionType: OptionType
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x30c7f0f), x::Name(0x212d207)), // valueIsReadonly: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x207ef07)), // value: anyType
+        x::FieldEntry::repeated(x::Name(0x24fda0a), x::Name(0x6740f)), // expression: AlarmExpression
+        x::FieldEntry::required(x::Name(0x209820c), x::Name(0x2f00106)), // argumentName: string
+        x::FieldEntry::repeated(x::Name(0x268b60d), x::Name(0xa63518)), // hostOutOfSync: DvsOutOfSyncHostArgument
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27cc204), x::Name(0x823d15)), // item: CustomizationSpecItem
+        x::FieldEntry::required(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
+        x::FieldEntry::required(x::Name(0x20c010d), x::Name(0x2f00106)), // attributeName: string
+        x::FieldEntry::required(x::Name(0x2560e08), x::Name(0x2f00106)), // filename: string
+        x::FieldEntry::required(x::Name(0x2560e08), x::Name(0x2f00106)), // filename: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x2508d0d), x::Name(0x2f00106)), // extensionName: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x24c9208), x::Name(0x2f00106)), // errorKey: string
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::repeated(x::Name(0x2b25806), x::Name(0x11c0608)), // params: KeyValue
+        x::FieldEntry::required(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::repeated(x::Name(0x2da2d07), x::Name(0x13c9915)), // section: OvfConsumerOvfSection
+        x::FieldEntry::repeated(x::Name(0x21a9a05), x::Name(0x13c6f12)), // child: OvfConsumerOstNode
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x3246a03), x::Name(0x2f00106)), // xml: string
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x2508d0d), x::Name(0x2f00106)), // extensionName: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2c52414), x::Name(0x2f00106)), // qualifiedSectionType: string
+        x::FieldEntry::required(x::Name(0x2beab06), x::Name(0x2f00106)), // prefix: string
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x2508d0d), x::Name(0x2f00106)), // extensionName: string
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::required(x::Name(0x2cb230c), x::Name(0x2f00106)), // registerName: string
+        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x2729103)), // level: int
+        x::FieldEntry::required(x::Name(0x2cb300d), x::Name(0x2f00106)), // registerValue: string
+        x::FieldEntry::required(x::Name(0x2367d14), x::Name(0x2f00106)), // desiredRegisterValue: string
+        x::FieldEntry::repeated(x::Name(0x2b03208), x::Name(0x13edd07)), // ovfFiles: OvfFile
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::optional(x::Name(0x26ed011), x::Name(0x212d207)), // includeImageFiles: boolean
+        x::FieldEntry::repeated(x::Name(0x24fc80c), x::Name(0x2f00106)), // exportOption: string
+        x::FieldEntry::optional(x::Name(0x2e29c08), x::Name(0x1258216)), // snapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b00c0d), x::Name(0x2f00106)), // ovfDescriptor: string
+        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x26ed011), x::Name(0x212d207)), // includeImageFiles: boolean
+        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
+        x::FieldEntry::optional(x::Name(0x269ae0a), x::Name(0x1258216)), // hostSystem: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x299e70e), x::Name(0x1409911)), // networkMapping: OvfNetworkMapping
+        x::FieldEntry::optional(x::Name(0x2765112), x::Name(0x2f00106)), // ipAllocationPolicy: string
+        x::FieldEntry::optional(x::Name(0x277270a), x::Name(0x2f00106)), // ipProtocol: string
+        x::FieldEntry::repeated(x::Name(0x2c3030f), x::Name(0x11c0608)), // propertyMapping: KeyValue
+        x::FieldEntry::repeated(x::Name(0x2d22a0f), x::Name(0x142040e)), // resourceMapping: OvfResourceMap
+        x::FieldEntry::optional(x::Name(0x23f7210), x::Name(0x2f00106)), // diskProvisioning: string
+        x::FieldEntry::optional(x::Name(0x2725510), x::Name(0x13c6f12)), // instantiationOst: OvfConsumerOstNode
+        x::FieldEntry::optional(x::Name(0x26da10a), x::Name(0x10d770a)), // importSpec: ImportSpec
+        x::FieldEntry::repeated(x::Name(0x2557708), x::Name(0x13ee50b)), // fileItem: OvfFileItem
+        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x23f0c08), x::Name(0x2f00106)), // diskName: string
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x213a908), x::Name(0x2f00106)), // boundary: string
+        x::FieldEntry::required(x::Name(0x258fa04), x::Name(0x2f00106)), // fqid: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x21f9c11), x::Name(0x2f00106)), // compressionMethod: string
+        x::FieldEntry::optional(x::Name(0x21af809), x::Name(0x2857004)), // chunkSize: long
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::optional(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
+        x::FieldEntry::optional(x::Name(0x2ba8c0d), x::Name(0x2857004)), // populatedSize: long
+        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x21f9c11), x::Name(0x2f00106)), // compressionMethod: string
+        x::FieldEntry::optional(x::Name(0x21af809), x::Name(0x2857004)), // chunkSize: long
+        x::FieldEntry::optional(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::required(x::Name(0x21b0207), x::Name(0x2729103)), // cimType: int
+        x::FieldEntry::required(x::Name(0x2281106), x::Name(0x212d207)), // create: boolean
+        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x1b6c60d)), // device: VirtualDevice
+        x::FieldEntry::required(x::Name(0x3184a06), x::Name(0x2f00106)), // vmPath: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2c2e808), x::Name(0x2f00106)), // property: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x235d910), x::Name(0x2f00106)), // deploymentOption: string
+        x::FieldEntry::repeated(x::Name(0x294a609), x::Name(0x11c0608)), // msgBundle: KeyValue
+        x::FieldEntry::repeated(x::Name(0x26d940c), x::Name(0x2f00106)), // importOption: string
+        x::FieldEntry::required(x::Name(0x2b03b05), x::Name(0x2729103)), // ovfId: int
+        x::FieldEntry::required(x::Name(0x2affd0e), x::Name(0x2f00106)), // ovfDescription: string
+        x::FieldEntry::required(x::Name(0x2f85f11), x::Name(0x2f00106)), // targetDescription: string
+        x::FieldEntry::required(x::Name(0x213a908), x::Name(0x2f00106)), // boundary: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2d30f0c), x::Name(0x2729103)), // resourceType: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b25f06), x::Name(0x2f00106)), // parent: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x2ac7506), x::Name(0x2f00106)), // option: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x1230312)), // description: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x24d8804), x::Name(0x2f00106)), // eula: string
+        x::FieldEntry::repeated(x::Name(0x2992207), x::Name(0x1408a0e)), // network: OvfNetworkInfo
+        x::FieldEntry::repeated(x::Name(0x2766412), x::Name(0x2f00106)), // ipAllocationScheme: string
+        x::FieldEntry::repeated(x::Name(0x277320b), x::Name(0x2f00106)), // ipProtocols: string
+        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x1a9e110)), // property: VAppPropertyInfo
+        x::FieldEntry::optional(x::Name(0x2c15a0b), x::Name(0x1a9af0f)), // productInfo: VAppProductInfo
+        x::FieldEntry::required(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x2091f17), x::Name(0x2857004)), // approximateDownloadSize: long
+        x::FieldEntry::optional(x::Name(0x209371d), x::Name(0x2857004)), // approximateFlatDeploymentSize: long
+        x::FieldEntry::optional(x::Name(0x209551f), x::Name(0x2857004)), // approximateSparseDeploymentSize: long
+        x::FieldEntry::required(x::Name(0x232b611), x::Name(0x2f00106)), // defaultEntityName: string
+        x::FieldEntry::required(x::Name(0x30efc0a), x::Name(0x212d207)), // virtualApp: boolean
+        x::FieldEntry::repeated(x::Name(0x235d910), x::Name(0x13de913)), // deploymentOption: OvfDeploymentOption
+        x::FieldEntry::required(x::Name(0x2327d17), x::Name(0x2f00106)), // defaultDeploymentOption: string
+        x::FieldEntry::repeated(x::Name(0x24bd70a), x::Name(0x11c0608)), // entityName: KeyValue
+        x::FieldEntry::optional(x::Name(0x207670c), x::Name(0x13c6f12)), // annotatedOst: OvfConsumerOstNode
+        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::required(x::Name(0x2c53909), x::Name(0x2f00106)), // qualifier: string
+        x::FieldEntry::required(x::Name(0x2c53909), x::Name(0x2f00106)), // qualifier: string
+        x::FieldEntry::required(x::Name(0x2c53909), x::Name(0x2f00106)), // qualifier: string
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x2f00106)), // source: string
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1258216)), // parent: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d2f40c), x::Name(0x1731512)), // resourceSpec: ResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x23f0c08), x::Name(0x2f00106)), // diskName: string
+        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x1b6c60d)), // device: VirtualDevice
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x20fa207), x::Name(0x1b6d418)), // backing: VirtualDeviceBackingInfo
+        x::FieldEntry::required(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
+        x::FieldEntry::required(x::Name(0x20c010d), x::Name(0x2f00106)), // attributeName: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::optional(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
+        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x20fba0b), x::Name(0x2f00106)), // backingName: string
+        x::FieldEntry::optional(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
+        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x20fba0b), x::Name(0x2f00106)), // backingName: string
+        x::FieldEntry::required(x::Name(0x23f7210), x::Name(0x2f00106)), // diskProvisioning: string
+        x::FieldEntry::required(x::Name(0x2f1e719), x::Name(0x2f00106)), // supportedDiskProvisioning: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::optional(x::Name(0x2822c0a), x::Name(0x2729103)), // lineNumber: int
+        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x2f00106)), // info: string
+        x::FieldEntry::required(x::Name(0x246bb0b), x::Name(0x2f00106)), // elementName: string
+        x::FieldEntry::required(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x239a30a), x::Name(0x2729103)), // deviceType: int
+        x::FieldEntry::required(x::Name(0x239950d), x::Name(0x2f00106)), // deviceSubType: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x239a30a), x::Name(0x2729103)), // deviceType: int
+        x::FieldEntry::optional(x::Name(0x2428c0c), x::Name(0x2857004)), // downloadSize: long
+        x::FieldEntry::optional(x::Name(0x257dc12), x::Name(0x2857004)), // flatDeploymentSize: long
+        x::FieldEntry::optional(x::Name(0x2e7df14), x::Name(0x2857004)), // sparseDeploymentSize: long
+        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x3204f07), x::Name(0x1233814)), // warning: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2f1e719), x::Name(0x2f00106)), // supportedDiskProvisioning: string
+        x::FieldEntry::required(x::Name(0x296dd0d), x::Name(0x2f00106)), // namespaceName: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+    ],
+    values: &[
+        x::Name(0x2935906), // modify
+        x::Name(0x24b0105), // enter
+        x::Name(0x2803705), // leave
+        x::Name(0x24c4708), // envelope
+        x::Name(0x311d50d), // virtualSystem
+        x::Name(0x311e317), // virtualSystemCollection
+        x::Name(0x293a710), // monolithicSparse
+        x::Name(0x293980e), // monolithicFlat
+        x::Name(0x300c014), // twoGbMaxExtentSparse
+        x::Name(0x300ad12), // twoGbMaxExtentFlat
+        x::Name(0x2fa6f04), // thin
+        x::Name(0x2fa6005), // thick
+        x::Name(0x2d93608), // seSparse
+        x::Name(0x245ce10), // eagerZeroedThick
+        x::Name(0x2e7ce06), // sparse
+        x::Name(0x257d704), // flat
+    ],
+};

@@ -4,1584 +4,703 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "PMemDatastoreInfo",
-        base: Some("DatastoreInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("pmem", "HostPMemVolume")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PMemDatastoreInfo>),
-    },
-    x::TypeInfo {
-        name: "ParaVirtualSCSIController",
-        base: Some("VirtualSCSIController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ParaVirtualSCSIController>),
-    },
-    x::TypeInfo {
-        name: "ParaVirtualSCSIControllerOption",
-        base: Some("VirtualSCSIControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ParaVirtualSCSIControllerOption>),
-    },
-    x::TypeInfo {
-        name: "ParseDescriptorRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("ovfDescriptor", "string"),
-            x::FieldInfo::required("pdp", "OvfParseDescriptorParams"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PassiveNodeDeploymentSpec",
-        base: Some("NodeDeploymentSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("failoverIpSettings", "CustomizationIPSettings"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PassiveNodeDeploymentSpec>),
-    },
-    x::TypeInfo {
-        name: "PassiveNodeNetworkSpec",
-        base: Some("NodeNetworkSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("failoverIpSettings", "CustomizationIPSettings"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PassiveNodeNetworkSpec>),
-    },
-    x::TypeInfo {
-        name: "PasswordExpired",
-        base: Some("InvalidLogin"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<PasswordExpired>),
-    },
-    x::TypeInfo {
-        name: "PasswordField",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PasswordField>),
-    },
-    x::TypeInfo {
-        name: "PatchAlreadyInstalled",
-        base: Some("PatchNotApplicable"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchAlreadyInstalled>),
-    },
-    x::TypeInfo {
-        name: "PatchBinariesNotFound",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("patchID", "string"),
-            x::FieldInfo::repeated("binary", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchBinariesNotFound>),
-    },
-    x::TypeInfo {
-        name: "PatchInstallFailed",
-        base: Some("PlatformConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("rolledBack", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchInstallFailed>),
-    },
-    x::TypeInfo {
-        name: "PatchIntegrityError",
-        base: Some("PlatformConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchIntegrityError>),
-    },
-    x::TypeInfo {
-        name: "PatchMetadataCorrupted",
-        base: Some("PatchMetadataInvalid"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchMetadataCorrupted>),
-    },
-    x::TypeInfo {
-        name: "PatchMetadataInvalid",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("patchID", "string"),
-            x::FieldInfo::repeated("metaData", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchMetadataInvalid>),
-    },
-    x::TypeInfo {
-        name: "PatchMetadataNotFound",
-        base: Some("PatchMetadataInvalid"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchMetadataNotFound>),
-    },
-    x::TypeInfo {
-        name: "PatchMissingDependencies",
-        base: Some("PatchNotApplicable"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("prerequisitePatch", "string"),
-            x::FieldInfo::repeated("prerequisiteLib", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchMissingDependencies>),
-    },
-    x::TypeInfo {
-        name: "PatchNotApplicable",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("patchID", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchNotApplicable>),
-    },
-    x::TypeInfo {
-        name: "PatchSuperseded",
-        base: Some("PatchNotApplicable"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("supersede", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PatchSuperseded>),
-    },
-    x::TypeInfo {
-        name: "PerfCompositeMetric",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("entity", "PerfEntityMetricBase"),
-            x::FieldInfo::repeated("childEntity", "PerfEntityMetricBase"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfCompositeMetric>),
-    },
-    x::TypeInfo {
-        name: "PerfCounterInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::required("nameInfo", "ElementDescription"),
-            x::FieldInfo::required("groupInfo", "ElementDescription"),
-            x::FieldInfo::required("unitInfo", "ElementDescription"),
-            x::FieldInfo::required("rollupType", "PerfSummaryType"),
-            x::FieldInfo::required("statsType", "PerfStatsType"),
-            x::FieldInfo::optional("level", "int"),
-            x::FieldInfo::optional("perDeviceLevel", "int"),
-            x::FieldInfo::repeated("associatedCounterId", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfCounterInfo>),
-    },
-    x::TypeInfo {
-        name: "PerfEntityMetric",
-        base: Some("PerfEntityMetricBase"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("sampleInfo", "PerfSampleInfo"),
-            x::FieldInfo::repeated("value", "PerfMetricSeries"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfEntityMetric>),
-    },
-    x::TypeInfo {
-        name: "PerfEntityMetricBase",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("entity", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfEntityMetricBase>),
-    },
-    x::TypeInfo {
-        name: "PerfEntityMetricCSV",
-        base: Some("PerfEntityMetricBase"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sampleInfoCSV", "string"),
-            x::FieldInfo::repeated("value", "PerfMetricSeriesCSV"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfEntityMetricCSV>),
-    },
-    x::TypeInfo {
-        name: "PerfFormat",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["normal", "csv"],
-        decode: Some(x::decode_boxed::<PerfFormat>),
-    },
-    x::TypeInfo {
-        name: "PerfInterval",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::required("samplingPeriod", "int"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("length", "int"),
-            x::FieldInfo::optional("level", "int"),
-            x::FieldInfo::required("enabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfInterval>),
-    },
-    x::TypeInfo {
-        name: "PerfMetricId",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("counterId", "int"),
-            x::FieldInfo::required("instance", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfMetricId>),
-    },
-    x::TypeInfo {
-        name: "PerfMetricIntSeries",
-        base: Some("PerfMetricSeries"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("value", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfMetricIntSeries>),
-    },
-    x::TypeInfo {
-        name: "PerfMetricSeries",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("id", "PerfMetricId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfMetricSeries>),
-    },
-    x::TypeInfo {
-        name: "PerfMetricSeriesCSV",
-        base: Some("PerfMetricSeries"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfMetricSeriesCSV>),
-    },
-    x::TypeInfo {
-        name: "PerfProviderSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("currentSupported", "boolean"),
-            x::FieldInfo::required("summarySupported", "boolean"),
-            x::FieldInfo::optional("refreshRate", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfProviderSummary>),
-    },
-    x::TypeInfo {
-        name: "PerfQuerySpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("startTime", "dateTime"),
-            x::FieldInfo::optional("endTime", "dateTime"),
-            x::FieldInfo::optional("maxSample", "int"),
-            x::FieldInfo::repeated("metricId", "PerfMetricId"),
-            x::FieldInfo::optional("intervalId", "int"),
-            x::FieldInfo::optional("format", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfQuerySpec>),
-    },
-    x::TypeInfo {
-        name: "PerfSampleInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("timestamp", "dateTime"),
-            x::FieldInfo::required("interval", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerfSampleInfo>),
-    },
-    x::TypeInfo {
-        name: "PerfStatsType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["absolute", "delta", "rate"],
-        decode: Some(x::decode_boxed::<PerfStatsType>),
-    },
-    x::TypeInfo {
-        name: "PerfSummaryType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["average", "maximum", "minimum", "latest", "summation", "none"],
-        decode: Some(x::decode_boxed::<PerfSummaryType>),
-    },
-    x::TypeInfo {
-        name: "PerformDvsProductSpecOperationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("operation", "string"),
-            x::FieldInfo::optional("productSpec", "DistributedVirtualSwitchProductSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PerformVsanUpgradePreflightCheckRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "ManagedObjectReference"),
-            x::FieldInfo::optional("downgradeFormat", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PerformVsanUpgradeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "ManagedObjectReference"),
-            x::FieldInfo::optional("performObjectUpgrade", "boolean"),
-            x::FieldInfo::optional("downgradeFormat", "boolean"),
-            x::FieldInfo::optional("allowReducedRedundancy", "boolean"),
-            x::FieldInfo::repeated("excludeHosts", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PerformanceDescription",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("counterType", "ElementDescription"),
-            x::FieldInfo::repeated("statsType", "ElementDescription"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerformanceDescription>),
-    },
-    x::TypeInfo {
-        name: "PerformanceManagerCounterLevelMapping",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("counterId", "int"),
-            x::FieldInfo::optional("aggregateLevel", "int"),
-            x::FieldInfo::optional("perDeviceLevel", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerformanceManagerCounterLevelMapping>),
-    },
-    x::TypeInfo {
-        name: "PerformanceManagerUnit",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "percent",
-            "kiloBytes",
-            "megaBytes",
-            "megaHertz",
-            "number",
-            "microsecond",
-            "millisecond",
-            "second",
-            "kiloBytesPerSecond",
-            "megaBytesPerSecond",
-            "watt",
-            "joule",
-            "teraBytes",
-            "celsius",
-        ],
-        decode: Some(x::decode_boxed::<PerformanceManagerUnit>),
-    },
-    x::TypeInfo {
-        name: "PerformanceStatisticsDescription",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("intervals", "PerfInterval")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PerformanceStatisticsDescription>),
-    },
-    x::TypeInfo {
-        name: "Permission",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("principal", "string"),
-            x::FieldInfo::required("group", "boolean"),
-            x::FieldInfo::required("roleId", "int"),
-            x::FieldInfo::required("propagate", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Permission>),
-    },
-    x::TypeInfo {
-        name: "PermissionAddedEvent",
-        base: Some("PermissionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("role", "RoleEventArgument"),
-            x::FieldInfo::required("propagate", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PermissionAddedEvent>),
-    },
-    x::TypeInfo {
-        name: "PermissionEvent",
-        base: Some("AuthorizationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-            x::FieldInfo::required("principal", "string"),
-            x::FieldInfo::required("group", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PermissionEvent>),
-    },
-    x::TypeInfo {
-        name: "PermissionProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PermissionProfile>),
-    },
-    x::TypeInfo {
-        name: "PermissionRemovedEvent",
-        base: Some("PermissionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<PermissionRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "PermissionUpdatedEvent",
-        base: Some("PermissionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("role", "RoleEventArgument"),
-            x::FieldInfo::required("propagate", "boolean"),
-            x::FieldInfo::optional("prevRole", "RoleEventArgument"),
-            x::FieldInfo::optional("prevPropagate", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PermissionUpdatedEvent>),
-    },
-    x::TypeInfo {
-        name: "PhysCompatRDMNotSupported",
-        base: Some("RDMNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysCompatRDMNotSupported>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNic",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("pci", "string"),
-            x::FieldInfo::optional("driver", "string"),
-            x::FieldInfo::optional("linkSpeed", "PhysicalNicLinkInfo"),
-            x::FieldInfo::repeated("validLinkSpecification", "PhysicalNicLinkInfo"),
-            x::FieldInfo::required("spec", "PhysicalNicSpec"),
-            x::FieldInfo::required("wakeOnLanSupported", "boolean"),
-            x::FieldInfo::required("mac", "string"),
-            x::FieldInfo::optional("fcoeConfiguration", "FcoeConfig"),
-            x::FieldInfo::optional("vmDirectPathGen2Supported", "boolean"),
-            x::FieldInfo::optional("vmDirectPathGen2SupportedMode", "string"),
-            x::FieldInfo::optional("resourcePoolSchedulerAllowed", "boolean"),
-            x::FieldInfo::repeated("resourcePoolSchedulerDisallowedReason", "string"),
-            x::FieldInfo::optional("autoNegotiateSupported", "boolean"),
-            x::FieldInfo::optional("enhancedNetworkingStackSupported", "boolean"),
-            x::FieldInfo::optional("ensInterruptSupported", "boolean"),
-            x::FieldInfo::optional("rdmaDevice", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNic>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicCdpDeviceCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("router", "boolean"),
-            x::FieldInfo::required("transparentBridge", "boolean"),
-            x::FieldInfo::required("sourceRouteBridge", "boolean"),
-            x::FieldInfo::required("networkSwitch", "boolean"),
-            x::FieldInfo::required("host", "boolean"),
-            x::FieldInfo::required("igmpEnabled", "boolean"),
-            x::FieldInfo::required("repeater", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicCdpDeviceCapability>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicCdpInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("cdpVersion", "int"),
-            x::FieldInfo::optional("timeout", "int"),
-            x::FieldInfo::optional("ttl", "int"),
-            x::FieldInfo::optional("samples", "int"),
-            x::FieldInfo::optional("devId", "string"),
-            x::FieldInfo::optional("address", "string"),
-            x::FieldInfo::optional("portId", "string"),
-            x::FieldInfo::optional("deviceCapability", "PhysicalNicCdpDeviceCapability"),
-            x::FieldInfo::optional("softwareVersion", "string"),
-            x::FieldInfo::optional("hardwarePlatform", "string"),
-            x::FieldInfo::optional("ipPrefix", "string"),
-            x::FieldInfo::optional("ipPrefixLen", "int"),
-            x::FieldInfo::optional("vlan", "int"),
-            x::FieldInfo::optional("fullDuplex", "boolean"),
-            x::FieldInfo::optional("mtu", "int"),
-            x::FieldInfo::optional("systemName", "string"),
-            x::FieldInfo::optional("systemOID", "string"),
-            x::FieldInfo::optional("mgmtAddr", "string"),
-            x::FieldInfo::optional("location", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicCdpInfo>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("spec", "PhysicalNicSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicConfig>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicHint",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("vlanId", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicHint>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicHintInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::repeated("subnet", "PhysicalNicIpHint"),
-            x::FieldInfo::repeated("network", "PhysicalNicNameHint"),
-            x::FieldInfo::optional("connectedSwitchPort", "PhysicalNicCdpInfo"),
-            x::FieldInfo::optional("lldpInfo", "LinkLayerDiscoveryProtocolInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicHintInfo>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicIpHint",
-        base: Some("PhysicalNicHint"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ipSubnet", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicIpHint>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicLinkInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("speedMb", "int"),
-            x::FieldInfo::required("duplex", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicLinkInfo>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicNameHint",
-        base: Some("PhysicalNicHint"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("network", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicNameHint>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicProfile>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicResourcePoolSchedulerDisallowedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["userOptOut", "hardwareUnsupported"],
-        decode: Some(x::decode_boxed::<PhysicalNicResourcePoolSchedulerDisallowedReason>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ip", "HostIpConfig"),
-            x::FieldInfo::optional("linkSpeed", "PhysicalNicLinkInfo"),
-            x::FieldInfo::optional("enableEnhancedNetworkingStack", "boolean"),
-            x::FieldInfo::optional("ensInterruptEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PhysicalNicSpec>),
-    },
-    x::TypeInfo {
-        name: "PhysicalNicVmDirectPathGen2SupportedMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["upt"],
-        decode: Some(x::decode_boxed::<PhysicalNicVmDirectPathGen2SupportedMode>),
-    },
-    x::TypeInfo {
-        name: "PlaceVmRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("placementSpec", "PlacementSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PlacementAction",
-        base: Some("ClusterAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("targetHost", "ManagedObjectReference"),
-            x::FieldInfo::optional("relocateSpec", "VirtualMachineRelocateSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PlacementAction>),
-    },
-    x::TypeInfo {
-        name: "PlacementAffinityRule",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ruleType", "string"),
-            x::FieldInfo::required("ruleScope", "string"),
-            x::FieldInfo::repeated("vms", "ManagedObjectReference"),
-            x::FieldInfo::repeated("keys", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PlacementAffinityRule>),
-    },
-    x::TypeInfo {
-        name: "PlacementAffinityRuleRuleScope",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["cluster", "host", "storagePod", "datastore"],
-        decode: Some(x::decode_boxed::<PlacementAffinityRuleRuleScope>),
-    },
-    x::TypeInfo {
-        name: "PlacementAffinityRuleRuleType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["affinity", "antiAffinity", "softAffinity", "softAntiAffinity"],
-        decode: Some(x::decode_boxed::<PlacementAffinityRuleRuleType>),
-    },
-    x::TypeInfo {
-        name: "PlacementRankResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("candidate", "ManagedObjectReference"),
-            x::FieldInfo::required("reservedSpaceMB", "long"),
-            x::FieldInfo::required("usedSpaceMB", "long"),
-            x::FieldInfo::required("totalSpaceMB", "long"),
-            x::FieldInfo::required("utilization", "double"),
-            x::FieldInfo::repeated("faults", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PlacementRankResult>),
-    },
-    x::TypeInfo {
-        name: "PlacementRankSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("specs", "PlacementSpec"),
-            x::FieldInfo::repeated("clusters", "ManagedObjectReference"),
-            x::FieldInfo::repeated("rules", "PlacementAffinityRule"),
-            x::FieldInfo::repeated("placementRankByVm", "StorageDrsPlacementRankVmSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PlacementRankSpec>),
-    },
-    x::TypeInfo {
-        name: "PlacementResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("recommendations", "ClusterRecommendation"),
-            x::FieldInfo::optional("drsFault", "ClusterDrsFaults"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PlacementResult>),
-    },
-    x::TypeInfo {
-        name: "PlacementSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("priority", "VirtualMachineMovePriority"),
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("configSpec", "VirtualMachineConfigSpec"),
-            x::FieldInfo::optional("relocateSpec", "VirtualMachineRelocateSpec"),
-            x::FieldInfo::repeated("hosts", "ManagedObjectReference"),
-            x::FieldInfo::repeated("datastores", "ManagedObjectReference"),
-            x::FieldInfo::repeated("storagePods", "ManagedObjectReference"),
-            x::FieldInfo::optional("disallowPrerequisiteMoves", "boolean"),
-            x::FieldInfo::repeated("rules", "ClusterRuleInfo"),
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::optional("placementType", "string"),
-            x::FieldInfo::optional("cloneSpec", "VirtualMachineCloneSpec"),
-            x::FieldInfo::optional("cloneName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PlacementSpec>),
-    },
-    x::TypeInfo {
-        name: "PlacementSpecPlacementType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["create", "reconfigure", "relocate", "clone"],
-        decode: Some(x::decode_boxed::<PlacementSpecPlacementType>),
-    },
-    x::TypeInfo {
-        name: "PlatformConfigFault",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("text", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PlatformConfigFault>),
-    },
-    x::TypeInfo {
-        name: "PnicUplinkProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PnicUplinkProfile>),
-    },
-    x::TypeInfo {
-        name: "PodDiskLocator",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskId", "int"),
-            x::FieldInfo::optional("diskMoveType", "string"),
-            x::FieldInfo::optional("diskBackingInfo", "VirtualDeviceBackingInfo"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PodDiskLocator>),
-    },
-    x::TypeInfo {
-        name: "PodStorageDrsEntry",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("storageDrsConfig", "StorageDrsConfigInfo"),
-            x::FieldInfo::repeated("recommendation", "ClusterRecommendation"),
-            x::FieldInfo::repeated("drsFault", "ClusterDrsFaults"),
-            x::FieldInfo::repeated("actionHistory", "ClusterActionHistory"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PodStorageDrsEntry>),
-    },
-    x::TypeInfo {
-        name: "PolicyOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::repeated("parameter", "KeyAnyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PolicyOption>),
-    },
-    x::TypeInfo {
-        name: "PortGroupConnecteeType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["virtualMachine", "systemManagement", "host", "unknown"],
-        decode: Some(x::decode_boxed::<PortGroupConnecteeType>),
-    },
-    x::TypeInfo {
-        name: "PortGroupProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("vlan", "VlanProfile"),
-            x::FieldInfo::required("vswitch", "VirtualSwitchSelectionProfile"),
-            x::FieldInfo::required("networkPolicy", "NetworkPolicyProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PortGroupProfile>),
-    },
-    x::TypeInfo {
-        name: "PosixUserSearchResult",
-        base: Some("UserSearchResult"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "int"),
-            x::FieldInfo::optional("shellAccess", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PosixUserSearchResult>),
-    },
-    x::TypeInfo {
-        name: "PostEventRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("eventToPost", "Event"),
-            x::FieldInfo::optional("taskInfo", "TaskInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PostHealthUpdatesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-            x::FieldInfo::repeated("updates", "HealthUpdate"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PowerDownHostToStandByRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("timeoutSec", "int"),
-            x::FieldInfo::optional("evacuatePoweredOffVms", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PowerOffVAppRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PowerOffVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PowerOnFtSecondaryFailed",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmName", "string"),
-            x::FieldInfo::required("hostSelectionBy", "FtIssuesOnHostHostSelectionType"),
-            x::FieldInfo::repeated("hostErrors", "LocalizedMethodFault"),
-            x::FieldInfo::required("rootCause", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PowerOnFtSecondaryFailed>),
-    },
-    x::TypeInfo {
-        name: "PowerOnFtSecondaryTimedout",
-        base: Some("Timedout"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("vmName", "string"),
-            x::FieldInfo::required("timeout", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PowerOnFtSecondaryTimedout>),
-    },
-    x::TypeInfo {
-        name: "PowerOnMultiVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("vm", "ManagedObjectReference"),
-            x::FieldInfo::repeated("option", "OptionValue"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PowerOnVAppRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PowerOnVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PowerSystemCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("availablePolicy", "HostPowerPolicy")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PowerSystemCapability>),
-    },
-    x::TypeInfo {
-        name: "PowerSystemInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("currentPolicy", "HostPowerPolicy")],
-        values: &[],
-        decode: Some(x::decode_boxed::<PowerSystemInfo>),
-    },
-    x::TypeInfo {
-        name: "PowerUpHostFromStandByRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("timeoutSec", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PrepareCryptoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PrivilegeAvailability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("privId", "string"),
-            x::FieldInfo::required("isGranted", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PrivilegeAvailability>),
-    },
-    x::TypeInfo {
-        name: "PrivilegePolicyDef",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("createPrivilege", "string"),
-            x::FieldInfo::required("readPrivilege", "string"),
-            x::FieldInfo::required("updatePrivilege", "string"),
-            x::FieldInfo::required("deletePrivilege", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PrivilegePolicyDef>),
-    },
-    x::TypeInfo {
-        name: "ProductComponentInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::required("release", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProductComponentInfo>),
-    },
-    x::TypeInfo {
-        name: "ProfileApplyProfileElement",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileApplyProfileElement>),
-    },
-    x::TypeInfo {
-        name: "ProfileApplyProfileProperty",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("propertyName", "string"),
-            x::FieldInfo::required("array", "boolean"),
-            x::FieldInfo::repeated("profile", "ApplyProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileApplyProfileProperty>),
-    },
-    x::TypeInfo {
-        name: "ProfileAssociatedEvent",
-        base: Some("ProfileEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileAssociatedEvent>),
-    },
-    x::TypeInfo {
-        name: "ProfileChangedEvent",
-        base: Some("ProfileEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "ProfileCompositeExpression",
-        base: Some("ProfileExpression"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("operator", "string"),
-            x::FieldInfo::repeated("expressionName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileCompositeExpression>),
-    },
-    x::TypeInfo {
-        name: "ProfileCompositePolicyOptionMetadata",
-        base: Some("ProfilePolicyOptionMetadata"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("option", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileCompositePolicyOptionMetadata>),
-    },
-    x::TypeInfo {
-        name: "ProfileConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("annotation", "string"),
-            x::FieldInfo::required("enabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ProfileCreateSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("annotation", "string"),
-            x::FieldInfo::optional("enabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "ProfileCreatedEvent",
-        base: Some("ProfileEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "ProfileDeferredPolicyOptionParameter",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("inputPath", "ProfilePropertyPath"),
-            x::FieldInfo::repeated("parameter", "KeyAnyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileDeferredPolicyOptionParameter>),
-    },
-    x::TypeInfo {
-        name: "ProfileDescription",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("section", "ProfileDescriptionSection")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileDescription>),
-    },
-    x::TypeInfo {
-        name: "ProfileDescriptionSection",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("description", "ExtendedElementDescription"),
-            x::FieldInfo::repeated("message", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileDescriptionSection>),
-    },
-    x::TypeInfo {
-        name: "ProfileDissociatedEvent",
-        base: Some("ProfileEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileDissociatedEvent>),
-    },
-    x::TypeInfo {
-        name: "ProfileEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("profile", "ProfileEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileEvent>),
-    },
-    x::TypeInfo {
-        name: "ProfileEventArgument",
-        base: Some("EventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("profile", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileEventArgument>),
-    },
-    x::TypeInfo {
-        name: "ProfileExecuteError",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("path", "ProfilePropertyPath"),
-            x::FieldInfo::required("message", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileExecuteError>),
-    },
-    x::TypeInfo {
-        name: "ProfileExecuteResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("status", "string"),
-            x::FieldInfo::optional("configSpec", "HostConfigSpec"),
-            x::FieldInfo::repeated("inapplicablePath", "string"),
-            x::FieldInfo::repeated(
-                "requireInput",
-                "ProfileDeferredPolicyOptionParameter",
-            ),
-            x::FieldInfo::repeated("error", "ProfileExecuteError"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileExecuteResult>),
-    },
-    x::TypeInfo {
-        name: "ProfileExecuteResultStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["success", "needInput", "error"],
-        decode: Some(x::decode_boxed::<ProfileExecuteResultStatus>),
-    },
-    x::TypeInfo {
-        name: "ProfileExpression",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("displayName", "string"),
-            x::FieldInfo::required("negated", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileExpression>),
-    },
-    x::TypeInfo {
-        name: "ProfileExpressionMetadata",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("expressionId", "ExtendedElementDescription"),
-            x::FieldInfo::repeated("parameter", "ProfileParameterMetadata"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileExpressionMetadata>),
-    },
-    x::TypeInfo {
-        name: "ProfileMetadata",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("profileTypeName", "string"),
-            x::FieldInfo::optional("description", "ExtendedDescription"),
-            x::FieldInfo::repeated("sortSpec", "ProfileMetadataProfileSortSpec"),
-            x::FieldInfo::optional("profileCategory", "string"),
-            x::FieldInfo::optional("profileComponent", "string"),
-            x::FieldInfo::repeated(
-                "operationMessages",
-                "ProfileMetadataProfileOperationMessage",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileMetadata>),
-    },
-    x::TypeInfo {
-        name: "ProfileMetadataProfileOperationMessage",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("operationName", "string"),
-            x::FieldInfo::required("message", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileMetadataProfileOperationMessage>),
-    },
-    x::TypeInfo {
-        name: "ProfileMetadataProfileSortSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("policyId", "string"),
-            x::FieldInfo::required("parameter", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileMetadataProfileSortSpec>),
-    },
-    x::TypeInfo {
-        name: "ProfileNumericComparator",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "lessThan",
-            "lessThanEqual",
-            "equal",
-            "notEqual",
-            "greaterThanEqual",
-            "greaterThan",
-        ],
-        decode: Some(x::decode_boxed::<ProfileNumericComparator>),
-    },
-    x::TypeInfo {
-        name: "ProfileParameterMetadata",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "ExtendedElementDescription"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("optional", "boolean"),
-            x::FieldInfo::optional("defaultValue", "anyType"),
-            x::FieldInfo::optional("hidden", "boolean"),
-            x::FieldInfo::optional("securitySensitive", "boolean"),
-            x::FieldInfo::optional("readOnly", "boolean"),
-            x::FieldInfo::repeated(
-                "parameterRelations",
-                "ProfileParameterMetadataParameterRelationMetadata",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileParameterMetadata>),
-    },
-    x::TypeInfo {
-        name: "ProfileParameterMetadataParameterRelationMetadata",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("relationTypes", "string"),
-            x::FieldInfo::repeated("values", "anyType"),
-            x::FieldInfo::optional("path", "ProfilePropertyPath"),
-            x::FieldInfo::required("minCount", "int"),
-            x::FieldInfo::required("maxCount", "int"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<ProfileParameterMetadataParameterRelationMetadata>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ProfileParameterMetadataRelationType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "dynamic_relation",
-            "extensible_relation",
-            "localizable_relation",
-            "static_relation",
-            "validation_relation",
-        ],
-        decode: Some(x::decode_boxed::<ProfileParameterMetadataRelationType>),
-    },
-    x::TypeInfo {
-        name: "ProfilePolicy",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("policyOption", "PolicyOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfilePolicy>),
-    },
-    x::TypeInfo {
-        name: "ProfilePolicyMetadata",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "ExtendedElementDescription"),
-            x::FieldInfo::repeated("possibleOption", "ProfilePolicyOptionMetadata"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfilePolicyMetadata>),
-    },
-    x::TypeInfo {
-        name: "ProfilePolicyOptionMetadata",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "ExtendedElementDescription"),
-            x::FieldInfo::repeated("parameter", "ProfileParameterMetadata"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfilePolicyOptionMetadata>),
-    },
-    x::TypeInfo {
-        name: "ProfileProfileStructure",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("profileTypeName", "string"),
-            x::FieldInfo::repeated("child", "ProfileProfileStructureProperty"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileProfileStructure>),
-    },
-    x::TypeInfo {
-        name: "ProfileProfileStructureProperty",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("propertyName", "string"),
-            x::FieldInfo::required("array", "boolean"),
-            x::FieldInfo::required("element", "ProfileProfileStructure"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileProfileStructureProperty>),
-    },
-    x::TypeInfo {
-        name: "ProfilePropertyPath",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("profilePath", "string"),
-            x::FieldInfo::optional("policyId", "string"),
-            x::FieldInfo::optional("parameterId", "string"),
-            x::FieldInfo::optional("policyOptionId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfilePropertyPath>),
-    },
-    x::TypeInfo {
-        name: "ProfileReferenceHostChangedEvent",
-        base: Some("ProfileEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("referenceHost", "ManagedObjectReference"),
-            x::FieldInfo::optional("referenceHostName", "string"),
-            x::FieldInfo::optional("prevReferenceHostName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileReferenceHostChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "ProfileRemovedEvent",
-        base: Some("ProfileEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "ProfileSerializedCreateSpec",
-        base: Some("ProfileCreateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("profileConfigString", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileSerializedCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "ProfileSimpleExpression",
-        base: Some("ProfileExpression"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("expressionType", "string"),
-            x::FieldInfo::repeated("parameter", "KeyAnyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileSimpleExpression>),
-    },
-    x::TypeInfo {
-        name: "ProfileUpdateFailed",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("failure", "ProfileUpdateFailedUpdateFailure"),
-            x::FieldInfo::repeated("warnings", "ProfileUpdateFailedUpdateFailure"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileUpdateFailed>),
-    },
-    x::TypeInfo {
-        name: "ProfileUpdateFailedUpdateFailure",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("profilePath", "ProfilePropertyPath"),
-            x::FieldInfo::required("errMsg", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ProfileUpdateFailedUpdateFailure>),
-    },
-    x::TypeInfo {
-        name: "PromoteDisksRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("unlink", "boolean"),
-            x::FieldInfo::repeated("disks", "VirtualDisk"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "PropertyChange",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("op", "PropertyChangeOp"),
-            x::FieldInfo::optional("val", "anyType"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PropertyChange>),
-    },
-    x::TypeInfo {
-        name: "PropertyChangeOp",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["add", "remove", "assign", "indirectRemove"],
-        decode: Some(x::decode_boxed::<PropertyChangeOp>),
-    },
-    x::TypeInfo {
-        name: "PropertyFilterSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("propSet", "PropertySpec"),
-            x::FieldInfo::repeated("objectSet", "ObjectSpec"),
-            x::FieldInfo::optional("reportMissingObjectsInResults", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PropertyFilterSpec>),
-    },
-    x::TypeInfo {
-        name: "PropertyFilterUpdate",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("filter", "ManagedObjectReference"),
-            x::FieldInfo::repeated("objectSet", "ObjectUpdate"),
-            x::FieldInfo::repeated("missingSet", "MissingObject"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PropertyFilterUpdate>),
-    },
-    x::TypeInfo {
-        name: "PropertySpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::optional("all", "boolean"),
-            x::FieldInfo::repeated("pathSet", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<PropertySpec>),
-    },
-    x::TypeInfo {
-        name: "PutUsbScanCodesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "UsbScanCodeSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x1443e11), x::Name(0x8cf10d), 0, 1), // PMemDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x1445019), x::Name(0x1deef15), 1, 0), // ParaVirtualSCSIController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1446a1f), x::Name(0x1df051b), 1, 0), // ParaVirtualSCSIControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1448a1a), x::Name::NONE, 1, 3), // ParseDescriptorRequestType
+        x::TypeEntry::structure(x::Name(0x144a519), x::Name(0x134ba12), 4, 1), // PassiveNodeDeploymentSpec: NodeDeploymentSpec
+        x::TypeEntry::structure(x::Name(0x144bf16), x::Name(0x134cd0f), 5, 1), // PassiveNodeNetworkSpec: NodeNetworkSpec
+        x::TypeEntry::structure(x::Name(0x144d60f), x::Name(0x116540c), 6, 0), // PasswordExpired: InvalidLogin
+        x::TypeEntry::structure(x::Name(0x144e60d), x::Name(0xaa460b), 6, 1), // PasswordField: DynamicData
+        x::TypeEntry::structure(x::Name(0x144f415), x::Name(0x145a212), 7, 0), // PatchAlreadyInstalled: PatchNotApplicable
+        x::TypeEntry::structure(x::Name(0x1450a15), x::Name(0x1b42008), 7, 2), // PatchBinariesNotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x1452012), x::Name(0x14a6313), 9, 1), // PatchInstallFailed: PlatformConfigFault
+        x::TypeEntry::structure(x::Name(0x1453313), x::Name(0x14a6313), 10, 0), // PatchIntegrityError: PlatformConfigFault
+        x::TypeEntry::structure(x::Name(0x1454716), x::Name(0x1455e14), 10, 0), // PatchMetadataCorrupted: PatchMetadataInvalid
+        x::TypeEntry::structure(x::Name(0x1455e14), x::Name(0x1b42008), 10, 2), // PatchMetadataInvalid: VimFault
+        x::TypeEntry::structure(x::Name(0x1457315), x::Name(0x1455e14), 12, 0), // PatchMetadataNotFound: PatchMetadataInvalid
+        x::TypeEntry::structure(x::Name(0x1458918), x::Name(0x145a212), 12, 2), // PatchMissingDependencies: PatchNotApplicable
+        x::TypeEntry::structure(x::Name(0x145a212), x::Name(0x1b42008), 14, 1), // PatchNotApplicable: VimFault
+        x::TypeEntry::structure(x::Name(0x145b50f), x::Name(0x145a212), 15, 1), // PatchSuperseded: PatchNotApplicable
+        x::TypeEntry::structure(x::Name(0x145c513), x::Name(0xaa460b), 16, 2), // PerfCompositeMetric: DynamicData
+        x::TypeEntry::structure(x::Name(0x145d90f), x::Name(0xaa460b), 18, 9), // PerfCounterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x145e910), x::Name(0x145fa14), 27, 2), // PerfEntityMetric: PerfEntityMetricBase
+        x::TypeEntry::structure(x::Name(0x145fa14), x::Name(0xaa460b), 29, 1), // PerfEntityMetricBase: DynamicData
+        x::TypeEntry::structure(x::Name(0x1460f13), x::Name(0x145fa14), 30, 2), // PerfEntityMetricCSV: PerfEntityMetricBase
+        x::TypeEntry::enumeration(x::Name(0x146230a), 0, 2), // PerfFormat
+        x::TypeEntry::structure(x::Name(0x1462e0c), x::Name(0xaa460b), 32, 6), // PerfInterval: DynamicData
+        x::TypeEntry::structure(x::Name(0x1463b0c), x::Name(0xaa460b), 38, 2), // PerfMetricId: DynamicData
+        x::TypeEntry::structure(x::Name(0x1464813), x::Name(0x1465c10), 40, 1), // PerfMetricIntSeries: PerfMetricSeries
+        x::TypeEntry::structure(x::Name(0x1465c10), x::Name(0xaa460b), 41, 1), // PerfMetricSeries: DynamicData
+        x::TypeEntry::structure(x::Name(0x1466d13), x::Name(0x1465c10), 42, 1), // PerfMetricSeriesCSV: PerfMetricSeries
+        x::TypeEntry::structure(x::Name(0x1468113), x::Name(0xaa460b), 43, 4), // PerfProviderSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x146950d), x::Name(0xaa460b), 47, 7), // PerfQuerySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x146a30e), x::Name(0xaa460b), 54, 2), // PerfSampleInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x146b20d), 2, 3), // PerfStatsType
+        x::TypeEntry::enumeration(x::Name(0x146c00f), 5, 6), // PerfSummaryType
+        x::TypeEntry::structure(x::Name(0x146d029), x::Name::NONE, 56, 3), // PerformDvsProductSpecOperationRequestType
+        x::TypeEntry::structure(x::Name(0x146fa2b), x::Name::NONE, 59, 3), // PerformVsanUpgradePreflightCheckRequestType
+        x::TypeEntry::structure(x::Name(0x147261d), x::Name::NONE, 62, 6), // PerformVsanUpgradeRequestType
+        x::TypeEntry::structure(x::Name(0x1474416), x::Name(0xaa460b), 68, 2), // PerformanceDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x1475b25), x::Name(0xaa460b), 70, 3), // PerformanceManagerCounterLevelMapping: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1478116), 11, 14), // PerformanceManagerUnit
+        x::TypeEntry::structure(x::Name(0x1479820), x::Name(0xaa460b), 73, 1), // PerformanceStatisticsDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x147cd0a), x::Name(0xaa460b), 74, 5), // Permission: DynamicData
+        x::TypeEntry::structure(x::Name(0x147d814), x::Name(0x147ed0f), 79, 2), // PermissionAddedEvent: PermissionEvent
+        x::TypeEntry::structure(x::Name(0x147ed0f), x::Name(0x531812), 81, 3), // PermissionEvent: AuthorizationEvent
+        x::TypeEntry::structure(x::Name(0x147fd11), x::Name(0xab90c), 84, 1), // PermissionProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1480f16), x::Name(0x147ed0f), 85, 0), // PermissionRemovedEvent: PermissionEvent
+        x::TypeEntry::structure(x::Name(0x1482616), x::Name(0x147ed0f), 85, 4), // PermissionUpdatedEvent: PermissionEvent
+        x::TypeEntry::structure(x::Name(0x1483d19), x::Name(0x1606c0f), 89, 0), // PhysCompatRDMNotSupported: RDMNotSupported
+        x::TypeEntry::structure(x::Name(0x148570b), x::Name(0xaa460b), 89, 18), // PhysicalNic: DynamicData
+        x::TypeEntry::structure(x::Name(0x148631e), x::Name(0xaa460b), 107, 7), // PhysicalNicCdpDeviceCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1488212), x::Name(0xaa460b), 114, 19), // PhysicalNicCdpInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1489511), x::Name(0xaa460b), 133, 2), // PhysicalNicConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x148a70f), x::Name(0xaa460b), 135, 1), // PhysicalNicHint: DynamicData
+        x::TypeEntry::structure(x::Name(0x148b713), x::Name(0xaa460b), 136, 5), // PhysicalNicHintInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x148cb11), x::Name(0x148a70f), 141, 1), // PhysicalNicIpHint: PhysicalNicHint
+        x::TypeEntry::structure(x::Name(0x148dd13), x::Name(0xaa460b), 142, 2), // PhysicalNicLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x148f113), x::Name(0x148a70f), 144, 1), // PhysicalNicNameHint: PhysicalNicHint
+        x::TypeEntry::structure(x::Name(0x1490512), x::Name(0xab90c), 145, 1), // PhysicalNicProfile: ApplyProfile
+        x::TypeEntry::enumeration(x::Name(0x1491830), 25, 2), // PhysicalNicResourcePoolSchedulerDisallowedReason
+        x::TypeEntry::structure(x::Name(0x149490f), x::Name(0xaa460b), 146, 4), // PhysicalNicSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1495928), 27, 1), // PhysicalNicVmDirectPathGen2SupportedMode
+        x::TypeEntry::structure(x::Name(0x1498212), x::Name::NONE, 150, 2), // PlaceVmRequestType
+        x::TypeEntry::structure(x::Name(0x149950f), x::Name(0x60500d), 152, 3), // PlacementAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x149a515), x::Name(0xaa460b), 155, 4), // PlacementAffinityRule: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x149bb1e), 28, 4), // PlacementAffinityRuleRuleScope
+        x::TypeEntry::enumeration(x::Name(0x149da1d), 32, 4), // PlacementAffinityRuleRuleType
+        x::TypeEntry::structure(x::Name(0x149f813), x::Name(0xaa460b), 159, 7), // PlacementRankResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x14a0c11), x::Name(0xaa460b), 166, 4), // PlacementRankSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14a1e0f), x::Name(0xaa460b), 170, 2), // PlacementResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x14a2e0d), x::Name(0xaa460b), 172, 13), // PlacementSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x14a3c1a), 36, 4), // PlacementSpecPlacementType
+        x::TypeEntry::structure(x::Name(0x14a6313), x::Name(0xcde20f), 185, 1), // PlatformConfigFault: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x14a7711), x::Name(0xab90c), 186, 1), // PnicUplinkProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x14a890e), x::Name(0xaa460b), 187, 4), // PodDiskLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x14a9812), x::Name(0xaa460b), 191, 4), // PodStorageDrsEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0x14aab0c), x::Name(0xaa460b), 195, 2), // PolicyOption: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x14ab816), 40, 4), // PortGroupConnecteeType
+        x::TypeEntry::structure(x::Name(0x14acf10), x::Name(0xab90c), 197, 5), // PortGroupProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x14ae015), x::Name(0x1a7cc10), 202, 2), // PosixUserSearchResult: UserSearchResult
+        x::TypeEntry::structure(x::Name(0x14af614), x::Name::NONE, 204, 3), // PostEventRequestType
+        x::TypeEntry::structure(x::Name(0x14b0b1c), x::Name::NONE, 207, 3), // PostHealthUpdatesRequestType
+        x::TypeEntry::structure(x::Name(0x14b2e21), x::Name::NONE, 210, 3), // PowerDownHostToStandByRequestType
+        x::TypeEntry::structure(x::Name(0x14b5017), x::Name::NONE, 213, 2), // PowerOffVAppRequestType
+        x::TypeEntry::structure(x::Name(0x14b6815), x::Name::NONE, 215, 1), // PowerOffVMRequestType
+        x::TypeEntry::structure(x::Name(0x14b7e18), x::Name(0x1ebab15), 216, 5), // PowerOnFtSecondaryFailed: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x14b971a), x::Name(0x1947008), 221, 3), // PowerOnFtSecondaryTimedout: Timedout
+        x::TypeEntry::structure(x::Name(0x14bb219), x::Name::NONE, 224, 3), // PowerOnMultiVMRequestType
+        x::TypeEntry::structure(x::Name(0x14bcc16), x::Name::NONE, 227, 1), // PowerOnVAppRequestType
+        x::TypeEntry::structure(x::Name(0x14be314), x::Name::NONE, 228, 2), // PowerOnVMRequestType
+        x::TypeEntry::structure(x::Name(0x14bf815), x::Name(0xaa460b), 230, 1), // PowerSystemCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x14c0e0f), x::Name(0xaa460b), 231, 1), // PowerSystemInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x14c1e21), x::Name::NONE, 232, 2), // PowerUpHostFromStandByRequestType
+        x::TypeEntry::structure(x::Name(0x14c4018), x::Name::NONE, 234, 1), // PrepareCryptoRequestType
+        x::TypeEntry::structure(x::Name(0x14c7015), x::Name(0xaa460b), 235, 2), // PrivilegeAvailability: DynamicData
+        x::TypeEntry::structure(x::Name(0x14c8612), x::Name(0xaa460b), 237, 4), // PrivilegePolicyDef: DynamicData
+        x::TypeEntry::structure(x::Name(0x14c9914), x::Name(0xaa460b), 241, 4), // ProductComponentInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x14cae1a), x::Name(0xab90c), 245, 1), // ProfileApplyProfileElement: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x14cc91b), x::Name(0xaa460b), 246, 3), // ProfileApplyProfileProperty: DynamicData
+        x::TypeEntry::structure(x::Name(0x14ce516), x::Name(0x14df20c), 249, 0), // ProfileAssociatedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x14cfc13), x::Name(0x14df20c), 249, 0), // ProfileChangedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x14d101a), x::Name(0x14e5811), 249, 2), // ProfileCompositeExpression: ProfileExpression
+        x::TypeEntry::structure(x::Name(0x14d2b24), x::Name(0x14f871b), 251, 1), // ProfileCompositePolicyOptionMetadata: ProfilePolicyOptionMetadata
+        x::TypeEntry::structure(x::Name(0x14d5011), x::Name(0xaa460b), 252, 3), // ProfileConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x14d6211), x::Name(0xaa460b), 255, 3), // ProfileCreateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x14d7413), x::Name(0x14df20c), 258, 0), // ProfileCreatedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x14d8824), x::Name(0xaa460b), 258, 2), // ProfileDeferredPolicyOptionParameter: DynamicData
+        x::TypeEntry::structure(x::Name(0x14dad12), x::Name(0xaa460b), 260, 1), // ProfileDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x14dc019), x::Name(0xaa460b), 261, 2), // ProfileDescriptionSection: DynamicData
+        x::TypeEntry::structure(x::Name(0x14dda17), x::Name(0x14df20c), 263, 0), // ProfileDissociatedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x14df20c), x::Name(0xb00605), 263, 1), // ProfileEvent: Event
+        x::TypeEntry::structure(x::Name(0x14dff14), x::Name(0xb0740d), 264, 2), // ProfileEventArgument: EventArgument
+        x::TypeEntry::structure(x::Name(0x14e1413), x::Name(0xaa460b), 266, 2), // ProfileExecuteError: DynamicData
+        x::TypeEntry::structure(x::Name(0x14e2814), x::Name(0xaa460b), 268, 5), // ProfileExecuteResult: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x14e3d1a), 44, 3), // ProfileExecuteResultStatus
+        x::TypeEntry::structure(x::Name(0x14e5811), x::Name(0xaa460b), 273, 3), // ProfileExpression: DynamicData
+        x::TypeEntry::structure(x::Name(0x14e6a19), x::Name(0xaa460b), 276, 2), // ProfileExpressionMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x14e840f), x::Name(0xaa460b), 278, 7), // ProfileMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x14e9426), x::Name(0xaa460b), 285, 2), // ProfileMetadataProfileOperationMessage: DynamicData
+        x::TypeEntry::structure(x::Name(0x14ebb1e), x::Name(0xaa460b), 287, 2), // ProfileMetadataProfileSortSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x14eda18), 47, 6), // ProfileNumericComparator
+        x::TypeEntry::structure(x::Name(0x14ef318), x::Name(0xaa460b), 289, 8), // ProfileParameterMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x14f0c31), x::Name(0xaa460b), 297, 5), // ProfileParameterMetadataParameterRelationMetadata: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x14f3e24), 53, 5), // ProfileParameterMetadataRelationType
+        x::TypeEntry::structure(x::Name(0x14f630d), x::Name(0xaa460b), 302, 2), // ProfilePolicy: DynamicData
+        x::TypeEntry::structure(x::Name(0x14f7115), x::Name(0xaa460b), 304, 2), // ProfilePolicyMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x14f871b), x::Name(0xaa460b), 306, 2), // ProfilePolicyOptionMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x14fa317), x::Name(0xaa460b), 308, 2), // ProfileProfileStructure: DynamicData
+        x::TypeEntry::structure(x::Name(0x14fbb1f), x::Name(0xaa460b), 310, 3), // ProfileProfileStructureProperty: DynamicData
+        x::TypeEntry::structure(x::Name(0x14fdb13), x::Name(0xaa460b), 313, 4), // ProfilePropertyPath: DynamicData
+        x::TypeEntry::structure(x::Name(0x14fef20), x::Name(0x14df20c), 317, 3), // ProfileReferenceHostChangedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x1501013), x::Name(0x14df20c), 320, 0), // ProfileRemovedEvent: ProfileEvent
+        x::TypeEntry::structure(x::Name(0x150241b), x::Name(0x14d6211), 320, 1), // ProfileSerializedCreateSpec: ProfileCreateSpec
+        x::TypeEntry::structure(x::Name(0x1504017), x::Name(0x14e5811), 321, 2), // ProfileSimpleExpression: ProfileExpression
+        x::TypeEntry::structure(x::Name(0x1505813), x::Name(0x1b42008), 323, 2), // ProfileUpdateFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x1506c20), x::Name(0xaa460b), 325, 2), // ProfileUpdateFailedUpdateFailure: DynamicData
+        x::TypeEntry::structure(x::Name(0x1508d17), x::Name::NONE, 327, 3), // PromoteDisksRequestType
+        x::TypeEntry::structure(x::Name(0x150a50e), x::Name(0xaa460b), 330, 3), // PropertyChange: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x150b410), 58, 4), // PropertyChangeOp
+        x::TypeEntry::structure(x::Name(0x150c512), x::Name(0xaa460b), 333, 3), // PropertyFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x150d814), x::Name(0xaa460b), 336, 3), // PropertyFilterUpdate: DynamicData
+        x::TypeEntry::structure(x::Name(0x150ed0c), x::Name(0xaa460b), 339, 3), // PropertySpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x150fa1a), x::Name::NONE, 342, 2), // PutUsbScanCodesRequestType
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<PMemDatastoreInfo>),
+        Some(x::decode_boxed::<ParaVirtualSCSIController>),
+        Some(x::decode_boxed::<ParaVirtualSCSIControllerOption>),
+        None, // ParseDescriptorRequestType
+        Some(x::decode_boxed::<PassiveNodeDeploymentSpec>),
+        Some(x::decode_boxed::<PassiveNodeNetworkSpec>),
+        Some(x::decode_boxed::<PasswordExpired>),
+        Some(x::decode_boxed::<PasswordField>),
+        Some(x::decode_boxed::<PatchAlreadyInstalled>),
+        Some(x::decode_boxed::<PatchBinariesNotFound>),
+        Some(x::decode_boxed::<PatchInstallFailed>),
+        Some(x::decode_boxed::<PatchIntegrityError>),
+        Some(x::decode_boxed::<PatchMetadataCorrupted>),
+        Some(x::decode_boxed::<PatchMetadataInvalid>),
+        Some(x::decode_boxed::<PatchMetadataNotFound>),
+        Some(x::decode_boxed::<PatchMissingDependencies>),
+        Some(x::decode_boxed::<PatchNotApplicable>),
+        Some(x::decode_boxed::<PatchSuperseded>),
+        Some(x::decode_boxed::<PerfCompositeMetric>),
+        Some(x::decode_boxed::<PerfCounterInfo>),
+        Some(x::decode_boxed::<PerfEntityMetric>),
+        Some(x::decode_boxed::<PerfEntityMetricBase>),
+        Some(x::decode_boxed::<PerfEntityMetricCSV>),
+        Some(x::decode_boxed::<PerfFormat>),
+        Some(x::decode_boxed::<PerfInterval>),
+        Some(x::decode_boxed::<PerfMetricId>),
+        Some(x::decode_boxed::<PerfMetricIntSeries>),
+        Some(x::decode_boxed::<PerfMetricSeries>),
+        Some(x::decode_boxed::<PerfMetricSeriesCSV>),
+        Some(x::decode_boxed::<PerfProviderSummary>),
+        Some(x::decode_boxed::<PerfQuerySpec>),
+        Some(x::decode_boxed::<PerfSampleInfo>),
+        Some(x::decode_boxed::<PerfStatsType>),
+        Some(x::decode_boxed::<PerfSummaryType>),
+        None, // PerformDvsProductSpecOperationRequestType
+        None, // PerformVsanUpgradePreflightCheckRequestType
+        None, // PerformVsanUpgradeRequestType
+        Some(x::decode_boxed::<PerformanceDescription>),
+        Some(x::decode_boxed::<PerformanceManagerCounterLevelMapping>),
+        Some(x::decode_boxed::<PerformanceManagerUnit>),
+        Some(x::decode_boxed::<PerformanceStatisticsDescription>),
+        Some(x::decode_boxed::<Permission>),
+        Some(x::decode_boxed::<PermissionAddedEvent>),
+        Some(x::decode_boxed::<PermissionEvent>),
+        Some(x::decode_boxed::<PermissionProfile>),
+        Some(x::decode_boxed::<PermissionRemovedEvent>),
+        Some(x::decode_boxed::<PermissionUpdatedEvent>),
+        Some(x::decode_boxed::<PhysCompatRDMNotSupported>),
+        Some(x::decode_boxed::<PhysicalNic>),
+        Some(x::decode_boxed::<PhysicalNicCdpDeviceCapability>),
+        Some(x::decode_boxed::<PhysicalNicCdpInfo>),
+        Some(x::decode_boxed::<PhysicalNicConfig>),
+        Some(x::decode_boxed::<PhysicalNicHint>),
+        Some(x::decode_boxed::<PhysicalNicHintInfo>),
+        Some(x::decode_boxed::<PhysicalNicIpHint>),
+        Some(x::decode_boxed::<PhysicalNicLinkInfo>),
+        Some(x::decode_boxed::<PhysicalNicNameHint>),
+        Some(x::decode_boxed::<PhysicalNicProfile>),
+        Some(x::decode_boxed::<PhysicalNicResourcePoolSchedulerDisallowedReason>),
+        Some(x::decode_boxed::<PhysicalNicSpec>),
+        Some(x::decode_boxed::<PhysicalNicVmDirectPathGen2SupportedMode>),
+        None, // PlaceVmRequestType
+        Some(x::decode_boxed::<PlacementAction>),
+        Some(x::decode_boxed::<PlacementAffinityRule>),
+        Some(x::decode_boxed::<PlacementAffinityRuleRuleScope>),
+        Some(x::decode_boxed::<PlacementAffinityRuleRuleType>),
+        Some(x::decode_boxed::<PlacementRankResult>),
+        Some(x::decode_boxed::<PlacementRankSpec>),
+        Some(x::decode_boxed::<PlacementResult>),
+        Some(x::decode_boxed::<PlacementSpec>),
+        Some(x::decode_boxed::<PlacementSpecPlacementType>),
+        Some(x::decode_boxed::<PlatformConfigFault>),
+        Some(x::decode_boxed::<PnicUplinkProfile>),
+        Some(x::decode_boxed::<PodDiskLocator>),
+        Some(x::decode_boxed::<PodStorageDrsEntry>),
+        Some(x::decode_boxed::<PolicyOption>),
+        Some(x::decode_boxed::<PortGroupConnecteeType>),
+        Some(x::decode_boxed::<PortGroupProfile>),
+        Some(x::decode_boxed::<PosixUserSearchResult>),
+        None, // PostEventRequestType
+        None, // PostHealthUpdatesRequestType
+        None, // PowerDownHostToStandByRequestType
+        None, // PowerOffVAppRequestType
+        None, // PowerOffVMRequestType
+        Some(x::decode_boxed::<PowerOnFtSecondaryFailed>),
+        Some(x::decode_boxed::<PowerOnFtSecondaryTimedout>),
+        None, // PowerOnMultiVMRequestType
+        None, // PowerOnVAppRequestType
+        None, // PowerOnVMRequestType
+        Some(x::decode_boxed::<PowerSystemCapability>),
+        Some(x::decode_boxed::<PowerSystemInfo>),
+        None, // PowerUpHostFromStandByRequestType
+        None, // PrepareCryptoRequestType
+        Some(x::decode_boxed::<PrivilegeAvailability>),
+        Some(x::decode_boxed::<PrivilegePolicyDef>),
+        Some(x::decode_boxed::<ProductComponentInfo>),
+        Some(x::decode_boxed::<ProfileApplyProfileElement>),
+        Some(x::decode_boxed::<ProfileApplyProfileProperty>),
+        Some(x::decode_boxed::<ProfileAssociatedEvent>),
+        Some(x::decode_boxed::<ProfileChangedEvent>),
+        Some(x::decode_boxed::<ProfileCompositeExpression>),
+        Some(x::decode_boxed::<ProfileCompositePolicyOptionMetadata>),
+        Some(x::decode_boxed::<ProfileConfigInfo>),
+        Some(x::decode_boxed::<ProfileCreateSpec>),
+        Some(x::decode_boxed::<ProfileCreatedEvent>),
+        Some(x::decode_boxed::<ProfileDeferredPolicyOptionParameter>),
+        Some(x::decode_boxed::<ProfileDescription>),
+        Some(x::decode_boxed::<ProfileDescriptionSection>),
+        Some(x::decode_boxed::<ProfileDissociatedEvent>),
+        Some(x::decode_boxed::<ProfileEvent>),
+        Some(x::decode_boxed::<ProfileEventArgument>),
+        Some(x::decode_boxed::<ProfileExecuteError>),
+        Some(x::decode_boxed::<ProfileExecuteResult>),
+        Some(x::decode_boxed::<ProfileExecuteResultStatus>),
+        Some(x::decode_boxed::<ProfileExpression>),
+        Some(x::decode_boxed::<ProfileExpressionMetadata>),
+        Some(x::decode_boxed::<ProfileMetadata>),
+        Some(x::decode_boxed::<ProfileMetadataProfileOperationMessage>),
+        Some(x::decode_boxed::<ProfileMetadataProfileSortSpec>),
+        Some(x::decode_boxed::<ProfileNumericComparator>),
+        Some(x::decode_boxed::<ProfileParameterMetadata>),
+        Some(x::decode_boxed::<ProfileParameterMetadataParameterRelationMetadata>),
+        Some(x::decode_boxed::<ProfileParameterMetadataRelationType>),
+        Some(x::decode_boxed::<ProfilePolicy>),
+        Some(x::decode_boxed::<ProfilePolicyMetadata>),
+        Some(x::decode_boxed::<ProfilePolicyOptionMetadata>),
+        Some(x::decode_boxed::<ProfileProfileStructure>),
+        Some(x::decode_boxed::<ProfileProfileStructureProperty>),
+        Some(x::decode_boxed::<ProfilePropertyPath>),
+        Some(x::decode_boxed::<ProfileReferenceHostChangedEvent>),
+        Some(x::decode_boxed::<ProfileRemovedEvent>),
+        Some(x::decode_boxed::<ProfileSerializedCreateSpec>),
+        Some(x::decode_boxed::<ProfileSimpleExpression>),
+        Some(x::decode_boxed::<ProfileUpdateFailed>),
+        Some(x::decode_boxed::<ProfileUpdateFailedUpdateFailure>),
+        None, // PromoteDisksRequestType
+        Some(x::decode_boxed::<PropertyChange>),
+        Some(x::decode_boxed::<PropertyChangeOp>),
+        Some(x::decode_boxed::<PropertyFilterSpec>),
+        Some(x::decode_boxed::<PropertyFilterUpdate>),
+        Some(x::decode_boxed::<PropertySpec>),
+        None, // PutUsbScanCodesRequestType
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2b96104), x::Name(0xed660e)), // pmem: HostPMemVolume
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b00c0d), x::Name(0x2f00106)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x2b4fa03), x::Name(0x1411818)), // pdp: OvfParseDescriptorParams
+        x::FieldEntry::optional(x::Name(0x251c912), x::Name(0x803417)), // failoverIpSettings: CustomizationIPSettings
+        x::FieldEntry::optional(x::Name(0x251c912), x::Name(0x803417)), // failoverIpSettings: CustomizationIPSettings
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2b41307), x::Name(0x2f00106)), // patchID: string
+        x::FieldEntry::repeated(x::Name(0x211c606), x::Name(0x2f00106)), // binary: string
+        x::FieldEntry::required(x::Name(0x2d5450a), x::Name(0x212d207)), // rolledBack: boolean
+        x::FieldEntry::required(x::Name(0x2b41307), x::Name(0x2f00106)), // patchID: string
+        x::FieldEntry::repeated(x::Name(0x2902308), x::Name(0x2f00106)), // metaData: string
+        x::FieldEntry::repeated(x::Name(0x2bf0c11), x::Name(0x2f00106)), // prerequisitePatch: string
+        x::FieldEntry::repeated(x::Name(0x2befc0f), x::Name(0x2f00106)), // prerequisiteLib: string
+        x::FieldEntry::required(x::Name(0x2b41307), x::Name(0x2f00106)), // patchID: string
+        x::FieldEntry::repeated(x::Name(0x2f13609), x::Name(0x2f00106)), // supersede: string
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x145fa14)), // entity: PerfEntityMetricBase
+        x::FieldEntry::repeated(x::Name(0x21aa00b), x::Name(0x145fa14)), // childEntity: PerfEntityMetricBase
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x2968808), x::Name(0xac5712)), // nameInfo: ElementDescription
+        x::FieldEntry::required(x::Name(0x25dfa09), x::Name(0xac5712)), // groupInfo: ElementDescription
+        x::FieldEntry::required(x::Name(0x3021f08), x::Name(0xac5712)), // unitInfo: ElementDescription
+        x::FieldEntry::required(x::Name(0x2d55d0a), x::Name(0x146c00f)), // rollupType: PerfSummaryType
+        x::FieldEntry::required(x::Name(0x2ed9a09), x::Name(0x146b20d)), // statsType: PerfStatsType
+        x::FieldEntry::optional(x::Name(0x280b905), x::Name(0x2729103)), // level: int
+        x::FieldEntry::optional(x::Name(0x2b55b0e), x::Name(0x2729103)), // perDeviceLevel: int
+        x::FieldEntry::repeated(x::Name(0x20b3913), x::Name(0x2729103)), // associatedCounterId: int
+        x::FieldEntry::repeated(x::Name(0x2d6d60a), x::Name(0x146a30e)), // sampleInfo: PerfSampleInfo
+        x::FieldEntry::repeated(x::Name(0x30c7905), x::Name(0x1465c10)), // value: PerfMetricSeries
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d6e10d), x::Name(0x2f00106)), // sampleInfoCSV: string
+        x::FieldEntry::repeated(x::Name(0x30c7905), x::Name(0x1466d13)), // value: PerfMetricSeriesCSV
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x2d7170e), x::Name(0x2729103)), // samplingPeriod: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2809b06), x::Name(0x2729103)), // length: int
+        x::FieldEntry::optional(x::Name(0x280b905), x::Name(0x2729103)), // level: int
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x225bd09), x::Name(0x2729103)), // counterId: int
+        x::FieldEntry::required(x::Name(0x2720608), x::Name(0x2f00106)), // instance: string
+        x::FieldEntry::repeated(x::Name(0x30c7905), x::Name(0x2857004)), // value: long
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x1463b0c)), // id: PerfMetricId
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22bbc10), x::Name(0x212d207)), // currentSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f0fa10), x::Name(0x212d207)), // summarySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2caf60b), x::Name(0x2729103)), // refreshRate: int
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x28b5809), x::Name(0x2729103)), // maxSample: int
+        x::FieldEntry::repeated(x::Name(0x2908108), x::Name(0x1463b0c)), // metricId: PerfMetricId
+        x::FieldEntry::optional(x::Name(0x273850a), x::Name(0x2729103)), // intervalId: int
+        x::FieldEntry::optional(x::Name(0x2588b06), x::Name(0x2f00106)), // format: string
+        x::FieldEntry::required(x::Name(0x2fb5b09), x::Name(0x2308208)), // timestamp: dateTime
+        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x2729103)), // interval: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::optional(x::Name(0x2c1800b), x::Name(0x9f4423)), // productSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2427c0f), x::Name(0x212d207)), // downgradeFormat: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b66214), x::Name(0x212d207)), // performObjectUpgrade: boolean
+        x::FieldEntry::optional(x::Name(0x2427c0f), x::Name(0x212d207)), // downgradeFormat: boolean
+        x::FieldEntry::optional(x::Name(0x2063116), x::Name(0x212d207)), // allowReducedRedundancy: boolean
+        x::FieldEntry::repeated(x::Name(0x24e840c), x::Name(0x1258216)), // excludeHosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x225d70b), x::Name(0xac5712)), // counterType: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x2ed9a09), x::Name(0xac5712)), // statsType: ElementDescription
+        x::FieldEntry::required(x::Name(0x225bd09), x::Name(0x2729103)), // counterId: int
+        x::FieldEntry::optional(x::Name(0x204da0e), x::Name(0x2729103)), // aggregateLevel: int
+        x::FieldEntry::optional(x::Name(0x2b55b0e), x::Name(0x2729103)), // perDeviceLevel: int
+        x::FieldEntry::repeated(x::Name(0x2739009), x::Name(0x1462e0c)), // intervals: PerfInterval
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
+        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
+        x::FieldEntry::required(x::Name(0x2c2c009), x::Name(0x212d207)), // propagate: boolean
+        x::FieldEntry::required(x::Name(0x2d51404), x::Name(0x17b3011)), // role: RoleEventArgument
+        x::FieldEntry::required(x::Name(0x2c2c009), x::Name(0x212d207)), // propagate: boolean
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2d51404), x::Name(0x17b3011)), // role: RoleEventArgument
+        x::FieldEntry::required(x::Name(0x2c2c009), x::Name(0x212d207)), // propagate: boolean
+        x::FieldEntry::optional(x::Name(0x2bf8008), x::Name(0x17b3011)), // prevRole: RoleEventArgument
+        x::FieldEntry::optional(x::Name(0x2bf5c0d), x::Name(0x212d207)), // prevPropagate: boolean
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2b47203), x::Name(0x2f00106)), // pci: string
+        x::FieldEntry::optional(x::Name(0x242e506), x::Name(0x2f00106)), // driver: string
+        x::FieldEntry::optional(x::Name(0x2828309), x::Name(0x148dd13)), // linkSpeed: PhysicalNicLinkInfo
+        x::FieldEntry::repeated(x::Name(0x30c1b16), x::Name(0x148dd13)), // validLinkSpecification: PhysicalNicLinkInfo
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x149490f)), // spec: PhysicalNicSpec
+        x::FieldEntry::required(x::Name(0x3203c12), x::Name(0x212d207)), // wakeOnLanSupported: boolean
+        x::FieldEntry::required(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
+        x::FieldEntry::optional(x::Name(0x253ca11), x::Name(0xb7d00a)), // fcoeConfiguration: FcoeConfig
+        x::FieldEntry::optional(x::Name(0x3145719), x::Name(0x212d207)), // vmDirectPathGen2Supported: boolean
+        x::FieldEntry::optional(x::Name(0x314711d), x::Name(0x2f00106)), // vmDirectPathGen2SupportedMode: string
+        x::FieldEntry::optional(x::Name(0x2d2571c), x::Name(0x212d207)), // resourcePoolSchedulerAllowed: boolean
+        x::FieldEntry::repeated(x::Name(0x2d27425), x::Name(0x2f00106)), // resourcePoolSchedulerDisallowedReason: string
+        x::FieldEntry::optional(x::Name(0x20da816), x::Name(0x212d207)), // autoNegotiateSupported: boolean
+        x::FieldEntry::optional(x::Name(0x24a9120), x::Name(0x212d207)), // enhancedNetworkingStackSupported: boolean
+        x::FieldEntry::optional(x::Name(0x24ad115), x::Name(0x212d207)), // ensInterruptSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c6ef0a), x::Name(0x2f00106)), // rdmaDevice: string
+        x::FieldEntry::required(x::Name(0x2d5e706), x::Name(0x212d207)), // router: boolean
+        x::FieldEntry::required(x::Name(0x2fee911), x::Name(0x212d207)), // transparentBridge: boolean
+        x::FieldEntry::required(x::Name(0x2e67311), x::Name(0x212d207)), // sourceRouteBridge: boolean
+        x::FieldEntry::required(x::Name(0x29ba80d), x::Name(0x212d207)), // networkSwitch: boolean
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x212d207)), // host: boolean
+        x::FieldEntry::required(x::Name(0x26d1a0b), x::Name(0x212d207)), // igmpEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2cd5d08), x::Name(0x212d207)), // repeater: boolean
+        x::FieldEntry::optional(x::Name(0x217040a), x::Name(0x2729103)), // cdpVersion: int
+        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
+        x::FieldEntry::optional(x::Name(0x3006303), x::Name(0x2729103)), // ttl: int
+        x::FieldEntry::optional(x::Name(0x2d6fc07), x::Name(0x2729103)), // samples: int
+        x::FieldEntry::optional(x::Name(0x238a605), x::Name(0x2f00106)), // devId: string
+        x::FieldEntry::optional(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::optional(x::Name(0x2bac706), x::Name(0x2f00106)), // portId: string
+        x::FieldEntry::optional(x::Name(0x238b310), x::Name(0x148631e)), // deviceCapability: PhysicalNicCdpDeviceCapability
+        x::FieldEntry::optional(x::Name(0x2e4380f), x::Name(0x2f00106)), // softwareVersion: string
+        x::FieldEntry::optional(x::Name(0x2621110), x::Name(0x2f00106)), // hardwarePlatform: string
+        x::FieldEntry::optional(x::Name(0x2770508), x::Name(0x2f00106)), // ipPrefix: string
+        x::FieldEntry::optional(x::Name(0x2770e0b), x::Name(0x2729103)), // ipPrefixLen: int
+        x::FieldEntry::optional(x::Name(0x3124004), x::Name(0x2729103)), // vlan: int
+        x::FieldEntry::optional(x::Name(0x25b5d0a), x::Name(0x212d207)), // fullDuplex: boolean
+        x::FieldEntry::optional(x::Name(0x294b003), x::Name(0x2729103)), // mtu: int
+        x::FieldEntry::optional(x::Name(0x2f77a0a), x::Name(0x2f00106)), // systemName: string
+        x::FieldEntry::optional(x::Name(0x2f78509), x::Name(0x2f00106)), // systemOID: string
+        x::FieldEntry::optional(x::Name(0x2909908), x::Name(0x2f00106)), // mgmtAddr: string
+        x::FieldEntry::optional(x::Name(0x2846d08), x::Name(0x2f00106)), // location: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x149490f)), // spec: PhysicalNicSpec
+        x::FieldEntry::optional(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::repeated(x::Name(0x2f06b06), x::Name(0x148cb11)), // subnet: PhysicalNicIpHint
+        x::FieldEntry::repeated(x::Name(0x2992207), x::Name(0x148f113)), // network: PhysicalNicNameHint
+        x::FieldEntry::optional(x::Name(0x222ee13), x::Name(0x1488212)), // connectedSwitchPort: PhysicalNicCdpInfo
+        x::FieldEntry::optional(x::Name(0x2831d08), x::Name(0x1207d1e)), // lldpInfo: LinkLayerDiscoveryProtocolInfo
+        x::FieldEntry::required(x::Name(0x2779808), x::Name(0x2f00106)), // ipSubnet: string
+        x::FieldEntry::required(x::Name(0x2e84207), x::Name(0x2729103)), // speedMb: int
+        x::FieldEntry::required(x::Name(0x243d206), x::Name(0x212d207)), // duplex: boolean
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2763902), x::Name(0xdfe20c)), // ip: HostIpConfig
+        x::FieldEntry::optional(x::Name(0x2828309), x::Name(0x148dd13)), // linkSpeed: PhysicalNicLinkInfo
+        x::FieldEntry::optional(x::Name(0x2473d1d), x::Name(0x212d207)), // enableEnhancedNetworkingStack: boolean
+        x::FieldEntry::optional(x::Name(0x24abd13), x::Name(0x212d207)), // ensInterruptEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b9080d), x::Name(0x14a2e0d)), // placementSpec: PlacementSpec
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f8be0a), x::Name(0x1258216)), // targetHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x2d61f08), x::Name(0x2f00106)), // ruleType: string
+        x::FieldEntry::required(x::Name(0x2d61509), x::Name(0x2f00106)), // ruleScope: string
+        x::FieldEntry::repeated(x::Name(0x31bfc03), x::Name(0x1258216)), // vms: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27dd104), x::Name(0x2f00106)), // keys: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x215ec09), x::Name(0x1258216)), // candidate: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d1460f), x::Name(0x2857004)), // reservedSpaceMB: long
+        x::FieldEntry::required(x::Name(0x307b20b), x::Name(0x2857004)), // usedSpaceMB: long
+        x::FieldEntry::required(x::Name(0x2fded0c), x::Name(0x2857004)), // totalSpaceMB: long
+        x::FieldEntry::required(x::Name(0x3096c0b), x::Name(0x2425c06)), // utilization: double
+        x::FieldEntry::repeated(x::Name(0x2538e06), x::Name(0x1233814)), // faults: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2e82a05), x::Name(0x14a2e0d)), // specs: PlacementSpec
+        x::FieldEntry::repeated(x::Name(0x21d4d08), x::Name(0x1258216)), // clusters: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d63105), x::Name(0x149a515)), // rules: PlacementAffinityRule
+        x::FieldEntry::repeated(x::Name(0x2b8f611), x::Name(0x18c941d)), // placementRankByVm: StorageDrsPlacementRankVmSpec
+        x::FieldEntry::repeated(x::Name(0x2c7fb0f), x::Name(0x6d9a15)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x242ff08), x::Name(0x684110)), // drsFault: ClusterDrsFaults
+        x::FieldEntry::optional(x::Name(0x2c03e08), x::Name(0x1d0731a)), // priority: VirtualMachineMovePriority
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x230770a), x::Name(0x1258216)), // datastores: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2eefa0b), x::Name(0x1258216)), // storagePods: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23d5519), x::Name(0x212d207)), // disallowPrerequisiteMoves: boolean
+        x::FieldEntry::repeated(x::Name(0x2d63105), x::Name(0x6de50f)), // rules: ClusterRuleInfo
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2b9160d), x::Name(0x2f00106)), // placementType: string
+        x::FieldEntry::optional(x::Name(0x21ba009), x::Name(0x1c55a17)), // cloneSpec: VirtualMachineCloneSpec
+        x::FieldEntry::optional(x::Name(0x21b9609), x::Name(0x2f00106)), // cloneName: string
+        x::FieldEntry::required(x::Name(0x2fa4204), x::Name(0x2f00106)), // text: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
+        x::FieldEntry::optional(x::Name(0x23eff0c), x::Name(0x2f00106)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x23e230f), x::Name(0x1b6d418)), // diskBackingInfo: VirtualDeviceBackingInfo
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::required(x::Name(0x2ee8410), x::Name(0x18b8414)), // storageDrsConfig: StorageDrsConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2c7ec0e), x::Name(0x6d9a15)), // recommendation: ClusterRecommendation
+        x::FieldEntry::repeated(x::Name(0x242ff08), x::Name(0x684110)), // drsFault: ClusterDrsFaults
+        x::FieldEntry::repeated(x::Name(0x201b10d), x::Name(0x605e14)), // actionHistory: ClusterActionHistory
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x11b470b)), // parameter: KeyAnyValue
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x3124004), x::Name(0x1e5740b)), // vlan: VlanProfile
+        x::FieldEntry::required(x::Name(0x31f7107), x::Name(0x1e2cf1d)), // vswitch: VirtualSwitchSelectionProfile
+        x::FieldEntry::required(x::Name(0x29a1f0d), x::Name(0x1315214)), // networkPolicy: NetworkPolicyProfile
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
+        x::FieldEntry::optional(x::Name(0x2dfc50b), x::Name(0x212d207)), // shellAccess: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24e470b), x::Name(0xb00605)), // eventToPost: Event
+        x::FieldEntry::optional(x::Name(0x2f93c08), x::Name(0x1921d08)), // taskInfo: TaskInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::repeated(x::Name(0x3054907), x::Name(0xc77d0c)), // updates: HealthUpdate
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fb500a), x::Name(0x2729103)), // timeoutSec: int
+        x::FieldEntry::optional(x::Name(0x24d9d15), x::Name(0x212d207)), // evacuatePoweredOffVms: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2695a0f), x::Name(0xbcce1f)), // hostSelectionBy: FtIssuesOnHostHostSelectionType
+        x::FieldEntry::repeated(x::Name(0x266d40a), x::Name(0x1233814)), // hostErrors: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2d56809), x::Name(0x1233814)), // rootCause: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x20f0e0f), x::Name(0xf09d0f)), // availablePolicy: HostPowerPolicy
+        x::FieldEntry::required(x::Name(0x22b800d), x::Name(0xf09d0f)), // currentPolicy: HostPowerPolicy
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fb500a), x::Name(0x2729103)), // timeoutSec: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c08706), x::Name(0x2f00106)), // privId: string
+        x::FieldEntry::required(x::Name(0x27b2909), x::Name(0x212d207)), // isGranted: boolean
+        x::FieldEntry::required(x::Name(0x228b30f), x::Name(0x2f00106)), // createPrivilege: string
+        x::FieldEntry::required(x::Name(0x2c7550d), x::Name(0x2f00106)), // readPrivilege: string
+        x::FieldEntry::required(x::Name(0x3052e0f), x::Name(0x2f00106)), // updatePrivilege: string
+        x::FieldEntry::required(x::Name(0x234cc0f), x::Name(0x2f00106)), // deletePrivilege: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x2cb7407), x::Name(0x2729103)), // release: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2c3130c), x::Name(0x2f00106)), // propertyName: string
+        x::FieldEntry::required(x::Name(0x209c605), x::Name(0x212d207)), // array: boolean
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0xab90c)), // profile: ApplyProfile
+        x::FieldEntry::required(x::Name(0x2ac3608), x::Name(0x2f00106)), // operator: string
+        x::FieldEntry::repeated(x::Name(0x24ff20e), x::Name(0x2f00106)), // expressionName: string
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x2f00106)), // option: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x2716a09), x::Name(0x14fdb13)), // inputPath: ProfilePropertyPath
+        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x11b470b)), // parameter: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x2da2d07), x::Name(0x14dc019)), // section: ProfileDescriptionSection
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0xb4111a)), // description: ExtendedElementDescription
+        x::FieldEntry::repeated(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x14dff14)), // profile: ProfileEventArgument
+        x::FieldEntry::required(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x14fdb13)), // path: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0xce130e)), // configSpec: HostConfigSpec
+        x::FieldEntry::repeated(x::Name(0x26e9e10), x::Name(0x2f00106)), // inapplicablePath: string
+        x::FieldEntry::repeated(x::Name(0x2cf7a0c), x::Name(0x14d8824)), // requireInput: ProfileDeferredPolicyOptionParameter
+        x::FieldEntry::repeated(x::Name(0x24c8205), x::Name(0x14e1413)), // error: ProfileExecuteError
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x240520b), x::Name(0x2f00106)), // displayName: string
+        x::FieldEntry::required(x::Name(0x297d607), x::Name(0x212d207)), // negated: boolean
+        x::FieldEntry::required(x::Name(0x24fe50c), x::Name(0xb4111a)), // expressionId: ExtendedElementDescription
+        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x14ef318)), // parameter: ProfileParameterMetadata
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2c2570f), x::Name(0x2f00106)), // profileTypeName: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0xb3fd13)), // description: ExtendedDescription
+        x::FieldEntry::repeated(x::Name(0x2e4e508), x::Name(0x14ebb1e)), // sortSpec: ProfileMetadataProfileSortSpec
+        x::FieldEntry::optional(x::Name(0x2c1ae0f), x::Name(0x2f00106)), // profileCategory: string
+        x::FieldEntry::optional(x::Name(0x2c1cb10), x::Name(0x2f00106)), // profileComponent: string
+        x::FieldEntry::repeated(x::Name(0x2abd911), x::Name(0x14e9426)), // operationMessages: ProfileMetadataProfileOperationMessage
+        x::FieldEntry::required(x::Name(0x2abeb0d), x::Name(0x2f00106)), // operationName: string
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x1230312)), // message: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2ba5008), x::Name(0x2f00106)), // policyId: string
+        x::FieldEntry::required(x::Name(0x2b22409), x::Name(0x2f00106)), // parameter: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xb4111a)), // id: ExtendedElementDescription
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2ac9e08), x::Name(0x212d207)), // optional: boolean
+        x::FieldEntry::optional(x::Name(0x2343d0c), x::Name(0x207ef07)), // defaultValue: anyType
+        x::FieldEntry::optional(x::Name(0x2653806), x::Name(0x212d207)), // hidden: boolean
+        x::FieldEntry::optional(x::Name(0x2dac111), x::Name(0x212d207)), // securitySensitive: boolean
+        x::FieldEntry::optional(x::Name(0x2c72808), x::Name(0x212d207)), // readOnly: boolean
+        x::FieldEntry::repeated(x::Name(0x2b23a12), x::Name(0x14f0c31)), // parameterRelations: ProfileParameterMetadataParameterRelationMetadata
+        x::FieldEntry::repeated(x::Name(0x2cb5c0d), x::Name(0x2f00106)), // relationTypes: string
+        x::FieldEntry::repeated(x::Name(0x30c9906), x::Name(0x207ef07)), // values: anyType
+        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x14fdb13)), // path: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x2916f08), x::Name(0x2729103)), // minCount: int
+        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2ba640c), x::Name(0x14aab0c)), // policyOption: PolicyOption
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xb4111a)), // id: ExtendedElementDescription
+        x::FieldEntry::repeated(x::Name(0x2bc130e), x::Name(0x14f871b)), // possibleOption: ProfilePolicyOptionMetadata
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0xb4111a)), // id: ExtendedElementDescription
+        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x14ef318)), // parameter: ProfileParameterMetadata
+        x::FieldEntry::required(x::Name(0x2c2570f), x::Name(0x2f00106)), // profileTypeName: string
+        x::FieldEntry::repeated(x::Name(0x21a9a05), x::Name(0x14fbb1f)), // child: ProfileProfileStructureProperty
+        x::FieldEntry::required(x::Name(0x2c3130c), x::Name(0x2f00106)), // propertyName: string
+        x::FieldEntry::required(x::Name(0x209c605), x::Name(0x212d207)), // array: boolean
+        x::FieldEntry::required(x::Name(0x246b307), x::Name(0x14fa317)), // element: ProfileProfileStructure
+        x::FieldEntry::required(x::Name(0x2c2300b), x::Name(0x2f00106)), // profilePath: string
+        x::FieldEntry::optional(x::Name(0x2ba5008), x::Name(0x2f00106)), // policyId: string
+        x::FieldEntry::optional(x::Name(0x2b22e0b), x::Name(0x2f00106)), // parameterId: string
+        x::FieldEntry::optional(x::Name(0x2ba710e), x::Name(0x2f00106)), // policyOptionId: string
+        x::FieldEntry::optional(x::Name(0x2cab80d), x::Name(0x1258216)), // referenceHost: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2cac611), x::Name(0x2f00106)), // referenceHostName: string
+        x::FieldEntry::optional(x::Name(0x2bf6a15), x::Name(0x2f00106)), // prevReferenceHostName: string
+        x::FieldEntry::required(x::Name(0x2c1dc13), x::Name(0x2f00106)), // profileConfigString: string
+        x::FieldEntry::required(x::Name(0x250010e), x::Name(0x2f00106)), // expressionType: string
+        x::FieldEntry::repeated(x::Name(0x2b22409), x::Name(0x11b470b)), // parameter: KeyAnyValue
+        x::FieldEntry::repeated(x::Name(0x2522d07), x::Name(0x1506c20)), // failure: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::repeated(x::Name(0x3207208), x::Name(0x1506c20)), // warnings: ProfileUpdateFailedUpdateFailure
+        x::FieldEntry::required(x::Name(0x2c2300b), x::Name(0x14fdb13)), // profilePath: ProfilePropertyPath
+        x::FieldEntry::required(x::Name(0x24c7b06), x::Name(0x1230312)), // errMsg: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x302c406), x::Name(0x212d207)), // unlink: boolean
+        x::FieldEntry::repeated(x::Name(0x2404005), x::Name(0x1b9e90b)), // disks: VirtualDisk
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2ab0802), x::Name(0x150b410)), // op: PropertyChangeOp
+        x::FieldEntry::optional(x::Name(0x30c0103), x::Name(0x207ef07)), // val: anyType
+        x::FieldEntry::repeated(x::Name(0x2c2b807), x::Name(0x150ed0c)), // propSet: PropertySpec
+        x::FieldEntry::repeated(x::Name(0x2a93709), x::Name(0x139f50a)), // objectSet: ObjectSpec
+        x::FieldEntry::optional(x::Name(0x2ce871d), x::Name(0x212d207)), // reportMissingObjectsInResults: boolean
+        x::FieldEntry::required(x::Name(0x2563706), x::Name(0x1258216)), // filter: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a93709), x::Name(0x13a000c)), // objectSet: ObjectUpdate
+        x::FieldEntry::repeated(x::Name(0x2929b0a), x::Name(0x12a570d)), // missingSet: MissingObject
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2054103), x::Name(0x212d207)), // all: boolean
+        x::FieldEntry::repeated(x::Name(0x2b44107), x::Name(0x2f00106)), // pathSet: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1a6d20f)), // spec: UsbScanCodeSpec
+    ],
+    values: &[
+        x::Name(0x29f7206), // normal
+        x::Name(0x229ce03), // csv
+        x::Name(0x200b108), // absolute
+        x::Name(0x234ef05), // delta
+        x::Name(0x2c69d04), // rate
+        x::Name(0x20f4607), // average
+        x::Name(0x28cbe07), // maximum
+        x::Name(0x291f707), // minimum
+        x::Name(0x27fd206), // latest
+        x::Name(0x2f10b09), // summation
+        x::Name(0x29f4b04), // none
+        x::Name(0x2b5e207), // percent
+        x::Name(0x27dd609), // kiloBytes
+        x::Name(0x28d1309), // megaBytes
+        x::Name(0x28d3009), // megaHertz
+        x::Name(0x2a7bf06), // number
+        x::Name(0x290a20b), // microsecond
+        x::Name(0x291560b), // millisecond
+        x::Name(0x2d9ba06), // second
+        x::Name(0x27de012), // kiloBytesPerSecond
+        x::Name(0x28d1d12), // megaBytesPerSecond
+        x::Name(0x3208404), // watt
+        x::Name(0x27cf805), // joule
+        x::Name(0x2fa1109), // teraBytes
+        x::Name(0x2171507), // celsius
+        x::Name(0x308d70a), // userOptOut
+        x::Name(0x2626f13), // hardwareUnsupported
+        x::Name(0x3067a03), // upt
+        x::Name(0x21bde07), // cluster
+        x::Name(0x2658304), // host
+        x::Name(0x2eeef0a), // storagePod
+        x::Name(0x22edf09), // datastore
+        x::Name(0x2044608), // affinity
+        x::Name(0x207c50c), // antiAffinity
+        x::Name(0x2e3f50c), // softAffinity
+        x::Name(0x2e40210), // softAntiAffinity
+        x::Name(0x2281106), // create
+        x::Name(0x2c9140b), // reconfigure
+        x::Name(0x2cbd708), // relocate
+        x::Name(0x21b7505), // clone
+        x::Name(0x310240e), // virtualMachine
+        x::Name(0x2f76910), // systemManagement
+        x::Name(0x2658304), // host
+        x::Name(0x3024f07), // unknown
+        x::Name(0x2f0e307), // success
+        x::Name(0x297a309), // needInput
+        x::Name(0x24c8205), // error
+        x::Name(0x280a208), // lessThan
+        x::Name(0x280ab0d), // lessThanEqual
+        x::Name(0x24c6e05), // equal
+        x::Name(0x29ffd08), // notEqual
+        x::Name(0x25dbd10), // greaterThanEqual
+        x::Name(0x25db10b), // greaterThan
+        x::Name(0x2459010), // dynamic_relation
+        x::Name(0x2504313), // extensible_relation
+        x::Name(0x2843314), // localizable_relation
+        x::Name(0x2ed280f), // static_relation
+        x::Name(0x30c5713), // validation_relation
+        x::Name(0x202ae03), // add
+        x::Name(0x2cd1806), // remove
+        x::Name(0x20a7806), // assign
+        x::Name(0x270290e), // indirectRemove
+    ],
+};

@@ -4,1287 +4,507 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "QuarantineModeFault",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmName", "string"),
-            x::FieldInfo::required("faultType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<QuarantineModeFault>),
-    },
-    x::TypeInfo {
-        name: "QuarantineModeFaultFaultType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "NoCompatibleNonQuarantinedHost",
-            "CorrectionDisallowed",
-            "CorrectionImpact",
-        ],
-        decode: Some(x::decode_boxed::<QuarantineModeFaultFaultType>),
-    },
-    x::TypeInfo {
-        name: "QueryAnswerFileStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryAssignedLicensesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("entityId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryAvailableDisksForVmfsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryAvailableDvsSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("recommended", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryAvailablePartitionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryAvailablePerfMetricRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("beginTime", "dateTime"),
-            x::FieldInfo::optional("endTime", "dateTime"),
-            x::FieldInfo::optional("intervalId", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryAvailableSsdsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("vffsPath", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryAvailableTimeZonesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryBootDevicesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryBoundVnicsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryCandidateNicsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryChangedDiskAreasRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("snapshot", "ManagedObjectReference"),
-            x::FieldInfo::required("deviceKey", "int"),
-            x::FieldInfo::required("startOffset", "long"),
-            x::FieldInfo::required("changeId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryCmmdsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("queries", "HostVsanInternalSystemCmmdsQuery"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryCompatibleHostForExistingDvsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("container", "ManagedObjectReference"),
-            x::FieldInfo::required("recursive", "boolean"),
-            x::FieldInfo::required("dvs", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryCompatibleHostForNewDvsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("container", "ManagedObjectReference"),
-            x::FieldInfo::required("recursive", "boolean"),
-            x::FieldInfo::optional(
-                "switchProductSpec",
-                "DistributedVirtualSwitchProductSpec",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryComplianceStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("profile", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryConfigOptionDescriptorRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryConfigOptionExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("spec", "EnvironmentBrowserConfigOptionQuerySpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryConfigOptionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryConfigTargetRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryConfiguredModuleOptionStringRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryConnectionInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("hostname", "string"),
-            x::FieldInfo::required("port", "int"),
-            x::FieldInfo::required("username", "string"),
-            x::FieldInfo::required("password", "string"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryConnectionInfoViaSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostConnectSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryConnectionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryCryptoKeyStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("keyIds", "CryptoKeyId"),
-            x::FieldInfo::required("checkKeyBitMap", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDatastorePerformanceSummaryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDateTimeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDescriptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDisksForVsanRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("canonicalName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDisksUsingFilterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-            x::FieldInfo::required("compRes", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDvsByUuidRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("uuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDvsCheckCompatibilityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required(
-                "hostContainer",
-                "DistributedVirtualSwitchManagerHostContainer",
-            ),
-            x::FieldInfo::optional(
-                "dvsProductSpec",
-                "DistributedVirtualSwitchManagerDvsProductSpec",
-            ),
-            x::FieldInfo::repeated(
-                "hostFilterSpec",
-                "DistributedVirtualSwitchManagerHostDvsFilterSpec",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDvsCompatibleHostSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "switchProductSpec",
-                "DistributedVirtualSwitchProductSpec",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDvsConfigTargetRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("dvs", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryDvsFeatureCapabilityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "switchProductSpec",
-                "DistributedVirtualSwitchProductSpec",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryEventsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filter", "EventFilterSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryExpressionMetadataRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("expressionName", "string"),
-            x::FieldInfo::optional("profile", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryExtensionIpAllocationUsageRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("extensionKeys", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryFaultToleranceCompatibilityExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("forLegacyFt", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryFaultToleranceCompatibilityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryFilterEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryFilterInfoIdsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryFilterListRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryFilterNameRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryFirmwareConfigUploadURLRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryHealthUpdateInfosRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryHealthUpdatesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryHostConnectionInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryHostPatchRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("spec", "HostPatchManagerPatchManagerOperationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryHostProfileMetadataRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("profileName", "string"),
-            x::FieldInfo::optional("profile", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryHostStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryHostsWithAttachedLunRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("lunUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryIORMConfigOptionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryIPAllocationsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dc", "ManagedObjectReference"),
-            x::FieldInfo::required("poolId", "int"),
-            x::FieldInfo::required("extensionKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryIoFilterInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("compRes", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryIoFilterIssuesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-            x::FieldInfo::required("compRes", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryIpPoolsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dc", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryLicenseSourceAvailabilityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryLicenseUsageRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryLockdownExceptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryManagedByRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extensionKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryMemoryOverheadExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vmConfigInfo", "VirtualMachineConfigInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryMemoryOverheadRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("memorySize", "long"),
-            x::FieldInfo::optional("videoRamSize", "int"),
-            x::FieldInfo::required("numVcpus", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryMigrationDependenciesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("pnicDevice", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryModulesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryMonitoredEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryNFSUserRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryNetConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("nicType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryNetworkHintRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("device", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryObjectsOnPhysicalVsanDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("disks", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPartitionCreateDescRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("diskUuid", "string"),
-            x::FieldInfo::required("diagnosticType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPartitionCreateOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("storageType", "string"),
-            x::FieldInfo::required("diagnosticType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPathSelectionPolicyOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPerfCompositeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("querySpec", "PerfQuerySpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPerfCounterByLevelRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("level", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPerfCounterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("counterId", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPerfProviderSummaryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPerfRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("querySpec", "PerfQuerySpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPhysicalVsanDisksRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("props", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPnicStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pnicDevice", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryPolicyMetadataRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("policyName", "string"),
-            x::FieldInfo::optional("profile", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryProductLockerLocationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryProfileStructureRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("profile", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryProviderListRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryProviderNameRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryResourceConfigOptionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryServiceListRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("serviceName", "string"),
-            x::FieldInfo::repeated("location", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryStorageArrayTypePolicyOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QuerySupportedFeaturesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QuerySyncingVsanObjectsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("uuids", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QuerySystemUsersRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryTargetCapabilitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryTpmAttestationReportRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryUnmonitoredHostsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-            x::FieldInfo::required("cluster", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryUnownedFilesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryUnresolvedVmfsVolumeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryUnresolvedVmfsVolumesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryUsedVlanIdInDvsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVMotionCompatibilityExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("vm", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVMotionCompatibilityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("compatibility", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVirtualDiskFragmentationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVirtualDiskGeometryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVirtualDiskUuidRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVmfsConfigOptionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVmfsDatastoreCreateOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("devicePath", "string"),
-            x::FieldInfo::optional("vmfsMajorVersion", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVmfsDatastoreExpandOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVmfsDatastoreExtendOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("devicePath", "string"),
-            x::FieldInfo::optional("suppressExpandCandidates", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVnicStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vnicDevice", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVsanObjectUuidsByFilterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("uuids", "string"),
-            x::FieldInfo::optional("limit", "int"),
-            x::FieldInfo::optional("version", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVsanObjectsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("uuids", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVsanStatisticsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("labels", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QueryVsanUpgradeStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "QuestionPending",
-        base: Some("InvalidState"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("text", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<QuestionPending>),
-    },
-    x::TypeInfo {
-        name: "QuiesceDatastoreIOForHAFailed",
-        base: Some("ResourceInUse"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("ds", "ManagedObjectReference"),
-            x::FieldInfo::required("dsName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<QuiesceDatastoreIOForHAFailed>),
-    },
-    x::TypeInfo {
-        name: "QuiesceMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["application", "filesystem", "none"],
-        decode: Some(x::decode_boxed::<QuiesceMode>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x1512413), x::Name(0x1e6a50d), 0, 2), // QuarantineModeFault: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x151381c), 0, 3), // QuarantineModeFaultFaultType
+        x::TypeEntry::structure(x::Name(0x1515520), x::Name::NONE, 2, 2), // QueryAnswerFileStatusRequestType
+        x::TypeEntry::structure(x::Name(0x1517620), x::Name::NONE, 4, 2), // QueryAssignedLicensesRequestType
+        x::TypeEntry::structure(x::Name(0x1519725), x::Name::NONE, 6, 2), // QueryAvailableDisksForVmfsRequestType
+        x::TypeEntry::structure(x::Name(0x151bd20), x::Name::NONE, 8, 2), // QueryAvailableDvsSpecRequestType
+        x::TypeEntry::structure(x::Name(0x151de22), x::Name::NONE, 10, 1), // QueryAvailablePartitionRequestType
+        x::TypeEntry::structure(x::Name(0x1520123), x::Name::NONE, 11, 5), // QueryAvailablePerfMetricRequestType
+        x::TypeEntry::structure(x::Name(0x152251d), x::Name::NONE, 16, 2), // QueryAvailableSsdsRequestType
+        x::TypeEntry::structure(x::Name(0x1524322), x::Name::NONE, 18, 1), // QueryAvailableTimeZonesRequestType
+        x::TypeEntry::structure(x::Name(0x152661b), x::Name::NONE, 19, 1), // QueryBootDevicesRequestType
+        x::TypeEntry::structure(x::Name(0x152821a), x::Name::NONE, 20, 2), // QueryBoundVnicsRequestType
+        x::TypeEntry::structure(x::Name(0x1529d1d), x::Name::NONE, 22, 2), // QueryCandidateNicsRequestType
+        x::TypeEntry::structure(x::Name(0x152bb20), x::Name::NONE, 24, 5), // QueryChangedDiskAreasRequestType
+        x::TypeEntry::structure(x::Name(0x152dc15), x::Name::NONE, 29, 2), // QueryCmmdsRequestType
+        x::TypeEntry::structure(x::Name(0x152f22c), x::Name::NONE, 31, 4), // QueryCompatibleHostForExistingDvsRequestType
+        x::TypeEntry::structure(x::Name(0x1531f27), x::Name::NONE, 35, 4), // QueryCompatibleHostForNewDvsRequestType
+        x::TypeEntry::structure(x::Name(0x1534720), x::Name::NONE, 39, 3), // QueryComplianceStatusRequestType
+        x::TypeEntry::structure(x::Name(0x1536826), x::Name::NONE, 42, 1), // QueryConfigOptionDescriptorRequestType
+        x::TypeEntry::structure(x::Name(0x1538f1e), x::Name::NONE, 43, 2), // QueryConfigOptionExRequestType
+        x::TypeEntry::structure(x::Name(0x153ae1c), x::Name::NONE, 45, 3), // QueryConfigOptionRequestType
+        x::TypeEntry::structure(x::Name(0x153cb1c), x::Name::NONE, 48, 2), // QueryConfigTargetRequestType
+        x::TypeEntry::structure(x::Name(0x153e82c), x::Name::NONE, 50, 2), // QueryConfiguredModuleOptionStringRequestType
+        x::TypeEntry::structure(x::Name(0x154151e), x::Name::NONE, 52, 6), // QueryConnectionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1543425), x::Name::NONE, 58, 2), // QueryConnectionInfoViaSpecRequestType
+        x::TypeEntry::structure(x::Name(0x1545a1b), x::Name::NONE, 60, 1), // QueryConnectionsRequestType
+        x::TypeEntry::structure(x::Name(0x154761f), x::Name::NONE, 61, 3), // QueryCryptoKeyStatusRequestType
+        x::TypeEntry::structure(x::Name(0x154962b), x::Name::NONE, 64, 2), // QueryDatastorePerformanceSummaryRequestType
+        x::TypeEntry::structure(x::Name(0x154c218), x::Name::NONE, 66, 1), // QueryDateTimeRequestType
+        x::TypeEntry::structure(x::Name(0x154db1c), x::Name::NONE, 67, 2), // QueryDescriptionsRequestType
+        x::TypeEntry::structure(x::Name(0x154f81c), x::Name::NONE, 69, 2), // QueryDisksForVsanRequestType
+        x::TypeEntry::structure(x::Name(0x1551520), x::Name::NONE, 71, 3), // QueryDisksUsingFilterRequestType
+        x::TypeEntry::structure(x::Name(0x1553619), x::Name::NONE, 74, 2), // QueryDvsByUuidRequestType
+        x::TypeEntry::structure(x::Name(0x1555025), x::Name::NONE, 76, 4), // QueryDvsCheckCompatibilityRequestType
+        x::TypeEntry::structure(x::Name(0x1557625), x::Name::NONE, 80, 2), // QueryDvsCompatibleHostSpecRequestType
+        x::TypeEntry::structure(x::Name(0x1559c1f), x::Name::NONE, 82, 3), // QueryDvsConfigTargetRequestType
+        x::TypeEntry::structure(x::Name(0x155bc24), x::Name::NONE, 85, 2), // QueryDvsFeatureCapabilityRequestType
+        x::TypeEntry::structure(x::Name(0x155e116), x::Name::NONE, 87, 2), // QueryEventsRequestType
+        x::TypeEntry::structure(x::Name(0x155f822), x::Name::NONE, 89, 3), // QueryExpressionMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x1561b2a), x::Name::NONE, 92, 2), // QueryExtensionIpAllocationUsageRequestType
+        x::TypeEntry::structure(x::Name(0x156462d), x::Name::NONE, 94, 2), // QueryFaultToleranceCompatibilityExRequestType
+        x::TypeEntry::structure(x::Name(0x156742b), x::Name::NONE, 96, 1), // QueryFaultToleranceCompatibilityRequestType
+        x::TypeEntry::structure(x::Name(0x156a01e), x::Name::NONE, 97, 2), // QueryFilterEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x156bf1d), x::Name::NONE, 99, 2), // QueryFilterInfoIdsRequestType
+        x::TypeEntry::structure(x::Name(0x156dd1a), x::Name::NONE, 101, 2), // QueryFilterListRequestType
+        x::TypeEntry::structure(x::Name(0x156f81a), x::Name::NONE, 103, 2), // QueryFilterNameRequestType
+        x::TypeEntry::structure(x::Name(0x1571327), x::Name::NONE, 105, 1), // QueryFirmwareConfigUploadURLRequestType
+        x::TypeEntry::structure(x::Name(0x1573b21), x::Name::NONE, 106, 2), // QueryHealthUpdateInfosRequestType
+        x::TypeEntry::structure(x::Name(0x1575d1d), x::Name::NONE, 108, 2), // QueryHealthUpdatesRequestType
+        x::TypeEntry::structure(x::Name(0x1577b22), x::Name::NONE, 110, 1), // QueryHostConnectionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1579e19), x::Name::NONE, 111, 2), // QueryHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x157b823), x::Name::NONE, 113, 3), // QueryHostProfileMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x157dc1a), x::Name::NONE, 116, 1), // QueryHostStatusRequestType
+        x::TypeEntry::structure(x::Name(0x157f724), x::Name::NONE, 117, 2), // QueryHostsWithAttachedLunRequestType
+        x::TypeEntry::structure(x::Name(0x1581c20), x::Name::NONE, 119, 2), // QueryIORMConfigOptionRequestType
+        x::TypeEntry::structure(x::Name(0x1583d1d), x::Name::NONE, 121, 4), // QueryIPAllocationsRequestType
+        x::TypeEntry::structure(x::Name(0x1585b1c), x::Name::NONE, 125, 2), // QueryIoFilterInfoRequestType
+        x::TypeEntry::structure(x::Name(0x158781e), x::Name::NONE, 127, 3), // QueryIoFilterIssuesRequestType
+        x::TypeEntry::structure(x::Name(0x1589717), x::Name::NONE, 130, 2), // QueryIpPoolsRequestType
+        x::TypeEntry::structure(x::Name(0x158af29), x::Name::NONE, 132, 2), // QueryLicenseSourceAvailabilityRequestType
+        x::TypeEntry::structure(x::Name(0x158d91c), x::Name::NONE, 134, 2), // QueryLicenseUsageRequestType
+        x::TypeEntry::structure(x::Name(0x158f622), x::Name::NONE, 136, 1), // QueryLockdownExceptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1591919), x::Name::NONE, 137, 2), // QueryManagedByRequestType
+        x::TypeEntry::structure(x::Name(0x1593320), x::Name::NONE, 139, 2), // QueryMemoryOverheadExRequestType
+        x::TypeEntry::structure(x::Name(0x159541e), x::Name::NONE, 141, 4), // QueryMemoryOverheadRequestType
+        x::TypeEntry::structure(x::Name(0x1597325), x::Name::NONE, 145, 2), // QueryMigrationDependenciesRequestType
+        x::TypeEntry::structure(x::Name(0x1599917), x::Name::NONE, 147, 1), // QueryModulesRequestType
+        x::TypeEntry::structure(x::Name(0x159b121), x::Name::NONE, 148, 2), // QueryMonitoredEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x159d317), x::Name::NONE, 150, 1), // QueryNFSUserRequestType
+        x::TypeEntry::structure(x::Name(0x159eb19), x::Name::NONE, 151, 2), // QueryNetConfigRequestType
+        x::TypeEntry::structure(x::Name(0x15a051b), x::Name::NONE, 153, 2), // QueryNetworkHintRequestType
+        x::TypeEntry::structure(x::Name(0x15a2129), x::Name::NONE, 155, 2), // QueryObjectsOnPhysicalVsanDiskRequestType
+        x::TypeEntry::structure(x::Name(0x15a4b17), x::Name::NONE, 157, 2), // QueryOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x15a6323), x::Name::NONE, 159, 3), // QueryPartitionCreateDescRequestType
+        x::TypeEntry::structure(x::Name(0x15a8726), x::Name::NONE, 162, 3), // QueryPartitionCreateOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x15aae2a), x::Name::NONE, 165, 1), // QueryPathSelectionPolicyOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x15ad91d), x::Name::NONE, 166, 2), // QueryPerfCompositeRequestType
+        x::TypeEntry::structure(x::Name(0x15af722), x::Name::NONE, 168, 2), // QueryPerfCounterByLevelRequestType
+        x::TypeEntry::structure(x::Name(0x15b1a1b), x::Name::NONE, 170, 2), // QueryPerfCounterRequestType
+        x::TypeEntry::structure(x::Name(0x15b3623), x::Name::NONE, 172, 2), // QueryPerfProviderSummaryRequestType
+        x::TypeEntry::structure(x::Name(0x15b5a14), x::Name::NONE, 174, 2), // QueryPerfRequestType
+        x::TypeEntry::structure(x::Name(0x15b6f21), x::Name::NONE, 176, 2), // QueryPhysicalVsanDisksRequestType
+        x::TypeEntry::structure(x::Name(0x15b911a), x::Name::NONE, 178, 2), // QueryPnicStatusRequestType
+        x::TypeEntry::structure(x::Name(0x15bac1e), x::Name::NONE, 180, 3), // QueryPolicyMetadataRequestType
+        x::TypeEntry::structure(x::Name(0x15bcb25), x::Name::NONE, 183, 1), // QueryProductLockerLocationRequestType
+        x::TypeEntry::structure(x::Name(0x15bf120), x::Name::NONE, 184, 2), // QueryProfileStructureRequestType
+        x::TypeEntry::structure(x::Name(0x15c121c), x::Name::NONE, 186, 1), // QueryProviderListRequestType
+        x::TypeEntry::structure(x::Name(0x15c2f1c), x::Name::NONE, 187, 2), // QueryProviderNameRequestType
+        x::TypeEntry::structure(x::Name(0x15c4c24), x::Name::NONE, 189, 1), // QueryResourceConfigOptionRequestType
+        x::TypeEntry::structure(x::Name(0x15c711b), x::Name::NONE, 190, 3), // QueryServiceListRequestType
+        x::TypeEntry::structure(x::Name(0x15c8d2d), x::Name::NONE, 193, 1), // QueryStorageArrayTypePolicyOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x15cbb21), x::Name::NONE, 194, 2), // QuerySupportedFeaturesRequestType
+        x::TypeEntry::structure(x::Name(0x15cdd22), x::Name::NONE, 196, 2), // QuerySyncingVsanObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x15d001b), x::Name::NONE, 198, 1), // QuerySystemUsersRequestType
+        x::TypeEntry::structure(x::Name(0x15d1c22), x::Name::NONE, 199, 2), // QueryTargetCapabilitiesRequestType
+        x::TypeEntry::structure(x::Name(0x15d3f24), x::Name::NONE, 201, 1), // QueryTpmAttestationReportRequestType
+        x::TypeEntry::structure(x::Name(0x15d6420), x::Name::NONE, 202, 3), // QueryUnmonitoredHostsRequestType
+        x::TypeEntry::structure(x::Name(0x15d851c), x::Name::NONE, 205, 1), // QueryUnownedFilesRequestType
+        x::TypeEntry::structure(x::Name(0x15da224), x::Name::NONE, 206, 1), // QueryUnresolvedVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x15dc725), x::Name::NONE, 207, 1), // QueryUnresolvedVmfsVolumesRequestType
+        x::TypeEntry::structure(x::Name(0x15ded1f), x::Name::NONE, 208, 1), // QueryUsedVlanIdInDvsRequestType
+        x::TypeEntry::structure(x::Name(0x15e0d26), x::Name::NONE, 209, 3), // QueryVMotionCompatibilityExRequestType
+        x::TypeEntry::structure(x::Name(0x15e3424), x::Name::NONE, 212, 4), // QueryVMotionCompatibilityRequestType
+        x::TypeEntry::structure(x::Name(0x15e5928), x::Name::NONE, 216, 3), // QueryVirtualDiskFragmentationRequestType
+        x::TypeEntry::structure(x::Name(0x15e8223), x::Name::NONE, 219, 3), // QueryVirtualDiskGeometryRequestType
+        x::TypeEntry::structure(x::Name(0x15ea61f), x::Name::NONE, 222, 3), // QueryVirtualDiskUuidRequestType
+        x::TypeEntry::structure(x::Name(0x15ec620), x::Name::NONE, 225, 1), // QueryVmfsConfigOptionRequestType
+        x::TypeEntry::structure(x::Name(0x15ee72a), x::Name::NONE, 226, 3), // QueryVmfsDatastoreCreateOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x15f122a), x::Name::NONE, 229, 2), // QueryVmfsDatastoreExpandOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x15f3d2a), x::Name::NONE, 231, 4), // QueryVmfsDatastoreExtendOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x15f681a), x::Name::NONE, 235, 2), // QueryVnicStatusRequestType
+        x::TypeEntry::structure(x::Name(0x15f8327), x::Name::NONE, 237, 4), // QueryVsanObjectUuidsByFilterRequestType
+        x::TypeEntry::structure(x::Name(0x15fab1b), x::Name::NONE, 241, 2), // QueryVsanObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x15fc71e), x::Name::NONE, 243, 2), // QueryVsanStatisticsRequestType
+        x::TypeEntry::structure(x::Name(0x15fe621), x::Name::NONE, 245, 2), // QueryVsanUpgradeStatusRequestType
+        x::TypeEntry::structure(x::Name(0x160080f), x::Name(0x117ae0c), 247, 1), // QuestionPending: InvalidState
+        x::TypeEntry::structure(x::Name(0x160181d), x::Name(0x1734e0d), 248, 4), // QuiesceDatastoreIOForHAFailed: ResourceInUse
+        x::TypeEntry::enumeration(x::Name(0x160360b), 3, 3), // QuiesceMode
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<QuarantineModeFault>),
+        Some(x::decode_boxed::<QuarantineModeFaultFaultType>),
+        None, // QueryAnswerFileStatusRequestType
+        None, // QueryAssignedLicensesRequestType
+        None, // QueryAvailableDisksForVmfsRequestType
+        None, // QueryAvailableDvsSpecRequestType
+        None, // QueryAvailablePartitionRequestType
+        None, // QueryAvailablePerfMetricRequestType
+        None, // QueryAvailableSsdsRequestType
+        None, // QueryAvailableTimeZonesRequestType
+        None, // QueryBootDevicesRequestType
+        None, // QueryBoundVnicsRequestType
+        None, // QueryCandidateNicsRequestType
+        None, // QueryChangedDiskAreasRequestType
+        None, // QueryCmmdsRequestType
+        None, // QueryCompatibleHostForExistingDvsRequestType
+        None, // QueryCompatibleHostForNewDvsRequestType
+        None, // QueryComplianceStatusRequestType
+        None, // QueryConfigOptionDescriptorRequestType
+        None, // QueryConfigOptionExRequestType
+        None, // QueryConfigOptionRequestType
+        None, // QueryConfigTargetRequestType
+        None, // QueryConfiguredModuleOptionStringRequestType
+        None, // QueryConnectionInfoRequestType
+        None, // QueryConnectionInfoViaSpecRequestType
+        None, // QueryConnectionsRequestType
+        None, // QueryCryptoKeyStatusRequestType
+        None, // QueryDatastorePerformanceSummaryRequestType
+        None, // QueryDateTimeRequestType
+        None, // QueryDescriptionsRequestType
+        None, // QueryDisksForVsanRequestType
+        None, // QueryDisksUsingFilterRequestType
+        None, // QueryDvsByUuidRequestType
+        None, // QueryDvsCheckCompatibilityRequestType
+        None, // QueryDvsCompatibleHostSpecRequestType
+        None, // QueryDvsConfigTargetRequestType
+        None, // QueryDvsFeatureCapabilityRequestType
+        None, // QueryEventsRequestType
+        None, // QueryExpressionMetadataRequestType
+        None, // QueryExtensionIpAllocationUsageRequestType
+        None, // QueryFaultToleranceCompatibilityExRequestType
+        None, // QueryFaultToleranceCompatibilityRequestType
+        None, // QueryFilterEntitiesRequestType
+        None, // QueryFilterInfoIdsRequestType
+        None, // QueryFilterListRequestType
+        None, // QueryFilterNameRequestType
+        None, // QueryFirmwareConfigUploadURLRequestType
+        None, // QueryHealthUpdateInfosRequestType
+        None, // QueryHealthUpdatesRequestType
+        None, // QueryHostConnectionInfoRequestType
+        None, // QueryHostPatchRequestType
+        None, // QueryHostProfileMetadataRequestType
+        None, // QueryHostStatusRequestType
+        None, // QueryHostsWithAttachedLunRequestType
+        None, // QueryIORMConfigOptionRequestType
+        None, // QueryIPAllocationsRequestType
+        None, // QueryIoFilterInfoRequestType
+        None, // QueryIoFilterIssuesRequestType
+        None, // QueryIpPoolsRequestType
+        None, // QueryLicenseSourceAvailabilityRequestType
+        None, // QueryLicenseUsageRequestType
+        None, // QueryLockdownExceptionsRequestType
+        None, // QueryManagedByRequestType
+        None, // QueryMemoryOverheadExRequestType
+        None, // QueryMemoryOverheadRequestType
+        None, // QueryMigrationDependenciesRequestType
+        None, // QueryModulesRequestType
+        None, // QueryMonitoredEntitiesRequestType
+        None, // QueryNFSUserRequestType
+        None, // QueryNetConfigRequestType
+        None, // QueryNetworkHintRequestType
+        None, // QueryObjectsOnPhysicalVsanDiskRequestType
+        None, // QueryOptionsRequestType
+        None, // QueryPartitionCreateDescRequestType
+        None, // QueryPartitionCreateOptionsRequestType
+        None, // QueryPathSelectionPolicyOptionsRequestType
+        None, // QueryPerfCompositeRequestType
+        None, // QueryPerfCounterByLevelRequestType
+        None, // QueryPerfCounterRequestType
+        None, // QueryPerfProviderSummaryRequestType
+        None, // QueryPerfRequestType
+        None, // QueryPhysicalVsanDisksRequestType
+        None, // QueryPnicStatusRequestType
+        None, // QueryPolicyMetadataRequestType
+        None, // QueryProductLockerLocationRequestType
+        None, // QueryProfileStructureRequestType
+        None, // QueryProviderListRequestType
+        None, // QueryProviderNameRequestType
+        None, // QueryResourceConfigOptionRequestType
+        None, // QueryServiceListRequestType
+        None, // QueryStorageArrayTypePolicyOptionsRequestType
+        None, // QuerySupportedFeaturesRequestType
+        None, // QuerySyncingVsanObjectsRequestType
+        None, // QuerySystemUsersRequestType
+        None, // QueryTargetCapabilitiesRequestType
+        None, // QueryTpmAttestationReportRequestType
+        None, // QueryUnmonitoredHostsRequestType
+        None, // QueryUnownedFilesRequestType
+        None, // QueryUnresolvedVmfsVolumeRequestType
+        None, // QueryUnresolvedVmfsVolumesRequestType
+        None, // QueryUsedVlanIdInDvsRequestType
+        None, // QueryVMotionCompatibilityExRequestType
+        None, // QueryVMotionCompatibilityRequestType
+        None, // QueryVirtualDiskFragmentationRequestType
+        None, // QueryVirtualDiskGeometryRequestType
+        None, // QueryVirtualDiskUuidRequestType
+        None, // QueryVmfsConfigOptionRequestType
+        None, // QueryVmfsDatastoreCreateOptionsRequestType
+        None, // QueryVmfsDatastoreExpandOptionsRequestType
+        None, // QueryVmfsDatastoreExtendOptionsRequestType
+        None, // QueryVnicStatusRequestType
+        None, // QueryVsanObjectUuidsByFilterRequestType
+        None, // QueryVsanObjectsRequestType
+        None, // QueryVsanStatisticsRequestType
+        None, // QueryVsanUpgradeStatusRequestType
+        Some(x::decode_boxed::<QuestionPending>),
+        Some(x::decode_boxed::<QuiesceDatastoreIOForHAFailed>),
+        Some(x::decode_boxed::<QuiesceMode>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2537809), x::Name(0x2f00106)), // faultType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c80b0b), x::Name(0x212d207)), // recommended: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2119609), x::Name(0x2308208)), // beginTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
+        x::FieldEntry::optional(x::Name(0x273850a), x::Name(0x2729103)), // intervalId: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30e1908), x::Name(0x2f00106)), // vffsPath: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c2d0c), x::Name(0x2f00106)), // iScsiHbaName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c2d0c), x::Name(0x2f00106)), // iScsiHbaName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e29c08), x::Name(0x1258216)), // snapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2390e09), x::Name(0x2729103)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x2eb530b), x::Name(0x2857004)), // startOffset: long
+        x::FieldEntry::required(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c54b07), x::Name(0x1093320)), // queries: HostVsanInternalSystemCmmdsQuery
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2246c09), x::Name(0x1258216)), // container: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ca3809), x::Name(0x212d207)), // recursive: boolean
+        x::FieldEntry::required(x::Name(0x244cc03), x::Name(0x1258216)), // dvs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2246c09), x::Name(0x1258216)), // container: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ca3809), x::Name(0x212d207)), // recursive: boolean
+        x::FieldEntry::optional(x::Name(0x2f67911), x::Name(0x9f4423)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xaf0527)), // spec: EnvironmentBrowserConfigOptionQuerySpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xceb80f)), // spec: HostConnectSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27d8d06), x::Name(0x7b7d0b)), // keyIds: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x219cc0e), x::Name(0x2729103)), // checkKeyBitMap: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2162d0d), x::Name(0x2f00106)), // canonicalName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x266980d), x::Name(0x9d212c)), // hostContainer: DistributedVirtualSwitchManagerHostContainer
+        x::FieldEntry::optional(x::Name(0x245090e), x::Name(0x9cc42d)), // dvsProductSpec: DistributedVirtualSwitchManagerDvsProductSpec
+        x::FieldEntry::repeated(x::Name(0x267080e), x::Name(0x9d8130)), // hostFilterSpec: DistributedVirtualSwitchManagerHostDvsFilterSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f67911), x::Name(0x9f4423)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x244cc03), x::Name(0x1258216)), // dvs: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f67911), x::Name(0x9f4423)), // switchProductSpec: DistributedVirtualSwitchProductSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2563706), x::Name(0xb0d80f)), // filter: EventFilterSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24ff20e), x::Name(0x2f00106)), // expressionName: string
+        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2506e0d), x::Name(0x2f00106)), // extensionKeys: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x258320b), x::Name(0x212d207)), // forLegacyFt: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c2160b), x::Name(0x2f00106)), // profileName: string
+        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba8506), x::Name(0x2729103)), // poolId: int
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x313660c), x::Name(0x1c57218)), // vmConfigInfo: VirtualMachineConfigInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28edb0a), x::Name(0x2857004)), // memorySize: long
+        x::FieldEntry::optional(x::Name(0x30e940c), x::Name(0x2729103)), // videoRamSize: int
+        x::FieldEntry::required(x::Name(0x2a68f08), x::Name(0x2729103)), // numVcpus: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29e2707), x::Name(0x2f00106)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2404005), x::Name(0x2f00106)), // disks: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2402708), x::Name(0x2f00106)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2efb00b), x::Name(0x2f00106)), // storageType: string
+        x::FieldEntry::required(x::Name(0x23a760e), x::Name(0x2f00106)), // diagnosticType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c58a09), x::Name(0x146950d)), // querySpec: PerfQuerySpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x2729103)), // level: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x225bd09), x::Name(0x2729103)), // counterId: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c58a09), x::Name(0x146950d)), // querySpec: PerfQuerySpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c33f05), x::Name(0x2f00106)), // props: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b9b50a), x::Name(0x2f00106)), // pnicDevice: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ba590a), x::Name(0x2f00106)), // policyName: string
+        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2c1a607), x::Name(0x1258216)), // profile: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2dcf80b), x::Name(0x2f00106)), // serviceName: string
+        x::FieldEntry::repeated(x::Name(0x2846d08), x::Name(0x2f00106)), // location: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x21e740d), x::Name(0x2f00106)), // compatibility: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x31aa510), x::Name(0x2729103)), // vmfsMajorVersion: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::optional(x::Name(0x2f4ca18), x::Name(0x212d207)), // suppressExpandCandidates: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
+        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
+        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2729103)), // version: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27e4206), x::Name(0x2f00106)), // labels: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2fa4204), x::Name(0x2f00106)), // text: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2434d02), x::Name(0x1258216)), // ds: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2435006), x::Name(0x2f00106)), // dsName: string
+    ],
+    values: &[
+        x::Name(0x132cc1e), // NoCompatibleNonQuarantinedHost
+        x::Name(0x74a114), // CorrectionDisallowed
+        x::Name(0x74b610), // CorrectionImpact
+        x::Name(0x208cb0b), // application
+        x::Name(0x2561d0a), // filesystem
+        x::Name(0x29f4b04), // none
+    ],
+};

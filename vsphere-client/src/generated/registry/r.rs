@@ -4,2583 +4,1070 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "RDMConversionNotSupported",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("device", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RDMConversionNotSupported>),
-    },
-    x::TypeInfo {
-        name: "RDMNotPreserved",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("device", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RDMNotPreserved>),
-    },
-    x::TypeInfo {
-        name: "RDMNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RDMNotSupported>),
-    },
-    x::TypeInfo {
-        name: "RDMNotSupportedOnDatastore",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("datastoreName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RDMNotSupportedOnDatastore>),
-    },
-    x::TypeInfo {
-        name: "RDMPointsToInaccessibleDisk",
-        base: Some("CannotAccessVmDisk"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RDMPointsToInaccessibleDisk>),
-    },
-    x::TypeInfo {
-        name: "RawDiskNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RawDiskNotSupported>),
-    },
-    x::TypeInfo {
-        name: "ReadEnvironmentVariableInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::repeated("names", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReadHostResourcePoolTreeFailed",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReadHostResourcePoolTreeFailed>),
-    },
-    x::TypeInfo {
-        name: "ReadNextEventsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("maxCount", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReadNextTasksRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("maxCount", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReadOnlyDisksWithLegacyDestination",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("roDiskCount", "int"),
-            x::FieldInfo::required("timeoutDanger", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReadOnlyDisksWithLegacyDestination>),
-    },
-    x::TypeInfo {
-        name: "ReadPreviousEventsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("maxCount", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReadPreviousTasksRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("maxCount", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RebootGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RebootHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RebootRequired",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("patch", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RebootRequired>),
-    },
-    x::TypeInfo {
-        name: "RecommendDatastoresRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("storageSpec", "StoragePlacementSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RecommendHostsForVmRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RecommendationReasonCode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "fairnessCpuAvg",
-            "fairnessMemAvg",
-            "jointAffin",
-            "antiAffin",
-            "hostMaint",
-            "enterStandby",
-            "reservationCpu",
-            "reservationMem",
-            "powerOnVm",
-            "powerSaving",
-            "increaseCapacity",
-            "checkResource",
-            "unreservedCapacity",
-            "vmHostHardAffinity",
-            "vmHostSoftAffinity",
-            "balanceDatastoreSpaceUsage",
-            "balanceDatastoreIOLoad",
-            "balanceDatastoreIOPSReservation",
-            "datastoreMaint",
-            "virtualDiskJointAffin",
-            "virtualDiskAntiAffin",
-            "datastoreSpaceOutage",
-            "storagePlacement",
-            "iolbDisabledInternal",
-            "xvmotionPlacement",
-            "networkBandwidthReservation",
-            "hostInDegradation",
-            "hostExitDegradation",
-            "maxVmsConstraint",
-            "ftConstraints",
-            "vmHostAffinityPolicy",
-            "vmHostAntiAffinityPolicy",
-            "vmAntiAffinityPolicy",
-            "balanceVsanUsage",
-        ],
-        decode: Some(x::decode_boxed::<RecommendationReasonCode>),
-    },
-    x::TypeInfo {
-        name: "RecommendationType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["V1"],
-        decode: Some(x::decode_boxed::<RecommendationType>),
-    },
-    x::TypeInfo {
-        name: "RecommissionVsanNodeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconcileDatastoreInventoryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VirtualMachineConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigurationSatisfiableRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("pcbs", "VsanPolicyChangeBatch"),
-            x::FieldInfo::optional("ignoreSatisfiability", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureAlarmRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "AlarmSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureAutostartRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostAutoStartManagerConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureClusterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "ClusterConfigSpec"),
-            x::FieldInfo::required("modify", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureComputeResourceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "ComputeResourceConfigSpec"),
-            x::FieldInfo::required("modify", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureDVPortRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("port", "DVPortConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureDVPortgroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "DVPortgroupConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureDatacenterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "DatacenterConfigSpec"),
-            x::FieldInfo::required("modify", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureDomObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::required("policy", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureDvsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "DVSConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureHostForDASRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureScheduledTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "ScheduledTaskSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureServiceConsoleReservationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cfgBytes", "long"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureSnmpAgentRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "HostSnmpConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconfigureVirtualMachineReservationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VirtualMachineMemoryReservationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReconnectHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("cnxSpec", "HostConnectSpec"),
-            x::FieldInfo::optional("reconnectSpec", "HostSystemReconnectSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RecordReplayDisabled",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RecordReplayDisabled>),
-    },
-    x::TypeInfo {
-        name: "RecoveryEvent",
-        base: Some("DvsEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("portKey", "string"),
-            x::FieldInfo::optional("dvsUuid", "string"),
-            x::FieldInfo::optional("vnic", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RecoveryEvent>),
-    },
-    x::TypeInfo {
-        name: "RectifyDvsHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hosts", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RectifyDvsOnHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hosts", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RecurrentTaskScheduler",
-        base: Some("TaskScheduler"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("interval", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RecurrentTaskScheduler>),
-    },
-    x::TypeInfo {
-        name: "RefreshDVPortStateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("portKeys", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshDatastoreStorageInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshDateTimeSystemRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshFirewallRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshGraphicsManagerRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshHealthStatusSystemRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshNetworkSystemRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshRecommendationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshRuntimeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshServicesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshStorageDrsRecommendationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pod", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshStorageDrsRecommendationsForPodRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pod", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshStorageInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RefreshStorageSystemRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RegisterChildVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RegisterDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::optional("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RegisterExtensionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extension", "Extension"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RegisterHealthUpdateProviderRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::repeated("healthUpdateInfo", "HealthUpdateInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RegisterKmipServerRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("server", "KmipServerSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RegisterKmsClusterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("clusterId", "KeyProviderId"),
-            x::FieldInfo::optional("managementType", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RegisterVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::required("asTemplate", "boolean"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "Relation",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("constraint", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("version", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Relation>),
-    },
-    x::TypeInfo {
-        name: "ReleaseCredentialsInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReleaseIpAllocationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dc", "ManagedObjectReference"),
-            x::FieldInfo::required("poolId", "int"),
-            x::FieldInfo::required("allocationId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReleaseManagedSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vdisk", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReloadRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RelocateVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VirtualMachineRelocateSpec"),
-            x::FieldInfo::optional("priority", "VirtualMachineMovePriority"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RelocateVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VslmRelocateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoteDeviceNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RemoteDeviceNotSupported>),
-    },
-    x::TypeInfo {
-        name: "RemoteTSMEnabledEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RemoteTSMEnabledEvent>),
-    },
-    x::TypeInfo {
-        name: "RemoveAlarmRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveAllSnapshotsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("consolidate", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveAssignedLicenseRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entityId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveAuthorizationRoleRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("roleId", "int"),
-            x::FieldInfo::required("failIfUsed", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveCustomFieldDefRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveDatastoreExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveDiskMappingRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("mapping", "VsanHostDiskMapping"),
-            x::FieldInfo::optional("maintenanceSpec", "HostMaintenanceSpec"),
-            x::FieldInfo::optional("timeout", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("disk", "HostScsiDisk"),
-            x::FieldInfo::optional("maintenanceSpec", "HostMaintenanceSpec"),
-            x::FieldInfo::optional("timeout", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveEntityPermissionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("user", "string"),
-            x::FieldInfo::required("isGroup", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveFailed",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RemoveFailed>),
-    },
-    x::TypeInfo {
-        name: "RemoveFilterEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-            x::FieldInfo::repeated("entities", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveFilterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveGroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("groupName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveGuestAliasByCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("username", "string"),
-            x::FieldInfo::required("base64Cert", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveGuestAliasRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("username", "string"),
-            x::FieldInfo::required("base64Cert", "string"),
-            x::FieldInfo::required("subject", "GuestAuthSubject"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveInternetScsiSendTargetsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::repeated("targets", "HostInternetScsiHbaSendTarget"),
-            x::FieldInfo::optional("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveInternetScsiStaticTargetsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::repeated("targets", "HostInternetScsiHbaStaticTarget"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveKeyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "CryptoKeyId"),
-            x::FieldInfo::required("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveKeysRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("keys", "CryptoKeyId"),
-            x::FieldInfo::required("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveKmipServerRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("clusterId", "KeyProviderId"),
-            x::FieldInfo::required("serverName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveLicenseLabelRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("licenseKey", "string"),
-            x::FieldInfo::required("labelKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveLicenseRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("licenseKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveMonitoredEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-            x::FieldInfo::repeated("entities", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveNetworkResourcePoolRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("key", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveNvmeOverRdmaAdapterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("hbaDeviceName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemovePerfIntervalRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("samplePeriod", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemovePortGroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pgName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveScheduledTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveServiceConsoleVirtualNicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("device", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveSmartCardTrustAnchorByFingerprintRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("fingerprint", "string"),
-            x::FieldInfo::required("digest", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveSmartCardTrustAnchorRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("issuer", "string"),
-            x::FieldInfo::required("serial", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("removeChildren", "boolean"),
-            x::FieldInfo::optional("consolidate", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveSoftwareAdapterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("hbaDeviceName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveUserRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("userName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveVirtualNicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("device", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RemoveVirtualSwitchRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vswitchName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RenameCustomFieldDefRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RenameCustomizationSpecRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("newName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RenameDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("newName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RenameRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("newName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RenameSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("description", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RenameVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReplaceCACertificatesAndCRLsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("caCert", "string"),
-            x::FieldInfo::repeated("caCrl", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReplaceSmartCardTrustAnchorsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("certs", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ReplicationConfigFault",
-        base: Some("ReplicationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationConfigFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("generation", "long"),
-            x::FieldInfo::required("vmReplicationId", "string"),
-            x::FieldInfo::required("destination", "string"),
-            x::FieldInfo::required("port", "int"),
-            x::FieldInfo::required("rpo", "long"),
-            x::FieldInfo::required("quiesceGuestEnabled", "boolean"),
-            x::FieldInfo::required("paused", "boolean"),
-            x::FieldInfo::required("oppUpdatesEnabled", "boolean"),
-            x::FieldInfo::optional("netCompressionEnabled", "boolean"),
-            x::FieldInfo::optional("netEncryptionEnabled", "boolean"),
-            x::FieldInfo::optional("encryptionDestination", "string"),
-            x::FieldInfo::optional("encryptionPort", "int"),
-            x::FieldInfo::optional("remoteCertificateThumbprint", "string"),
-            x::FieldInfo::repeated("disk", "ReplicationInfoDiskSettings"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ReplicationDiskConfigFault",
-        base: Some("ReplicationConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("reason", "string"),
-            x::FieldInfo::optional("vmRef", "ManagedObjectReference"),
-            x::FieldInfo::optional("key", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationDiskConfigFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationDiskConfigFaultReasonForFault",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "diskNotFound",
-            "diskTypeNotSupported",
-            "invalidDiskKey",
-            "invalidDiskReplicationId",
-            "duplicateDiskReplicationId",
-            "invalidPersistentFilePath",
-            "reconfigureDiskReplicationIdNotAllowed",
-        ],
-        decode: Some(x::decode_boxed::<ReplicationDiskConfigFaultReasonForFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationGroupId",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("faultDomainId", "FaultDomainId"),
-            x::FieldInfo::required("deviceGroupId", "DeviceGroupId"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationGroupId>),
-    },
-    x::TypeInfo {
-        name: "ReplicationIncompatibleWithFT",
-        base: Some("ReplicationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationIncompatibleWithFT>),
-    },
-    x::TypeInfo {
-        name: "ReplicationInfoDiskSettings",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::required("diskReplicationId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationInfoDiskSettings>),
-    },
-    x::TypeInfo {
-        name: "ReplicationInvalidOptions",
-        base: Some("ReplicationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("options", "string"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationInvalidOptions>),
-    },
-    x::TypeInfo {
-        name: "ReplicationNotSupportedOnHost",
-        base: Some("ReplicationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationNotSupportedOnHost>),
-    },
-    x::TypeInfo {
-        name: "ReplicationSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("replicationGroupId", "ReplicationGroupId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationSpec>),
-    },
-    x::TypeInfo {
-        name: "ReplicationVmConfigFault",
-        base: Some("ReplicationConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("reason", "string"),
-            x::FieldInfo::optional("vmRef", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationVmConfigFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationVmConfigFaultReasonForFault",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "incompatibleHwVersion",
-            "invalidVmReplicationId",
-            "invalidGenerationNumber",
-            "outOfBoundsRpoValue",
-            "invalidDestinationIpAddress",
-            "invalidDestinationPort",
-            "invalidExtraVmOptions",
-            "staleGenerationNumber",
-            "reconfigureVmReplicationIdNotAllowed",
-            "cannotRetrieveVmReplicationConfiguration",
-            "replicationAlreadyEnabled",
-            "invalidPriorConfiguration",
-            "replicationNotEnabled",
-            "replicationConfigurationFailed",
-            "encryptedVm",
-            "invalidThumbprint",
-            "incompatibleDevice",
-        ],
-        decode: Some(x::decode_boxed::<ReplicationVmConfigFaultReasonForFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationVmFault",
-        base: Some("ReplicationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("reason", "string"),
-            x::FieldInfo::optional("state", "string"),
-            x::FieldInfo::optional("instanceId", "string"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationVmFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationVmFaultReasonForFault",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "notConfigured",
-            "poweredOff",
-            "suspended",
-            "poweredOn",
-            "offlineReplicating",
-            "invalidState",
-            "invalidInstanceId",
-            "closeDiskError",
-            "groupExist",
-        ],
-        decode: Some(x::decode_boxed::<ReplicationVmFaultReasonForFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationVmInProgressFault",
-        base: Some("ReplicationVmFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("requestedActivity", "string"),
-            x::FieldInfo::required("inProgressActivity", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationVmInProgressFault>),
-    },
-    x::TypeInfo {
-        name: "ReplicationVmInProgressFaultActivity",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["fullSync", "delta"],
-        decode: Some(x::decode_boxed::<ReplicationVmInProgressFaultActivity>),
-    },
-    x::TypeInfo {
-        name: "ReplicationVmProgressInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("progress", "int"),
-            x::FieldInfo::required("bytesTransferred", "long"),
-            x::FieldInfo::required("bytesToTransfer", "long"),
-            x::FieldInfo::optional("checksumTotalBytes", "long"),
-            x::FieldInfo::optional("checksumComparedBytes", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ReplicationVmProgressInfo>),
-    },
-    x::TypeInfo {
-        name: "ReplicationVmState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "paused", "syncing", "idle", "active", "error"],
-        decode: Some(x::decode_boxed::<ReplicationVmState>),
-    },
-    x::TypeInfo {
-        name: "RequestCanceled",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RequestCanceled>),
-    },
-    x::TypeInfo {
-        name: "RescanAllHbaRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RescanHbaRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("hbaDevice", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RescanVffsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RescanVmfsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetCollectorRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetCounterLevelMappingRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("counters", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetEntityPermissionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::repeated("permission", "Permission"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetFirmwareToFactoryDefaultsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetGuestInformationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetListViewFromViewRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("view", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetListViewRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("obj", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetSystemHealthInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResetVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResignatureUnresolvedVmfsVolumeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("resolutionSpec", "HostUnresolvedVmfsResignatureSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResolveInstallationErrorsOnClusterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-            x::FieldInfo::required("cluster", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResolveInstallationErrorsOnHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResolveMultipleUnresolvedVmfsVolumesExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("resolutionSpec", "HostUnresolvedVmfsResolutionSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResolveMultipleUnresolvedVmfsVolumesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("resolutionSpec", "HostUnresolvedVmfsResolutionSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ResourceAllocationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("reservation", "long"),
-            x::FieldInfo::optional("expandableReservation", "boolean"),
-            x::FieldInfo::optional("limit", "long"),
-            x::FieldInfo::optional("shares", "SharesInfo"),
-            x::FieldInfo::optional("overheadLimit", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourceAllocationInfo>),
-    },
-    x::TypeInfo {
-        name: "ResourceAllocationOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("sharesOption", "SharesOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourceAllocationOption>),
-    },
-    x::TypeInfo {
-        name: "ResourceConfigOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("cpuAllocationOption", "ResourceAllocationOption"),
-            x::FieldInfo::required("memoryAllocationOption", "ResourceAllocationOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourceConfigOption>),
-    },
-    x::TypeInfo {
-        name: "ResourceConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("changeVersion", "string"),
-            x::FieldInfo::optional("lastModified", "dateTime"),
-            x::FieldInfo::required("cpuAllocation", "ResourceAllocationInfo"),
-            x::FieldInfo::required("memoryAllocation", "ResourceAllocationInfo"),
-            x::FieldInfo::optional("scaleDescendantsShares", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourceConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "ResourceConfigSpecScaleSharesBehavior",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["disabled", "scaleCpuAndMemoryShares"],
-        decode: Some(x::decode_boxed::<ResourceConfigSpecScaleSharesBehavior>),
-    },
-    x::TypeInfo {
-        name: "ResourceInUse",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("type", "string"),
-            x::FieldInfo::optional("name", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourceInUse>),
-    },
-    x::TypeInfo {
-        name: "ResourceNotAvailable",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("containerType", "string"),
-            x::FieldInfo::optional("containerName", "string"),
-            x::FieldInfo::optional("type", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourceNotAvailable>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolCreatedEvent",
-        base: Some("ResourcePoolEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("parent", "ResourcePoolEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolDestroyedEvent",
-        base: Some("ResourcePoolEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolDestroyedEvent>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("resourcePool", "ResourcePoolEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolEvent>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("resourcePool", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolEventArgument>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolMovedEvent",
-        base: Some("ResourcePoolEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldParent", "ResourcePoolEventArgument"),
-            x::FieldInfo::required("newParent", "ResourcePoolEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolMovedEvent>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolQuickStats",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("overallCpuUsage", "long"),
-            x::FieldInfo::optional("overallCpuDemand", "long"),
-            x::FieldInfo::optional("guestMemoryUsage", "long"),
-            x::FieldInfo::optional("hostMemoryUsage", "long"),
-            x::FieldInfo::optional("distributedCpuEntitlement", "long"),
-            x::FieldInfo::optional("distributedMemoryEntitlement", "long"),
-            x::FieldInfo::optional("staticCpuEntitlement", "int"),
-            x::FieldInfo::optional("staticMemoryEntitlement", "int"),
-            x::FieldInfo::optional("privateMemory", "long"),
-            x::FieldInfo::optional("sharedMemory", "long"),
-            x::FieldInfo::optional("swappedMemory", "long"),
-            x::FieldInfo::optional("balloonedMemory", "long"),
-            x::FieldInfo::optional("overheadMemory", "long"),
-            x::FieldInfo::optional("consumedOverheadMemory", "long"),
-            x::FieldInfo::optional("compressedMemory", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolQuickStats>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolReconfiguredEvent",
-        base: Some("ResourcePoolEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("configChanges", "ChangesInfoEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolReconfiguredEvent>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolResourceUsage",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("reservationUsed", "long"),
-            x::FieldInfo::required("reservationUsedForVm", "long"),
-            x::FieldInfo::required("unreservedForPool", "long"),
-            x::FieldInfo::required("unreservedForVm", "long"),
-            x::FieldInfo::required("overallUsage", "long"),
-            x::FieldInfo::required("maxUsage", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolResourceUsage>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("memory", "ResourcePoolResourceUsage"),
-            x::FieldInfo::required("cpu", "ResourcePoolResourceUsage"),
-            x::FieldInfo::required("overallStatus", "ManagedEntityStatus"),
-            x::FieldInfo::optional("sharesScalable", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "ResourcePoolSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("config", "ResourceConfigSpec"),
-            x::FieldInfo::required("runtime", "ResourcePoolRuntimeInfo"),
-            x::FieldInfo::optional("quickStats", "ResourcePoolQuickStats"),
-            x::FieldInfo::optional("configuredMemoryMB", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourcePoolSummary>),
-    },
-    x::TypeInfo {
-        name: "ResourceViolatedEvent",
-        base: Some("ResourcePoolEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ResourceViolatedEvent>),
-    },
-    x::TypeInfo {
-        name: "RestartServiceConsoleVirtualNicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("device", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RestartServiceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RestoreFirmwareConfigurationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RestrictedByAdministrator",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("details", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RestrictedByAdministrator>),
-    },
-    x::TypeInfo {
-        name: "RestrictedVersion",
-        base: Some("SecurityError"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RestrictedVersion>),
-    },
-    x::TypeInfo {
-        name: "RetrieveAllPermissionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveAnswerFileForProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("applyProfile", "HostApplyProfile"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveAnswerFileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveArgumentDescriptionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("eventTypeId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveClientCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveClientCsrRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveDasAdvancedRuntimeInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveDescriptionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveDiskPartitionInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("devicePath", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveDynamicPassthroughInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveEntityPermissionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("inherited", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveEntityScheduledTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveFreeEpcMemoryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveHardwareUptimeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveHostAccessControlEntriesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveHostCustomizationsForProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hosts", "ManagedObjectReference"),
-            x::FieldInfo::required("applyProfile", "HostApplyProfile"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveHostCustomizationsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("hosts", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveHostSpecificationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("fromHost", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveKmipServerCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("keyProvider", "KeyProviderId"),
-            x::FieldInfo::required("server", "KmipServerInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveKmipServersStatusRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("clusters", "KmipClusterInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveObjectScheduledTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("obj", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveOptions",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("maxObjects", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RetrieveOptions>),
-    },
-    x::TypeInfo {
-        name: "RetrieveProductComponentsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrievePropertiesExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("specSet", "PropertyFilterSpec"),
-            x::FieldInfo::required("options", "RetrieveOptions"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrievePropertiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("specSet", "PropertyFilterSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("token", "string"),
-            x::FieldInfo::repeated("objects", "ObjectContent"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RetrieveResult>),
-    },
-    x::TypeInfo {
-        name: "RetrieveRolePermissionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("roleId", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveSelfSignedClientCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveServiceContentRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveServiceProviderEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveSnapshotDetailsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("snapshotId", "ID"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveSnapshotInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveUserGroupsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("domain", "string"),
-            x::FieldInfo::required("searchStr", "string"),
-            x::FieldInfo::optional("belongsToGroup", "string"),
-            x::FieldInfo::optional("belongsToUser", "string"),
-            x::FieldInfo::required("exactMatch", "boolean"),
-            x::FieldInfo::required("findUsers", "boolean"),
-            x::FieldInfo::required("findGroups", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveVStorageInfrastructureObjectPolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveVStorageObjSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RetrieveVStorageObjSpec>),
-    },
-    x::TypeInfo {
-        name: "RetrieveVStorageObjectAssociationsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("ids", "RetrieveVStorageObjSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveVStorageObjectStateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveVgpuDeviceInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RetrieveVgpuProfileInfoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RevertToCurrentSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("suppressPowerOn", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RevertToSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("suppressPowerOn", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RevertVStorageObjectRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("snapshotId", "ID"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RewindCollectorRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RoleAddedEvent",
-        base: Some("RoleEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("privilegeList", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RoleAddedEvent>),
-    },
-    x::TypeInfo {
-        name: "RoleEvent",
-        base: Some("AuthorizationEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("role", "RoleEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RoleEvent>),
-    },
-    x::TypeInfo {
-        name: "RoleEventArgument",
-        base: Some("EventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("roleId", "int"),
-            x::FieldInfo::required("name", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RoleEventArgument>),
-    },
-    x::TypeInfo {
-        name: "RoleRemovedEvent",
-        base: Some("RoleEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RoleRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "RoleUpdatedEvent",
-        base: Some("RoleEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("privilegeList", "string"),
-            x::FieldInfo::optional("prevRoleName", "string"),
-            x::FieldInfo::repeated("privilegesAdded", "string"),
-            x::FieldInfo::repeated("privilegesRemoved", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RoleUpdatedEvent>),
-    },
-    x::TypeInfo {
-        name: "RollbackEvent",
-        base: Some("DvsEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::optional("methodName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RollbackEvent>),
-    },
-    x::TypeInfo {
-        name: "RollbackFailure",
-        base: Some("DvsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entityName", "string"),
-            x::FieldInfo::required("entityType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RollbackFailure>),
-    },
-    x::TypeInfo {
-        name: "RuleViolation",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("rule", "ClusterRuleInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<RuleViolation>),
-    },
-    x::TypeInfo {
-        name: "RunScheduledTaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RunScriptAction",
-        base: Some("Action"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("script", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<RunScriptAction>),
-    },
-    x::TypeInfo {
-        name: "RunVsanPhysicalDiskDiagnosticsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("disks", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "RuntimeFault",
-        base: Some("MethodFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<RuntimeFault>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x1604219), x::Name(0x128b00e), 0, 1), // RDMConversionNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1605c0f), x::Name(0x128b00e), 1, 1), // RDMNotPreserved: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1606c0f), x::Name(0x942d12), 2, 0), // RDMNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1607c1a), x::Name(0x1e6a50d), 2, 3), // RDMNotSupportedOnDatastore: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x160971b), x::Name(0x581012), 5, 0), // RDMPointsToInaccessibleDisk: CannotAccessVmDisk
+        x::TypeEntry::structure(x::Name(0x160b313), x::Name(0x942d12), 5, 0), // RawDiskNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x160c729), x::Name::NONE, 5, 4), // ReadEnvironmentVariableInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x160f11e), x::Name(0xce7c10), 9, 0), // ReadHostResourcePoolTreeFailed: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x1611019), x::Name::NONE, 9, 2), // ReadNextEventsRequestType
+        x::TypeEntry::structure(x::Name(0x1612a18), x::Name::NONE, 11, 2), // ReadNextTasksRequestType
+        x::TypeEntry::structure(x::Name(0x1614322), x::Name(0x128b00e), 13, 2), // ReadOnlyDisksWithLegacyDestination: MigrationFault
+        x::TypeEntry::structure(x::Name(0x161661d), x::Name::NONE, 15, 2), // ReadPreviousEventsRequestType
+        x::TypeEntry::structure(x::Name(0x161841c), x::Name::NONE, 17, 2), // ReadPreviousTasksRequestType
+        x::TypeEntry::structure(x::Name(0x161a716), x::Name::NONE, 19, 1), // RebootGuestRequestType
+        x::TypeEntry::structure(x::Name(0x161be15), x::Name::NONE, 20, 2), // RebootHostRequestType
+        x::TypeEntry::structure(x::Name(0x161d40e), x::Name(0x1b42008), 22, 1), // RebootRequired: VimFault
+        x::TypeEntry::structure(x::Name(0x161e31e), x::Name::NONE, 23, 2), // RecommendDatastoresRequestType
+        x::TypeEntry::structure(x::Name(0x162021e), x::Name::NONE, 25, 3), // RecommendHostsForVmRequestType
+        x::TypeEntry::enumeration(x::Name(0x1622118), 0, 34), // RecommendationReasonCode
+        x::TypeEntry::enumeration(x::Name(0x1623a12), 34, 1), // RecommendationType
+        x::TypeEntry::structure(x::Name(0x1624d1f), x::Name::NONE, 28, 1), // RecommissionVsanNodeRequestType
+        x::TypeEntry::structure(x::Name(0x1626d26), x::Name::NONE, 29, 2), // ReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0x1629415), x::Name::NONE, 31, 2), // ReconfigVMRequestType
+        x::TypeEntry::structure(x::Name(0x162aa25), x::Name::NONE, 33, 3), // ReconfigurationSatisfiableRequestType
+        x::TypeEntry::structure(x::Name(0x162d01b), x::Name::NONE, 36, 2), // ReconfigureAlarmRequestType
+        x::TypeEntry::structure(x::Name(0x162ec1f), x::Name::NONE, 38, 2), // ReconfigureAutostartRequestType
+        x::TypeEntry::structure(x::Name(0x1630c1d), x::Name::NONE, 40, 3), // ReconfigureClusterRequestType
+        x::TypeEntry::structure(x::Name(0x1632a25), x::Name::NONE, 43, 3), // ReconfigureComputeResourceRequestType
+        x::TypeEntry::structure(x::Name(0x163501c), x::Name::NONE, 46, 2), // ReconfigureDVPortRequestType
+        x::TypeEntry::structure(x::Name(0x1636d21), x::Name::NONE, 48, 2), // ReconfigureDVPortgroupRequestType
+        x::TypeEntry::structure(x::Name(0x1638f20), x::Name::NONE, 50, 3), // ReconfigureDatacenterRequestType
+        x::TypeEntry::structure(x::Name(0x163b01f), x::Name::NONE, 53, 3), // ReconfigureDomObjectRequestType
+        x::TypeEntry::structure(x::Name(0x163d019), x::Name::NONE, 56, 2), // ReconfigureDvsRequestType
+        x::TypeEntry::structure(x::Name(0x163ea20), x::Name::NONE, 58, 1), // ReconfigureHostForDASRequestType
+        x::TypeEntry::structure(x::Name(0x1640b23), x::Name::NONE, 59, 2), // ReconfigureScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x1642f2f), x::Name::NONE, 61, 2), // ReconfigureServiceConsoleReservationRequestType
+        x::TypeEntry::structure(x::Name(0x1645f1f), x::Name::NONE, 63, 2), // ReconfigureSnmpAgentRequestType
+        x::TypeEntry::structure(x::Name(0x1647f2f), x::Name::NONE, 65, 2), // ReconfigureVirtualMachineReservationRequestType
+        x::TypeEntry::structure(x::Name(0x164af18), x::Name::NONE, 67, 3), // ReconnectHostRequestType
+        x::TypeEntry::structure(x::Name(0x164c814), x::Name(0x1b42008), 70, 0), // RecordReplayDisabled: VimFault
+        x::TypeEntry::structure(x::Name(0x164dd0d), x::Name(0xa36408), 70, 4), // RecoveryEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0x164eb19), x::Name::NONE, 74, 2), // RectifyDvsHostRequestType
+        x::TypeEntry::structure(x::Name(0x165051b), x::Name::NONE, 76, 2), // RectifyDvsOnHostRequestType
+        x::TypeEntry::structure(x::Name(0x1652116), x::Name(0x192820d), 78, 1), // RecurrentTaskScheduler: TaskScheduler
+        x::TypeEntry::structure(x::Name(0x1653c1d), x::Name::NONE, 79, 2), // RefreshDVPortStateRequestType
+        x::TypeEntry::structure(x::Name(0x1655a1b), x::Name::NONE, 81, 1), // RefreshDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x1657626), x::Name::NONE, 82, 1), // RefreshDatastoreStorageInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1659d20), x::Name::NONE, 83, 1), // RefreshDateTimeSystemRequestType
+        x::TypeEntry::structure(x::Name(0x165be1a), x::Name::NONE, 84, 1), // RefreshFirewallRequestType
+        x::TypeEntry::structure(x::Name(0x165d921), x::Name::NONE, 85, 1), // RefreshGraphicsManagerRequestType
+        x::TypeEntry::structure(x::Name(0x165fb24), x::Name::NONE, 86, 1), // RefreshHealthStatusSystemRequestType
+        x::TypeEntry::structure(x::Name(0x166201f), x::Name::NONE, 87, 1), // RefreshNetworkSystemRequestType
+        x::TypeEntry::structure(x::Name(0x1664020), x::Name::NONE, 88, 1), // RefreshRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0x1666112), x::Name::NONE, 89, 1), // RefreshRequestType
+        x::TypeEntry::structure(x::Name(0x1667419), x::Name::NONE, 90, 1), // RefreshRuntimeRequestType
+        x::TypeEntry::structure(x::Name(0x1668e1a), x::Name::NONE, 91, 1), // RefreshServicesRequestType
+        x::TypeEntry::structure(x::Name(0x166a92a), x::Name::NONE, 92, 2), // RefreshStorageDrsRecommendationRequestType
+        x::TypeEntry::structure(x::Name(0x166d431), x::Name::NONE, 94, 2), // RefreshStorageDrsRecommendationsForPodRequestType
+        x::TypeEntry::structure(x::Name(0x167061d), x::Name::NONE, 96, 1), // RefreshStorageInfoRequestType
+        x::TypeEntry::structure(x::Name(0x167241f), x::Name::NONE, 97, 1), // RefreshStorageSystemRequestType
+        x::TypeEntry::structure(x::Name(0x167441a), x::Name::NONE, 98, 4), // RegisterChildVMRequestType
+        x::TypeEntry::structure(x::Name(0x1675f17), x::Name::NONE, 102, 3), // RegisterDiskRequestType
+        x::TypeEntry::structure(x::Name(0x167771c), x::Name::NONE, 105, 2), // RegisterExtensionRequestType
+        x::TypeEntry::structure(x::Name(0x1679427), x::Name::NONE, 107, 3), // RegisterHealthUpdateProviderRequestType
+        x::TypeEntry::structure(x::Name(0x167bc1d), x::Name::NONE, 110, 2), // RegisterKmipServerRequestType
+        x::TypeEntry::structure(x::Name(0x167da1d), x::Name::NONE, 112, 3), // RegisterKmsClusterRequestType
+        x::TypeEntry::structure(x::Name(0x167f815), x::Name::NONE, 115, 6), // RegisterVMRequestType
+        x::TypeEntry::structure(x::Name(0x1680e08), x::Name(0xaa460b), 121, 3), // Relation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1681724), x::Name::NONE, 124, 3), // ReleaseCredentialsInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1683c1e), x::Name::NONE, 127, 4), // ReleaseIpAllocationRequestType
+        x::TypeEntry::structure(x::Name(0x1685b21), x::Name::NONE, 131, 3), // ReleaseManagedSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x1687d11), x::Name::NONE, 134, 1), // ReloadRequestType
+        x::TypeEntry::structure(x::Name(0x1688f15), x::Name::NONE, 135, 3), // RelocateVMRequestType
+        x::TypeEntry::structure(x::Name(0x168a521), x::Name::NONE, 138, 4), // RelocateVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x168c718), x::Name(0x942d12), 142, 0), // RemoteDeviceNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x168e015), x::Name(0xd59909), 142, 0), // RemoteTSMEnabledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x168fd16), x::Name::NONE, 142, 1), // RemoveAlarmRequestType
+        x::TypeEntry::structure(x::Name(0x169141d), x::Name::NONE, 143, 2), // RemoveAllSnapshotsRequestType
+        x::TypeEntry::structure(x::Name(0x1693220), x::Name::NONE, 145, 2), // RemoveAssignedLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x1695322), x::Name::NONE, 147, 3), // RemoveAuthorizationRoleRequestType
+        x::TypeEntry::structure(x::Name(0x169761f), x::Name::NONE, 150, 2), // RemoveCustomFieldDefRequestType
+        x::TypeEntry::structure(x::Name(0x169961c), x::Name::NONE, 152, 2), // RemoveDatastoreExRequestType
+        x::TypeEntry::structure(x::Name(0x169b31a), x::Name::NONE, 154, 2), // RemoveDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x169ce1c), x::Name::NONE, 156, 4), // RemoveDiskMappingRequestType
+        x::TypeEntry::structure(x::Name(0x169eb15), x::Name::NONE, 160, 4), // RemoveDiskRequestType
+        x::TypeEntry::structure(x::Name(0x16a0121), x::Name::NONE, 164, 4), // RemoveEntityPermissionRequestType
+        x::TypeEntry::structure(x::Name(0x16a230c), x::Name(0x1b42008), 168, 0), // RemoveFailed: VimFault
+        x::TypeEntry::structure(x::Name(0x16a301f), x::Name::NONE, 168, 3), // RemoveFilterEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x16a5017), x::Name::NONE, 171, 2), // RemoveFilterRequestType
+        x::TypeEntry::structure(x::Name(0x16a6816), x::Name::NONE, 173, 2), // RemoveGroupRequestType
+        x::TypeEntry::structure(x::Name(0x16a7f21), x::Name::NONE, 175, 5), // RemoveGuestAliasByCertRequestType
+        x::TypeEntry::structure(x::Name(0x16aa11b), x::Name::NONE, 180, 6), // RemoveGuestAliasRequestType
+        x::TypeEntry::structure(x::Name(0x16abd28), x::Name::NONE, 186, 4), // RemoveInternetScsiSendTargetsRequestType
+        x::TypeEntry::structure(x::Name(0x16ae62a), x::Name::NONE, 190, 3), // RemoveInternetScsiStaticTargetsRequestType
+        x::TypeEntry::structure(x::Name(0x16b1114), x::Name::NONE, 193, 3), // RemoveKeyRequestType
+        x::TypeEntry::structure(x::Name(0x16b2615), x::Name::NONE, 196, 3), // RemoveKeysRequestType
+        x::TypeEntry::structure(x::Name(0x16b3c1b), x::Name::NONE, 199, 3), // RemoveKmipServerRequestType
+        x::TypeEntry::structure(x::Name(0x16b581d), x::Name::NONE, 202, 3), // RemoveLicenseLabelRequestType
+        x::TypeEntry::structure(x::Name(0x16b7618), x::Name::NONE, 205, 2), // RemoveLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x16b8f22), x::Name::NONE, 207, 3), // RemoveMonitoredEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x16bb224), x::Name::NONE, 210, 2), // RemoveNetworkResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x16bd724), x::Name::NONE, 212, 2), // RemoveNvmeOverRdmaAdapterRequestType
+        x::TypeEntry::structure(x::Name(0x16bfc1d), x::Name::NONE, 214, 2), // RemovePerfIntervalRequestType
+        x::TypeEntry::structure(x::Name(0x16c1a1a), x::Name::NONE, 216, 2), // RemovePortGroupRequestType
+        x::TypeEntry::structure(x::Name(0x16c351e), x::Name::NONE, 218, 1), // RemoveScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x16c5429), x::Name::NONE, 219, 2), // RemoveServiceConsoleVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x16c7e32), x::Name::NONE, 221, 3), // RemoveSmartCardTrustAnchorByFingerprintRequestType
+        x::TypeEntry::structure(x::Name(0x16cb125), x::Name::NONE, 224, 3), // RemoveSmartCardTrustAnchorRequestType
+        x::TypeEntry::structure(x::Name(0x16cd719), x::Name::NONE, 227, 3), // RemoveSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x16cf120), x::Name::NONE, 230, 2), // RemoveSoftwareAdapterRequestType
+        x::TypeEntry::structure(x::Name(0x16d1215), x::Name::NONE, 232, 2), // RemoveUserRequestType
+        x::TypeEntry::structure(x::Name(0x16d281b), x::Name::NONE, 234, 2), // RemoveVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x16d441e), x::Name::NONE, 236, 2), // RemoveVirtualSwitchRequestType
+        x::TypeEntry::structure(x::Name(0x16d631f), x::Name::NONE, 238, 3), // RenameCustomFieldDefRequestType
+        x::TypeEntry::structure(x::Name(0x16d8322), x::Name::NONE, 241, 3), // RenameCustomizationSpecRequestType
+        x::TypeEntry::structure(x::Name(0x16da61a), x::Name::NONE, 244, 2), // RenameDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x16dc111), x::Name::NONE, 246, 2), // RenameRequestType
+        x::TypeEntry::structure(x::Name(0x16dd319), x::Name::NONE, 248, 3), // RenameSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x16ded1f), x::Name::NONE, 251, 4), // RenameVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x16e0d27), x::Name::NONE, 255, 3), // ReplaceCACertificatesAndCRLsRequestType
+        x::TypeEntry::structure(x::Name(0x16e3527), x::Name::NONE, 258, 2), // ReplaceSmartCardTrustAnchorsRequestType
+        x::TypeEntry::structure(x::Name(0x16e5d16), x::Name(0x16ece10), 260, 0), // ReplicationConfigFault: ReplicationFault
+        x::TypeEntry::structure(x::Name(0x16e7415), x::Name(0xaa460b), 260, 14), // ReplicationConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x16e8a1a), x::Name(0x16e5d16), 274, 3), // ReplicationDiskConfigFault: ReplicationConfigFault
+        x::TypeEntry::enumeration(x::Name(0x16ea528), 35, 7), // ReplicationDiskConfigFaultReasonForFault
+        x::TypeEntry::structure(x::Name(0x16ece10), x::Name(0x1b42008), 277, 0), // ReplicationFault: VimFault
+        x::TypeEntry::structure(x::Name(0x16edf12), x::Name(0xaa460b), 277, 2), // ReplicationGroupId: DynamicData
+        x::TypeEntry::structure(x::Name(0x16ef21d), x::Name(0x16ece10), 279, 0), // ReplicationIncompatibleWithFT: ReplicationFault
+        x::TypeEntry::structure(x::Name(0x16f101b), x::Name(0xaa460b), 279, 2), // ReplicationInfoDiskSettings: DynamicData
+        x::TypeEntry::structure(x::Name(0x16f2c19), x::Name(0x16ece10), 281, 2), // ReplicationInvalidOptions: ReplicationFault
+        x::TypeEntry::structure(x::Name(0x16f461d), x::Name(0x16ece10), 283, 0), // ReplicationNotSupportedOnHost: ReplicationFault
+        x::TypeEntry::structure(x::Name(0x16f640f), x::Name(0xaa460b), 283, 1), // ReplicationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x16f7418), x::Name(0x16e5d16), 284, 2), // ReplicationVmConfigFault: ReplicationConfigFault
+        x::TypeEntry::enumeration(x::Name(0x16f8d26), 42, 17), // ReplicationVmConfigFaultReasonForFault
+        x::TypeEntry::structure(x::Name(0x16fb412), x::Name(0x16ece10), 286, 4), // ReplicationVmFault: ReplicationFault
+        x::TypeEntry::enumeration(x::Name(0x16fc720), 59, 9), // ReplicationVmFaultReasonForFault
+        x::TypeEntry::structure(x::Name(0x16fe81c), x::Name(0x16fb412), 290, 2), // ReplicationVmInProgressFault: ReplicationVmFault
+        x::TypeEntry::enumeration(x::Name(0x1700524), 68, 2), // ReplicationVmInProgressFaultActivity
+        x::TypeEntry::structure(x::Name(0x1702a19), x::Name(0xaa460b), 292, 5), // ReplicationVmProgressInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1704412), 70, 6), // ReplicationVmState
+        x::TypeEntry::structure(x::Name(0x170570f), x::Name(0x17bee0c), 297, 0), // RequestCanceled: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1706717), x::Name::NONE, 297, 1), // RescanAllHbaRequestType
+        x::TypeEntry::structure(x::Name(0x1707f14), x::Name::NONE, 298, 2), // RescanHbaRequestType
+        x::TypeEntry::structure(x::Name(0x1709415), x::Name::NONE, 300, 1), // RescanVffsRequestType
+        x::TypeEntry::structure(x::Name(0x170aa15), x::Name::NONE, 301, 1), // RescanVmfsRequestType
+        x::TypeEntry::structure(x::Name(0x170d119), x::Name::NONE, 302, 1), // ResetCollectorRequestType
+        x::TypeEntry::structure(x::Name(0x170eb23), x::Name::NONE, 303, 2), // ResetCounterLevelMappingRequestType
+        x::TypeEntry::structure(x::Name(0x1710f21), x::Name::NONE, 305, 3), // ResetEntityPermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x1713129), x::Name::NONE, 308, 1), // ResetFirmwareToFactoryDefaultsRequestType
+        x::TypeEntry::structure(x::Name(0x1715b20), x::Name::NONE, 309, 1), // ResetGuestInformationRequestType
+        x::TypeEntry::structure(x::Name(0x1717c20), x::Name::NONE, 310, 2), // ResetListViewFromViewRequestType
+        x::TypeEntry::structure(x::Name(0x1719d18), x::Name::NONE, 312, 2), // ResetListViewRequestType
+        x::TypeEntry::structure(x::Name(0x171b620), x::Name::NONE, 314, 1), // ResetSystemHealthInfoRequestType
+        x::TypeEntry::structure(x::Name(0x171d712), x::Name::NONE, 315, 1), // ResetVMRequestType
+        x::TypeEntry::structure(x::Name(0x171ea2a), x::Name::NONE, 316, 2), // ResignatureUnresolvedVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x172152d), x::Name::NONE, 318, 3), // ResolveInstallationErrorsOnClusterRequestType
+        x::TypeEntry::structure(x::Name(0x172432a), x::Name::NONE, 321, 3), // ResolveInstallationErrorsOnHostRequestType
+        x::TypeEntry::structure(x::Name(0x1726e31), x::Name::NONE, 324, 2), // ResolveMultipleUnresolvedVmfsVolumesExRequestType
+        x::TypeEntry::structure(x::Name(0x172a02f), x::Name::NONE, 326, 2), // ResolveMultipleUnresolvedVmfsVolumesRequestType
+        x::TypeEntry::structure(x::Name(0x172d016), x::Name(0xaa460b), 328, 5), // ResourceAllocationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x172e718), x::Name(0xaa460b), 333, 1), // ResourceAllocationOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1730014), x::Name(0xaa460b), 334, 2), // ResourceConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1731512), x::Name(0xaa460b), 336, 6), // ResourceConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1732825), 76, 2), // ResourceConfigSpecScaleSharesBehavior
+        x::TypeEntry::structure(x::Name(0x1734e0d), x::Name(0x1b42008), 342, 2), // ResourceInUse: VimFault
+        x::TypeEntry::structure(x::Name(0x1735c14), x::Name(0x1b42008), 344, 3), // ResourceNotAvailable: VimFault
+        x::TypeEntry::structure(x::Name(0x1737118), x::Name(0x173a511), 347, 1), // ResourcePoolCreatedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1738a1a), x::Name(0x173a511), 348, 0), // ResourcePoolDestroyedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x173a511), x::Name(0xb00605), 348, 1), // ResourcePoolEvent: Event
+        x::TypeEntry::structure(x::Name(0x173b719), x::Name(0xaeb513), 349, 1), // ResourcePoolEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x173d116), x::Name(0x173a511), 350, 2), // ResourcePoolMovedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x173e816), x::Name(0xaa460b), 352, 15), // ResourcePoolQuickStats: DynamicData
+        x::TypeEntry::structure(x::Name(0x173ff1d), x::Name(0x173a511), 367, 1), // ResourcePoolReconfiguredEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x1741d19), x::Name(0xaa460b), 368, 6), // ResourcePoolResourceUsage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1743717), x::Name(0xaa460b), 374, 4), // ResourcePoolRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1744f13), x::Name(0xaa460b), 378, 5), // ResourcePoolSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1746315), x::Name(0x173a511), 383, 0), // ResourceViolatedEvent: ResourcePoolEvent
+        x::TypeEntry::structure(x::Name(0x174792a), x::Name::NONE, 383, 2), // RestartServiceConsoleVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x174a419), x::Name::NONE, 385, 2), // RestartServiceRequestType
+        x::TypeEntry::structure(x::Name(0x174be27), x::Name::NONE, 387, 2), // RestoreFirmwareConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x174e619), x::Name(0x17bee0c), 389, 1), // RestrictedByAdministrator: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1750011), x::Name(0x1803d0d), 390, 0), // RestrictedVersion: SecurityError
+        x::TypeEntry::structure(x::Name(0x1751221), x::Name::NONE, 390, 1), // RetrieveAllPermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x1753427), x::Name::NONE, 391, 3), // RetrieveAnswerFileForProfileRequestType
+        x::TypeEntry::structure(x::Name(0x1755c1d), x::Name::NONE, 394, 2), // RetrieveAnswerFileRequestType
+        x::TypeEntry::structure(x::Name(0x1757a26), x::Name::NONE, 396, 2), // RetrieveArgumentDescriptionRequestType
+        x::TypeEntry::structure(x::Name(0x175a11d), x::Name::NONE, 398, 2), // RetrieveClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x175bf1c), x::Name::NONE, 400, 2), // RetrieveClientCsrRequestType
+        x::TypeEntry::structure(x::Name(0x175dc29), x::Name::NONE, 402, 1), // RetrieveDasAdvancedRuntimeInfoRequestType
+        x::TypeEntry::structure(x::Name(0x176061e), x::Name::NONE, 403, 1), // RetrieveDescriptionRequestType
+        x::TypeEntry::structure(x::Name(0x1762524), x::Name::NONE, 404, 2), // RetrieveDiskPartitionInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1764a29), x::Name::NONE, 406, 1), // RetrieveDynamicPassthroughInfoRequestType
+        x::TypeEntry::structure(x::Name(0x1767424), x::Name::NONE, 407, 3), // RetrieveEntityPermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x1769926), x::Name::NONE, 410, 2), // RetrieveEntityScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x176c020), x::Name::NONE, 412, 1), // RetrieveFreeEpcMemoryRequestType
+        x::TypeEntry::structure(x::Name(0x176e121), x::Name::NONE, 413, 1), // RetrieveHardwareUptimeRequestType
+        x::TypeEntry::structure(x::Name(0x177032b), x::Name::NONE, 414, 1), // RetrieveHostAccessControlEntriesRequestType
+        x::TypeEntry::structure(x::Name(0x1772f2f), x::Name::NONE, 415, 3), // RetrieveHostCustomizationsForProfileRequestType
+        x::TypeEntry::structure(x::Name(0x1775f25), x::Name::NONE, 418, 2), // RetrieveHostCustomizationsRequestType
+        x::TypeEntry::structure(x::Name(0x1778524), x::Name::NONE, 420, 3), // RetrieveHostSpecificationRequestType
+        x::TypeEntry::structure(x::Name(0x177aa21), x::Name::NONE, 423, 3), // RetrieveKmipServerCertRequestType
+        x::TypeEntry::structure(x::Name(0x177cc24), x::Name::NONE, 426, 2), // RetrieveKmipServersStatusRequestType
+        x::TypeEntry::structure(x::Name(0x177f126), x::Name::NONE, 428, 2), // RetrieveObjectScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x178180f), x::Name(0xaa460b), 430, 1), // RetrieveOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x1782824), x::Name::NONE, 431, 1), // RetrieveProductComponentsRequestType
+        x::TypeEntry::structure(x::Name(0x1784d1f), x::Name::NONE, 432, 3), // RetrievePropertiesExRequestType
+        x::TypeEntry::structure(x::Name(0x1786d1d), x::Name::NONE, 435, 2), // RetrievePropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x1788b0e), x::Name(0xaa460b), 437, 2), // RetrieveResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1789a22), x::Name::NONE, 439, 2), // RetrieveRolePermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x178bd27), x::Name::NONE, 441, 2), // RetrieveSelfSignedClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x178e521), x::Name::NONE, 443, 1), // RetrieveServiceContentRequestType
+        x::TypeEntry::structure(x::Name(0x179072a), x::Name::NONE, 444, 1), // RetrieveServiceProviderEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x1793222), x::Name::NONE, 445, 4), // RetrieveSnapshotDetailsRequestType
+        x::TypeEntry::structure(x::Name(0x179551f), x::Name::NONE, 449, 3), // RetrieveSnapshotInfoRequestType
+        x::TypeEntry::structure(x::Name(0x179751d), x::Name::NONE, 452, 8), // RetrieveUserGroupsRequestType
+        x::TypeEntry::structure(x::Name(0x1799335), x::Name::NONE, 460, 2), // RetrieveVStorageInfrastructureObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x179c917), x::Name(0xaa460b), 462, 2), // RetrieveVStorageObjSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x179e12d), x::Name::NONE, 464, 2), // RetrieveVStorageObjectAssociationsRequestType
+        x::TypeEntry::structure(x::Name(0x17a0f21), x::Name::NONE, 466, 3), // RetrieveVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x17a3126), x::Name::NONE, 469, 3), // RetrieveVStorageObjectStateRequestType
+        x::TypeEntry::structure(x::Name(0x17a5821), x::Name::NONE, 472, 1), // RetrieveVgpuDeviceInfoRequestType
+        x::TypeEntry::structure(x::Name(0x17a7a22), x::Name::NONE, 473, 1), // RetrieveVgpuProfileInfoRequestType
+        x::TypeEntry::structure(x::Name(0x17a9d22), x::Name::NONE, 474, 3), // RevertToCurrentSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x17ac01b), x::Name::NONE, 477, 3), // RevertToSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x17adc1f), x::Name::NONE, 480, 4), // RevertVStorageObjectRequestType
+        x::TypeEntry::structure(x::Name(0x17afc1a), x::Name::NONE, 484, 1), // RewindCollectorRequestType
+        x::TypeEntry::structure(x::Name(0x17b170e), x::Name(0x17b2609), 485, 1), // RoleAddedEvent: RoleEvent
+        x::TypeEntry::structure(x::Name(0x17b2609), x::Name(0x531812), 486, 1), // RoleEvent: AuthorizationEvent
+        x::TypeEntry::structure(x::Name(0x17b3011), x::Name(0xb0740d), 487, 2), // RoleEventArgument: EventArgument
+        x::TypeEntry::structure(x::Name(0x17b4210), x::Name(0x17b2609), 489, 0), // RoleRemovedEvent: RoleEvent
+        x::TypeEntry::structure(x::Name(0x17b5310), x::Name(0x17b2609), 489, 4), // RoleUpdatedEvent: RoleEvent
+        x::TypeEntry::structure(x::Name(0x17b640d), x::Name(0xa36408), 493, 2), // RollbackEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0x17b720f), x::Name(0xa39508), 495, 2), // RollbackFailure: DvsFault
+        x::TypeEntry::structure(x::Name(0x17b820d), x::Name(0x1e6a50d), 497, 2), // RuleViolation: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x17b901b), x::Name::NONE, 499, 1), // RunScheduledTaskRequestType
+        x::TypeEntry::structure(x::Name(0x17bac0f), x::Name(0x24306), 500, 1), // RunScriptAction: Action
+        x::TypeEntry::structure(x::Name(0x17bbc29), x::Name::NONE, 501, 2), // RunVsanPhysicalDiskDiagnosticsRequestType
+        x::TypeEntry::structure(x::Name(0x17bee0c), x::Name(0x128210b), 503, 0), // RuntimeFault: MethodFault
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<RDMConversionNotSupported>),
+        Some(x::decode_boxed::<RDMNotPreserved>),
+        Some(x::decode_boxed::<RDMNotSupported>),
+        Some(x::decode_boxed::<RDMNotSupportedOnDatastore>),
+        Some(x::decode_boxed::<RDMPointsToInaccessibleDisk>),
+        Some(x::decode_boxed::<RawDiskNotSupported>),
+        None, // ReadEnvironmentVariableInGuestRequestType
+        Some(x::decode_boxed::<ReadHostResourcePoolTreeFailed>),
+        None, // ReadNextEventsRequestType
+        None, // ReadNextTasksRequestType
+        Some(x::decode_boxed::<ReadOnlyDisksWithLegacyDestination>),
+        None, // ReadPreviousEventsRequestType
+        None, // ReadPreviousTasksRequestType
+        None, // RebootGuestRequestType
+        None, // RebootHostRequestType
+        Some(x::decode_boxed::<RebootRequired>),
+        None, // RecommendDatastoresRequestType
+        None, // RecommendHostsForVmRequestType
+        Some(x::decode_boxed::<RecommendationReasonCode>),
+        Some(x::decode_boxed::<RecommendationType>),
+        None, // RecommissionVsanNodeRequestType
+        None, // ReconcileDatastoreInventoryRequestType
+        None, // ReconfigVMRequestType
+        None, // ReconfigurationSatisfiableRequestType
+        None, // ReconfigureAlarmRequestType
+        None, // ReconfigureAutostartRequestType
+        None, // ReconfigureClusterRequestType
+        None, // ReconfigureComputeResourceRequestType
+        None, // ReconfigureDVPortRequestType
+        None, // ReconfigureDVPortgroupRequestType
+        None, // ReconfigureDatacenterRequestType
+        None, // ReconfigureDomObjectRequestType
+        None, // ReconfigureDvsRequestType
+        None, // ReconfigureHostForDASRequestType
+        None, // ReconfigureScheduledTaskRequestType
+        None, // ReconfigureServiceConsoleReservationRequestType
+        None, // ReconfigureSnmpAgentRequestType
+        None, // ReconfigureVirtualMachineReservationRequestType
+        None, // ReconnectHostRequestType
+        Some(x::decode_boxed::<RecordReplayDisabled>),
+        Some(x::decode_boxed::<RecoveryEvent>),
+        None, // RectifyDvsHostRequestType
+        None, // RectifyDvsOnHostRequestType
+        Some(x::decode_boxed::<RecurrentTaskScheduler>),
+        None, // RefreshDVPortStateRequestType
+        None, // RefreshDatastoreRequestType
+        None, // RefreshDatastoreStorageInfoRequestType
+        None, // RefreshDateTimeSystemRequestType
+        None, // RefreshFirewallRequestType
+        None, // RefreshGraphicsManagerRequestType
+        None, // RefreshHealthStatusSystemRequestType
+        None, // RefreshNetworkSystemRequestType
+        None, // RefreshRecommendationRequestType
+        None, // RefreshRequestType
+        None, // RefreshRuntimeRequestType
+        None, // RefreshServicesRequestType
+        None, // RefreshStorageDrsRecommendationRequestType
+        None, // RefreshStorageDrsRecommendationsForPodRequestType
+        None, // RefreshStorageInfoRequestType
+        None, // RefreshStorageSystemRequestType
+        None, // RegisterChildVMRequestType
+        None, // RegisterDiskRequestType
+        None, // RegisterExtensionRequestType
+        None, // RegisterHealthUpdateProviderRequestType
+        None, // RegisterKmipServerRequestType
+        None, // RegisterKmsClusterRequestType
+        None, // RegisterVMRequestType
+        Some(x::decode_boxed::<Relation>),
+        None, // ReleaseCredentialsInGuestRequestType
+        None, // ReleaseIpAllocationRequestType
+        None, // ReleaseManagedSnapshotRequestType
+        None, // ReloadRequestType
+        None, // RelocateVMRequestType
+        None, // RelocateVStorageObjectRequestType
+        Some(x::decode_boxed::<RemoteDeviceNotSupported>),
+        Some(x::decode_boxed::<RemoteTSMEnabledEvent>),
+        None, // RemoveAlarmRequestType
+        None, // RemoveAllSnapshotsRequestType
+        None, // RemoveAssignedLicenseRequestType
+        None, // RemoveAuthorizationRoleRequestType
+        None, // RemoveCustomFieldDefRequestType
+        None, // RemoveDatastoreExRequestType
+        None, // RemoveDatastoreRequestType
+        None, // RemoveDiskMappingRequestType
+        None, // RemoveDiskRequestType
+        None, // RemoveEntityPermissionRequestType
+        Some(x::decode_boxed::<RemoveFailed>),
+        None, // RemoveFilterEntitiesRequestType
+        None, // RemoveFilterRequestType
+        None, // RemoveGroupRequestType
+        None, // RemoveGuestAliasByCertRequestType
+        None, // RemoveGuestAliasRequestType
+        None, // RemoveInternetScsiSendTargetsRequestType
+        None, // RemoveInternetScsiStaticTargetsRequestType
+        None, // RemoveKeyRequestType
+        None, // RemoveKeysRequestType
+        None, // RemoveKmipServerRequestType
+        None, // RemoveLicenseLabelRequestType
+        None, // RemoveLicenseRequestType
+        None, // RemoveMonitoredEntitiesRequestType
+        None, // RemoveNetworkResourcePoolRequestType
+        None, // RemoveNvmeOverRdmaAdapterRequestType
+        None, // RemovePerfIntervalRequestType
+        None, // RemovePortGroupRequestType
+        None, // RemoveScheduledTaskRequestType
+        None, // RemoveServiceConsoleVirtualNicRequestType
+        None, // RemoveSmartCardTrustAnchorByFingerprintRequestType
+        None, // RemoveSmartCardTrustAnchorRequestType
+        None, // RemoveSnapshotRequestType
+        None, // RemoveSoftwareAdapterRequestType
+        None, // RemoveUserRequestType
+        None, // RemoveVirtualNicRequestType
+        None, // RemoveVirtualSwitchRequestType
+        None, // RenameCustomFieldDefRequestType
+        None, // RenameCustomizationSpecRequestType
+        None, // RenameDatastoreRequestType
+        None, // RenameRequestType
+        None, // RenameSnapshotRequestType
+        None, // RenameVStorageObjectRequestType
+        None, // ReplaceCACertificatesAndCRLsRequestType
+        None, // ReplaceSmartCardTrustAnchorsRequestType
+        Some(x::decode_boxed::<ReplicationConfigFault>),
+        Some(x::decode_boxed::<ReplicationConfigSpec>),
+        Some(x::decode_boxed::<ReplicationDiskConfigFault>),
+        Some(x::decode_boxed::<ReplicationDiskConfigFaultReasonForFault>),
+        Some(x::decode_boxed::<ReplicationFault>),
+        Some(x::decode_boxed::<ReplicationGroupId>),
+        Some(x::decode_boxed::<ReplicationIncompatibleWithFT>),
+        Some(x::decode_boxed::<ReplicationInfoDiskSettings>),
+        Some(x::decode_boxed::<ReplicationInvalidOptions>),
+        Some(x::decode_boxed::<ReplicationNotSupportedOnHost>),
+        Some(x::decode_boxed::<ReplicationSpec>),
+        Some(x::decode_boxed::<ReplicationVmConfigFault>),
+        Some(x::decode_boxed::<ReplicationVmConfigFaultReasonForFault>),
+        Some(x::decode_boxed::<ReplicationVmFault>),
+        Some(x::decode_boxed::<ReplicationVmFaultReasonForFault>),
+        Some(x::decode_boxed::<ReplicationVmInProgressFault>),
+        Some(x::decode_boxed::<ReplicationVmInProgressFaultActivity>),
+        Some(x::decode_boxed::<ReplicationVmProgressInfo>),
+        Some(x::decode_boxed::<ReplicationVmState>),
+        Some(x::decode_boxed::<RequestCanceled>),
+        None, // RescanAllHbaRequestType
+        None, // RescanHbaRequestType
+        None, // RescanVffsRequestType
+        None, // RescanVmfsRequestType
+        None, // ResetCollectorRequestType
+        None, // ResetCounterLevelMappingRequestType
+        None, // ResetEntityPermissionsRequestType
+        None, // ResetFirmwareToFactoryDefaultsRequestType
+        None, // ResetGuestInformationRequestType
+        None, // ResetListViewFromViewRequestType
+        None, // ResetListViewRequestType
+        None, // ResetSystemHealthInfoRequestType
+        None, // ResetVMRequestType
+        None, // ResignatureUnresolvedVmfsVolumeRequestType
+        None, // ResolveInstallationErrorsOnClusterRequestType
+        None, // ResolveInstallationErrorsOnHostRequestType
+        None, // ResolveMultipleUnresolvedVmfsVolumesExRequestType
+        None, // ResolveMultipleUnresolvedVmfsVolumesRequestType
+        Some(x::decode_boxed::<ResourceAllocationInfo>),
+        Some(x::decode_boxed::<ResourceAllocationOption>),
+        Some(x::decode_boxed::<ResourceConfigOption>),
+        Some(x::decode_boxed::<ResourceConfigSpec>),
+        Some(x::decode_boxed::<ResourceConfigSpecScaleSharesBehavior>),
+        Some(x::decode_boxed::<ResourceInUse>),
+        Some(x::decode_boxed::<ResourceNotAvailable>),
+        Some(x::decode_boxed::<ResourcePoolCreatedEvent>),
+        Some(x::decode_boxed::<ResourcePoolDestroyedEvent>),
+        Some(x::decode_boxed::<ResourcePoolEvent>),
+        Some(x::decode_boxed::<ResourcePoolEventArgument>),
+        Some(x::decode_boxed::<ResourcePoolMovedEvent>),
+        Some(x::decode_boxed::<ResourcePoolQuickStats>),
+        Some(x::decode_boxed::<ResourcePoolReconfiguredEvent>),
+        Some(x::decode_boxed::<ResourcePoolResourceUsage>),
+        Some(x::decode_boxed::<ResourcePoolRuntimeInfo>),
+        Some(x::decode_boxed::<ResourcePoolSummary>),
+        Some(x::decode_boxed::<ResourceViolatedEvent>),
+        None, // RestartServiceConsoleVirtualNicRequestType
+        None, // RestartServiceRequestType
+        None, // RestoreFirmwareConfigurationRequestType
+        Some(x::decode_boxed::<RestrictedByAdministrator>),
+        Some(x::decode_boxed::<RestrictedVersion>),
+        None, // RetrieveAllPermissionsRequestType
+        None, // RetrieveAnswerFileForProfileRequestType
+        None, // RetrieveAnswerFileRequestType
+        None, // RetrieveArgumentDescriptionRequestType
+        None, // RetrieveClientCertRequestType
+        None, // RetrieveClientCsrRequestType
+        None, // RetrieveDasAdvancedRuntimeInfoRequestType
+        None, // RetrieveDescriptionRequestType
+        None, // RetrieveDiskPartitionInfoRequestType
+        None, // RetrieveDynamicPassthroughInfoRequestType
+        None, // RetrieveEntityPermissionsRequestType
+        None, // RetrieveEntityScheduledTaskRequestType
+        None, // RetrieveFreeEpcMemoryRequestType
+        None, // RetrieveHardwareUptimeRequestType
+        None, // RetrieveHostAccessControlEntriesRequestType
+        None, // RetrieveHostCustomizationsForProfileRequestType
+        None, // RetrieveHostCustomizationsRequestType
+        None, // RetrieveHostSpecificationRequestType
+        None, // RetrieveKmipServerCertRequestType
+        None, // RetrieveKmipServersStatusRequestType
+        None, // RetrieveObjectScheduledTaskRequestType
+        Some(x::decode_boxed::<RetrieveOptions>),
+        None, // RetrieveProductComponentsRequestType
+        None, // RetrievePropertiesExRequestType
+        None, // RetrievePropertiesRequestType
+        Some(x::decode_boxed::<RetrieveResult>),
+        None, // RetrieveRolePermissionsRequestType
+        None, // RetrieveSelfSignedClientCertRequestType
+        None, // RetrieveServiceContentRequestType
+        None, // RetrieveServiceProviderEntitiesRequestType
+        None, // RetrieveSnapshotDetailsRequestType
+        None, // RetrieveSnapshotInfoRequestType
+        None, // RetrieveUserGroupsRequestType
+        None, // RetrieveVStorageInfrastructureObjectPolicyRequestType
+        Some(x::decode_boxed::<RetrieveVStorageObjSpec>),
+        None, // RetrieveVStorageObjectAssociationsRequestType
+        None, // RetrieveVStorageObjectRequestType
+        None, // RetrieveVStorageObjectStateRequestType
+        None, // RetrieveVgpuDeviceInfoRequestType
+        None, // RetrieveVgpuProfileInfoRequestType
+        None, // RevertToCurrentSnapshotRequestType
+        None, // RevertToSnapshotRequestType
+        None, // RevertVStorageObjectRequestType
+        None, // RewindCollectorRequestType
+        Some(x::decode_boxed::<RoleAddedEvent>),
+        Some(x::decode_boxed::<RoleEvent>),
+        Some(x::decode_boxed::<RoleEventArgument>),
+        Some(x::decode_boxed::<RoleRemovedEvent>),
+        Some(x::decode_boxed::<RoleUpdatedEvent>),
+        Some(x::decode_boxed::<RollbackEvent>),
+        Some(x::decode_boxed::<RollbackFailure>),
+        Some(x::decode_boxed::<RuleViolation>),
+        None, // RunScheduledTaskRequestType
+        Some(x::decode_boxed::<RunScriptAction>),
+        None, // RunVsanPhysicalDiskDiagnosticsRequestType
+        Some(x::decode_boxed::<RuntimeFault>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::repeated(x::Name(0x2969d05), x::Name(0x2f00106)), // names: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x2d4de0b), x::Name(0x2729103)), // roDiskCount: int
+        x::FieldEntry::required(x::Name(0x2fb360d), x::Name(0x212d207)), // timeoutDanger: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::optional(x::Name(0x2b40d05), x::Name(0x2f00106)), // patch: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ef840b), x::Name(0x18eee14)), // storageSpec: StoragePlacementSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1c66718)), // spec: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b46d04), x::Name(0x1fa2c15)), // pcbs: VsanPolicyChangeBatch
+        x::FieldEntry::optional(x::Name(0x26d2d14), x::Name(0x212d207)), // ignoreSatisfiability: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x77409)), // spec: AlarmSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xc9d91a)), // spec: HostAutoStartManagerConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x63eb11)), // spec: ClusterConfigSpec
+        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x212d207)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x713719)), // spec: ComputeResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x212d207)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2ba9a04), x::Name(0x845d10)), // port: DVPortConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x852015)), // spec: DVPortgroupConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x8ab514)), // spec: DatacenterConfigSpec
+        x::FieldEntry::required(x::Name(0x2935906), x::Name(0x212d207)), // modify: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x862b0d)), // spec: DVSConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x17eb111)), // spec: ScheduledTaskSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x217dc08), x::Name(0x2857004)), // cfgBytes: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xfb4f12)), // spec: HostSnmpConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1cef923)), // spec: VirtualMachineMemoryReservationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x21d6807), x::Name(0xceb80f)), // cnxSpec: HostConnectSpec
+        x::FieldEntry::optional(x::Name(0x2c9880d), x::Name(0xfed417)), // reconnectSpec: HostSystemReconnectSpec
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2bad807), x::Name(0x2f00106)), // portKey: string
+        x::FieldEntry::optional(x::Name(0x2454007), x::Name(0x2f00106)), // dvsUuid: string
+        x::FieldEntry::optional(x::Name(0x31c7904), x::Name(0x2f00106)), // vnic: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x2729103)), // interval: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2bae008), x::Name(0x2f00106)), // portKeys: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2505709), x::Name(0xb45a09)), // extension: Extension
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x264b610), x::Name(0xc78a10)), // healthUpdateInfo: HealthUpdateInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2dbe806), x::Name(0x11c4f0e)), // server: KmipServerSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::optional(x::Name(0x287920e), x::Name(0x2f00106)), // managementType: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x209eb0a), x::Name(0x212d207)), // asTemplate: boolean
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x224270a), x::Name(0x2f00106)), // constraint: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba8506), x::Name(0x2729103)), // poolId: int
+        x::FieldEntry::required(x::Name(0x205b90c), x::Name(0x2f00106)), // allocationId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30d1f05), x::Name(0x2f00106)), // vdisk: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1d3071a)), // spec: VirtualMachineRelocateSpec
+        x::FieldEntry::optional(x::Name(0x2c03e08), x::Name(0x1d0731a)), // priority: VirtualMachineMovePriority
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1fdb110)), // spec: VslmRelocateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x223f90b), x::Name(0x212d207)), // consolidate: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24bce08), x::Name(0x2f00106)), // entityId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
+        x::FieldEntry::required(x::Name(0x250fb0a), x::Name(0x212d207)), // failIfUsed: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2881607), x::Name(0x1f91213)), // mapping: VsanHostDiskMapping
+        x::FieldEntry::optional(x::Name(0x286f00f), x::Name(0xe46e13)), // maintenanceSpec: HostMaintenanceSpec
+        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0xf9200c)), // disk: HostScsiDisk
+        x::FieldEntry::optional(x::Name(0x286f00f), x::Name(0xe46e13)), // maintenanceSpec: HostMaintenanceSpec
+        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
+        x::FieldEntry::required(x::Name(0x27b3307), x::Name(0x212d207)), // isGroup: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25e0409), x::Name(0x2f00106)), // groupName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::required(x::Name(0x211040a), x::Name(0x2f00106)), // base64Cert: string
+        x::FieldEntry::required(x::Name(0x2f04e07), x::Name(0xc1ac10)), // subject: GuestAuthSubject
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0xdec81d)), // targets: HostInternetScsiHbaSendTarget
+        x::FieldEntry::optional(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0xdee61f)), // targets: HostInternetScsiHbaStaticTarget
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x7b7d0b)), // key: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27dd104), x::Name(0x7b7d0b)), // keys: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2dc240a), x::Name(0x2f00106)), // serverName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x27e2108), x::Name(0x2f00106)), // labelKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::repeated(x::Name(0x24b9208), x::Name(0x1258216)), // entities: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x263340d), x::Name(0x2f00106)), // hbaDeviceName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d6ef0c), x::Name(0x2729103)), // samplePeriod: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b82f06), x::Name(0x2f00106)), // pgName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257010b), x::Name(0x2f00106)), // fingerprint: string
+        x::FieldEntry::required(x::Name(0x23a8506), x::Name(0x2f00106)), // digest: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27cb406), x::Name(0x2f00106)), // issuer: string
+        x::FieldEntry::required(x::Name(0x2dbcd06), x::Name(0x2f00106)), // serial: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cd1f0e), x::Name(0x212d207)), // removeChildren: boolean
+        x::FieldEntry::optional(x::Name(0x223f90b), x::Name(0x212d207)), // consolidate: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x263340d), x::Name(0x2f00106)), // hbaDeviceName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31f900b), x::Name(0x2f00106)), // vswitchName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2151006), x::Name(0x2f00106)), // caCert: string
+        x::FieldEntry::repeated(x::Name(0x2151705), x::Name(0x2f00106)), // caCrl: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x217d605), x::Name(0x2f00106)), // certs: string
+        x::FieldEntry::required(x::Name(0x25c4f0a), x::Name(0x2857004)), // generation: long
+        x::FieldEntry::required(x::Name(0x318c10f), x::Name(0x2f00106)), // vmReplicationId: string
+        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x2f00106)), // destination: string
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::required(x::Name(0x2d5ee03), x::Name(0x2857004)), // rpo: long
+        x::FieldEntry::required(x::Name(0x2c61913), x::Name(0x212d207)), // quiesceGuestEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2b45e06), x::Name(0x212d207)), // paused: boolean
+        x::FieldEntry::required(x::Name(0x2ac3f11), x::Name(0x212d207)), // oppUpdatesEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2983215), x::Name(0x212d207)), // netCompressionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2985214), x::Name(0x212d207)), // netEncryptionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2490015), x::Name(0x2f00106)), // encryptionDestination: string
+        x::FieldEntry::optional(x::Name(0x2499b0e), x::Name(0x2729103)), // encryptionPort: int
+        x::FieldEntry::optional(x::Name(0x2cc5b1b), x::Name(0x2f00106)), // remoteCertificateThumbprint: string
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x16f101b)), // disk: ReplicationInfoDiskSettings
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x318bb05), x::Name(0x1258216)), // vmRef: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x252cf0d), x::Name(0xb5d50d)), // faultDomainId: FaultDomainId
+        x::FieldEntry::required(x::Name(0x238e00d), x::Name(0x93f60d)), // deviceGroupId: DeviceGroupId
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x23f8311), x::Name(0x2f00106)), // diskReplicationId: string
+        x::FieldEntry::required(x::Name(0x2aca707), x::Name(0x2f00106)), // options: string
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ce4712), x::Name(0x16edf12)), // replicationGroupId: ReplicationGroupId
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x318bb05), x::Name(0x1258216)), // vmRef: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cee211), x::Name(0x2f00106)), // requestedActivity: string
+        x::FieldEntry::required(x::Name(0x26e2f12), x::Name(0x2f00106)), // inProgressActivity: string
+        x::FieldEntry::required(x::Name(0x2c28f08), x::Name(0x2729103)), // progress: int
+        x::FieldEntry::required(x::Name(0x214ff10), x::Name(0x2857004)), // bytesTransferred: long
+        x::FieldEntry::required(x::Name(0x214ef0f), x::Name(0x2857004)), // bytesToTransfer: long
+        x::FieldEntry::optional(x::Name(0x21a7a12), x::Name(0x2857004)), // checksumTotalBytes: long
+        x::FieldEntry::optional(x::Name(0x21a5415), x::Name(0x2857004)), // checksumComparedBytes: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2632a09), x::Name(0x2f00106)), // hbaDevice: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x225e308), x::Name(0x2729103)), // counters: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b6830a), x::Name(0x147cd0a)), // permission: Permission
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30eb204), x::Name(0x1258216)), // view: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d19e0e), x::Name(0x1024221)), // resolutionSpec: HostUnresolvedVmfsResignatureSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x1258216)), // cluster: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d19e0e), x::Name(0x1028720)), // resolutionSpec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d19e0e), x::Name(0x1028720)), // resolutionSpec: HostUnresolvedVmfsResolutionSpec
+        x::FieldEntry::optional(x::Name(0x2d05c0b), x::Name(0x2857004)), // reservation: long
+        x::FieldEntry::optional(x::Name(0x24f2a15), x::Name(0x212d207)), // expandableReservation: boolean
+        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2857004)), // limit: long
+        x::FieldEntry::optional(x::Name(0x2df7b06), x::Name(0x185cb0a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2afa80d), x::Name(0x2857004)), // overheadLimit: long
+        x::FieldEntry::required(x::Name(0x2df820c), x::Name(0x185e20c)), // sharesOption: SharesOption
+        x::FieldEntry::required(x::Name(0x2263f13), x::Name(0x172e718)), // cpuAllocationOption: ResourceAllocationOption
+        x::FieldEntry::required(x::Name(0x28dd816), x::Name(0x172e718)), // memoryAllocationOption: ResourceAllocationOption
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2189c0d), x::Name(0x2f00106)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x27f0e0c), x::Name(0x2308208)), // lastModified: dateTime
+        x::FieldEntry::required(x::Name(0x226310d), x::Name(0x172d016)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::required(x::Name(0x28dc710), x::Name(0x172d016)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x2d78216), x::Name(0x2f00106)), // scaleDescendantsShares: string
+        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x224900d), x::Name(0x2f00106)), // containerType: string
+        x::FieldEntry::optional(x::Name(0x224820d), x::Name(0x2f00106)), // containerName: string
+        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2b25f06), x::Name(0x173b719)), // parent: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x2d23a0c), x::Name(0x173b719)), // resourcePool: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2aa6709), x::Name(0x173b719)), // oldParent: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x29c7c09), x::Name(0x173b719)), // newParent: ResourcePoolEventArgument
+        x::FieldEntry::optional(x::Name(0x2af6a0f), x::Name(0x2857004)), // overallCpuUsage: long
+        x::FieldEntry::optional(x::Name(0x2af4510), x::Name(0x2857004)), // overallCpuDemand: long
+        x::FieldEntry::optional(x::Name(0x25f4710), x::Name(0x2857004)), // guestMemoryUsage: long
+        x::FieldEntry::optional(x::Name(0x268060f), x::Name(0x2857004)), // hostMemoryUsage: long
+        x::FieldEntry::optional(x::Name(0x2407919), x::Name(0x2857004)), // distributedCpuEntitlement: long
+        x::FieldEntry::optional(x::Name(0x240aa1c), x::Name(0x2857004)), // distributedMemoryEntitlement: long
+        x::FieldEntry::optional(x::Name(0x2ec7714), x::Name(0x2729103)), // staticCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x2eca117), x::Name(0x2729103)), // staticMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x2c0a10d), x::Name(0x2857004)), // privateMemory: long
+        x::FieldEntry::optional(x::Name(0x2df380c), x::Name(0x2857004)), // sharedMemory: long
+        x::FieldEntry::optional(x::Name(0x2f6460d), x::Name(0x2857004)), // swappedMemory: long
+        x::FieldEntry::optional(x::Name(0x210e20f), x::Name(0x2857004)), // balloonedMemory: long
+        x::FieldEntry::optional(x::Name(0x2afb60e), x::Name(0x2857004)), // overheadMemory: long
+        x::FieldEntry::optional(x::Name(0x2243216), x::Name(0x2857004)), // consumedOverheadMemory: long
+        x::FieldEntry::optional(x::Name(0x21f7f10), x::Name(0x2857004)), // compressedMemory: long
+        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x2d10b0f), x::Name(0x2857004)), // reservationUsed: long
+        x::FieldEntry::required(x::Name(0x2d11b14), x::Name(0x2857004)), // reservationUsedForVm: long
+        x::FieldEntry::required(x::Name(0x303e011), x::Name(0x2857004)), // unreservedForPool: long
+        x::FieldEntry::required(x::Name(0x303f20f), x::Name(0x2857004)), // unreservedForVm: long
+        x::FieldEntry::required(x::Name(0x2af9b0c), x::Name(0x2857004)), // overallUsage: long
+        x::FieldEntry::required(x::Name(0x28c3c08), x::Name(0x2857004)), // maxUsage: long
+        x::FieldEntry::required(x::Name(0x28db106), x::Name(0x1741d19)), // memory: ResourcePoolResourceUsage
+        x::FieldEntry::required(x::Name(0x2262103), x::Name(0x1741d19)), // cpu: ResourcePoolResourceUsage
+        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x2df8f0e), x::Name(0x2f00106)), // sharesScalable: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1731512)), // config: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x2d68907), x::Name(0x1743717)), // runtime: ResourcePoolRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x2c5f60a), x::Name(0x173e816)), // quickStats: ResourcePoolQuickStats
+        x::FieldEntry::optional(x::Name(0x2216a12), x::Name(0x2729103)), // configuredMemoryMB: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2387c07), x::Name(0x2f00106)), // details: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24e5d0b), x::Name(0x2f00106)), // eventTypeId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2709b09), x::Name(0x212d207)), // inherited: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x208fb0c), x::Name(0xc92510)), // applyProfile: HostApplyProfile
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x259f308), x::Name(0x212d207)), // fromHost: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27db10b), x::Name(0x11b5f0d)), // keyProvider: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2dbe806), x::Name(0x11c400e)), // server: KmipServerInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x21d4d08), x::Name(0x11c0f0f)), // clusters: KmipClusterInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2a8f403), x::Name(0x1258216)), // obj: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28ac00a), x::Name(0x2729103)), // maxObjects: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e82207), x::Name(0x150c512)), // specSet: PropertyFilterSpec
+        x::FieldEntry::required(x::Name(0x2aca707), x::Name(0x178180f)), // options: RetrieveOptions
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e82207), x::Name(0x150c512)), // specSet: PropertyFilterSpec
+        x::FieldEntry::optional(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
+        x::FieldEntry::repeated(x::Name(0x2a94c07), x::Name(0x139e70d)), // objects: ObjectContent
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x241f106), x::Name(0x2f00106)), // domain: string
+        x::FieldEntry::required(x::Name(0x2d9b009), x::Name(0x2f00106)), // searchStr: string
+        x::FieldEntry::optional(x::Name(0x211a90e), x::Name(0x2f00106)), // belongsToGroup: string
+        x::FieldEntry::optional(x::Name(0x211b80d), x::Name(0x2f00106)), // belongsToUser: string
+        x::FieldEntry::required(x::Name(0x24e790a), x::Name(0x212d207)), // exactMatch: boolean
+        x::FieldEntry::required(x::Name(0x256f709), x::Name(0x212d207)), // findUsers: boolean
+        x::FieldEntry::required(x::Name(0x256ec0a), x::Name(0x212d207)), // findGroups: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x26d1603), x::Name(0x179c917)), // ids: RetrieveVStorageObjSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f4e30f), x::Name(0x212d207)), // suppressPowerOn: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f4e30f), x::Name(0x212d207)), // suppressPowerOn: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e3090a), x::Name(0x10c8702)), // snapshotId: ID
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c0d40d), x::Name(0x2f00106)), // privilegeList: string
+        x::FieldEntry::required(x::Name(0x2d51404), x::Name(0x17b3011)), // role: RoleEventArgument
+        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x2c0d40d), x::Name(0x2f00106)), // privilegeList: string
+        x::FieldEntry::optional(x::Name(0x2bf890c), x::Name(0x2f00106)), // prevRoleName: string
+        x::FieldEntry::repeated(x::Name(0x2c0ed0f), x::Name(0x2f00106)), // privilegesAdded: string
+        x::FieldEntry::repeated(x::Name(0x2c0fd11), x::Name(0x2f00106)), // privilegesRemoved: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2906f0a), x::Name(0x2f00106)), // methodName: string
+        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
+        x::FieldEntry::required(x::Name(0x24bef0a), x::Name(0x2f00106)), // entityType: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d5f204), x::Name(0x6de50f)), // rule: ClusterRuleInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d89306), x::Name(0x2f00106)), // script: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2404005), x::Name(0x2f00106)), // disks: string
+    ],
+    values: &[
+        x::Name(0x252860e), // fairnessCpuAvg
+        x::Name(0x252950e), // fairnessMemAvg
+        x::Name(0x27ced0a), // jointAffin
+        x::Name(0x207a309), // antiAffin
+        x::Name(0x267bc09), // hostMaint
+        x::Name(0x24b500c), // enterStandby
+        x::Name(0x2d0680e), // reservationCpu
+        x::Name(0x2d0d90e), // reservationMem
+        x::Name(0x2bcb609), // powerOnVm
+        x::Name(0x2bcde0b), // powerSaving
+        x::Name(0x26fb410), // increaseCapacity
+        x::Name(0x219db0d), // checkResource
+        x::Name(0x303cd12), // unreservedCapacity
+        x::Name(0x3158512), // vmHostHardAffinity
+        x::Name(0x3159812), // vmHostSoftAffinity
+        x::Name(0x210b61a), // balanceDatastoreSpaceUsage
+        x::Name(0x2107f16), // balanceDatastoreIOLoad
+        x::Name(0x210961f), // balanceDatastoreIOPSReservation
+        x::Name(0x22f380e), // datastoreMaint
+        x::Name(0x30f4915), // virtualDiskJointAffin
+        x::Name(0x30f3414), // virtualDiskAntiAffin
+        x::Name(0x22fec14), // datastoreSpaceOutage
+        x::Name(0x2eede10), // storagePlacement
+        x::Name(0x2761f14), // iolbDisabledInternal
+        x::Name(0x3247811), // xvmotionPlacement
+        x::Name(0x2996e1b), // networkBandwidthReservation
+        x::Name(0x2672311), // hostInDegradation
+        x::Name(0x266df13), // hostExitDegradation
+        x::Name(0x28c9e10), // maxVmsConstraint
+        x::Name(0x25a120d), // ftConstraints
+        x::Name(0x3155714), // vmHostAffinityPolicy
+        x::Name(0x3156c18), // vmHostAntiAffinityPolicy
+        x::Name(0x312f214), // vmAntiAffinityPolicy
+        x::Name(0x210d110), // balanceVsanUsage
+        x::Name(0x1a81202), // V1
+        x::Name(0x23f150c), // diskNotFound
+        x::Name(0x2401214), // diskTypeNotSupported
+        x::Name(0x274090e), // invalidDiskKey
+        x::Name(0x2741818), // invalidDiskReplicationId
+        x::Name(0x243e31a), // duplicateDiskReplicationId
+        x::Name(0x2747119), // invalidPersistentFilePath
+        x::Name(0x2c92026), // reconfigureDiskReplicationIdNotAllowed
+        x::Name(0x26f5215), // incompatibleHwVersion
+        x::Name(0x274e616), // invalidVmReplicationId
+        x::Name(0x2744717), // invalidGenerationNumber
+        x::Name(0x2aed813), // outOfBoundsRpoValue
+        x::Name(0x273d61b), // invalidDestinationIpAddress
+        x::Name(0x273f216), // invalidDestinationPort
+        x::Name(0x2743115), // invalidExtraVmOptions
+        x::Name(0x2ea6015), // staleGenerationNumber
+        x::Name(0x2c94724), // reconfigureVmReplicationIdNotAllowed
+        x::Name(0x2160428), // cannotRetrieveVmReplicationConfiguration
+        x::Name(0x2ce0e19), // replicationAlreadyEnabled
+        x::Name(0x2748b19), // invalidPriorConfiguration
+        x::Name(0x2ce5a15), // replicationNotEnabled
+        x::Name(0x2ce281e), // replicationConfigurationFailed
+        x::Name(0x248ac0b), // encryptedVm
+        x::Name(0x274d411), // invalidThumbprint
+        x::Name(0x26f2e12), // incompatibleDevice
+        x::Name(0x29fdb0d), // notConfigured
+        x::Name(0x2bd270a), // poweredOff
+        x::Name(0x2f58209), // suspended
+        x::Name(0x2bd9809), // poweredOn
+        x::Name(0x2a9c912), // offlineReplicating
+        x::Name(0x274c70c), // invalidState
+        x::Name(0x2745f11), // invalidInstanceId
+        x::Name(0x21bb60e), // closeDiskError
+        x::Name(0x25de70a), // groupExist
+        x::Name(0x25b9108), // fullSync
+        x::Name(0x234ef05), // delta
+        x::Name(0x29f4b04), // none
+        x::Name(0x2b45e06), // paused
+        x::Name(0x2f6df07), // syncing
+        x::Name(0x26d0104), // idle
+        x::Name(0x201d706), // active
+        x::Name(0x24c8205), // error
+        x::Name(0x23ca108), // disabled
+        x::Name(0x2d76a17), // scaleCpuAndMemoryShares
+    ],
+};

@@ -4,2214 +4,961 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "SAMLTokenAuthentication",
-        base: Some("GuestAuthentication"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("token", "string"),
-            x::FieldInfo::optional("username", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SAMLTokenAuthentication>),
-    },
-    x::TypeInfo {
-        name: "SDDCBase",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SDDCBase>),
-    },
-    x::TypeInfo {
-        name: "SSLDisabledFault",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SSLDisabledFault>),
-    },
-    x::TypeInfo {
-        name: "SSLVerifyFault",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("selfSigned", "boolean"),
-            x::FieldInfo::required("thumbprint", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SSLVerifyFault>),
-    },
-    x::TypeInfo {
-        name: "SSPIAuthentication",
-        base: Some("GuestAuthentication"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("sspiToken", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SSPIAuthentication>),
-    },
-    x::TypeInfo {
-        name: "SSPIChallenge",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("base64Token", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SSPIChallenge>),
-    },
-    x::TypeInfo {
-        name: "ScanHostPatchRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("repository", "HostPatchManagerLocator"),
-            x::FieldInfo::repeated("updateID", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ScanHostPatchV2RequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("metaUrls", "string"),
-            x::FieldInfo::repeated("bundleUrls", "string"),
-            x::FieldInfo::optional("spec", "HostPatchManagerPatchManagerOperationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ScheduleReconcileDatastoreInventoryRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ScheduledHardwareUpgradeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("upgradePolicy", "string"),
-            x::FieldInfo::optional("versionKey", "string"),
-            x::FieldInfo::optional("scheduledHardwareUpgradeStatus", "string"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledHardwareUpgradeInfo>),
-    },
-    x::TypeInfo {
-        name: "ScheduledHardwareUpgradeInfoHardwareUpgradePolicy",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["never", "onSoftPowerOff", "always"],
-        decode: Some(
-            x::decode_boxed::<ScheduledHardwareUpgradeInfoHardwareUpgradePolicy>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ScheduledHardwareUpgradeInfoHardwareUpgradeStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "pending", "success", "failed"],
-        decode: Some(
-            x::decode_boxed::<ScheduledHardwareUpgradeInfoHardwareUpgradeStatus>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskCompletedEvent",
-        base: Some("ScheduledTaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskCompletedEvent>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskCreatedEvent",
-        base: Some("ScheduledTaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskDescription",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("action", "TypeDescription"),
-            x::FieldInfo::repeated("schedulerInfo", "ScheduledTaskDetail"),
-            x::FieldInfo::repeated("state", "ElementDescription"),
-            x::FieldInfo::repeated("dayOfWeek", "ElementDescription"),
-            x::FieldInfo::repeated("weekOfMonth", "ElementDescription"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskDescription>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskDetail",
-        base: Some("TypeDescription"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("frequency", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskDetail>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskEmailCompletedEvent",
-        base: Some("ScheduledTaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("to", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskEmailCompletedEvent>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskEmailFailedEvent",
-        base: Some("ScheduledTaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("to", "string"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskEmailFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("scheduledTask", "ScheduledTaskEventArgument"),
-            x::FieldInfo::required("entity", "ManagedEntityEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskEvent>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("scheduledTask", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskEventArgument>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskFailedEvent",
-        base: Some("ScheduledTaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskInfo",
-        base: Some("ScheduledTaskSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("scheduledTask", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("lastModifiedTime", "dateTime"),
-            x::FieldInfo::required("lastModifiedUser", "string"),
-            x::FieldInfo::optional("nextRunTime", "dateTime"),
-            x::FieldInfo::optional("prevRunTime", "dateTime"),
-            x::FieldInfo::required("state", "TaskInfoState"),
-            x::FieldInfo::optional("error", "LocalizedMethodFault"),
-            x::FieldInfo::optional("result", "anyType"),
-            x::FieldInfo::optional("progress", "int"),
-            x::FieldInfo::optional("activeTask", "ManagedObjectReference"),
-            x::FieldInfo::optional("taskObject", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskInfo>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskReconfiguredEvent",
-        base: Some("ScheduledTaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("configChanges", "ChangesInfoEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskReconfiguredEvent>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskRemovedEvent",
-        base: Some("ScheduledTaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::required("scheduler", "TaskScheduler"),
-            x::FieldInfo::required("action", "Action"),
-            x::FieldInfo::optional("notification", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskSpec>),
-    },
-    x::TypeInfo {
-        name: "ScheduledTaskStartedEvent",
-        base: Some("ScheduledTaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScheduledTaskStartedEvent>),
-    },
-    x::TypeInfo {
-        name: "ScsiDiskType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "native512",
-            "emulated512",
-            "native4k",
-            "SoftwareEmulated4k",
-            "unknown",
-        ],
-        decode: Some(x::decode_boxed::<ScsiDiskType>),
-    },
-    x::TypeInfo {
-        name: "ScsiLun",
-        base: Some("HostDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::repeated("descriptor", "ScsiLunDescriptor"),
-            x::FieldInfo::optional("canonicalName", "string"),
-            x::FieldInfo::optional("displayName", "string"),
-            x::FieldInfo::required("lunType", "string"),
-            x::FieldInfo::optional("vendor", "string"),
-            x::FieldInfo::optional("model", "string"),
-            x::FieldInfo::optional("revision", "string"),
-            x::FieldInfo::optional("scsiLevel", "int"),
-            x::FieldInfo::optional("serialNumber", "string"),
-            x::FieldInfo::optional("durableName", "ScsiLunDurableName"),
-            x::FieldInfo::repeated("alternateName", "ScsiLunDurableName"),
-            x::FieldInfo::repeated("standardInquiry", "byte"),
-            x::FieldInfo::optional("queueDepth", "int"),
-            x::FieldInfo::repeated("operationalState", "string"),
-            x::FieldInfo::optional("capabilities", "ScsiLunCapabilities"),
-            x::FieldInfo::optional("vStorageSupport", "string"),
-            x::FieldInfo::optional("protocolEndpoint", "boolean"),
-            x::FieldInfo::optional("perenniallyReserved", "boolean"),
-            x::FieldInfo::optional("clusteredVmdkSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScsiLun>),
-    },
-    x::TypeInfo {
-        name: "ScsiLunCapabilities",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("updateDisplayNameSupported", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScsiLunCapabilities>),
-    },
-    x::TypeInfo {
-        name: "ScsiLunDescriptor",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("quality", "string"),
-            x::FieldInfo::required("id", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScsiLunDescriptor>),
-    },
-    x::TypeInfo {
-        name: "ScsiLunDescriptorQuality",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["highQuality", "mediumQuality", "lowQuality", "unknownQuality"],
-        decode: Some(x::decode_boxed::<ScsiLunDescriptorQuality>),
-    },
-    x::TypeInfo {
-        name: "ScsiLunDurableName",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("namespace", "string"),
-            x::FieldInfo::required("namespaceId", "byte"),
-            x::FieldInfo::repeated("data", "byte"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ScsiLunDurableName>),
-    },
-    x::TypeInfo {
-        name: "ScsiLunState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "unknownState",
-            "ok",
-            "error",
-            "off",
-            "quiesced",
-            "degraded",
-            "lostCommunication",
-            "timeout",
-        ],
-        decode: Some(x::decode_boxed::<ScsiLunState>),
-    },
-    x::TypeInfo {
-        name: "ScsiLunType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "disk",
-            "tape",
-            "printer",
-            "processor",
-            "worm",
-            "cdrom",
-            "scanner",
-            "opticalDevice",
-            "mediaChanger",
-            "communications",
-            "storageArrayController",
-            "enclosure",
-            "unknown",
-        ],
-        decode: Some(x::decode_boxed::<ScsiLunType>),
-    },
-    x::TypeInfo {
-        name: "ScsiLunVStorageSupportStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["vStorageSupported", "vStorageUnsupported", "vStorageUnknown"],
-        decode: Some(x::decode_boxed::<ScsiLunVStorageSupportStatus>),
-    },
-    x::TypeInfo {
-        name: "SeSparseVirtualDiskSpec",
-        base: Some("FileBackedVirtualDiskSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("grainSizeKb", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SeSparseVirtualDiskSpec>),
-    },
-    x::TypeInfo {
-        name: "SearchDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastorePath", "string"),
-            x::FieldInfo::optional("searchSpec", "HostDatastoreBrowserSearchSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SearchDatastoreSubFoldersRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("datastorePath", "string"),
-            x::FieldInfo::optional("searchSpec", "HostDatastoreBrowserSearchSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SecondaryVmAlreadyDisabled",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("instanceUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SecondaryVmAlreadyDisabled>),
-    },
-    x::TypeInfo {
-        name: "SecondaryVmAlreadyEnabled",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("instanceUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SecondaryVmAlreadyEnabled>),
-    },
-    x::TypeInfo {
-        name: "SecondaryVmAlreadyRegistered",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("instanceUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SecondaryVmAlreadyRegistered>),
-    },
-    x::TypeInfo {
-        name: "SecondaryVmNotRegistered",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("instanceUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SecondaryVmNotRegistered>),
-    },
-    x::TypeInfo {
-        name: "SecurityError",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SecurityError>),
-    },
-    x::TypeInfo {
-        name: "SecurityProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("permission", "PermissionProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SecurityProfile>),
-    },
-    x::TypeInfo {
-        name: "SelectActivePartitionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("partition", "HostScsiDiskPartition"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SelectVnicForNicTypeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("nicType", "string"),
-            x::FieldInfo::required("device", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SelectVnicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("device", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SelectionSet",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SelectionSet>),
-    },
-    x::TypeInfo {
-        name: "SelectionSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SelectionSpec>),
-    },
-    x::TypeInfo {
-        name: "SendEmailAction",
-        base: Some("Action"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("toList", "string"),
-            x::FieldInfo::required("ccList", "string"),
-            x::FieldInfo::required("subject", "string"),
-            x::FieldInfo::required("body", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SendEmailAction>),
-    },
-    x::TypeInfo {
-        name: "SendNMIRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SendSNMPAction",
-        base: Some("Action"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SendSNMPAction>),
-    },
-    x::TypeInfo {
-        name: "SendTestNotificationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ServerLicenseExpiredEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("product", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServerLicenseExpiredEvent>),
-    },
-    x::TypeInfo {
-        name: "ServerStartedSessionEvent",
-        base: Some("SessionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServerStartedSessionEvent>),
-    },
-    x::TypeInfo {
-        name: "ServiceConsolePortGroupProfile",
-        base: Some("PortGroupProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ipConfig", "IpAddressProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceConsolePortGroupProfile>),
-    },
-    x::TypeInfo {
-        name: "ServiceConsoleReservationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("serviceConsoleReservedCfg", "long"),
-            x::FieldInfo::required("serviceConsoleReserved", "long"),
-            x::FieldInfo::required("unreserved", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceConsoleReservationInfo>),
-    },
-    x::TypeInfo {
-        name: "ServiceContent",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("rootFolder", "ManagedObjectReference"),
-            x::FieldInfo::required("propertyCollector", "ManagedObjectReference"),
-            x::FieldInfo::optional("viewManager", "ManagedObjectReference"),
-            x::FieldInfo::required("about", "AboutInfo"),
-            x::FieldInfo::optional("setting", "ManagedObjectReference"),
-            x::FieldInfo::optional("userDirectory", "ManagedObjectReference"),
-            x::FieldInfo::optional("sessionManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("authorizationManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("serviceManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("perfManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("scheduledTaskManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("alarmManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("eventManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("taskManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("extensionManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("customizationSpecManager", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "guestCustomizationManager",
-                "ManagedObjectReference",
-            ),
-            x::FieldInfo::optional("customFieldsManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("accountManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("diagnosticManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("licenseManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("searchIndex", "ManagedObjectReference"),
-            x::FieldInfo::optional("fileManager", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "datastoreNamespaceManager",
-                "ManagedObjectReference",
-            ),
-            x::FieldInfo::optional("virtualDiskManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("virtualizationManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("snmpSystem", "ManagedObjectReference"),
-            x::FieldInfo::optional("vmProvisioningChecker", "ManagedObjectReference"),
-            x::FieldInfo::optional("vmCompatibilityChecker", "ManagedObjectReference"),
-            x::FieldInfo::optional("ovfManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("ipPoolManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("dvSwitchManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("hostProfileManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("clusterProfileManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("complianceManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("localizationManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("storageResourceManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("guestOperationsManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("overheadMemoryManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("certificateManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("ioFilterManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("vStorageObjectManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("hostSpecManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("cryptoManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("healthUpdateManager", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "failoverClusterConfigurator",
-                "ManagedObjectReference",
-            ),
-            x::FieldInfo::optional("failoverClusterManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("tenantManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("siteInfoManager", "ManagedObjectReference"),
-            x::FieldInfo::optional("storageQueryManager", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceContent>),
-    },
-    x::TypeInfo {
-        name: "ServiceLocator",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("instanceUuid", "string"),
-            x::FieldInfo::required("url", "string"),
-            x::FieldInfo::required("credential", "ServiceLocatorCredential"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceLocator>),
-    },
-    x::TypeInfo {
-        name: "ServiceLocatorCredential",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceLocatorCredential>),
-    },
-    x::TypeInfo {
-        name: "ServiceLocatorNamePassword",
-        base: Some("ServiceLocatorCredential"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("username", "string"),
-            x::FieldInfo::required("password", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceLocatorNamePassword>),
-    },
-    x::TypeInfo {
-        name: "ServiceLocatorSAMLCredential",
-        base: Some("ServiceLocatorCredential"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("token", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceLocatorSAMLCredential>),
-    },
-    x::TypeInfo {
-        name: "ServiceManagerServiceInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("serviceName", "string"),
-            x::FieldInfo::repeated("location", "string"),
-            x::FieldInfo::required("service", "ManagedObjectReference"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceManagerServiceInfo>),
-    },
-    x::TypeInfo {
-        name: "ServiceProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ServiceProfile>),
-    },
-    x::TypeInfo {
-        name: "SessionEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SessionEvent>),
-    },
-    x::TypeInfo {
-        name: "SessionIsActiveRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("sessionID", "string"),
-            x::FieldInfo::required("userName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SessionManagerGenericServiceTicket",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-            x::FieldInfo::optional("ticketType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SessionManagerGenericServiceTicket>),
-    },
-    x::TypeInfo {
-        name: "SessionManagerGenericServiceTicketTicketType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["HttpNfcServiceTicket", "HostServiceTicket", "VcServiceTicket"],
-        decode: Some(x::decode_boxed::<SessionManagerGenericServiceTicketTicketType>),
-    },
-    x::TypeInfo {
-        name: "SessionManagerHttpServiceRequestSpec",
-        base: Some("SessionManagerServiceRequestSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("method", "string"),
-            x::FieldInfo::required("url", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SessionManagerHttpServiceRequestSpec>),
-    },
-    x::TypeInfo {
-        name: "SessionManagerHttpServiceRequestSpecMethod",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "httpOptions",
-            "httpGet",
-            "httpHead",
-            "httpPost",
-            "httpPut",
-            "httpDelete",
-            "httpTrace",
-            "httpConnect",
-        ],
-        decode: Some(x::decode_boxed::<SessionManagerHttpServiceRequestSpecMethod>),
-    },
-    x::TypeInfo {
-        name: "SessionManagerLocalTicket",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("userName", "string"),
-            x::FieldInfo::required("passwordFilePath", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SessionManagerLocalTicket>),
-    },
-    x::TypeInfo {
-        name: "SessionManagerServiceRequestSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SessionManagerServiceRequestSpec>),
-    },
-    x::TypeInfo {
-        name: "SessionManagerVmomiServiceRequestSpec",
-        base: Some("SessionManagerServiceRequestSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("method", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SessionManagerVmomiServiceRequestSpec>),
-    },
-    x::TypeInfo {
-        name: "SessionTerminatedEvent",
-        base: Some("SessionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sessionId", "string"),
-            x::FieldInfo::required("terminatedUsername", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SessionTerminatedEvent>),
-    },
-    x::TypeInfo {
-        name: "SetCollectorPageSizeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("maxCount", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetCryptoModeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cryptoMode", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetDefaultKmsClusterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("clusterId", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetDisplayTopologyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("displays", "VirtualMachineDisplayTopology"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetEntityPermissionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::repeated("permission", "Permission"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetExtensionCertificateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::optional("certificatePem", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetFieldRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetLicenseEditionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("featureKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetLocaleRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("locale", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetMultipathLunPolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("lunId", "string"),
-            x::FieldInfo::required("policy", "HostMultipathInfoLogicalUnitPolicy"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetNFSUserRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("user", "string"),
-            x::FieldInfo::required("password", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetPublicKeyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::required("publicKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetRegistryValueInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("value", "GuestRegValueSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetScreenResolutionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("width", "int"),
-            x::FieldInfo::required("height", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetTaskDescriptionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("description", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetTaskStateRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("state", "TaskInfoState"),
-            x::FieldInfo::optional("result", "anyType"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetVStorageObjectControlFlagsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("controlFlags", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SetVirtualDiskUuidRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::required("uuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SharedBusControllerNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SharedBusControllerNotSupported>),
-    },
-    x::TypeInfo {
-        name: "SharesInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("shares", "int"),
-            x::FieldInfo::required("level", "SharesLevel"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SharesInfo>),
-    },
-    x::TypeInfo {
-        name: "SharesLevel",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["low", "normal", "high", "custom"],
-        decode: Some(x::decode_boxed::<SharesLevel>),
-    },
-    x::TypeInfo {
-        name: "SharesOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sharesOption", "IntOption"),
-            x::FieldInfo::required("defaultLevel", "SharesLevel"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SharesOption>),
-    },
-    x::TypeInfo {
-        name: "ShrinkDiskFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("diskId", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<ShrinkDiskFault>),
-    },
-    x::TypeInfo {
-        name: "ShrinkVirtualDiskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("datacenter", "ManagedObjectReference"),
-            x::FieldInfo::optional("copy", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ShutdownGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ShutdownHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SimpleCommandEncoding",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["CSV", "HEX", "STRING"],
-        decode: Some(x::decode_boxed::<SimpleCommandEncoding>),
-    },
-    x::TypeInfo {
-        name: "SingleIp",
-        base: Some("IpAddress"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("address", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SingleIp>),
-    },
-    x::TypeInfo {
-        name: "SingleMac",
-        base: Some("MacAddress"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("address", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SingleMac>),
-    },
-    x::TypeInfo {
-        name: "SiteInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SiteInfo>),
-    },
-    x::TypeInfo {
-        name: "SlpDiscoveryMethod",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["slpDhcp", "slpAutoUnicast", "slpAutoMulticast", "slpManual"],
-        decode: Some(x::decode_boxed::<SlpDiscoveryMethod>),
-    },
-    x::TypeInfo {
-        name: "SnapshotCloneNotSupported",
-        base: Some("SnapshotCopyNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotCloneNotSupported>),
-    },
-    x::TypeInfo {
-        name: "SnapshotCopyNotSupported",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotCopyNotSupported>),
-    },
-    x::TypeInfo {
-        name: "SnapshotDisabled",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotDisabled>),
-    },
-    x::TypeInfo {
-        name: "SnapshotFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotFault>),
-    },
-    x::TypeInfo {
-        name: "SnapshotIncompatibleDeviceInVm",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("fault", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotIncompatibleDeviceInVm>),
-    },
-    x::TypeInfo {
-        name: "SnapshotLocked",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotLocked>),
-    },
-    x::TypeInfo {
-        name: "SnapshotMoveFromNonHomeNotSupported",
-        base: Some("SnapshotCopyNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotMoveFromNonHomeNotSupported>),
-    },
-    x::TypeInfo {
-        name: "SnapshotMoveNotSupported",
-        base: Some("SnapshotCopyNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotMoveNotSupported>),
-    },
-    x::TypeInfo {
-        name: "SnapshotMoveToNonHomeNotSupported",
-        base: Some("SnapshotCopyNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotMoveToNonHomeNotSupported>),
-    },
-    x::TypeInfo {
-        name: "SnapshotNoChange",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotNoChange>),
-    },
-    x::TypeInfo {
-        name: "SnapshotRevertIssue",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("snapshotName", "string"),
-            x::FieldInfo::repeated("event", "Event"),
-            x::FieldInfo::required("errors", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SnapshotRevertIssue>),
-    },
-    x::TypeInfo {
-        name: "SoftRuleVioCorrectionDisallowed",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vmName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SoftRuleVioCorrectionDisallowed>),
-    },
-    x::TypeInfo {
-        name: "SoftRuleVioCorrectionImpact",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vmName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SoftRuleVioCorrectionImpact>),
-    },
-    x::TypeInfo {
-        name: "SoftwarePackage",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("vendor", "string"),
-            x::FieldInfo::required("acceptanceLevel", "string"),
-            x::FieldInfo::required("summary", "string"),
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::repeated("referenceURL", "string"),
-            x::FieldInfo::optional("creationDate", "dateTime"),
-            x::FieldInfo::repeated("depends", "Relation"),
-            x::FieldInfo::repeated("conflicts", "Relation"),
-            x::FieldInfo::repeated("replaces", "Relation"),
-            x::FieldInfo::repeated("provides", "string"),
-            x::FieldInfo::optional("maintenanceModeRequired", "boolean"),
-            x::FieldInfo::repeated("hardwarePlatformsRequired", "string"),
-            x::FieldInfo::required("capability", "SoftwarePackageCapability"),
-            x::FieldInfo::repeated("tag", "string"),
-            x::FieldInfo::repeated("payload", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SoftwarePackage>),
-    },
-    x::TypeInfo {
-        name: "SoftwarePackageCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("liveInstallAllowed", "boolean"),
-            x::FieldInfo::optional("liveRemoveAllowed", "boolean"),
-            x::FieldInfo::optional("statelessReady", "boolean"),
-            x::FieldInfo::optional("overlay", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SoftwarePackageCapability>),
-    },
-    x::TypeInfo {
-        name: "SoftwarePackageConstraint",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "equals",
-            "lessThan",
-            "lessThanEqual",
-            "greaterThanEqual",
-            "greaterThan",
-        ],
-        decode: Some(x::decode_boxed::<SoftwarePackageConstraint>),
-    },
-    x::TypeInfo {
-        name: "SoftwarePackageVibType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["bootbank", "tools", "meta"],
-        decode: Some(x::decode_boxed::<SoftwarePackageVibType>),
-    },
-    x::TypeInfo {
-        name: "SolutionUserRequired",
-        base: Some("SecurityError"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SolutionUserRequired>),
-    },
-    x::TypeInfo {
-        name: "SourceNodeSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("managementVc", "ServiceLocator"),
-            x::FieldInfo::required("activeVc", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SourceNodeSpec>),
-    },
-    x::TypeInfo {
-        name: "SsdDiskNotAvailable",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("devicePath", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SsdDiskNotAvailable>),
-    },
-    x::TypeInfo {
-        name: "StageHostPatchRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("metaUrls", "string"),
-            x::FieldInfo::repeated("bundleUrls", "string"),
-            x::FieldInfo::repeated("vibUrls", "string"),
-            x::FieldInfo::optional("spec", "HostPatchManagerPatchManagerOperationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StampAllRulesWithUuidRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StandbyGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StartGuestNetworkRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StartProgramInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("spec", "GuestProgramSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StartRecordingRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::optional("description", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StartReplayingRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("replaySnapshot", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StartServiceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StateAlarmExpression",
-        base: Some("AlarmExpression"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("operator", "StateAlarmOperator"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("statePath", "string"),
-            x::FieldInfo::optional("yellow", "string"),
-            x::FieldInfo::optional("red", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StateAlarmExpression>),
-    },
-    x::TypeInfo {
-        name: "StateAlarmOperator",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["isEqual", "isUnequal"],
-        decode: Some(x::decode_boxed::<StateAlarmOperator>),
-    },
-    x::TypeInfo {
-        name: "StaticRouteProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<StaticRouteProfile>),
-    },
-    x::TypeInfo {
-        name: "StopRecordingRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StopReplayingRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StopServiceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "StorageDrsAutomationConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("spaceLoadBalanceAutomationMode", "string"),
-            x::FieldInfo::optional("ioLoadBalanceAutomationMode", "string"),
-            x::FieldInfo::optional("ruleEnforcementAutomationMode", "string"),
-            x::FieldInfo::optional("policyEnforcementAutomationMode", "string"),
-            x::FieldInfo::optional("vmEvacuationAutomationMode", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsAutomationConfig>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveDiskInMultiWriterMode",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveDiskInMultiWriterMode>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveFTVm",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveFTVm>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveIndependentDisk",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveIndependentDisk>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveManuallyPlacedSwapFile",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveManuallyPlacedSwapFile>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveManuallyPlacedVm",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveManuallyPlacedVm>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveSharedDisk",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveSharedDisk>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveTemplate",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveTemplate>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveVmInUserFolder",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveVmInUserFolder>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveVmWithMountedCDROM",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveVmWithMountedCDROM>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsCannotMoveVmWithNoFilesInLayout",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsCannotMoveVmWithNoFilesInLayout>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("podConfig", "StorageDrsPodConfigInfo"),
-            x::FieldInfo::repeated("vmConfig", "StorageDrsVmConfigInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("podConfigSpec", "StorageDrsPodConfigSpec"),
-            x::FieldInfo::repeated("vmConfigSpec", "StorageDrsVmConfigSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsDatacentersCannotShareDatastore",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsDatacentersCannotShareDatastore>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsDisabledOnVm",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsDisabledOnVm>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsHbrDiskNotMovable",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("nonMovableDiskIds", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsHbrDiskNotMovable>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsHmsMoveInProgress",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsHmsMoveInProgress>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsHmsUnreachable",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsHmsUnreachable>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsIoLoadBalanceConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("reservablePercentThreshold", "int"),
-            x::FieldInfo::optional("reservableIopsThreshold", "int"),
-            x::FieldInfo::optional("reservableThresholdMode", "string"),
-            x::FieldInfo::optional("ioLatencyThreshold", "int"),
-            x::FieldInfo::optional("ioLoadImbalanceThreshold", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsIoLoadBalanceConfig>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsIolbDisabledInternally",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsIolbDisabledInternally>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsOptionSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("option", "OptionValue")],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsOptionSpec>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsPlacementRankVmSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmPlacementSpec", "PlacementSpec"),
-            x::FieldInfo::repeated("vmClusters", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsPlacementRankVmSpec>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsPodConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::required("ioLoadBalanceEnabled", "boolean"),
-            x::FieldInfo::required("defaultVmBehavior", "string"),
-            x::FieldInfo::optional("loadBalanceInterval", "int"),
-            x::FieldInfo::optional("defaultIntraVmAffinity", "boolean"),
-            x::FieldInfo::optional(
-                "spaceLoadBalanceConfig",
-                "StorageDrsSpaceLoadBalanceConfig",
-            ),
-            x::FieldInfo::optional(
-                "ioLoadBalanceConfig",
-                "StorageDrsIoLoadBalanceConfig",
-            ),
-            x::FieldInfo::optional("automationOverrides", "StorageDrsAutomationConfig"),
-            x::FieldInfo::repeated("rule", "ClusterRuleInfo"),
-            x::FieldInfo::repeated("option", "OptionValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsPodConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsPodConfigInfoBehavior",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["manual", "automated"],
-        decode: Some(x::decode_boxed::<StorageDrsPodConfigInfoBehavior>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsPodConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("ioLoadBalanceEnabled", "boolean"),
-            x::FieldInfo::optional("defaultVmBehavior", "string"),
-            x::FieldInfo::optional("loadBalanceInterval", "int"),
-            x::FieldInfo::optional("defaultIntraVmAffinity", "boolean"),
-            x::FieldInfo::optional(
-                "spaceLoadBalanceConfig",
-                "StorageDrsSpaceLoadBalanceConfig",
-            ),
-            x::FieldInfo::optional(
-                "ioLoadBalanceConfig",
-                "StorageDrsIoLoadBalanceConfig",
-            ),
-            x::FieldInfo::optional("automationOverrides", "StorageDrsAutomationConfig"),
-            x::FieldInfo::repeated("rule", "ClusterRuleSpec"),
-            x::FieldInfo::repeated("option", "StorageDrsOptionSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsPodConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsPodSelectionSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("initialVmConfig", "VmPodConfigForPlacement"),
-            x::FieldInfo::optional("storagePod", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsPodSelectionSpec>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsRelocateDisabled",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsRelocateDisabled>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsSpaceLoadBalanceConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("spaceThresholdMode", "string"),
-            x::FieldInfo::optional("spaceUtilizationThreshold", "int"),
-            x::FieldInfo::optional("freeSpaceThresholdGB", "int"),
-            x::FieldInfo::optional("minSpaceUtilizationDifference", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsSpaceLoadBalanceConfig>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["utilization", "freeSpace"],
-        decode: Some(
-            x::decode_boxed::<StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode>,
-        ),
-    },
-    x::TypeInfo {
-        name: "StorageDrsStaleHmsCollection",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsStaleHmsCollection>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsUnableToMoveFiles",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsUnableToMoveFiles>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsVmConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("behavior", "string"),
-            x::FieldInfo::optional("intraVmAffinity", "boolean"),
-            x::FieldInfo::optional(
-                "intraVmAntiAffinity",
-                "VirtualDiskAntiAffinityRuleSpec",
-            ),
-            x::FieldInfo::repeated("virtualDiskRules", "VirtualDiskRuleSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsVmConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "StorageDrsVmConfigSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "StorageDrsVmConfigInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageDrsVmConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "StorageIOAllocationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("limit", "long"),
-            x::FieldInfo::optional("shares", "SharesInfo"),
-            x::FieldInfo::optional("reservation", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageIOAllocationInfo>),
-    },
-    x::TypeInfo {
-        name: "StorageIOAllocationOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("limitOption", "LongOption"),
-            x::FieldInfo::required("sharesOption", "SharesOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageIOAllocationOption>),
-    },
-    x::TypeInfo {
-        name: "StorageIORMConfigOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("enabledOption", "BoolOption"),
-            x::FieldInfo::required("congestionThresholdOption", "IntOption"),
-            x::FieldInfo::optional("statsCollectionEnabledOption", "BoolOption"),
-            x::FieldInfo::optional("reservationEnabledOption", "BoolOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageIORMConfigOption>),
-    },
-    x::TypeInfo {
-        name: "StorageIORMConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("congestionThresholdMode", "string"),
-            x::FieldInfo::optional("congestionThreshold", "int"),
-            x::FieldInfo::optional("percentOfPeakThroughput", "int"),
-            x::FieldInfo::optional("statsCollectionEnabled", "boolean"),
-            x::FieldInfo::optional("reservationEnabled", "boolean"),
-            x::FieldInfo::optional("statsAggregationDisabled", "boolean"),
-            x::FieldInfo::optional("reservableIopsThreshold", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageIORMConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "StorageIORMInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::optional("congestionThresholdMode", "string"),
-            x::FieldInfo::required("congestionThreshold", "int"),
-            x::FieldInfo::optional("percentOfPeakThroughput", "int"),
-            x::FieldInfo::optional("statsCollectionEnabled", "boolean"),
-            x::FieldInfo::optional("reservationEnabled", "boolean"),
-            x::FieldInfo::optional("statsAggregationDisabled", "boolean"),
-            x::FieldInfo::optional("reservableIopsThreshold", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageIORMInfo>),
-    },
-    x::TypeInfo {
-        name: "StorageIORMThresholdMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["automatic", "manual"],
-        decode: Some(x::decode_boxed::<StorageIORMThresholdMode>),
-    },
-    x::TypeInfo {
-        name: "StorageMigrationAction",
-        base: Some("ClusterAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("relocateSpec", "VirtualMachineRelocateSpec"),
-            x::FieldInfo::required("source", "ManagedObjectReference"),
-            x::FieldInfo::required("destination", "ManagedObjectReference"),
-            x::FieldInfo::required("sizeTransferred", "long"),
-            x::FieldInfo::optional("spaceUtilSrcBefore", "float"),
-            x::FieldInfo::optional("spaceUtilDstBefore", "float"),
-            x::FieldInfo::optional("spaceUtilSrcAfter", "float"),
-            x::FieldInfo::optional("spaceUtilDstAfter", "float"),
-            x::FieldInfo::optional("ioLatencySrcBefore", "float"),
-            x::FieldInfo::optional("ioLatencyDstBefore", "float"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageMigrationAction>),
-    },
-    x::TypeInfo {
-        name: "StoragePerformanceSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("interval", "int"),
-            x::FieldInfo::repeated("percentile", "int"),
-            x::FieldInfo::repeated("datastoreReadLatency", "double"),
-            x::FieldInfo::repeated("datastoreWriteLatency", "double"),
-            x::FieldInfo::repeated("datastoreVmLatency", "double"),
-            x::FieldInfo::repeated("datastoreReadIops", "double"),
-            x::FieldInfo::repeated("datastoreWriteIops", "double"),
-            x::FieldInfo::required("siocActivityDuration", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StoragePerformanceSummary>),
-    },
-    x::TypeInfo {
-        name: "StoragePlacementAction",
-        base: Some("ClusterAction"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("relocateSpec", "VirtualMachineRelocateSpec"),
-            x::FieldInfo::required("destination", "ManagedObjectReference"),
-            x::FieldInfo::optional("spaceUtilBefore", "float"),
-            x::FieldInfo::optional("spaceDemandBefore", "float"),
-            x::FieldInfo::optional("spaceUtilAfter", "float"),
-            x::FieldInfo::optional("spaceDemandAfter", "float"),
-            x::FieldInfo::optional("ioLatencyBefore", "float"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StoragePlacementAction>),
-    },
-    x::TypeInfo {
-        name: "StoragePlacementResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("recommendations", "ClusterRecommendation"),
-            x::FieldInfo::optional("drsFault", "ClusterDrsFaults"),
-            x::FieldInfo::optional("task", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StoragePlacementResult>),
-    },
-    x::TypeInfo {
-        name: "StoragePlacementSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::optional("priority", "VirtualMachineMovePriority"),
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("podSelectionSpec", "StorageDrsPodSelectionSpec"),
-            x::FieldInfo::optional("cloneSpec", "VirtualMachineCloneSpec"),
-            x::FieldInfo::optional("cloneName", "string"),
-            x::FieldInfo::optional("configSpec", "VirtualMachineConfigSpec"),
-            x::FieldInfo::optional("relocateSpec", "VirtualMachineRelocateSpec"),
-            x::FieldInfo::optional("resourcePool", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("folder", "ManagedObjectReference"),
-            x::FieldInfo::optional("disallowPrerequisiteMoves", "boolean"),
-            x::FieldInfo::optional("resourceLeaseDurationSec", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StoragePlacementSpec>),
-    },
-    x::TypeInfo {
-        name: "StoragePlacementSpecPlacementType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["create", "reconfigure", "relocate", "clone"],
-        decode: Some(x::decode_boxed::<StoragePlacementSpecPlacementType>),
-    },
-    x::TypeInfo {
-        name: "StoragePodSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("capacity", "long"),
-            x::FieldInfo::required("freeSpace", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StoragePodSummary>),
-    },
-    x::TypeInfo {
-        name: "StorageProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("nasStorage", "NasStorageProfile")],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageProfile>),
-    },
-    x::TypeInfo {
-        name: "StorageRequirement",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("freeSpaceRequiredInKb", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageRequirement>),
-    },
-    x::TypeInfo {
-        name: "StorageResourceManagerStorageProfileStatistics",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("profileId", "string"),
-            x::FieldInfo::required("totalSpaceMB", "long"),
-            x::FieldInfo::required("usedSpaceMB", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageResourceManagerStorageProfileStatistics>),
-    },
-    x::TypeInfo {
-        name: "StorageVMotionNotSupported",
-        base: Some("MigrationFeatureNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageVMotionNotSupported>),
-    },
-    x::TypeInfo {
-        name: "StorageVmotionIncompatible",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("datastore", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<StorageVmotionIncompatible>),
-    },
-    x::TypeInfo {
-        name: "StringExpression",
-        base: Some("NegatableExpression"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<StringExpression>),
-    },
-    x::TypeInfo {
-        name: "StringOption",
-        base: Some("OptionType"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("defaultValue", "string"),
-            x::FieldInfo::optional("validCharacters", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StringOption>),
-    },
-    x::TypeInfo {
-        name: "StringPolicy",
-        base: Some("InheritablePolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("value", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<StringPolicy>),
-    },
-    x::TypeInfo {
-        name: "StructuredCustomizations",
-        base: Some("HostProfilesEntityCustomizations"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("customizations", "AnswerFile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<StructuredCustomizations>),
-    },
-    x::TypeInfo {
-        name: "SuspendVAppRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SuspendVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "SuspendedRelocateNotSupported",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SuspendedRelocateNotSupported>),
-    },
-    x::TypeInfo {
-        name: "SwapDatastoreNotWritableOnHost",
-        base: Some("DatastoreNotWritableOnHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SwapDatastoreNotWritableOnHost>),
-    },
-    x::TypeInfo {
-        name: "SwapDatastoreUnset",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SwapDatastoreUnset>),
-    },
-    x::TypeInfo {
-        name: "SwapPlacementOverrideNotSupported",
-        base: Some("InvalidVmConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SwapPlacementOverrideNotSupported>),
-    },
-    x::TypeInfo {
-        name: "SwitchIpUnset",
-        base: Some("DvsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SwitchIpUnset>),
-    },
-    x::TypeInfo {
-        name: "SwitchNotInUpgradeMode",
-        base: Some("DvsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<SwitchNotInUpgradeMode>),
-    },
-    x::TypeInfo {
-        name: "SystemError",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<SystemError>),
-    },
-    x::TypeInfo {
-        name: "SystemEventInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("recordId", "long"),
-            x::FieldInfo::required("when", "string"),
-            x::FieldInfo::required("selType", "long"),
-            x::FieldInfo::required("message", "string"),
-            x::FieldInfo::required("sensorNumber", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<SystemEventInfo>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x17bfb17), x::Name(0xc1bd13), 0, 2), // SAMLTokenAuthentication: GuestAuthentication
+        x::TypeEntry::structure(x::Name(0x17c1308), x::Name(0xaa460b), 2, 0), // SDDCBase: DynamicData
+        x::TypeEntry::structure(x::Name(0x17c5110), x::Name(0xce7c10), 2, 0), // SSLDisabledFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x17c620e), x::Name(0xce7c10), 2, 2), // SSLVerifyFault: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x17c7112), x::Name(0xc1bd13), 4, 1), // SSPIAuthentication: GuestAuthentication
+        x::TypeEntry::structure(x::Name(0x17c840d), x::Name(0x1b42008), 5, 1), // SSPIChallenge: VimFault
+        x::TypeEntry::structure(x::Name(0x17c9918), x::Name::NONE, 6, 3), // ScanHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x17cb21a), x::Name::NONE, 9, 4), // ScanHostPatchV2RequestType
+        x::TypeEntry::structure(x::Name(0x17ccd2e), x::Name::NONE, 13, 2), // ScheduleReconcileDatastoreInventoryRequestType
+        x::TypeEntry::structure(x::Name(0x17cfc1c), x::Name(0xaa460b), 15, 4), // ScheduledHardwareUpgradeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x17d1931), 0, 3), // ScheduledHardwareUpgradeInfoHardwareUpgradePolicy
+        x::TypeEntry::enumeration(x::Name(0x17d4b31), 3, 4), // ScheduledHardwareUpgradeInfoHardwareUpgradeStatus
+        x::TypeEntry::structure(x::Name(0x17d7d1b), x::Name(0x17e1f12), 19, 0), // ScheduledTaskCompletedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x17d9919), x::Name(0x17e1f12), 19, 0), // ScheduledTaskCreatedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x17db318), x::Name(0xaa460b), 19, 5), // ScheduledTaskDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x17dcc13), x::Name(0x196b20f), 24, 1), // ScheduledTaskDetail: TypeDescription
+        x::TypeEntry::structure(x::Name(0x17de020), x::Name(0x17e1f12), 25, 1), // ScheduledTaskEmailCompletedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x17e011d), x::Name(0x17e1f12), 26, 2), // ScheduledTaskEmailFailedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x17e1f12), x::Name(0xb00605), 28, 2), // ScheduledTaskEvent: Event
+        x::TypeEntry::structure(x::Name(0x17e321a), x::Name(0xaeb513), 30, 1), // ScheduledTaskEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x17e4d18), x::Name(0x17e1f12), 31, 1), // ScheduledTaskFailedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x17e6611), x::Name(0x17eb111), 32, 12), // ScheduledTaskInfo: ScheduledTaskSpec
+        x::TypeEntry::structure(x::Name(0x17e781e), x::Name(0x17e1f12), 44, 1), // ScheduledTaskReconfiguredEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x17e9719), x::Name(0x17e1f12), 45, 0), // ScheduledTaskRemovedEvent: ScheduledTaskEvent
+        x::TypeEntry::structure(x::Name(0x17eb111), x::Name(0xaa460b), 45, 6), // ScheduledTaskSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x17ec319), x::Name(0x17e1f12), 51, 0), // ScheduledTaskStartedEvent: ScheduledTaskEvent
+        x::TypeEntry::enumeration(x::Name(0x17edd0c), 7, 5), // ScsiDiskType
+        x::TypeEntry::structure(x::Name(0x17eea07), x::Name(0xd2400a), 51, 21), // ScsiLun: HostDevice
+        x::TypeEntry::structure(x::Name(0x17ef213), x::Name(0xaa460b), 72, 1), // ScsiLunCapabilities: DynamicData
+        x::TypeEntry::structure(x::Name(0x17f0611), x::Name(0xaa460b), 73, 2), // ScsiLunDescriptor: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x17f1818), 12, 4), // ScsiLunDescriptorQuality
+        x::TypeEntry::structure(x::Name(0x17f3112), x::Name(0xaa460b), 75, 3), // ScsiLunDurableName: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x17f440c), 16, 8), // ScsiLunState
+        x::TypeEntry::enumeration(x::Name(0x17f510b), 24, 13), // ScsiLunType
+        x::TypeEntry::enumeration(x::Name(0x17f5d1c), 37, 3), // ScsiLunVStorageSupportStatus
+        x::TypeEntry::structure(x::Name(0x17f7a17), x::Name(0xb95119), 78, 1), // SeSparseVirtualDiskSpec: FileBackedVirtualDiskSpec
+        x::TypeEntry::structure(x::Name(0x17f921a), x::Name::NONE, 79, 3), // SearchDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x17fad24), x::Name::NONE, 82, 3), // SearchDatastoreSubFoldersRequestType
+        x::TypeEntry::structure(x::Name(0x17fd21a), x::Name(0x1ebab15), 85, 1), // SecondaryVmAlreadyDisabled: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x17fed19), x::Name(0x1ebab15), 86, 1), // SecondaryVmAlreadyEnabled: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x180071c), x::Name(0x1ebab15), 87, 1), // SecondaryVmAlreadyRegistered: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1802418), x::Name(0x1ebab15), 88, 1), // SecondaryVmNotRegistered: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1803d0d), x::Name(0x17bee0c), 89, 0), // SecurityError: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1804b0f), x::Name(0xab90c), 89, 1), // SecurityProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1805b20), x::Name::NONE, 90, 2), // SelectActivePartitionRequestType
+        x::TypeEntry::structure(x::Name(0x1807c1f), x::Name::NONE, 92, 3), // SelectVnicForNicTypeRequestType
+        x::TypeEntry::structure(x::Name(0x1809c15), x::Name::NONE, 95, 2), // SelectVnicRequestType
+        x::TypeEntry::structure(x::Name(0x180b20c), x::Name(0xaa460b), 97, 0), // SelectionSet: DynamicData
+        x::TypeEntry::structure(x::Name(0x180bf0d), x::Name(0xaa460b), 97, 1), // SelectionSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x180cd0f), x::Name(0x24306), 98, 4), // SendEmailAction: Action
+        x::TypeEntry::structure(x::Name(0x180dd12), x::Name::NONE, 102, 1), // SendNMIRequestType
+        x::TypeEntry::structure(x::Name(0x180f00e), x::Name(0x24306), 103, 0), // SendSNMPAction: Action
+        x::TypeEntry::structure(x::Name(0x180ff1f), x::Name::NONE, 103, 1), // SendTestNotificationRequestType
+        x::TypeEntry::structure(x::Name(0x1812f19), x::Name(0x11dda0c), 104, 1), // ServerLicenseExpiredEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1814919), x::Name(0x182430c), 105, 0), // ServerStartedSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x181631e), x::Name(0x14acf10), 105, 1), // ServiceConsolePortGroupProfile: PortGroupProfile
+        x::TypeEntry::structure(x::Name(0x181821d), x::Name(0xaa460b), 106, 3), // ServiceConsoleReservationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x181a00e), x::Name(0xaa460b), 109, 50), // ServiceContent: DynamicData
+        x::TypeEntry::structure(x::Name(0x181af0e), x::Name(0xaa460b), 159, 4), // ServiceLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x181be18), x::Name(0xaa460b), 163, 0), // ServiceLocatorCredential: DynamicData
+        x::TypeEntry::structure(x::Name(0x181d71a), x::Name(0x181be18), 163, 2), // ServiceLocatorNamePassword: ServiceLocatorCredential
+        x::TypeEntry::structure(x::Name(0x181f21c), x::Name(0x181be18), 165, 1), // ServiceLocatorSAMLCredential: ServiceLocatorCredential
+        x::TypeEntry::structure(x::Name(0x1820f19), x::Name(0xaa460b), 166, 4), // ServiceManagerServiceInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x182290e), x::Name(0xab90c), 170, 1), // ServiceProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x182430c), x::Name(0xb00605), 171, 0), // SessionEvent: Event
+        x::TypeEntry::structure(x::Name(0x182501a), x::Name::NONE, 171, 3), // SessionIsActiveRequestType
+        x::TypeEntry::structure(x::Name(0x1826b22), x::Name(0xaa460b), 174, 4), // SessionManagerGenericServiceTicket: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1828e2c), 40, 3), // SessionManagerGenericServiceTicketTicketType
+        x::TypeEntry::structure(x::Name(0x182bb24), x::Name(0x1832520), 178, 2), // SessionManagerHttpServiceRequestSpec: SessionManagerServiceRequestSpec
+        x::TypeEntry::enumeration(x::Name(0x182e02a), 43, 8), // SessionManagerHttpServiceRequestSpecMethod
+        x::TypeEntry::structure(x::Name(0x1830b19), x::Name(0xaa460b), 180, 2), // SessionManagerLocalTicket: DynamicData
+        x::TypeEntry::structure(x::Name(0x1832520), x::Name(0xaa460b), 182, 0), // SessionManagerServiceRequestSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1834625), x::Name(0x1832520), 182, 1), // SessionManagerVmomiServiceRequestSpec: SessionManagerServiceRequestSpec
+        x::TypeEntry::structure(x::Name(0x1836c16), x::Name(0x182430c), 183, 2), // SessionTerminatedEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x183831f), x::Name::NONE, 185, 2), // SetCollectorPageSizeRequestType
+        x::TypeEntry::structure(x::Name(0x183a318), x::Name::NONE, 187, 2), // SetCryptoModeRequestType
+        x::TypeEntry::structure(x::Name(0x183bc1f), x::Name::NONE, 189, 3), // SetDefaultKmsClusterRequestType
+        x::TypeEntry::structure(x::Name(0x183f61d), x::Name::NONE, 192, 2), // SetDisplayTopologyRequestType
+        x::TypeEntry::structure(x::Name(0x184141f), x::Name::NONE, 194, 3), // SetEntityPermissionsRequestType
+        x::TypeEntry::structure(x::Name(0x1843422), x::Name::NONE, 197, 3), // SetExtensionCertificateRequestType
+        x::TypeEntry::structure(x::Name(0x1845713), x::Name::NONE, 200, 4), // SetFieldRequestType
+        x::TypeEntry::structure(x::Name(0x1846b1c), x::Name::NONE, 204, 3), // SetLicenseEditionRequestType
+        x::TypeEntry::structure(x::Name(0x1848814), x::Name::NONE, 207, 2), // SetLocaleRequestType
+        x::TypeEntry::structure(x::Name(0x1849d20), x::Name::NONE, 209, 3), // SetMultipathLunPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x184be15), x::Name::NONE, 212, 3), // SetNFSUserRequestType
+        x::TypeEntry::structure(x::Name(0x184d417), x::Name::NONE, 215, 3), // SetPublicKeyRequestType
+        x::TypeEntry::structure(x::Name(0x184ec22), x::Name::NONE, 218, 4), // SetRegistryValueInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1850f1e), x::Name::NONE, 222, 3), // SetScreenResolutionRequestType
+        x::TypeEntry::structure(x::Name(0x1852e1d), x::Name::NONE, 225, 2), // SetTaskDescriptionRequestType
+        x::TypeEntry::structure(x::Name(0x1854c17), x::Name::NONE, 227, 4), // SetTaskStateRequestType
+        x::TypeEntry::structure(x::Name(0x1856428), x::Name::NONE, 231, 4), // SetVStorageObjectControlFlagsRequestType
+        x::TypeEntry::structure(x::Name(0x1858d1d), x::Name::NONE, 235, 4), // SetVirtualDiskUuidRequestType
+        x::TypeEntry::structure(x::Name(0x185ab1f), x::Name(0x942d12), 239, 0), // SharedBusControllerNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x185cb0a), x::Name(0xaa460b), 239, 2), // SharesInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x185d60b), 51, 4), // SharesLevel
+        x::TypeEntry::structure(x::Name(0x185e20c), x::Name(0xaa460b), 241, 2), // SharesOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x185ef0f), x::Name(0x1b42008), 243, 1), // ShrinkDiskFault: VimFault
+        x::TypeEntry::structure(x::Name(0x185ff1c), x::Name::NONE, 244, 4), // ShrinkVirtualDiskRequestType
+        x::TypeEntry::structure(x::Name(0x1861c18), x::Name::NONE, 248, 1), // ShutdownGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1863517), x::Name::NONE, 249, 2), // ShutdownHostRequestType
+        x::TypeEntry::enumeration(x::Name(0x1866915), 55, 3), // SimpleCommandEncoding
+        x::TypeEntry::structure(x::Name(0x1867f08), x::Name(0x1187109), 251, 1), // SingleIp: IpAddress
+        x::TypeEntry::structure(x::Name(0x1868809), x::Name(0x124a10a), 252, 1), // SingleMac: MacAddress
+        x::TypeEntry::structure(x::Name(0x1869208), x::Name(0xaa460b), 253, 0), // SiteInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1869b12), 58, 4), // SlpDiscoveryMethod
+        x::TypeEntry::structure(x::Name(0x186ae19), x::Name(0x186c818), 253, 0), // SnapshotCloneNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x186c818), x::Name(0x128b00e), 253, 0), // SnapshotCopyNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x186e110), x::Name(0x186f20d), 253, 0), // SnapshotDisabled: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x186f20d), x::Name(0x1b42008), 253, 0), // SnapshotFault: VimFault
+        x::TypeEntry::structure(x::Name(0x187001e), x::Name(0x186f20d), 253, 1), // SnapshotIncompatibleDeviceInVm: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1871f0e), x::Name(0x186f20d), 254, 0), // SnapshotLocked: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1872e23), x::Name(0x186c818), 254, 0), // SnapshotMoveFromNonHomeNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1875218), x::Name(0x186c818), 254, 0), // SnapshotMoveNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1876b21), x::Name(0x186c818), 254, 0), // SnapshotMoveToNonHomeNotSupported: SnapshotCopyNotSupported
+        x::TypeEntry::structure(x::Name(0x1878d10), x::Name(0x186f20d), 254, 0), // SnapshotNoChange: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1879e13), x::Name(0x128b00e), 254, 3), // SnapshotRevertIssue: MigrationFault
+        x::TypeEntry::structure(x::Name(0x187b21f), x::Name(0x1e6a50d), 257, 1), // SoftRuleVioCorrectionDisallowed: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x187d21b), x::Name(0x1e6a50d), 258, 1), // SoftRuleVioCorrectionImpact: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x188010f), x::Name(0xaa460b), 259, 18), // SoftwarePackage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1881119), x::Name(0xaa460b), 277, 4), // SoftwarePackageCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1882b19), 62, 5), // SoftwarePackageConstraint
+        x::TypeEntry::enumeration(x::Name(0x1884516), 67, 3), // SoftwarePackageVibType
+        x::TypeEntry::structure(x::Name(0x1885c14), x::Name(0x1803d0d), 281, 0), // SolutionUserRequired: SecurityError
+        x::TypeEntry::structure(x::Name(0x188710e), x::Name(0xaa460b), 281, 2), // SourceNodeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1888013), x::Name(0x1b42008), 283, 1), // SsdDiskNotAvailable: VimFault
+        x::TypeEntry::structure(x::Name(0x1889419), x::Name::NONE, 284, 5), // StageHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x188ae20), x::Name::NONE, 289, 1), // StampAllRulesWithUuidRequestType
+        x::TypeEntry::structure(x::Name(0x188cf17), x::Name::NONE, 290, 1), // StandbyGuestRequestType
+        x::TypeEntry::structure(x::Name(0x188e71c), x::Name::NONE, 291, 3), // StartGuestNetworkRequestType
+        x::TypeEntry::structure(x::Name(0x189041e), x::Name::NONE, 294, 4), // StartProgramInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1892319), x::Name::NONE, 298, 3), // StartRecordingRequestType
+        x::TypeEntry::structure(x::Name(0x1893d19), x::Name::NONE, 301, 2), // StartReplayingRequestType
+        x::TypeEntry::structure(x::Name(0x1895717), x::Name::NONE, 303, 2), // StartServiceRequestType
+        x::TypeEntry::structure(x::Name(0x1896f14), x::Name(0x6740f), 305, 5), // StateAlarmExpression: AlarmExpression
+        x::TypeEntry::enumeration(x::Name(0x1898412), 70, 2), // StateAlarmOperator
+        x::TypeEntry::structure(x::Name(0x1899e12), x::Name(0xab90c), 310, 1), // StaticRouteProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x189b118), x::Name::NONE, 311, 1), // StopRecordingRequestType
+        x::TypeEntry::structure(x::Name(0x189ca18), x::Name::NONE, 312, 1), // StopReplayingRequestType
+        x::TypeEntry::structure(x::Name(0x189e316), x::Name::NONE, 313, 2), // StopServiceRequestType
+        x::TypeEntry::structure(x::Name(0x18a021a), x::Name(0xaa460b), 315, 5), // StorageDrsAutomationConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x18a1d29), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveDiskInMultiWriterMode: VimFault
+        x::TypeEntry::structure(x::Name(0x18a4718), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveFTVm: VimFault
+        x::TypeEntry::structure(x::Name(0x18a6023), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveIndependentDisk: VimFault
+        x::TypeEntry::structure(x::Name(0x18a842a), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveManuallyPlacedSwapFile: VimFault
+        x::TypeEntry::structure(x::Name(0x18aaf24), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveManuallyPlacedVm: VimFault
+        x::TypeEntry::structure(x::Name(0x18ad41e), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveSharedDisk: VimFault
+        x::TypeEntry::structure(x::Name(0x18af31c), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveTemplate: VimFault
+        x::TypeEntry::structure(x::Name(0x18b1022), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveVmInUserFolder: VimFault
+        x::TypeEntry::structure(x::Name(0x18b3326), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveVmWithMountedCDROM: VimFault
+        x::TypeEntry::structure(x::Name(0x18b5a29), x::Name(0x1b42008), 320, 0), // StorageDrsCannotMoveVmWithNoFilesInLayout: VimFault
+        x::TypeEntry::structure(x::Name(0x18b8414), x::Name(0xaa460b), 320, 2), // StorageDrsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x18b9914), x::Name(0xaa460b), 322, 2), // StorageDrsConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x18bae29), x::Name(0x1b42008), 324, 0), // StorageDrsDatacentersCannotShareDatastore: VimFault
+        x::TypeEntry::structure(x::Name(0x18bd816), x::Name(0x1b42008), 324, 0), // StorageDrsDisabledOnVm: VimFault
+        x::TypeEntry::structure(x::Name(0x18bef1b), x::Name(0x1b42008), 324, 1), // StorageDrsHbrDiskNotMovable: VimFault
+        x::TypeEntry::structure(x::Name(0x18c0b1b), x::Name(0x1b42008), 325, 0), // StorageDrsHmsMoveInProgress: VimFault
+        x::TypeEntry::structure(x::Name(0x18c2718), x::Name(0x1b42008), 325, 0), // StorageDrsHmsUnreachable: VimFault
+        x::TypeEntry::structure(x::Name(0x18c401d), x::Name(0xaa460b), 325, 5), // StorageDrsIoLoadBalanceConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x18c5e20), x::Name(0x1b42008), 330, 0), // StorageDrsIolbDisabledInternally: VimFault
+        x::TypeEntry::structure(x::Name(0x18c7f14), x::Name(0x51f10f), 330, 1), // StorageDrsOptionSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x18c941d), x::Name(0xaa460b), 331, 2), // StorageDrsPlacementRankVmSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x18cb217), x::Name(0xaa460b), 333, 10), // StorageDrsPodConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x18cca1f), 72, 2), // StorageDrsPodConfigInfoBehavior
+        x::TypeEntry::structure(x::Name(0x18cea17), x::Name(0xaa460b), 343, 10), // StorageDrsPodConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x18d021a), x::Name(0xaa460b), 353, 2), // StorageDrsPodSelectionSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x18d1d1a), x::Name(0x1b42008), 355, 0), // StorageDrsRelocateDisabled: VimFault
+        x::TypeEntry::structure(x::Name(0x18d3820), x::Name(0xaa460b), 355, 4), // StorageDrsSpaceLoadBalanceConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x18d5932), 74, 2), // StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode
+        x::TypeEntry::structure(x::Name(0x18d8c1c), x::Name(0x1b42008), 359, 0), // StorageDrsStaleHmsCollection: VimFault
+        x::TypeEntry::structure(x::Name(0x18da91b), x::Name(0x1b42008), 359, 0), // StorageDrsUnableToMoveFiles: VimFault
+        x::TypeEntry::structure(x::Name(0x18dc516), x::Name(0xaa460b), 359, 6), // StorageDrsVmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x18ddc16), x::Name(0x51f10f), 365, 1), // StorageDrsVmConfigSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x18df317), x::Name(0xaa460b), 366, 3), // StorageIOAllocationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x18e0b19), x::Name(0xaa460b), 369, 2), // StorageIOAllocationOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x18e2517), x::Name(0xaa460b), 371, 4), // StorageIORMConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x18e3d15), x::Name(0xaa460b), 375, 8), // StorageIORMConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x18e530f), x::Name(0xaa460b), 383, 8), // StorageIORMInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x18e6318), 76, 2), // StorageIORMThresholdMode
+        x::TypeEntry::structure(x::Name(0x18e7c16), x::Name(0x60500d), 391, 11), // StorageMigrationAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x18ea619), x::Name(0xaa460b), 402, 8), // StoragePerformanceSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x18ec016), x::Name(0x60500d), 410, 8), // StoragePlacementAction: ClusterAction
+        x::TypeEntry::structure(x::Name(0x18ed716), x::Name(0xaa460b), 418, 3), // StoragePlacementResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x18eee14), x::Name(0xaa460b), 421, 13), // StoragePlacementSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x18f0321), 78, 4), // StoragePlacementSpecPlacementType
+        x::TypeEntry::structure(x::Name(0x18f3811), x::Name(0xaa460b), 434, 3), // StoragePodSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x18f4a0e), x::Name(0xab90c), 437, 1), // StorageProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x18f5912), x::Name(0xaa460b), 438, 2), // StorageRequirement: DynamicData
+        x::TypeEntry::structure(x::Name(0x18f6c2e), x::Name(0xaa460b), 440, 3), // StorageResourceManagerStorageProfileStatistics: DynamicData
+        x::TypeEntry::structure(x::Name(0x18f9b1a), x::Name(0x128bf1c), 443, 0), // StorageVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0x18fb61a), x::Name(0x1c24021), 443, 1), // StorageVmotionIncompatible: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x18fd110), x::Name(0x12e6913), 444, 1), // StringExpression: NegatableExpression
+        x::TypeEntry::structure(x::Name(0x18fe20c), x::Name(0x13b260a), 445, 2), // StringOption: OptionType
+        x::TypeEntry::structure(x::Name(0x18fef0c), x::Name(0x10f8011), 447, 1), // StringPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x18ffc18), x::Name(0xf3d920), 448, 2), // StructuredCustomizations: HostProfilesEntityCustomizations
+        x::TypeEntry::structure(x::Name(0x1901516), x::Name::NONE, 450, 1), // SuspendVAppRequestType
+        x::TypeEntry::structure(x::Name(0x1902c14), x::Name::NONE, 451, 1), // SuspendVMRequestType
+        x::TypeEntry::structure(x::Name(0x190411d), x::Name(0x128b00e), 452, 0), // SuspendedRelocateNotSupported: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1905f1e), x::Name(0x8d1f1a), 452, 0), // SwapDatastoreNotWritableOnHost: DatastoreNotWritableOnHost
+        x::TypeEntry::structure(x::Name(0x1907e12), x::Name(0x1b42008), 452, 0), // SwapDatastoreUnset: VimFault
+        x::TypeEntry::structure(x::Name(0x1909121), x::Name(0x117c70f), 452, 0), // SwapPlacementOverrideNotSupported: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x190b30d), x::Name(0xa39508), 452, 0), // SwitchIpUnset: DvsFault
+        x::TypeEntry::structure(x::Name(0x190c116), x::Name(0xa39508), 452, 0), // SwitchNotInUpgradeMode: DvsFault
+        x::TypeEntry::structure(x::Name(0x190d80b), x::Name(0x17bee0c), 452, 1), // SystemError: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x190e40f), x::Name(0xaa460b), 453, 5), // SystemEventInfo: DynamicData
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<SAMLTokenAuthentication>),
+        Some(x::decode_boxed::<SDDCBase>),
+        Some(x::decode_boxed::<SSLDisabledFault>),
+        Some(x::decode_boxed::<SSLVerifyFault>),
+        Some(x::decode_boxed::<SSPIAuthentication>),
+        Some(x::decode_boxed::<SSPIChallenge>),
+        None, // ScanHostPatchRequestType
+        None, // ScanHostPatchV2RequestType
+        None, // ScheduleReconcileDatastoreInventoryRequestType
+        Some(x::decode_boxed::<ScheduledHardwareUpgradeInfo>),
+        Some(x::decode_boxed::<ScheduledHardwareUpgradeInfoHardwareUpgradePolicy>),
+        Some(x::decode_boxed::<ScheduledHardwareUpgradeInfoHardwareUpgradeStatus>),
+        Some(x::decode_boxed::<ScheduledTaskCompletedEvent>),
+        Some(x::decode_boxed::<ScheduledTaskCreatedEvent>),
+        Some(x::decode_boxed::<ScheduledTaskDescription>),
+        Some(x::decode_boxed::<ScheduledTaskDetail>),
+        Some(x::decode_boxed::<ScheduledTaskEmailCompletedEvent>),
+        Some(x::decode_boxed::<ScheduledTaskEmailFailedEvent>),
+        Some(x::decode_boxed::<ScheduledTaskEvent>),
+        Some(x::decode_boxed::<ScheduledTaskEventArgument>),
+        Some(x::decode_boxed::<ScheduledTaskFailedEvent>),
+        Some(x::decode_boxed::<ScheduledTaskInfo>),
+        Some(x::decode_boxed::<ScheduledTaskReconfiguredEvent>),
+        Some(x::decode_boxed::<ScheduledTaskRemovedEvent>),
+        Some(x::decode_boxed::<ScheduledTaskSpec>),
+        Some(x::decode_boxed::<ScheduledTaskStartedEvent>),
+        Some(x::decode_boxed::<ScsiDiskType>),
+        Some(x::decode_boxed::<ScsiLun>),
+        Some(x::decode_boxed::<ScsiLunCapabilities>),
+        Some(x::decode_boxed::<ScsiLunDescriptor>),
+        Some(x::decode_boxed::<ScsiLunDescriptorQuality>),
+        Some(x::decode_boxed::<ScsiLunDurableName>),
+        Some(x::decode_boxed::<ScsiLunState>),
+        Some(x::decode_boxed::<ScsiLunType>),
+        Some(x::decode_boxed::<ScsiLunVStorageSupportStatus>),
+        Some(x::decode_boxed::<SeSparseVirtualDiskSpec>),
+        None, // SearchDatastoreRequestType
+        None, // SearchDatastoreSubFoldersRequestType
+        Some(x::decode_boxed::<SecondaryVmAlreadyDisabled>),
+        Some(x::decode_boxed::<SecondaryVmAlreadyEnabled>),
+        Some(x::decode_boxed::<SecondaryVmAlreadyRegistered>),
+        Some(x::decode_boxed::<SecondaryVmNotRegistered>),
+        Some(x::decode_boxed::<SecurityError>),
+        Some(x::decode_boxed::<SecurityProfile>),
+        None, // SelectActivePartitionRequestType
+        None, // SelectVnicForNicTypeRequestType
+        None, // SelectVnicRequestType
+        Some(x::decode_boxed::<SelectionSet>),
+        Some(x::decode_boxed::<SelectionSpec>),
+        Some(x::decode_boxed::<SendEmailAction>),
+        None, // SendNMIRequestType
+        Some(x::decode_boxed::<SendSNMPAction>),
+        None, // SendTestNotificationRequestType
+        Some(x::decode_boxed::<ServerLicenseExpiredEvent>),
+        Some(x::decode_boxed::<ServerStartedSessionEvent>),
+        Some(x::decode_boxed::<ServiceConsolePortGroupProfile>),
+        Some(x::decode_boxed::<ServiceConsoleReservationInfo>),
+        Some(x::decode_boxed::<ServiceContent>),
+        Some(x::decode_boxed::<ServiceLocator>),
+        Some(x::decode_boxed::<ServiceLocatorCredential>),
+        Some(x::decode_boxed::<ServiceLocatorNamePassword>),
+        Some(x::decode_boxed::<ServiceLocatorSAMLCredential>),
+        Some(x::decode_boxed::<ServiceManagerServiceInfo>),
+        Some(x::decode_boxed::<ServiceProfile>),
+        Some(x::decode_boxed::<SessionEvent>),
+        None, // SessionIsActiveRequestType
+        Some(x::decode_boxed::<SessionManagerGenericServiceTicket>),
+        Some(x::decode_boxed::<SessionManagerGenericServiceTicketTicketType>),
+        Some(x::decode_boxed::<SessionManagerHttpServiceRequestSpec>),
+        Some(x::decode_boxed::<SessionManagerHttpServiceRequestSpecMethod>),
+        Some(x::decode_boxed::<SessionManagerLocalTicket>),
+        Some(x::decode_boxed::<SessionManagerServiceRequestSpec>),
+        Some(x::decode_boxed::<SessionManagerVmomiServiceRequestSpec>),
+        Some(x::decode_boxed::<SessionTerminatedEvent>),
+        None, // SetCollectorPageSizeRequestType
+        None, // SetCryptoModeRequestType
+        None, // SetDefaultKmsClusterRequestType
+        None, // SetDisplayTopologyRequestType
+        None, // SetEntityPermissionsRequestType
+        None, // SetExtensionCertificateRequestType
+        None, // SetFieldRequestType
+        None, // SetLicenseEditionRequestType
+        None, // SetLocaleRequestType
+        None, // SetMultipathLunPolicyRequestType
+        None, // SetNFSUserRequestType
+        None, // SetPublicKeyRequestType
+        None, // SetRegistryValueInGuestRequestType
+        None, // SetScreenResolutionRequestType
+        None, // SetTaskDescriptionRequestType
+        None, // SetTaskStateRequestType
+        None, // SetVStorageObjectControlFlagsRequestType
+        None, // SetVirtualDiskUuidRequestType
+        Some(x::decode_boxed::<SharedBusControllerNotSupported>),
+        Some(x::decode_boxed::<SharesInfo>),
+        Some(x::decode_boxed::<SharesLevel>),
+        Some(x::decode_boxed::<SharesOption>),
+        Some(x::decode_boxed::<ShrinkDiskFault>),
+        None, // ShrinkVirtualDiskRequestType
+        None, // ShutdownGuestRequestType
+        None, // ShutdownHostRequestType
+        Some(x::decode_boxed::<SimpleCommandEncoding>),
+        Some(x::decode_boxed::<SingleIp>),
+        Some(x::decode_boxed::<SingleMac>),
+        Some(x::decode_boxed::<SiteInfo>),
+        Some(x::decode_boxed::<SlpDiscoveryMethod>),
+        Some(x::decode_boxed::<SnapshotCloneNotSupported>),
+        Some(x::decode_boxed::<SnapshotCopyNotSupported>),
+        Some(x::decode_boxed::<SnapshotDisabled>),
+        Some(x::decode_boxed::<SnapshotFault>),
+        Some(x::decode_boxed::<SnapshotIncompatibleDeviceInVm>),
+        Some(x::decode_boxed::<SnapshotLocked>),
+        Some(x::decode_boxed::<SnapshotMoveFromNonHomeNotSupported>),
+        Some(x::decode_boxed::<SnapshotMoveNotSupported>),
+        Some(x::decode_boxed::<SnapshotMoveToNonHomeNotSupported>),
+        Some(x::decode_boxed::<SnapshotNoChange>),
+        Some(x::decode_boxed::<SnapshotRevertIssue>),
+        Some(x::decode_boxed::<SoftRuleVioCorrectionDisallowed>),
+        Some(x::decode_boxed::<SoftRuleVioCorrectionImpact>),
+        Some(x::decode_boxed::<SoftwarePackage>),
+        Some(x::decode_boxed::<SoftwarePackageCapability>),
+        Some(x::decode_boxed::<SoftwarePackageConstraint>),
+        Some(x::decode_boxed::<SoftwarePackageVibType>),
+        Some(x::decode_boxed::<SolutionUserRequired>),
+        Some(x::decode_boxed::<SourceNodeSpec>),
+        Some(x::decode_boxed::<SsdDiskNotAvailable>),
+        None, // StageHostPatchRequestType
+        None, // StampAllRulesWithUuidRequestType
+        None, // StandbyGuestRequestType
+        None, // StartGuestNetworkRequestType
+        None, // StartProgramInGuestRequestType
+        None, // StartRecordingRequestType
+        None, // StartReplayingRequestType
+        None, // StartServiceRequestType
+        Some(x::decode_boxed::<StateAlarmExpression>),
+        Some(x::decode_boxed::<StateAlarmOperator>),
+        Some(x::decode_boxed::<StaticRouteProfile>),
+        None, // StopRecordingRequestType
+        None, // StopReplayingRequestType
+        None, // StopServiceRequestType
+        Some(x::decode_boxed::<StorageDrsAutomationConfig>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveDiskInMultiWriterMode>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveFTVm>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveIndependentDisk>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveManuallyPlacedSwapFile>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveManuallyPlacedVm>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveSharedDisk>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveTemplate>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveVmInUserFolder>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveVmWithMountedCDROM>),
+        Some(x::decode_boxed::<StorageDrsCannotMoveVmWithNoFilesInLayout>),
+        Some(x::decode_boxed::<StorageDrsConfigInfo>),
+        Some(x::decode_boxed::<StorageDrsConfigSpec>),
+        Some(x::decode_boxed::<StorageDrsDatacentersCannotShareDatastore>),
+        Some(x::decode_boxed::<StorageDrsDisabledOnVm>),
+        Some(x::decode_boxed::<StorageDrsHbrDiskNotMovable>),
+        Some(x::decode_boxed::<StorageDrsHmsMoveInProgress>),
+        Some(x::decode_boxed::<StorageDrsHmsUnreachable>),
+        Some(x::decode_boxed::<StorageDrsIoLoadBalanceConfig>),
+        Some(x::decode_boxed::<StorageDrsIolbDisabledInternally>),
+        Some(x::decode_boxed::<StorageDrsOptionSpec>),
+        Some(x::decode_boxed::<StorageDrsPlacementRankVmSpec>),
+        Some(x::decode_boxed::<StorageDrsPodConfigInfo>),
+        Some(x::decode_boxed::<StorageDrsPodConfigInfoBehavior>),
+        Some(x::decode_boxed::<StorageDrsPodConfigSpec>),
+        Some(x::decode_boxed::<StorageDrsPodSelectionSpec>),
+        Some(x::decode_boxed::<StorageDrsRelocateDisabled>),
+        Some(x::decode_boxed::<StorageDrsSpaceLoadBalanceConfig>),
+        Some(x::decode_boxed::<StorageDrsSpaceLoadBalanceConfigSpaceThresholdMode>),
+        Some(x::decode_boxed::<StorageDrsStaleHmsCollection>),
+        Some(x::decode_boxed::<StorageDrsUnableToMoveFiles>),
+        Some(x::decode_boxed::<StorageDrsVmConfigInfo>),
+        Some(x::decode_boxed::<StorageDrsVmConfigSpec>),
+        Some(x::decode_boxed::<StorageIOAllocationInfo>),
+        Some(x::decode_boxed::<StorageIOAllocationOption>),
+        Some(x::decode_boxed::<StorageIORMConfigOption>),
+        Some(x::decode_boxed::<StorageIORMConfigSpec>),
+        Some(x::decode_boxed::<StorageIORMInfo>),
+        Some(x::decode_boxed::<StorageIORMThresholdMode>),
+        Some(x::decode_boxed::<StorageMigrationAction>),
+        Some(x::decode_boxed::<StoragePerformanceSummary>),
+        Some(x::decode_boxed::<StoragePlacementAction>),
+        Some(x::decode_boxed::<StoragePlacementResult>),
+        Some(x::decode_boxed::<StoragePlacementSpec>),
+        Some(x::decode_boxed::<StoragePlacementSpecPlacementType>),
+        Some(x::decode_boxed::<StoragePodSummary>),
+        Some(x::decode_boxed::<StorageProfile>),
+        Some(x::decode_boxed::<StorageRequirement>),
+        Some(x::decode_boxed::<StorageResourceManagerStorageProfileStatistics>),
+        Some(x::decode_boxed::<StorageVMotionNotSupported>),
+        Some(x::decode_boxed::<StorageVmotionIncompatible>),
+        Some(x::decode_boxed::<StringExpression>),
+        Some(x::decode_boxed::<StringOption>),
+        Some(x::decode_boxed::<StringPolicy>),
+        Some(x::decode_boxed::<StructuredCustomizations>),
+        None, // SuspendVAppRequestType
+        None, // SuspendVMRequestType
+        Some(x::decode_boxed::<SuspendedRelocateNotSupported>),
+        Some(x::decode_boxed::<SwapDatastoreNotWritableOnHost>),
+        Some(x::decode_boxed::<SwapDatastoreUnset>),
+        Some(x::decode_boxed::<SwapPlacementOverrideNotSupported>),
+        Some(x::decode_boxed::<SwitchIpUnset>),
+        Some(x::decode_boxed::<SwitchNotInUpgradeMode>),
+        Some(x::decode_boxed::<SystemError>),
+        Some(x::decode_boxed::<SystemEventInfo>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
+        x::FieldEntry::optional(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::required(x::Name(0x2db290a), x::Name(0x212d207)), // selfSigned: boolean
+        x::FieldEntry::required(x::Name(0x2fa9c0a), x::Name(0x2f00106)), // thumbprint: string
+        x::FieldEntry::required(x::Name(0x2ea5009), x::Name(0x2f00106)), // sspiToken: string
+        x::FieldEntry::required(x::Name(0x2110f0b), x::Name(0x2f00106)), // base64Token: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ceb80a), x::Name(0xede617)), // repository: HostPatchManagerLocator
+        x::FieldEntry::repeated(x::Name(0x3052508), x::Name(0x2f00106)), // updateID: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2904b08), x::Name(0x2f00106)), // metaUrls: string
+        x::FieldEntry::repeated(x::Name(0x214150a), x::Name(0x2f00106)), // bundleUrls: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3056d0d), x::Name(0x2f00106)), // upgradePolicy: string
+        x::FieldEntry::optional(x::Name(0x30e090a), x::Name(0x2f00106)), // versionKey: string
+        x::FieldEntry::optional(x::Name(0x2d7d81e), x::Name(0x2f00106)), // scheduledHardwareUpgradeStatus: string
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2019a06), x::Name(0x196b20f)), // action: TypeDescription
+        x::FieldEntry::repeated(x::Name(0x2d8460d), x::Name(0x17dcc13)), // schedulerInfo: ScheduledTaskDetail
+        x::FieldEntry::repeated(x::Name(0x2ebd605), x::Name(0xac5712)), // state: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x230c309), x::Name(0xac5712)), // dayOfWeek: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x320af0b), x::Name(0xac5712)), // weekOfMonth: ElementDescription
+        x::FieldEntry::required(x::Name(0x259d009), x::Name(0x2f00106)), // frequency: string
+        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
+        x::FieldEntry::required(x::Name(0x2fb6502), x::Name(0x2f00106)), // to: string
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2d8190d), x::Name(0x17e321a)), // scheduledTask: ScheduledTaskEventArgument
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1253d1a)), // entity: ManagedEntityEventArgument
+        x::FieldEntry::required(x::Name(0x2d8190d), x::Name(0x1258216)), // scheduledTask: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2d8190d), x::Name(0x1258216)), // scheduledTask: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27f1b10), x::Name(0x2308208)), // lastModifiedTime: dateTime
+        x::FieldEntry::required(x::Name(0x27f2c10), x::Name(0x2f00106)), // lastModifiedUser: string
+        x::FieldEntry::optional(x::Name(0x29cf10b), x::Name(0x2308208)), // nextRunTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2bf960b), x::Name(0x2308208)), // prevRunTime: dateTime
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x192260d)), // state: TaskInfoState
+        x::FieldEntry::optional(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2d39d06), x::Name(0x207ef07)), // result: anyType
+        x::FieldEntry::optional(x::Name(0x2c28f08), x::Name(0x2729103)), // progress: int
+        x::FieldEntry::optional(x::Name(0x202470a), x::Name(0x1258216)), // activeTask: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f96e0a), x::Name(0x1258216)), // taskObject: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x2d83c09), x::Name(0x192820d)), // scheduler: TaskScheduler
+        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x24306)), // action: Action
+        x::FieldEntry::optional(x::Name(0x2a0500c), x::Name(0x2f00106)), // notification: string
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::repeated(x::Name(0x236360a), x::Name(0x17f0611)), // descriptor: ScsiLunDescriptor
+        x::FieldEntry::optional(x::Name(0x2162d0d), x::Name(0x2f00106)), // canonicalName: string
+        x::FieldEntry::optional(x::Name(0x240520b), x::Name(0x2f00106)), // displayName: string
+        x::FieldEntry::required(x::Name(0x2861907), x::Name(0x2f00106)), // lunType: string
+        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x292f905), x::Name(0x2f00106)), // model: string
+        x::FieldEntry::optional(x::Name(0x2d3ea08), x::Name(0x2f00106)), // revision: string
+        x::FieldEntry::optional(x::Name(0x2d90709), x::Name(0x2729103)), // scsiLevel: int
+        x::FieldEntry::optional(x::Name(0x2dbd40c), x::Name(0x2f00106)), // serialNumber: string
+        x::FieldEntry::optional(x::Name(0x2440a0b), x::Name(0x17f3112)), // durableName: ScsiLunDurableName
+        x::FieldEntry::repeated(x::Name(0x207240d), x::Name(0x17f3112)), // alternateName: ScsiLunDurableName
+        x::FieldEntry::repeated(x::Name(0x2ea950f), x::Name(0x2146004)), // standardInquiry: byte
+        x::FieldEntry::optional(x::Name(0x2c5a80a), x::Name(0x2729103)), // queueDepth: int
+        x::FieldEntry::repeated(x::Name(0x2ac2510), x::Name(0x2f00106)), // operationalState: string
+        x::FieldEntry::optional(x::Name(0x2163b0c), x::Name(0x17ef213)), // capabilities: ScsiLunCapabilities
+        x::FieldEntry::optional(x::Name(0x30bbb0f), x::Name(0x2f00106)), // vStorageSupport: string
+        x::FieldEntry::optional(x::Name(0x2c35d10), x::Name(0x212d207)), // protocolEndpoint: boolean
+        x::FieldEntry::optional(x::Name(0x2b63413), x::Name(0x212d207)), // perenniallyReserved: boolean
+        x::FieldEntry::optional(x::Name(0x21d3616), x::Name(0x212d207)), // clusteredVmdkSupported: boolean
+        x::FieldEntry::required(x::Name(0x3050a1a), x::Name(0x212d207)), // updateDisplayNameSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c54307), x::Name(0x2f00106)), // quality: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x296a309), x::Name(0x2f00106)), // namespace: string
+        x::FieldEntry::required(x::Name(0x296d10b), x::Name(0x2146004)), // namespaceId: byte
+        x::FieldEntry::repeated(x::Name(0x22e4204), x::Name(0x2146004)), // data: byte
+        x::FieldEntry::optional(x::Name(0x25d0c0b), x::Name(0x2729103)), // grainSizeKb: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22f6f0d), x::Name(0x2f00106)), // datastorePath: string
+        x::FieldEntry::optional(x::Name(0x2d9a50a), x::Name(0xd0831e)), // searchSpec: HostDatastoreBrowserSearchSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22f6f0d), x::Name(0x2f00106)), // datastorePath: string
+        x::FieldEntry::optional(x::Name(0x2d9a50a), x::Name(0xd0831e)), // searchSpec: HostDatastoreBrowserSearchSpec
+        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::repeated(x::Name(0x2b6830a), x::Name(0x147fd11)), // permission: PermissionProfile
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b30d09), x::Name(0xf92d15)), // partition: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29e2707), x::Name(0x2f00106)), // nicType: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2fbc206), x::Name(0x2f00106)), // toList: string
+        x::FieldEntry::required(x::Name(0x216f306), x::Name(0x2f00106)), // ccList: string
+        x::FieldEntry::required(x::Name(0x2f04e07), x::Name(0x2f00106)), // subject: string
+        x::FieldEntry::required(x::Name(0x212cd04), x::Name(0x2f00106)), // body: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c14807), x::Name(0x2f00106)), // product: string
+        x::FieldEntry::required(x::Name(0x2769308), x::Name(0x1187b10)), // ipConfig: IpAddressProfile
+        x::FieldEntry::required(x::Name(0x2dcc519), x::Name(0x2857004)), // serviceConsoleReservedCfg: long
+        x::FieldEntry::required(x::Name(0x2dcae16), x::Name(0x2857004)), // serviceConsoleReserved: long
+        x::FieldEntry::required(x::Name(0x303c20a), x::Name(0x2857004)), // unreserved: long
+        x::FieldEntry::required(x::Name(0x2d5990a), x::Name(0x1258216)), // rootFolder: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c2f111), x::Name(0x1258216)), // propertyCollector: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30eb70b), x::Name(0x1258216)), // viewManager: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x200ab05), x::Name(0x10009)), // about: AboutInfo
+        x::FieldEntry::optional(x::Name(0x2ddea07), x::Name(0x1258216)), // setting: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x308720d), x::Name(0x1258216)), // userDirectory: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2dd910e), x::Name(0x1258216)), // sessionManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x20cb514), x::Name(0x1258216)), // authorizationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2dce90e), x::Name(0x1258216)), // serviceManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b6480b), x::Name(0x1258216)), // perfManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d82714), x::Name(0x1258216)), // scheduledTaskManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x205060c), x::Name(0x1258216)), // alarmManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24e3a0c), x::Name(0x1258216)), // eventManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f9620b), x::Name(0x1258216)), // taskManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2507c10), x::Name(0x1258216)), // extensionManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22c6c18), x::Name(0x1258216)), // customizationSpecManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25e9119), x::Name(0x1258216)), // guestCustomizationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22bf713), x::Name(0x1258216)), // customFieldsManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2015a0e), x::Name(0x1258216)), // accountManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23a5311), x::Name(0x1258216)), // diagnosticManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x281400e), x::Name(0x1258216)), // licenseManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d9990b), x::Name(0x1258216)), // searchIndex: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x255880b), x::Name(0x1258216)), // fileManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22f5519), x::Name(0x1258216)), // datastoreNamespaceManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30f5f12), x::Name(0x1258216)), // virtualDiskManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3122a15), x::Name(0x1258216)), // virtualizationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e3dc0a), x::Name(0x1258216)), // snmpSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3188215), x::Name(0x1258216)), // vmProvisioningChecker: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x3131216), x::Name(0x1258216)), // vmCompatibilityChecker: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b0410a), x::Name(0x1258216)), // ovfManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x276ec0d), x::Name(0x1258216)), // ipPoolManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x244ac0f), x::Name(0x1258216)), // dvSwitchManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2692412), x::Name(0x1258216)), // hostProfileManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x21cc315), x::Name(0x1258216)), // clusterProfileManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x21f1111), x::Name(0x1258216)), // complianceManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2844813), x::Name(0x1258216)), // localizationManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ef6d16), x::Name(0x1258216)), // storageResourceManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x25f9616), x::Name(0x1258216)), // guestOperationsManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2afc515), x::Name(0x1258216)), // overheadMemoryManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x217b412), x::Name(0x1258216)), // certificateManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2755f0f), x::Name(0x1258216)), // ioFilterManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30ba515), x::Name(0x1258216)), // vStorageObjectManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2697d0f), x::Name(0x1258216)), // hostSpecManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x229780d), x::Name(0x1258216)), // cryptoManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x264da13), x::Name(0x1258216)), // healthUpdateManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2517d1b), x::Name(0x1258216)), // failoverClusterConfigurator: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2519916), x::Name(0x1258216)), // failoverClusterManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f9f90d), x::Name(0x1258216)), // tenantManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e0780f), x::Name(0x1258216)), // siteInfoManager: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ef5913), x::Name(0x1258216)), // storageQueryManager: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::required(x::Name(0x229370a), x::Name(0x181be18)), // credential: ServiceLocatorCredential
+        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x3094708), x::Name(0x2f00106)), // username: string
+        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::optional(x::Name(0x2fbd705), x::Name(0x2f00106)), // token: string
+        x::FieldEntry::required(x::Name(0x2dcf80b), x::Name(0x2f00106)), // serviceName: string
+        x::FieldEntry::repeated(x::Name(0x2846d08), x::Name(0x2f00106)), // location: string
+        x::FieldEntry::required(x::Name(0x2dc7407), x::Name(0x1258216)), // service: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2dd7d09), x::Name(0x2f00106)), // sessionID: string
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x2fac60a), x::Name(0x2f00106)), // ticketType: string
+        x::FieldEntry::optional(x::Name(0x2905d06), x::Name(0x2f00106)), // method: string
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x2b3fc10), x::Name(0x2f00106)), // passwordFilePath: string
+        x::FieldEntry::required(x::Name(0x2905d06), x::Name(0x2f00106)), // method: string
+        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
+        x::FieldEntry::required(x::Name(0x2fa2612), x::Name(0x2f00106)), // terminatedUsername: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2891208), x::Name(0x2729103)), // maxCount: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x229860a), x::Name(0x2f00106)), // cryptoMode: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2405e08), x::Name(0x1c9da1d)), // displays: VirtualMachineDisplayTopology
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2b6830a), x::Name(0x147cd0a)), // permission: Permission
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x217c70e), x::Name(0x2f00106)), // certificatePem: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2544a0a), x::Name(0x2f00106)), // featureKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2860905), x::Name(0x2f00106)), // lunId: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xe67b22)), // policy: HostMultipathInfoLogicalUnitPolicy
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
+        x::FieldEntry::required(x::Name(0x2b3dc08), x::Name(0x2f00106)), // password: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x2c46309), x::Name(0x2f00106)), // publicKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0xc50011)), // value: GuestRegValueSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x320d105), x::Name(0x2729103)), // width: int
+        x::FieldEntry::required(x::Name(0x2652006), x::Name(0x2729103)), // height: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x1230312)), // description: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x192260d)), // state: TaskInfoState
+        x::FieldEntry::optional(x::Name(0x2d39d06), x::Name(0x207ef07)), // result: anyType
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x224fd0c), x::Name(0x2f00106)), // controlFlags: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2df7b06), x::Name(0x2729103)), // shares: int
+        x::FieldEntry::required(x::Name(0x280b905), x::Name(0x185d60b)), // level: SharesLevel
+        x::FieldEntry::required(x::Name(0x2df820c), x::Name(0x1134d09)), // sharesOption: IntOption
+        x::FieldEntry::required(x::Name(0x233410c), x::Name(0x185d60b)), // defaultLevel: SharesLevel
+        x::FieldEntry::optional(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x22ecb0a), x::Name(0x1258216)), // datacenter: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2255d04), x::Name(0x212d207)), // copy: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::required(x::Name(0x2030107), x::Name(0x2f00106)), // address: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2e3760c), x::Name(0x2f00106)), // snapshotName: string
+        x::FieldEntry::repeated(x::Name(0x24de405), x::Name(0xb00605)), // event: Event
+        x::FieldEntry::required(x::Name(0x24cae06), x::Name(0x212d207)), // errors: boolean
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::required(x::Name(0x200cb0f), x::Name(0x2f00106)), // acceptanceLevel: string
+        x::FieldEntry::required(x::Name(0x2f0f207), x::Name(0x2f00106)), // summary: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::repeated(x::Name(0x2cad80c), x::Name(0x2f00106)), // referenceURL: string
+        x::FieldEntry::optional(x::Name(0x229120c), x::Name(0x2308208)), // creationDate: dateTime
+        x::FieldEntry::repeated(x::Name(0x2359b07), x::Name(0x1680e08)), // depends: Relation
+        x::FieldEntry::repeated(x::Name(0x2222709), x::Name(0x1680e08)), // conflicts: Relation
+        x::FieldEntry::repeated(x::Name(0x2cd7608), x::Name(0x1680e08)), // replaces: Relation
+        x::FieldEntry::repeated(x::Name(0x2c38c08), x::Name(0x2f00106)), // provides: string
+        x::FieldEntry::optional(x::Name(0x286bf17), x::Name(0x212d207)), // maintenanceModeRequired: boolean
+        x::FieldEntry::repeated(x::Name(0x2622219), x::Name(0x2f00106)), // hardwarePlatformsRequired: string
+        x::FieldEntry::required(x::Name(0x216480a), x::Name(0x1881119)), // capability: SoftwarePackageCapability
+        x::FieldEntry::repeated(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
+        x::FieldEntry::repeated(x::Name(0x2b46507), x::Name(0x2f00106)), // payload: string
+        x::FieldEntry::optional(x::Name(0x282dd12), x::Name(0x212d207)), // liveInstallAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2830611), x::Name(0x212d207)), // liveRemoveAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2ec500e), x::Name(0x212d207)), // statelessReady: boolean
+        x::FieldEntry::optional(x::Name(0x2afdb07), x::Name(0x212d207)), // overlay: boolean
+        x::FieldEntry::required(x::Name(0x287c40c), x::Name(0x181af0e)), // managementVc: ServiceLocator
+        x::FieldEntry::required(x::Name(0x2026e08), x::Name(0x1258216)), // activeVc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2904b08), x::Name(0x2f00106)), // metaUrls: string
+        x::FieldEntry::repeated(x::Name(0x214150a), x::Name(0x2f00106)), // bundleUrls: string
+        x::FieldEntry::repeated(x::Name(0x30e6207), x::Name(0x2f00106)), // vibUrls: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xc3f510)), // spec: GuestProgramSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cdac0e), x::Name(0x1258216)), // replaySnapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2ac3608), x::Name(0x1898412)), // operator: StateAlarmOperator
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2ec0809), x::Name(0x2f00106)), // statePath: string
+        x::FieldEntry::optional(x::Name(0x3248c06), x::Name(0x2f00106)), // yellow: string
+        x::FieldEntry::optional(x::Name(0x2ca6203), x::Name(0x2f00106)), // red: string
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::optional(x::Name(0x2e6ca1e), x::Name(0x2f00106)), // spaceLoadBalanceAutomationMode: string
+        x::FieldEntry::optional(x::Name(0x275b81b), x::Name(0x2f00106)), // ioLoadBalanceAutomationMode: string
+        x::FieldEntry::optional(x::Name(0x2d5f71d), x::Name(0x2f00106)), // ruleEnforcementAutomationMode: string
+        x::FieldEntry::optional(x::Name(0x2ba301f), x::Name(0x2f00106)), // policyEnforcementAutomationMode: string
+        x::FieldEntry::optional(x::Name(0x314fa1a), x::Name(0x2f00106)), // vmEvacuationAutomationMode: string
+        x::FieldEntry::required(x::Name(0x2b9f309), x::Name(0x18cb217)), // podConfig: StorageDrsPodConfigInfo
+        x::FieldEntry::repeated(x::Name(0x3135d08), x::Name(0x18dc516)), // vmConfig: StorageDrsVmConfigInfo
+        x::FieldEntry::optional(x::Name(0x2b9fd0d), x::Name(0x18cea17)), // podConfigSpec: StorageDrsPodConfigSpec
+        x::FieldEntry::repeated(x::Name(0x313730c), x::Name(0x18ddc16)), // vmConfigSpec: StorageDrsVmConfigSpec
+        x::FieldEntry::required(x::Name(0x29f2211), x::Name(0x2f00106)), // nonMovableDiskIds: string
+        x::FieldEntry::optional(x::Name(0x2d0291a), x::Name(0x2729103)), // reservablePercentThreshold: int
+        x::FieldEntry::optional(x::Name(0x2d01117), x::Name(0x2729103)), // reservableIopsThreshold: int
+        x::FieldEntry::optional(x::Name(0x2d04417), x::Name(0x2f00106)), // reservableThresholdMode: string
+        x::FieldEntry::optional(x::Name(0x275a512), x::Name(0x2729103)), // ioLatencyThreshold: int
+        x::FieldEntry::optional(x::Name(0x275fd18), x::Name(0x2729103)), // ioLoadImbalanceThreshold: int
+        x::FieldEntry::optional(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::required(x::Name(0x3185c0f), x::Name(0x14a2e0d)), // vmPlacementSpec: PlacementSpec
+        x::FieldEntry::repeated(x::Name(0x313070a), x::Name(0x1258216)), // vmClusters: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x275e814), x::Name(0x212d207)), // ioLoadBalanceEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2344a11), x::Name(0x2f00106)), // defaultVmBehavior: string
+        x::FieldEntry::optional(x::Name(0x2833713), x::Name(0x2729103)), // loadBalanceInterval: int
+        x::FieldEntry::optional(x::Name(0x2331516), x::Name(0x212d207)), // defaultIntraVmAffinity: boolean
+        x::FieldEntry::optional(x::Name(0x2e6e916), x::Name(0x18d3820)), // spaceLoadBalanceConfig: StorageDrsSpaceLoadBalanceConfig
+        x::FieldEntry::optional(x::Name(0x275d413), x::Name(0x18c401d)), // ioLoadBalanceConfig: StorageDrsIoLoadBalanceConfig
+        x::FieldEntry::optional(x::Name(0x20e3813), x::Name(0x18a021a)), // automationOverrides: StorageDrsAutomationConfig
+        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0x6de50f)), // rule: ClusterRuleInfo
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x13b310b)), // option: OptionValue
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x275e814), x::Name(0x212d207)), // ioLoadBalanceEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2344a11), x::Name(0x2f00106)), // defaultVmBehavior: string
+        x::FieldEntry::optional(x::Name(0x2833713), x::Name(0x2729103)), // loadBalanceInterval: int
+        x::FieldEntry::optional(x::Name(0x2331516), x::Name(0x212d207)), // defaultIntraVmAffinity: boolean
+        x::FieldEntry::optional(x::Name(0x2e6e916), x::Name(0x18d3820)), // spaceLoadBalanceConfig: StorageDrsSpaceLoadBalanceConfig
+        x::FieldEntry::optional(x::Name(0x275d413), x::Name(0x18c401d)), // ioLoadBalanceConfig: StorageDrsIoLoadBalanceConfig
+        x::FieldEntry::optional(x::Name(0x20e3813), x::Name(0x18a021a)), // automationOverrides: StorageDrsAutomationConfig
+        x::FieldEntry::repeated(x::Name(0x2d5f204), x::Name(0x6df50f)), // rule: ClusterRuleSpec
+        x::FieldEntry::repeated(x::Name(0x2ac7506), x::Name(0x18c7f14)), // option: StorageDrsOptionSpec
+        x::FieldEntry::repeated(x::Name(0x270f50f), x::Name(0x1eef717)), // initialVmConfig: VmPodConfigForPlacement
+        x::FieldEntry::optional(x::Name(0x2eeef0a), x::Name(0x1258216)), // storagePod: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e70012), x::Name(0x2f00106)), // spaceThresholdMode: string
+        x::FieldEntry::optional(x::Name(0x2e78a19), x::Name(0x2729103)), // spaceUtilizationThreshold: int
+        x::FieldEntry::optional(x::Name(0x2593c14), x::Name(0x2729103)), // freeSpaceThresholdGB: int
+        x::FieldEntry::optional(x::Name(0x291b51d), x::Name(0x2729103)), // minSpaceUtilizationDifference: int
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x211a008), x::Name(0x2f00106)), // behavior: string
+        x::FieldEntry::optional(x::Name(0x2739a0f), x::Name(0x212d207)), // intraVmAffinity: boolean
+        x::FieldEntry::optional(x::Name(0x273aa13), x::Name(0x1ba0c1f)), // intraVmAntiAffinity: VirtualDiskAntiAffinityRuleSpec
+        x::FieldEntry::repeated(x::Name(0x30f7210), x::Name(0x1bd1313)), // virtualDiskRules: VirtualDiskRuleSpec
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x18dc516)), // info: StorageDrsVmConfigInfo
+        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2857004)), // limit: long
+        x::FieldEntry::optional(x::Name(0x2df7b06), x::Name(0x185cb0a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2d05c0b), x::Name(0x2729103)), // reservation: int
+        x::FieldEntry::required(x::Name(0x2820c0b), x::Name(0x124480a)), // limitOption: LongOption
+        x::FieldEntry::required(x::Name(0x2df820c), x::Name(0x185e20c)), // sharesOption: SharesOption
+        x::FieldEntry::required(x::Name(0x247d70d), x::Name(0x55d20a)), // enabledOption: BoolOption
+        x::FieldEntry::required(x::Name(0x2227819), x::Name(0x1134d09)), // congestionThresholdOption: IntOption
+        x::FieldEntry::optional(x::Name(0x2ed6e1c), x::Name(0x55d20a)), // statsCollectionEnabledOption: BoolOption
+        x::FieldEntry::optional(x::Name(0x2d08a18), x::Name(0x55d20a)), // reservationEnabledOption: BoolOption
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2226017), x::Name(0x2f00106)), // congestionThresholdMode: string
+        x::FieldEntry::optional(x::Name(0x2224c13), x::Name(0x2729103)), // congestionThreshold: int
+        x::FieldEntry::optional(x::Name(0x2b60617), x::Name(0x2729103)), // percentOfPeakThroughput: int
+        x::FieldEntry::optional(x::Name(0x2ed5716), x::Name(0x212d207)), // statsCollectionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d07712), x::Name(0x212d207)), // reservationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ed3e18), x::Name(0x212d207)), // statsAggregationDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d01117), x::Name(0x2729103)), // reservableIopsThreshold: int
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2226017), x::Name(0x2f00106)), // congestionThresholdMode: string
+        x::FieldEntry::required(x::Name(0x2224c13), x::Name(0x2729103)), // congestionThreshold: int
+        x::FieldEntry::optional(x::Name(0x2b60617), x::Name(0x2729103)), // percentOfPeakThroughput: int
+        x::FieldEntry::optional(x::Name(0x2ed5716), x::Name(0x212d207)), // statsCollectionEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d07712), x::Name(0x212d207)), // reservationEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2ed3e18), x::Name(0x212d207)), // statsAggregationDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d01117), x::Name(0x2729103)), // reservableIopsThreshold: int
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e08d0f), x::Name(0x2857004)), // sizeTransferred: long
+        x::FieldEntry::optional(x::Name(0x2e77712), x::Name(0x2580f05)), // spaceUtilSrcBefore: float
+        x::FieldEntry::optional(x::Name(0x2e75212), x::Name(0x2580f05)), // spaceUtilDstBefore: float
+        x::FieldEntry::optional(x::Name(0x2e76511), x::Name(0x2580f05)), // spaceUtilSrcAfter: float
+        x::FieldEntry::optional(x::Name(0x2e74011), x::Name(0x2580f05)), // spaceUtilDstAfter: float
+        x::FieldEntry::optional(x::Name(0x2759212), x::Name(0x2580f05)), // ioLatencySrcBefore: float
+        x::FieldEntry::optional(x::Name(0x2757f12), x::Name(0x2580f05)), // ioLatencyDstBefore: float
+        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x2729103)), // interval: int
+        x::FieldEntry::repeated(x::Name(0x2b6290a), x::Name(0x2729103)), // percentile: int
+        x::FieldEntry::repeated(x::Name(0x22fd714), x::Name(0x2425c06)), // datastoreReadLatency: double
+        x::FieldEntry::repeated(x::Name(0x2306115), x::Name(0x2425c06)), // datastoreWriteLatency: double
+        x::FieldEntry::repeated(x::Name(0x2303b12), x::Name(0x2425c06)), // datastoreVmLatency: double
+        x::FieldEntry::repeated(x::Name(0x22fc511), x::Name(0x2425c06)), // datastoreReadIops: double
+        x::FieldEntry::repeated(x::Name(0x2304e12), x::Name(0x2425c06)), // datastoreWriteIops: double
+        x::FieldEntry::required(x::Name(0x2e06314), x::Name(0x2729103)), // siocActivityDuration: int
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2e7300f), x::Name(0x2580f05)), // spaceUtilBefore: float
+        x::FieldEntry::optional(x::Name(0x2e6b811), x::Name(0x2580f05)), // spaceDemandBefore: float
+        x::FieldEntry::optional(x::Name(0x2e7210e), x::Name(0x2580f05)), // spaceUtilAfter: float
+        x::FieldEntry::optional(x::Name(0x2e6a710), x::Name(0x2580f05)), // spaceDemandAfter: float
+        x::FieldEntry::optional(x::Name(0x2756f0f), x::Name(0x2580f05)), // ioLatencyBefore: float
+        x::FieldEntry::repeated(x::Name(0x2c7fb0f), x::Name(0x6d9a15)), // recommendations: ClusterRecommendation
+        x::FieldEntry::optional(x::Name(0x242ff08), x::Name(0x684110)), // drsFault: ClusterDrsFaults
+        x::FieldEntry::optional(x::Name(0x2f92004), x::Name(0x1258216)), // task: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2c03e08), x::Name(0x1d0731a)), // priority: VirtualMachineMovePriority
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba0b10), x::Name(0x18d021a)), // podSelectionSpec: StorageDrsPodSelectionSpec
+        x::FieldEntry::optional(x::Name(0x21ba009), x::Name(0x1c55a17)), // cloneSpec: VirtualMachineCloneSpec
+        x::FieldEntry::optional(x::Name(0x21b9609), x::Name(0x2f00106)), // cloneName: string
+        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x2cbe00c), x::Name(0x1d3071a)), // relocateSpec: VirtualMachineRelocateSpec
+        x::FieldEntry::optional(x::Name(0x2d23a0c), x::Name(0x1258216)), // resourcePool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23d5519), x::Name(0x212d207)), // disallowPrerequisiteMoves: boolean
+        x::FieldEntry::optional(x::Name(0x2d20418), x::Name(0x2729103)), // resourceLeaseDurationSec: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
+        x::FieldEntry::required(x::Name(0x2590e09), x::Name(0x2857004)), // freeSpace: long
+        x::FieldEntry::repeated(x::Name(0x297090a), x::Name(0x12e4311)), // nasStorage: NasStorageProfile
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2592615), x::Name(0x2857004)), // freeSpaceRequiredInKb: long
+        x::FieldEntry::required(x::Name(0x2c1fc09), x::Name(0x2f00106)), // profileId: string
+        x::FieldEntry::required(x::Name(0x2fded0c), x::Name(0x2857004)), // totalSpaceMB: long
+        x::FieldEntry::required(x::Name(0x307b20b), x::Name(0x2857004)), // usedSpaceMB: long
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x2343d0c), x::Name(0x2f00106)), // defaultValue: string
+        x::FieldEntry::optional(x::Name(0x30c0b0f), x::Name(0x2f00106)), // validCharacters: string
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22c990e), x::Name(0x8d80a)), // customizations: AnswerFile
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2c99608), x::Name(0x2857004)), // recordId: long
+        x::FieldEntry::required(x::Name(0x320c804), x::Name(0x2f00106)), // when: string
+        x::FieldEntry::required(x::Name(0x2daf807), x::Name(0x2857004)), // selType: long
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::required(x::Name(0x2dbac0c), x::Name(0x2857004)), // sensorNumber: long
+    ],
+    values: &[
+        x::Name(0x29bd105), // never
+        x::Name(0x2aad30e), // onSoftPowerOff
+        x::Name(0x2073206), // always
+        x::Name(0x29f4b04), // none
+        x::Name(0x2b51b07), // pending
+        x::Name(0x2f0e307), // success
+        x::Name(0x2510f06), // failed
+        x::Name(0x2972109), // native512
+        x::Name(0x246d00b), // emulated512
+        x::Name(0x2971808), // native4k
+        x::Name(0x187ee12), // SoftwareEmulated4k
+        x::Name(0x3024f07), // unknown
+        x::Name(0x265670b), // highQuality
+        x::Name(0x28d050d), // mediumQuality
+        x::Name(0x285c40a), // lowQuality
+        x::Name(0x302730e), // unknownQuality
+        x::Name(0x3028f0c), // unknownState
+        x::Name(0x2aa0502), // ok
+        x::Name(0x24c8205), // error
+        x::Name(0x2a9ab03), // off
+        x::Name(0x2c64508), // quiesced
+        x::Name(0x234a908), // degraded
+        x::Name(0x2859311), // lostCommunication
+        x::Name(0x2fb2e07), // timeout
+        x::Name(0x23e0704), // disk
+        x::Name(0x2f80604), // tape
+        x::Name(0x2c03607), // printer
+        x::Name(0x2c13e09), // processor
+        x::Name(0x3240804), // worm
+        x::Name(0x2170f05), // cdrom
+        x::Name(0x2d7b307), // scanner
+        x::Name(0x2ac670d), // opticalDevice
+        x::Name(0x28cf10c), // mediaChanger
+        x::Name(0x21e010e), // communications
+        x::Name(0x2ee3616), // storageArrayController
+        x::Name(0x2485c09), // enclosure
+        x::Name(0x3024f07), // unknown
+        x::Name(0x30bcb11), // vStorageSupported
+        x::Name(0x30bed13), // vStorageUnsupported
+        x::Name(0x30bdd0f), // vStorageUnknown
+        x::Name(0x10c7214), // HttpNfcServiceTicket
+        x::Name(0xfa3b11), // HostServiceTicket
+        x::Name(0x1b3110f), // VcServiceTicket
+        x::Name(0x26b860b), // httpOptions
+        x::Name(0x26b6907), // httpGet
+        x::Name(0x26b7108), // httpHead
+        x::Name(0x26b9208), // httpPost
+        x::Name(0x26ba507), // httpPut
+        x::Name(0x26b5e0a), // httpDelete
+        x::Name(0x26bad09), // httpTrace
+        x::Name(0x26b520b), // httpConnect
+        x::Name(0x285b403), // low
+        x::Name(0x29f7206), // normal
+        x::Name(0x2653f04), // high
+        x::Name(0x22bdc06), // custom
+        x::Name(0x563e03), // CSV
+        x::Name(0xc65a03), // HEX
+        x::Name(0x17c9206), // STRING
+        x::Name(0x2e18007), // slpDhcp
+        x::Name(0x2e1710e), // slpAutoUnicast
+        x::Name(0x2e16010), // slpAutoMulticast
+        x::Name(0x2e1cc09), // slpManual
+        x::Name(0x24c7406), // equals
+        x::Name(0x280a208), // lessThan
+        x::Name(0x280ab0d), // lessThanEqual
+        x::Name(0x25dbd10), // greaterThanEqual
+        x::Name(0x25db10b), // greaterThan
+        x::Name(0x2138208), // bootbank
+        x::Name(0x2fc0705), // tools
+        x::Name(0x2901e04), // meta
+        x::Name(0x27b2107), // isEqual
+        x::Name(0x27bc909), // isUnequal
+        x::Name(0x2880706), // manual
+        x::Name(0x20e2409), // automated
+        x::Name(0x3096c0b), // utilization
+        x::Name(0x2590e09), // freeSpace
+        x::Name(0x20e2e09), // automatic
+        x::Name(0x2880706), // manual
+        x::Name(0x2281106), // create
+        x::Name(0x2c9140b), // reconfigure
+        x::Name(0x2cbd708), // relocate
+        x::Name(0x21b7505), // clone
+    ],
+};

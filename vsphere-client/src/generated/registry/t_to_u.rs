@@ -4,2207 +4,862 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "Tag",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Tag>),
-    },
-    x::TypeInfo {
-        name: "TaskDescription",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("methodInfo", "ElementDescription"),
-            x::FieldInfo::repeated("state", "ElementDescription"),
-            x::FieldInfo::repeated("reason", "TypeDescription"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskDescription>),
-    },
-    x::TypeInfo {
-        name: "TaskEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("info", "TaskInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskEvent>),
-    },
-    x::TypeInfo {
-        name: "TaskFilterSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("entity", "TaskFilterSpecByEntity"),
-            x::FieldInfo::optional("time", "TaskFilterSpecByTime"),
-            x::FieldInfo::optional("userName", "TaskFilterSpecByUsername"),
-            x::FieldInfo::repeated("activationId", "string"),
-            x::FieldInfo::repeated("state", "TaskInfoState"),
-            x::FieldInfo::optional("alarm", "ManagedObjectReference"),
-            x::FieldInfo::optional("scheduledTask", "ManagedObjectReference"),
-            x::FieldInfo::repeated("eventChainId", "int"),
-            x::FieldInfo::repeated("tag", "string"),
-            x::FieldInfo::repeated("parentTaskKey", "string"),
-            x::FieldInfo::repeated("rootTaskKey", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskFilterSpec>),
-    },
-    x::TypeInfo {
-        name: "TaskFilterSpecByEntity",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::required("recursion", "TaskFilterSpecRecursionOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskFilterSpecByEntity>),
-    },
-    x::TypeInfo {
-        name: "TaskFilterSpecByTime",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("timeType", "TaskFilterSpecTimeOption"),
-            x::FieldInfo::optional("beginTime", "dateTime"),
-            x::FieldInfo::optional("endTime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskFilterSpecByTime>),
-    },
-    x::TypeInfo {
-        name: "TaskFilterSpecByUsername",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("systemUser", "boolean"),
-            x::FieldInfo::repeated("userList", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskFilterSpecByUsername>),
-    },
-    x::TypeInfo {
-        name: "TaskFilterSpecRecursionOption",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["self", "children", "all"],
-        decode: Some(x::decode_boxed::<TaskFilterSpecRecursionOption>),
-    },
-    x::TypeInfo {
-        name: "TaskFilterSpecTimeOption",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["queuedTime", "startedTime", "completedTime"],
-        decode: Some(x::decode_boxed::<TaskFilterSpecTimeOption>),
-    },
-    x::TypeInfo {
-        name: "TaskInProgress",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("task", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskInProgress>),
-    },
-    x::TypeInfo {
-        name: "TaskInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("task", "ManagedObjectReference"),
-            x::FieldInfo::optional("description", "LocalizableMessage"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::required("descriptionId", "string"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("entityName", "string"),
-            x::FieldInfo::repeated("locked", "ManagedObjectReference"),
-            x::FieldInfo::required("state", "TaskInfoState"),
-            x::FieldInfo::required("cancelled", "boolean"),
-            x::FieldInfo::required("cancelable", "boolean"),
-            x::FieldInfo::optional("error", "LocalizedMethodFault"),
-            x::FieldInfo::optional("result", "anyType"),
-            x::FieldInfo::optional("progress", "int"),
-            x::FieldInfo::required("reason", "TaskReason"),
-            x::FieldInfo::required("queueTime", "dateTime"),
-            x::FieldInfo::optional("startTime", "dateTime"),
-            x::FieldInfo::optional("completeTime", "dateTime"),
-            x::FieldInfo::required("eventChainId", "int"),
-            x::FieldInfo::optional("changeTag", "string"),
-            x::FieldInfo::optional("parentTaskKey", "string"),
-            x::FieldInfo::optional("rootTaskKey", "string"),
-            x::FieldInfo::optional("activationId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskInfo>),
-    },
-    x::TypeInfo {
-        name: "TaskInfoState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["queued", "running", "success", "error"],
-        decode: Some(x::decode_boxed::<TaskInfoState>),
-    },
-    x::TypeInfo {
-        name: "TaskReason",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskReason>),
-    },
-    x::TypeInfo {
-        name: "TaskReasonAlarm",
-        base: Some("TaskReason"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("alarmName", "string"),
-            x::FieldInfo::required("alarm", "ManagedObjectReference"),
-            x::FieldInfo::required("entityName", "string"),
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskReasonAlarm>),
-    },
-    x::TypeInfo {
-        name: "TaskReasonSchedule",
-        base: Some("TaskReason"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("scheduledTask", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskReasonSchedule>),
-    },
-    x::TypeInfo {
-        name: "TaskReasonSystem",
-        base: Some("TaskReason"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskReasonSystem>),
-    },
-    x::TypeInfo {
-        name: "TaskReasonUser",
-        base: Some("TaskReason"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("userName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskReasonUser>),
-    },
-    x::TypeInfo {
-        name: "TaskScheduler",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("activeTime", "dateTime"),
-            x::FieldInfo::optional("expireTime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskScheduler>),
-    },
-    x::TypeInfo {
-        name: "TaskTimeoutEvent",
-        base: Some("TaskEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TaskTimeoutEvent>),
-    },
-    x::TypeInfo {
-        name: "TeamingMatchEvent",
-        base: Some("DvsHealthStatusChangeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TeamingMatchEvent>),
-    },
-    x::TypeInfo {
-        name: "TeamingMisMatchEvent",
-        base: Some("DvsHealthStatusChangeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TeamingMisMatchEvent>),
-    },
-    x::TypeInfo {
-        name: "TemplateBeingUpgradedEvent",
-        base: Some("TemplateUpgradeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TemplateBeingUpgradedEvent>),
-    },
-    x::TypeInfo {
-        name: "TemplateConfigFileInfo",
-        base: Some("VmConfigFileInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TemplateConfigFileInfo>),
-    },
-    x::TypeInfo {
-        name: "TemplateConfigFileQuery",
-        base: Some("VmConfigFileQuery"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TemplateConfigFileQuery>),
-    },
-    x::TypeInfo {
-        name: "TemplateUpgradeEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("legacyTemplate", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<TemplateUpgradeEvent>),
-    },
-    x::TypeInfo {
-        name: "TemplateUpgradeFailedEvent",
-        base: Some("TemplateUpgradeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<TemplateUpgradeFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "TemplateUpgradedEvent",
-        base: Some("TemplateUpgradeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TemplateUpgradedEvent>),
-    },
-    x::TypeInfo {
-        name: "TerminateFaultTolerantVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "TerminateProcessInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-            x::FieldInfo::required("pid", "long"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "TerminateSessionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("sessionId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "TerminateVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "TestTimeServiceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ThirdPartyLicenseAssignmentFailed",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("module", "string"),
-            x::FieldInfo::optional("reason", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ThirdPartyLicenseAssignmentFailed>),
-    },
-    x::TypeInfo {
-        name: "ThirdPartyLicenseAssignmentFailedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["licenseAssignmentFailed", "moduleNotInstalled"],
-        decode: Some(x::decode_boxed::<ThirdPartyLicenseAssignmentFailedReason>),
-    },
-    x::TypeInfo {
-        name: "TicketedSessionAuthentication",
-        base: Some("GuestAuthentication"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ticket", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<TicketedSessionAuthentication>),
-    },
-    x::TypeInfo {
-        name: "TimedOutHostOperationEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TimedOutHostOperationEvent>),
-    },
-    x::TypeInfo {
-        name: "Timedout",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<Timedout>),
-    },
-    x::TypeInfo {
-        name: "TooManyConcurrentNativeClones",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManyConcurrentNativeClones>),
-    },
-    x::TypeInfo {
-        name: "TooManyConsecutiveOverrides",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManyConsecutiveOverrides>),
-    },
-    x::TypeInfo {
-        name: "TooManyDevices",
-        base: Some("InvalidVmConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManyDevices>),
-    },
-    x::TypeInfo {
-        name: "TooManyDisksOnLegacyHost",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskCount", "int"),
-            x::FieldInfo::required("timeoutDanger", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManyDisksOnLegacyHost>),
-    },
-    x::TypeInfo {
-        name: "TooManyGuestLogons",
-        base: Some("GuestOperationsFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManyGuestLogons>),
-    },
-    x::TypeInfo {
-        name: "TooManyHosts",
-        base: Some("HostConnectFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManyHosts>),
-    },
-    x::TypeInfo {
-        name: "TooManyNativeCloneLevels",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManyNativeCloneLevels>),
-    },
-    x::TypeInfo {
-        name: "TooManyNativeClonesOnFile",
-        base: Some("FileFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManyNativeClonesOnFile>),
-    },
-    x::TypeInfo {
-        name: "TooManySnapshotLevels",
-        base: Some("SnapshotFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<TooManySnapshotLevels>),
-    },
-    x::TypeInfo {
-        name: "ToolsAlreadyUpgraded",
-        base: Some("VmToolsUpgradeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsAlreadyUpgraded>),
-    },
-    x::TypeInfo {
-        name: "ToolsAutoUpgradeNotSupported",
-        base: Some("VmToolsUpgradeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsAutoUpgradeNotSupported>),
-    },
-    x::TypeInfo {
-        name: "ToolsConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("toolsVersion", "int"),
-            x::FieldInfo::optional("toolsInstallType", "string"),
-            x::FieldInfo::optional("afterPowerOn", "boolean"),
-            x::FieldInfo::optional("afterResume", "boolean"),
-            x::FieldInfo::optional("beforeGuestStandby", "boolean"),
-            x::FieldInfo::optional("beforeGuestShutdown", "boolean"),
-            x::FieldInfo::optional("beforeGuestReboot", "boolean"),
-            x::FieldInfo::optional("toolsUpgradePolicy", "string"),
-            x::FieldInfo::optional("pendingCustomization", "string"),
-            x::FieldInfo::optional("customizationKeyId", "CryptoKeyId"),
-            x::FieldInfo::optional("syncTimeWithHostAllowed", "boolean"),
-            x::FieldInfo::optional("syncTimeWithHost", "boolean"),
-            x::FieldInfo::optional(
-                "lastInstallInfo",
-                "ToolsConfigInfoToolsLastInstallInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "ToolsConfigInfoToolsLastInstallInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("counter", "int"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsConfigInfoToolsLastInstallInfo>),
-    },
-    x::TypeInfo {
-        name: "ToolsImageCopyFailed",
-        base: Some("VmToolsUpgradeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsImageCopyFailed>),
-    },
-    x::TypeInfo {
-        name: "ToolsImageNotAvailable",
-        base: Some("VmToolsUpgradeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsImageNotAvailable>),
-    },
-    x::TypeInfo {
-        name: "ToolsImageSignatureCheckFailed",
-        base: Some("VmToolsUpgradeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsImageSignatureCheckFailed>),
-    },
-    x::TypeInfo {
-        name: "ToolsInstallationInProgress",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsInstallationInProgress>),
-    },
-    x::TypeInfo {
-        name: "ToolsUnavailable",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsUnavailable>),
-    },
-    x::TypeInfo {
-        name: "ToolsUpgradeCancelled",
-        base: Some("VmToolsUpgradeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<ToolsUpgradeCancelled>),
-    },
-    x::TypeInfo {
-        name: "TraversalSpec",
-        base: Some("SelectionSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("path", "string"),
-            x::FieldInfo::optional("skip", "boolean"),
-            x::FieldInfo::repeated("selectSet", "SelectionSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<TraversalSpec>),
-    },
-    x::TypeInfo {
-        name: "TurnDiskLocatorLedOffRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("scsiDiskUuids", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "TurnDiskLocatorLedOnRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("scsiDiskUuids", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "TurnOffFaultToleranceForVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "TypeDescription",
-        base: Some("Description"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<TypeDescription>),
-    },
-    x::TypeInfo {
-        name: "UnSupportedDatastoreForVFlash",
-        base: Some("UnsupportedDatastore"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastoreName", "string"),
-            x::FieldInfo::required("type", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnSupportedDatastoreForVFlash>),
-    },
-    x::TypeInfo {
-        name: "UnassignUserFromGroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("user", "string"),
-            x::FieldInfo::required("group", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnbindVnicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaName", "string"),
-            x::FieldInfo::required("vnicDevice", "string"),
-            x::FieldInfo::required("force", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UncommittedUndoableDisk",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UncommittedUndoableDisk>),
-    },
-    x::TypeInfo {
-        name: "UnconfiguredPropertyValue",
-        base: Some("InvalidPropertyValue"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnconfiguredPropertyValue>),
-    },
-    x::TypeInfo {
-        name: "UncustomizableGuest",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("uncustomizableGuestOS", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UncustomizableGuest>),
-    },
-    x::TypeInfo {
-        name: "UnexpectedCustomizationFault",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnexpectedCustomizationFault>),
-    },
-    x::TypeInfo {
-        name: "UnexpectedFault",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("faultName", "string"),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnexpectedFault>),
-    },
-    x::TypeInfo {
-        name: "UninstallHostPatchRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("bulletinIds", "string"),
-            x::FieldInfo::optional("spec", "HostPatchManagerPatchManagerOperationSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UninstallIoFilterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-            x::FieldInfo::required("compRes", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UninstallServiceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnlicensedVirtualMachinesEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("unlicensed", "int"),
-            x::FieldInfo::required("available", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnlicensedVirtualMachinesEvent>),
-    },
-    x::TypeInfo {
-        name: "UnlicensedVirtualMachinesFoundEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("available", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnlicensedVirtualMachinesFoundEvent>),
-    },
-    x::TypeInfo {
-        name: "UnmapVmfsVolumeExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("vmfsUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnmarkServiceProviderEntitiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnmountDiskMappingRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("mapping", "VsanHostDiskMapping"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnmountForceMountedVmfsVolumeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vmfsUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnmountToolsInstallerRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnmountVffsVolumeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vffsUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnmountVmfsVolumeExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("vmfsUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnmountVmfsVolumeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vmfsUuid", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnrecognizedHost",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnrecognizedHost>),
-    },
-    x::TypeInfo {
-        name: "UnregisterAndDestroyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnregisterExtensionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extensionKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnregisterHealthUpdateProviderRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("providerId", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnregisterKmsClusterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("clusterId", "KeyProviderId"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnregisterVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UnsharedSwapVMotionNotSupported",
-        base: Some("MigrationFeatureNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnsharedSwapVMotionNotSupported>),
-    },
-    x::TypeInfo {
-        name: "UnsupportedDatastore",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("datastore", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnsupportedDatastore>),
-    },
-    x::TypeInfo {
-        name: "UnsupportedGuest",
-        base: Some("InvalidVmConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("unsupportedGuestOS", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnsupportedGuest>),
-    },
-    x::TypeInfo {
-        name: "UnsupportedVimApiVersion",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("version", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnsupportedVimApiVersion>),
-    },
-    x::TypeInfo {
-        name: "UnsupportedVmxLocation",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnsupportedVmxLocation>),
-    },
-    x::TypeInfo {
-        name: "UnusedVirtualDiskBlocksNotScrubbed",
-        base: Some("DeviceBackingNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UnusedVirtualDiskBlocksNotScrubbed>),
-    },
-    x::TypeInfo {
-        name: "UpdateAnswerFileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("configSpec", "AnswerFileCreateSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateAssignableHardwareConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostAssignableHardwareConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateAssignedLicenseRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("entity", "string"),
-            x::FieldInfo::required("licenseKey", "string"),
-            x::FieldInfo::optional("entityDisplayName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateAuthorizationRoleRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("roleId", "int"),
-            x::FieldInfo::required("newName", "string"),
-            x::FieldInfo::repeated("privIds", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateBootDeviceRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("key", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateChildResourceConfigurationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("spec", "ResourceConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateClusterProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "ClusterProfileConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("config", "ResourceConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateConsoleIpRouteConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostIpRouteConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateCounterLevelMappingRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated(
-                "counterLevelMap",
-                "PerformanceManagerCounterLevelMapping",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateDVSHealthCheckConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("healthCheckConfig", "DVSHealthCheckConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateDVSLacpGroupConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("lacpGroupSpec", "VMwareDvsLacpGroupSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateDateTimeConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostDateTimeConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateDateTimeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dateTime", "dateTime"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateDefaultPolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("defaultPolicy", "HostFirewallDefaultPolicy"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateDiskPartitionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("devicePath", "string"),
-            x::FieldInfo::required("spec", "HostDiskPartitionSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateDnsConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostDnsConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateDvsCapabilityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("capability", "DVSCapability"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateExtensionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("extension", "Extension"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateFlagsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("flagInfo", "HostFlagInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateGraphicsConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostGraphicsConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateHostImageAcceptanceLevelRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("newAcceptanceLevel", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateHostProfileRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostProfileConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateHostSpecificationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("hostSpec", "HostSpecification"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateHostSubSpecificationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("hostSubSpec", "HostSubSpecification"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateHppMultipathLunPolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("lunId", "string"),
-            x::FieldInfo::required("policy", "HostMultipathInfoHppLogicalUnitPolicy"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateInternetScsiAdvancedOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::optional("targetSet", "HostInternetScsiHbaTargetSet"),
-            x::FieldInfo::repeated("options", "HostInternetScsiHbaParamValue"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateInternetScsiAliasRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::required("iScsiAlias", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateInternetScsiAuthenticationPropertiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::required(
-                "authenticationProperties",
-                "HostInternetScsiHbaAuthenticationProperties",
-            ),
-            x::FieldInfo::optional("targetSet", "HostInternetScsiHbaTargetSet"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateInternetScsiDigestPropertiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::optional("targetSet", "HostInternetScsiHbaTargetSet"),
-            x::FieldInfo::required(
-                "digestProperties",
-                "HostInternetScsiHbaDigestProperties",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateInternetScsiDiscoveryPropertiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::required(
-                "discoveryProperties",
-                "HostInternetScsiHbaDiscoveryProperties",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateInternetScsiIPPropertiesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::required("ipProperties", "HostInternetScsiHbaIPProperties"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateInternetScsiNameRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("iScsiHbaDevice", "string"),
-            x::FieldInfo::required("iScsiName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateIpConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("ipConfig", "HostIpConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateIpPoolRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("dc", "ManagedObjectReference"),
-            x::FieldInfo::required("pool", "IpPool"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateIpRouteConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostIpRouteConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateIpRouteTableConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostIpRouteTableConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateIpmiRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("ipmiInfo", "HostIpmiInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateKmipServerRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("server", "KmipServerSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateKmsSignedCsrClientCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-            x::FieldInfo::required("certificate", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateLicenseLabelRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("licenseKey", "string"),
-            x::FieldInfo::required("labelKey", "string"),
-            x::FieldInfo::required("labelValue", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateLicenseRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("licenseKey", "string"),
-            x::FieldInfo::repeated("labels", "KeyValue"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateLinkedChildrenRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("addChangeSet", "VirtualAppLinkInfo"),
-            x::FieldInfo::repeated("removeSet", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateLocalSwapDatastoreRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("datastore", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateLockdownExceptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("users", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateModuleOptionStringRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("options", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateNetworkConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "HostNetworkConfig"),
-            x::FieldInfo::required("changeMode", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateNetworkResourcePoolRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("configSpec", "DVSNetworkResourcePoolConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateOptionsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("changedValue", "OptionValue"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdatePassthruConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("config", "HostPciPassthruConfig"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdatePerfIntervalRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("interval", "PerfInterval"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdatePhysicalNicLinkSpeedRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::optional("linkSpeed", "PhysicalNicLinkInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdatePortGroupRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pgName", "string"),
-            x::FieldInfo::required("portgrp", "HostPortGroupSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateProductLockerLocationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("path", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateProgressRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("percentDone", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateReferenceHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateRulesetRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("spec", "HostFirewallRulesetRulesetSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateScsiLunDisplayNameRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("lunUuid", "string"),
-            x::FieldInfo::required("displayName", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateSelfSignedClientCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-            x::FieldInfo::required("certificate", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateServiceConsoleVirtualNicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("nic", "HostVirtualNicSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateServiceMessageRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("message", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateServicePolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("policy", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateSet",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::repeated("filterSet", "PropertyFilterUpdate"),
-            x::FieldInfo::optional("truncated", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UpdateSet>),
-    },
-    x::TypeInfo {
-        name: "UpdateSoftwareInternetScsiEnabledRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("enabled", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateSystemResourcesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("resourceInfo", "HostSystemResourceInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateSystemSwapConfigurationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("sysSwapConfig", "HostSystemSwapConfiguration"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateSystemUsersRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("users", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateUserRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("user", "HostAccountSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVAppConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "VAppConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVStorageInfrastructureObjectPolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "vslmInfrastructureObjectPolicySpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVStorageObjectCryptoRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::optional("disksCrypto", "DiskCryptoSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVStorageObjectPolicyRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVVolVirtualMachineFilesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("failoverPair", "DatastoreVVolContainerFailoverPair"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVirtualMachineFilesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated(
-                "mountPathDatastoreMapping",
-                "DatastoreMountPathDatastorePair",
-            ),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVirtualMachineFilesResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "failedVmFile",
-                "UpdateVirtualMachineFilesResultFailedVmFileInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UpdateVirtualMachineFilesResult>),
-    },
-    x::TypeInfo {
-        name: "UpdateVirtualMachineFilesResultFailedVmFileInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmFile", "string"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UpdateVirtualMachineFilesResultFailedVmFileInfo>),
-    },
-    x::TypeInfo {
-        name: "UpdateVirtualNicRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("nic", "HostVirtualNicSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVirtualSwitchRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vswitchName", "string"),
-            x::FieldInfo::required("spec", "HostVirtualSwitchSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVmfsUnmapBandwidthRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vmfsUuid", "string"),
-            x::FieldInfo::required("unmapBandwidthSpec", "VmfsUnmapBandwidthSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVmfsUnmapPriorityRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vmfsUuid", "string"),
-            x::FieldInfo::required("unmapPriority", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdateVsanRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("config", "VsanHostConfigInfo"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpdatedAgentBeingRestartedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UpdatedAgentBeingRestartedEvent>),
-    },
-    x::TypeInfo {
-        name: "UpgradeEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("message", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UpgradeEvent>),
-    },
-    x::TypeInfo {
-        name: "UpgradeIoFilterRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("filterId", "string"),
-            x::FieldInfo::required("compRes", "ManagedObjectReference"),
-            x::FieldInfo::required("vibUrl", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpgradePolicy",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["manual", "upgradeAtPowerCycle"],
-        decode: Some(x::decode_boxed::<UpgradePolicy>),
-    },
-    x::TypeInfo {
-        name: "UpgradeToolsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("installerOptions", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpgradeVMRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("version", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpgradeVmLayoutRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpgradeVmfsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vmfsPath", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UpgradeVsanObjectsRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("uuids", "string"),
-            x::FieldInfo::required("newVersion", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UplinkPortMtuNotSupportEvent",
-        base: Some("DvsHealthStatusChangeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UplinkPortMtuNotSupportEvent>),
-    },
-    x::TypeInfo {
-        name: "UplinkPortMtuSupportEvent",
-        base: Some("DvsHealthStatusChangeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UplinkPortMtuSupportEvent>),
-    },
-    x::TypeInfo {
-        name: "UplinkPortVlanTrunkedEvent",
-        base: Some("DvsHealthStatusChangeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UplinkPortVlanTrunkedEvent>),
-    },
-    x::TypeInfo {
-        name: "UplinkPortVlanUntrunkedEvent",
-        base: Some("DvsHealthStatusChangeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UplinkPortVlanUntrunkedEvent>),
-    },
-    x::TypeInfo {
-        name: "UploadClientCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-            x::FieldInfo::required("certificate", "string"),
-            x::FieldInfo::required("privateKey", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UploadKmipServerCertRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("cluster", "KeyProviderId"),
-            x::FieldInfo::required("certificate", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "UsbScanCodeSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("keyEvents", "UsbScanCodeSpecKeyEvent")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UsbScanCodeSpec>),
-    },
-    x::TypeInfo {
-        name: "UsbScanCodeSpecKeyEvent",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("usbHidCode", "int"),
-            x::FieldInfo::optional("modifiers", "UsbScanCodeSpecModifierType"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UsbScanCodeSpecKeyEvent>),
-    },
-    x::TypeInfo {
-        name: "UsbScanCodeSpecModifierType",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("leftControl", "boolean"),
-            x::FieldInfo::optional("leftShift", "boolean"),
-            x::FieldInfo::optional("leftAlt", "boolean"),
-            x::FieldInfo::optional("leftGui", "boolean"),
-            x::FieldInfo::optional("rightControl", "boolean"),
-            x::FieldInfo::optional("rightShift", "boolean"),
-            x::FieldInfo::optional("rightAlt", "boolean"),
-            x::FieldInfo::optional("rightGui", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UsbScanCodeSpecModifierType>),
-    },
-    x::TypeInfo {
-        name: "UserAssignedToGroup",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("userLogin", "string"),
-            x::FieldInfo::required("group", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserAssignedToGroup>),
-    },
-    x::TypeInfo {
-        name: "UserGroupProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserGroupProfile>),
-    },
-    x::TypeInfo {
-        name: "UserInputRequiredParameterMetadata",
-        base: Some("ProfilePolicyOptionMetadata"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("userInputParameter", "ProfileParameterMetadata"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserInputRequiredParameterMetadata>),
-    },
-    x::TypeInfo {
-        name: "UserLoginSessionEvent",
-        base: Some("SessionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ipAddress", "string"),
-            x::FieldInfo::optional("userAgent", "string"),
-            x::FieldInfo::required("locale", "string"),
-            x::FieldInfo::required("sessionId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserLoginSessionEvent>),
-    },
-    x::TypeInfo {
-        name: "UserLogoutSessionEvent",
-        base: Some("SessionEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ipAddress", "string"),
-            x::FieldInfo::optional("userAgent", "string"),
-            x::FieldInfo::optional("callCount", "long"),
-            x::FieldInfo::optional("sessionId", "string"),
-            x::FieldInfo::optional("loginTime", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserLogoutSessionEvent>),
-    },
-    x::TypeInfo {
-        name: "UserNotFound",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("principal", "string"),
-            x::FieldInfo::required("unresolved", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserNotFound>),
-    },
-    x::TypeInfo {
-        name: "UserPasswordChanged",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("userLogin", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserPasswordChanged>),
-    },
-    x::TypeInfo {
-        name: "UserPrivilegeResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("entity", "ManagedObjectReference"),
-            x::FieldInfo::repeated("privileges", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserPrivilegeResult>),
-    },
-    x::TypeInfo {
-        name: "UserProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserProfile>),
-    },
-    x::TypeInfo {
-        name: "UserSearchResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("principal", "string"),
-            x::FieldInfo::optional("fullName", "string"),
-            x::FieldInfo::required("group", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserSearchResult>),
-    },
-    x::TypeInfo {
-        name: "UserSession",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("userName", "string"),
-            x::FieldInfo::required("fullName", "string"),
-            x::FieldInfo::required("loginTime", "dateTime"),
-            x::FieldInfo::required("lastActiveTime", "dateTime"),
-            x::FieldInfo::required("locale", "string"),
-            x::FieldInfo::required("messageLocale", "string"),
-            x::FieldInfo::optional("extensionSession", "boolean"),
-            x::FieldInfo::optional("ipAddress", "string"),
-            x::FieldInfo::optional("userAgent", "string"),
-            x::FieldInfo::optional("callCount", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserSession>),
-    },
-    x::TypeInfo {
-        name: "UserUnassignedFromGroup",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("userLogin", "string"),
-            x::FieldInfo::required("group", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserUnassignedFromGroup>),
-    },
-    x::TypeInfo {
-        name: "UserUpgradeEvent",
-        base: Some("UpgradeEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<UserUpgradeEvent>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x1916503), x::Name(0xaa460b), 0, 1), // Tag: DynamicData
+        x::TypeEntry::structure(x::Name(0x191690f), x::Name(0xaa460b), 1, 3), // TaskDescription: DynamicData
+        x::TypeEntry::structure(x::Name(0x1917909), x::Name(0xb00605), 4, 1), // TaskEvent: Event
+        x::TypeEntry::structure(x::Name(0x191830e), x::Name(0xaa460b), 5, 11), // TaskFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1919216), x::Name(0xaa460b), 16, 2), // TaskFilterSpecByEntity: DynamicData
+        x::TypeEntry::structure(x::Name(0x191a914), x::Name(0xaa460b), 18, 3), // TaskFilterSpecByTime: DynamicData
+        x::TypeEntry::structure(x::Name(0x191be18), x::Name(0xaa460b), 21, 2), // TaskFilterSpecByUsername: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x191d71d), 0, 3), // TaskFilterSpecRecursionOption
+        x::TypeEntry::enumeration(x::Name(0x191f518), 3, 3), // TaskFilterSpecTimeOption
+        x::TypeEntry::structure(x::Name(0x1920e0e), x::Name(0x1b42008), 23, 1), // TaskInProgress: VimFault
+        x::TypeEntry::structure(x::Name(0x1921d08), x::Name(0xaa460b), 24, 23), // TaskInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x192260d), 6, 4), // TaskInfoState
+        x::TypeEntry::structure(x::Name(0x192340a), x::Name(0xaa460b), 47, 0), // TaskReason: DynamicData
+        x::TypeEntry::structure(x::Name(0x1923f0f), x::Name(0x192340a), 47, 4), // TaskReasonAlarm: TaskReason
+        x::TypeEntry::structure(x::Name(0x1924f12), x::Name(0x192340a), 51, 2), // TaskReasonSchedule: TaskReason
+        x::TypeEntry::structure(x::Name(0x1926210), x::Name(0x192340a), 53, 0), // TaskReasonSystem: TaskReason
+        x::TypeEntry::structure(x::Name(0x192730e), x::Name(0x192340a), 53, 1), // TaskReasonUser: TaskReason
+        x::TypeEntry::structure(x::Name(0x192820d), x::Name(0xaa460b), 54, 2), // TaskScheduler: DynamicData
+        x::TypeEntry::structure(x::Name(0x1929010), x::Name(0x1917909), 56, 0), // TaskTimeoutEvent: TaskEvent
+        x::TypeEntry::structure(x::Name(0x192a111), x::Name(0xa4151a), 56, 0), // TeamingMatchEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x192b314), x::Name(0xa4151a), 56, 0), // TeamingMisMatchEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x192c81a), x::Name(0x1931214), 56, 0), // TemplateBeingUpgradedEvent: TemplateUpgradeEvent
+        x::TypeEntry::structure(x::Name(0x192e316), x::Name(0x1e6ce10), 56, 0), // TemplateConfigFileInfo: VmConfigFileInfo
+        x::TypeEntry::structure(x::Name(0x192fa17), x::Name(0x1e6df11), 56, 0), // TemplateConfigFileQuery: VmConfigFileQuery
+        x::TypeEntry::structure(x::Name(0x1931214), x::Name(0xb00605), 56, 1), // TemplateUpgradeEvent: Event
+        x::TypeEntry::structure(x::Name(0x193271a), x::Name(0x1931214), 57, 1), // TemplateUpgradeFailedEvent: TemplateUpgradeEvent
+        x::TypeEntry::structure(x::Name(0x1934215), x::Name(0x1931214), 58, 0), // TemplateUpgradedEvent: TemplateUpgradeEvent
+        x::TypeEntry::structure(x::Name(0x1935823), x::Name::NONE, 58, 2), // TerminateFaultTolerantVMRequestType
+        x::TypeEntry::structure(x::Name(0x1937c22), x::Name::NONE, 60, 4), // TerminateProcessInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1939f1b), x::Name::NONE, 64, 2), // TerminateSessionRequestType
+        x::TypeEntry::structure(x::Name(0x193bb16), x::Name::NONE, 66, 1), // TerminateVMRequestType
+        x::TypeEntry::structure(x::Name(0x193d21a), x::Name::NONE, 67, 1), // TestTimeServiceRequestType
+        x::TypeEntry::structure(x::Name(0x193ed21), x::Name(0x17bee0c), 68, 3), // ThirdPartyLicenseAssignmentFailed: RuntimeFault
+        x::TypeEntry::enumeration(x::Name(0x1940f27), 10, 2), // ThirdPartyLicenseAssignmentFailedReason
+        x::TypeEntry::structure(x::Name(0x194371d), x::Name(0xc1bd13), 71, 1), // TicketedSessionAuthentication: GuestAuthentication
+        x::TypeEntry::structure(x::Name(0x194551a), x::Name(0xd59909), 72, 0), // TimedOutHostOperationEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1947008), x::Name(0x1b42008), 72, 0), // Timedout: VimFault
+        x::TypeEntry::structure(x::Name(0x194791d), x::Name(0xb96b09), 72, 0), // TooManyConcurrentNativeClones: FileFault
+        x::TypeEntry::structure(x::Name(0x194971b), x::Name(0x1b42008), 72, 0), // TooManyConsecutiveOverrides: VimFault
+        x::TypeEntry::structure(x::Name(0x194b30e), x::Name(0x117c70f), 72, 0), // TooManyDevices: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x194c218), x::Name(0x128b00e), 72, 2), // TooManyDisksOnLegacyHost: MigrationFault
+        x::TypeEntry::structure(x::Name(0x194db12), x::Name(0xc32214), 74, 0), // TooManyGuestLogons: GuestOperationsFault
+        x::TypeEntry::structure(x::Name(0x194ee0c), x::Name(0xce7c10), 74, 0), // TooManyHosts: HostConnectFault
+        x::TypeEntry::structure(x::Name(0x194fb18), x::Name(0xb96b09), 74, 0), // TooManyNativeCloneLevels: FileFault
+        x::TypeEntry::structure(x::Name(0x1951419), x::Name(0xb96b09), 74, 0), // TooManyNativeClonesOnFile: FileFault
+        x::TypeEntry::structure(x::Name(0x1952e15), x::Name(0x186f20d), 74, 0), // TooManySnapshotLevels: SnapshotFault
+        x::TypeEntry::structure(x::Name(0x1954414), x::Name(0x1f34413), 74, 0), // ToolsAlreadyUpgraded: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x195591c), x::Name(0x1f34413), 74, 0), // ToolsAutoUpgradeNotSupported: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x195760f), x::Name(0xaa460b), 74, 13), // ToolsConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1958623), x::Name(0xaa460b), 87, 2), // ToolsConfigInfoToolsLastInstallInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x195aa14), x::Name(0x1f34413), 89, 0), // ToolsImageCopyFailed: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x195bf16), x::Name(0x1f34413), 89, 0), // ToolsImageNotAvailable: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x195d61e), x::Name(0x1f34413), 89, 0), // ToolsImageSignatureCheckFailed: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x195f51b), x::Name(0x128b00e), 89, 0), // ToolsInstallationInProgress: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1961110), x::Name(0x1b42008), 89, 0), // ToolsUnavailable: VimFault
+        x::TypeEntry::structure(x::Name(0x1962215), x::Name(0x1f34413), 89, 0), // ToolsUpgradeCancelled: VmToolsUpgradeFault
+        x::TypeEntry::structure(x::Name(0x196380d), x::Name(0x180bf0d), 89, 4), // TraversalSpec: SelectionSpec
+        x::TypeEntry::structure(x::Name(0x1964b20), x::Name::NONE, 93, 2), // TurnDiskLocatorLedOffRequestType
+        x::TypeEntry::structure(x::Name(0x1966c1f), x::Name::NONE, 95, 2), // TurnDiskLocatorLedOnRequestType
+        x::TypeEntry::structure(x::Name(0x1968c25), x::Name::NONE, 97, 1), // TurnOffFaultToleranceForVMRequestType
+        x::TypeEntry::structure(x::Name(0x196b20f), x::Name(0x911f0b), 98, 1), // TypeDescription: Description
+        x::TypeEntry::structure(x::Name(0x196c21d), x::Name(0x19a2814), 99, 2), // UnSupportedDatastoreForVFlash: UnsupportedDatastore
+        x::TypeEntry::structure(x::Name(0x196e020), x::Name::NONE, 101, 3), // UnassignUserFromGroupRequestType
+        x::TypeEntry::structure(x::Name(0x1970115), x::Name::NONE, 104, 4), // UnbindVnicRequestType
+        x::TypeEntry::structure(x::Name(0x1971717), x::Name(0x128b00e), 108, 0), // UncommittedUndoableDisk: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1972f19), x::Name(0x1175214), 108, 0), // UnconfiguredPropertyValue: InvalidPropertyValue
+        x::TypeEntry::structure(x::Name(0x1975613), x::Name(0x7f8d12), 108, 1), // UncustomizableGuest: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x1976a1c), x::Name(0x7f8d12), 109, 0), // UnexpectedCustomizationFault: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x197870f), x::Name(0x17bee0c), 109, 2), // UnexpectedFault: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x197971d), x::Name::NONE, 111, 3), // UninstallHostPatchRequestType
+        x::TypeEntry::structure(x::Name(0x197b51c), x::Name::NONE, 114, 3), // UninstallIoFilterRequestType
+        x::TypeEntry::structure(x::Name(0x197d21b), x::Name::NONE, 117, 2), // UninstallServiceRequestType
+        x::TypeEntry::structure(x::Name(0x1980c1e), x::Name(0x11dda0c), 119, 2), // UnlicensedVirtualMachinesEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1982b23), x::Name(0x11dda0c), 121, 1), // UnlicensedVirtualMachinesFoundEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1984f1c), x::Name::NONE, 122, 2), // UnmapVmfsVolumeExRequestType
+        x::TypeEntry::structure(x::Name(0x1986c28), x::Name::NONE, 124, 2), // UnmarkServiceProviderEntitiesRequestType
+        x::TypeEntry::structure(x::Name(0x198951d), x::Name::NONE, 126, 2), // UnmountDiskMappingRequestType
+        x::TypeEntry::structure(x::Name(0x198b328), x::Name::NONE, 128, 2), // UnmountForceMountedVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x198dc20), x::Name::NONE, 130, 1), // UnmountToolsInstallerRequestType
+        x::TypeEntry::structure(x::Name(0x198fd1c), x::Name::NONE, 131, 2), // UnmountVffsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x1991a1e), x::Name::NONE, 133, 2), // UnmountVmfsVolumeExRequestType
+        x::TypeEntry::structure(x::Name(0x199391c), x::Name::NONE, 135, 2), // UnmountVmfsVolumeRequestType
+        x::TypeEntry::structure(x::Name(0x1995610), x::Name(0x1b42008), 137, 1), // UnrecognizedHost: VimFault
+        x::TypeEntry::structure(x::Name(0x199671f), x::Name::NONE, 138, 1), // UnregisterAndDestroyRequestType
+        x::TypeEntry::structure(x::Name(0x199871e), x::Name::NONE, 139, 2), // UnregisterExtensionRequestType
+        x::TypeEntry::structure(x::Name(0x199a629), x::Name::NONE, 141, 2), // UnregisterHealthUpdateProviderRequestType
+        x::TypeEntry::structure(x::Name(0x199d01f), x::Name::NONE, 143, 2), // UnregisterKmsClusterRequestType
+        x::TypeEntry::structure(x::Name(0x199f017), x::Name::NONE, 145, 1), // UnregisterVMRequestType
+        x::TypeEntry::structure(x::Name(0x19a081f), x::Name(0x128bf1c), 146, 0), // UnsharedSwapVMotionNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::structure(x::Name(0x19a2814), x::Name(0x1e6a50d), 146, 1), // UnsupportedDatastore: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x19a3d10), x::Name(0x117c70f), 147, 1), // UnsupportedGuest: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x19a4e18), x::Name(0x1b42008), 148, 1), // UnsupportedVimApiVersion: VimFault
+        x::TypeEntry::structure(x::Name(0x19a6716), x::Name(0x1e6a50d), 149, 0), // UnsupportedVmxLocation: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x19a7e22), x::Name(0x93bf19), 149, 0), // UnusedVirtualDiskBlocksNotScrubbed: DeviceBackingNotSupported
+        x::TypeEntry::structure(x::Name(0x19aa81b), x::Name::NONE, 149, 3), // UpdateAnswerFileRequestType
+        x::TypeEntry::structure(x::Name(0x19ac429), x::Name::NONE, 152, 2), // UpdateAssignableHardwareConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19aee20), x::Name::NONE, 154, 4), // UpdateAssignedLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x19b0f22), x::Name::NONE, 158, 4), // UpdateAuthorizationRoleRequestType
+        x::TypeEntry::structure(x::Name(0x19b321b), x::Name::NONE, 162, 2), // UpdateBootDeviceRequestType
+        x::TypeEntry::structure(x::Name(0x19b4e2b), x::Name::NONE, 164, 2), // UpdateChildResourceConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x19b7a1f), x::Name::NONE, 166, 2), // UpdateClusterProfileRequestType
+        x::TypeEntry::structure(x::Name(0x19b9a17), x::Name::NONE, 168, 3), // UpdateConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19bb225), x::Name::NONE, 171, 2), // UpdateConsoleIpRouteConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19bd824), x::Name::NONE, 173, 2), // UpdateCounterLevelMappingRequestType
+        x::TypeEntry::structure(x::Name(0x19bfd25), x::Name::NONE, 175, 2), // UpdateDVSHealthCheckConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19c2323), x::Name::NONE, 177, 2), // UpdateDVSLacpGroupConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19c471f), x::Name::NONE, 179, 2), // UpdateDateTimeConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19c6719), x::Name::NONE, 181, 2), // UpdateDateTimeRequestType
+        x::TypeEntry::structure(x::Name(0x19c811e), x::Name::NONE, 183, 2), // UpdateDefaultPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x19ca01f), x::Name::NONE, 185, 3), // UpdateDiskPartitionsRequestType
+        x::TypeEntry::structure(x::Name(0x19cc01a), x::Name::NONE, 188, 2), // UpdateDnsConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19cdb1e), x::Name::NONE, 190, 2), // UpdateDvsCapabilityRequestType
+        x::TypeEntry::structure(x::Name(0x19cfa1a), x::Name::NONE, 192, 2), // UpdateExtensionRequestType
+        x::TypeEntry::structure(x::Name(0x19d1516), x::Name::NONE, 194, 2), // UpdateFlagsRequestType
+        x::TypeEntry::structure(x::Name(0x19d2c1f), x::Name::NONE, 196, 2), // UpdateGraphicsConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19d4c29), x::Name::NONE, 198, 2), // UpdateHostImageAcceptanceLevelRequestType
+        x::TypeEntry::structure(x::Name(0x19d761c), x::Name::NONE, 200, 2), // UpdateHostProfileRequestType
+        x::TypeEntry::structure(x::Name(0x19d9322), x::Name::NONE, 202, 3), // UpdateHostSpecificationRequestType
+        x::TypeEntry::structure(x::Name(0x19db625), x::Name::NONE, 205, 3), // UpdateHostSubSpecificationRequestType
+        x::TypeEntry::structure(x::Name(0x19ddc26), x::Name::NONE, 208, 3), // UpdateHppMultipathLunPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x19e032c), x::Name::NONE, 211, 4), // UpdateInternetScsiAdvancedOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x19e3022), x::Name::NONE, 215, 3), // UpdateInternetScsiAliasRequestType
+        x::TypeEntry::structure(x::Name(0x19e5335), x::Name::NONE, 218, 4), // UpdateInternetScsiAuthenticationPropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x19e892d), x::Name::NONE, 222, 4), // UpdateInternetScsiDigestPropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x19eb730), x::Name::NONE, 226, 3), // UpdateInternetScsiDiscoveryPropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x19ee829), x::Name::NONE, 229, 3), // UpdateInternetScsiIPPropertiesRequestType
+        x::TypeEntry::structure(x::Name(0x19f1221), x::Name::NONE, 232, 3), // UpdateInternetScsiNameRequestType
+        x::TypeEntry::structure(x::Name(0x19f3419), x::Name::NONE, 235, 2), // UpdateIpConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19f4e17), x::Name::NONE, 237, 3), // UpdateIpPoolRequestType
+        x::TypeEntry::structure(x::Name(0x19f661e), x::Name::NONE, 240, 2), // UpdateIpRouteConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19f8523), x::Name::NONE, 242, 2), // UpdateIpRouteTableConfigRequestType
+        x::TypeEntry::structure(x::Name(0x19fa915), x::Name::NONE, 244, 2), // UpdateIpmiRequestType
+        x::TypeEntry::structure(x::Name(0x19fbf1b), x::Name::NONE, 246, 2), // UpdateKmipServerRequestType
+        x::TypeEntry::structure(x::Name(0x19fdb27), x::Name::NONE, 248, 3), // UpdateKmsSignedCsrClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x1a0031d), x::Name::NONE, 251, 4), // UpdateLicenseLabelRequestType
+        x::TypeEntry::structure(x::Name(0x1a02118), x::Name::NONE, 255, 3), // UpdateLicenseRequestType
+        x::TypeEntry::structure(x::Name(0x1a03a1f), x::Name::NONE, 258, 3), // UpdateLinkedChildrenRequestType
+        x::TypeEntry::structure(x::Name(0x1a05a23), x::Name::NONE, 261, 2), // UpdateLocalSwapDatastoreRequestType
+        x::TypeEntry::structure(x::Name(0x1a07e23), x::Name::NONE, 263, 2), // UpdateLockdownExceptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1a0a223), x::Name::NONE, 265, 3), // UpdateModuleOptionStringRequestType
+        x::TypeEntry::structure(x::Name(0x1a0c61e), x::Name::NONE, 268, 3), // UpdateNetworkConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1a0e524), x::Name::NONE, 271, 2), // UpdateNetworkResourcePoolRequestType
+        x::TypeEntry::structure(x::Name(0x1a10a18), x::Name::NONE, 273, 2), // UpdateOptionsRequestType
+        x::TypeEntry::structure(x::Name(0x1a1231f), x::Name::NONE, 275, 2), // UpdatePassthruConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1a1431d), x::Name::NONE, 277, 2), // UpdatePerfIntervalRequestType
+        x::TypeEntry::structure(x::Name(0x1a16125), x::Name::NONE, 279, 3), // UpdatePhysicalNicLinkSpeedRequestType
+        x::TypeEntry::structure(x::Name(0x1a1871a), x::Name::NONE, 282, 3), // UpdatePortGroupRequestType
+        x::TypeEntry::structure(x::Name(0x1a1a226), x::Name::NONE, 285, 2), // UpdateProductLockerLocationRequestType
+        x::TypeEntry::structure(x::Name(0x1a1c919), x::Name::NONE, 287, 2), // UpdateProgressRequestType
+        x::TypeEntry::structure(x::Name(0x1a1e31e), x::Name::NONE, 289, 2), // UpdateReferenceHostRequestType
+        x::TypeEntry::structure(x::Name(0x1a20218), x::Name::NONE, 291, 3), // UpdateRulesetRequestType
+        x::TypeEntry::structure(x::Name(0x1a21b23), x::Name::NONE, 294, 3), // UpdateScsiLunDisplayNameRequestType
+        x::TypeEntry::structure(x::Name(0x1a23f25), x::Name::NONE, 297, 3), // UpdateSelfSignedClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x1a26529), x::Name::NONE, 300, 3), // UpdateServiceConsoleVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x1a28f1f), x::Name::NONE, 303, 2), // UpdateServiceMessageRequestType
+        x::TypeEntry::structure(x::Name(0x1a2af1e), x::Name::NONE, 305, 3), // UpdateServicePolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1a2ce09), x::Name(0xaa460b), 308, 3), // UpdateSet: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a2d82c), x::Name::NONE, 311, 2), // UpdateSoftwareInternetScsiEnabledRequestType
+        x::TypeEntry::structure(x::Name(0x1a30520), x::Name::NONE, 313, 2), // UpdateSystemResourcesRequestType
+        x::TypeEntry::structure(x::Name(0x1a32628), x::Name::NONE, 315, 2), // UpdateSystemSwapConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x1a34f1c), x::Name::NONE, 317, 2), // UpdateSystemUsersRequestType
+        x::TypeEntry::structure(x::Name(0x1a36c15), x::Name::NONE, 319, 2), // UpdateUserRequestType
+        x::TypeEntry::structure(x::Name(0x1a3821b), x::Name::NONE, 321, 2), // UpdateVAppConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1a39e33), x::Name::NONE, 323, 2), // UpdateVStorageInfrastructureObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1a3d225), x::Name::NONE, 325, 5), // UpdateVStorageObjectCryptoRequestType
+        x::TypeEntry::structure(x::Name(0x1a3f825), x::Name::NONE, 330, 4), // UpdateVStorageObjectPolicyRequestType
+        x::TypeEntry::structure(x::Name(0x1a41e28), x::Name::NONE, 334, 2), // UpdateVVolVirtualMachineFilesRequestType
+        x::TypeEntry::structure(x::Name(0x1a44724), x::Name::NONE, 336, 2), // UpdateVirtualMachineFilesRequestType
+        x::TypeEntry::structure(x::Name(0x1a46c1f), x::Name(0xaa460b), 338, 1), // UpdateVirtualMachineFilesResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a48c2f), x::Name(0xaa460b), 339, 2), // UpdateVirtualMachineFilesResultFailedVmFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a4bc1b), x::Name::NONE, 341, 3), // UpdateVirtualNicRequestType
+        x::TypeEntry::structure(x::Name(0x1a4d81e), x::Name::NONE, 344, 3), // UpdateVirtualSwitchRequestType
+        x::TypeEntry::structure(x::Name(0x1a4f723), x::Name::NONE, 347, 3), // UpdateVmfsUnmapBandwidthRequestType
+        x::TypeEntry::structure(x::Name(0x1a51b22), x::Name::NONE, 350, 3), // UpdateVmfsUnmapPriorityRequestType
+        x::TypeEntry::structure(x::Name(0x1a53e15), x::Name::NONE, 353, 2), // UpdateVsanRequestType
+        x::TypeEntry::structure(x::Name(0x1a5541f), x::Name(0xd59909), 355, 0), // UpdatedAgentBeingRestartedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1a5740c), x::Name(0xb00605), 355, 1), // UpgradeEvent: Event
+        x::TypeEntry::structure(x::Name(0x1a5811a), x::Name::NONE, 356, 4), // UpgradeIoFilterRequestType
+        x::TypeEntry::enumeration(x::Name(0x1a59c0d), 12, 2), // UpgradePolicy
+        x::TypeEntry::structure(x::Name(0x1a5aa17), x::Name::NONE, 360, 2), // UpgradeToolsRequestType
+        x::TypeEntry::structure(x::Name(0x1a5c214), x::Name::NONE, 362, 2), // UpgradeVMRequestType
+        x::TypeEntry::structure(x::Name(0x1a5d71a), x::Name::NONE, 364, 1), // UpgradeVmLayoutRequestType
+        x::TypeEntry::structure(x::Name(0x1a5f216), x::Name::NONE, 365, 2), // UpgradeVmfsRequestType
+        x::TypeEntry::structure(x::Name(0x1a6091d), x::Name::NONE, 367, 3), // UpgradeVsanObjectsRequestType
+        x::TypeEntry::structure(x::Name(0x1a6271c), x::Name(0xa4151a), 370, 0), // UplinkPortMtuNotSupportEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1a64419), x::Name(0xa4151a), 370, 0), // UplinkPortMtuSupportEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1a65e1a), x::Name(0xa4151a), 370, 0), // UplinkPortVlanTrunkedEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1a6791c), x::Name(0xa4151a), 370, 0), // UplinkPortVlanUntrunkedEvent: DvsHealthStatusChangeEvent
+        x::TypeEntry::structure(x::Name(0x1a6961b), x::Name::NONE, 370, 4), // UploadClientCertRequestType
+        x::TypeEntry::structure(x::Name(0x1a6b21f), x::Name::NONE, 374, 3), // UploadKmipServerCertRequestType
+        x::TypeEntry::structure(x::Name(0x1a6d20f), x::Name(0xaa460b), 377, 1), // UsbScanCodeSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a6e217), x::Name(0xaa460b), 378, 2), // UsbScanCodeSpecKeyEvent: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a6fa1b), x::Name(0xaa460b), 380, 8), // UsbScanCodeSpecModifierType: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a71613), x::Name(0xd59909), 388, 2), // UserAssignedToGroup: HostEvent
+        x::TypeEntry::structure(x::Name(0x1a72a10), x::Name(0xab90c), 390, 1), // UserGroupProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1a73b22), x::Name(0x14f871b), 391, 1), // UserInputRequiredParameterMetadata: ProfilePolicyOptionMetadata
+        x::TypeEntry::structure(x::Name(0x1a75e15), x::Name(0x182430c), 392, 4), // UserLoginSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x1a77416), x::Name(0x182430c), 396, 5), // UserLogoutSessionEvent: SessionEvent
+        x::TypeEntry::structure(x::Name(0x1a78b0c), x::Name(0x1b42008), 401, 2), // UserNotFound: VimFault
+        x::TypeEntry::structure(x::Name(0x1a79813), x::Name(0xd59909), 403, 1), // UserPasswordChanged: HostEvent
+        x::TypeEntry::structure(x::Name(0x1a7ac13), x::Name(0xaa460b), 404, 2), // UserPrivilegeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a7c00b), x::Name(0xab90c), 406, 1), // UserProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1a7cc10), x::Name(0xaa460b), 407, 3), // UserSearchResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a7dd0b), x::Name(0xaa460b), 410, 11), // UserSession: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a7e917), x::Name(0xd59909), 421, 2), // UserUnassignedFromGroup: HostEvent
+        x::TypeEntry::structure(x::Name(0x1a80110), x::Name(0x1a5740c), 423, 0), // UserUpgradeEvent: UpgradeEvent
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<Tag>),
+        Some(x::decode_boxed::<TaskDescription>),
+        Some(x::decode_boxed::<TaskEvent>),
+        Some(x::decode_boxed::<TaskFilterSpec>),
+        Some(x::decode_boxed::<TaskFilterSpecByEntity>),
+        Some(x::decode_boxed::<TaskFilterSpecByTime>),
+        Some(x::decode_boxed::<TaskFilterSpecByUsername>),
+        Some(x::decode_boxed::<TaskFilterSpecRecursionOption>),
+        Some(x::decode_boxed::<TaskFilterSpecTimeOption>),
+        Some(x::decode_boxed::<TaskInProgress>),
+        Some(x::decode_boxed::<TaskInfo>),
+        Some(x::decode_boxed::<TaskInfoState>),
+        Some(x::decode_boxed::<TaskReason>),
+        Some(x::decode_boxed::<TaskReasonAlarm>),
+        Some(x::decode_boxed::<TaskReasonSchedule>),
+        Some(x::decode_boxed::<TaskReasonSystem>),
+        Some(x::decode_boxed::<TaskReasonUser>),
+        Some(x::decode_boxed::<TaskScheduler>),
+        Some(x::decode_boxed::<TaskTimeoutEvent>),
+        Some(x::decode_boxed::<TeamingMatchEvent>),
+        Some(x::decode_boxed::<TeamingMisMatchEvent>),
+        Some(x::decode_boxed::<TemplateBeingUpgradedEvent>),
+        Some(x::decode_boxed::<TemplateConfigFileInfo>),
+        Some(x::decode_boxed::<TemplateConfigFileQuery>),
+        Some(x::decode_boxed::<TemplateUpgradeEvent>),
+        Some(x::decode_boxed::<TemplateUpgradeFailedEvent>),
+        Some(x::decode_boxed::<TemplateUpgradedEvent>),
+        None, // TerminateFaultTolerantVMRequestType
+        None, // TerminateProcessInGuestRequestType
+        None, // TerminateSessionRequestType
+        None, // TerminateVMRequestType
+        None, // TestTimeServiceRequestType
+        Some(x::decode_boxed::<ThirdPartyLicenseAssignmentFailed>),
+        Some(x::decode_boxed::<ThirdPartyLicenseAssignmentFailedReason>),
+        Some(x::decode_boxed::<TicketedSessionAuthentication>),
+        Some(x::decode_boxed::<TimedOutHostOperationEvent>),
+        Some(x::decode_boxed::<Timedout>),
+        Some(x::decode_boxed::<TooManyConcurrentNativeClones>),
+        Some(x::decode_boxed::<TooManyConsecutiveOverrides>),
+        Some(x::decode_boxed::<TooManyDevices>),
+        Some(x::decode_boxed::<TooManyDisksOnLegacyHost>),
+        Some(x::decode_boxed::<TooManyGuestLogons>),
+        Some(x::decode_boxed::<TooManyHosts>),
+        Some(x::decode_boxed::<TooManyNativeCloneLevels>),
+        Some(x::decode_boxed::<TooManyNativeClonesOnFile>),
+        Some(x::decode_boxed::<TooManySnapshotLevels>),
+        Some(x::decode_boxed::<ToolsAlreadyUpgraded>),
+        Some(x::decode_boxed::<ToolsAutoUpgradeNotSupported>),
+        Some(x::decode_boxed::<ToolsConfigInfo>),
+        Some(x::decode_boxed::<ToolsConfigInfoToolsLastInstallInfo>),
+        Some(x::decode_boxed::<ToolsImageCopyFailed>),
+        Some(x::decode_boxed::<ToolsImageNotAvailable>),
+        Some(x::decode_boxed::<ToolsImageSignatureCheckFailed>),
+        Some(x::decode_boxed::<ToolsInstallationInProgress>),
+        Some(x::decode_boxed::<ToolsUnavailable>),
+        Some(x::decode_boxed::<ToolsUpgradeCancelled>),
+        Some(x::decode_boxed::<TraversalSpec>),
+        None, // TurnDiskLocatorLedOffRequestType
+        None, // TurnDiskLocatorLedOnRequestType
+        None, // TurnOffFaultToleranceForVMRequestType
+        Some(x::decode_boxed::<TypeDescription>),
+        Some(x::decode_boxed::<UnSupportedDatastoreForVFlash>),
+        None, // UnassignUserFromGroupRequestType
+        None, // UnbindVnicRequestType
+        Some(x::decode_boxed::<UncommittedUndoableDisk>),
+        Some(x::decode_boxed::<UnconfiguredPropertyValue>),
+        Some(x::decode_boxed::<UncustomizableGuest>),
+        Some(x::decode_boxed::<UnexpectedCustomizationFault>),
+        Some(x::decode_boxed::<UnexpectedFault>),
+        None, // UninstallHostPatchRequestType
+        None, // UninstallIoFilterRequestType
+        None, // UninstallServiceRequestType
+        Some(x::decode_boxed::<UnlicensedVirtualMachinesEvent>),
+        Some(x::decode_boxed::<UnlicensedVirtualMachinesFoundEvent>),
+        None, // UnmapVmfsVolumeExRequestType
+        None, // UnmarkServiceProviderEntitiesRequestType
+        None, // UnmountDiskMappingRequestType
+        None, // UnmountForceMountedVmfsVolumeRequestType
+        None, // UnmountToolsInstallerRequestType
+        None, // UnmountVffsVolumeRequestType
+        None, // UnmountVmfsVolumeExRequestType
+        None, // UnmountVmfsVolumeRequestType
+        Some(x::decode_boxed::<UnrecognizedHost>),
+        None, // UnregisterAndDestroyRequestType
+        None, // UnregisterExtensionRequestType
+        None, // UnregisterHealthUpdateProviderRequestType
+        None, // UnregisterKmsClusterRequestType
+        None, // UnregisterVMRequestType
+        Some(x::decode_boxed::<UnsharedSwapVMotionNotSupported>),
+        Some(x::decode_boxed::<UnsupportedDatastore>),
+        Some(x::decode_boxed::<UnsupportedGuest>),
+        Some(x::decode_boxed::<UnsupportedVimApiVersion>),
+        Some(x::decode_boxed::<UnsupportedVmxLocation>),
+        Some(x::decode_boxed::<UnusedVirtualDiskBlocksNotScrubbed>),
+        None, // UpdateAnswerFileRequestType
+        None, // UpdateAssignableHardwareConfigRequestType
+        None, // UpdateAssignedLicenseRequestType
+        None, // UpdateAuthorizationRoleRequestType
+        None, // UpdateBootDeviceRequestType
+        None, // UpdateChildResourceConfigurationRequestType
+        None, // UpdateClusterProfileRequestType
+        None, // UpdateConfigRequestType
+        None, // UpdateConsoleIpRouteConfigRequestType
+        None, // UpdateCounterLevelMappingRequestType
+        None, // UpdateDVSHealthCheckConfigRequestType
+        None, // UpdateDVSLacpGroupConfigRequestType
+        None, // UpdateDateTimeConfigRequestType
+        None, // UpdateDateTimeRequestType
+        None, // UpdateDefaultPolicyRequestType
+        None, // UpdateDiskPartitionsRequestType
+        None, // UpdateDnsConfigRequestType
+        None, // UpdateDvsCapabilityRequestType
+        None, // UpdateExtensionRequestType
+        None, // UpdateFlagsRequestType
+        None, // UpdateGraphicsConfigRequestType
+        None, // UpdateHostImageAcceptanceLevelRequestType
+        None, // UpdateHostProfileRequestType
+        None, // UpdateHostSpecificationRequestType
+        None, // UpdateHostSubSpecificationRequestType
+        None, // UpdateHppMultipathLunPolicyRequestType
+        None, // UpdateInternetScsiAdvancedOptionsRequestType
+        None, // UpdateInternetScsiAliasRequestType
+        None, // UpdateInternetScsiAuthenticationPropertiesRequestType
+        None, // UpdateInternetScsiDigestPropertiesRequestType
+        None, // UpdateInternetScsiDiscoveryPropertiesRequestType
+        None, // UpdateInternetScsiIPPropertiesRequestType
+        None, // UpdateInternetScsiNameRequestType
+        None, // UpdateIpConfigRequestType
+        None, // UpdateIpPoolRequestType
+        None, // UpdateIpRouteConfigRequestType
+        None, // UpdateIpRouteTableConfigRequestType
+        None, // UpdateIpmiRequestType
+        None, // UpdateKmipServerRequestType
+        None, // UpdateKmsSignedCsrClientCertRequestType
+        None, // UpdateLicenseLabelRequestType
+        None, // UpdateLicenseRequestType
+        None, // UpdateLinkedChildrenRequestType
+        None, // UpdateLocalSwapDatastoreRequestType
+        None, // UpdateLockdownExceptionsRequestType
+        None, // UpdateModuleOptionStringRequestType
+        None, // UpdateNetworkConfigRequestType
+        None, // UpdateNetworkResourcePoolRequestType
+        None, // UpdateOptionsRequestType
+        None, // UpdatePassthruConfigRequestType
+        None, // UpdatePerfIntervalRequestType
+        None, // UpdatePhysicalNicLinkSpeedRequestType
+        None, // UpdatePortGroupRequestType
+        None, // UpdateProductLockerLocationRequestType
+        None, // UpdateProgressRequestType
+        None, // UpdateReferenceHostRequestType
+        None, // UpdateRulesetRequestType
+        None, // UpdateScsiLunDisplayNameRequestType
+        None, // UpdateSelfSignedClientCertRequestType
+        None, // UpdateServiceConsoleVirtualNicRequestType
+        None, // UpdateServiceMessageRequestType
+        None, // UpdateServicePolicyRequestType
+        Some(x::decode_boxed::<UpdateSet>),
+        None, // UpdateSoftwareInternetScsiEnabledRequestType
+        None, // UpdateSystemResourcesRequestType
+        None, // UpdateSystemSwapConfigurationRequestType
+        None, // UpdateSystemUsersRequestType
+        None, // UpdateUserRequestType
+        None, // UpdateVAppConfigRequestType
+        None, // UpdateVStorageInfrastructureObjectPolicyRequestType
+        None, // UpdateVStorageObjectCryptoRequestType
+        None, // UpdateVStorageObjectPolicyRequestType
+        None, // UpdateVVolVirtualMachineFilesRequestType
+        None, // UpdateVirtualMachineFilesRequestType
+        Some(x::decode_boxed::<UpdateVirtualMachineFilesResult>),
+        Some(x::decode_boxed::<UpdateVirtualMachineFilesResultFailedVmFileInfo>),
+        None, // UpdateVirtualNicRequestType
+        None, // UpdateVirtualSwitchRequestType
+        None, // UpdateVmfsUnmapBandwidthRequestType
+        None, // UpdateVmfsUnmapPriorityRequestType
+        None, // UpdateVsanRequestType
+        Some(x::decode_boxed::<UpdatedAgentBeingRestartedEvent>),
+        Some(x::decode_boxed::<UpgradeEvent>),
+        None, // UpgradeIoFilterRequestType
+        Some(x::decode_boxed::<UpgradePolicy>),
+        None, // UpgradeToolsRequestType
+        None, // UpgradeVMRequestType
+        None, // UpgradeVmLayoutRequestType
+        None, // UpgradeVmfsRequestType
+        None, // UpgradeVsanObjectsRequestType
+        Some(x::decode_boxed::<UplinkPortMtuNotSupportEvent>),
+        Some(x::decode_boxed::<UplinkPortMtuSupportEvent>),
+        Some(x::decode_boxed::<UplinkPortVlanTrunkedEvent>),
+        Some(x::decode_boxed::<UplinkPortVlanUntrunkedEvent>),
+        None, // UploadClientCertRequestType
+        None, // UploadKmipServerCertRequestType
+        Some(x::decode_boxed::<UsbScanCodeSpec>),
+        Some(x::decode_boxed::<UsbScanCodeSpecKeyEvent>),
+        Some(x::decode_boxed::<UsbScanCodeSpecModifierType>),
+        Some(x::decode_boxed::<UserAssignedToGroup>),
+        Some(x::decode_boxed::<UserGroupProfile>),
+        Some(x::decode_boxed::<UserInputRequiredParameterMetadata>),
+        Some(x::decode_boxed::<UserLoginSessionEvent>),
+        Some(x::decode_boxed::<UserLogoutSessionEvent>),
+        Some(x::decode_boxed::<UserNotFound>),
+        Some(x::decode_boxed::<UserPasswordChanged>),
+        Some(x::decode_boxed::<UserPrivilegeResult>),
+        Some(x::decode_boxed::<UserProfile>),
+        Some(x::decode_boxed::<UserSearchResult>),
+        Some(x::decode_boxed::<UserSession>),
+        Some(x::decode_boxed::<UserUnassignedFromGroup>),
+        Some(x::decode_boxed::<UserUpgradeEvent>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::repeated(x::Name(0x290640a), x::Name(0xac5712)), // methodInfo: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x2ebd605), x::Name(0xac5712)), // state: ElementDescription
+        x::FieldEntry::repeated(x::Name(0x2c78206), x::Name(0x196b20f)), // reason: TypeDescription
+        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x1921d08)), // info: TaskInfo
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1919216)), // entity: TaskFilterSpecByEntity
+        x::FieldEntry::optional(x::Name(0x2fad104), x::Name(0x191a914)), // time: TaskFilterSpecByTime
+        x::FieldEntry::optional(x::Name(0x308ce08), x::Name(0x191be18)), // userName: TaskFilterSpecByUsername
+        x::FieldEntry::repeated(x::Name(0x201ca0c), x::Name(0x2f00106)), // activationId: string
+        x::FieldEntry::repeated(x::Name(0x2ebd605), x::Name(0x192260d)), // state: TaskInfoState
+        x::FieldEntry::optional(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d8190d), x::Name(0x1258216)), // scheduledTask: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24dea0c), x::Name(0x2729103)), // eventChainId: int
+        x::FieldEntry::repeated(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
+        x::FieldEntry::repeated(x::Name(0x2b2b00d), x::Name(0x2f00106)), // parentTaskKey: string
+        x::FieldEntry::repeated(x::Name(0x2d5b50b), x::Name(0x2f00106)), // rootTaskKey: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ca2e09), x::Name(0x191d71d)), // recursion: TaskFilterSpecRecursionOption
+        x::FieldEntry::required(x::Name(0x2fb1c08), x::Name(0x191f518)), // timeType: TaskFilterSpecTimeOption
+        x::FieldEntry::optional(x::Name(0x2119609), x::Name(0x2308208)), // beginTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24a3507), x::Name(0x2308208)), // endTime: dateTime
+        x::FieldEntry::required(x::Name(0x2f7c30a), x::Name(0x212d207)), // systemUser: boolean
+        x::FieldEntry::repeated(x::Name(0x308bb08), x::Name(0x2f00106)), // userList: string
+        x::FieldEntry::required(x::Name(0x2f92004), x::Name(0x1258216)), // task: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2f92004), x::Name(0x1258216)), // task: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x1230312)), // description: LocalizableMessage
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x236100d), x::Name(0x2f00106)), // descriptionId: string
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
+        x::FieldEntry::repeated(x::Name(0x284df06), x::Name(0x1258216)), // locked: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x192260d)), // state: TaskInfoState
+        x::FieldEntry::required(x::Name(0x215e209), x::Name(0x212d207)), // cancelled: boolean
+        x::FieldEntry::required(x::Name(0x215ce0a), x::Name(0x212d207)), // cancelable: boolean
+        x::FieldEntry::optional(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2d39d06), x::Name(0x207ef07)), // result: anyType
+        x::FieldEntry::optional(x::Name(0x2c28f08), x::Name(0x2729103)), // progress: int
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x192340a)), // reason: TaskReason
+        x::FieldEntry::required(x::Name(0x2c5bd09), x::Name(0x2308208)), // queueTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2eb9109), x::Name(0x2308208)), // startTime: dateTime
+        x::FieldEntry::optional(x::Name(0x21ee10c), x::Name(0x2308208)), // completeTime: dateTime
+        x::FieldEntry::required(x::Name(0x24dea0c), x::Name(0x2729103)), // eventChainId: int
+        x::FieldEntry::optional(x::Name(0x2186409), x::Name(0x2f00106)), // changeTag: string
+        x::FieldEntry::optional(x::Name(0x2b2b00d), x::Name(0x2f00106)), // parentTaskKey: string
+        x::FieldEntry::optional(x::Name(0x2d5b50b), x::Name(0x2f00106)), // rootTaskKey: string
+        x::FieldEntry::optional(x::Name(0x201ca0c), x::Name(0x2f00106)), // activationId: string
+        x::FieldEntry::required(x::Name(0x2051309), x::Name(0x2f00106)), // alarmName: string
+        x::FieldEntry::required(x::Name(0x2050005), x::Name(0x1258216)), // alarm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2d8190d), x::Name(0x1258216)), // scheduledTask: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::optional(x::Name(0x202520a), x::Name(0x2308208)), // activeTime: dateTime
+        x::FieldEntry::optional(x::Name(0x24f920a), x::Name(0x2308208)), // expireTime: dateTime
+        x::FieldEntry::required(x::Name(0x2808c0e), x::Name(0x2f00106)), // legacyTemplate: string
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2b8c703), x::Name(0x2857004)), // pid: long
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2936006), x::Name(0x2f00106)), // module: string
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2fabf06), x::Name(0x2f00106)), // ticket: string
+        x::FieldEntry::required(x::Name(0x23e4b09), x::Name(0x2729103)), // diskCount: int
+        x::FieldEntry::required(x::Name(0x2fb360d), x::Name(0x212d207)), // timeoutDanger: boolean
+        x::FieldEntry::optional(x::Name(0x2fce50c), x::Name(0x2729103)), // toolsVersion: int
+        x::FieldEntry::optional(x::Name(0x2fc2610), x::Name(0x2f00106)), // toolsInstallType: string
+        x::FieldEntry::optional(x::Name(0x2045b0c), x::Name(0x212d207)), // afterPowerOn: boolean
+        x::FieldEntry::optional(x::Name(0x204680b), x::Name(0x212d207)), // afterResume: boolean
+        x::FieldEntry::optional(x::Name(0x2118312), x::Name(0x212d207)), // beforeGuestStandby: boolean
+        x::FieldEntry::optional(x::Name(0x2116f13), x::Name(0x212d207)), // beforeGuestShutdown: boolean
+        x::FieldEntry::optional(x::Name(0x2115d11), x::Name(0x212d207)), // beforeGuestReboot: boolean
+        x::FieldEntry::optional(x::Name(0x2fcd212), x::Name(0x2f00106)), // toolsUpgradePolicy: string
+        x::FieldEntry::optional(x::Name(0x2b52314), x::Name(0x2f00106)), // pendingCustomization: string
+        x::FieldEntry::optional(x::Name(0x22c5912), x::Name(0x7b7d0b)), // customizationKeyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2f6c717), x::Name(0x212d207)), // syncTimeWithHostAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2f6b610), x::Name(0x212d207)), // syncTimeWithHost: boolean
+        x::FieldEntry::optional(x::Name(0x27efe0f), x::Name(0x1958623)), // lastInstallInfo: ToolsConfigInfoToolsLastInstallInfo
+        x::FieldEntry::required(x::Name(0x225b507), x::Name(0x2729103)), // counter: int
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x2e0a704), x::Name(0x212d207)), // skip: boolean
+        x::FieldEntry::repeated(x::Name(0x2db0009), x::Name(0x180bf0d)), // selectSet: SelectionSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d8f90d), x::Name(0x2f00106)), // scsiDiskUuids: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d8f90d), x::Name(0x2f00106)), // scsiDiskUuids: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x22f470d), x::Name(0x2f00106)), // datastoreName: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x307be04), x::Name(0x2f00106)), // user: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x2f00106)), // group: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c2d0c), x::Name(0x2f00106)), // iScsiHbaName: string
+        x::FieldEntry::required(x::Name(0x31c920a), x::Name(0x2f00106)), // vnicDevice: string
+        x::FieldEntry::required(x::Name(0x2583e05), x::Name(0x212d207)), // force: boolean
+        x::FieldEntry::required(x::Name(0x3017f15), x::Name(0x2f00106)), // uncustomizableGuestOS: string
+        x::FieldEntry::required(x::Name(0x2530c09), x::Name(0x2f00106)), // faultName: string
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x213e40b), x::Name(0x2f00106)), // bulletinIds: string
+        x::FieldEntry::optional(x::Name(0x2e81104), x::Name(0xedfe29)), // spec: HostPatchManagerPatchManagerOperationSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x3029c0a), x::Name(0x2729103)), // unlicensed: int
+        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2729103)), // available: int
+        x::FieldEntry::required(x::Name(0x20e4c09), x::Name(0x2729103)), // available: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2881607), x::Name(0x1f91213)), // mapping: VsanHostDiskMapping
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30e2208), x::Name(0x2f00106)), // vffsUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2c3770a), x::Name(0x2f00106)), // providerId: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21c1b09), x::Name(0x11b5f0d)), // clusterId: KeyProviderId
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3047112), x::Name(0x2f00106)), // unsupportedGuestOS: string
+        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x8e314)), // configSpec: AnswerFileCreateSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xc9541c)), // config: HostAssignableHardwareConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x2f00106)), // entity: string
+        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
+        x::FieldEntry::optional(x::Name(0x24bbc11), x::Name(0x2f00106)), // entityDisplayName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d51906), x::Name(0x2729103)), // roleId: int
+        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
+        x::FieldEntry::repeated(x::Name(0x2c08e07), x::Name(0x2f00106)), // privIds: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e81104), x::Name(0x1731512)), // spec: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x6d4e18)), // config: ClusterProfileConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x2202206), x::Name(0x1731512)), // config: ResourceConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xe08411)), // config: HostIpRouteConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x225c70f), x::Name(0x1475b25)), // counterLevelMap: PerformanceManagerCounterLevelMapping
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2640111), x::Name(0x869714)), // healthCheckConfig: DVSHealthCheckConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x27e8d0d), x::Name(0x1aec216)), // lacpGroupSpec: VMwareDvsLacpGroupSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xd16712)), // config: HostDateTimeConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2308208), x::Name(0x2308208)), // dateTime: dateTime
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2334e0d), x::Name(0xd7b919)), // defaultPolicy: HostFirewallDefaultPolicy
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2394d0a), x::Name(0x2f00106)), // devicePath: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd50b15)), // spec: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xd5210d)), // config: HostDnsConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x216480a), x::Name(0x860f0d)), // capability: DVSCapability
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2505709), x::Name(0xb45a09)), // extension: Extension
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x257c808), x::Name(0xd8ab0c)), // flagInfo: HostFlagInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xd93412)), // config: HostGraphicsConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x29bd712), x::Name(0x2f00106)), // newAcceptanceLevel: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xf12715)), // config: HostProfileConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2697408), x::Name(0xfbb311)), // hostSpec: HostSpecification
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x269a20b), x::Name(0xfdb514)), // hostSubSpec: HostSubSpecification
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2860905), x::Name(0x2f00106)), // lunId: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0xe63825)), // policy: HostMultipathInfoHppLogicalUnitPolicy
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::optional(x::Name(0x2f90e09), x::Name(0xdf3b1c)), // targetSet: HostInternetScsiHbaTargetSet
+        x::FieldEntry::repeated(x::Name(0x2aca707), x::Name(0xdeaa1d)), // options: HostInternetScsiHbaParamValue
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x26c130a), x::Name(0x2f00106)), // iScsiAlias: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x20c9c18), x::Name(0xdc732b)), // authenticationProperties: HostInternetScsiHbaAuthenticationProperties
+        x::FieldEntry::optional(x::Name(0x2f90e09), x::Name(0xdf3b1c)), // targetSet: HostInternetScsiHbaTargetSet
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::optional(x::Name(0x2f90e09), x::Name(0xdf3b1c)), // targetSet: HostInternetScsiHbaTargetSet
+        x::FieldEntry::required(x::Name(0x23b2910), x::Name(0xdcef23)), // digestProperties: HostInternetScsiHbaDigestProperties
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x23df313), x::Name(0xdd5a26)), // discoveryProperties: HostInternetScsiHbaDiscoveryProperties
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x2771a0c), x::Name(0xdda31f)), // ipProperties: HostInternetScsiHbaIPProperties
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26c1e0e), x::Name(0x2f00106)), // iScsiHbaDevice: string
+        x::FieldEntry::required(x::Name(0x26c3a09), x::Name(0x2f00106)), // iScsiName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2769308), x::Name(0xdfe20c)), // ipConfig: HostIpConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x230d902), x::Name(0x1258216)), // dc: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ba8004), x::Name(0x118a506)), // pool: IpPool
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xe08411)), // config: HostIpRouteConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xe0cb16)), // config: HostIpRouteTableConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x278a908), x::Name(0xe1140c)), // ipmiInfo: HostIpmiInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2dbe806), x::Name(0x11c4f0e)), // server: KmipServerSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
+        x::FieldEntry::required(x::Name(0x27e2108), x::Name(0x2f00106)), // labelKey: string
+        x::FieldEntry::required(x::Name(0x27e370a), x::Name(0x2f00106)), // labelValue: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x281290a), x::Name(0x2f00106)), // licenseKey: string
+        x::FieldEntry::repeated(x::Name(0x27e4206), x::Name(0x11c0608)), // labels: KeyValue
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x202b20c), x::Name(0x1b4b112)), // addChangeSet: VirtualAppLinkInfo
+        x::FieldEntry::repeated(x::Name(0x2cd4909), x::Name(0x1258216)), // removeSet: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3095005), x::Name(0x2f00106)), // users: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2aca707), x::Name(0x2f00106)), // options: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0xe88a11)), // config: HostNetworkConfig
+        x::FieldEntry::required(x::Name(0x218350a), x::Name(0x2f00106)), // changeMode: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x220c40a), x::Name(0x880820)), // configSpec: DVSNetworkResourcePoolConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x218e90c), x::Name(0x13b310b)), // changedValue: OptionValue
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2202206), x::Name(0xeec115)), // config: HostPciPassthruConfig
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2737c08), x::Name(0x1462e0c)), // interval: PerfInterval
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::optional(x::Name(0x2828309), x::Name(0x148dd13)), // linkSpeed: PhysicalNicLinkInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b82f06), x::Name(0x2f00106)), // pgName: string
+        x::FieldEntry::required(x::Name(0x2bc0307), x::Name(0xf04d11)), // portgrp: HostPortGroupSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b5fa0b), x::Name(0x2729103)), // percentDone: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0xd88c1e)), // spec: HostFirewallRulesetRulesetSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
+        x::FieldEntry::required(x::Name(0x240520b), x::Name(0x2f00106)), // displayName: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x29dc303), x::Name(0x1078112)), // nic: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::repeated(x::Name(0x256a309), x::Name(0x150d814)), // filterSet: PropertyFilterUpdate
+        x::FieldEntry::optional(x::Name(0x2ffdd09), x::Name(0x212d207)), // truncated: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d1f70c), x::Name(0xff2716)), // resourceInfo: HostSystemResourceInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2f6e70d), x::Name(0xff3e1b)), // sysSwapConfig: HostSystemSwapConfiguration
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3095005), x::Name(0x2f00106)), // users: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x307be04), x::Name(0xc8230f)), // user: HostAccountSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1a8be0e)), // spec: VAppConfigSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x31e6222)), // spec: vslmInfrastructureObjectPolicySpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x240460b), x::Name(0x985c0e)), // disksCrypto: DiskCryptoSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2520e0c), x::Name(0x8deb22)), // failoverPair: DatastoreVVolContainerFailoverPair
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x293d719), x::Name(0x8cff1f)), // mountPathDatastoreMapping: DatastoreMountPathDatastorePair
+        x::FieldEntry::repeated(x::Name(0x251600c), x::Name(0x1a48c2f)), // failedVmFile: UpdateVirtualMachineFilesResultFailedVmFileInfo
+        x::FieldEntry::required(x::Name(0x3153306), x::Name(0x2f00106)), // vmFile: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x29dc303), x::Name(0x1078112)), // nic: HostVirtualNicSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31f900b), x::Name(0x2f00106)), // vswitchName: string
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1084a15)), // spec: HostVirtualSwitchSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x3033712), x::Name(0x1f5d416)), // unmapBandwidthSpec: VmfsUnmapBandwidthSpec
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31af408), x::Name(0x2f00106)), // vmfsUuid: string
+        x::FieldEntry::required(x::Name(0x303870d), x::Name(0x2f00106)), // unmapPriority: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1f81512)), // config: VsanHostConfigInfo
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2567708), x::Name(0x2f00106)), // filterId: string
+        x::FieldEntry::required(x::Name(0x21e1a07), x::Name(0x1258216)), // compRes: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30e5b06), x::Name(0x2f00106)), // vibUrl: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x271e510), x::Name(0x2f00106)), // installerOptions: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31ab608), x::Name(0x2f00106)), // vmfsPath: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x3099905), x::Name(0x2f00106)), // uuids: string
+        x::FieldEntry::required(x::Name(0x29cde0a), x::Name(0x2729103)), // newVersion: int
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
+        x::FieldEntry::required(x::Name(0x2c0960a), x::Name(0x2f00106)), // privateKey: string
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21bde07), x::Name(0x11b5f0d)), // cluster: KeyProviderId
+        x::FieldEntry::required(x::Name(0x217a80b), x::Name(0x2f00106)), // certificate: string
+        x::FieldEntry::repeated(x::Name(0x27d7209), x::Name(0x1a6e217)), // keyEvents: UsbScanCodeSpecKeyEvent
+        x::FieldEntry::required(x::Name(0x306ca0a), x::Name(0x2729103)), // usbHidCode: int
+        x::FieldEntry::optional(x::Name(0x2934f09), x::Name(0x1a6fa1b)), // modifiers: UsbScanCodeSpecModifierType
+        x::FieldEntry::optional(x::Name(0x280450b), x::Name(0x212d207)), // leftControl: boolean
+        x::FieldEntry::optional(x::Name(0x2805909), x::Name(0x212d207)), // leftShift: boolean
+        x::FieldEntry::optional(x::Name(0x2803d07), x::Name(0x212d207)), // leftAlt: boolean
+        x::FieldEntry::optional(x::Name(0x2805107), x::Name(0x212d207)), // leftGui: boolean
+        x::FieldEntry::optional(x::Name(0x2d4bd0c), x::Name(0x212d207)), // rightControl: boolean
+        x::FieldEntry::optional(x::Name(0x2d4d30a), x::Name(0x212d207)), // rightShift: boolean
+        x::FieldEntry::optional(x::Name(0x2d4b408), x::Name(0x212d207)), // rightAlt: boolean
+        x::FieldEntry::optional(x::Name(0x2d4ca08), x::Name(0x212d207)), // rightGui: boolean
+        x::FieldEntry::required(x::Name(0x308c409), x::Name(0x2f00106)), // userLogin: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x2f00106)), // group: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::repeated(x::Name(0x3089a12), x::Name(0x14ef318)), // userInputParameter: ProfileParameterMetadata
+        x::FieldEntry::required(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x307da09), x::Name(0x2f00106)), // userAgent: string
+        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
+        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x307da09), x::Name(0x2f00106)), // userAgent: string
+        x::FieldEntry::optional(x::Name(0x2158509), x::Name(0x2857004)), // callCount: long
+        x::FieldEntry::optional(x::Name(0x2dd8709), x::Name(0x2f00106)), // sessionId: string
+        x::FieldEntry::optional(x::Name(0x2855509), x::Name(0x2308208)), // loginTime: dateTime
+        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
+        x::FieldEntry::required(x::Name(0x304210a), x::Name(0x212d207)), // unresolved: boolean
+        x::FieldEntry::required(x::Name(0x308c409), x::Name(0x2f00106)), // userLogin: string
+        x::FieldEntry::required(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c0e20a), x::Name(0x2f00106)), // privileges: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2c02c09), x::Name(0x2f00106)), // principal: string
+        x::FieldEntry::optional(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x212d207)), // group: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::required(x::Name(0x25b8808), x::Name(0x2f00106)), // fullName: string
+        x::FieldEntry::required(x::Name(0x2855509), x::Name(0x2308208)), // loginTime: dateTime
+        x::FieldEntry::required(x::Name(0x27ed30e), x::Name(0x2308208)), // lastActiveTime: dateTime
+        x::FieldEntry::required(x::Name(0x2841206), x::Name(0x2f00106)), // locale: string
+        x::FieldEntry::required(x::Name(0x290070d), x::Name(0x2f00106)), // messageLocale: string
+        x::FieldEntry::optional(x::Name(0x2509b10), x::Name(0x212d207)), // extensionSession: boolean
+        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x307da09), x::Name(0x2f00106)), // userAgent: string
+        x::FieldEntry::optional(x::Name(0x2158509), x::Name(0x2857004)), // callCount: long
+        x::FieldEntry::required(x::Name(0x308c409), x::Name(0x2f00106)), // userLogin: string
+        x::FieldEntry::required(x::Name(0x25de105), x::Name(0x2f00106)), // group: string
+    ],
+    values: &[
+        x::Name(0x2db2404), // self
+        x::Name(0x21ad908), // children
+        x::Name(0x2054103), // all
+        x::Name(0x2c5ce0a), // queuedTime
+        x::Name(0x2eba30b), // startedTime
+        x::Name(0x21ef80d), // completedTime
+        x::Name(0x2c5c706), // queued
+        x::Name(0x2d68107), // running
+        x::Name(0x2f0e307), // success
+        x::Name(0x24c8205), // error
+        x::Name(0x280c717), // licenseAssignmentFailed
+        x::Name(0x2937212), // moduleNotInstalled
+        x::Name(0x2880706), // manual
+        x::Name(0x3055913), // upgradeAtPowerCycle
+    ],
+};

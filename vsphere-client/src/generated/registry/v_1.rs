@@ -4,2681 +4,1244 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "VASAStorageArray",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::required("vendorId", "string"),
-            x::FieldInfo::required("modelId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VASAStorageArray>),
-    },
-    x::TypeInfo {
-        name: "VAppAutoStartAction",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "powerOn", "powerOff", "guestShutdown", "suspend"],
-        decode: Some(x::decode_boxed::<VAppAutoStartAction>),
-    },
-    x::TypeInfo {
-        name: "VAppCloneSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("location", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("resourceSpec", "ResourceConfigSpec"),
-            x::FieldInfo::optional("vmFolder", "ManagedObjectReference"),
-            x::FieldInfo::repeated("networkMapping", "VAppCloneSpecNetworkMappingPair"),
-            x::FieldInfo::repeated("property", "KeyValue"),
-            x::FieldInfo::repeated("resourceMapping", "VAppCloneSpecResourceMap"),
-            x::FieldInfo::optional("provisioning", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppCloneSpec>),
-    },
-    x::TypeInfo {
-        name: "VAppCloneSpecNetworkMappingPair",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("source", "ManagedObjectReference"),
-            x::FieldInfo::required("destination", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppCloneSpecNetworkMappingPair>),
-    },
-    x::TypeInfo {
-        name: "VAppCloneSpecProvisioningType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["sameAsSource", "thin", "thick"],
-        decode: Some(x::decode_boxed::<VAppCloneSpecProvisioningType>),
-    },
-    x::TypeInfo {
-        name: "VAppCloneSpecResourceMap",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("source", "ManagedObjectReference"),
-            x::FieldInfo::optional("parent", "ManagedObjectReference"),
-            x::FieldInfo::optional("resourceSpec", "ResourceConfigSpec"),
-            x::FieldInfo::optional("location", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppCloneSpecResourceMap>),
-    },
-    x::TypeInfo {
-        name: "VAppConfigFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppConfigFault>),
-    },
-    x::TypeInfo {
-        name: "VAppConfigInfo",
-        base: Some("VmConfigInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("entityConfig", "VAppEntityConfigInfo"),
-            x::FieldInfo::required("annotation", "string"),
-            x::FieldInfo::optional("instanceUuid", "string"),
-            x::FieldInfo::optional("managedBy", "ManagedByInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VAppConfigSpec",
-        base: Some("VmConfigSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("entityConfig", "VAppEntityConfigInfo"),
-            x::FieldInfo::optional("annotation", "string"),
-            x::FieldInfo::optional("instanceUuid", "string"),
-            x::FieldInfo::optional("managedBy", "ManagedByInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VAppEntityConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "ManagedObjectReference"),
-            x::FieldInfo::optional("tag", "string"),
-            x::FieldInfo::optional("startOrder", "int"),
-            x::FieldInfo::optional("startDelay", "int"),
-            x::FieldInfo::optional("waitingForGuest", "boolean"),
-            x::FieldInfo::optional("startAction", "string"),
-            x::FieldInfo::optional("stopDelay", "int"),
-            x::FieldInfo::optional("stopAction", "string"),
-            x::FieldInfo::optional("destroyWithParent", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppEntityConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VAppIPAssignmentInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("supportedAllocationScheme", "string"),
-            x::FieldInfo::optional("ipAllocationPolicy", "string"),
-            x::FieldInfo::repeated("supportedIpProtocol", "string"),
-            x::FieldInfo::optional("ipProtocol", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppIPAssignmentInfo>),
-    },
-    x::TypeInfo {
-        name: "VAppIPAssignmentInfoAllocationSchemes",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["dhcp", "ovfenv"],
-        decode: Some(x::decode_boxed::<VAppIPAssignmentInfoAllocationSchemes>),
-    },
-    x::TypeInfo {
-        name: "VAppIPAssignmentInfoIpAllocationPolicy",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "dhcpPolicy",
-            "transientPolicy",
-            "fixedPolicy",
-            "fixedAllocatedPolicy",
-        ],
-        decode: Some(x::decode_boxed::<VAppIPAssignmentInfoIpAllocationPolicy>),
-    },
-    x::TypeInfo {
-        name: "VAppIPAssignmentInfoProtocols",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["IPv4", "IPv6"],
-        decode: Some(x::decode_boxed::<VAppIPAssignmentInfoProtocols>),
-    },
-    x::TypeInfo {
-        name: "VAppNotRunning",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppNotRunning>),
-    },
-    x::TypeInfo {
-        name: "VAppOperationInProgress",
-        base: Some("RuntimeFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppOperationInProgress>),
-    },
-    x::TypeInfo {
-        name: "VAppOvfSectionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "int"),
-            x::FieldInfo::optional("namespace", "string"),
-            x::FieldInfo::optional("type", "string"),
-            x::FieldInfo::optional("atEnvelopeLevel", "boolean"),
-            x::FieldInfo::optional("contents", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppOvfSectionInfo>),
-    },
-    x::TypeInfo {
-        name: "VAppOvfSectionSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "VAppOvfSectionInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppOvfSectionSpec>),
-    },
-    x::TypeInfo {
-        name: "VAppProductInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::optional("classId", "string"),
-            x::FieldInfo::optional("instanceId", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("vendor", "string"),
-            x::FieldInfo::optional("version", "string"),
-            x::FieldInfo::optional("fullVersion", "string"),
-            x::FieldInfo::optional("vendorUrl", "string"),
-            x::FieldInfo::optional("productUrl", "string"),
-            x::FieldInfo::optional("appUrl", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppProductInfo>),
-    },
-    x::TypeInfo {
-        name: "VAppProductSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "VAppProductInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppProductSpec>),
-    },
-    x::TypeInfo {
-        name: "VAppPropertyFault",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("category", "string"),
-            x::FieldInfo::required("label", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppPropertyFault>),
-    },
-    x::TypeInfo {
-        name: "VAppPropertyInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::optional("classId", "string"),
-            x::FieldInfo::optional("instanceId", "string"),
-            x::FieldInfo::optional("id", "string"),
-            x::FieldInfo::optional("category", "string"),
-            x::FieldInfo::optional("label", "string"),
-            x::FieldInfo::optional("type", "string"),
-            x::FieldInfo::optional("typeReference", "string"),
-            x::FieldInfo::optional("userConfigurable", "boolean"),
-            x::FieldInfo::optional("defaultValue", "string"),
-            x::FieldInfo::optional("value", "string"),
-            x::FieldInfo::optional("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppPropertyInfo>),
-    },
-    x::TypeInfo {
-        name: "VAppPropertySpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "VAppPropertyInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppPropertySpec>),
-    },
-    x::TypeInfo {
-        name: "VAppTaskInProgress",
-        base: Some("TaskInProgress"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VAppTaskInProgress>),
-    },
-    x::TypeInfo {
-        name: "VCenterUpdateVStorageObjectMetadataExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::repeated("metadata", "KeyValue"),
-            x::FieldInfo::repeated("deleteKeys", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "VFlashCacheHotConfigNotSupported",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VFlashCacheHotConfigNotSupported>),
-    },
-    x::TypeInfo {
-        name: "VFlashModuleNotSupported",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmName", "string"),
-            x::FieldInfo::required("moduleName", "string"),
-            x::FieldInfo::required("reason", "string"),
-            x::FieldInfo::required("hostName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VFlashModuleNotSupported>),
-    },
-    x::TypeInfo {
-        name: "VFlashModuleNotSupportedReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "CacheModeNotSupported",
-            "CacheConsistencyTypeNotSupported",
-            "CacheBlockSizeNotSupported",
-            "CacheReservationNotSupported",
-            "DiskSizeNotSupported",
-        ],
-        decode: Some(x::decode_boxed::<VFlashModuleNotSupportedReason>),
-    },
-    x::TypeInfo {
-        name: "VFlashModuleVersionIncompatible",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("moduleName", "string"),
-            x::FieldInfo::required("vmRequestModuleVersion", "string"),
-            x::FieldInfo::required("hostMinSupportedVerson", "string"),
-            x::FieldInfo::required("hostModuleVersion", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VFlashModuleVersionIncompatible>),
-    },
-    x::TypeInfo {
-        name: "VMFSDatastoreCreatedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "DatastoreEventArgument"),
-            x::FieldInfo::optional("datastoreUrl", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMFSDatastoreCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "VMFSDatastoreExpandedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("datastore", "DatastoreEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMFSDatastoreExpandedEvent>),
-    },
-    x::TypeInfo {
-        name: "VMFSDatastoreExtendedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("datastore", "DatastoreEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMFSDatastoreExtendedEvent>),
-    },
-    x::TypeInfo {
-        name: "VMINotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMINotSupported>),
-    },
-    x::TypeInfo {
-        name: "VMOnConflictDVPort",
-        base: Some("CannotAccessNetwork"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMOnConflictDVPort>),
-    },
-    x::TypeInfo {
-        name: "VMOnVirtualIntranet",
-        base: Some("CannotAccessNetwork"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMOnVirtualIntranet>),
-    },
-    x::TypeInfo {
-        name: "VMotionAcrossNetworkNotSupported",
-        base: Some("MigrationFeatureNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionAcrossNetworkNotSupported>),
-    },
-    x::TypeInfo {
-        name: "VMotionCompatibilityType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["cpu", "software"],
-        decode: Some(x::decode_boxed::<VMotionCompatibilityType>),
-    },
-    x::TypeInfo {
-        name: "VMotionInterfaceIssue",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("atSourceHost", "boolean"),
-            x::FieldInfo::required("failedHost", "string"),
-            x::FieldInfo::optional("failedHostEntity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionInterfaceIssue>),
-    },
-    x::TypeInfo {
-        name: "VMotionLicenseExpiredEvent",
-        base: Some("LicenseEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionLicenseExpiredEvent>),
-    },
-    x::TypeInfo {
-        name: "VMotionLinkCapacityLow",
-        base: Some("VMotionInterfaceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("network", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionLinkCapacityLow>),
-    },
-    x::TypeInfo {
-        name: "VMotionLinkDown",
-        base: Some("VMotionInterfaceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("network", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionLinkDown>),
-    },
-    x::TypeInfo {
-        name: "VMotionNotConfigured",
-        base: Some("VMotionInterfaceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionNotConfigured>),
-    },
-    x::TypeInfo {
-        name: "VMotionNotLicensed",
-        base: Some("VMotionInterfaceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionNotLicensed>),
-    },
-    x::TypeInfo {
-        name: "VMotionNotSupported",
-        base: Some("VMotionInterfaceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionNotSupported>),
-    },
-    x::TypeInfo {
-        name: "VMotionProtocolIncompatible",
-        base: Some("MigrationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMotionProtocolIncompatible>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSConfigInfo",
-        base: Some("DVSConfigInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("vspanSession", "VMwareVspanSession"),
-            x::FieldInfo::repeated("pvlanConfig", "VMwareDVSPvlanMapEntry"),
-            x::FieldInfo::required("maxMtu", "int"),
-            x::FieldInfo::optional(
-                "linkDiscoveryProtocolConfig",
-                "LinkDiscoveryProtocolConfig",
-            ),
-            x::FieldInfo::optional("ipfixConfig", "VMwareIpfixConfig"),
-            x::FieldInfo::repeated("lacpGroupConfig", "VMwareDvsLacpGroupConfig"),
-            x::FieldInfo::optional("lacpApiVersion", "string"),
-            x::FieldInfo::optional("multicastFilteringMode", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSConfigSpec",
-        base: Some("DVSConfigSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("pvlanConfigSpec", "VMwareDVSPvlanConfigSpec"),
-            x::FieldInfo::repeated("vspanConfigSpec", "VMwareDVSVspanConfigSpec"),
-            x::FieldInfo::optional("maxMtu", "int"),
-            x::FieldInfo::optional(
-                "linkDiscoveryProtocolConfig",
-                "LinkDiscoveryProtocolConfig",
-            ),
-            x::FieldInfo::optional("ipfixConfig", "VMwareIpfixConfig"),
-            x::FieldInfo::optional("lacpApiVersion", "string"),
-            x::FieldInfo::optional("multicastFilteringMode", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSFeatureCapability",
-        base: Some("DVSFeatureCapability"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vspanSupported", "boolean"),
-            x::FieldInfo::optional("lldpSupported", "boolean"),
-            x::FieldInfo::optional("ipfixSupported", "boolean"),
-            x::FieldInfo::optional("ipfixCapability", "VMwareDvsIpfixCapability"),
-            x::FieldInfo::optional("multicastSnoopingSupported", "boolean"),
-            x::FieldInfo::optional("vspanCapability", "VMwareDVSVspanCapability"),
-            x::FieldInfo::optional("lacpCapability", "VMwareDvsLacpCapability"),
-            x::FieldInfo::optional("nsxSupported", "boolean"),
-            x::FieldInfo::optional("mtuCapability", "VMwareDvsMtuCapability"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSFeatureCapability>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSHealthCheckCapability",
-        base: Some("DVSHealthCheckCapability"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vlanMtuSupported", "boolean"),
-            x::FieldInfo::required("teamingSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSHealthCheckCapability>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSHealthCheckConfig",
-        base: Some("DVSHealthCheckConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSHealthCheckConfig>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSMtuHealthCheckResult",
-        base: Some("HostMemberUplinkHealthCheckResult"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("mtuMismatch", "boolean"),
-            x::FieldInfo::repeated("vlanSupportSwitchMtu", "NumericRange"),
-            x::FieldInfo::repeated("vlanNotSupportSwitchMtu", "NumericRange"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSMtuHealthCheckResult>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSPortSetting",
-        base: Some("DVPortSetting"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vlan", "VmwareDistributedVirtualSwitchVlanSpec"),
-            x::FieldInfo::optional("qosTag", "IntPolicy"),
-            x::FieldInfo::optional(
-                "uplinkTeamingPolicy",
-                "VmwareUplinkPortTeamingPolicy",
-            ),
-            x::FieldInfo::optional("securityPolicy", "DVSSecurityPolicy"),
-            x::FieldInfo::optional("ipfixEnabled", "BoolPolicy"),
-            x::FieldInfo::optional("txUplink", "BoolPolicy"),
-            x::FieldInfo::optional("lacpPolicy", "VMwareUplinkLacpPolicy"),
-            x::FieldInfo::optional("macManagementPolicy", "DVSMacManagementPolicy"),
-            x::FieldInfo::optional("VNI", "IntPolicy"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSPortSetting>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSPortgroupPolicy",
-        base: Some("DVPortgroupPolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vlanOverrideAllowed", "boolean"),
-            x::FieldInfo::required("uplinkTeamingOverrideAllowed", "boolean"),
-            x::FieldInfo::required("securityPolicyOverrideAllowed", "boolean"),
-            x::FieldInfo::optional("ipfixOverrideAllowed", "boolean"),
-            x::FieldInfo::optional("macManagementOverrideAllowed", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSPortgroupPolicy>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSPvlanConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("pvlanEntry", "VMwareDVSPvlanMapEntry"),
-            x::FieldInfo::required("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSPvlanConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSPvlanMapEntry",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("primaryVlanId", "int"),
-            x::FieldInfo::required("secondaryVlanId", "int"),
-            x::FieldInfo::required("pvlanType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSPvlanMapEntry>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSTeamingHealthCheckConfig",
-        base: Some("VMwareDVSHealthCheckConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSTeamingHealthCheckConfig>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSTeamingHealthCheckResult",
-        base: Some("HostMemberHealthCheckResult"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("teamingStatus", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSTeamingHealthCheckResult>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSTeamingMatchStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "iphashMatch",
-            "nonIphashMatch",
-            "iphashMismatch",
-            "nonIphashMismatch",
-        ],
-        decode: Some(x::decode_boxed::<VMwareDVSTeamingMatchStatus>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSVlanHealthCheckResult",
-        base: Some("HostMemberUplinkHealthCheckResult"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("trunkedVlan", "NumericRange"),
-            x::FieldInfo::repeated("untrunkedVlan", "NumericRange"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSVlanHealthCheckResult>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSVlanMtuHealthCheckConfig",
-        base: Some("VMwareDVSHealthCheckConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSVlanMtuHealthCheckConfig>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSVspanCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("mixedDestSupported", "boolean"),
-            x::FieldInfo::required("dvportSupported", "boolean"),
-            x::FieldInfo::required("remoteSourceSupported", "boolean"),
-            x::FieldInfo::required("remoteDestSupported", "boolean"),
-            x::FieldInfo::required("encapRemoteSourceSupported", "boolean"),
-            x::FieldInfo::optional("erspanProtocolSupported", "boolean"),
-            x::FieldInfo::optional("mirrorNetstackSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSVspanCapability>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSVspanConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vspanSession", "VMwareVspanSession"),
-            x::FieldInfo::required("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDVSVspanConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSVspanSessionEncapType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["gre", "erspan2", "erspan3"],
-        decode: Some(x::decode_boxed::<VMwareDVSVspanSessionEncapType>),
-    },
-    x::TypeInfo {
-        name: "VMwareDVSVspanSessionType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "mixedDestMirror",
-            "dvPortMirror",
-            "remoteMirrorSource",
-            "remoteMirrorDest",
-            "encapsulatedRemoteMirrorSource",
-        ],
-        decode: Some(x::decode_boxed::<VMwareDVSVspanSessionType>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsIpfixCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("ipfixSupported", "boolean"),
-            x::FieldInfo::optional("ipv6ForIpfixSupported", "boolean"),
-            x::FieldInfo::optional("observationDomainIdSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDvsIpfixCapability>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsLacpApiVersion",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["singleLag", "multipleLag"],
-        decode: Some(x::decode_boxed::<VMwareDvsLacpApiVersion>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsLacpCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("lacpSupported", "boolean"),
-            x::FieldInfo::optional("multiLacpGroupSupported", "boolean"),
-            x::FieldInfo::optional("lacpFastModeSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDvsLacpCapability>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsLacpGroupConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("mode", "string"),
-            x::FieldInfo::optional("uplinkNum", "int"),
-            x::FieldInfo::optional("loadbalanceAlgorithm", "string"),
-            x::FieldInfo::optional("vlan", "VMwareDvsLagVlanConfig"),
-            x::FieldInfo::optional("ipfix", "VMwareDvsLagIpfixConfig"),
-            x::FieldInfo::repeated("uplinkName", "string"),
-            x::FieldInfo::repeated("uplinkPortKey", "string"),
-            x::FieldInfo::optional("timeoutMode", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDvsLacpGroupConfig>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsLacpGroupSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("lacpGroupConfig", "VMwareDvsLacpGroupConfig"),
-            x::FieldInfo::required("operation", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDvsLacpGroupSpec>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsLacpLoadBalanceAlgorithm",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "srcMac",
-            "destMac",
-            "srcDestMac",
-            "destIpVlan",
-            "srcIpVlan",
-            "srcDestIpVlan",
-            "destTcpUdpPort",
-            "srcTcpUdpPort",
-            "srcDestTcpUdpPort",
-            "destIpTcpUdpPort",
-            "srcIpTcpUdpPort",
-            "srcDestIpTcpUdpPort",
-            "destIpTcpUdpPortVlan",
-            "srcIpTcpUdpPortVlan",
-            "srcDestIpTcpUdpPortVlan",
-            "destIp",
-            "srcIp",
-            "srcDestIp",
-            "vlan",
-            "srcPortId",
-        ],
-        decode: Some(x::decode_boxed::<VMwareDvsLacpLoadBalanceAlgorithm>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsLagIpfixConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("ipfixEnabled", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDvsLagIpfixConfig>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsLagVlanConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("vlanId", "NumericRange")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDvsLagVlanConfig>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsMtuCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("minMtuSupported", "int"),
-            x::FieldInfo::required("maxMtuSupported", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareDvsMtuCapability>),
-    },
-    x::TypeInfo {
-        name: "VMwareDvsMulticastFilteringMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["legacyFiltering", "snooping"],
-        decode: Some(x::decode_boxed::<VMwareDvsMulticastFilteringMode>),
-    },
-    x::TypeInfo {
-        name: "VMwareIpfixConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("collectorIpAddress", "string"),
-            x::FieldInfo::optional("collectorPort", "int"),
-            x::FieldInfo::optional("observationDomainId", "long"),
-            x::FieldInfo::required("activeFlowTimeout", "int"),
-            x::FieldInfo::required("idleFlowTimeout", "int"),
-            x::FieldInfo::required("samplingRate", "int"),
-            x::FieldInfo::required("internalFlowsOnly", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareIpfixConfig>),
-    },
-    x::TypeInfo {
-        name: "VMwareUplinkLacpMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["active", "passive"],
-        decode: Some(x::decode_boxed::<VMwareUplinkLacpMode>),
-    },
-    x::TypeInfo {
-        name: "VMwareUplinkLacpPolicy",
-        base: Some("InheritablePolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enable", "BoolPolicy"),
-            x::FieldInfo::optional("mode", "StringPolicy"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareUplinkLacpPolicy>),
-    },
-    x::TypeInfo {
-        name: "VMwareUplinkLacpTimeoutMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["fast", "slow"],
-        decode: Some(x::decode_boxed::<VMwareUplinkLacpTimeoutMode>),
-    },
-    x::TypeInfo {
-        name: "VMwareUplinkPortOrderPolicy",
-        base: Some("InheritablePolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("activeUplinkPort", "string"),
-            x::FieldInfo::repeated("standbyUplinkPort", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareUplinkPortOrderPolicy>),
-    },
-    x::TypeInfo {
-        name: "VMwareVspanPort",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("portKey", "string"),
-            x::FieldInfo::repeated("uplinkPortName", "string"),
-            x::FieldInfo::repeated("wildcardPortConnecteeType", "string"),
-            x::FieldInfo::repeated("vlans", "int"),
-            x::FieldInfo::repeated("ipAddress", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareVspanPort>),
-    },
-    x::TypeInfo {
-        name: "VMwareVspanSession",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("key", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("description", "string"),
-            x::FieldInfo::required("enabled", "boolean"),
-            x::FieldInfo::optional("sourcePortTransmitted", "VMwareVspanPort"),
-            x::FieldInfo::optional("sourcePortReceived", "VMwareVspanPort"),
-            x::FieldInfo::optional("destinationPort", "VMwareVspanPort"),
-            x::FieldInfo::optional("encapsulationVlanId", "int"),
-            x::FieldInfo::required("stripOriginalVlan", "boolean"),
-            x::FieldInfo::optional("mirroredPacketLength", "int"),
-            x::FieldInfo::required("normalTrafficAllowed", "boolean"),
-            x::FieldInfo::optional("sessionType", "string"),
-            x::FieldInfo::optional("samplingRate", "int"),
-            x::FieldInfo::optional("encapType", "string"),
-            x::FieldInfo::optional("erspanId", "int"),
-            x::FieldInfo::optional("erspanCOS", "int"),
-            x::FieldInfo::optional("erspanGraNanosec", "boolean"),
-            x::FieldInfo::optional("netstack", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VMwareVspanSession>),
-    },
-    x::TypeInfo {
-        name: "VStorageObject",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("config", "VStorageObjectConfigInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VStorageObject>),
-    },
-    x::TypeInfo {
-        name: "VStorageObjectAssociations",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::repeated(
-                "vmDiskAssociations",
-                "VStorageObjectAssociationsVmDiskAssociations",
-            ),
-            x::FieldInfo::optional("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VStorageObjectAssociations>),
-    },
-    x::TypeInfo {
-        name: "VStorageObjectAssociationsVmDiskAssociations",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmId", "string"),
-            x::FieldInfo::required("diskKey", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VStorageObjectAssociationsVmDiskAssociations>),
-    },
-    x::TypeInfo {
-        name: "VStorageObjectConfigInfo",
-        base: Some("BaseConfigInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("capacityInMB", "long"),
-            x::FieldInfo::repeated("consumptionType", "string"),
-            x::FieldInfo::repeated("consumerId", "ID"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VStorageObjectConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VStorageObjectConsumptionType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["disk"],
-        decode: Some(x::decode_boxed::<VStorageObjectConsumptionType>),
-    },
-    x::TypeInfo {
-        name: "VStorageObjectCreateSnapshotRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("id", "ID"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "VStorageObjectSnapshotDetails",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("path", "string"),
-            x::FieldInfo::optional("changedBlockTrackingId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VStorageObjectSnapshotDetails>),
-    },
-    x::TypeInfo {
-        name: "VStorageObjectSnapshotInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "snapshots",
-                "VStorageObjectSnapshotInfoVStorageObjectSnapshot",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VStorageObjectSnapshotInfo>),
-    },
-    x::TypeInfo {
-        name: "VStorageObjectSnapshotInfoVStorageObjectSnapshot",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("id", "ID"),
-            x::FieldInfo::optional("backingObjectId", "string"),
-            x::FieldInfo::required("createTime", "dateTime"),
-            x::FieldInfo::required("description", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VStorageObjectSnapshotInfoVStorageObjectSnapshot>),
-    },
-    x::TypeInfo {
-        name: "VStorageObjectStateInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("tentative", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VStorageObjectStateInfo>),
-    },
-    x::TypeInfo {
-        name: "VVolHostPE",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::repeated("protocolEndpoint", "HostProtocolEndpoint"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VVolHostPE>),
-    },
-    x::TypeInfo {
-        name: "VVolVmConfigFileUpdateResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("succeededVmConfigFile", "KeyValue"),
-            x::FieldInfo::repeated(
-                "failedVmConfigFile",
-                "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VVolVmConfigFileUpdateResult>),
-    },
-    x::TypeInfo {
-        name: "VVolVmConfigFileUpdateResultFailedVmConfigFileInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("targetConfigVVolId", "string"),
-            x::FieldInfo::optional("dsPath", "string"),
-            x::FieldInfo::required("fault", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>,
-        ),
-    },
-    x::TypeInfo {
-        name: "ValidateCredentialsInGuestRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("auth", "GuestAuthentication"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ValidateHCIConfigurationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional(
-                "hciConfigSpec",
-                "ClusterComputeResourceHCIConfigSpec",
-            ),
-            x::FieldInfo::repeated("hosts", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ValidateHostProfileCompositionRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("source", "ManagedObjectReference"),
-            x::FieldInfo::repeated("targets", "ManagedObjectReference"),
-            x::FieldInfo::optional("toBeMerged", "HostApplyProfile"),
-            x::FieldInfo::optional("toReplaceWith", "HostApplyProfile"),
-            x::FieldInfo::optional("toBeDeleted", "HostApplyProfile"),
-            x::FieldInfo::optional("enableStatusToBeCopied", "HostApplyProfile"),
-            x::FieldInfo::optional("errorOnly", "boolean"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ValidateHostRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("ovfDescriptor", "string"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("vhp", "OvfValidateHostParams"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ValidateMigrationRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::repeated("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("state", "VirtualMachinePowerState"),
-            x::FieldInfo::repeated("testType", "string"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ValidateMigrationTestType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "sourceTests",
-            "compatibilityTests",
-            "diskAccessibilityTests",
-            "resourceTests",
-        ],
-        decode: Some(x::decode_boxed::<ValidateMigrationTestType>),
-    },
-    x::TypeInfo {
-        name: "ValidateStoragePodConfigRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("pod", "ManagedObjectReference"),
-            x::FieldInfo::required("spec", "StorageDrsConfigSpec"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "VasaProviderContainerSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("vasaProviderInfo", "VimVasaProviderInfo"),
-            x::FieldInfo::required("scId", "string"),
-            x::FieldInfo::required("deleted", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VasaProviderContainerSpec>),
-    },
-    x::TypeInfo {
-        name: "VcAgentUninstallFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VcAgentUninstallFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VcAgentUninstalledEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VcAgentUninstalledEvent>),
-    },
-    x::TypeInfo {
-        name: "VcAgentUpgradeFailedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VcAgentUpgradeFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VcAgentUpgradedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VcAgentUpgradedEvent>),
-    },
-    x::TypeInfo {
-        name: "VchaClusterConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("failoverNodeInfo1", "FailoverNodeInfo"),
-            x::FieldInfo::optional("failoverNodeInfo2", "FailoverNodeInfo"),
-            x::FieldInfo::optional("witnessNodeInfo", "WitnessNodeInfo"),
-            x::FieldInfo::required("state", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VchaClusterConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VchaClusterConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("passiveIp", "string"),
-            x::FieldInfo::required("witnessIp", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VchaClusterConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VchaClusterDeploymentSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("passiveDeploymentSpec", "PassiveNodeDeploymentSpec"),
-            x::FieldInfo::required("witnessDeploymentSpec", "NodeDeploymentSpec"),
-            x::FieldInfo::required("activeVcSpec", "SourceNodeSpec"),
-            x::FieldInfo::optional("activeVcNetworkConfig", "ClusterNetworkConfigSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VchaClusterDeploymentSpec>),
-    },
-    x::TypeInfo {
-        name: "VchaClusterHealth",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("runtimeInfo", "VchaClusterRuntimeInfo"),
-            x::FieldInfo::repeated("healthMessages", "LocalizableMessage"),
-            x::FieldInfo::repeated("additionalInformation", "LocalizableMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VchaClusterHealth>),
-    },
-    x::TypeInfo {
-        name: "VchaClusterMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["enabled", "disabled", "maintenance"],
-        decode: Some(x::decode_boxed::<VchaClusterMode>),
-    },
-    x::TypeInfo {
-        name: "VchaClusterNetworkSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("witnessNetworkSpec", "NodeNetworkSpec"),
-            x::FieldInfo::required("passiveNetworkSpec", "PassiveNodeNetworkSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VchaClusterNetworkSpec>),
-    },
-    x::TypeInfo {
-        name: "VchaClusterRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("clusterState", "string"),
-            x::FieldInfo::repeated("nodeInfo", "VchaNodeRuntimeInfo"),
-            x::FieldInfo::required("clusterMode", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VchaClusterRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "VchaClusterState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["healthy", "degraded", "isolated"],
-        decode: Some(x::decode_boxed::<VchaClusterState>),
-    },
-    x::TypeInfo {
-        name: "VchaNodeRole",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["active", "passive", "witness"],
-        decode: Some(x::decode_boxed::<VchaNodeRole>),
-    },
-    x::TypeInfo {
-        name: "VchaNodeRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("nodeState", "string"),
-            x::FieldInfo::required("nodeRole", "string"),
-            x::FieldInfo::required("nodeIp", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VchaNodeRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "VchaNodeState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["up", "down"],
-        decode: Some(x::decode_boxed::<VchaNodeState>),
-    },
-    x::TypeInfo {
-        name: "VchaState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["configured", "notConfigured", "invalid", "prepared"],
-        decode: Some(x::decode_boxed::<VchaState>),
-    },
-    x::TypeInfo {
-        name: "VimAccountPasswordChangedEvent",
-        base: Some("HostEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VimAccountPasswordChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "VimFault",
-        base: Some("MethodFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VimFault>),
-    },
-    x::TypeInfo {
-        name: "VimVasaProvider",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("uid", "string"),
-            x::FieldInfo::required("url", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("selfSignedCertificate", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VimVasaProvider>),
-    },
-    x::TypeInfo {
-        name: "VimVasaProviderInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("provider", "VimVasaProvider"),
-            x::FieldInfo::repeated("arrayState", "VimVasaProviderStatePerArray"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VimVasaProviderInfo>),
-    },
-    x::TypeInfo {
-        name: "VimVasaProviderStatePerArray",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("priority", "int"),
-            x::FieldInfo::required("arrayId", "string"),
-            x::FieldInfo::required("active", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VimVasaProviderStatePerArray>),
-    },
-    x::TypeInfo {
-        name: "VirtualAHCIController",
-        base: Some("VirtualSATAController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualAHCIController>),
-    },
-    x::TypeInfo {
-        name: "VirtualAHCIControllerOption",
-        base: Some("VirtualSATAControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualAHCIControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualAppImportSpec",
-        base: Some("ImportSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("vAppConfigSpec", "VAppConfigSpec"),
-            x::FieldInfo::required("resourcePoolSpec", "ResourceConfigSpec"),
-            x::FieldInfo::repeated("child", "ImportSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualAppImportSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualAppLinkInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::optional("destroyWithParent", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualAppLinkInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualAppSummary",
-        base: Some("ResourcePoolSummary"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("product", "VAppProductInfo"),
-            x::FieldInfo::optional("vAppState", "VirtualAppVAppState"),
-            x::FieldInfo::optional("suspended", "boolean"),
-            x::FieldInfo::optional("installBootRequired", "boolean"),
-            x::FieldInfo::optional("instanceUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualAppSummary>),
-    },
-    x::TypeInfo {
-        name: "VirtualAppVAppState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["started", "stopped", "starting", "stopping"],
-        decode: Some(x::decode_boxed::<VirtualAppVAppState>),
-    },
-    x::TypeInfo {
-        name: "VirtualBusLogicController",
-        base: Some("VirtualSCSIController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualBusLogicController>),
-    },
-    x::TypeInfo {
-        name: "VirtualBusLogicControllerOption",
-        base: Some("VirtualSCSIControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualBusLogicControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdrom",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdrom>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromAtapiBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromAtapiBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromAtapiBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromAtapiBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromIsoBackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromIsoBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromIsoBackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromIsoBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromPassthroughBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("exclusive", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromPassthroughBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromPassthroughBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("exclusive", "BoolOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromPassthroughBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromRemoteAtapiBackingInfo",
-        base: Some("VirtualDeviceRemoteDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromRemoteAtapiBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromRemoteAtapiBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromRemoteAtapiBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromRemotePassthroughBackingInfo",
-        base: Some("VirtualDeviceRemoteDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("exclusive", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromRemotePassthroughBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualCdromRemotePassthroughBackingOption",
-        base: Some("VirtualDeviceRemoteDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("exclusive", "BoolOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualCdromRemotePassthroughBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualController",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("busNumber", "int"),
-            x::FieldInfo::repeated("device", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualController>),
-    },
-    x::TypeInfo {
-        name: "VirtualControllerOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("devices", "IntOption"),
-            x::FieldInfo::repeated("supportedDevice", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDevice",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::optional("deviceInfo", "Description"),
-            x::FieldInfo::optional("backing", "VirtualDeviceBackingInfo"),
-            x::FieldInfo::optional("connectable", "VirtualDeviceConnectInfo"),
-            x::FieldInfo::optional("slotInfo", "VirtualDeviceBusSlotInfo"),
-            x::FieldInfo::optional("controllerKey", "int"),
-            x::FieldInfo::optional("unitNumber", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceBackingInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceBackingOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("type", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceBusSlotInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceBusSlotInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceBusSlotOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("type", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceBusSlotOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("operation", "VirtualDeviceConfigSpecOperation"),
-            x::FieldInfo::optional(
-                "fileOperation",
-                "VirtualDeviceConfigSpecFileOperation",
-            ),
-            x::FieldInfo::required("device", "VirtualDevice"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::optional("backing", "VirtualDeviceConfigSpecBackingSpec"),
-            x::FieldInfo::repeated(
-                "filterSpec",
-                "VirtualMachineBaseIndependentFilterSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceConfigSpecBackingSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("parent", "VirtualDeviceConfigSpecBackingSpec"),
-            x::FieldInfo::optional("crypto", "CryptoSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceConfigSpecBackingSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceConfigSpecFileOperation",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["create", "destroy", "replace"],
-        decode: Some(x::decode_boxed::<VirtualDeviceConfigSpecFileOperation>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceConfigSpecOperation",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["add", "remove", "edit"],
-        decode: Some(x::decode_boxed::<VirtualDeviceConfigSpecOperation>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceConnectInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("migrateConnect", "string"),
-            x::FieldInfo::required("startConnected", "boolean"),
-            x::FieldInfo::required("allowGuestControl", "boolean"),
-            x::FieldInfo::required("connected", "boolean"),
-            x::FieldInfo::optional("status", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceConnectInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceConnectInfoMigrateConnectOp",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["connect", "disconnect", "unset"],
-        decode: Some(x::decode_boxed::<VirtualDeviceConnectInfoMigrateConnectOp>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceConnectInfoStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["ok", "recoverableError", "unrecoverableError", "untried"],
-        decode: Some(x::decode_boxed::<VirtualDeviceConnectInfoStatus>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceConnectOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("startConnected", "BoolOption"),
-            x::FieldInfo::required("allowGuestControl", "BoolOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceConnectOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceDeviceBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::optional("useAutoDetect", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceDeviceBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("autoDetectAvailable", "BoolOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceFileBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fileName", "string"),
-            x::FieldInfo::optional("datastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("backingObjectId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceFileBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceFileBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("fileNameExtensions", "ChoiceOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceFileBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceFileExtension",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["iso", "flp", "vmdk", "dsk", "rdm"],
-        decode: Some(x::decode_boxed::<VirtualDeviceFileExtension>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::optional("connectOption", "VirtualDeviceConnectOption"),
-            x::FieldInfo::optional("busSlotOption", "VirtualDeviceBusSlotOption"),
-            x::FieldInfo::optional("controllerType", "string"),
-            x::FieldInfo::optional("autoAssignController", "BoolOption"),
-            x::FieldInfo::repeated("backingOption", "VirtualDeviceBackingOption"),
-            x::FieldInfo::optional("defaultBackingOptionIndex", "int"),
-            x::FieldInfo::repeated("licensingLimit", "string"),
-            x::FieldInfo::required("deprecated", "boolean"),
-            x::FieldInfo::required("plugAndPlay", "boolean"),
-            x::FieldInfo::optional("hotRemoveSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDevicePciBusSlotInfo",
-        base: Some("VirtualDeviceBusSlotInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("pciSlotNumber", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDevicePciBusSlotInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDevicePipeBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("pipeName", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDevicePipeBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDevicePipeBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDevicePipeBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceRemoteDeviceBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::optional("useAutoDetect", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceRemoteDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceRemoteDeviceBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("autoDetectAvailable", "BoolOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceRemoteDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceURIBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("serviceURI", "string"),
-            x::FieldInfo::required("direction", "string"),
-            x::FieldInfo::optional("proxyURI", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceURIBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceURIBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("directions", "ChoiceOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDeviceURIBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDeviceURIBackingOptionDirection",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["server", "client"],
-        decode: Some(x::decode_boxed::<VirtualDeviceURIBackingOptionDirection>),
-    },
-    x::TypeInfo {
-        name: "VirtualDisk",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("capacityInKB", "long"),
-            x::FieldInfo::optional("capacityInBytes", "long"),
-            x::FieldInfo::optional("shares", "SharesInfo"),
-            x::FieldInfo::optional("storageIOAllocation", "StorageIOAllocationInfo"),
-            x::FieldInfo::optional("diskObjectId", "string"),
-            x::FieldInfo::optional(
-                "vFlashCacheConfigInfo",
-                "VirtualDiskVFlashCacheConfigInfo",
-            ),
-            x::FieldInfo::repeated("iofilter", "string"),
-            x::FieldInfo::optional("vDiskId", "ID"),
-            x::FieldInfo::optional("nativeUnmanagedLinkedClone", "boolean"),
-            x::FieldInfo::repeated(
-                "independentFilters",
-                "VirtualMachineBaseIndependentFilterSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDisk>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskAdapterType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["ide", "busLogic", "lsiLogic"],
-        decode: Some(x::decode_boxed::<VirtualDiskAdapterType>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskAntiAffinityRuleSpec",
-        base: Some("ClusterRuleInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("diskId", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskAntiAffinityRuleSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskBlocksNotFullyProvisioned",
-        base: Some("DeviceBackingNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskBlocksNotFullyProvisioned>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskCompatibilityMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["virtualMode", "physicalMode"],
-        decode: Some(x::decode_boxed::<VirtualDiskCompatibilityMode>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskConfigSpec",
-        base: Some("VirtualDeviceConfigSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("diskMoveType", "string"),
-            x::FieldInfo::optional("migrateCache", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskDeltaDiskFormat",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["redoLogFormat", "nativeFormat", "seSparseFormat"],
-        decode: Some(x::decode_boxed::<VirtualDiskDeltaDiskFormat>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskDeltaDiskFormatVariant",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["vmfsSparseVariant", "vsanSparseVariant"],
-        decode: Some(x::decode_boxed::<VirtualDiskDeltaDiskFormatVariant>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskDeltaDiskFormatsSupported",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastoreType", "string"),
-            x::FieldInfo::required("deltaDiskFormat", "ChoiceOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskDeltaDiskFormatsSupported>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskFlatVer1BackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "string"),
-            x::FieldInfo::optional("split", "boolean"),
-            x::FieldInfo::optional("writeThrough", "boolean"),
-            x::FieldInfo::optional("contentId", "string"),
-            x::FieldInfo::optional("parent", "VirtualDiskFlatVer1BackingInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskFlatVer1BackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskFlatVer1BackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "ChoiceOption"),
-            x::FieldInfo::required("split", "BoolOption"),
-            x::FieldInfo::required("writeThrough", "BoolOption"),
-            x::FieldInfo::required("growable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskFlatVer1BackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskFlatVer2BackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "string"),
-            x::FieldInfo::optional("split", "boolean"),
-            x::FieldInfo::optional("writeThrough", "boolean"),
-            x::FieldInfo::optional("thinProvisioned", "boolean"),
-            x::FieldInfo::optional("eagerlyScrub", "boolean"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("contentId", "string"),
-            x::FieldInfo::optional("changeId", "string"),
-            x::FieldInfo::optional("parent", "VirtualDiskFlatVer2BackingInfo"),
-            x::FieldInfo::optional("deltaDiskFormat", "string"),
-            x::FieldInfo::optional("digestEnabled", "boolean"),
-            x::FieldInfo::optional("deltaGrainSize", "int"),
-            x::FieldInfo::optional("deltaDiskFormatVariant", "string"),
-            x::FieldInfo::optional("sharing", "string"),
-            x::FieldInfo::optional("keyId", "CryptoKeyId"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskFlatVer2BackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskFlatVer2BackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "ChoiceOption"),
-            x::FieldInfo::required("split", "BoolOption"),
-            x::FieldInfo::required("writeThrough", "BoolOption"),
-            x::FieldInfo::required("growable", "boolean"),
-            x::FieldInfo::required("hotGrowable", "boolean"),
-            x::FieldInfo::required("uuid", "boolean"),
-            x::FieldInfo::optional("thinProvisioned", "BoolOption"),
-            x::FieldInfo::optional("eagerlyScrub", "BoolOption"),
-            x::FieldInfo::optional("deltaDiskFormat", "ChoiceOption"),
-            x::FieldInfo::repeated(
-                "deltaDiskFormatsSupported",
-                "VirtualDiskDeltaDiskFormatsSupported",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskFlatVer2BackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskId",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("diskId", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskId>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskLocalPMemBackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "string"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("volumeUUID", "string"),
-            x::FieldInfo::optional("contentId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskLocalPMemBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskLocalPMemBackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "ChoiceOption"),
-            x::FieldInfo::required("growable", "boolean"),
-            x::FieldInfo::required("hotGrowable", "boolean"),
-            x::FieldInfo::required("uuid", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskLocalPMemBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "persistent",
-            "nonpersistent",
-            "undoable",
-            "independent_persistent",
-            "independent_nonpersistent",
-            "append",
-        ],
-        decode: Some(x::decode_boxed::<VirtualDiskMode>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskModeNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("mode", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskModeNotSupported>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("capacityInKB", "LongOption"),
-            x::FieldInfo::optional("ioAllocationOption", "StorageIOAllocationOption"),
-            x::FieldInfo::optional(
-                "vFlashCacheConfigOption",
-                "VirtualDiskOptionVFlashCacheConfigOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskOptionVFlashCacheConfigOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("cacheConsistencyType", "ChoiceOption"),
-            x::FieldInfo::required("cacheMode", "ChoiceOption"),
-            x::FieldInfo::required("reservationInMB", "LongOption"),
-            x::FieldInfo::required("blockSizeInKB", "LongOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskOptionVFlashCacheConfigOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskPartitionedRawDiskVer2BackingInfo",
-        base: Some("VirtualDiskRawDiskVer2BackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("partition", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskPartitionedRawDiskVer2BackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskPartitionedRawDiskVer2BackingOption",
-        base: Some("VirtualDiskRawDiskVer2BackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskPartitionedRawDiskVer2BackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskRawDiskMappingVer1BackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("lunUuid", "string"),
-            x::FieldInfo::optional("deviceName", "string"),
-            x::FieldInfo::optional("compatibilityMode", "string"),
-            x::FieldInfo::optional("diskMode", "string"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("contentId", "string"),
-            x::FieldInfo::optional("changeId", "string"),
-            x::FieldInfo::optional("parent", "VirtualDiskRawDiskMappingVer1BackingInfo"),
-            x::FieldInfo::optional("deltaDiskFormat", "string"),
-            x::FieldInfo::optional("deltaGrainSize", "int"),
-            x::FieldInfo::optional("sharing", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskRawDiskMappingVer1BackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskRawDiskMappingVer1BackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("descriptorFileNameExtensions", "ChoiceOption"),
-            x::FieldInfo::required("compatibilityMode", "ChoiceOption"),
-            x::FieldInfo::required("diskMode", "ChoiceOption"),
-            x::FieldInfo::required("uuid", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskRawDiskMappingVer1BackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskRawDiskVer2BackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("descriptorFileName", "string"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("changeId", "string"),
-            x::FieldInfo::optional("sharing", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskRawDiskVer2BackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskRawDiskVer2BackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("descriptorFileNameExtensions", "ChoiceOption"),
-            x::FieldInfo::required("uuid", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskRawDiskVer2BackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskRuleSpec",
-        base: Some("ClusterRuleInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskRuleType", "string"),
-            x::FieldInfo::repeated("diskId", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskRuleSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskRuleSpecRuleType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["affinity", "antiAffinity", "disabled"],
-        decode: Some(x::decode_boxed::<VirtualDiskRuleSpecRuleType>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskSeSparseBackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "string"),
-            x::FieldInfo::optional("writeThrough", "boolean"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("contentId", "string"),
-            x::FieldInfo::optional("changeId", "string"),
-            x::FieldInfo::optional("parent", "VirtualDiskSeSparseBackingInfo"),
-            x::FieldInfo::optional("deltaDiskFormat", "string"),
-            x::FieldInfo::optional("digestEnabled", "boolean"),
-            x::FieldInfo::optional("grainSize", "int"),
-            x::FieldInfo::optional("keyId", "CryptoKeyId"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskSeSparseBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskSeSparseBackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "ChoiceOption"),
-            x::FieldInfo::required("writeThrough", "BoolOption"),
-            x::FieldInfo::required("growable", "boolean"),
-            x::FieldInfo::required("hotGrowable", "boolean"),
-            x::FieldInfo::required("uuid", "boolean"),
-            x::FieldInfo::repeated(
-                "deltaDiskFormatsSupported",
-                "VirtualDiskDeltaDiskFormatsSupported",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskSeSparseBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskSharing",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["sharingNone", "sharingMultiWriter"],
-        decode: Some(x::decode_boxed::<VirtualDiskSharing>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskSparseVer1BackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "string"),
-            x::FieldInfo::optional("split", "boolean"),
-            x::FieldInfo::optional("writeThrough", "boolean"),
-            x::FieldInfo::optional("spaceUsedInKB", "long"),
-            x::FieldInfo::optional("contentId", "string"),
-            x::FieldInfo::optional("parent", "VirtualDiskSparseVer1BackingInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskSparseVer1BackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskSparseVer1BackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskModes", "ChoiceOption"),
-            x::FieldInfo::required("split", "BoolOption"),
-            x::FieldInfo::required("writeThrough", "BoolOption"),
-            x::FieldInfo::required("growable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskSparseVer1BackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskSparseVer2BackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "string"),
-            x::FieldInfo::optional("split", "boolean"),
-            x::FieldInfo::optional("writeThrough", "boolean"),
-            x::FieldInfo::optional("spaceUsedInKB", "long"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("contentId", "string"),
-            x::FieldInfo::optional("changeId", "string"),
-            x::FieldInfo::optional("parent", "VirtualDiskSparseVer2BackingInfo"),
-            x::FieldInfo::optional("keyId", "CryptoKeyId"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskSparseVer2BackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskSparseVer2BackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskMode", "ChoiceOption"),
-            x::FieldInfo::required("split", "BoolOption"),
-            x::FieldInfo::required("writeThrough", "BoolOption"),
-            x::FieldInfo::required("growable", "boolean"),
-            x::FieldInfo::required("hotGrowable", "boolean"),
-            x::FieldInfo::required("uuid", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskSparseVer2BackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskType", "string"),
-            x::FieldInfo::required("adapterType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "preallocated",
-            "thin",
-            "seSparse",
-            "rdm",
-            "rdmp",
-            "raw",
-            "delta",
-            "sparse2Gb",
-            "thick2Gb",
-            "eagerZeroedThick",
-            "sparseMonolithic",
-            "flatMonolithic",
-            "thick",
-        ],
-        decode: Some(x::decode_boxed::<VirtualDiskType>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskVFlashCacheConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vFlashModule", "string"),
-            x::FieldInfo::optional("reservationInMB", "long"),
-            x::FieldInfo::optional("cacheConsistencyType", "string"),
-            x::FieldInfo::optional("cacheMode", "string"),
-            x::FieldInfo::optional("blockSizeInKB", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskVFlashCacheConfigInfoCacheConsistencyType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["strong", "weak"],
-        decode: Some(
-            x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheConsistencyType>,
-        ),
-    },
-    x::TypeInfo {
-        name: "VirtualDiskVFlashCacheConfigInfoCacheMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["write_thru", "write_back"],
-        decode: Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheMode>),
-    },
-    x::TypeInfo {
-        name: "VirtualE1000",
-        base: Some("VirtualEthernetCard"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualE1000>),
-    },
-    x::TypeInfo {
-        name: "VirtualE1000Option",
-        base: Some("VirtualEthernetCardOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualE1000Option>),
-    },
-    x::TypeInfo {
-        name: "VirtualE1000e",
-        base: Some("VirtualEthernetCard"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualE1000e>),
-    },
-    x::TypeInfo {
-        name: "VirtualE1000eOption",
-        base: Some("VirtualEthernetCardOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualE1000eOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualEnsoniq1371",
-        base: Some("VirtualSoundCard"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEnsoniq1371>),
-    },
-    x::TypeInfo {
-        name: "VirtualEnsoniq1371Option",
-        base: Some("VirtualSoundCardOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEnsoniq1371Option>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCard",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("addressType", "string"),
-            x::FieldInfo::optional("macAddress", "string"),
-            x::FieldInfo::optional("wakeOnLanEnabled", "boolean"),
-            x::FieldInfo::optional(
-                "resourceAllocation",
-                "VirtualEthernetCardResourceAllocation",
-            ),
-            x::FieldInfo::optional("externalId", "string"),
-            x::FieldInfo::optional("uptCompatibilityEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCard>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardDVPortBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardDVPortBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardDistributedVirtualPortBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("port", "DistributedVirtualSwitchPortConnection"),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<VirtualEthernetCardDistributedVirtualPortBackingInfo>,
-        ),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardLegacyNetworkBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardLegacyNetworkBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardLegacyNetworkDeviceName",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["bridged", "nat", "hostonly"],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkDeviceName>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardMacType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["manual", "generated", "assigned"],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardMacType>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardNetworkBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("network", "ManagedObjectReference"),
-            x::FieldInfo::optional("inPassthroughMode", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardNetworkBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardNotSupported",
-        base: Some("DeviceNotSupported"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardNotSupported>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardOpaqueNetworkBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("opaqueNetworkId", "string"),
-            x::FieldInfo::required("opaqueNetworkType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardOpaqueNetworkBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("supportedOUI", "ChoiceOption"),
-            x::FieldInfo::required("macType", "ChoiceOption"),
-            x::FieldInfo::required("wakeOnLanEnabled", "BoolOption"),
-            x::FieldInfo::optional("vmDirectPathGen2Supported", "boolean"),
-            x::FieldInfo::optional("uptCompatibilityEnabled", "BoolOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualEthernetCardResourceAllocation",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("reservation", "long"),
-            x::FieldInfo::required("share", "SharesInfo"),
-            x::FieldInfo::optional("limit", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualEthernetCardResourceAllocation>),
-    },
-    x::TypeInfo {
-        name: "VirtualFloppy",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualFloppy>),
-    },
-    x::TypeInfo {
-        name: "VirtualFloppyDeviceBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualFloppyDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualFloppyDeviceBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualFloppyDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualFloppyImageBackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualFloppyImageBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualFloppyImageBackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualFloppyImageBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualFloppyOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualFloppyOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualFloppyRemoteDeviceBackingInfo",
-        base: Some("VirtualDeviceRemoteDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualFloppyRemoteDeviceBackingOption",
-        base: Some("VirtualDeviceRemoteDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualHardware",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numCPU", "int"),
-            x::FieldInfo::optional("numCoresPerSocket", "int"),
-            x::FieldInfo::required("memoryMB", "int"),
-            x::FieldInfo::optional("virtualICH7MPresent", "boolean"),
-            x::FieldInfo::optional("virtualSMCPresent", "boolean"),
-            x::FieldInfo::repeated("device", "VirtualDevice"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualHardware>),
-    },
-    x::TypeInfo {
-        name: "VirtualHardwareCompatibilityIssue",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualHardwareCompatibilityIssue>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x1a81510), x::Name(0xaa460b), 0, 4), // VASAStorageArray: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1a82613), 0, 5), // VAppAutoStartAction
+        x::TypeEntry::structure(x::Name(0x1a83a0d), x::Name(0xaa460b), 4, 8), // VAppCloneSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a8481f), x::Name(0xaa460b), 12, 2), // VAppCloneSpecNetworkMappingPair: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1a8681d), 5, 3), // VAppCloneSpecProvisioningType
+        x::TypeEntry::structure(x::Name(0x1a88618), x::Name(0xaa460b), 14, 4), // VAppCloneSpecResourceMap: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a89f0f), x::Name(0x1b42008), 18, 0), // VAppConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1a8af0e), x::Name(0x1e76a0c), 18, 4), // VAppConfigInfo: VmConfigInfo
+        x::TypeEntry::structure(x::Name(0x1a8be0e), x::Name(0x1e78c0c), 22, 4), // VAppConfigSpec: VmConfigSpec
+        x::TypeEntry::structure(x::Name(0x1a8cd14), x::Name(0xaa460b), 26, 9), // VAppEntityConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a8e214), x::Name(0xaa460b), 35, 4), // VAppIPAssignmentInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1a8f725), 8, 2), // VAppIPAssignmentInfoAllocationSchemes
+        x::TypeEntry::enumeration(x::Name(0x1a91d26), 10, 4), // VAppIPAssignmentInfoIpAllocationPolicy
+        x::TypeEntry::enumeration(x::Name(0x1a9441d), 14, 2), // VAppIPAssignmentInfoProtocols
+        x::TypeEntry::structure(x::Name(0x1a9620e), x::Name(0x1e6a50d), 39, 0), // VAppNotRunning: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1a97117), x::Name(0x17bee0c), 39, 0), // VAppOperationInProgress: RuntimeFault
+        x::TypeEntry::structure(x::Name(0x1a98912), x::Name(0xaa460b), 39, 5), // VAppOvfSectionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a99c12), x::Name(0x51f10f), 44, 1), // VAppOvfSectionSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1a9af0f), x::Name(0xaa460b), 45, 10), // VAppProductInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a9bf0f), x::Name(0x51f10f), 55, 1), // VAppProductSpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1a9cf11), x::Name(0x1e6a50d), 56, 5), // VAppPropertyFault: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1a9e110), x::Name(0xaa460b), 61, 12), // VAppPropertyInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a9f210), x::Name(0x51f10f), 73, 1), // VAppPropertySpec: ArrayUpdateSpec
+        x::TypeEntry::structure(x::Name(0x1aa0312), x::Name(0x1920e0e), 74, 0), // VAppTaskInProgress: TaskInProgress
+        x::TypeEntry::structure(x::Name(0x1aa1630), x::Name::NONE, 74, 5), // VCenterUpdateVStorageObjectMetadataExRequestType
+        x::TypeEntry::structure(x::Name(0x1aa4c20), x::Name(0x1e6a50d), 79, 0), // VFlashCacheHotConfigNotSupported: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1aa6d18), x::Name(0x1e6a50d), 79, 4), // VFlashModuleNotSupported: VmConfigFault
+        x::TypeEntry::enumeration(x::Name(0x1aa861e), 16, 5), // VFlashModuleNotSupportedReason
+        x::TypeEntry::structure(x::Name(0x1aaa51f), x::Name(0x1b42008), 83, 4), // VFlashModuleVersionIncompatible: VimFault
+        x::TypeEntry::structure(x::Name(0x1aaca19), x::Name(0xd59909), 87, 2), // VMFSDatastoreCreatedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1aae41a), x::Name(0xd59909), 89, 1), // VMFSDatastoreExpandedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1aaff1a), x::Name(0xd59909), 90, 1), // VMFSDatastoreExtendedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1ab1a0f), x::Name(0x942d12), 91, 0), // VMINotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1ab2a12), x::Name(0x57ba13), 91, 0), // VMOnConflictDVPort: CannotAccessNetwork
+        x::TypeEntry::structure(x::Name(0x1ab3d13), x::Name(0x57ba13), 91, 0), // VMOnVirtualIntranet: CannotAccessNetwork
+        x::TypeEntry::structure(x::Name(0x1ab5120), x::Name(0x128bf1c), 91, 0), // VMotionAcrossNetworkNotSupported: MigrationFeatureNotSupported
+        x::TypeEntry::enumeration(x::Name(0x1ab7218), 21, 2), // VMotionCompatibilityType
+        x::TypeEntry::structure(x::Name(0x1ab8b15), x::Name(0x128b00e), 91, 3), // VMotionInterfaceIssue: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1aba11a), x::Name(0x11dda0c), 94, 0), // VMotionLicenseExpiredEvent: LicenseEvent
+        x::TypeEntry::structure(x::Name(0x1abbc16), x::Name(0x1ab8b15), 94, 1), // VMotionLinkCapacityLow: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1abd30f), x::Name(0x1ab8b15), 95, 1), // VMotionLinkDown: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1abe314), x::Name(0x1ab8b15), 96, 0), // VMotionNotConfigured: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1abf812), x::Name(0x1ab8b15), 96, 0), // VMotionNotLicensed: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1ac0b13), x::Name(0x1ab8b15), 96, 0), // VMotionNotSupported: VMotionInterfaceIssue
+        x::TypeEntry::structure(x::Name(0x1ac1f1b), x::Name(0x128b00e), 96, 0), // VMotionProtocolIncompatible: MigrationFault
+        x::TypeEntry::structure(x::Name(0x1ac5b13), x::Name(0x861d0d), 96, 8), // VMwareDVSConfigInfo: DVSConfigInfo
+        x::TypeEntry::structure(x::Name(0x1ac6f13), x::Name(0x862b0d), 104, 7), // VMwareDVSConfigSpec: DVSConfigSpec
+        x::TypeEntry::structure(x::Name(0x1ac831a), x::Name(0x866914), 111, 9), // VMwareDVSFeatureCapability: DVSFeatureCapability
+        x::TypeEntry::structure(x::Name(0x1ac9e1e), x::Name(0x867e18), 120, 2), // VMwareDVSHealthCheckCapability: DVSHealthCheckCapability
+        x::TypeEntry::structure(x::Name(0x1acbd1a), x::Name(0x869714), 122, 0), // VMwareDVSHealthCheckConfig: DVSHealthCheckConfig
+        x::TypeEntry::structure(x::Name(0x1acd81d), x::Name(0xe4e121), 122, 3), // VMwareDVSMtuHealthCheckResult: HostMemberUplinkHealthCheckResult
+        x::TypeEntry::structure(x::Name(0x1acf614), x::Name(0x84810d), 125, 9), // VMwareDVSPortSetting: DVPortSetting
+        x::TypeEntry::structure(x::Name(0x1ad0b18), x::Name(0x857911), 134, 5), // VMwareDVSPortgroupPolicy: DVPortgroupPolicy
+        x::TypeEntry::structure(x::Name(0x1ad2418), x::Name(0xaa460b), 139, 2), // VMwareDVSPvlanConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ad3d16), x::Name(0xaa460b), 141, 3), // VMwareDVSPvlanMapEntry: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ad5421), x::Name(0x1acbd1a), 144, 0), // VMwareDVSTeamingHealthCheckConfig: VMwareDVSHealthCheckConfig
+        x::TypeEntry::structure(x::Name(0x1ad7621), x::Name(0xe4af1b), 144, 1), // VMwareDVSTeamingHealthCheckResult: HostMemberHealthCheckResult
+        x::TypeEntry::enumeration(x::Name(0x1ad981b), 23, 4), // VMwareDVSTeamingMatchStatus
+        x::TypeEntry::structure(x::Name(0x1adb41e), x::Name(0xe4e121), 145, 2), // VMwareDVSVlanHealthCheckResult: HostMemberUplinkHealthCheckResult
+        x::TypeEntry::structure(x::Name(0x1add321), x::Name(0x1acbd1a), 147, 0), // VMwareDVSVlanMtuHealthCheckConfig: VMwareDVSHealthCheckConfig
+        x::TypeEntry::structure(x::Name(0x1adf518), x::Name(0xaa460b), 147, 7), // VMwareDVSVspanCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ae0e18), x::Name(0xaa460b), 154, 2), // VMwareDVSVspanConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ae271e), 27, 3), // VMwareDVSVspanSessionEncapType
+        x::TypeEntry::enumeration(x::Name(0x1ae4619), 30, 5), // VMwareDVSVspanSessionType
+        x::TypeEntry::structure(x::Name(0x1ae6018), x::Name(0xaa460b), 156, 3), // VMwareDvsIpfixCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ae7917), 35, 2), // VMwareDvsLacpApiVersion
+        x::TypeEntry::structure(x::Name(0x1ae9117), x::Name(0xaa460b), 159, 3), // VMwareDvsLacpCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1aea918), x::Name(0xaa460b), 162, 10), // VMwareDvsLacpGroupConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1aec216), x::Name(0xaa460b), 172, 2), // VMwareDvsLacpGroupSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1aed921), 37, 20), // VMwareDvsLacpLoadBalanceAlgorithm
+        x::TypeEntry::structure(x::Name(0x1aefb17), x::Name(0xaa460b), 174, 1), // VMwareDvsLagIpfixConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1af1316), x::Name(0xaa460b), 175, 1), // VMwareDvsLagVlanConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1af2a16), x::Name(0xaa460b), 176, 2), // VMwareDvsMtuCapability: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1af411f), 57, 2), // VMwareDvsMulticastFilteringMode
+        x::TypeEntry::structure(x::Name(0x1af6111), x::Name(0xaa460b), 178, 7), // VMwareIpfixConfig: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1af7314), 59, 2), // VMwareUplinkLacpMode
+        x::TypeEntry::structure(x::Name(0x1af8816), x::Name(0x10f8011), 185, 2), // VMwareUplinkLacpPolicy: InheritablePolicy
+        x::TypeEntry::enumeration(x::Name(0x1af9f1b), 61, 2), // VMwareUplinkLacpTimeoutMode
+        x::TypeEntry::structure(x::Name(0x1afbb1b), x::Name(0x10f8011), 187, 2), // VMwareUplinkPortOrderPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x1afd70f), x::Name(0xaa460b), 189, 5), // VMwareVspanPort: DynamicData
+        x::TypeEntry::structure(x::Name(0x1afe712), x::Name(0xaa460b), 194, 18), // VMwareVspanSession: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b0150e), x::Name(0xaa460b), 212, 1), // VStorageObject: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b0241a), x::Name(0xaa460b), 213, 3), // VStorageObjectAssociations: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b03f2c), x::Name(0xaa460b), 216, 2), // VStorageObjectAssociationsVmDiskAssociations: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b06c18), x::Name(0x54650e), 218, 3), // VStorageObjectConfigInfo: BaseConfigInfo
+        x::TypeEntry::enumeration(x::Name(0x1b0851d), 63, 1), // VStorageObjectConsumptionType
+        x::TypeEntry::structure(x::Name(0x1b0a327), x::Name::NONE, 221, 4), // VStorageObjectCreateSnapshotRequestType
+        x::TypeEntry::structure(x::Name(0x1b0cb1d), x::Name(0xaa460b), 225, 2), // VStorageObjectSnapshotDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b0e91a), x::Name(0xaa460b), 227, 1), // VStorageObjectSnapshotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b10430), x::Name(0xaa460b), 228, 4), // VStorageObjectSnapshotInfoVStorageObjectSnapshot: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b13517), x::Name(0xaa460b), 232, 1), // VStorageObjectStateInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b1520a), x::Name(0xaa460b), 233, 2), // VVolHostPE: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b15d1c), x::Name(0xaa460b), 235, 2), // VVolVmConfigFileUpdateResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b17a32), x::Name(0xaa460b), 237, 3), // VVolVmConfigFileUpdateResultFailedVmConfigFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b1ad25), x::Name::NONE, 240, 3), // ValidateCredentialsInGuestRequestType
+        x::TypeEntry::structure(x::Name(0x1b1d323), x::Name::NONE, 243, 3), // ValidateHCIConfigurationRequestType
+        x::TypeEntry::structure(x::Name(0x1b1f729), x::Name::NONE, 246, 8), // ValidateHostProfileCompositionRequestType
+        x::TypeEntry::structure(x::Name(0x1b22117), x::Name::NONE, 254, 4), // ValidateHostRequestType
+        x::TypeEntry::structure(x::Name(0x1b2391c), x::Name::NONE, 258, 6), // ValidateMigrationRequestType
+        x::TypeEntry::enumeration(x::Name(0x1b25619), 64, 4), // ValidateMigrationTestType
+        x::TypeEntry::structure(x::Name(0x1b27023), x::Name::NONE, 264, 3), // ValidateStoragePodConfigRequestType
+        x::TypeEntry::structure(x::Name(0x1b29419), x::Name(0xaa460b), 267, 3), // VasaProviderContainerSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b2ae1b), x::Name(0xd59909), 270, 1), // VcAgentUninstallFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1b2ca17), x::Name(0xd59909), 271, 0), // VcAgentUninstalledEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1b2e219), x::Name(0xd59909), 271, 1), // VcAgentUpgradeFailedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1b2fc14), x::Name(0xd59909), 272, 0), // VcAgentUpgradedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1b32115), x::Name(0xaa460b), 272, 4), // VchaClusterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b33715), x::Name(0xaa460b), 276, 2), // VchaClusterConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b34d19), x::Name(0xaa460b), 278, 4), // VchaClusterDeploymentSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b36711), x::Name(0xaa460b), 282, 3), // VchaClusterHealth: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1b3790f), 68, 3), // VchaClusterMode
+        x::TypeEntry::structure(x::Name(0x1b38916), x::Name(0xaa460b), 285, 2), // VchaClusterNetworkSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b3a016), x::Name(0xaa460b), 287, 3), // VchaClusterRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1b3b710), 71, 3), // VchaClusterState
+        x::TypeEntry::enumeration(x::Name(0x1b3c80c), 74, 3), // VchaNodeRole
+        x::TypeEntry::structure(x::Name(0x1b3d513), x::Name(0xaa460b), 290, 3), // VchaNodeRuntimeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1b3e90d), 77, 2), // VchaNodeState
+        x::TypeEntry::enumeration(x::Name(0x1b3f709), 79, 4), // VchaState
+        x::TypeEntry::structure(x::Name(0x1b4011e), x::Name(0xd59909), 293, 0), // VimAccountPasswordChangedEvent: HostEvent
+        x::TypeEntry::structure(x::Name(0x1b42008), x::Name(0x128210b), 293, 0), // VimFault: MethodFault
+        x::TypeEntry::structure(x::Name(0x1b4290f), x::Name(0xaa460b), 293, 4), // VimVasaProvider: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b43913), x::Name(0xaa460b), 297, 2), // VimVasaProviderInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b44d1c), x::Name(0xaa460b), 299, 3), // VimVasaProviderStatePerArray: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b46a15), x::Name(0x1debd15), 302, 0), // VirtualAHCIController: VirtualSATAController
+        x::TypeEntry::structure(x::Name(0x1b4801b), x::Name(0x1ded31b), 302, 0), // VirtualAHCIControllerOption: VirtualSATAControllerOption
+        x::TypeEntry::structure(x::Name(0x1b49c14), x::Name(0x10d770a), 302, 4), // VirtualAppImportSpec: ImportSpec
+        x::TypeEntry::structure(x::Name(0x1b4b112), x::Name(0xaa460b), 306, 2), // VirtualAppLinkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b4c411), x::Name(0x1744f13), 308, 5), // VirtualAppSummary: ResourcePoolSummary
+        x::TypeEntry::enumeration(x::Name(0x1b4d613), 83, 4), // VirtualAppVAppState
+        x::TypeEntry::structure(x::Name(0x1b4ea19), x::Name(0x1deef15), 313, 0), // VirtualBusLogicController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1b5041f), x::Name(0x1df051b), 313, 0), // VirtualBusLogicControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1b5240c), x::Name(0x1b6c60d), 313, 0), // VirtualCdrom: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1b5311c), x::Name(0x1b8391e), 313, 0), // VirtualCdromAtapiBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b54e1e), x::Name(0x1b85820), 313, 0), // VirtualCdromAtapiBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1b56d1a), x::Name(0x1b8791c), 313, 0), // VirtualCdromIsoBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b5881c), x::Name(0x1b8961e), 313, 0), // VirtualCdromIsoBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1b5a512), x::Name(0x1b8d013), 313, 0), // VirtualCdromOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1b5b822), x::Name(0x1b8391e), 313, 1), // VirtualCdromPassthroughBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b5db24), x::Name(0x1b85820), 314, 1), // VirtualCdromPassthroughBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1b60022), x::Name(0x1b93c24), 315, 0), // VirtualCdromRemoteAtapiBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b62324), x::Name(0x1b85820), 315, 0), // VirtualCdromRemoteAtapiBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1b64828), x::Name(0x1b93c24), 315, 1), // VirtualCdromRemotePassthroughBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b6712a), x::Name(0x1b96126), 316, 1), // VirtualCdromRemotePassthroughBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1b69c11), x::Name(0x1b6c60d), 317, 2), // VirtualController: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1b6ae17), x::Name(0x1b8d013), 319, 2), // VirtualControllerOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1b6c60d), x::Name(0xaa460b), 321, 7), // VirtualDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b6d418), x::Name(0xaa460b), 328, 0), // VirtualDeviceBackingInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b6ed1a), x::Name(0xaa460b), 328, 1), // VirtualDeviceBackingOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b70818), x::Name(0xaa460b), 329, 0), // VirtualDeviceBusSlotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b7211a), x::Name(0xaa460b), 329, 1), // VirtualDeviceBusSlotOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b73c17), x::Name(0xaa460b), 330, 6), // VirtualDeviceConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b75422), x::Name(0xaa460b), 336, 2), // VirtualDeviceConfigSpecBackingSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1b77724), 87, 3), // VirtualDeviceConfigSpecFileOperation
+        x::TypeEntry::enumeration(x::Name(0x1b79c20), 90, 3), // VirtualDeviceConfigSpecOperation
+        x::TypeEntry::structure(x::Name(0x1b7bd18), x::Name(0xaa460b), 338, 5), // VirtualDeviceConnectInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1b7d628), 93, 3), // VirtualDeviceConnectInfoMigrateConnectOp
+        x::TypeEntry::enumeration(x::Name(0x1b7ff1e), 96, 4), // VirtualDeviceConnectInfoStatus
+        x::TypeEntry::structure(x::Name(0x1b81e1a), x::Name(0xaa460b), 343, 2), // VirtualDeviceConnectOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b8391e), x::Name(0x1b6d418), 345, 2), // VirtualDeviceDeviceBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b85820), x::Name(0x1b6ed1a), 347, 1), // VirtualDeviceDeviceBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1b8791c), x::Name(0x1b6d418), 348, 3), // VirtualDeviceFileBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b8961e), x::Name(0x1b6ed1a), 351, 1), // VirtualDeviceFileBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1b8b51a), 100, 5), // VirtualDeviceFileExtension
+        x::TypeEntry::structure(x::Name(0x1b8d013), x::Name(0xaa460b), 352, 11), // VirtualDeviceOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1b8e41b), x::Name(0x1b70818), 363, 1), // VirtualDevicePciBusSlotInfo: VirtualDeviceBusSlotInfo
+        x::TypeEntry::structure(x::Name(0x1b9001c), x::Name(0x1b6d418), 364, 1), // VirtualDevicePipeBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b91d1e), x::Name(0x1b6ed1a), 365, 0), // VirtualDevicePipeBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1b93c24), x::Name(0x1b6d418), 365, 2), // VirtualDeviceRemoteDeviceBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b96126), x::Name(0x1b6ed1a), 367, 1), // VirtualDeviceRemoteDeviceBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1b9881b), x::Name(0x1b6d418), 368, 3), // VirtualDeviceURIBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1b9a41d), x::Name(0x1b6ed1a), 371, 1), // VirtualDeviceURIBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1b9c226), 105, 2), // VirtualDeviceURIBackingOptionDirection
+        x::TypeEntry::structure(x::Name(0x1b9e90b), x::Name(0x1b6c60d), 372, 10), // VirtualDisk: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x1b9f516), 107, 3), // VirtualDiskAdapterType
+        x::TypeEntry::structure(x::Name(0x1ba0c1f), x::Name(0x6de50f), 382, 1), // VirtualDiskAntiAffinityRuleSpec: ClusterRuleInfo
+        x::TypeEntry::structure(x::Name(0x1ba2c24), x::Name(0x93bf19), 383, 0), // VirtualDiskBlocksNotFullyProvisioned: DeviceBackingNotSupported
+        x::TypeEntry::enumeration(x::Name(0x1ba511c), 110, 2), // VirtualDiskCompatibilityMode
+        x::TypeEntry::structure(x::Name(0x1ba6e15), x::Name(0x1b73c17), 383, 2), // VirtualDiskConfigSpec: VirtualDeviceConfigSpec
+        x::TypeEntry::enumeration(x::Name(0x1ba841a), 112, 3), // VirtualDiskDeltaDiskFormat
+        x::TypeEntry::enumeration(x::Name(0x1ba9f21), 115, 2), // VirtualDiskDeltaDiskFormatVariant
+        x::TypeEntry::structure(x::Name(0x1bac124), x::Name(0xaa460b), 385, 2), // VirtualDiskDeltaDiskFormatsSupported: DynamicData
+        x::TypeEntry::structure(x::Name(0x1bae61e), x::Name(0x1b8791c), 387, 5), // VirtualDiskFlatVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bb0520), x::Name(0x1b8961e), 392, 4), // VirtualDiskFlatVer1BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1bb261e), x::Name(0x1b8791c), 396, 15), // VirtualDiskFlatVer2BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bb4520), x::Name(0x1b8961e), 411, 10), // VirtualDiskFlatVer2BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1bb660d), x::Name(0xaa460b), 421, 2), // VirtualDiskId: DynamicData
+        x::TypeEntry::structure(x::Name(0x1bb741f), x::Name(0x1b8791c), 423, 4), // VirtualDiskLocalPMemBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bb9421), x::Name(0x1b8961e), 427, 4), // VirtualDiskLocalPMemBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1bbb60f), 117, 6), // VirtualDiskMode
+        x::TypeEntry::structure(x::Name(0x1bbc61b), x::Name(0x942d12), 431, 1), // VirtualDiskModeNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1bbe211), x::Name(0x1b8d013), 432, 3), // VirtualDiskOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1bbf428), x::Name(0xaa460b), 435, 4), // VirtualDiskOptionVFlashCacheConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1bc1d2c), x::Name(0x1bccd21), 439, 1), // VirtualDiskPartitionedRawDiskVer2BackingInfo: VirtualDiskRawDiskVer2BackingInfo
+        x::TypeEntry::structure(x::Name(0x1bc4a2e), x::Name(0x1bcef23), 440, 0), // VirtualDiskPartitionedRawDiskVer2BackingOption: VirtualDiskRawDiskVer2BackingOption
+        x::TypeEntry::structure(x::Name(0x1bc7928), x::Name(0x1b8791c), 440, 11), // VirtualDiskRawDiskMappingVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bca22a), x::Name(0x1b85820), 451, 4), // VirtualDiskRawDiskMappingVer1BackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1bccd21), x::Name(0x1b8391e), 455, 4), // VirtualDiskRawDiskVer2BackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bcef23), x::Name(0x1b85820), 459, 2), // VirtualDiskRawDiskVer2BackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1bd1313), x::Name(0x6de50f), 461, 2), // VirtualDiskRuleSpec: ClusterRuleInfo
+        x::TypeEntry::enumeration(x::Name(0x1bd271b), 123, 3), // VirtualDiskRuleSpecRuleType
+        x::TypeEntry::structure(x::Name(0x1bd431e), x::Name(0x1b8791c), 463, 10), // VirtualDiskSeSparseBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bd6220), x::Name(0x1b8961e), 473, 6), // VirtualDiskSeSparseBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1bd8312), 126, 2), // VirtualDiskSharing
+        x::TypeEntry::structure(x::Name(0x1bd9620), x::Name(0x1b8791c), 479, 6), // VirtualDiskSparseVer1BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bdb722), x::Name(0x1b8961e), 485, 4), // VirtualDiskSparseVer1BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1bdda20), x::Name(0x1b8791c), 489, 9), // VirtualDiskSparseVer2BackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bdfb22), x::Name(0x1b8961e), 498, 6), // VirtualDiskSparseVer2BackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1be1e0f), x::Name(0xaa460b), 504, 2), // VirtualDiskSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1be2e0f), 128, 13), // VirtualDiskType
+        x::TypeEntry::structure(x::Name(0x1be3e20), x::Name(0xaa460b), 506, 5), // VirtualDiskVFlashCacheConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1be5f34), 141, 2), // VirtualDiskVFlashCacheConfigInfoCacheConsistencyType
+        x::TypeEntry::enumeration(x::Name(0x1be9429), 143, 2), // VirtualDiskVFlashCacheConfigInfoCacheMode
+        x::TypeEntry::structure(x::Name(0x1bebe0c), x::Name(0x1bf2c13), 511, 0), // VirtualE1000: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1becb12), x::Name(0x1c10419), 511, 0), // VirtualE1000Option: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1bede0d), x::Name(0x1bf2c13), 511, 0), // VirtualE1000e: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1beec13), x::Name(0x1c10419), 511, 0), // VirtualE1000eOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1bf0012), x::Name(0x1e1c010), 511, 0), // VirtualEnsoniq1371: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1bf1318), x::Name(0x1e21716), 511, 0), // VirtualEnsoniq1371Option: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1bf2c13), x::Name(0x1b6c60d), 511, 6), // VirtualEthernetCard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1bf4026), x::Name(0x1b6ed1a), 517, 0), // VirtualEthernetCardDVPortBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1bf6734), x::Name(0x1b6d418), 517, 1), // VirtualEthernetCardDistributedVirtualPortBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bf9c2b), x::Name(0x1b8391e), 518, 0), // VirtualEthernetCardLegacyNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1bfc82d), x::Name(0x1b85820), 518, 0), // VirtualEthernetCardLegacyNetworkBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1bff62a), 145, 3), // VirtualEthernetCardLegacyNetworkDeviceName
+        x::TypeEntry::enumeration(x::Name(0x1c0211a), 148, 3), // VirtualEthernetCardMacType
+        x::TypeEntry::structure(x::Name(0x1c03c25), x::Name(0x1b8391e), 518, 2), // VirtualEthernetCardNetworkBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1c06227), x::Name(0x1b85820), 520, 0), // VirtualEthernetCardNetworkBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1c08a1f), x::Name(0x942d12), 520, 0), // VirtualEthernetCardNotSupported: DeviceNotSupported
+        x::TypeEntry::structure(x::Name(0x1c0aa2b), x::Name(0x1b6d418), 520, 2), // VirtualEthernetCardOpaqueNetworkBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1c0d62d), x::Name(0x1b6ed1a), 522, 0), // VirtualEthernetCardOpaqueNetworkBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1c10419), x::Name(0x1b8d013), 522, 5), // VirtualEthernetCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1c11e25), x::Name(0xaa460b), 527, 3), // VirtualEthernetCardResourceAllocation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c1440d), x::Name(0x1b6c60d), 530, 0), // VirtualFloppy: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1c1521e), x::Name(0x1b8391e), 530, 0), // VirtualFloppyDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1c17120), x::Name(0x1b85820), 530, 0), // VirtualFloppyDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1c1921d), x::Name(0x1b8791c), 530, 0), // VirtualFloppyImageBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1c1b01f), x::Name(0x1b8961e), 530, 0), // VirtualFloppyImageBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1c1d013), x::Name(0x1b8d013), 530, 0), // VirtualFloppyOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1c1e424), x::Name(0x1b93c24), 530, 0), // VirtualFloppyRemoteDeviceBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1c20926), x::Name(0x1b96126), 530, 0), // VirtualFloppyRemoteDeviceBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1c2300f), x::Name(0xaa460b), 530, 6), // VirtualHardware: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c24021), x::Name(0x1e6a50d), 536, 0), // VirtualHardwareCompatibilityIssue: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1c26215), x::Name(0xaa460b), 536, 22), // VirtualHardwareOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c27822), x::Name(0x1c24021), 558, 2), // VirtualHardwareVersionNotSupported: VirtualHardwareCompatibilityIssue
+        x::TypeEntry::structure(x::Name(0x1c29b12), x::Name(0x1e1c010), 560, 0), // VirtualHdAudioCard: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1c2ae18), x::Name(0x1e21716), 560, 0), // VirtualHdAudioCardOption: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1c2c714), x::Name(0x1b69c11), 560, 0), // VirtualIDEController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1c2dc1a), x::Name(0x1b6ae17), 560, 2), // VirtualIDEControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1c2f70f), x::Name(0x1b6c60d), 562, 0), // VirtualKeyboard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1c30715), x::Name(0x1b8d013), 562, 0), // VirtualKeyboardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1c31d19), x::Name(0x1deef15), 562, 0), // VirtualLsiLogicController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1c3371f), x::Name(0x1df051b), 562, 0), // VirtualLsiLogicControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1c3571c), x::Name(0x1deef15), 562, 0), // VirtualLsiLogicSASController: VirtualSCSIController
+        x::TypeEntry::structure(x::Name(0x1c37422), x::Name(0x1df051b), 562, 0), // VirtualLsiLogicSASControllerOption: VirtualSCSIControllerOption
+        x::TypeEntry::structure(x::Name(0x1c3971a), x::Name(0xaa460b), 562, 1), // VirtualMachineAffinityInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1c3b224), 151, 3), // VirtualMachineAppHeartbeatStatusType
+        x::TypeEntry::structure(x::Name(0x1c3d727), x::Name(0xaa460b), 563, 0), // VirtualMachineBaseIndependentFilterSpec: DynamicData
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<VASAStorageArray>),
+        Some(x::decode_boxed::<VAppAutoStartAction>),
+        Some(x::decode_boxed::<VAppCloneSpec>),
+        Some(x::decode_boxed::<VAppCloneSpecNetworkMappingPair>),
+        Some(x::decode_boxed::<VAppCloneSpecProvisioningType>),
+        Some(x::decode_boxed::<VAppCloneSpecResourceMap>),
+        Some(x::decode_boxed::<VAppConfigFault>),
+        Some(x::decode_boxed::<VAppConfigInfo>),
+        Some(x::decode_boxed::<VAppConfigSpec>),
+        Some(x::decode_boxed::<VAppEntityConfigInfo>),
+        Some(x::decode_boxed::<VAppIPAssignmentInfo>),
+        Some(x::decode_boxed::<VAppIPAssignmentInfoAllocationSchemes>),
+        Some(x::decode_boxed::<VAppIPAssignmentInfoIpAllocationPolicy>),
+        Some(x::decode_boxed::<VAppIPAssignmentInfoProtocols>),
+        Some(x::decode_boxed::<VAppNotRunning>),
+        Some(x::decode_boxed::<VAppOperationInProgress>),
+        Some(x::decode_boxed::<VAppOvfSectionInfo>),
+        Some(x::decode_boxed::<VAppOvfSectionSpec>),
+        Some(x::decode_boxed::<VAppProductInfo>),
+        Some(x::decode_boxed::<VAppProductSpec>),
+        Some(x::decode_boxed::<VAppPropertyFault>),
+        Some(x::decode_boxed::<VAppPropertyInfo>),
+        Some(x::decode_boxed::<VAppPropertySpec>),
+        Some(x::decode_boxed::<VAppTaskInProgress>),
+        None, // VCenterUpdateVStorageObjectMetadataExRequestType
+        Some(x::decode_boxed::<VFlashCacheHotConfigNotSupported>),
+        Some(x::decode_boxed::<VFlashModuleNotSupported>),
+        Some(x::decode_boxed::<VFlashModuleNotSupportedReason>),
+        Some(x::decode_boxed::<VFlashModuleVersionIncompatible>),
+        Some(x::decode_boxed::<VMFSDatastoreCreatedEvent>),
+        Some(x::decode_boxed::<VMFSDatastoreExpandedEvent>),
+        Some(x::decode_boxed::<VMFSDatastoreExtendedEvent>),
+        Some(x::decode_boxed::<VMINotSupported>),
+        Some(x::decode_boxed::<VMOnConflictDVPort>),
+        Some(x::decode_boxed::<VMOnVirtualIntranet>),
+        Some(x::decode_boxed::<VMotionAcrossNetworkNotSupported>),
+        Some(x::decode_boxed::<VMotionCompatibilityType>),
+        Some(x::decode_boxed::<VMotionInterfaceIssue>),
+        Some(x::decode_boxed::<VMotionLicenseExpiredEvent>),
+        Some(x::decode_boxed::<VMotionLinkCapacityLow>),
+        Some(x::decode_boxed::<VMotionLinkDown>),
+        Some(x::decode_boxed::<VMotionNotConfigured>),
+        Some(x::decode_boxed::<VMotionNotLicensed>),
+        Some(x::decode_boxed::<VMotionNotSupported>),
+        Some(x::decode_boxed::<VMotionProtocolIncompatible>),
+        Some(x::decode_boxed::<VMwareDVSConfigInfo>),
+        Some(x::decode_boxed::<VMwareDVSConfigSpec>),
+        Some(x::decode_boxed::<VMwareDVSFeatureCapability>),
+        Some(x::decode_boxed::<VMwareDVSHealthCheckCapability>),
+        Some(x::decode_boxed::<VMwareDVSHealthCheckConfig>),
+        Some(x::decode_boxed::<VMwareDVSMtuHealthCheckResult>),
+        Some(x::decode_boxed::<VMwareDVSPortSetting>),
+        Some(x::decode_boxed::<VMwareDVSPortgroupPolicy>),
+        Some(x::decode_boxed::<VMwareDVSPvlanConfigSpec>),
+        Some(x::decode_boxed::<VMwareDVSPvlanMapEntry>),
+        Some(x::decode_boxed::<VMwareDVSTeamingHealthCheckConfig>),
+        Some(x::decode_boxed::<VMwareDVSTeamingHealthCheckResult>),
+        Some(x::decode_boxed::<VMwareDVSTeamingMatchStatus>),
+        Some(x::decode_boxed::<VMwareDVSVlanHealthCheckResult>),
+        Some(x::decode_boxed::<VMwareDVSVlanMtuHealthCheckConfig>),
+        Some(x::decode_boxed::<VMwareDVSVspanCapability>),
+        Some(x::decode_boxed::<VMwareDVSVspanConfigSpec>),
+        Some(x::decode_boxed::<VMwareDVSVspanSessionEncapType>),
+        Some(x::decode_boxed::<VMwareDVSVspanSessionType>),
+        Some(x::decode_boxed::<VMwareDvsIpfixCapability>),
+        Some(x::decode_boxed::<VMwareDvsLacpApiVersion>),
+        Some(x::decode_boxed::<VMwareDvsLacpCapability>),
+        Some(x::decode_boxed::<VMwareDvsLacpGroupConfig>),
+        Some(x::decode_boxed::<VMwareDvsLacpGroupSpec>),
+        Some(x::decode_boxed::<VMwareDvsLacpLoadBalanceAlgorithm>),
+        Some(x::decode_boxed::<VMwareDvsLagIpfixConfig>),
+        Some(x::decode_boxed::<VMwareDvsLagVlanConfig>),
+        Some(x::decode_boxed::<VMwareDvsMtuCapability>),
+        Some(x::decode_boxed::<VMwareDvsMulticastFilteringMode>),
+        Some(x::decode_boxed::<VMwareIpfixConfig>),
+        Some(x::decode_boxed::<VMwareUplinkLacpMode>),
+        Some(x::decode_boxed::<VMwareUplinkLacpPolicy>),
+        Some(x::decode_boxed::<VMwareUplinkLacpTimeoutMode>),
+        Some(x::decode_boxed::<VMwareUplinkPortOrderPolicy>),
+        Some(x::decode_boxed::<VMwareVspanPort>),
+        Some(x::decode_boxed::<VMwareVspanSession>),
+        Some(x::decode_boxed::<VStorageObject>),
+        Some(x::decode_boxed::<VStorageObjectAssociations>),
+        Some(x::decode_boxed::<VStorageObjectAssociationsVmDiskAssociations>),
+        Some(x::decode_boxed::<VStorageObjectConfigInfo>),
+        Some(x::decode_boxed::<VStorageObjectConsumptionType>),
+        None, // VStorageObjectCreateSnapshotRequestType
+        Some(x::decode_boxed::<VStorageObjectSnapshotDetails>),
+        Some(x::decode_boxed::<VStorageObjectSnapshotInfo>),
+        Some(x::decode_boxed::<VStorageObjectSnapshotInfoVStorageObjectSnapshot>),
+        Some(x::decode_boxed::<VStorageObjectStateInfo>),
+        Some(x::decode_boxed::<VVolHostPE>),
+        Some(x::decode_boxed::<VVolVmConfigFileUpdateResult>),
+        Some(x::decode_boxed::<VVolVmConfigFileUpdateResultFailedVmConfigFileInfo>),
+        None, // ValidateCredentialsInGuestRequestType
+        None, // ValidateHCIConfigurationRequestType
+        None, // ValidateHostProfileCompositionRequestType
+        None, // ValidateHostRequestType
+        None, // ValidateMigrationRequestType
+        Some(x::decode_boxed::<ValidateMigrationTestType>),
+        None, // ValidateStoragePodConfigRequestType
+        Some(x::decode_boxed::<VasaProviderContainerSpec>),
+        Some(x::decode_boxed::<VcAgentUninstallFailedEvent>),
+        Some(x::decode_boxed::<VcAgentUninstalledEvent>),
+        Some(x::decode_boxed::<VcAgentUpgradeFailedEvent>),
+        Some(x::decode_boxed::<VcAgentUpgradedEvent>),
+        Some(x::decode_boxed::<VchaClusterConfigInfo>),
+        Some(x::decode_boxed::<VchaClusterConfigSpec>),
+        Some(x::decode_boxed::<VchaClusterDeploymentSpec>),
+        Some(x::decode_boxed::<VchaClusterHealth>),
+        Some(x::decode_boxed::<VchaClusterMode>),
+        Some(x::decode_boxed::<VchaClusterNetworkSpec>),
+        Some(x::decode_boxed::<VchaClusterRuntimeInfo>),
+        Some(x::decode_boxed::<VchaClusterState>),
+        Some(x::decode_boxed::<VchaNodeRole>),
+        Some(x::decode_boxed::<VchaNodeRuntimeInfo>),
+        Some(x::decode_boxed::<VchaNodeState>),
+        Some(x::decode_boxed::<VchaState>),
+        Some(x::decode_boxed::<VimAccountPasswordChangedEvent>),
+        Some(x::decode_boxed::<VimFault>),
+        Some(x::decode_boxed::<VimVasaProvider>),
+        Some(x::decode_boxed::<VimVasaProviderInfo>),
+        Some(x::decode_boxed::<VimVasaProviderStatePerArray>),
+        Some(x::decode_boxed::<VirtualAHCIController>),
+        Some(x::decode_boxed::<VirtualAHCIControllerOption>),
+        Some(x::decode_boxed::<VirtualAppImportSpec>),
+        Some(x::decode_boxed::<VirtualAppLinkInfo>),
+        Some(x::decode_boxed::<VirtualAppSummary>),
+        Some(x::decode_boxed::<VirtualAppVAppState>),
+        Some(x::decode_boxed::<VirtualBusLogicController>),
+        Some(x::decode_boxed::<VirtualBusLogicControllerOption>),
+        Some(x::decode_boxed::<VirtualCdrom>),
+        Some(x::decode_boxed::<VirtualCdromAtapiBackingInfo>),
+        Some(x::decode_boxed::<VirtualCdromAtapiBackingOption>),
+        Some(x::decode_boxed::<VirtualCdromIsoBackingInfo>),
+        Some(x::decode_boxed::<VirtualCdromIsoBackingOption>),
+        Some(x::decode_boxed::<VirtualCdromOption>),
+        Some(x::decode_boxed::<VirtualCdromPassthroughBackingInfo>),
+        Some(x::decode_boxed::<VirtualCdromPassthroughBackingOption>),
+        Some(x::decode_boxed::<VirtualCdromRemoteAtapiBackingInfo>),
+        Some(x::decode_boxed::<VirtualCdromRemoteAtapiBackingOption>),
+        Some(x::decode_boxed::<VirtualCdromRemotePassthroughBackingInfo>),
+        Some(x::decode_boxed::<VirtualCdromRemotePassthroughBackingOption>),
+        Some(x::decode_boxed::<VirtualController>),
+        Some(x::decode_boxed::<VirtualControllerOption>),
+        Some(x::decode_boxed::<VirtualDevice>),
+        Some(x::decode_boxed::<VirtualDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualDeviceBusSlotInfo>),
+        Some(x::decode_boxed::<VirtualDeviceBusSlotOption>),
+        Some(x::decode_boxed::<VirtualDeviceConfigSpec>),
+        Some(x::decode_boxed::<VirtualDeviceConfigSpecBackingSpec>),
+        Some(x::decode_boxed::<VirtualDeviceConfigSpecFileOperation>),
+        Some(x::decode_boxed::<VirtualDeviceConfigSpecOperation>),
+        Some(x::decode_boxed::<VirtualDeviceConnectInfo>),
+        Some(x::decode_boxed::<VirtualDeviceConnectInfoMigrateConnectOp>),
+        Some(x::decode_boxed::<VirtualDeviceConnectInfoStatus>),
+        Some(x::decode_boxed::<VirtualDeviceConnectOption>),
+        Some(x::decode_boxed::<VirtualDeviceDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualDeviceDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualDeviceFileBackingInfo>),
+        Some(x::decode_boxed::<VirtualDeviceFileBackingOption>),
+        Some(x::decode_boxed::<VirtualDeviceFileExtension>),
+        Some(x::decode_boxed::<VirtualDeviceOption>),
+        Some(x::decode_boxed::<VirtualDevicePciBusSlotInfo>),
+        Some(x::decode_boxed::<VirtualDevicePipeBackingInfo>),
+        Some(x::decode_boxed::<VirtualDevicePipeBackingOption>),
+        Some(x::decode_boxed::<VirtualDeviceRemoteDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualDeviceRemoteDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualDeviceURIBackingInfo>),
+        Some(x::decode_boxed::<VirtualDeviceURIBackingOption>),
+        Some(x::decode_boxed::<VirtualDeviceURIBackingOptionDirection>),
+        Some(x::decode_boxed::<VirtualDisk>),
+        Some(x::decode_boxed::<VirtualDiskAdapterType>),
+        Some(x::decode_boxed::<VirtualDiskAntiAffinityRuleSpec>),
+        Some(x::decode_boxed::<VirtualDiskBlocksNotFullyProvisioned>),
+        Some(x::decode_boxed::<VirtualDiskCompatibilityMode>),
+        Some(x::decode_boxed::<VirtualDiskConfigSpec>),
+        Some(x::decode_boxed::<VirtualDiskDeltaDiskFormat>),
+        Some(x::decode_boxed::<VirtualDiskDeltaDiskFormatVariant>),
+        Some(x::decode_boxed::<VirtualDiskDeltaDiskFormatsSupported>),
+        Some(x::decode_boxed::<VirtualDiskFlatVer1BackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskFlatVer1BackingOption>),
+        Some(x::decode_boxed::<VirtualDiskFlatVer2BackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskFlatVer2BackingOption>),
+        Some(x::decode_boxed::<VirtualDiskId>),
+        Some(x::decode_boxed::<VirtualDiskLocalPMemBackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskLocalPMemBackingOption>),
+        Some(x::decode_boxed::<VirtualDiskMode>),
+        Some(x::decode_boxed::<VirtualDiskModeNotSupported>),
+        Some(x::decode_boxed::<VirtualDiskOption>),
+        Some(x::decode_boxed::<VirtualDiskOptionVFlashCacheConfigOption>),
+        Some(x::decode_boxed::<VirtualDiskPartitionedRawDiskVer2BackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskPartitionedRawDiskVer2BackingOption>),
+        Some(x::decode_boxed::<VirtualDiskRawDiskMappingVer1BackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskRawDiskMappingVer1BackingOption>),
+        Some(x::decode_boxed::<VirtualDiskRawDiskVer2BackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskRawDiskVer2BackingOption>),
+        Some(x::decode_boxed::<VirtualDiskRuleSpec>),
+        Some(x::decode_boxed::<VirtualDiskRuleSpecRuleType>),
+        Some(x::decode_boxed::<VirtualDiskSeSparseBackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskSeSparseBackingOption>),
+        Some(x::decode_boxed::<VirtualDiskSharing>),
+        Some(x::decode_boxed::<VirtualDiskSparseVer1BackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskSparseVer1BackingOption>),
+        Some(x::decode_boxed::<VirtualDiskSparseVer2BackingInfo>),
+        Some(x::decode_boxed::<VirtualDiskSparseVer2BackingOption>),
+        Some(x::decode_boxed::<VirtualDiskSpec>),
+        Some(x::decode_boxed::<VirtualDiskType>),
+        Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfo>),
+        Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheConsistencyType>),
+        Some(x::decode_boxed::<VirtualDiskVFlashCacheConfigInfoCacheMode>),
+        Some(x::decode_boxed::<VirtualE1000>),
+        Some(x::decode_boxed::<VirtualE1000Option>),
+        Some(x::decode_boxed::<VirtualE1000e>),
+        Some(x::decode_boxed::<VirtualE1000eOption>),
+        Some(x::decode_boxed::<VirtualEnsoniq1371>),
+        Some(x::decode_boxed::<VirtualEnsoniq1371Option>),
+        Some(x::decode_boxed::<VirtualEthernetCard>),
+        Some(x::decode_boxed::<VirtualEthernetCardDVPortBackingOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardDistributedVirtualPortBackingInfo>),
+        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingInfo>),
+        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkBackingOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardLegacyNetworkDeviceName>),
+        Some(x::decode_boxed::<VirtualEthernetCardMacType>),
+        Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingInfo>),
+        Some(x::decode_boxed::<VirtualEthernetCardNetworkBackingOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardNotSupported>),
+        Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingInfo>),
+        Some(x::decode_boxed::<VirtualEthernetCardOpaqueNetworkBackingOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardOption>),
+        Some(x::decode_boxed::<VirtualEthernetCardResourceAllocation>),
+        Some(x::decode_boxed::<VirtualFloppy>),
+        Some(x::decode_boxed::<VirtualFloppyDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualFloppyDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualFloppyImageBackingInfo>),
+        Some(x::decode_boxed::<VirtualFloppyImageBackingOption>),
+        Some(x::decode_boxed::<VirtualFloppyOption>),
+        Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualFloppyRemoteDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualHardware>),
+        Some(x::decode_boxed::<VirtualHardwareCompatibilityIssue>),
+        Some(x::decode_boxed::<VirtualHardwareOption>),
+        Some(x::decode_boxed::<VirtualHardwareVersionNotSupported>),
+        Some(x::decode_boxed::<VirtualHdAudioCard>),
+        Some(x::decode_boxed::<VirtualHdAudioCardOption>),
+        Some(x::decode_boxed::<VirtualIDEController>),
+        Some(x::decode_boxed::<VirtualIDEControllerOption>),
+        Some(x::decode_boxed::<VirtualKeyboard>),
+        Some(x::decode_boxed::<VirtualKeyboardOption>),
+        Some(x::decode_boxed::<VirtualLsiLogicController>),
+        Some(x::decode_boxed::<VirtualLsiLogicControllerOption>),
+        Some(x::decode_boxed::<VirtualLsiLogicSASController>),
+        Some(x::decode_boxed::<VirtualLsiLogicSASControllerOption>),
+        Some(x::decode_boxed::<VirtualMachineAffinityInfo>),
+        Some(x::decode_boxed::<VirtualMachineAppHeartbeatStatusType>),
+        Some(x::decode_boxed::<VirtualMachineBaseIndependentFilterSpec>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2f00106)), // vendorId: string
+        x::FieldEntry::required(x::Name(0x292ff07), x::Name(0x2f00106)), // modelId: string
+        x::FieldEntry::required(x::Name(0x2846d08), x::Name(0x1258216)), // location: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d2f40c), x::Name(0x1731512)), // resourceSpec: ResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x3153a08), x::Name(0x1258216)), // vmFolder: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x299e70e), x::Name(0x1a8481f)), // networkMapping: VAppCloneSpecNetworkMappingPair
+        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x11c0608)), // property: KeyValue
+        x::FieldEntry::repeated(x::Name(0x2d22a0f), x::Name(0x1a88618)), // resourceMapping: VAppCloneSpecResourceMap
+        x::FieldEntry::optional(x::Name(0x2c3950c), x::Name(0x2f00106)), // provisioning: string
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x237630b), x::Name(0x1258216)), // destination: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1258216)), // parent: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2d2f40c), x::Name(0x1731512)), // resourceSpec: ResourceConfigSpec
+        x::FieldEntry::optional(x::Name(0x2846d08), x::Name(0x1258216)), // location: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x24baf0c), x::Name(0x1a8cd14)), // entityConfig: VAppEntityConfigInfo
+        x::FieldEntry::required(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::repeated(x::Name(0x24baf0c), x::Name(0x1a8cd14)), // entityConfig: VAppEntityConfigInfo
+        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2f7f003), x::Name(0x2f00106)), // tag: string
+        x::FieldEntry::optional(x::Name(0x2eb5f0a), x::Name(0x2729103)), // startOrder: int
+        x::FieldEntry::optional(x::Name(0x2eb390a), x::Name(0x2729103)), // startDelay: int
+        x::FieldEntry::optional(x::Name(0x31ff40f), x::Name(0x212d207)), // waitingForGuest: boolean
+        x::FieldEntry::optional(x::Name(0x2eafb0b), x::Name(0x2f00106)), // startAction: string
+        x::FieldEntry::optional(x::Name(0x2edf209), x::Name(0x2729103)), // stopDelay: int
+        x::FieldEntry::optional(x::Name(0x2ede70a), x::Name(0x2f00106)), // stopAction: string
+        x::FieldEntry::optional(x::Name(0x2386311), x::Name(0x212d207)), // destroyWithParent: boolean
+        x::FieldEntry::repeated(x::Name(0x2f18d19), x::Name(0x2f00106)), // supportedAllocationScheme: string
+        x::FieldEntry::optional(x::Name(0x2765112), x::Name(0x2f00106)), // ipAllocationPolicy: string
+        x::FieldEntry::repeated(x::Name(0x2f26613), x::Name(0x2f00106)), // supportedIpProtocol: string
+        x::FieldEntry::optional(x::Name(0x277270a), x::Name(0x2f00106)), // ipProtocol: string
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::optional(x::Name(0x296a309), x::Name(0x2f00106)), // namespace: string
+        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x20b830f), x::Name(0x212d207)), // atEnvelopeLevel: boolean
+        x::FieldEntry::optional(x::Name(0x224ec08), x::Name(0x2f00106)), // contents: string
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x1a98912)), // info: VAppOvfSectionInfo
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::optional(x::Name(0x21b1b07), x::Name(0x2f00106)), // classId: string
+        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::optional(x::Name(0x25b9a0b), x::Name(0x2f00106)), // fullVersion: string
+        x::FieldEntry::optional(x::Name(0x30da409), x::Name(0x2f00106)), // vendorUrl: string
+        x::FieldEntry::optional(x::Name(0x2c18c0a), x::Name(0x2f00106)), // productUrl: string
+        x::FieldEntry::optional(x::Name(0x208b206), x::Name(0x2f00106)), // appUrl: string
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x1a9af0f)), // info: VAppProductInfo
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
+        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::optional(x::Name(0x21b1b07), x::Name(0x2f00106)), // classId: string
+        x::FieldEntry::optional(x::Name(0x2720f0a), x::Name(0x2f00106)), // instanceId: string
+        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::optional(x::Name(0x216d908), x::Name(0x2f00106)), // category: string
+        x::FieldEntry::optional(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
+        x::FieldEntry::optional(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x301140d), x::Name(0x2f00106)), // typeReference: string
+        x::FieldEntry::optional(x::Name(0x307e410), x::Name(0x212d207)), // userConfigurable: boolean
+        x::FieldEntry::optional(x::Name(0x2343d0c), x::Name(0x2f00106)), // defaultValue: string
+        x::FieldEntry::optional(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0x1a9e110)), // info: VAppPropertyInfo
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2905408), x::Name(0x11c0608)), // metadata: KeyValue
+        x::FieldEntry::repeated(x::Name(0x234c10a), x::Name(0x2f00106)), // deleteKeys: string
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x293670a), x::Name(0x2f00106)), // moduleName: string
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x293670a), x::Name(0x2f00106)), // moduleName: string
+        x::FieldEntry::required(x::Name(0x318d116), x::Name(0x2f00106)), // vmRequestModuleVersion: string
+        x::FieldEntry::required(x::Name(0x2681616), x::Name(0x2f00106)), // hostMinSupportedVerson: string
+        x::FieldEntry::required(x::Name(0x2682d11), x::Name(0x2f00106)), // hostModuleVersion: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
+        x::FieldEntry::optional(x::Name(0x2302e0c), x::Name(0x2f00106)), // datastoreUrl: string
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8c2216)), // datastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x20b930c), x::Name(0x212d207)), // atSourceHost: boolean
+        x::FieldEntry::required(x::Name(0x251160a), x::Name(0x2f00106)), // failedHost: string
+        x::FieldEntry::optional(x::Name(0x2512110), x::Name(0x1258216)), // failedHostEntity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x2f00106)), // network: string
+        x::FieldEntry::repeated(x::Name(0x31ed70c), x::Name(0x1afe712)), // vspanSession: VMwareVspanSession
+        x::FieldEntry::repeated(x::Name(0x2c4ad0b), x::Name(0x1ad3d16)), // pvlanConfig: VMwareDVSPvlanMapEntry
+        x::FieldEntry::required(x::Name(0x28a4406), x::Name(0x2729103)), // maxMtu: int
+        x::FieldEntry::optional(x::Name(0x282551b), x::Name(0x120101b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
+        x::FieldEntry::optional(x::Name(0x2784c0b), x::Name(0x1af6111)), // ipfixConfig: VMwareIpfixConfig
+        x::FieldEntry::repeated(x::Name(0x27e7d0f), x::Name(0x1aea918)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
+        x::FieldEntry::optional(x::Name(0x27e490e), x::Name(0x2f00106)), // lacpApiVersion: string
+        x::FieldEntry::optional(x::Name(0x2952216), x::Name(0x2f00106)), // multicastFilteringMode: string
+        x::FieldEntry::repeated(x::Name(0x2c4b90f), x::Name(0x1ad2418)), // pvlanConfigSpec: VMwareDVSPvlanConfigSpec
+        x::FieldEntry::repeated(x::Name(0x31ec70f), x::Name(0x1ae0e18)), // vspanConfigSpec: VMwareDVSVspanConfigSpec
+        x::FieldEntry::optional(x::Name(0x28a4406), x::Name(0x2729103)), // maxMtu: int
+        x::FieldEntry::optional(x::Name(0x282551b), x::Name(0x120101b)), // linkDiscoveryProtocolConfig: LinkDiscoveryProtocolConfig
+        x::FieldEntry::optional(x::Name(0x2784c0b), x::Name(0x1af6111)), // ipfixConfig: VMwareIpfixConfig
+        x::FieldEntry::optional(x::Name(0x27e490e), x::Name(0x2f00106)), // lacpApiVersion: string
+        x::FieldEntry::optional(x::Name(0x2952216), x::Name(0x2f00106)), // multicastFilteringMode: string
+        x::FieldEntry::optional(x::Name(0x31f160e), x::Name(0x212d207)), // vspanSupported: boolean
+        x::FieldEntry::optional(x::Name(0x283260d), x::Name(0x212d207)), // lldpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2787a0e), x::Name(0x212d207)), // ipfixSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2783c0f), x::Name(0x1ae6018)), // ipfixCapability: VMwareDvsIpfixCapability
+        x::FieldEntry::optional(x::Name(0x295391a), x::Name(0x212d207)), // multicastSnoopingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x31eb70f), x::Name(0x1adf518)), // vspanCapability: VMwareDVSVspanCapability
+        x::FieldEntry::optional(x::Name(0x27e580e), x::Name(0x1ae9117)), // lacpCapability: VMwareDvsLacpCapability
+        x::FieldEntry::optional(x::Name(0x2a17e0c), x::Name(0x212d207)), // nsxSupported: boolean
+        x::FieldEntry::optional(x::Name(0x294b40d), x::Name(0x1af2a16)), // mtuCapability: VMwareDvsMtuCapability
+        x::FieldEntry::required(x::Name(0x3126510), x::Name(0x212d207)), // vlanMtuSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f9af10), x::Name(0x212d207)), // teamingSupported: boolean
+        x::FieldEntry::required(x::Name(0x294c20b), x::Name(0x212d207)), // mtuMismatch: boolean
+        x::FieldEntry::repeated(x::Name(0x312ac14), x::Name(0x1381b0c)), // vlanSupportSwitchMtu: NumericRange
+        x::FieldEntry::repeated(x::Name(0x3127617), x::Name(0x1381b0c)), // vlanNotSupportSwitchMtu: NumericRange
+        x::FieldEntry::optional(x::Name(0x3124004), x::Name(0x1f6af26)), // vlan: VmwareDistributedVirtualSwitchVlanSpec
+        x::FieldEntry::optional(x::Name(0x2c4f306), x::Name(0x1135709)), // qosTag: IntPolicy
+        x::FieldEntry::optional(x::Name(0x3063f13), x::Name(0x1f6d61d)), // uplinkTeamingPolicy: VmwareUplinkPortTeamingPolicy
+        x::FieldEntry::optional(x::Name(0x2da940e), x::Name(0x886f11)), // securityPolicy: DVSSecurityPolicy
+        x::FieldEntry::optional(x::Name(0x278580c), x::Name(0x55dd0a)), // ipfixEnabled: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x300d508), x::Name(0x55dd0a)), // txUplink: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x27e9b0a), x::Name(0x1af8816)), // lacpPolicy: VMwareUplinkLacpPolicy
+        x::FieldEntry::optional(x::Name(0x2868713), x::Name(0x86ec16)), // macManagementPolicy: DVSMacManagementPolicy
+        x::FieldEntry::optional(x::Name(0x1affa03), x::Name(0x1135709)), // VNI: IntPolicy
+        x::FieldEntry::required(x::Name(0x3128e13), x::Name(0x212d207)), // vlanOverrideAllowed: boolean
+        x::FieldEntry::required(x::Name(0x306221c), x::Name(0x212d207)), // uplinkTeamingOverrideAllowed: boolean
+        x::FieldEntry::required(x::Name(0x2daa31d), x::Name(0x212d207)), // securityPolicyOverrideAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2786514), x::Name(0x212d207)), // ipfixOverrideAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2866a1c), x::Name(0x212d207)), // macManagementOverrideAllowed: boolean
+        x::FieldEntry::required(x::Name(0x2c4c90a), x::Name(0x1ad3d16)), // pvlanEntry: VMwareDVSPvlanMapEntry
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::required(x::Name(0x2c0080d), x::Name(0x2729103)), // primaryVlanId: int
+        x::FieldEntry::required(x::Name(0x2d9cd0f), x::Name(0x2729103)), // secondaryVlanId: int
+        x::FieldEntry::required(x::Name(0x2c4dc09), x::Name(0x2f00106)), // pvlanType: string
+        x::FieldEntry::required(x::Name(0x2f9a10d), x::Name(0x2f00106)), // teamingStatus: string
+        x::FieldEntry::repeated(x::Name(0x2ffe70b), x::Name(0x1381b0c)), // trunkedVlan: NumericRange
+        x::FieldEntry::repeated(x::Name(0x304cc0d), x::Name(0x1381b0c)), // untrunkedVlan: NumericRange
+        x::FieldEntry::required(x::Name(0x292c812), x::Name(0x212d207)), // mixedDestSupported: boolean
+        x::FieldEntry::required(x::Name(0x244bc0f), x::Name(0x212d207)), // dvportSupported: boolean
+        x::FieldEntry::required(x::Name(0x2cd0215), x::Name(0x212d207)), // remoteSourceSupported: boolean
+        x::FieldEntry::required(x::Name(0x2cc7713), x::Name(0x212d207)), // remoteDestSupported: boolean
+        x::FieldEntry::required(x::Name(0x247f41a), x::Name(0x212d207)), // encapRemoteSourceSupported: boolean
+        x::FieldEntry::optional(x::Name(0x24ce917), x::Name(0x212d207)), // erspanProtocolSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2921317), x::Name(0x212d207)), // mirrorNetstackSupported: boolean
+        x::FieldEntry::required(x::Name(0x31ed70c), x::Name(0x1afe712)), // vspanSession: VMwareVspanSession
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::optional(x::Name(0x2787a0e), x::Name(0x212d207)), // ipfixSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2799715), x::Name(0x212d207)), // ipv6ForIpfixSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2a9681c), x::Name(0x212d207)), // observationDomainIdSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27ea60d), x::Name(0x212d207)), // lacpSupported: boolean
+        x::FieldEntry::optional(x::Name(0x294f717), x::Name(0x212d207)), // multiLacpGroupSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27e6715), x::Name(0x212d207)), // lacpFastModeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
+        x::FieldEntry::optional(x::Name(0x305ac09), x::Name(0x2729103)), // uplinkNum: int
+        x::FieldEntry::optional(x::Name(0x2834b14), x::Name(0x2f00106)), // loadbalanceAlgorithm: string
+        x::FieldEntry::optional(x::Name(0x3124004), x::Name(0x1af1316)), // vlan: VMwareDvsLagVlanConfig
+        x::FieldEntry::optional(x::Name(0x2783605), x::Name(0x1aefb17)), // ipfix: VMwareDvsLagIpfixConfig
+        x::FieldEntry::repeated(x::Name(0x305a10a), x::Name(0x2f00106)), // uplinkName: string
+        x::FieldEntry::repeated(x::Name(0x305c10d), x::Name(0x2f00106)), // uplinkPortKey: string
+        x::FieldEntry::optional(x::Name(0x2fb440b), x::Name(0x2f00106)), // timeoutMode: string
+        x::FieldEntry::required(x::Name(0x27e7d0f), x::Name(0x1aea918)), // lacpGroupConfig: VMwareDvsLacpGroupConfig
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::optional(x::Name(0x278580c), x::Name(0x212d207)), // ipfixEnabled: boolean
+        x::FieldEntry::repeated(x::Name(0x3124e06), x::Name(0x1381b0c)), // vlanId: NumericRange
+        x::FieldEntry::required(x::Name(0x291880f), x::Name(0x2729103)), // minMtuSupported: int
+        x::FieldEntry::required(x::Name(0x28a4b0f), x::Name(0x2729103)), // maxMtuSupported: int
+        x::FieldEntry::optional(x::Name(0x21d8c12), x::Name(0x2f00106)), // collectorIpAddress: string
+        x::FieldEntry::optional(x::Name(0x21d9f0d), x::Name(0x2729103)), // collectorPort: int
+        x::FieldEntry::optional(x::Name(0x2a95413), x::Name(0x2857004)), // observationDomainId: long
+        x::FieldEntry::required(x::Name(0x2021411), x::Name(0x2729103)), // activeFlowTimeout: int
+        x::FieldEntry::required(x::Name(0x26d060f), x::Name(0x2729103)), // idleFlowTimeout: int
+        x::FieldEntry::required(x::Name(0x2d7260c), x::Name(0x2729103)), // samplingRate: int
+        x::FieldEntry::required(x::Name(0x2736a11), x::Name(0x212d207)), // internalFlowsOnly: boolean
+        x::FieldEntry::optional(x::Name(0x246f206), x::Name(0x55dd0a)), // enable: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x292e604), x::Name(0x18fef0c)), // mode: StringPolicy
+        x::FieldEntry::repeated(x::Name(0x2025d10), x::Name(0x2f00106)), // activeUplinkPort: string
+        x::FieldEntry::repeated(x::Name(0x2eae311), x::Name(0x2f00106)), // standbyUplinkPort: string
+        x::FieldEntry::repeated(x::Name(0x2bad807), x::Name(0x2f00106)), // portKey: string
+        x::FieldEntry::repeated(x::Name(0x305cf0e), x::Name(0x2f00106)), // uplinkPortName: string
+        x::FieldEntry::repeated(x::Name(0x320d719), x::Name(0x2f00106)), // wildcardPortConnecteeType: string
+        x::FieldEntry::repeated(x::Name(0x312d605), x::Name(0x2729103)), // vlans: int
+        x::FieldEntry::repeated(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2e64b15), x::Name(0x1afd70f)), // sourcePortTransmitted: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x2e63812), x::Name(0x1afd70f)), // sourcePortReceived: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x2381c0f), x::Name(0x1afd70f)), // destinationPort: VMwareVspanPort
+        x::FieldEntry::optional(x::Name(0x2484813), x::Name(0x2729103)), // encapsulationVlanId: int
+        x::FieldEntry::required(x::Name(0x2f00811), x::Name(0x212d207)), // stripOriginalVlan: boolean
+        x::FieldEntry::optional(x::Name(0x2922b14), x::Name(0x2729103)), // mirroredPacketLength: int
+        x::FieldEntry::required(x::Name(0x29f7914), x::Name(0x212d207)), // normalTrafficAllowed: boolean
+        x::FieldEntry::optional(x::Name(0x2dda00b), x::Name(0x2f00106)), // sessionType: string
+        x::FieldEntry::optional(x::Name(0x2d7260c), x::Name(0x2729103)), // samplingRate: int
+        x::FieldEntry::optional(x::Name(0x2480f09), x::Name(0x2f00106)), // encapType: string
+        x::FieldEntry::optional(x::Name(0x24ce008), x::Name(0x2729103)), // erspanId: int
+        x::FieldEntry::optional(x::Name(0x24cc509), x::Name(0x2729103)), // erspanCOS: int
+        x::FieldEntry::optional(x::Name(0x24ccf10), x::Name(0x212d207)), // erspanGraNanosec: boolean
+        x::FieldEntry::optional(x::Name(0x298e208), x::Name(0x2f00106)), // netstack: string
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1b06c18)), // config: VStorageObjectConfigInfo
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::repeated(x::Name(0x314e712), x::Name(0x1b03f2c)), // vmDiskAssociations: VStorageObjectAssociationsVmDiskAssociations
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x315ab04), x::Name(0x2f00106)), // vmId: string
+        x::FieldEntry::required(x::Name(0x23eb707), x::Name(0x2729103)), // diskKey: int
+        x::FieldEntry::required(x::Name(0x216aa0c), x::Name(0x2857004)), // capacityInMB: long
+        x::FieldEntry::repeated(x::Name(0x224540f), x::Name(0x2f00106)), // consumptionType: string
+        x::FieldEntry::repeated(x::Name(0x224490a), x::Name(0x10c8702)), // consumerId: ID
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::optional(x::Name(0x2b43304), x::Name(0x2f00106)), // path: string
+        x::FieldEntry::optional(x::Name(0x218d216), x::Name(0x2f00106)), // changedBlockTrackingId: string
+        x::FieldEntry::repeated(x::Name(0x2e3d209), x::Name(0x1b10430)), // snapshots: VStorageObjectSnapshotInfoVStorageObjectSnapshot
+        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x10c8702)), // id: ID
+        x::FieldEntry::optional(x::Name(0x20fc60f), x::Name(0x2f00106)), // backingObjectId: string
+        x::FieldEntry::required(x::Name(0x228de0a), x::Name(0x2308208)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::optional(x::Name(0x2fa0709), x::Name(0x212d207)), // tentative: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2c35d10), x::Name(0xf3fa14)), // protocolEndpoint: HostProtocolEndpoint
+        x::FieldEntry::repeated(x::Name(0x2f0cd15), x::Name(0x11c0608)), // succeededVmConfigFile: KeyValue
+        x::FieldEntry::repeated(x::Name(0x2514d12), x::Name(0x1b17a32)), // failedVmConfigFile: VVolVmConfigFileUpdateResultFailedVmConfigFileInfo
+        x::FieldEntry::required(x::Name(0x2f83312), x::Name(0x2f00106)), // targetConfigVVolId: string
+        x::FieldEntry::optional(x::Name(0x2435706), x::Name(0x2f00106)), // dsPath: string
+        x::FieldEntry::required(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x20c3204), x::Name(0xc1bd13)), // auth: GuestAuthentication
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x263670d), x::Name(0x621923)), // hciConfigSpec: ClusterComputeResourceHCIConfigSpec
+        x::FieldEntry::repeated(x::Name(0x26a4105), x::Name(0x1258216)), // hosts: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e4f406), x::Name(0x1258216)), // source: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2f91807), x::Name(0x1258216)), // targets: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2fb970a), x::Name(0xc92510)), // toBeMerged: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fbc90d), x::Name(0xc92510)), // toReplaceWith: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2fb720b), x::Name(0xc92510)), // toBeDeleted: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x2478c16), x::Name(0xc92510)), // enableStatusToBeCopied: HostApplyProfile
+        x::FieldEntry::optional(x::Name(0x24ca409), x::Name(0x212d207)), // errorOnly: boolean
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b00c0d), x::Name(0x2f00106)), // ovfDescriptor: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x30e4f03), x::Name(0x143d915)), // vhp: OvfValidateHostParams
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2ebd605), x::Name(0x1d18918)), // state: VirtualMachinePowerState
+        x::FieldEntry::repeated(x::Name(0x2fa3908), x::Name(0x2f00106)), // testType: string
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2009d05), x::Name(0x1258216)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2b9ef03), x::Name(0x1258216)), // pod: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x18b9914)), // spec: StorageDrsConfigSpec
+        x::FieldEntry::repeated(x::Name(0x30ca010), x::Name(0x1b43913)), // vasaProviderInfo: VimVasaProviderInfo
+        x::FieldEntry::required(x::Name(0x2d74d04), x::Name(0x2f00106)), // scId: string
+        x::FieldEntry::required(x::Name(0x234e707), x::Name(0x212d207)), // deleted: boolean
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x251ea11), x::Name(0xb5ba10)), // failoverNodeInfo1: FailoverNodeInfo
+        x::FieldEntry::optional(x::Name(0x251fc11), x::Name(0xb5ba10)), // failoverNodeInfo2: FailoverNodeInfo
+        x::FieldEntry::optional(x::Name(0x323c10f), x::Name(0x200410f)), // witnessNodeInfo: WitnessNodeInfo
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::required(x::Name(0x2b39009), x::Name(0x2f00106)), // passiveIp: string
+        x::FieldEntry::required(x::Name(0x323a409), x::Name(0x2f00106)), // witnessIp: string
+        x::FieldEntry::required(x::Name(0x2b37a15), x::Name(0x144a519)), // passiveDeploymentSpec: PassiveNodeDeploymentSpec
+        x::FieldEntry::required(x::Name(0x3238e15), x::Name(0x134ba12)), // witnessDeploymentSpec: NodeDeploymentSpec
+        x::FieldEntry::required(x::Name(0x2028d0c), x::Name(0x188710e)), // activeVcSpec: SourceNodeSpec
+        x::FieldEntry::optional(x::Name(0x2027715), x::Name(0x6c3c18)), // activeVcNetworkConfig: ClusterNetworkConfigSpec
+        x::FieldEntry::required(x::Name(0x2d6910b), x::Name(0x1b3a016)), // runtimeInfo: VchaClusterRuntimeInfo
+        x::FieldEntry::repeated(x::Name(0x2645a0e), x::Name(0x1230312)), // healthMessages: LocalizableMessage
+        x::FieldEntry::repeated(x::Name(0x202eb15), x::Name(0x1230312)), // additionalInformation: LocalizableMessage
+        x::FieldEntry::required(x::Name(0x323ae12), x::Name(0x134cd0f)), // witnessNetworkSpec: NodeNetworkSpec
+        x::FieldEntry::required(x::Name(0x2b39a12), x::Name(0x144bf16)), // passiveNetworkSpec: PassiveNodeNetworkSpec
+        x::FieldEntry::required(x::Name(0x21d0c0c), x::Name(0x2f00106)), // clusterState: string
+        x::FieldEntry::repeated(x::Name(0x29e9b08), x::Name(0x1b3d513)), // nodeInfo: VchaNodeRuntimeInfo
+        x::FieldEntry::required(x::Name(0x21c790b), x::Name(0x2f00106)), // clusterMode: string
+        x::FieldEntry::required(x::Name(0x29ebd09), x::Name(0x2f00106)), // nodeState: string
+        x::FieldEntry::required(x::Name(0x29eb408), x::Name(0x2f00106)), // nodeRole: string
+        x::FieldEntry::required(x::Name(0x29ea406), x::Name(0x2f00106)), // nodeIp: string
+        x::FieldEntry::optional(x::Name(0x3015703), x::Name(0x2f00106)), // uid: string
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x2db3415), x::Name(0x2f00106)), // selfSignedCertificate: string
+        x::FieldEntry::required(x::Name(0x2c36e08), x::Name(0x1b4290f)), // provider: VimVasaProvider
+        x::FieldEntry::repeated(x::Name(0x209d40a), x::Name(0x1b44d1c)), // arrayState: VimVasaProviderStatePerArray
+        x::FieldEntry::required(x::Name(0x2c03e08), x::Name(0x2729103)), // priority: int
+        x::FieldEntry::required(x::Name(0x209cc07), x::Name(0x2f00106)), // arrayId: string
+        x::FieldEntry::required(x::Name(0x201d706), x::Name(0x212d207)), // active: boolean
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x309c30e), x::Name(0x1a8be0e)), // vAppConfigSpec: VAppConfigSpec
+        x::FieldEntry::required(x::Name(0x2d29a10), x::Name(0x1731512)), // resourcePoolSpec: ResourceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x21a9a05), x::Name(0x10d770a)), // child: ImportSpec
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2386311), x::Name(0x212d207)), // destroyWithParent: boolean
+        x::FieldEntry::optional(x::Name(0x2c14807), x::Name(0x1a9af0f)), // product: VAppProductInfo
+        x::FieldEntry::optional(x::Name(0x309d209), x::Name(0x1b4d613)), // vAppState: VirtualAppVAppState
+        x::FieldEntry::optional(x::Name(0x2f58209), x::Name(0x212d207)), // suspended: boolean
+        x::FieldEntry::optional(x::Name(0x2718e13), x::Name(0x212d207)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x24ea309), x::Name(0x212d207)), // exclusive: boolean
+        x::FieldEntry::required(x::Name(0x24ea309), x::Name(0x55d20a)), // exclusive: BoolOption
+        x::FieldEntry::required(x::Name(0x24ea309), x::Name(0x212d207)), // exclusive: boolean
+        x::FieldEntry::required(x::Name(0x24ea309), x::Name(0x55d20a)), // exclusive: BoolOption
+        x::FieldEntry::required(x::Name(0x2144809), x::Name(0x2729103)), // busNumber: int
+        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x2729103)), // device: int
+        x::FieldEntry::required(x::Name(0x239e107), x::Name(0x1134d09)), // devices: IntOption
+        x::FieldEntry::repeated(x::Name(0x2f1bb0f), x::Name(0x2f00106)), // supportedDevice: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::optional(x::Name(0x239030a), x::Name(0x911f0b)), // deviceInfo: Description
+        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0x1b6d418)), // backing: VirtualDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x222b40b), x::Name(0x1b7bd18)), // connectable: VirtualDeviceConnectInfo
+        x::FieldEntry::optional(x::Name(0x2e13608), x::Name(0x1b70818)), // slotInfo: VirtualDeviceBusSlotInfo
+        x::FieldEntry::optional(x::Name(0x2252f0d), x::Name(0x2729103)), // controllerKey: int
+        x::FieldEntry::optional(x::Name(0x302350a), x::Name(0x2729103)), // unitNumber: int
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2abcf09), x::Name(0x1b79c20)), // operation: VirtualDeviceConfigSpecOperation
+        x::FieldEntry::optional(x::Name(0x255b00d), x::Name(0x1b77724)), // fileOperation: VirtualDeviceConfigSpecFileOperation
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x1b6c60d)), // device: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0x1b75422)), // backing: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::repeated(x::Name(0x256ad0a), x::Name(0x1c3d727)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1b75422)), // parent: VirtualDeviceConfigSpecBackingSpec
+        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x290db0e), x::Name(0x2f00106)), // migrateConnect: string
+        x::FieldEntry::required(x::Name(0x2eb2a0e), x::Name(0x212d207)), // startConnected: boolean
+        x::FieldEntry::required(x::Name(0x205f811), x::Name(0x212d207)), // allowGuestControl: boolean
+        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
+        x::FieldEntry::optional(x::Name(0x2eda406), x::Name(0x2f00106)), // status: string
+        x::FieldEntry::required(x::Name(0x2eb2a0e), x::Name(0x55d20a)), // startConnected: BoolOption
+        x::FieldEntry::required(x::Name(0x205f811), x::Name(0x55d20a)), // allowGuestControl: BoolOption
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x3072d0d), x::Name(0x212d207)), // useAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x20d6713), x::Name(0x55d20a)), // autoDetectAvailable: BoolOption
+        x::FieldEntry::required(x::Name(0x2559408), x::Name(0x2f00106)), // fileName: string
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x20fc60f), x::Name(0x2f00106)), // backingObjectId: string
+        x::FieldEntry::optional(x::Name(0x2559d12), x::Name(0x5ef50c)), // fileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::optional(x::Name(0x2229a0d), x::Name(0x1b81e1a)), // connectOption: VirtualDeviceConnectOption
+        x::FieldEntry::optional(x::Name(0x214520d), x::Name(0x1b7211a)), // busSlotOption: VirtualDeviceBusSlotOption
+        x::FieldEntry::optional(x::Name(0x2254e0e), x::Name(0x2f00106)), // controllerType: string
+        x::FieldEntry::optional(x::Name(0x20cca14), x::Name(0x55d20a)), // autoAssignController: BoolOption
+        x::FieldEntry::repeated(x::Name(0x20fd60d), x::Name(0x1b6ed1a)), // backingOption: VirtualDeviceBackingOption
+        x::FieldEntry::optional(x::Name(0x2320119), x::Name(0x2729103)), // defaultBackingOptionIndex: int
+        x::FieldEntry::repeated(x::Name(0x281d10e), x::Name(0x2f00106)), // licensingLimit: string
+        x::FieldEntry::required(x::Name(0x235f90a), x::Name(0x212d207)), // deprecated: boolean
+        x::FieldEntry::required(x::Name(0x2b93c0b), x::Name(0x212d207)), // plugAndPlay: boolean
+        x::FieldEntry::optional(x::Name(0x26b2012), x::Name(0x212d207)), // hotRemoveSupported: boolean
+        x::FieldEntry::required(x::Name(0x2b4c60d), x::Name(0x2729103)), // pciSlotNumber: int
+        x::FieldEntry::required(x::Name(0x2b8db08), x::Name(0x2f00106)), // pipeName: string
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x3072d0d), x::Name(0x212d207)), // useAutoDetect: boolean
+        x::FieldEntry::required(x::Name(0x20d6713), x::Name(0x55d20a)), // autoDetectAvailable: BoolOption
+        x::FieldEntry::required(x::Name(0x2dd460a), x::Name(0x2f00106)), // serviceURI: string
+        x::FieldEntry::required(x::Name(0x23bd809), x::Name(0x2f00106)), // direction: string
+        x::FieldEntry::optional(x::Name(0x2c41e08), x::Name(0x2f00106)), // proxyURI: string
+        x::FieldEntry::required(x::Name(0x23be20a), x::Name(0x5ef50c)), // directions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x216900c), x::Name(0x2857004)), // capacityInKB: long
+        x::FieldEntry::optional(x::Name(0x216800f), x::Name(0x2857004)), // capacityInBytes: long
+        x::FieldEntry::optional(x::Name(0x2df7b06), x::Name(0x185cb0a)), // shares: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2ee9513), x::Name(0x18df317)), // storageIOAllocation: StorageIOAllocationInfo
+        x::FieldEntry::optional(x::Name(0x23f220c), x::Name(0x2f00106)), // diskObjectId: string
+        x::FieldEntry::optional(x::Name(0x30a1d15), x::Name(0x1be3e20)), // vFlashCacheConfigInfo: VirtualDiskVFlashCacheConfigInfo
+        x::FieldEntry::repeated(x::Name(0x2761608), x::Name(0x2f00106)), // iofilter: string
+        x::FieldEntry::optional(x::Name(0x309ff07), x::Name(0x10c8702)), // vDiskId: ID
+        x::FieldEntry::optional(x::Name(0x2975f1a), x::Name(0x212d207)), // nativeUnmanagedLinkedClone: boolean
+        x::FieldEntry::repeated(x::Name(0x26fc512), x::Name(0x1c3d727)), // independentFilters: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::repeated(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
+        x::FieldEntry::optional(x::Name(0x23eff0c), x::Name(0x2f00106)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x290ce0c), x::Name(0x212d207)), // migrateCache: boolean
+        x::FieldEntry::required(x::Name(0x230200d), x::Name(0x2f00106)), // datastoreType: string
+        x::FieldEntry::required(x::Name(0x235100f), x::Name(0x5ef50c)), // deltaDiskFormat: ChoiceOption
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x2e85b05), x::Name(0x212d207)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bae61e)), // parent: VirtualDiskFlatVer1BackingInfo
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2e85b05), x::Name(0x55d20a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x2e85b05), x::Name(0x212d207)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x2fa7d0f), x::Name(0x212d207)), // thinProvisioned: boolean
+        x::FieldEntry::optional(x::Name(0x245df0c), x::Name(0x212d207)), // eagerlyScrub: boolean
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bb261e)), // parent: VirtualDiskFlatVer2BackingInfo
+        x::FieldEntry::optional(x::Name(0x235100f), x::Name(0x2f00106)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x23ad10d), x::Name(0x212d207)), // digestEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x235510e), x::Name(0x2729103)), // deltaGrainSize: int
+        x::FieldEntry::optional(x::Name(0x2352016), x::Name(0x2f00106)), // deltaDiskFormatVariant: string
+        x::FieldEntry::optional(x::Name(0x2df9e07), x::Name(0x2f00106)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2e85b05), x::Name(0x55d20a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
+        x::FieldEntry::optional(x::Name(0x2fa7d0f), x::Name(0x55d20a)), // thinProvisioned: BoolOption
+        x::FieldEntry::optional(x::Name(0x245df0c), x::Name(0x55d20a)), // eagerlyScrub: BoolOption
+        x::FieldEntry::optional(x::Name(0x235100f), x::Name(0x5ef50c)), // deltaDiskFormat: ChoiceOption
+        x::FieldEntry::repeated(x::Name(0x2353719), x::Name(0x1bac124)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x31d270a), x::Name(0x2f00106)), // volumeUUID: string
+        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
+        x::FieldEntry::required(x::Name(0x216900c), x::Name(0x124480a)), // capacityInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x2753f12), x::Name(0x18e0b19)), // ioAllocationOption: StorageIOAllocationOption
+        x::FieldEntry::optional(x::Name(0x30a3317), x::Name(0x1bbf428)), // vFlashCacheConfigOption: VirtualDiskOptionVFlashCacheConfigOption
+        x::FieldEntry::required(x::Name(0x2155a14), x::Name(0x5ef50c)), // cacheConsistencyType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2156f09), x::Name(0x5ef50c)), // cacheMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2d0a30f), x::Name(0x124480a)), // reservationInMB: LongOption
+        x::FieldEntry::required(x::Name(0x2125c0d), x::Name(0x124480a)), // blockSizeInKB: LongOption
+        x::FieldEntry::repeated(x::Name(0x2b30d09), x::Name(0x2729103)), // partition: int
+        x::FieldEntry::optional(x::Name(0x2862107), x::Name(0x2f00106)), // lunUuid: string
+        x::FieldEntry::optional(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x21e8211), x::Name(0x2f00106)), // compatibilityMode: string
+        x::FieldEntry::optional(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bc7928)), // parent: VirtualDiskRawDiskMappingVer1BackingInfo
+        x::FieldEntry::optional(x::Name(0x235100f), x::Name(0x2f00106)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x235510e), x::Name(0x2729103)), // deltaGrainSize: int
+        x::FieldEntry::optional(x::Name(0x2df9e07), x::Name(0x2f00106)), // sharing: string
+        x::FieldEntry::optional(x::Name(0x236541c), x::Name(0x5ef50c)), // descriptorFileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x21e8211), x::Name(0x5ef50c)), // compatibilityMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x2364112), x::Name(0x2f00106)), // descriptorFileName: string
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2df9e07), x::Name(0x2f00106)), // sharing: string
+        x::FieldEntry::required(x::Name(0x236541c), x::Name(0x5ef50c)), // descriptorFileNameExtensions: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x23fb50c), x::Name(0x2f00106)), // diskRuleType: string
+        x::FieldEntry::repeated(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bd431e)), // parent: VirtualDiskSeSparseBackingInfo
+        x::FieldEntry::optional(x::Name(0x235100f), x::Name(0x2f00106)), // deltaDiskFormat: string
+        x::FieldEntry::optional(x::Name(0x23ad10d), x::Name(0x212d207)), // digestEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x25d0209), x::Name(0x2729103)), // grainSize: int
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
+        x::FieldEntry::repeated(x::Name(0x2353719), x::Name(0x1bac124)), // deltaDiskFormatsSupported: VirtualDiskDeltaDiskFormatsSupported
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x2e85b05), x::Name(0x212d207)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x2e7130d), x::Name(0x2857004)), // spaceUsedInKB: long
+        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bd9620)), // parent: VirtualDiskSparseVer1BackingInfo
+        x::FieldEntry::required(x::Name(0x23ef509), x::Name(0x5ef50c)), // diskModes: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2e85b05), x::Name(0x55d20a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x2f00106)), // diskMode: string
+        x::FieldEntry::optional(x::Name(0x2e85b05), x::Name(0x212d207)), // split: boolean
+        x::FieldEntry::optional(x::Name(0x324280c), x::Name(0x212d207)), // writeThrough: boolean
+        x::FieldEntry::optional(x::Name(0x2e7130d), x::Name(0x2857004)), // spaceUsedInKB: long
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x2249e09), x::Name(0x2f00106)), // contentId: string
+        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1bdda20)), // parent: VirtualDiskSparseVer2BackingInfo
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::required(x::Name(0x23eec08), x::Name(0x5ef50c)), // diskMode: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2e85b05), x::Name(0x55d20a)), // split: BoolOption
+        x::FieldEntry::required(x::Name(0x324280c), x::Name(0x55d20a)), // writeThrough: BoolOption
+        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x212d207)), // uuid: boolean
+        x::FieldEntry::required(x::Name(0x2400908), x::Name(0x2f00106)), // diskType: string
+        x::FieldEntry::required(x::Name(0x202a20b), x::Name(0x2f00106)), // adapterType: string
+        x::FieldEntry::optional(x::Name(0x30a810c), x::Name(0x2f00106)), // vFlashModule: string
+        x::FieldEntry::optional(x::Name(0x2d0a30f), x::Name(0x2857004)), // reservationInMB: long
+        x::FieldEntry::optional(x::Name(0x2155a14), x::Name(0x2f00106)), // cacheConsistencyType: string
+        x::FieldEntry::optional(x::Name(0x2156f09), x::Name(0x2f00106)), // cacheMode: string
+        x::FieldEntry::optional(x::Name(0x2125c0d), x::Name(0x2857004)), // blockSizeInKB: long
+        x::FieldEntry::optional(x::Name(0x203410b), x::Name(0x2f00106)), // addressType: string
+        x::FieldEntry::optional(x::Name(0x2862d0a), x::Name(0x2f00106)), // macAddress: string
+        x::FieldEntry::optional(x::Name(0x3201510), x::Name(0x212d207)), // wakeOnLanEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d1cf12), x::Name(0x1c11e25)), // resourceAllocation: VirtualEthernetCardResourceAllocation
+        x::FieldEntry::optional(x::Name(0x250cd0a), x::Name(0x2f00106)), // externalId: string
+        x::FieldEntry::optional(x::Name(0x3067e17), x::Name(0x212d207)), // uptCompatibilityEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x9ed126)), // port: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::optional(x::Name(0x2992207), x::Name(0x1258216)), // network: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x26e1211), x::Name(0x212d207)), // inPassthroughMode: boolean
+        x::FieldEntry::required(x::Name(0x2ab4e0f), x::Name(0x2f00106)), // opaqueNetworkId: string
+        x::FieldEntry::required(x::Name(0x2ab7011), x::Name(0x2f00106)), // opaqueNetworkType: string
+        x::FieldEntry::required(x::Name(0x2f3140c), x::Name(0x5ef50c)), // supportedOUI: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2869b07), x::Name(0x5ef50c)), // macType: ChoiceOption
+        x::FieldEntry::required(x::Name(0x3201510), x::Name(0x55d20a)), // wakeOnLanEnabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x3145719), x::Name(0x212d207)), // vmDirectPathGen2Supported: boolean
+        x::FieldEntry::optional(x::Name(0x3067e17), x::Name(0x55d20a)), // uptCompatibilityEnabled: BoolOption
+        x::FieldEntry::optional(x::Name(0x2d05c0b), x::Name(0x2857004)), // reservation: long
+        x::FieldEntry::required(x::Name(0x2dee405), x::Name(0x185cb0a)), // share: SharesInfo
+        x::FieldEntry::optional(x::Name(0x2820605), x::Name(0x2857004)), // limit: long
+        x::FieldEntry::required(x::Name(0x2a22d06), x::Name(0x2729103)), // numCPU: int
+        x::FieldEntry::optional(x::Name(0x2a24811), x::Name(0x2729103)), // numCoresPerSocket: int
+        x::FieldEntry::required(x::Name(0x28e4408), x::Name(0x2729103)), // memoryMB: int
+        x::FieldEntry::optional(x::Name(0x3101013), x::Name(0x212d207)), // virtualICH7MPresent: boolean
+        x::FieldEntry::optional(x::Name(0x3119411), x::Name(0x212d207)), // virtualSMCPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x1b6c60d)), // device: VirtualDevice
+        x::FieldEntry::required(x::Name(0x26be309), x::Name(0x2729103)), // hwVersion: int
+        x::FieldEntry::repeated(x::Name(0x30f1413), x::Name(0x1b8d013)), // virtualDeviceOption: VirtualDeviceOption
+        x::FieldEntry::required(x::Name(0x2392f12), x::Name(0x212d207)), // deviceListReadonly: boolean
+        x::FieldEntry::repeated(x::Name(0x2a22d06), x::Name(0x2729103)), // numCPU: int
+        x::FieldEntry::optional(x::Name(0x2a24811), x::Name(0x1134d09)), // numCoresPerSocket: IntOption
+        x::FieldEntry::required(x::Name(0x2a2b00e), x::Name(0x212d207)), // numCpuReadonly: boolean
+        x::FieldEntry::required(x::Name(0x28e4408), x::Name(0x124480a)), // memoryMB: LongOption
+        x::FieldEntry::required(x::Name(0x2a40911), x::Name(0x1134d09)), // numPCIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2a34f11), x::Name(0x1134d09)), // numIDEControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2a66711), x::Name(0x1134d09)), // numUSBControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2a67915), x::Name(0x1134d09)), // numUSBXHCIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2a58611), x::Name(0x1134d09)), // numSIOControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2a43411), x::Name(0x1134d09)), // numPS2Controllers: IntOption
+        x::FieldEntry::repeated(x::Name(0x281d10e), x::Name(0x2f00106)), // licensingLimit: string
+        x::FieldEntry::optional(x::Name(0x2a64414), x::Name(0x1134d09)), // numSupportedWwnPorts: IntOption
+        x::FieldEntry::optional(x::Name(0x2a62f14), x::Name(0x1134d09)), // numSupportedWwnNodes: IntOption
+        x::FieldEntry::optional(x::Name(0x2d1e214), x::Name(0x1730014)), // resourceConfigOption: ResourceConfigOption
+        x::FieldEntry::optional(x::Name(0x2a39e14), x::Name(0x1134d09)), // numNVDIMMControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2a6590d), x::Name(0x1134d09)), // numTPMDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2a79f0d), x::Name(0x1134d09)), // numWDTDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2a4b218), x::Name(0x1134d09)), // numPrecisionClockDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x24c500b), x::Name(0x124480a)), // epcMemoryMB: LongOption
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2a3610b), x::Name(0x1134d09)), // numIDEDisks: IntOption
+        x::FieldEntry::required(x::Name(0x2a3420c), x::Name(0x1134d09)), // numIDECdroms: IntOption
+        x::FieldEntry::repeated(x::Name(0x2044f0b), x::Name(0x2729103)), // affinitySet: int
+    ],
+    values: &[
+        x::Name(0x29f4b04), // none
+        x::Name(0x2bc8007), // powerOn
+        x::Name(0x2bc5608), // powerOff
+        x::Name(0x25fd40d), // guestShutdown
+        x::Name(0x2f50907), // suspend
+        x::Name(0x2d6c90c), // sameAsSource
+        x::Name(0x2fa6f04), // thin
+        x::Name(0x2fa6005), // thick
+        x::Name(0x239e904), // dhcp
+        x::Name(0x2b05706), // ovfenv
+        x::Name(0x23a260a), // dhcpPolicy
+        x::Name(0x2fec90f), // transientPolicy
+        x::Name(0x257b10b), // fixedPolicy
+        x::Name(0x2579c14), // fixedAllocatedPolicy
+        x::Name(0x10cbe04), // IPv4
+        x::Name(0x10cc304), // IPv6
+        x::Name(0x567e15), // CacheModeNotSupported
+        x::Name(0x565d20), // CacheConsistencyTypeNotSupported
+        x::Name(0x56421a), // CacheBlockSizeNotSupported
+        x::Name(0x56941c), // CacheReservationNotSupported
+        x::Name(0x98da14), // DiskSizeNotSupported
+        x::Name(0x2262103), // cpu
+        x::Name(0x2e41308), // software
+        x::Name(0x278890b), // iphashMatch
+        x::Name(0x29f010e), // nonIphashMatch
+        x::Name(0x278950e), // iphashMismatch
+        x::Name(0x29f1011), // nonIphashMismatch
+        x::Name(0x25dad03), // gre
+        x::Name(0x24cb507), // erspan2
+        x::Name(0x24cbd07), // erspan3
+        x::Name(0x292b80f), // mixedDestMirror
+        x::Name(0x2443b0c), // dvPortMirror
+        x::Name(0x2ccd412), // remoteMirrorSource
+        x::Name(0x2ccc310), // remoteMirrorDest
+        x::Name(0x248191e), // encapsulatedRemoteMirrorSource
+        x::Name(0x2e05909), // singleLag
+        x::Name(0x295b30b), // multipleLag
+        x::Name(0x2e93006), // srcMac
+        x::Name(0x2371c07), // destMac
+        x::Name(0x2e8b60a), // srcDestMac
+        x::Name(0x237110a), // destIpVlan
+        x::Name(0x2e92609), // srcIpVlan
+        x::Name(0x2e8a80d), // srcDestIpVlan
+        x::Name(0x237540e), // destTcpUdpPort
+        x::Name(0x2e95c0d), // srcTcpUdpPort
+        x::Name(0x2e8c111), // srcDestTcpUdpPort
+        x::Name(0x236eb10), // destIpTcpUdpPort
+        x::Name(0x2e9020f), // srcIpTcpUdpPort
+        x::Name(0x2e87c13), // srcDestIpTcpUdpPort
+        x::Name(0x236fc14), // destIpTcpUdpPortVlan
+        x::Name(0x2e91213), // srcIpTcpUdpPortVlan
+        x::Name(0x2e89017), // srcDestIpTcpUdpPortVlan
+        x::Name(0x236e406), // destIp
+        x::Name(0x2e8fc05), // srcIp
+        x::Name(0x2e87209), // srcDestIp
+        x::Name(0x3124004), // vlan
+        x::Name(0x2e93709), // srcPortId
+        x::Name(0x2806a0f), // legacyFiltering
+        x::Name(0x2e3e708), // snooping
+        x::Name(0x201d706), // active
+        x::Name(0x2b37207), // passive
+        x::Name(0x252af04), // fast
+        x::Name(0x2e15b04), // slow
+        x::Name(0x23e0704), // disk
+        x::Name(0x2e6850b), // sourceTests
+        x::Name(0x21e9412), // compatibilityTests
+        x::Name(0x23e0c16), // diskAccessibilityTests
+        x::Name(0x2d3010d), // resourceTests
+        x::Name(0x247bd07), // enabled
+        x::Name(0x23ca108), // disabled
+        x::Name(0x286a30b), // maintenance
+        x::Name(0x264ee07), // healthy
+        x::Name(0x234a908), // degraded
+        x::Name(0x27c5f08), // isolated
+        x::Name(0x201d706), // active
+        x::Name(0x2b37207), // passive
+        x::Name(0x3238607), // witness
+        x::Name(0x304f602), // up
+        x::Name(0x2426304), // down
+        x::Name(0x221250a), // configured
+        x::Name(0x29fdb0d), // notConfigured
+        x::Name(0x273be07), // invalid
+        x::Name(0x2bee608), // prepared
+        x::Name(0x2eb9b07), // started
+        x::Name(0x2edfc07), // stopped
+        x::Name(0x2ebaf08), // starting
+        x::Name(0x2ee0408), // stopping
+        x::Name(0x2281106), // create
+        x::Name(0x2384407), // destroy
+        x::Name(0x2cd6e07), // replace
+        x::Name(0x202ae03), // add
+        x::Name(0x2cd1806), // remove
+        x::Name(0x2460504), // edit
+        x::Name(0x2229207), // connect
+        x::Name(0x23d8f0a), // disconnect
+        x::Name(0x3043905), // unset
+        x::Name(0x2aa0502), // ok
+        x::Name(0x2ca1d10), // recoverableError
+        x::Name(0x3039512), // unrecoverableError
+        x::Name(0x304c407), // untried
+        x::Name(0x27c5b03), // iso
+        x::Name(0x2581c03), // flp
+        x::Name(0x31a2904), // vmdk
+        x::Name(0x2437f03), // dsk
+        x::Name(0x2c6e603), // rdm
+        x::Name(0x2dbe806), // server
+        x::Name(0x21b3b06), // client
+        x::Name(0x26cbe03), // ide
+        x::Name(0x2143f08), // busLogic
+        x::Name(0x285eb08), // lsiLogic
+        x::Name(0x311040b), // virtualMode
+        x::Name(0x2b8780c), // physicalMode
+        x::Name(0x2ca890d), // redoLogFormat
+        x::Name(0x2972b0c), // nativeFormat
+        x::Name(0x2d9550e), // seSparseFormat
+        x::Name(0x31ad311), // vmfsSparseVariant
+        x::Name(0x31df511), // vsanSparseVariant
+        x::Name(0x2b6a20a), // persistent
+        x::Name(0x29f5b0d), // nonpersistent
+        x::Name(0x301bc08), // undoable
+        x::Name(0x2700c16), // independent_persistent
+        x::Name(0x26ff219), // independent_nonpersistent
+        x::Name(0x208b906), // append
+        x::Name(0x2044608), // affinity
+        x::Name(0x207c50c), // antiAffinity
+        x::Name(0x23ca108), // disabled
+        x::Name(0x2dfb90b), // sharingNone
+        x::Name(0x2dfa612), // sharingMultiWriter
+        x::Name(0x2bdf40c), // preallocated
+        x::Name(0x2fa6f04), // thin
+        x::Name(0x2d93608), // seSparse
+        x::Name(0x2c6e603), // rdm
+        x::Name(0x2c70904), // rdmp
+        x::Name(0x2c6b303), // raw
+        x::Name(0x234ef05), // delta
+        x::Name(0x2e7d509), // sparse2Gb
+        x::Name(0x2fa6608), // thick2Gb
+        x::Name(0x245ce10), // eagerZeroedThick
+        x::Name(0x2e7f410), // sparseMonolithic
+        x::Name(0x257ef0e), // flatMonolithic
+        x::Name(0x2fa6005), // thick
+        x::Name(0x2f01a06), // strong
+        x::Name(0x3208904), // weak
+        x::Name(0x324400a), // write_thru
+        x::Name(0x324350a), // write_back
+        x::Name(0x213b907), // bridged
+        x::Name(0x2971403), // nat
+        x::Name(0x26a3808), // hostonly
+        x::Name(0x2880706), // manual
+        x::Name(0x25c4509), // generated
+        x::Name(0x20b0308), // assigned
+        x::Name(0x208880d), // appStatusGray
+        x::Name(0x208960e), // appStatusGreen
+        x::Name(0x208a50c), // appStatusRed
+    ],
+};

@@ -4,2592 +4,1176 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "VirtualHardwareOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hwVersion", "int"),
-            x::FieldInfo::repeated("virtualDeviceOption", "VirtualDeviceOption"),
-            x::FieldInfo::required("deviceListReadonly", "boolean"),
-            x::FieldInfo::repeated("numCPU", "int"),
-            x::FieldInfo::optional("numCoresPerSocket", "IntOption"),
-            x::FieldInfo::required("numCpuReadonly", "boolean"),
-            x::FieldInfo::required("memoryMB", "LongOption"),
-            x::FieldInfo::required("numPCIControllers", "IntOption"),
-            x::FieldInfo::required("numIDEControllers", "IntOption"),
-            x::FieldInfo::required("numUSBControllers", "IntOption"),
-            x::FieldInfo::optional("numUSBXHCIControllers", "IntOption"),
-            x::FieldInfo::required("numSIOControllers", "IntOption"),
-            x::FieldInfo::required("numPS2Controllers", "IntOption"),
-            x::FieldInfo::repeated("licensingLimit", "string"),
-            x::FieldInfo::optional("numSupportedWwnPorts", "IntOption"),
-            x::FieldInfo::optional("numSupportedWwnNodes", "IntOption"),
-            x::FieldInfo::optional("resourceConfigOption", "ResourceConfigOption"),
-            x::FieldInfo::optional("numNVDIMMControllers", "IntOption"),
-            x::FieldInfo::optional("numTPMDevices", "IntOption"),
-            x::FieldInfo::optional("numWDTDevices", "IntOption"),
-            x::FieldInfo::optional("numPrecisionClockDevices", "IntOption"),
-            x::FieldInfo::optional("epcMemoryMB", "LongOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualHardwareOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualHardwareVersionNotSupported",
-        base: Some("VirtualHardwareCompatibilityIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostName", "string"),
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualHardwareVersionNotSupported>),
-    },
-    x::TypeInfo {
-        name: "VirtualHdAudioCard",
-        base: Some("VirtualSoundCard"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualHdAudioCard>),
-    },
-    x::TypeInfo {
-        name: "VirtualHdAudioCardOption",
-        base: Some("VirtualSoundCardOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualHdAudioCardOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualIDEController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualIDEController>),
-    },
-    x::TypeInfo {
-        name: "VirtualIDEControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numIDEDisks", "IntOption"),
-            x::FieldInfo::required("numIDECdroms", "IntOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualIDEControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualKeyboard",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualKeyboard>),
-    },
-    x::TypeInfo {
-        name: "VirtualKeyboardOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualKeyboardOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualLsiLogicController",
-        base: Some("VirtualSCSIController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualLsiLogicController>),
-    },
-    x::TypeInfo {
-        name: "VirtualLsiLogicControllerOption",
-        base: Some("VirtualSCSIControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualLsiLogicControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualLsiLogicSASController",
-        base: Some("VirtualSCSIController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualLsiLogicSASController>),
-    },
-    x::TypeInfo {
-        name: "VirtualLsiLogicSASControllerOption",
-        base: Some("VirtualSCSIControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualLsiLogicSASControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineAffinityInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("affinitySet", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineAffinityInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineAppHeartbeatStatusType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["appStatusGray", "appStatusGreen", "appStatusRed"],
-        decode: Some(x::decode_boxed::<VirtualMachineAppHeartbeatStatusType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineBaseIndependentFilterSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineBaseIndependentFilterSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineBootOptions",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("bootDelay", "long"),
-            x::FieldInfo::optional("enterBIOSSetup", "boolean"),
-            x::FieldInfo::optional("efiSecureBootEnabled", "boolean"),
-            x::FieldInfo::optional("bootRetryEnabled", "boolean"),
-            x::FieldInfo::optional("bootRetryDelay", "long"),
-            x::FieldInfo::repeated(
-                "bootOrder",
-                "VirtualMachineBootOptionsBootableDevice",
-            ),
-            x::FieldInfo::optional("networkBootProtocol", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineBootOptions>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineBootOptionsBootableCdromDevice",
-        base: Some("VirtualMachineBootOptionsBootableDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineBootOptionsBootableCdromDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineBootOptionsBootableDevice",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineBootOptionsBootableDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineBootOptionsBootableDiskDevice",
-        base: Some("VirtualMachineBootOptionsBootableDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("deviceKey", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineBootOptionsBootableDiskDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineBootOptionsBootableEthernetDevice",
-        base: Some("VirtualMachineBootOptionsBootableDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("deviceKey", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineBootOptionsBootableEthernetDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineBootOptionsBootableFloppyDevice",
-        base: Some("VirtualMachineBootOptionsBootableDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineBootOptionsBootableFloppyDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineBootOptionsNetworkBootProtocolType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["ipv4", "ipv6"],
-        decode: Some(x::decode_boxed::<VirtualMachineBootOptionsNetworkBootProtocolType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineCapability",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("snapshotOperationsSupported", "boolean"),
-            x::FieldInfo::required("multipleSnapshotsSupported", "boolean"),
-            x::FieldInfo::required("snapshotConfigSupported", "boolean"),
-            x::FieldInfo::required("poweredOffSnapshotsSupported", "boolean"),
-            x::FieldInfo::required("memorySnapshotsSupported", "boolean"),
-            x::FieldInfo::required("revertToSnapshotSupported", "boolean"),
-            x::FieldInfo::required("quiescedSnapshotsSupported", "boolean"),
-            x::FieldInfo::required("disableSnapshotsSupported", "boolean"),
-            x::FieldInfo::required("lockSnapshotsSupported", "boolean"),
-            x::FieldInfo::required("consolePreferencesSupported", "boolean"),
-            x::FieldInfo::required("cpuFeatureMaskSupported", "boolean"),
-            x::FieldInfo::required("s1AcpiManagementSupported", "boolean"),
-            x::FieldInfo::required("settingScreenResolutionSupported", "boolean"),
-            x::FieldInfo::required("toolsAutoUpdateSupported", "boolean"),
-            x::FieldInfo::required("vmNpivWwnSupported", "boolean"),
-            x::FieldInfo::required("npivWwnOnNonRdmVmSupported", "boolean"),
-            x::FieldInfo::optional("vmNpivWwnDisableSupported", "boolean"),
-            x::FieldInfo::optional("vmNpivWwnUpdateSupported", "boolean"),
-            x::FieldInfo::required("swapPlacementSupported", "boolean"),
-            x::FieldInfo::required("toolsSyncTimeSupported", "boolean"),
-            x::FieldInfo::required("virtualMmuUsageSupported", "boolean"),
-            x::FieldInfo::required("diskSharesSupported", "boolean"),
-            x::FieldInfo::required("bootOptionsSupported", "boolean"),
-            x::FieldInfo::optional("bootRetryOptionsSupported", "boolean"),
-            x::FieldInfo::required("settingVideoRamSizeSupported", "boolean"),
-            x::FieldInfo::optional("settingDisplayTopologySupported", "boolean"),
-            x::FieldInfo::optional("recordReplaySupported", "boolean"),
-            x::FieldInfo::optional("changeTrackingSupported", "boolean"),
-            x::FieldInfo::optional("multipleCoresPerSocketSupported", "boolean"),
-            x::FieldInfo::optional("hostBasedReplicationSupported", "boolean"),
-            x::FieldInfo::optional("guestAutoLockSupported", "boolean"),
-            x::FieldInfo::optional("memoryReservationLockSupported", "boolean"),
-            x::FieldInfo::optional("featureRequirementSupported", "boolean"),
-            x::FieldInfo::optional("poweredOnMonitorTypeChangeSupported", "boolean"),
-            x::FieldInfo::optional("seSparseDiskSupported", "boolean"),
-            x::FieldInfo::optional("nestedHVSupported", "boolean"),
-            x::FieldInfo::optional("vPMCSupported", "boolean"),
-            x::FieldInfo::optional("secureBootSupported", "boolean"),
-            x::FieldInfo::optional("perVmEvcSupported", "boolean"),
-            x::FieldInfo::optional("virtualMmuUsageIgnored", "boolean"),
-            x::FieldInfo::optional("virtualExecUsageIgnored", "boolean"),
-            x::FieldInfo::optional("diskOnlySnapshotOnSuspendedVMSupported", "boolean"),
-            x::FieldInfo::optional("suspendToMemorySupported", "boolean"),
-            x::FieldInfo::optional("toolsSyncTimeAllowSupported", "boolean"),
-            x::FieldInfo::optional("sevSupported", "boolean"),
-            x::FieldInfo::optional("pmemFailoverSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineCapability>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineCdromInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("description", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineCdromInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineCloneSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("location", "VirtualMachineRelocateSpec"),
-            x::FieldInfo::required("template", "boolean"),
-            x::FieldInfo::optional("config", "VirtualMachineConfigSpec"),
-            x::FieldInfo::optional("customization", "CustomizationSpec"),
-            x::FieldInfo::required("powerOn", "boolean"),
-            x::FieldInfo::optional("snapshot", "ManagedObjectReference"),
-            x::FieldInfo::optional("memory", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineCloneSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("changeVersion", "string"),
-            x::FieldInfo::required("modified", "dateTime"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("guestFullName", "string"),
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::required("uuid", "string"),
-            x::FieldInfo::optional("createDate", "dateTime"),
-            x::FieldInfo::optional("instanceUuid", "string"),
-            x::FieldInfo::repeated("npivNodeWorldWideName", "long"),
-            x::FieldInfo::repeated("npivPortWorldWideName", "long"),
-            x::FieldInfo::optional("npivWorldWideNameType", "string"),
-            x::FieldInfo::optional("npivDesiredNodeWwns", "short"),
-            x::FieldInfo::optional("npivDesiredPortWwns", "short"),
-            x::FieldInfo::optional("npivTemporaryDisabled", "boolean"),
-            x::FieldInfo::optional("npivOnNonRdmDisks", "boolean"),
-            x::FieldInfo::optional("locationId", "string"),
-            x::FieldInfo::required("template", "boolean"),
-            x::FieldInfo::required("guestId", "string"),
-            x::FieldInfo::required("alternateGuestName", "string"),
-            x::FieldInfo::optional("annotation", "string"),
-            x::FieldInfo::required("files", "VirtualMachineFileInfo"),
-            x::FieldInfo::optional("tools", "ToolsConfigInfo"),
-            x::FieldInfo::required("flags", "VirtualMachineFlagInfo"),
-            x::FieldInfo::optional(
-                "consolePreferences",
-                "VirtualMachineConsolePreferences",
-            ),
-            x::FieldInfo::required(
-                "defaultPowerOps",
-                "VirtualMachineDefaultPowerOpInfo",
-            ),
-            x::FieldInfo::required("hardware", "VirtualHardware"),
-            x::FieldInfo::repeated("vcpuConfig", "VirtualMachineVcpuConfig"),
-            x::FieldInfo::optional("cpuAllocation", "ResourceAllocationInfo"),
-            x::FieldInfo::optional("memoryAllocation", "ResourceAllocationInfo"),
-            x::FieldInfo::optional("latencySensitivity", "LatencySensitivity"),
-            x::FieldInfo::optional("memoryHotAddEnabled", "boolean"),
-            x::FieldInfo::optional("cpuHotAddEnabled", "boolean"),
-            x::FieldInfo::optional("cpuHotRemoveEnabled", "boolean"),
-            x::FieldInfo::optional("hotPlugMemoryLimit", "long"),
-            x::FieldInfo::optional("hotPlugMemoryIncrementSize", "long"),
-            x::FieldInfo::optional("cpuAffinity", "VirtualMachineAffinityInfo"),
-            x::FieldInfo::optional("memoryAffinity", "VirtualMachineAffinityInfo"),
-            x::FieldInfo::optional("networkShaper", "VirtualMachineNetworkShaperInfo"),
-            x::FieldInfo::repeated("extraConfig", "OptionValue"),
-            x::FieldInfo::repeated("cpuFeatureMask", "HostCpuIdInfo"),
-            x::FieldInfo::repeated(
-                "datastoreUrl",
-                "VirtualMachineConfigInfoDatastoreUrlPair",
-            ),
-            x::FieldInfo::optional("swapPlacement", "string"),
-            x::FieldInfo::optional("bootOptions", "VirtualMachineBootOptions"),
-            x::FieldInfo::optional("ftInfo", "FaultToleranceConfigInfo"),
-            x::FieldInfo::optional("repConfig", "ReplicationConfigSpec"),
-            x::FieldInfo::optional("vAppConfig", "VmConfigInfo"),
-            x::FieldInfo::optional("vAssertsEnabled", "boolean"),
-            x::FieldInfo::optional("changeTrackingEnabled", "boolean"),
-            x::FieldInfo::optional("firmware", "string"),
-            x::FieldInfo::optional("maxMksConnections", "int"),
-            x::FieldInfo::optional("guestAutoLockEnabled", "boolean"),
-            x::FieldInfo::optional("managedBy", "ManagedByInfo"),
-            x::FieldInfo::optional("memoryReservationLockedToMax", "boolean"),
-            x::FieldInfo::optional(
-                "initialOverhead",
-                "VirtualMachineConfigInfoOverheadInfo",
-            ),
-            x::FieldInfo::optional("nestedHVEnabled", "boolean"),
-            x::FieldInfo::optional("vPMCEnabled", "boolean"),
-            x::FieldInfo::optional(
-                "scheduledHardwareUpgradeInfo",
-                "ScheduledHardwareUpgradeInfo",
-            ),
-            x::FieldInfo::optional("forkConfigInfo", "VirtualMachineForkConfigInfo"),
-            x::FieldInfo::optional("vFlashCacheReservation", "long"),
-            x::FieldInfo::optional("vmxConfigChecksum", "base64Binary"),
-            x::FieldInfo::optional("messageBusTunnelEnabled", "boolean"),
-            x::FieldInfo::optional("vmStorageObjectId", "string"),
-            x::FieldInfo::optional("swapStorageObjectId", "string"),
-            x::FieldInfo::optional("keyId", "CryptoKeyId"),
-            x::FieldInfo::optional(
-                "guestIntegrityInfo",
-                "VirtualMachineGuestIntegrityInfo",
-            ),
-            x::FieldInfo::optional("migrateEncryption", "string"),
-            x::FieldInfo::optional("sgxInfo", "VirtualMachineSgxInfo"),
-            x::FieldInfo::optional(
-                "contentLibItemInfo",
-                "VirtualMachineContentLibraryItemInfo",
-            ),
-            x::FieldInfo::optional("ftEncryptionMode", "string"),
-            x::FieldInfo::optional(
-                "guestMonitoringModeInfo",
-                "VirtualMachineGuestMonitoringModeInfo",
-            ),
-            x::FieldInfo::optional("sevEnabled", "boolean"),
-            x::FieldInfo::optional("pmemFailoverEnabled", "boolean"),
-            x::FieldInfo::optional("vmOpNotificationToAppEnabled", "boolean"),
-            x::FieldInfo::optional("pmem", "VirtualMachineVirtualPMem"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigInfoDatastoreUrlPair",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("url", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigInfoDatastoreUrlPair>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigInfoNpivWwnType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["vc", "host", "external"],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigInfoNpivWwnType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigInfoOverheadInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("initialMemoryReservation", "long"),
-            x::FieldInfo::optional("initialSwapReservation", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigInfoOverheadInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigInfoSwapPlacementType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["inherit", "vmDirectory", "hostLocal"],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigInfoSwapPlacementType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("version", "string"),
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::repeated("guestOSDescriptor", "GuestOsDescriptor"),
-            x::FieldInfo::required("guestOSDefaultIndex", "int"),
-            x::FieldInfo::required("hardwareOptions", "VirtualHardwareOption"),
-            x::FieldInfo::required("capabilities", "VirtualMachineCapability"),
-            x::FieldInfo::required("datastore", "DatastoreOption"),
-            x::FieldInfo::repeated("defaultDevice", "VirtualDevice"),
-            x::FieldInfo::repeated("supportedMonitorType", "string"),
-            x::FieldInfo::repeated("supportedOvfEnvironmentTransport", "string"),
-            x::FieldInfo::repeated("supportedOvfInstallTransport", "string"),
-            x::FieldInfo::repeated("propertyRelations", "VirtualMachinePropertyRelation"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigOptionDescriptor",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::optional("description", "string"),
-            x::FieldInfo::repeated("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("createSupported", "boolean"),
-            x::FieldInfo::optional("defaultConfigOption", "boolean"),
-            x::FieldInfo::optional("runSupported", "boolean"),
-            x::FieldInfo::optional("upgradeSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigOptionDescriptor>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("changeVersion", "string"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("version", "string"),
-            x::FieldInfo::optional("createDate", "dateTime"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("instanceUuid", "string"),
-            x::FieldInfo::repeated("npivNodeWorldWideName", "long"),
-            x::FieldInfo::repeated("npivPortWorldWideName", "long"),
-            x::FieldInfo::optional("npivWorldWideNameType", "string"),
-            x::FieldInfo::optional("npivDesiredNodeWwns", "short"),
-            x::FieldInfo::optional("npivDesiredPortWwns", "short"),
-            x::FieldInfo::optional("npivTemporaryDisabled", "boolean"),
-            x::FieldInfo::optional("npivOnNonRdmDisks", "boolean"),
-            x::FieldInfo::optional("npivWorldWideNameOp", "string"),
-            x::FieldInfo::optional("locationId", "string"),
-            x::FieldInfo::optional("guestId", "string"),
-            x::FieldInfo::optional("alternateGuestName", "string"),
-            x::FieldInfo::optional("annotation", "string"),
-            x::FieldInfo::optional("files", "VirtualMachineFileInfo"),
-            x::FieldInfo::optional("tools", "ToolsConfigInfo"),
-            x::FieldInfo::optional("flags", "VirtualMachineFlagInfo"),
-            x::FieldInfo::optional(
-                "consolePreferences",
-                "VirtualMachineConsolePreferences",
-            ),
-            x::FieldInfo::optional("powerOpInfo", "VirtualMachineDefaultPowerOpInfo"),
-            x::FieldInfo::optional("numCPUs", "int"),
-            x::FieldInfo::repeated("vcpuConfig", "VirtualMachineVcpuConfig"),
-            x::FieldInfo::optional("numCoresPerSocket", "int"),
-            x::FieldInfo::optional("memoryMB", "long"),
-            x::FieldInfo::optional("memoryHotAddEnabled", "boolean"),
-            x::FieldInfo::optional("cpuHotAddEnabled", "boolean"),
-            x::FieldInfo::optional("cpuHotRemoveEnabled", "boolean"),
-            x::FieldInfo::optional("virtualICH7MPresent", "boolean"),
-            x::FieldInfo::optional("virtualSMCPresent", "boolean"),
-            x::FieldInfo::repeated("deviceChange", "VirtualDeviceConfigSpec"),
-            x::FieldInfo::optional("cpuAllocation", "ResourceAllocationInfo"),
-            x::FieldInfo::optional("memoryAllocation", "ResourceAllocationInfo"),
-            x::FieldInfo::optional("latencySensitivity", "LatencySensitivity"),
-            x::FieldInfo::optional("cpuAffinity", "VirtualMachineAffinityInfo"),
-            x::FieldInfo::optional("memoryAffinity", "VirtualMachineAffinityInfo"),
-            x::FieldInfo::optional("networkShaper", "VirtualMachineNetworkShaperInfo"),
-            x::FieldInfo::repeated("cpuFeatureMask", "VirtualMachineCpuIdInfoSpec"),
-            x::FieldInfo::repeated("extraConfig", "OptionValue"),
-            x::FieldInfo::optional("swapPlacement", "string"),
-            x::FieldInfo::optional("bootOptions", "VirtualMachineBootOptions"),
-            x::FieldInfo::optional("vAppConfig", "VmConfigSpec"),
-            x::FieldInfo::optional("ftInfo", "FaultToleranceConfigInfo"),
-            x::FieldInfo::optional("repConfig", "ReplicationConfigSpec"),
-            x::FieldInfo::optional("vAppConfigRemoved", "boolean"),
-            x::FieldInfo::optional("vAssertsEnabled", "boolean"),
-            x::FieldInfo::optional("changeTrackingEnabled", "boolean"),
-            x::FieldInfo::optional("firmware", "string"),
-            x::FieldInfo::optional("maxMksConnections", "int"),
-            x::FieldInfo::optional("guestAutoLockEnabled", "boolean"),
-            x::FieldInfo::optional("managedBy", "ManagedByInfo"),
-            x::FieldInfo::optional("memoryReservationLockedToMax", "boolean"),
-            x::FieldInfo::optional("nestedHVEnabled", "boolean"),
-            x::FieldInfo::optional("vPMCEnabled", "boolean"),
-            x::FieldInfo::optional(
-                "scheduledHardwareUpgradeInfo",
-                "ScheduledHardwareUpgradeInfo",
-            ),
-            x::FieldInfo::repeated("vmProfile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::optional("messageBusTunnelEnabled", "boolean"),
-            x::FieldInfo::optional("crypto", "CryptoSpec"),
-            x::FieldInfo::optional("migrateEncryption", "string"),
-            x::FieldInfo::optional("sgxInfo", "VirtualMachineSgxInfo"),
-            x::FieldInfo::optional("ftEncryptionMode", "string"),
-            x::FieldInfo::optional(
-                "guestMonitoringModeInfo",
-                "VirtualMachineGuestMonitoringModeInfo",
-            ),
-            x::FieldInfo::optional("sevEnabled", "boolean"),
-            x::FieldInfo::optional("pmemFailoverEnabled", "boolean"),
-            x::FieldInfo::optional("vmOpNotificationToAppEnabled", "boolean"),
-            x::FieldInfo::optional("pmem", "VirtualMachineVirtualPMem"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigSpecEncryptedFtModes",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "ftEncryptionDisabled",
-            "ftEncryptionOpportunistic",
-            "ftEncryptionRequired",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigSpecEncryptedFtModes>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigSpecEncryptedVMotionModes",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["disabled", "opportunistic", "required"],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigSpecEncryptedVMotionModes>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigSpecNpivWwnOp",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["generate", "set", "remove", "extend"],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigSpecNpivWwnOp>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConfigSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("template", "boolean"),
-            x::FieldInfo::required("vmPathName", "string"),
-            x::FieldInfo::optional("memorySizeMB", "int"),
-            x::FieldInfo::optional("cpuReservation", "int"),
-            x::FieldInfo::optional("memoryReservation", "int"),
-            x::FieldInfo::optional("numCpu", "int"),
-            x::FieldInfo::optional("numEthernetCards", "int"),
-            x::FieldInfo::optional("numVirtualDisks", "int"),
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("instanceUuid", "string"),
-            x::FieldInfo::optional("guestId", "string"),
-            x::FieldInfo::optional("guestFullName", "string"),
-            x::FieldInfo::optional("annotation", "string"),
-            x::FieldInfo::optional("product", "VAppProductInfo"),
-            x::FieldInfo::optional("installBootRequired", "boolean"),
-            x::FieldInfo::optional("ftInfo", "FaultToleranceConfigInfo"),
-            x::FieldInfo::optional("managedBy", "ManagedByInfo"),
-            x::FieldInfo::optional("tpmPresent", "boolean"),
-            x::FieldInfo::optional("numVmiopBackings", "int"),
-            x::FieldInfo::optional("hwVersion", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConfigSummary>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConnection",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("label", "string"),
-            x::FieldInfo::required("client", "string"),
-            x::FieldInfo::required("userName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConnection>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConnectionState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["connected", "disconnected", "orphaned", "inaccessible", "invalid"],
-        decode: Some(x::decode_boxed::<VirtualMachineConnectionState>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineConsolePreferences",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("powerOnWhenOpened", "boolean"),
-            x::FieldInfo::optional("enterFullScreenOnPowerOn", "boolean"),
-            x::FieldInfo::optional("closeOnPowerOffOrSuspend", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineConsolePreferences>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineContentLibraryItemInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("contentLibraryItemUuid", "string"),
-            x::FieldInfo::optional("contentLibraryItemVersion", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineContentLibraryItemInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineCpuIdInfoSpec",
-        base: Some("ArrayUpdateSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("info", "HostCpuIdInfo")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineCpuIdInfoSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineCryptoState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["unlocked", "locked"],
-        decode: Some(x::decode_boxed::<VirtualMachineCryptoState>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDatastoreInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "DatastoreSummary"),
-            x::FieldInfo::required("capability", "DatastoreCapability"),
-            x::FieldInfo::required("maxFileSize", "long"),
-            x::FieldInfo::optional("maxVirtualDiskCapacity", "long"),
-            x::FieldInfo::optional("maxPhysicalRDMFileSize", "long"),
-            x::FieldInfo::optional("maxVirtualRDMFileSize", "long"),
-            x::FieldInfo::required("mode", "string"),
-            x::FieldInfo::optional("vStorageSupport", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDatastoreInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDatastoreVolumeOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fileSystemType", "string"),
-            x::FieldInfo::optional("majorVersion", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDatastoreVolumeOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDefaultPowerOpInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("powerOffType", "string"),
-            x::FieldInfo::optional("suspendType", "string"),
-            x::FieldInfo::optional("resetType", "string"),
-            x::FieldInfo::optional("defaultPowerOffType", "string"),
-            x::FieldInfo::optional("defaultSuspendType", "string"),
-            x::FieldInfo::optional("defaultResetType", "string"),
-            x::FieldInfo::optional("standbyAction", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDefaultPowerOpInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDefaultProfileSpec",
-        base: Some("VirtualMachineProfileSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDefaultProfileSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDefinedProfileSpec",
-        base: Some("VirtualMachineProfileSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("profileId", "string"),
-            x::FieldInfo::optional("replicationSpec", "ReplicationSpec"),
-            x::FieldInfo::optional("profileData", "VirtualMachineProfileRawData"),
-            x::FieldInfo::repeated("profileParams", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDefinedProfileSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDeviceRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required(
-                "runtimeState",
-                "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState",
-            ),
-            x::FieldInfo::required("key", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDeviceRuntimeInfoDeviceRuntimeState",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<VirtualMachineDeviceRuntimeInfoDeviceRuntimeState>,
-        ),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState",
-        base: Some("VirtualMachineDeviceRuntimeInfoDeviceRuntimeState"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmDirectPathGen2Active", "boolean"),
-            x::FieldInfo::repeated("vmDirectPathGen2InactiveReasonVm", "string"),
-            x::FieldInfo::repeated("vmDirectPathGen2InactiveReasonOther", "string"),
-            x::FieldInfo::optional("vmDirectPathGen2InactiveReasonExtended", "string"),
-            x::FieldInfo::optional("reservationStatus", "string"),
-            x::FieldInfo::optional("attachmentStatus", "string"),
-            x::FieldInfo::repeated(
-                "featureRequirement",
-                "VirtualMachineFeatureRequirement",
-            ),
-        ],
-        values: &[],
-        decode: Some(
-            x::decode_boxed::<
-                VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["vmNptIncompatibleHost", "vmNptIncompatibleNetwork"],
-        decode: Some(
-            x::decode_boxed::<
-                VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "vmNptIncompatibleGuest",
-            "vmNptIncompatibleGuestDriver",
-            "vmNptIncompatibleAdapterType",
-            "vmNptDisabledOrDisconnectedAdapter",
-            "vmNptIncompatibleAdapterFeatures",
-            "vmNptIncompatibleBackingType",
-            "vmNptInsufficientMemoryReservation",
-            "vmNptFaultToleranceOrRecordReplayConfigured",
-            "vmNptConflictingIOChainConfigured",
-            "vmNptMonitorBlocks",
-            "vmNptConflictingOperationInProgress",
-            "vmNptRuntimeError",
-            "vmNptOutOfIntrVector",
-            "vmNptVMCIActive",
-        ],
-        decode: Some(
-            x::decode_boxed::<
-                VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm,
-            >,
-        ),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDiskDeviceInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("capacity", "long"),
-            x::FieldInfo::repeated("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDiskDeviceInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDisplayTopology",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("x", "int"),
-            x::FieldInfo::required("y", "int"),
-            x::FieldInfo::required("width", "int"),
-            x::FieldInfo::required("height", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDisplayTopology>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineDynamicPassthroughInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vendorName", "string"),
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::optional("customLabel", "string"),
-            x::FieldInfo::required("vendorId", "int"),
-            x::FieldInfo::required("deviceId", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineDynamicPassthroughInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineEmptyIndependentFilterSpec",
-        base: Some("VirtualMachineBaseIndependentFilterSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineEmptyIndependentFilterSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineEmptyProfileSpec",
-        base: Some("VirtualMachineProfileSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineEmptyProfileSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFaultToleranceState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "notConfigured",
-            "disabled",
-            "enabled",
-            "needSecondary",
-            "starting",
-            "running",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineFaultToleranceState>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFaultToleranceType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["unset", "recordReplay", "checkpointing"],
-        decode: Some(x::decode_boxed::<VirtualMachineFaultToleranceType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFeatureRequirement",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("featureName", "string"),
-            x::FieldInfo::required("value", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFeatureRequirement>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vmPathName", "string"),
-            x::FieldInfo::optional("snapshotDirectory", "string"),
-            x::FieldInfo::optional("suspendDirectory", "string"),
-            x::FieldInfo::optional("logDirectory", "string"),
-            x::FieldInfo::optional("ftMetadataDirectory", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayout",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("configFile", "string"),
-            x::FieldInfo::repeated("logFile", "string"),
-            x::FieldInfo::repeated("disk", "VirtualMachineFileLayoutDiskLayout"),
-            x::FieldInfo::repeated("snapshot", "VirtualMachineFileLayoutSnapshotLayout"),
-            x::FieldInfo::optional("swapFile", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayout>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayoutDiskLayout",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::repeated("diskFile", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayoutDiskLayout>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayoutEx",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("file", "VirtualMachineFileLayoutExFileInfo"),
-            x::FieldInfo::repeated("disk", "VirtualMachineFileLayoutExDiskLayout"),
-            x::FieldInfo::repeated(
-                "snapshot",
-                "VirtualMachineFileLayoutExSnapshotLayout",
-            ),
-            x::FieldInfo::required("timestamp", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayoutEx>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayoutExDiskLayout",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::repeated("chain", "VirtualMachineFileLayoutExDiskUnit"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayoutExDiskLayout>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayoutExDiskUnit",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("fileKey", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayoutExDiskUnit>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayoutExFileInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "int"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("size", "long"),
-            x::FieldInfo::optional("uniqueSize", "long"),
-            x::FieldInfo::optional("backingObjectId", "string"),
-            x::FieldInfo::optional("accessible", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayoutExFileInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayoutExFileType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "config",
-            "extendedConfig",
-            "diskDescriptor",
-            "diskExtent",
-            "digestDescriptor",
-            "digestExtent",
-            "diskReplicationState",
-            "log",
-            "stat",
-            "namespaceData",
-            "nvram",
-            "snapshotData",
-            "snapshotMemory",
-            "snapshotList",
-            "snapshotManifestList",
-            "suspend",
-            "suspendMemory",
-            "swap",
-            "uwswap",
-            "core",
-            "screenshot",
-            "ftMetadata",
-            "guestCustomization",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayoutExFileType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayoutExSnapshotLayout",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::required("dataKey", "int"),
-            x::FieldInfo::optional("memoryKey", "int"),
-            x::FieldInfo::repeated("disk", "VirtualMachineFileLayoutExDiskLayout"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayoutExSnapshotLayout>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFileLayoutSnapshotLayout",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "ManagedObjectReference"),
-            x::FieldInfo::repeated("snapshotFile", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFileLayoutSnapshotLayout>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFlagInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("disableAcceleration", "boolean"),
-            x::FieldInfo::optional("enableLogging", "boolean"),
-            x::FieldInfo::optional("useToe", "boolean"),
-            x::FieldInfo::optional("runWithDebugInfo", "boolean"),
-            x::FieldInfo::optional("monitorType", "string"),
-            x::FieldInfo::optional("htSharing", "string"),
-            x::FieldInfo::optional("snapshotDisabled", "boolean"),
-            x::FieldInfo::optional("snapshotLocked", "boolean"),
-            x::FieldInfo::optional("diskUuidEnabled", "boolean"),
-            x::FieldInfo::optional("virtualMmuUsage", "string"),
-            x::FieldInfo::optional("virtualExecUsage", "string"),
-            x::FieldInfo::optional("snapshotPowerOffBehavior", "string"),
-            x::FieldInfo::optional("recordReplayEnabled", "boolean"),
-            x::FieldInfo::optional("faultToleranceType", "string"),
-            x::FieldInfo::optional("cbrcCacheEnabled", "boolean"),
-            x::FieldInfo::optional("vvtdEnabled", "boolean"),
-            x::FieldInfo::optional("vbsEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFlagInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFlagInfoMonitorType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["release", "debug", "stats"],
-        decode: Some(x::decode_boxed::<VirtualMachineFlagInfoMonitorType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFlagInfoVirtualExecUsage",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["hvAuto", "hvOn", "hvOff"],
-        decode: Some(x::decode_boxed::<VirtualMachineFlagInfoVirtualExecUsage>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFlagInfoVirtualMmuUsage",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["automatic", "on", "off"],
-        decode: Some(x::decode_boxed::<VirtualMachineFlagInfoVirtualMmuUsage>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineFloppyInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineFloppyInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineForkConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("parentEnabled", "boolean"),
-            x::FieldInfo::optional("childForkGroupId", "string"),
-            x::FieldInfo::optional("parentForkGroupId", "string"),
-            x::FieldInfo::optional("childType", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineForkConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineForkConfigInfoChildType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["none", "persistent", "nonpersistent"],
-        decode: Some(x::decode_boxed::<VirtualMachineForkConfigInfoChildType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineGuestIntegrityInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("enabled", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineGuestIntegrityInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineGuestMonitoringModeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("gmmFile", "string"),
-            x::FieldInfo::optional("gmmAppliance", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineGuestMonitoringModeInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineGuestOsFamily",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "windowsGuest",
-            "linuxGuest",
-            "netwareGuest",
-            "solarisGuest",
-            "darwinGuestFamily",
-            "otherGuestFamily",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineGuestOsFamily>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineGuestOsIdentifier",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "dosGuest",
-            "win31Guest",
-            "win95Guest",
-            "win98Guest",
-            "winMeGuest",
-            "winNTGuest",
-            "win2000ProGuest",
-            "win2000ServGuest",
-            "win2000AdvServGuest",
-            "winXPHomeGuest",
-            "winXPProGuest",
-            "winXPPro64Guest",
-            "winNetWebGuest",
-            "winNetStandardGuest",
-            "winNetEnterpriseGuest",
-            "winNetDatacenterGuest",
-            "winNetBusinessGuest",
-            "winNetStandard64Guest",
-            "winNetEnterprise64Guest",
-            "winLonghornGuest",
-            "winLonghorn64Guest",
-            "winNetDatacenter64Guest",
-            "winVistaGuest",
-            "winVista64Guest",
-            "windows7Guest",
-            "windows7_64Guest",
-            "windows7Server64Guest",
-            "windows8Guest",
-            "windows8_64Guest",
-            "windows8Server64Guest",
-            "windows9Guest",
-            "windows9_64Guest",
-            "windows9Server64Guest",
-            "windowsHyperVGuest",
-            "windows2019srv_64Guest",
-            "windows2019srvNext_64Guest",
-            "freebsdGuest",
-            "freebsd64Guest",
-            "freebsd11Guest",
-            "freebsd11_64Guest",
-            "freebsd12Guest",
-            "freebsd12_64Guest",
-            "freebsd13Guest",
-            "freebsd13_64Guest",
-            "redhatGuest",
-            "rhel2Guest",
-            "rhel3Guest",
-            "rhel3_64Guest",
-            "rhel4Guest",
-            "rhel4_64Guest",
-            "rhel5Guest",
-            "rhel5_64Guest",
-            "rhel6Guest",
-            "rhel6_64Guest",
-            "rhel7Guest",
-            "rhel7_64Guest",
-            "rhel8_64Guest",
-            "rhel9_64Guest",
-            "centosGuest",
-            "centos64Guest",
-            "centos6Guest",
-            "centos6_64Guest",
-            "centos7Guest",
-            "centos7_64Guest",
-            "centos8_64Guest",
-            "centos9_64Guest",
-            "oracleLinuxGuest",
-            "oracleLinux64Guest",
-            "oracleLinux6Guest",
-            "oracleLinux6_64Guest",
-            "oracleLinux7Guest",
-            "oracleLinux7_64Guest",
-            "oracleLinux8_64Guest",
-            "oracleLinux9_64Guest",
-            "suseGuest",
-            "suse64Guest",
-            "slesGuest",
-            "sles64Guest",
-            "sles10Guest",
-            "sles10_64Guest",
-            "sles11Guest",
-            "sles11_64Guest",
-            "sles12Guest",
-            "sles12_64Guest",
-            "sles15_64Guest",
-            "sles16_64Guest",
-            "nld9Guest",
-            "oesGuest",
-            "sjdsGuest",
-            "mandrakeGuest",
-            "mandrivaGuest",
-            "mandriva64Guest",
-            "turboLinuxGuest",
-            "turboLinux64Guest",
-            "ubuntuGuest",
-            "ubuntu64Guest",
-            "debian4Guest",
-            "debian4_64Guest",
-            "debian5Guest",
-            "debian5_64Guest",
-            "debian6Guest",
-            "debian6_64Guest",
-            "debian7Guest",
-            "debian7_64Guest",
-            "debian8Guest",
-            "debian8_64Guest",
-            "debian9Guest",
-            "debian9_64Guest",
-            "debian10Guest",
-            "debian10_64Guest",
-            "debian11Guest",
-            "debian11_64Guest",
-            "asianux3Guest",
-            "asianux3_64Guest",
-            "asianux4Guest",
-            "asianux4_64Guest",
-            "asianux5_64Guest",
-            "asianux7_64Guest",
-            "asianux8_64Guest",
-            "asianux9_64Guest",
-            "opensuseGuest",
-            "opensuse64Guest",
-            "fedoraGuest",
-            "fedora64Guest",
-            "coreos64Guest",
-            "vmwarePhoton64Guest",
-            "other24xLinuxGuest",
-            "other26xLinuxGuest",
-            "otherLinuxGuest",
-            "other3xLinuxGuest",
-            "other4xLinuxGuest",
-            "other5xLinuxGuest",
-            "genericLinuxGuest",
-            "other24xLinux64Guest",
-            "other26xLinux64Guest",
-            "other3xLinux64Guest",
-            "other4xLinux64Guest",
-            "other5xLinux64Guest",
-            "otherLinux64Guest",
-            "solaris6Guest",
-            "solaris7Guest",
-            "solaris8Guest",
-            "solaris9Guest",
-            "solaris10Guest",
-            "solaris10_64Guest",
-            "solaris11_64Guest",
-            "os2Guest",
-            "eComStationGuest",
-            "eComStation2Guest",
-            "netware4Guest",
-            "netware5Guest",
-            "netware6Guest",
-            "openServer5Guest",
-            "openServer6Guest",
-            "unixWare7Guest",
-            "darwinGuest",
-            "darwin64Guest",
-            "darwin10Guest",
-            "darwin10_64Guest",
-            "darwin11Guest",
-            "darwin11_64Guest",
-            "darwin12_64Guest",
-            "darwin13_64Guest",
-            "darwin14_64Guest",
-            "darwin15_64Guest",
-            "darwin16_64Guest",
-            "darwin17_64Guest",
-            "darwin18_64Guest",
-            "darwin19_64Guest",
-            "darwin20_64Guest",
-            "darwin21_64Guest",
-            "vmkernelGuest",
-            "vmkernel5Guest",
-            "vmkernel6Guest",
-            "vmkernel65Guest",
-            "vmkernel7Guest",
-            "amazonlinux2_64Guest",
-            "amazonlinux3_64Guest",
-            "crxPod1Guest",
-            "otherGuest",
-            "otherGuest64",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineGuestOsIdentifier>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineGuestQuiesceSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("timeout", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineGuestQuiesceSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineGuestState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "running",
-            "shuttingDown",
-            "resetting",
-            "standby",
-            "notRunning",
-            "unknown",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineGuestState>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineGuestSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("guestId", "string"),
-            x::FieldInfo::optional("guestFullName", "string"),
-            x::FieldInfo::optional("toolsStatus", "VirtualMachineToolsStatus"),
-            x::FieldInfo::optional("toolsVersionStatus", "string"),
-            x::FieldInfo::optional("toolsVersionStatus2", "string"),
-            x::FieldInfo::optional("toolsRunningStatus", "string"),
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::optional("ipAddress", "string"),
-            x::FieldInfo::optional("hwVersion", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineGuestSummary>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineHtSharing",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["any", "none", "internal"],
-        decode: Some(x::decode_boxed::<VirtualMachineHtSharing>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineIdeDiskDeviceInfo",
-        base: Some("VirtualMachineDiskDeviceInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "partitionTable",
-                "VirtualMachineIdeDiskDevicePartitionInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineIdeDiskDeviceInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineIdeDiskDevicePartitionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "int"),
-            x::FieldInfo::required("capacity", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineIdeDiskDevicePartitionInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineImportSpec",
-        base: Some("ImportSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("configSpec", "VirtualMachineConfigSpec"),
-            x::FieldInfo::optional("resPoolEntity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineImportSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineIndependentFilterSpec",
-        base: Some("VirtualMachineBaseIndependentFilterSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("filterName", "string"),
-            x::FieldInfo::optional("filterClass", "string"),
-            x::FieldInfo::repeated("filterCapabilities", "KeyValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineIndependentFilterSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineInstantCloneSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("location", "VirtualMachineRelocateSpec"),
-            x::FieldInfo::repeated("config", "OptionValue"),
-            x::FieldInfo::optional("biosUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineInstantCloneSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineLegacyNetworkSwitchInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineLegacyNetworkSwitchInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMemoryAllocationPolicy",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["swapNone", "swapSome", "swapMost"],
-        decode: Some(x::decode_boxed::<VirtualMachineMemoryAllocationPolicy>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMemoryReservationInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("virtualMachineMin", "long"),
-            x::FieldInfo::required("virtualMachineMax", "long"),
-            x::FieldInfo::required("virtualMachineReserved", "long"),
-            x::FieldInfo::required("allocationPolicy", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMemoryReservationInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMemoryReservationSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("virtualMachineReserved", "long"),
-            x::FieldInfo::optional("allocationPolicy", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMemoryReservationSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMessage",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::repeated("argument", "anyType"),
-            x::FieldInfo::optional("text", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMessage>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMetadataManagerVmMetadata",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmId", "string"),
-            x::FieldInfo::optional("metadata", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadata>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMetadataManagerVmMetadataInput",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("operation", "string"),
-            x::FieldInfo::required(
-                "vmMetadata",
-                "VirtualMachineMetadataManagerVmMetadata",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataInput>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMetadataManagerVmMetadataOp",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["Update", "Remove"],
-        decode: Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOp>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMetadataManagerVmMetadataOwner",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("name", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOwner>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMetadataManagerVmMetadataOwnerOwner",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["ComVmwareVsphereHA"],
-        decode: Some(
-            x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOwnerOwner>,
-        ),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMetadataManagerVmMetadataResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required(
-                "vmMetadata",
-                "VirtualMachineMetadataManagerVmMetadata",
-            ),
-            x::FieldInfo::optional("error", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataResult>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMksConnection",
-        base: Some("VirtualMachineConnection"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMksConnection>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMksTicket",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ticket", "string"),
-            x::FieldInfo::required("cfgFile", "string"),
-            x::FieldInfo::optional("host", "string"),
-            x::FieldInfo::optional("port", "int"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineMksTicket>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineMovePriority",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["lowPriority", "highPriority", "defaultPriority"],
-        decode: Some(x::decode_boxed::<VirtualMachineMovePriority>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineNeedSecondaryReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "initializing",
-            "divergence",
-            "lostConnection",
-            "partialHardwareFailure",
-            "userAction",
-            "checkpointError",
-            "other",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineNeedSecondaryReason>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineNetworkInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("network", "NetworkSummary"),
-            x::FieldInfo::optional("vswitch", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineNetworkInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineNetworkShaperInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional("peakBps", "long"),
-            x::FieldInfo::optional("averageBps", "long"),
-            x::FieldInfo::optional("burstSize", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineNetworkShaperInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineParallelInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineParallelInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachinePciPassthroughInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("pciDevice", "HostPciDevice"),
-            x::FieldInfo::required("systemId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachinePciPassthroughInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachinePciSharedGpuPassthroughInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vgpu", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachinePciSharedGpuPassthroughInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachinePowerOffBehavior",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["powerOff", "revert", "prompt", "take"],
-        decode: Some(x::decode_boxed::<VirtualMachinePowerOffBehavior>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachinePowerOpType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["soft", "hard", "preset"],
-        decode: Some(x::decode_boxed::<VirtualMachinePowerOpType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachinePowerState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["poweredOff", "poweredOn", "suspended"],
-        decode: Some(x::decode_boxed::<VirtualMachinePowerState>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachinePrecisionClockInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("systemClockProtocol", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachinePrecisionClockInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineProfileDetails",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::repeated(
-                "diskProfileDetails",
-                "VirtualMachineProfileDetailsDiskProfileDetails",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineProfileDetails>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineProfileDetailsDiskProfileDetails",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskId", "int"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineProfileDetailsDiskProfileDetails>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineProfileRawData",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("extensionKey", "string"),
-            x::FieldInfo::optional("objectData", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineProfileRawData>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineProfileSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineProfileSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachinePropertyRelation",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "DynamicProperty"),
-            x::FieldInfo::repeated("relations", "DynamicProperty"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachinePropertyRelation>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineQuestionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("text", "string"),
-            x::FieldInfo::required("choice", "ChoiceOption"),
-            x::FieldInfo::repeated("message", "VirtualMachineMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineQuestionInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineQuickStats",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("overallCpuUsage", "int"),
-            x::FieldInfo::optional("overallCpuDemand", "int"),
-            x::FieldInfo::optional("overallCpuReadiness", "int"),
-            x::FieldInfo::optional("guestMemoryUsage", "int"),
-            x::FieldInfo::optional("hostMemoryUsage", "int"),
-            x::FieldInfo::required("guestHeartbeatStatus", "ManagedEntityStatus"),
-            x::FieldInfo::optional("distributedCpuEntitlement", "int"),
-            x::FieldInfo::optional("distributedMemoryEntitlement", "int"),
-            x::FieldInfo::optional("staticCpuEntitlement", "int"),
-            x::FieldInfo::optional("staticMemoryEntitlement", "int"),
-            x::FieldInfo::optional("grantedMemory", "int"),
-            x::FieldInfo::optional("privateMemory", "int"),
-            x::FieldInfo::optional("sharedMemory", "int"),
-            x::FieldInfo::optional("swappedMemory", "int"),
-            x::FieldInfo::optional("balloonedMemory", "int"),
-            x::FieldInfo::optional("consumedOverheadMemory", "int"),
-            x::FieldInfo::optional("ftLogBandwidth", "int"),
-            x::FieldInfo::optional("ftSecondaryLatency", "int"),
-            x::FieldInfo::optional("ftLatencyStatus", "ManagedEntityStatus"),
-            x::FieldInfo::optional("compressedMemory", "long"),
-            x::FieldInfo::optional("uptimeSeconds", "int"),
-            x::FieldInfo::optional("ssdSwappedMemory", "long"),
-            x::FieldInfo::optional("activeMemory", "int"),
-            x::FieldInfo::repeated(
-                "memoryTierStats",
-                "VirtualMachineQuickStatsMemoryTierStats",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineQuickStats>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineQuickStatsMemoryTierStats",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("memoryTierType", "string"),
-            x::FieldInfo::required("readBandwidth", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineQuickStatsMemoryTierStats>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineRecordReplayState",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["recording", "replaying", "inactive"],
-        decode: Some(x::decode_boxed::<VirtualMachineRecordReplayState>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineRelocateDiskMoveOptions",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "moveAllDiskBackingsAndAllowSharing",
-            "moveAllDiskBackingsAndDisallowSharing",
-            "moveChildMostDiskBacking",
-            "createNewChildDiskBacking",
-            "moveAllDiskBackingsAndConsolidate",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineRelocateDiskMoveOptions>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineRelocateSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("service", "ServiceLocator"),
-            x::FieldInfo::optional("folder", "ManagedObjectReference"),
-            x::FieldInfo::optional("datastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("diskMoveType", "string"),
-            x::FieldInfo::optional("pool", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::repeated("disk", "VirtualMachineRelocateSpecDiskLocator"),
-            x::FieldInfo::optional("transform", "VirtualMachineRelocateTransformation"),
-            x::FieldInfo::repeated("deviceChange", "VirtualDeviceConfigSpec"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::optional("cryptoSpec", "CryptoSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineRelocateSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineRelocateSpecDiskLocator",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskId", "int"),
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::optional("diskMoveType", "string"),
-            x::FieldInfo::optional("diskBackingInfo", "VirtualDeviceBackingInfo"),
-            x::FieldInfo::repeated("profile", "VirtualMachineProfileSpec"),
-            x::FieldInfo::optional(
-                "backing",
-                "VirtualMachineRelocateSpecDiskLocatorBackingSpec",
-            ),
-            x::FieldInfo::repeated(
-                "filterSpec",
-                "VirtualMachineBaseIndependentFilterSpec",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocator>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineRelocateSpecDiskLocatorBackingSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional(
-                "parent",
-                "VirtualMachineRelocateSpecDiskLocatorBackingSpec",
-            ),
-            x::FieldInfo::optional("crypto", "CryptoSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocatorBackingSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineRelocateTransformation",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["flat", "sparse"],
-        decode: Some(x::decode_boxed::<VirtualMachineRelocateTransformation>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineRuntimeInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("device", "VirtualMachineDeviceRuntimeInfo"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::required("connectionState", "VirtualMachineConnectionState"),
-            x::FieldInfo::required("powerState", "VirtualMachinePowerState"),
-            x::FieldInfo::optional("vmFailoverInProgress", "boolean"),
-            x::FieldInfo::optional(
-                "faultToleranceState",
-                "VirtualMachineFaultToleranceState",
-            ),
-            x::FieldInfo::optional(
-                "dasVmProtection",
-                "VirtualMachineRuntimeInfoDasProtectionState",
-            ),
-            x::FieldInfo::required("toolsInstallerMounted", "boolean"),
-            x::FieldInfo::optional("suspendTime", "dateTime"),
-            x::FieldInfo::optional("bootTime", "dateTime"),
-            x::FieldInfo::optional("suspendInterval", "long"),
-            x::FieldInfo::optional("question", "VirtualMachineQuestionInfo"),
-            x::FieldInfo::optional("memoryOverhead", "long"),
-            x::FieldInfo::optional("maxCpuUsage", "int"),
-            x::FieldInfo::optional("maxMemoryUsage", "int"),
-            x::FieldInfo::required("numMksConnections", "int"),
-            x::FieldInfo::optional(
-                "recordReplayState",
-                "VirtualMachineRecordReplayState",
-            ),
-            x::FieldInfo::optional("cleanPowerOff", "boolean"),
-            x::FieldInfo::optional("needSecondaryReason", "string"),
-            x::FieldInfo::optional("onlineStandby", "boolean"),
-            x::FieldInfo::optional("minRequiredEVCModeKey", "string"),
-            x::FieldInfo::optional("consolidationNeeded", "boolean"),
-            x::FieldInfo::repeated(
-                "offlineFeatureRequirement",
-                "VirtualMachineFeatureRequirement",
-            ),
-            x::FieldInfo::repeated(
-                "featureRequirement",
-                "VirtualMachineFeatureRequirement",
-            ),
-            x::FieldInfo::repeated("featureMask", "HostFeatureMask"),
-            x::FieldInfo::optional("vFlashCacheAllocation", "long"),
-            x::FieldInfo::optional("paused", "boolean"),
-            x::FieldInfo::optional("snapshotInBackground", "boolean"),
-            x::FieldInfo::optional("quiescedForkParent", "boolean"),
-            x::FieldInfo::optional("instantCloneFrozen", "boolean"),
-            x::FieldInfo::optional("cryptoState", "string"),
-            x::FieldInfo::optional("suspendedToMemory", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineRuntimeInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineRuntimeInfoDasProtectionState",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("dasProtected", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineRuntimeInfoDasProtectionState>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineScsiDiskDeviceInfo",
-        base: Some("VirtualMachineDiskDeviceInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("disk", "HostScsiDisk"),
-            x::FieldInfo::optional("transportHint", "string"),
-            x::FieldInfo::optional("lunNumber", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineScsiDiskDeviceInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineScsiPassthroughInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("scsiClass", "string"),
-            x::FieldInfo::required("vendor", "string"),
-            x::FieldInfo::required("physicalUnitNumber", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineScsiPassthroughInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineScsiPassthroughType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "disk",
-            "tape",
-            "printer",
-            "processor",
-            "worm",
-            "cdrom",
-            "scanner",
-            "optical",
-            "media",
-            "com",
-            "raid",
-            "unknown",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineScsiPassthroughType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSerialInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSerialInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSgxInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("epcSize", "long"),
-            x::FieldInfo::optional("flcMode", "string"),
-            x::FieldInfo::optional("lePubKeyHash", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSgxInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSgxInfoFlcModes",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["locked", "unlocked"],
-        decode: Some(x::decode_boxed::<VirtualMachineSgxInfoFlcModes>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSgxTargetInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("maxEpcSize", "long"),
-            x::FieldInfo::repeated("flcModes", "string"),
-            x::FieldInfo::repeated("lePubKeyHashes", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSgxTargetInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSnapshotInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("currentSnapshot", "ManagedObjectReference"),
-            x::FieldInfo::repeated("rootSnapshotList", "VirtualMachineSnapshotTree"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSnapshotInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSnapshotTree",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("snapshot", "ManagedObjectReference"),
-            x::FieldInfo::required("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::optional("id", "int"),
-            x::FieldInfo::required("createTime", "dateTime"),
-            x::FieldInfo::required("state", "VirtualMachinePowerState"),
-            x::FieldInfo::required("quiesced", "boolean"),
-            x::FieldInfo::optional("backupManifest", "string"),
-            x::FieldInfo::repeated("childSnapshotList", "VirtualMachineSnapshotTree"),
-            x::FieldInfo::optional("replaySupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSnapshotTree>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSoundInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSoundInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSriovDevicePoolInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("key", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSriovDevicePoolInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSriovInfo",
-        base: Some("VirtualMachinePciPassthroughInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("virtualFunction", "boolean"),
-            x::FieldInfo::optional("pnic", "string"),
-            x::FieldInfo::optional("devicePool", "VirtualMachineSriovDevicePoolInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSriovInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSriovNetworkDevicePoolInfo",
-        base: Some("VirtualMachineSriovDevicePoolInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("switchKey", "string"),
-            x::FieldInfo::optional("switchUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSriovNetworkDevicePoolInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineStandbyActionType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["checkpoint", "powerOnSuspend"],
-        decode: Some(x::decode_boxed::<VirtualMachineStandbyActionType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineStorageInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "perDatastoreUsage",
-                "VirtualMachineUsageOnDatastore",
-            ),
-            x::FieldInfo::required("timestamp", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineStorageInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineStorageSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("committed", "long"),
-            x::FieldInfo::required("uncommitted", "long"),
-            x::FieldInfo::required("unshared", "long"),
-            x::FieldInfo::required("timestamp", "dateTime"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineStorageSummary>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineSummary",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::required("runtime", "VirtualMachineRuntimeInfo"),
-            x::FieldInfo::optional("guest", "VirtualMachineGuestSummary"),
-            x::FieldInfo::required("config", "VirtualMachineConfigSummary"),
-            x::FieldInfo::optional("storage", "VirtualMachineStorageSummary"),
-            x::FieldInfo::required("quickStats", "VirtualMachineQuickStats"),
-            x::FieldInfo::required("overallStatus", "ManagedEntityStatus"),
-            x::FieldInfo::repeated("customValue", "CustomFieldValue"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineSummary>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineTargetInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::repeated("configurationTag", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineTargetInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineTargetInfoConfigurationTag",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["compliant", "clusterWide"],
-        decode: Some(x::decode_boxed::<VirtualMachineTargetInfoConfigurationTag>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineTicket",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("ticket", "string"),
-            x::FieldInfo::required("cfgFile", "string"),
-            x::FieldInfo::optional("host", "string"),
-            x::FieldInfo::optional("port", "int"),
-            x::FieldInfo::optional("sslThumbprint", "string"),
-            x::FieldInfo::optional("url", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineTicket>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineTicketType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "mks",
-            "device",
-            "guestControl",
-            "webmks",
-            "guestIntegrity",
-            "webRemoteDevice",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineTicketType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineToolsInstallType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "guestToolsTypeUnknown",
-            "guestToolsTypeMSI",
-            "guestToolsTypeTar",
-            "guestToolsTypeOSP",
-            "guestToolsTypeOpenVMTools",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineToolsInstallType>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineToolsRunningStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "guestToolsNotRunning",
-            "guestToolsRunning",
-            "guestToolsExecutingScripts",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineToolsRunningStatus>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineToolsStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["toolsNotInstalled", "toolsNotRunning", "toolsOld", "toolsOk"],
-        decode: Some(x::decode_boxed::<VirtualMachineToolsStatus>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineToolsVersionStatus",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "guestToolsNotInstalled",
-            "guestToolsNeedUpgrade",
-            "guestToolsCurrent",
-            "guestToolsUnmanaged",
-            "guestToolsTooOld",
-            "guestToolsSupportedOld",
-            "guestToolsSupportedNew",
-            "guestToolsTooNew",
-            "guestToolsBlacklisted",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineToolsVersionStatus>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineUsageOnDatastore",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("datastore", "ManagedObjectReference"),
-            x::FieldInfo::required("committed", "long"),
-            x::FieldInfo::required("uncommitted", "long"),
-            x::FieldInfo::required("unshared", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineUsageOnDatastore>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineUsbInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("description", "string"),
-            x::FieldInfo::required("vendor", "int"),
-            x::FieldInfo::required("product", "int"),
-            x::FieldInfo::required("physicalPath", "string"),
-            x::FieldInfo::repeated("family", "string"),
-            x::FieldInfo::repeated("speed", "string"),
-            x::FieldInfo::optional("summary", "VirtualMachineSummary"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineUsbInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineUsbInfoFamily",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "audio",
-            "hid",
-            "hid_bootable",
-            "physical",
-            "communication",
-            "imaging",
-            "printer",
-            "storage",
-            "hub",
-            "smart_card",
-            "security",
-            "video",
-            "wireless",
-            "bluetooth",
-            "wusb",
-            "pda",
-            "vendor_specific",
-            "other",
-            "unknownFamily",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineUsbInfoFamily>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineUsbInfoSpeed",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["low", "full", "high", "superSpeed", "superSpeedPlus", "unknownSpeed"],
-        decode: Some(x::decode_boxed::<VirtualMachineUsbInfoSpeed>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVFlashModuleInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required(
-                "vFlashModule",
-                "HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVFlashModuleInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMCIDevice",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("id", "long"),
-            x::FieldInfo::optional("allowUnrestrictedCommunication", "boolean"),
-            x::FieldInfo::optional("filterEnable", "boolean"),
-            x::FieldInfo::optional("filterInfo", "VirtualMachineVMCIDeviceFilterInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVMCIDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMCIDeviceAction",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["allow", "deny"],
-        decode: Some(x::decode_boxed::<VirtualMachineVMCIDeviceAction>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMCIDeviceDirection",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["guest", "host", "anyDirection"],
-        decode: Some(x::decode_boxed::<VirtualMachineVMCIDeviceDirection>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMCIDeviceFilterInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("filters", "VirtualMachineVMCIDeviceFilterSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVMCIDeviceFilterInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMCIDeviceFilterSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("rank", "long"),
-            x::FieldInfo::required("action", "string"),
-            x::FieldInfo::required("protocol", "string"),
-            x::FieldInfo::required("direction", "string"),
-            x::FieldInfo::optional("lowerDstPortBoundary", "long"),
-            x::FieldInfo::optional("upperDstPortBoundary", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVMCIDeviceFilterSpec>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMCIDeviceOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("allowUnrestrictedCommunication", "BoolOption"),
-            x::FieldInfo::optional(
-                "filterSpecOption",
-                "VirtualMachineVMCIDeviceOptionFilterSpecOption",
-            ),
-            x::FieldInfo::optional("filterSupported", "BoolOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVMCIDeviceOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMCIDeviceOptionFilterSpecOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("action", "ChoiceOption"),
-            x::FieldInfo::required("protocol", "ChoiceOption"),
-            x::FieldInfo::required("direction", "ChoiceOption"),
-            x::FieldInfo::required("lowerDstPortBoundary", "LongOption"),
-            x::FieldInfo::required("upperDstPortBoundary", "LongOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVMCIDeviceOptionFilterSpecOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMCIDeviceProtocol",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "hypervisor",
-            "doorbell",
-            "queuepair",
-            "datagram",
-            "stream",
-            "anyProtocol",
-        ],
-        decode: Some(x::decode_boxed::<VirtualMachineVMCIDeviceProtocol>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVMIROM",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVMIROM>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVcpuConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("latencySensitivity", "LatencySensitivity")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVcpuConfig>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVgpuDeviceInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("deviceName", "string"),
-            x::FieldInfo::required("deviceVendorId", "long"),
-            x::FieldInfo::required("maxFbSizeInGib", "long"),
-            x::FieldInfo::required("timeSlicedCapable", "boolean"),
-            x::FieldInfo::required("migCapable", "boolean"),
-            x::FieldInfo::required("computeProfileCapable", "boolean"),
-            x::FieldInfo::required("quadroProfileCapable", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVgpuDeviceInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVgpuProfileInfo",
-        base: Some("VirtualMachineTargetInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("profileName", "string"),
-            x::FieldInfo::required("deviceVendorId", "long"),
-            x::FieldInfo::required("fbSizeInGib", "long"),
-            x::FieldInfo::required("profileSharing", "string"),
-            x::FieldInfo::required("profileClass", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVgpuProfileInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVgpuProfileInfoProfileClass",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["compute", "quadro"],
-        decode: Some(x::decode_boxed::<VirtualMachineVgpuProfileInfoProfileClass>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVgpuProfileInfoProfileSharing",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["timeSliced", "mig"],
-        decode: Some(x::decode_boxed::<VirtualMachineVgpuProfileInfoProfileSharing>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVideoCard",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("videoRamSizeInKB", "long"),
-            x::FieldInfo::optional("numDisplays", "int"),
-            x::FieldInfo::optional("useAutoDetect", "boolean"),
-            x::FieldInfo::optional("enable3DSupport", "boolean"),
-            x::FieldInfo::optional("use3dRenderer", "string"),
-            x::FieldInfo::optional("graphicsMemorySizeInKB", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVideoCard>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVideoCardUse3dRenderer",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["automatic", "software", "hardware"],
-        decode: Some(x::decode_boxed::<VirtualMachineVideoCardUse3dRenderer>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVirtualPMem",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("snapshotMode", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineVirtualPMem>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineVirtualPMemSnapshotMode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["independent_persistent", "independent_eraseonrevert"],
-        decode: Some(x::decode_boxed::<VirtualMachineVirtualPMemSnapshotMode>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineWindowsQuiesceSpec",
-        base: Some("VirtualMachineGuestQuiesceSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vssBackupType", "int"),
-            x::FieldInfo::optional("vssBootableSystemState", "boolean"),
-            x::FieldInfo::optional("vssPartialFileSupport", "boolean"),
-            x::FieldInfo::optional("vssBackupContext", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineWindowsQuiesceSpec>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::structure(x::Name(0x1c3ff19), x::Name(0xaa460b), 0, 7), // VirtualMachineBootOptions: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c4192c), x::Name(0x1c44627), 7, 0), // VirtualMachineBootOptionsBootableCdromDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1c44627), x::Name(0xaa460b), 7, 0), // VirtualMachineBootOptionsBootableDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c46e2b), x::Name(0x1c44627), 7, 1), // VirtualMachineBootOptionsBootableDiskDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1c49a2f), x::Name(0x1c44627), 8, 1), // VirtualMachineBootOptionsBootableEthernetDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::structure(x::Name(0x1c4ca2d), x::Name(0x1c44627), 9, 0), // VirtualMachineBootOptionsBootableFloppyDevice: VirtualMachineBootOptionsBootableDevice
+        x::TypeEntry::enumeration(x::Name(0x1c4f830), 0, 2), // VirtualMachineBootOptionsNetworkBootProtocolType
+        x::TypeEntry::structure(x::Name(0x1c52918), x::Name(0xaa460b), 9, 46), // VirtualMachineCapability: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c54217), x::Name(0x1d5d018), 55, 1), // VirtualMachineCdromInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1c55a17), x::Name(0xaa460b), 56, 7), // VirtualMachineCloneSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c57218), x::Name(0xaa460b), 63, 74), // VirtualMachineConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c58b28), x::Name(0xaa460b), 137, 2), // VirtualMachineConfigInfoDatastoreUrlPair: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1c5b423), 2, 3), // VirtualMachineConfigInfoNpivWwnType
+        x::TypeEntry::structure(x::Name(0x1c5d824), x::Name(0xaa460b), 139, 2), // VirtualMachineConfigInfoOverheadInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1c5fd29), 5, 3), // VirtualMachineConfigInfoSwapPlacementType
+        x::TypeEntry::structure(x::Name(0x1c6271a), x::Name(0xaa460b), 141, 12), // VirtualMachineConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c64224), x::Name(0xaa460b), 153, 7), // VirtualMachineConfigOptionDescriptor: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c66718), x::Name(0xaa460b), 160, 68), // VirtualMachineConfigSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1c68028), 8, 3), // VirtualMachineConfigSpecEncryptedFtModes
+        x::TypeEntry::enumeration(x::Name(0x1c6a92d), 11, 3), // VirtualMachineConfigSpecEncryptedVMotionModes
+        x::TypeEntry::enumeration(x::Name(0x1c6d721), 14, 4), // VirtualMachineConfigSpecNpivWwnOp
+        x::TypeEntry::structure(x::Name(0x1c6f91b), x::Name(0xaa460b), 228, 21), // VirtualMachineConfigSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c71518), x::Name(0xaa460b), 249, 3), // VirtualMachineConnection: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1c72e1d), 18, 5), // VirtualMachineConnectionState
+        x::TypeEntry::structure(x::Name(0x1c74c20), x::Name(0xaa460b), 252, 3), // VirtualMachineConsolePreferences: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c76d24), x::Name(0xaa460b), 255, 2), // VirtualMachineContentLibraryItemInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c7921b), x::Name(0x51f10f), 257, 1), // VirtualMachineCpuIdInfoSpec: ArrayUpdateSpec
+        x::TypeEntry::enumeration(x::Name(0x1c7ae19), 23, 2), // VirtualMachineCryptoState
+        x::TypeEntry::structure(x::Name(0x1c7c81b), x::Name(0x1d5d018), 258, 8), // VirtualMachineDatastoreInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1c7e423), x::Name(0xaa460b), 266, 2), // VirtualMachineDatastoreVolumeOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c80820), x::Name(0xaa460b), 268, 7), // VirtualMachineDefaultPowerOpInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c82920), x::Name(0x1d22c19), 275, 0), // VirtualMachineDefaultProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::structure(x::Name(0x1c84a20), x::Name(0x1d22c19), 275, 4), // VirtualMachineDefinedProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::structure(x::Name(0x1c86b1f), x::Name(0xaa460b), 279, 2), // VirtualMachineDeviceRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c88b31), x::Name(0xaa460b), 281, 0), // VirtualMachineDeviceRuntimeInfoDeviceRuntimeState: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c8bd3e), x::Name(0x1c88b31), 281, 7), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
+        x::TypeEntry::enumeration(x::Name(0x1c8fc61), 25, 2), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther
+        x::TypeEntry::enumeration(x::Name(0x1c95e5e), 27, 14), // VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm
+        x::TypeEntry::structure(x::Name(0x1c9bd1c), x::Name(0x1d5d018), 288, 2), // VirtualMachineDiskDeviceInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1c9da1d), x::Name(0xaa460b), 290, 4), // VirtualMachineDisplayTopology: DynamicData
+        x::TypeEntry::structure(x::Name(0x1c9f824), x::Name(0x1d5d018), 294, 5), // VirtualMachineDynamicPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1ca1d28), x::Name(0x1c3d727), 299, 0), // VirtualMachineEmptyIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::TypeEntry::structure(x::Name(0x1ca461e), x::Name(0x1d22c19), 299, 0), // VirtualMachineEmptyProfileSpec: VirtualMachineProfileSpec
+        x::TypeEntry::enumeration(x::Name(0x1ca6521), 41, 6), // VirtualMachineFaultToleranceState
+        x::TypeEntry::enumeration(x::Name(0x1ca8720), 47, 3), // VirtualMachineFaultToleranceType
+        x::TypeEntry::structure(x::Name(0x1caa820), x::Name(0xaa460b), 299, 3), // VirtualMachineFeatureRequirement: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cac916), x::Name(0xaa460b), 302, 5), // VirtualMachineFileInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cae018), x::Name(0xaa460b), 307, 5), // VirtualMachineFileLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1caf922), x::Name(0xaa460b), 312, 2), // VirtualMachineFileLayoutDiskLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cb1c1a), x::Name(0xaa460b), 314, 4), // VirtualMachineFileLayoutEx: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cb3724), x::Name(0xaa460b), 318, 2), // VirtualMachineFileLayoutExDiskLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cb5c22), x::Name(0xaa460b), 320, 1), // VirtualMachineFileLayoutExDiskUnit: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cb7f22), x::Name(0xaa460b), 321, 7), // VirtualMachineFileLayoutExFileInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cba222), 50, 23), // VirtualMachineFileLayoutExFileType
+        x::TypeEntry::structure(x::Name(0x1cbc528), x::Name(0xaa460b), 328, 4), // VirtualMachineFileLayoutExSnapshotLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cbee26), x::Name(0xaa460b), 332, 2), // VirtualMachineFileLayoutSnapshotLayout: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cc1516), x::Name(0xaa460b), 334, 17), // VirtualMachineFlagInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cc2c21), 73, 3), // VirtualMachineFlagInfoMonitorType
+        x::TypeEntry::enumeration(x::Name(0x1cc4e26), 76, 3), // VirtualMachineFlagInfoVirtualExecUsage
+        x::TypeEntry::enumeration(x::Name(0x1cc7525), 79, 3), // VirtualMachineFlagInfoVirtualMmuUsage
+        x::TypeEntry::structure(x::Name(0x1cc9b18), x::Name(0x1d5d018), 351, 0), // VirtualMachineFloppyInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1ccb41c), x::Name(0xaa460b), 351, 4), // VirtualMachineForkConfigInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ccd125), 82, 3), // VirtualMachineForkConfigInfoChildType
+        x::TypeEntry::structure(x::Name(0x1ccf720), x::Name(0xaa460b), 355, 1), // VirtualMachineGuestIntegrityInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cd1825), x::Name(0xaa460b), 356, 2), // VirtualMachineGuestMonitoringModeInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cd3e1b), 85, 6), // VirtualMachineGuestOsFamily
+        x::TypeEntry::enumeration(x::Name(0x1cd5a1f), 91, 181), // VirtualMachineGuestOsIdentifier
+        x::TypeEntry::structure(x::Name(0x1cd7a1e), x::Name(0xaa460b), 358, 1), // VirtualMachineGuestQuiesceSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cd9918), 272, 6), // VirtualMachineGuestState
+        x::TypeEntry::structure(x::Name(0x1cdb21a), x::Name(0xaa460b), 359, 9), // VirtualMachineGuestSummary: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cdcd17), 278, 3), // VirtualMachineHtSharing
+        x::TypeEntry::structure(x::Name(0x1cde51f), x::Name(0x1c9bd1c), 368, 1), // VirtualMachineIdeDiskDeviceInfo: VirtualMachineDiskDeviceInfo
+        x::TypeEntry::structure(x::Name(0x1ce0528), x::Name(0xaa460b), 369, 2), // VirtualMachineIdeDiskDevicePartitionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ce2e18), x::Name(0x10d770a), 371, 2), // VirtualMachineImportSpec: ImportSpec
+        x::TypeEntry::structure(x::Name(0x1ce4723), x::Name(0x1c3d727), 373, 3), // VirtualMachineIndependentFilterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::TypeEntry::structure(x::Name(0x1ce6b1e), x::Name(0xaa460b), 376, 4), // VirtualMachineInstantCloneSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ce8a25), x::Name(0xaa460b), 380, 1), // VirtualMachineLegacyNetworkSwitchInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1ceb024), 281, 3), // VirtualMachineMemoryAllocationPolicy
+        x::TypeEntry::structure(x::Name(0x1ced523), x::Name(0xaa460b), 381, 4), // VirtualMachineMemoryReservationInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cef923), x::Name(0xaa460b), 385, 2), // VirtualMachineMemoryReservationSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cf1d15), x::Name(0xaa460b), 387, 3), // VirtualMachineMessage: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cf3327), x::Name(0xaa460b), 390, 2), // VirtualMachineMetadataManagerVmMetadata: DynamicData
+        x::TypeEntry::structure(x::Name(0x1cf5b2c), x::Name(0xaa460b), 392, 2), // VirtualMachineMetadataManagerVmMetadataInput: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cf8829), 284, 2), // VirtualMachineMetadataManagerVmMetadataOp
+        x::TypeEntry::structure(x::Name(0x1cfb22c), x::Name(0xaa460b), 394, 1), // VirtualMachineMetadataManagerVmMetadataOwner: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1cfdf31), 286, 1), // VirtualMachineMetadataManagerVmMetadataOwnerOwner
+        x::TypeEntry::structure(x::Name(0x1d0112d), x::Name(0xaa460b), 395, 2), // VirtualMachineMetadataManagerVmMetadataResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d03f1b), x::Name(0x1c71518), 397, 0), // VirtualMachineMksConnection: VirtualMachineConnection
+        x::TypeEntry::structure(x::Name(0x1d05b17), x::Name(0xaa460b), 397, 5), // VirtualMachineMksTicket: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d0731a), 287, 3), // VirtualMachineMovePriority
+        x::TypeEntry::enumeration(x::Name(0x1d08e21), 290, 7), // VirtualMachineNeedSecondaryReason
+        x::TypeEntry::structure(x::Name(0x1d0b019), x::Name(0x1d5d018), 402, 2), // VirtualMachineNetworkInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d0ca1f), x::Name(0xaa460b), 404, 4), // VirtualMachineNetworkShaperInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d0ea1a), x::Name(0x1d5d018), 408, 0), // VirtualMachineParallelInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d10520), x::Name(0x1d5d018), 408, 2), // VirtualMachinePciPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d12629), x::Name(0x1d5d018), 410, 1), // VirtualMachinePciSharedGpuPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1d1501e), 297, 4), // VirtualMachinePowerOffBehavior
+        x::TypeEntry::enumeration(x::Name(0x1d16f19), 301, 3), // VirtualMachinePowerOpType
+        x::TypeEntry::enumeration(x::Name(0x1d18918), 304, 3), // VirtualMachinePowerState
+        x::TypeEntry::structure(x::Name(0x1d1a220), x::Name(0x1d5d018), 411, 1), // VirtualMachinePrecisionClockInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d1c31c), x::Name(0xaa460b), 412, 2), // VirtualMachineProfileDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d1e02e), x::Name(0xaa460b), 414, 2), // VirtualMachineProfileDetailsDiskProfileDetails: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d20f1c), x::Name(0xaa460b), 416, 2), // VirtualMachineProfileRawData: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d22c19), x::Name(0xaa460b), 418, 0), // VirtualMachineProfileSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d2461e), x::Name(0xaa460b), 418, 2), // VirtualMachinePropertyRelation: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d2651a), x::Name(0xaa460b), 420, 4), // VirtualMachineQuestionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d28018), x::Name(0xaa460b), 424, 24), // VirtualMachineQuickStats: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d29927), x::Name(0xaa460b), 448, 2), // VirtualMachineQuickStatsMemoryTierStats: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d2c11f), 307, 3), // VirtualMachineRecordReplayState
+        x::TypeEntry::enumeration(x::Name(0x1d2e125), 310, 5), // VirtualMachineRelocateDiskMoveOptions
+        x::TypeEntry::structure(x::Name(0x1d3071a), x::Name(0xaa460b), 450, 11), // VirtualMachineRelocateSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d32225), x::Name(0xaa460b), 461, 7), // VirtualMachineRelocateSpecDiskLocator: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d34830), x::Name(0xaa460b), 468, 2), // VirtualMachineRelocateSpecDiskLocatorBackingSpec: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d37924), 315, 2), // VirtualMachineRelocateTransformation
+        x::TypeEntry::structure(x::Name(0x1d39e19), x::Name(0xaa460b), 470, 32), // VirtualMachineRuntimeInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3b82b), x::Name(0xaa460b), 502, 1), // VirtualMachineRuntimeInfoDasProtectionState: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d3e420), x::Name(0x1c9bd1c), 503, 3), // VirtualMachineScsiDiskDeviceInfo: VirtualMachineDiskDeviceInfo
+        x::TypeEntry::structure(x::Name(0x1d40521), x::Name(0x1d5d018), 506, 3), // VirtualMachineScsiPassthroughInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1d42721), 317, 12), // VirtualMachineScsiPassthroughType
+        x::TypeEntry::structure(x::Name(0x1d44918), x::Name(0x1d5d018), 509, 0), // VirtualMachineSerialInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d46215), x::Name(0xaa460b), 509, 3), // VirtualMachineSgxInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d4781d), 329, 2), // VirtualMachineSgxInfoFlcModes
+        x::TypeEntry::structure(x::Name(0x1d4961b), x::Name(0x1d5d018), 512, 3), // VirtualMachineSgxTargetInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d4b21a), x::Name(0xaa460b), 515, 2), // VirtualMachineSnapshotInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d4cd1a), x::Name(0xaa460b), 517, 11), // VirtualMachineSnapshotTree: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d4e817), x::Name(0x1d5d018), 528, 0), // VirtualMachineSoundInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d50021), x::Name(0xaa460b), 528, 1), // VirtualMachineSriovDevicePoolInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d52217), x::Name(0x1d10520), 529, 3), // VirtualMachineSriovInfo: VirtualMachinePciPassthroughInfo
+        x::TypeEntry::structure(x::Name(0x1d53a28), x::Name(0x1d50021), 532, 2), // VirtualMachineSriovNetworkDevicePoolInfo: VirtualMachineSriovDevicePoolInfo
+        x::TypeEntry::enumeration(x::Name(0x1d5631f), 331, 2), // VirtualMachineStandbyActionType
+        x::TypeEntry::structure(x::Name(0x1d58319), x::Name(0xaa460b), 534, 2), // VirtualMachineStorageInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d59d1c), x::Name(0xaa460b), 536, 4), // VirtualMachineStorageSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5ba15), x::Name(0xaa460b), 540, 8), // VirtualMachineSummary: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d5d018), x::Name(0xaa460b), 548, 2), // VirtualMachineTargetInfo: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d5e928), 333, 2), // VirtualMachineTargetInfoConfigurationTag
+        x::TypeEntry::structure(x::Name(0x1d61214), x::Name(0xaa460b), 550, 6), // VirtualMachineTicket: DynamicData
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<VirtualMachineBootOptions>),
+        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableCdromDevice>),
+        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableDevice>),
+        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableDiskDevice>),
+        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableEthernetDevice>),
+        Some(x::decode_boxed::<VirtualMachineBootOptionsBootableFloppyDevice>),
+        Some(x::decode_boxed::<VirtualMachineBootOptionsNetworkBootProtocolType>),
+        Some(x::decode_boxed::<VirtualMachineCapability>),
+        Some(x::decode_boxed::<VirtualMachineCdromInfo>),
+        Some(x::decode_boxed::<VirtualMachineCloneSpec>),
+        Some(x::decode_boxed::<VirtualMachineConfigInfo>),
+        Some(x::decode_boxed::<VirtualMachineConfigInfoDatastoreUrlPair>),
+        Some(x::decode_boxed::<VirtualMachineConfigInfoNpivWwnType>),
+        Some(x::decode_boxed::<VirtualMachineConfigInfoOverheadInfo>),
+        Some(x::decode_boxed::<VirtualMachineConfigInfoSwapPlacementType>),
+        Some(x::decode_boxed::<VirtualMachineConfigOption>),
+        Some(x::decode_boxed::<VirtualMachineConfigOptionDescriptor>),
+        Some(x::decode_boxed::<VirtualMachineConfigSpec>),
+        Some(x::decode_boxed::<VirtualMachineConfigSpecEncryptedFtModes>),
+        Some(x::decode_boxed::<VirtualMachineConfigSpecEncryptedVMotionModes>),
+        Some(x::decode_boxed::<VirtualMachineConfigSpecNpivWwnOp>),
+        Some(x::decode_boxed::<VirtualMachineConfigSummary>),
+        Some(x::decode_boxed::<VirtualMachineConnection>),
+        Some(x::decode_boxed::<VirtualMachineConnectionState>),
+        Some(x::decode_boxed::<VirtualMachineConsolePreferences>),
+        Some(x::decode_boxed::<VirtualMachineContentLibraryItemInfo>),
+        Some(x::decode_boxed::<VirtualMachineCpuIdInfoSpec>),
+        Some(x::decode_boxed::<VirtualMachineCryptoState>),
+        Some(x::decode_boxed::<VirtualMachineDatastoreInfo>),
+        Some(x::decode_boxed::<VirtualMachineDatastoreVolumeOption>),
+        Some(x::decode_boxed::<VirtualMachineDefaultPowerOpInfo>),
+        Some(x::decode_boxed::<VirtualMachineDefaultProfileSpec>),
+        Some(x::decode_boxed::<VirtualMachineDefinedProfileSpec>),
+        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfo>),
+        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoDeviceRuntimeState>),
+        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeState>),
+        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonOther>),
+        Some(x::decode_boxed::<VirtualMachineDeviceRuntimeInfoVirtualEthernetCardRuntimeStateVmDirectPathGen2InactiveReasonVm>),
+        Some(x::decode_boxed::<VirtualMachineDiskDeviceInfo>),
+        Some(x::decode_boxed::<VirtualMachineDisplayTopology>),
+        Some(x::decode_boxed::<VirtualMachineDynamicPassthroughInfo>),
+        Some(x::decode_boxed::<VirtualMachineEmptyIndependentFilterSpec>),
+        Some(x::decode_boxed::<VirtualMachineEmptyProfileSpec>),
+        Some(x::decode_boxed::<VirtualMachineFaultToleranceState>),
+        Some(x::decode_boxed::<VirtualMachineFaultToleranceType>),
+        Some(x::decode_boxed::<VirtualMachineFeatureRequirement>),
+        Some(x::decode_boxed::<VirtualMachineFileInfo>),
+        Some(x::decode_boxed::<VirtualMachineFileLayout>),
+        Some(x::decode_boxed::<VirtualMachineFileLayoutDiskLayout>),
+        Some(x::decode_boxed::<VirtualMachineFileLayoutEx>),
+        Some(x::decode_boxed::<VirtualMachineFileLayoutExDiskLayout>),
+        Some(x::decode_boxed::<VirtualMachineFileLayoutExDiskUnit>),
+        Some(x::decode_boxed::<VirtualMachineFileLayoutExFileInfo>),
+        Some(x::decode_boxed::<VirtualMachineFileLayoutExFileType>),
+        Some(x::decode_boxed::<VirtualMachineFileLayoutExSnapshotLayout>),
+        Some(x::decode_boxed::<VirtualMachineFileLayoutSnapshotLayout>),
+        Some(x::decode_boxed::<VirtualMachineFlagInfo>),
+        Some(x::decode_boxed::<VirtualMachineFlagInfoMonitorType>),
+        Some(x::decode_boxed::<VirtualMachineFlagInfoVirtualExecUsage>),
+        Some(x::decode_boxed::<VirtualMachineFlagInfoVirtualMmuUsage>),
+        Some(x::decode_boxed::<VirtualMachineFloppyInfo>),
+        Some(x::decode_boxed::<VirtualMachineForkConfigInfo>),
+        Some(x::decode_boxed::<VirtualMachineForkConfigInfoChildType>),
+        Some(x::decode_boxed::<VirtualMachineGuestIntegrityInfo>),
+        Some(x::decode_boxed::<VirtualMachineGuestMonitoringModeInfo>),
+        Some(x::decode_boxed::<VirtualMachineGuestOsFamily>),
+        Some(x::decode_boxed::<VirtualMachineGuestOsIdentifier>),
+        Some(x::decode_boxed::<VirtualMachineGuestQuiesceSpec>),
+        Some(x::decode_boxed::<VirtualMachineGuestState>),
+        Some(x::decode_boxed::<VirtualMachineGuestSummary>),
+        Some(x::decode_boxed::<VirtualMachineHtSharing>),
+        Some(x::decode_boxed::<VirtualMachineIdeDiskDeviceInfo>),
+        Some(x::decode_boxed::<VirtualMachineIdeDiskDevicePartitionInfo>),
+        Some(x::decode_boxed::<VirtualMachineImportSpec>),
+        Some(x::decode_boxed::<VirtualMachineIndependentFilterSpec>),
+        Some(x::decode_boxed::<VirtualMachineInstantCloneSpec>),
+        Some(x::decode_boxed::<VirtualMachineLegacyNetworkSwitchInfo>),
+        Some(x::decode_boxed::<VirtualMachineMemoryAllocationPolicy>),
+        Some(x::decode_boxed::<VirtualMachineMemoryReservationInfo>),
+        Some(x::decode_boxed::<VirtualMachineMemoryReservationSpec>),
+        Some(x::decode_boxed::<VirtualMachineMessage>),
+        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadata>),
+        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataInput>),
+        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOp>),
+        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOwner>),
+        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataOwnerOwner>),
+        Some(x::decode_boxed::<VirtualMachineMetadataManagerVmMetadataResult>),
+        Some(x::decode_boxed::<VirtualMachineMksConnection>),
+        Some(x::decode_boxed::<VirtualMachineMksTicket>),
+        Some(x::decode_boxed::<VirtualMachineMovePriority>),
+        Some(x::decode_boxed::<VirtualMachineNeedSecondaryReason>),
+        Some(x::decode_boxed::<VirtualMachineNetworkInfo>),
+        Some(x::decode_boxed::<VirtualMachineNetworkShaperInfo>),
+        Some(x::decode_boxed::<VirtualMachineParallelInfo>),
+        Some(x::decode_boxed::<VirtualMachinePciPassthroughInfo>),
+        Some(x::decode_boxed::<VirtualMachinePciSharedGpuPassthroughInfo>),
+        Some(x::decode_boxed::<VirtualMachinePowerOffBehavior>),
+        Some(x::decode_boxed::<VirtualMachinePowerOpType>),
+        Some(x::decode_boxed::<VirtualMachinePowerState>),
+        Some(x::decode_boxed::<VirtualMachinePrecisionClockInfo>),
+        Some(x::decode_boxed::<VirtualMachineProfileDetails>),
+        Some(x::decode_boxed::<VirtualMachineProfileDetailsDiskProfileDetails>),
+        Some(x::decode_boxed::<VirtualMachineProfileRawData>),
+        Some(x::decode_boxed::<VirtualMachineProfileSpec>),
+        Some(x::decode_boxed::<VirtualMachinePropertyRelation>),
+        Some(x::decode_boxed::<VirtualMachineQuestionInfo>),
+        Some(x::decode_boxed::<VirtualMachineQuickStats>),
+        Some(x::decode_boxed::<VirtualMachineQuickStatsMemoryTierStats>),
+        Some(x::decode_boxed::<VirtualMachineRecordReplayState>),
+        Some(x::decode_boxed::<VirtualMachineRelocateDiskMoveOptions>),
+        Some(x::decode_boxed::<VirtualMachineRelocateSpec>),
+        Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocator>),
+        Some(x::decode_boxed::<VirtualMachineRelocateSpecDiskLocatorBackingSpec>),
+        Some(x::decode_boxed::<VirtualMachineRelocateTransformation>),
+        Some(x::decode_boxed::<VirtualMachineRuntimeInfo>),
+        Some(x::decode_boxed::<VirtualMachineRuntimeInfoDasProtectionState>),
+        Some(x::decode_boxed::<VirtualMachineScsiDiskDeviceInfo>),
+        Some(x::decode_boxed::<VirtualMachineScsiPassthroughInfo>),
+        Some(x::decode_boxed::<VirtualMachineScsiPassthroughType>),
+        Some(x::decode_boxed::<VirtualMachineSerialInfo>),
+        Some(x::decode_boxed::<VirtualMachineSgxInfo>),
+        Some(x::decode_boxed::<VirtualMachineSgxInfoFlcModes>),
+        Some(x::decode_boxed::<VirtualMachineSgxTargetInfo>),
+        Some(x::decode_boxed::<VirtualMachineSnapshotInfo>),
+        Some(x::decode_boxed::<VirtualMachineSnapshotTree>),
+        Some(x::decode_boxed::<VirtualMachineSoundInfo>),
+        Some(x::decode_boxed::<VirtualMachineSriovDevicePoolInfo>),
+        Some(x::decode_boxed::<VirtualMachineSriovInfo>),
+        Some(x::decode_boxed::<VirtualMachineSriovNetworkDevicePoolInfo>),
+        Some(x::decode_boxed::<VirtualMachineStandbyActionType>),
+        Some(x::decode_boxed::<VirtualMachineStorageInfo>),
+        Some(x::decode_boxed::<VirtualMachineStorageSummary>),
+        Some(x::decode_boxed::<VirtualMachineSummary>),
+        Some(x::decode_boxed::<VirtualMachineTargetInfo>),
+        Some(x::decode_boxed::<VirtualMachineTargetInfoConfigurationTag>),
+        Some(x::decode_boxed::<VirtualMachineTicket>),
+    ],
+    fields: &[
+        x::FieldEntry::optional(x::Name(0x212da09), x::Name(0x2857004)), // bootDelay: long
+        x::FieldEntry::optional(x::Name(0x24b070e), x::Name(0x212d207)), // enterBIOSSetup: boolean
+        x::FieldEntry::optional(x::Name(0x2464214), x::Name(0x212d207)), // efiSecureBootEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2133b10), x::Name(0x212d207)), // bootRetryEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2132c0e), x::Name(0x2857004)), // bootRetryDelay: long
+        x::FieldEntry::repeated(x::Name(0x2132209), x::Name(0x1c44627)), // bootOrder: VirtualMachineBootOptionsBootableDevice
+        x::FieldEntry::optional(x::Name(0x299a013), x::Name(0x2f00106)), // networkBootProtocol: string
+        x::FieldEntry::required(x::Name(0x2390e09), x::Name(0x2729103)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x2390e09), x::Name(0x2729103)), // deviceKey: int
+        x::FieldEntry::required(x::Name(0x2e3831b), x::Name(0x212d207)), // snapshotOperationsSupported: boolean
+        x::FieldEntry::required(x::Name(0x295e51a), x::Name(0x212d207)), // multipleSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2e2b417), x::Name(0x212d207)), // snapshotConfigSupported: boolean
+        x::FieldEntry::required(x::Name(0x2bd691c), x::Name(0x212d207)), // poweredOffSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x28f1a18), x::Name(0x212d207)), // memorySnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d3d019), x::Name(0x212d207)), // revertToSnapshotSupported: boolean
+        x::FieldEntry::required(x::Name(0x2c6611a), x::Name(0x212d207)), // quiescedSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x23c8719), x::Name(0x212d207)), // disableSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2848c16), x::Name(0x212d207)), // lockSnapshotsSupported: boolean
+        x::FieldEntry::required(x::Name(0x223ac1b), x::Name(0x212d207)), // consolePreferencesSupported: boolean
+        x::FieldEntry::required(x::Name(0x226bc17), x::Name(0x212d207)), // cpuFeatureMaskSupported: boolean
+        x::FieldEntry::required(x::Name(0x2d6aa19), x::Name(0x212d207)), // s1AcpiManagementSupported: boolean
+        x::FieldEntry::required(x::Name(0x2de1220), x::Name(0x212d207)), // settingScreenResolutionSupported: boolean
+        x::FieldEntry::required(x::Name(0x2fc0d18), x::Name(0x212d207)), // toolsAutoUpdateSupported: boolean
+        x::FieldEntry::required(x::Name(0x3160f12), x::Name(0x212d207)), // vmNpivWwnSupported: boolean
+        x::FieldEntry::required(x::Name(0x2a13b1a), x::Name(0x212d207)), // npivWwnOnNonRdmVmSupported: boolean
+        x::FieldEntry::optional(x::Name(0x315f519), x::Name(0x212d207)), // vmNpivWwnDisableSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3162218), x::Name(0x212d207)), // vmNpivWwnUpdateSupported: boolean
+        x::FieldEntry::required(x::Name(0x2f60916), x::Name(0x212d207)), // swapPlacementSupported: boolean
+        x::FieldEntry::required(x::Name(0x2fcbb16), x::Name(0x212d207)), // toolsSyncTimeSupported: boolean
+        x::FieldEntry::required(x::Name(0x310eb18), x::Name(0x212d207)), // virtualMmuUsageSupported: boolean
+        x::FieldEntry::required(x::Name(0x23fc213), x::Name(0x212d207)), // diskSharesSupported: boolean
+        x::FieldEntry::required(x::Name(0x2130d14), x::Name(0x212d207)), // bootOptionsSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2134c19), x::Name(0x212d207)), // bootRetryOptionsSupported: boolean
+        x::FieldEntry::required(x::Name(0x2de331c), x::Name(0x212d207)), // settingVideoRamSizeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2ddf21f), x::Name(0x212d207)), // settingDisplayTopologySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2c9f515), x::Name(0x212d207)), // recordReplaySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2188417), x::Name(0x212d207)), // changeTrackingSupported: boolean
+        x::FieldEntry::optional(x::Name(0x295801f), x::Name(0x212d207)), // multipleCoresPerSocketSupported: boolean
+        x::FieldEntry::optional(x::Name(0x265d31d), x::Name(0x212d207)), // hostBasedReplicationSupported: boolean
+        x::FieldEntry::optional(x::Name(0x25e5a16), x::Name(0x212d207)), // guestAutoLockSupported: boolean
+        x::FieldEntry::optional(x::Name(0x28e9f1e), x::Name(0x212d207)), // memoryReservationLockSupported: boolean
+        x::FieldEntry::optional(x::Name(0x254801b), x::Name(0x212d207)), // featureRequirementSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2bda223), x::Name(0x212d207)), // poweredOnMonitorTypeChangeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2d93f15), x::Name(0x212d207)), // seSparseDiskSupported: boolean
+        x::FieldEntry::optional(x::Name(0x297f711), x::Name(0x212d207)), // nestedHVSupported: boolean
+        x::FieldEntry::optional(x::Name(0x30b1d0d), x::Name(0x212d207)), // vPMCSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2da4813), x::Name(0x212d207)), // secureBootSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b5c111), x::Name(0x212d207)), // perVmEvcSupported: boolean
+        x::FieldEntry::optional(x::Name(0x310d416), x::Name(0x212d207)), // virtualMmuUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x30f9417), x::Name(0x212d207)), // virtualExecUsageIgnored: boolean
+        x::FieldEntry::optional(x::Name(0x23f2f26), x::Name(0x212d207)), // diskOnlySnapshotOnSuspendedVMSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2f55d18), x::Name(0x212d207)), // suspendToMemorySupported: boolean
+        x::FieldEntry::optional(x::Name(0x2fc9f1b), x::Name(0x212d207)), // toolsSyncTimeAllowSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2de6c0c), x::Name(0x212d207)), // sevSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2b97a15), x::Name(0x212d207)), // pmemFailoverSupported: boolean
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x2846d08), x::Name(0x1d3071a)), // location: VirtualMachineRelocateSpec
+        x::FieldEntry::required(x::Name(0x2f9e508), x::Name(0x212d207)), // template: boolean
+        x::FieldEntry::optional(x::Name(0x2202206), x::Name(0x1c66718)), // config: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x22c230d), x::Name(0x821511)), // customization: CustomizationSpec
+        x::FieldEntry::required(x::Name(0x2bc8007), x::Name(0x212d207)), // powerOn: boolean
+        x::FieldEntry::optional(x::Name(0x2e29c08), x::Name(0x1258216)), // snapshot: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x28db106), x::Name(0x212d207)), // memory: boolean
+        x::FieldEntry::required(x::Name(0x2189c0d), x::Name(0x2f00106)), // changeVersion: string
+        x::FieldEntry::required(x::Name(0x2933908), x::Name(0x2308208)), // modified: dateTime
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x25ec50d), x::Name(0x2f00106)), // guestFullName: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x228180a), x::Name(0x2308208)), // createDate: dateTime
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::repeated(x::Name(0x2a0bd15), x::Name(0x2857004)), // npivNodeWorldWideName: long
+        x::FieldEntry::repeated(x::Name(0x2a0e515), x::Name(0x2857004)), // npivPortWorldWideName: long
+        x::FieldEntry::optional(x::Name(0x2a12515), x::Name(0x2f00106)), // npivWorldWideNameType: string
+        x::FieldEntry::optional(x::Name(0x2a09513), x::Name(0x2dfd105)), // npivDesiredNodeWwns: short
+        x::FieldEntry::optional(x::Name(0x2a0a913), x::Name(0x2dfd105)), // npivDesiredPortWwns: short
+        x::FieldEntry::optional(x::Name(0x2a0fb15), x::Name(0x212d207)), // npivTemporaryDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2a0d311), x::Name(0x212d207)), // npivOnNonRdmDisks: boolean
+        x::FieldEntry::optional(x::Name(0x284810a), x::Name(0x2f00106)), // locationId: string
+        x::FieldEntry::required(x::Name(0x2f9e508), x::Name(0x212d207)), // template: boolean
+        x::FieldEntry::required(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
+        x::FieldEntry::required(x::Name(0x2071112), x::Name(0x2f00106)), // alternateGuestName: string
+        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::required(x::Name(0x2561705), x::Name(0x1cac916)), // files: VirtualMachineFileInfo
+        x::FieldEntry::optional(x::Name(0x2fc0705), x::Name(0x195760f)), // tools: ToolsConfigInfo
+        x::FieldEntry::required(x::Name(0x257d105), x::Name(0x1cc1516)), // flags: VirtualMachineFlagInfo
+        x::FieldEntry::optional(x::Name(0x2239912), x::Name(0x1c74c20)), // consolePreferences: VirtualMachineConsolePreferences
+        x::FieldEntry::required(x::Name(0x233820f), x::Name(0x1c80820)), // defaultPowerOps: VirtualMachineDefaultPowerOpInfo
+        x::FieldEntry::required(x::Name(0x261dc08), x::Name(0x1c2300f)), // hardware: VirtualHardware
+        x::FieldEntry::repeated(x::Name(0x30cfb0a), x::Name(0x1d86a18)), // vcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::optional(x::Name(0x226310d), x::Name(0x172d016)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x28dc710), x::Name(0x172d016)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x27fa312), x::Name(0x11cae12)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::optional(x::Name(0x28e1b13), x::Name(0x212d207)), // memoryHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x226d410), x::Name(0x212d207)), // cpuHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x226e513), x::Name(0x212d207)), // cpuHotRemoveEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x26b0d12), x::Name(0x2857004)), // hotPlugMemoryLimit: long
+        x::FieldEntry::optional(x::Name(0x26af21a), x::Name(0x2857004)), // hotPlugMemoryIncrementSize: long
+        x::FieldEntry::optional(x::Name(0x226250b), x::Name(0x1c3971a)), // cpuAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x28db80e), x::Name(0x1c3971a)), // memoryAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x29b8e0d), x::Name(0x1d0ca1f)), // networkShaper: VirtualMachineNetworkShaperInfo
+        x::FieldEntry::repeated(x::Name(0x250d80b), x::Name(0x13b310b)), // extraConfig: OptionValue
+        x::FieldEntry::repeated(x::Name(0x226ad0e), x::Name(0xcef30d)), // cpuFeatureMask: HostCpuIdInfo
+        x::FieldEntry::repeated(x::Name(0x2302e0c), x::Name(0x1c58b28)), // datastoreUrl: VirtualMachineConfigInfoDatastoreUrlPair
+        x::FieldEntry::optional(x::Name(0x2f5fb0d), x::Name(0x2f00106)), // swapPlacement: string
+        x::FieldEntry::optional(x::Name(0x213010b), x::Name(0x1c3ff19)), // bootOptions: VirtualMachineBootOptions
+        x::FieldEntry::optional(x::Name(0x25a9d06), x::Name(0xb62218)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x2cd5309), x::Name(0x16e7415)), // repConfig: ReplicationConfigSpec
+        x::FieldEntry::optional(x::Name(0x309a60a), x::Name(0x1e76a0c)), // vAppConfig: VmConfigInfo
+        x::FieldEntry::optional(x::Name(0x309dc0f), x::Name(0x212d207)), // vAssertsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2186e15), x::Name(0x212d207)), // changeTrackingEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2573e08), x::Name(0x2f00106)), // firmware: string
+        x::FieldEntry::optional(x::Name(0x28a3211), x::Name(0x2729103)), // maxMksConnections: int
+        x::FieldEntry::optional(x::Name(0x25e4514), x::Name(0x212d207)), // guestAutoLockEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x28ebe1c), x::Name(0x212d207)), // memoryReservationLockedToMax: boolean
+        x::FieldEntry::optional(x::Name(0x270ce0f), x::Name(0x1c5d824)), // initialOverhead: VirtualMachineConfigInfoOverheadInfo
+        x::FieldEntry::optional(x::Name(0x297e70f), x::Name(0x212d207)), // nestedHVEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x30b110b), x::Name(0x212d207)), // vPMCEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d7bb1c), x::Name(0x17cfc1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
+        x::FieldEntry::optional(x::Name(0x2587c0e), x::Name(0x1ccb41c)), // forkConfigInfo: VirtualMachineForkConfigInfo
+        x::FieldEntry::optional(x::Name(0x30a4b16), x::Name(0x2857004)), // vFlashCacheReservation: long
+        x::FieldEntry::optional(x::Name(0x31c6711), x::Name(0x210f70c)), // vmxConfigChecksum: base64Binary
+        x::FieldEntry::optional(x::Name(0x28fcb17), x::Name(0x212d207)), // messageBusTunnelEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x318f111), x::Name(0x2f00106)), // vmStorageObjectId: string
+        x::FieldEntry::optional(x::Name(0x2f63213), x::Name(0x2f00106)), // swapStorageObjectId: string
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x25f1212), x::Name(0x1ccf720)), // guestIntegrityInfo: VirtualMachineGuestIntegrityInfo
+        x::FieldEntry::optional(x::Name(0x290ea11), x::Name(0x2f00106)), // migrateEncryption: string
+        x::FieldEntry::optional(x::Name(0x2de9407), x::Name(0x1d46215)), // sgxInfo: VirtualMachineSgxInfo
+        x::FieldEntry::optional(x::Name(0x224a812), x::Name(0x1c76d24)), // contentLibItemInfo: VirtualMachineContentLibraryItemInfo
+        x::FieldEntry::optional(x::Name(0x25a5d10), x::Name(0x2f00106)), // ftEncryptionMode: string
+        x::FieldEntry::optional(x::Name(0x25f5817), x::Name(0x1cd1825)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
+        x::FieldEntry::optional(x::Name(0x2de500a), x::Name(0x212d207)), // sevEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b96613), x::Name(0x212d207)), // pmemFailoverEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x318091c), x::Name(0x212d207)), // vmOpNotificationToAppEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b96104), x::Name(0x1d95119)), // pmem: VirtualMachineVirtualPMem
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+        x::FieldEntry::optional(x::Name(0x270b518), x::Name(0x2857004)), // initialMemoryReservation: long
+        x::FieldEntry::optional(x::Name(0x270de16), x::Name(0x2857004)), // initialSwapReservation: long
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::repeated(x::Name(0x25f8411), x::Name(0xc35211)), // guestOSDescriptor: GuestOsDescriptor
+        x::FieldEntry::required(x::Name(0x25f7013), x::Name(0x2729103)), // guestOSDefaultIndex: int
+        x::FieldEntry::required(x::Name(0x262010f), x::Name(0x1c26215)), // hardwareOptions: VirtualHardwareOption
+        x::FieldEntry::required(x::Name(0x2163b0c), x::Name(0x1c52918)), // capabilities: VirtualMachineCapability
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8d3a0f)), // datastore: DatastoreOption
+        x::FieldEntry::repeated(x::Name(0x232950d), x::Name(0x1b6c60d)), // defaultDevice: VirtualDevice
+        x::FieldEntry::repeated(x::Name(0x2f2ed14), x::Name(0x2f00106)), // supportedMonitorType: string
+        x::FieldEntry::repeated(x::Name(0x2f32120), x::Name(0x2f00106)), // supportedOvfEnvironmentTransport: string
+        x::FieldEntry::repeated(x::Name(0x2f3421c), x::Name(0x2f00106)), // supportedOvfInstallTransport: string
+        x::FieldEntry::repeated(x::Name(0x2c32d11), x::Name(0x1d2461e)), // propertyRelations: VirtualMachinePropertyRelation
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::optional(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::repeated(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x228ce0f), x::Name(0x212d207)), // createSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2326913), x::Name(0x212d207)), // defaultConfigOption: boolean
+        x::FieldEntry::optional(x::Name(0x2d6630c), x::Name(0x212d207)), // runSupported: boolean
+        x::FieldEntry::optional(x::Name(0x3057b10), x::Name(0x212d207)), // upgradeSupported: boolean
+        x::FieldEntry::optional(x::Name(0x2189c0d), x::Name(0x2f00106)), // changeVersion: string
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::optional(x::Name(0x228180a), x::Name(0x2308208)), // createDate: dateTime
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::repeated(x::Name(0x2a0bd15), x::Name(0x2857004)), // npivNodeWorldWideName: long
+        x::FieldEntry::repeated(x::Name(0x2a0e515), x::Name(0x2857004)), // npivPortWorldWideName: long
+        x::FieldEntry::optional(x::Name(0x2a12515), x::Name(0x2f00106)), // npivWorldWideNameType: string
+        x::FieldEntry::optional(x::Name(0x2a09513), x::Name(0x2dfd105)), // npivDesiredNodeWwns: short
+        x::FieldEntry::optional(x::Name(0x2a0a913), x::Name(0x2dfd105)), // npivDesiredPortWwns: short
+        x::FieldEntry::optional(x::Name(0x2a0fb15), x::Name(0x212d207)), // npivTemporaryDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2a0d311), x::Name(0x212d207)), // npivOnNonRdmDisks: boolean
+        x::FieldEntry::optional(x::Name(0x2a11113), x::Name(0x2f00106)), // npivWorldWideNameOp: string
+        x::FieldEntry::optional(x::Name(0x284810a), x::Name(0x2f00106)), // locationId: string
+        x::FieldEntry::optional(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x2071112), x::Name(0x2f00106)), // alternateGuestName: string
+        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x2561705), x::Name(0x1cac916)), // files: VirtualMachineFileInfo
+        x::FieldEntry::optional(x::Name(0x2fc0705), x::Name(0x195760f)), // tools: ToolsConfigInfo
+        x::FieldEntry::optional(x::Name(0x257d105), x::Name(0x1cc1516)), // flags: VirtualMachineFlagInfo
+        x::FieldEntry::optional(x::Name(0x2239912), x::Name(0x1c74c20)), // consolePreferences: VirtualMachineConsolePreferences
+        x::FieldEntry::optional(x::Name(0x2bcd20b), x::Name(0x1c80820)), // powerOpInfo: VirtualMachineDefaultPowerOpInfo
+        x::FieldEntry::optional(x::Name(0x2a23407), x::Name(0x2729103)), // numCPUs: int
+        x::FieldEntry::repeated(x::Name(0x30cfb0a), x::Name(0x1d86a18)), // vcpuConfig: VirtualMachineVcpuConfig
+        x::FieldEntry::optional(x::Name(0x2a24811), x::Name(0x2729103)), // numCoresPerSocket: int
+        x::FieldEntry::optional(x::Name(0x28e4408), x::Name(0x2857004)), // memoryMB: long
+        x::FieldEntry::optional(x::Name(0x28e1b13), x::Name(0x212d207)), // memoryHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x226d410), x::Name(0x212d207)), // cpuHotAddEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x226e513), x::Name(0x212d207)), // cpuHotRemoveEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x3101013), x::Name(0x212d207)), // virtualICH7MPresent: boolean
+        x::FieldEntry::optional(x::Name(0x3119411), x::Name(0x212d207)), // virtualSMCPresent: boolean
+        x::FieldEntry::repeated(x::Name(0x238c40c), x::Name(0x1b73c17)), // deviceChange: VirtualDeviceConfigSpec
+        x::FieldEntry::optional(x::Name(0x226310d), x::Name(0x172d016)), // cpuAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x28dc710), x::Name(0x172d016)), // memoryAllocation: ResourceAllocationInfo
+        x::FieldEntry::optional(x::Name(0x27fa312), x::Name(0x11cae12)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::optional(x::Name(0x226250b), x::Name(0x1c3971a)), // cpuAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x28db80e), x::Name(0x1c3971a)), // memoryAffinity: VirtualMachineAffinityInfo
+        x::FieldEntry::optional(x::Name(0x29b8e0d), x::Name(0x1d0ca1f)), // networkShaper: VirtualMachineNetworkShaperInfo
+        x::FieldEntry::repeated(x::Name(0x226ad0e), x::Name(0x1c7921b)), // cpuFeatureMask: VirtualMachineCpuIdInfoSpec
+        x::FieldEntry::repeated(x::Name(0x250d80b), x::Name(0x13b310b)), // extraConfig: OptionValue
+        x::FieldEntry::optional(x::Name(0x2f5fb0d), x::Name(0x2f00106)), // swapPlacement: string
+        x::FieldEntry::optional(x::Name(0x213010b), x::Name(0x1c3ff19)), // bootOptions: VirtualMachineBootOptions
+        x::FieldEntry::optional(x::Name(0x309a60a), x::Name(0x1e78c0c)), // vAppConfig: VmConfigSpec
+        x::FieldEntry::optional(x::Name(0x25a9d06), x::Name(0xb62218)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x2cd5309), x::Name(0x16e7415)), // repConfig: ReplicationConfigSpec
+        x::FieldEntry::optional(x::Name(0x309b111), x::Name(0x212d207)), // vAppConfigRemoved: boolean
+        x::FieldEntry::optional(x::Name(0x309dc0f), x::Name(0x212d207)), // vAssertsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2186e15), x::Name(0x212d207)), // changeTrackingEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2573e08), x::Name(0x2f00106)), // firmware: string
+        x::FieldEntry::optional(x::Name(0x28a3211), x::Name(0x2729103)), // maxMksConnections: int
+        x::FieldEntry::optional(x::Name(0x25e4514), x::Name(0x212d207)), // guestAutoLockEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x28ebe1c), x::Name(0x212d207)), // memoryReservationLockedToMax: boolean
+        x::FieldEntry::optional(x::Name(0x297e70f), x::Name(0x212d207)), // nestedHVEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x30b110b), x::Name(0x212d207)), // vPMCEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2d7bb1c), x::Name(0x17cfc1c)), // scheduledHardwareUpgradeInfo: ScheduledHardwareUpgradeInfo
+        x::FieldEntry::repeated(x::Name(0x3187809), x::Name(0x1d22c19)), // vmProfile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x28fcb17), x::Name(0x212d207)), // messageBusTunnelEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
+        x::FieldEntry::optional(x::Name(0x290ea11), x::Name(0x2f00106)), // migrateEncryption: string
+        x::FieldEntry::optional(x::Name(0x2de9407), x::Name(0x1d46215)), // sgxInfo: VirtualMachineSgxInfo
+        x::FieldEntry::optional(x::Name(0x25a5d10), x::Name(0x2f00106)), // ftEncryptionMode: string
+        x::FieldEntry::optional(x::Name(0x25f5817), x::Name(0x1cd1825)), // guestMonitoringModeInfo: VirtualMachineGuestMonitoringModeInfo
+        x::FieldEntry::optional(x::Name(0x2de500a), x::Name(0x212d207)), // sevEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b96613), x::Name(0x212d207)), // pmemFailoverEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x318091c), x::Name(0x212d207)), // vmOpNotificationToAppEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b96104), x::Name(0x1d95119)), // pmem: VirtualMachineVirtualPMem
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2f9e508), x::Name(0x212d207)), // template: boolean
+        x::FieldEntry::required(x::Name(0x318510a), x::Name(0x2f00106)), // vmPathName: string
+        x::FieldEntry::optional(x::Name(0x28ef50c), x::Name(0x2729103)), // memorySizeMB: int
+        x::FieldEntry::optional(x::Name(0x227bc0e), x::Name(0x2729103)), // cpuReservation: int
+        x::FieldEntry::optional(x::Name(0x28e8d11), x::Name(0x2729103)), // memoryReservation: int
+        x::FieldEntry::optional(x::Name(0x2a26e06), x::Name(0x2729103)), // numCpu: int
+        x::FieldEntry::optional(x::Name(0x2a31010), x::Name(0x2729103)), // numEthernetCards: int
+        x::FieldEntry::optional(x::Name(0x2a6a60f), x::Name(0x2729103)), // numVirtualDisks: int
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::optional(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x25ec50d), x::Name(0x2f00106)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x207740a), x::Name(0x2f00106)), // annotation: string
+        x::FieldEntry::optional(x::Name(0x2c14807), x::Name(0x1a9af0f)), // product: VAppProductInfo
+        x::FieldEntry::optional(x::Name(0x2718e13), x::Name(0x212d207)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x25a9d06), x::Name(0xb62218)), // ftInfo: FaultToleranceConfigInfo
+        x::FieldEntry::optional(x::Name(0x2871a09), x::Name(0x1252f0d)), // managedBy: ManagedByInfo
+        x::FieldEntry::optional(x::Name(0x2fe490a), x::Name(0x212d207)), // tpmPresent: boolean
+        x::FieldEntry::optional(x::Name(0x2a71810), x::Name(0x2729103)), // numVmiopBackings: int
+        x::FieldEntry::optional(x::Name(0x26be309), x::Name(0x2f00106)), // hwVersion: string
+        x::FieldEntry::required(x::Name(0x27e0905), x::Name(0x2f00106)), // label: string
+        x::FieldEntry::required(x::Name(0x21b3b06), x::Name(0x2f00106)), // client: string
+        x::FieldEntry::required(x::Name(0x308ce08), x::Name(0x2f00106)), // userName: string
+        x::FieldEntry::optional(x::Name(0x2bcc011), x::Name(0x212d207)), // powerOnWhenOpened: boolean
+        x::FieldEntry::optional(x::Name(0x24b1618), x::Name(0x212d207)), // enterFullScreenOnPowerOn: boolean
+        x::FieldEntry::optional(x::Name(0x21bc518), x::Name(0x212d207)), // closeOnPowerOffOrSuspend: boolean
+        x::FieldEntry::required(x::Name(0x224bb16), x::Name(0x2f00106)), // contentLibraryItemUuid: string
+        x::FieldEntry::optional(x::Name(0x224d219), x::Name(0x2f00106)), // contentLibraryItemVersion: string
+        x::FieldEntry::optional(x::Name(0x2704e04), x::Name(0xcef30d)), // info: HostCpuIdInfo
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x8db510)), // datastore: DatastoreSummary
+        x::FieldEntry::required(x::Name(0x216480a), x::Name(0x8b6c13)), // capability: DatastoreCapability
+        x::FieldEntry::required(x::Name(0x2898b0b), x::Name(0x2857004)), // maxFileSize: long
+        x::FieldEntry::optional(x::Name(0x28c5516), x::Name(0x2857004)), // maxVirtualDiskCapacity: long
+        x::FieldEntry::optional(x::Name(0x28acb16), x::Name(0x2857004)), // maxPhysicalRDMFileSize: long
+        x::FieldEntry::optional(x::Name(0x28c8815), x::Name(0x2857004)), // maxVirtualRDMFileSize: long
+        x::FieldEntry::required(x::Name(0x292e604), x::Name(0x2f00106)), // mode: string
+        x::FieldEntry::optional(x::Name(0x30bbb0f), x::Name(0x2f00106)), // vStorageSupport: string
+        x::FieldEntry::required(x::Name(0x255e50e), x::Name(0x2f00106)), // fileSystemType: string
+        x::FieldEntry::optional(x::Name(0x2870d0c), x::Name(0x2729103)), // majorVersion: int
+        x::FieldEntry::optional(x::Name(0x2bc730c), x::Name(0x2f00106)), // powerOffType: string
+        x::FieldEntry::optional(x::Name(0x2f5760b), x::Name(0x2f00106)), // suspendType: string
+        x::FieldEntry::optional(x::Name(0x2d17309), x::Name(0x2f00106)), // resetType: string
+        x::FieldEntry::optional(x::Name(0x2336e13), x::Name(0x2f00106)), // defaultPowerOffType: string
+        x::FieldEntry::optional(x::Name(0x2340412), x::Name(0x2f00106)), // defaultSuspendType: string
+        x::FieldEntry::optional(x::Name(0x233c010), x::Name(0x2f00106)), // defaultResetType: string
+        x::FieldEntry::optional(x::Name(0x2eaad0d), x::Name(0x2f00106)), // standbyAction: string
+        x::FieldEntry::required(x::Name(0x2c1fc09), x::Name(0x2f00106)), // profileId: string
+        x::FieldEntry::optional(x::Name(0x2ce700f), x::Name(0x16f640f)), // replicationSpec: ReplicationSpec
+        x::FieldEntry::optional(x::Name(0x2c1f00b), x::Name(0x1d20f1c)), // profileData: VirtualMachineProfileRawData
+        x::FieldEntry::repeated(x::Name(0x2c2220d), x::Name(0x11c0608)), // profileParams: KeyValue
+        x::FieldEntry::required(x::Name(0x2d69d0c), x::Name(0x1c88b31)), // runtimeState: VirtualMachineDeviceRuntimeInfoDeviceRuntimeState
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x3139616), x::Name(0x212d207)), // vmDirectPathGen2Active: boolean
+        x::FieldEntry::repeated(x::Name(0x3143620), x::Name(0x2f00106)), // vmDirectPathGen2InactiveReasonVm: string
+        x::FieldEntry::repeated(x::Name(0x3141223), x::Name(0x2f00106)), // vmDirectPathGen2InactiveReasonOther: string
+        x::FieldEntry::optional(x::Name(0x313c526), x::Name(0x2f00106)), // vmDirectPathGen2InactiveReasonExtended: string
+        x::FieldEntry::optional(x::Name(0x2d0f911), x::Name(0x2f00106)), // reservationStatus: string
+        x::FieldEntry::optional(x::Name(0x20bb210), x::Name(0x2f00106)), // attachmentStatus: string
+        x::FieldEntry::repeated(x::Name(0x2546d12), x::Name(0x1caa820)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::optional(x::Name(0x2165308), x::Name(0x2857004)), // capacity: long
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x3246801), x::Name(0x2729103)), // x: int
+        x::FieldEntry::required(x::Name(0x3248a01), x::Name(0x2729103)), // y: int
+        x::FieldEntry::required(x::Name(0x320d105), x::Name(0x2729103)), // width: int
+        x::FieldEntry::required(x::Name(0x2652006), x::Name(0x2729103)), // height: int
+        x::FieldEntry::required(x::Name(0x30d650a), x::Name(0x2f00106)), // vendorName: string
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::optional(x::Name(0x22c0b0b), x::Name(0x2f00106)), // customLabel: string
+        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2729103)), // vendorId: int
+        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2729103)), // deviceId: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x254610b), x::Name(0x2f00106)), // featureName: string
+        x::FieldEntry::required(x::Name(0x30c7905), x::Name(0x2f00106)), // value: string
+        x::FieldEntry::optional(x::Name(0x318510a), x::Name(0x2f00106)), // vmPathName: string
+        x::FieldEntry::optional(x::Name(0x2e2d911), x::Name(0x2f00106)), // snapshotDirectory: string
+        x::FieldEntry::optional(x::Name(0x2f51110), x::Name(0x2f00106)), // suspendDirectory: string
+        x::FieldEntry::optional(x::Name(0x284ea0c), x::Name(0x2f00106)), // logDirectory: string
+        x::FieldEntry::optional(x::Name(0x25ace13), x::Name(0x2f00106)), // ftMetadataDirectory: string
+        x::FieldEntry::repeated(x::Name(0x2204f0a), x::Name(0x2f00106)), // configFile: string
+        x::FieldEntry::repeated(x::Name(0x284f707), x::Name(0x2f00106)), // logFile: string
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1caf922)), // disk: VirtualMachineFileLayoutDiskLayout
+        x::FieldEntry::repeated(x::Name(0x2e29c08), x::Name(0x1cbee26)), // snapshot: VirtualMachineFileLayoutSnapshotLayout
+        x::FieldEntry::optional(x::Name(0x2f5e008), x::Name(0x2f00106)), // swapFile: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::repeated(x::Name(0x23e7b08), x::Name(0x2f00106)), // diskFile: string
+        x::FieldEntry::repeated(x::Name(0x2556304), x::Name(0x1cb7f22)), // file: VirtualMachineFileLayoutExFileInfo
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1cb3724)), // disk: VirtualMachineFileLayoutExDiskLayout
+        x::FieldEntry::repeated(x::Name(0x2e29c08), x::Name(0x1cbc528)), // snapshot: VirtualMachineFileLayoutExSnapshotLayout
+        x::FieldEntry::required(x::Name(0x2fb5b09), x::Name(0x2308208)), // timestamp: dateTime
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::repeated(x::Name(0x217ed05), x::Name(0x1cb5c22)), // chain: VirtualMachineFileLayoutExDiskUnit
+        x::FieldEntry::repeated(x::Name(0x2558007), x::Name(0x2729103)), // fileKey: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2729103)), // key: int
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x300e904), x::Name(0x2f00106)), // type: string
+        x::FieldEntry::required(x::Name(0x2e08804), x::Name(0x2857004)), // size: long
+        x::FieldEntry::optional(x::Name(0x302140a), x::Name(0x2857004)), // uniqueSize: long
+        x::FieldEntry::optional(x::Name(0x20fc60f), x::Name(0x2f00106)), // backingObjectId: string
+        x::FieldEntry::optional(x::Name(0x201470a), x::Name(0x212d207)), // accessible: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x22ea107), x::Name(0x2729103)), // dataKey: int
+        x::FieldEntry::optional(x::Name(0x28e2f09), x::Name(0x2729103)), // memoryKey: int
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1cb3724)), // disk: VirtualMachineFileLayoutExDiskLayout
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x1258216)), // key: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2e2fc0c), x::Name(0x2f00106)), // snapshotFile: string
+        x::FieldEntry::optional(x::Name(0x23c2113), x::Name(0x212d207)), // disableAcceleration: boolean
+        x::FieldEntry::optional(x::Name(0x2475b0d), x::Name(0x212d207)), // enableLogging: boolean
+        x::FieldEntry::optional(x::Name(0x3079c06), x::Name(0x212d207)), // useToe: boolean
+        x::FieldEntry::optional(x::Name(0x2d67010), x::Name(0x212d207)), // runWithDebugInfo: boolean
+        x::FieldEntry::optional(x::Name(0x2938c0b), x::Name(0x2f00106)), // monitorType: string
+        x::FieldEntry::optional(x::Name(0x26b4809), x::Name(0x2f00106)), // htSharing: string
+        x::FieldEntry::optional(x::Name(0x2e2eb10), x::Name(0x212d207)), // snapshotDisabled: boolean
+        x::FieldEntry::optional(x::Name(0x2e3360e), x::Name(0x212d207)), // snapshotLocked: boolean
+        x::FieldEntry::optional(x::Name(0x240300f), x::Name(0x212d207)), // diskUuidEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x310c40f), x::Name(0x2f00106)), // virtualMmuUsage: string
+        x::FieldEntry::optional(x::Name(0x30f8310), x::Name(0x2f00106)), // virtualExecUsage: string
+        x::FieldEntry::optional(x::Name(0x2e39f18), x::Name(0x2f00106)), // snapshotPowerOffBehavior: string
+        x::FieldEntry::optional(x::Name(0x2c9b613), x::Name(0x212d207)), // recordReplayEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2536512), x::Name(0x2f00106)), // faultToleranceType: string
+        x::FieldEntry::optional(x::Name(0x216e210), x::Name(0x212d207)), // cbrcCacheEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x31fbb0b), x::Name(0x212d207)), // vvtdEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x30cb10a), x::Name(0x212d207)), // vbsEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b2900d), x::Name(0x212d207)), // parentEnabled: boolean
+        x::FieldEntry::optional(x::Name(0x21aac10), x::Name(0x2f00106)), // childForkGroupId: string
+        x::FieldEntry::optional(x::Name(0x2b29e11), x::Name(0x2f00106)), // parentForkGroupId: string
+        x::FieldEntry::optional(x::Name(0x21acf09), x::Name(0x2f00106)), // childType: string
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x25ce707), x::Name(0x2f00106)), // gmmFile: string
+        x::FieldEntry::optional(x::Name(0x25cda0c), x::Name(0x2f00106)), // gmmAppliance: string
+        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2729103)), // timeout: int
+        x::FieldEntry::optional(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
+        x::FieldEntry::optional(x::Name(0x25ec50d), x::Name(0x2f00106)), // guestFullName: string
+        x::FieldEntry::optional(x::Name(0x2fc930b), x::Name(0x1d68019)), // toolsStatus: VirtualMachineToolsStatus
+        x::FieldEntry::optional(x::Name(0x2fcf212), x::Name(0x2f00106)), // toolsVersionStatus: string
+        x::FieldEntry::optional(x::Name(0x2fd0513), x::Name(0x2f00106)), // toolsVersionStatus2: string
+        x::FieldEntry::optional(x::Name(0x2fc8012), x::Name(0x2f00106)), // toolsRunningStatus: string
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::optional(x::Name(0x2763c09), x::Name(0x2f00106)), // ipAddress: string
+        x::FieldEntry::optional(x::Name(0x26be309), x::Name(0x2f00106)), // hwVersion: string
+        x::FieldEntry::repeated(x::Name(0x2b3500e), x::Name(0x1ce0528)), // partitionTable: VirtualMachineIdeDiskDevicePartitionInfo
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
+        x::FieldEntry::required(x::Name(0x2165308), x::Name(0x2729103)), // capacity: int
+        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x2cff40d), x::Name(0x1258216)), // resPoolEntity: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2568b0a), x::Name(0x2f00106)), // filterName: string
+        x::FieldEntry::optional(x::Name(0x256510b), x::Name(0x2f00106)), // filterClass: string
+        x::FieldEntry::repeated(x::Name(0x2563e12), x::Name(0x11c0608)), // filterCapabilities: KeyValue
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2846d08), x::Name(0x1d3071a)), // location: VirtualMachineRelocateSpec
+        x::FieldEntry::repeated(x::Name(0x2202206), x::Name(0x13b310b)), // config: OptionValue
+        x::FieldEntry::optional(x::Name(0x211ef08), x::Name(0x2f00106)), // biosUuid: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x3106811), x::Name(0x2857004)), // virtualMachineMin: long
+        x::FieldEntry::required(x::Name(0x3105611), x::Name(0x2857004)), // virtualMachineMax: long
+        x::FieldEntry::required(x::Name(0x310ad16), x::Name(0x2857004)), // virtualMachineReserved: long
+        x::FieldEntry::required(x::Name(0x205d510), x::Name(0x2f00106)), // allocationPolicy: string
+        x::FieldEntry::optional(x::Name(0x310ad16), x::Name(0x2857004)), // virtualMachineReserved: long
+        x::FieldEntry::optional(x::Name(0x205d510), x::Name(0x2f00106)), // allocationPolicy: string
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::repeated(x::Name(0x2097908), x::Name(0x207ef07)), // argument: anyType
+        x::FieldEntry::optional(x::Name(0x2fa4204), x::Name(0x2f00106)), // text: string
+        x::FieldEntry::required(x::Name(0x315ab04), x::Name(0x2f00106)), // vmId: string
+        x::FieldEntry::optional(x::Name(0x2905408), x::Name(0x2f00106)), // metadata: string
+        x::FieldEntry::required(x::Name(0x2abcf09), x::Name(0x2f00106)), // operation: string
+        x::FieldEntry::required(x::Name(0x315b00a), x::Name(0x1cf3327)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x315b00a), x::Name(0x1cf3327)), // vmMetadata: VirtualMachineMetadataManagerVmMetadata
+        x::FieldEntry::optional(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2fabf06), x::Name(0x2f00106)), // ticket: string
+        x::FieldEntry::required(x::Name(0x217e507), x::Name(0x2f00106)), // cfgFile: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x2f00106)), // host: string
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::required(x::Name(0x2992207), x::Name(0x131c90e)), // network: NetworkSummary
+        x::FieldEntry::optional(x::Name(0x31f7107), x::Name(0x2f00106)), // vswitch: string
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2b51307), x::Name(0x2857004)), // peakBps: long
+        x::FieldEntry::optional(x::Name(0x20f5f0a), x::Name(0x2857004)), // averageBps: long
+        x::FieldEntry::optional(x::Name(0x2142b09), x::Name(0x2857004)), // burstSize: long
+        x::FieldEntry::required(x::Name(0x2b47609), x::Name(0xeeb30d)), // pciDevice: HostPciDevice
+        x::FieldEntry::required(x::Name(0x2f75508), x::Name(0x2f00106)), // systemId: string
+        x::FieldEntry::required(x::Name(0x30e2b04), x::Name(0x2f00106)), // vgpu: string
+        x::FieldEntry::optional(x::Name(0x2f71713), x::Name(0x2f00106)), // systemClockProtocol: string
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::repeated(x::Name(0x23f5f12), x::Name(0x1d1e02e)), // diskProfileDetails: VirtualMachineProfileDetailsDiskProfileDetails
+        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::required(x::Name(0x250610c), x::Name(0x2f00106)), // extensionKey: string
+        x::FieldEntry::optional(x::Name(0x2a90c0a), x::Name(0x2f00106)), // objectData: string
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0xaa520f)), // key: DynamicProperty
+        x::FieldEntry::repeated(x::Name(0x2cb6a09), x::Name(0xaa520f)), // relations: DynamicProperty
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x2fa4204), x::Name(0x2f00106)), // text: string
+        x::FieldEntry::required(x::Name(0x21ae206), x::Name(0x5ef50c)), // choice: ChoiceOption
+        x::FieldEntry::repeated(x::Name(0x28f8f07), x::Name(0x1cf1d15)), // message: VirtualMachineMessage
+        x::FieldEntry::optional(x::Name(0x2af6a0f), x::Name(0x2729103)), // overallCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x2af4510), x::Name(0x2729103)), // overallCpuDemand: int
+        x::FieldEntry::optional(x::Name(0x2af5613), x::Name(0x2729103)), // overallCpuReadiness: int
+        x::FieldEntry::optional(x::Name(0x25f4710), x::Name(0x2729103)), // guestMemoryUsage: int
+        x::FieldEntry::optional(x::Name(0x268060f), x::Name(0x2729103)), // hostMemoryUsage: int
+        x::FieldEntry::required(x::Name(0x25ee614), x::Name(0x1255813)), // guestHeartbeatStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x2407919), x::Name(0x2729103)), // distributedCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x240aa1c), x::Name(0x2729103)), // distributedMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x2ec7714), x::Name(0x2729103)), // staticCpuEntitlement: int
+        x::FieldEntry::optional(x::Name(0x2eca117), x::Name(0x2729103)), // staticMemoryEntitlement: int
+        x::FieldEntry::optional(x::Name(0x25d1e0d), x::Name(0x2729103)), // grantedMemory: int
+        x::FieldEntry::optional(x::Name(0x2c0a10d), x::Name(0x2729103)), // privateMemory: int
+        x::FieldEntry::optional(x::Name(0x2df380c), x::Name(0x2729103)), // sharedMemory: int
+        x::FieldEntry::optional(x::Name(0x2f6460d), x::Name(0x2729103)), // swappedMemory: int
+        x::FieldEntry::optional(x::Name(0x210e20f), x::Name(0x2729103)), // balloonedMemory: int
+        x::FieldEntry::optional(x::Name(0x2243216), x::Name(0x2729103)), // consumedOverheadMemory: int
+        x::FieldEntry::optional(x::Name(0x25ab40e), x::Name(0x2729103)), // ftLogBandwidth: int
+        x::FieldEntry::optional(x::Name(0x25af012), x::Name(0x2729103)), // ftSecondaryLatency: int
+        x::FieldEntry::optional(x::Name(0x25aa40f), x::Name(0x1255813)), // ftLatencyStatus: ManagedEntityStatus
+        x::FieldEntry::optional(x::Name(0x21f7f10), x::Name(0x2857004)), // compressedMemory: long
+        x::FieldEntry::optional(x::Name(0x3069d0d), x::Name(0x2729103)), // uptimeSeconds: int
+        x::FieldEntry::optional(x::Name(0x2e9d310), x::Name(0x2857004)), // ssdSwappedMemory: long
+        x::FieldEntry::optional(x::Name(0x202300c), x::Name(0x2729103)), // activeMemory: int
+        x::FieldEntry::repeated(x::Name(0x28f5e0f), x::Name(0x1d29927)), // memoryTierStats: VirtualMachineQuickStatsMemoryTierStats
+        x::FieldEntry::required(x::Name(0x28f6e0e), x::Name(0x2f00106)), // memoryTierType: string
+        x::FieldEntry::required(x::Name(0x2c71a0d), x::Name(0x2857004)), // readBandwidth: long
+        x::FieldEntry::optional(x::Name(0x2dc7407), x::Name(0x181af0e)), // service: ServiceLocator
+        x::FieldEntry::optional(x::Name(0x2582006), x::Name(0x1258216)), // folder: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23eff0c), x::Name(0x2f00106)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x2ba8004), x::Name(0x1258216)), // pool: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x1d32225)), // disk: VirtualMachineRelocateSpecDiskLocator
+        x::FieldEntry::optional(x::Name(0x2febf09), x::Name(0x1d37924)), // transform: VirtualMachineRelocateTransformation
+        x::FieldEntry::repeated(x::Name(0x238c40c), x::Name(0x1b73c17)), // deviceChange: VirtualDeviceConfigSpec
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x229910a), x::Name(0x7ce70a)), // cryptoSpec: CryptoSpec
+        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23eff0c), x::Name(0x2f00106)), // diskMoveType: string
+        x::FieldEntry::optional(x::Name(0x23e230f), x::Name(0x1b6d418)), // diskBackingInfo: VirtualDeviceBackingInfo
+        x::FieldEntry::repeated(x::Name(0x2c1a607), x::Name(0x1d22c19)), // profile: VirtualMachineProfileSpec
+        x::FieldEntry::optional(x::Name(0x20fa207), x::Name(0x1d34830)), // backing: VirtualMachineRelocateSpecDiskLocatorBackingSpec
+        x::FieldEntry::repeated(x::Name(0x256ad0a), x::Name(0x1c3d727)), // filterSpec: VirtualMachineBaseIndependentFilterSpec
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1d34830)), // parent: VirtualMachineRelocateSpecDiskLocatorBackingSpec
+        x::FieldEntry::optional(x::Name(0x2295806), x::Name(0x7ce70a)), // crypto: CryptoSpec
+        x::FieldEntry::repeated(x::Name(0x238ac06), x::Name(0x1c86b1f)), // device: VirtualMachineDeviceRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2234e0f), x::Name(0x1c72e1d)), // connectionState: VirtualMachineConnectionState
+        x::FieldEntry::required(x::Name(0x2bcea0a), x::Name(0x1d18918)), // powerState: VirtualMachinePowerState
+        x::FieldEntry::optional(x::Name(0x3151514), x::Name(0x212d207)), // vmFailoverInProgress: boolean
+        x::FieldEntry::optional(x::Name(0x2535113), x::Name(0x1ca6521)), // faultToleranceState: VirtualMachineFaultToleranceState
+        x::FieldEntry::optional(x::Name(0x22e320f), x::Name(0x1d3b82b)), // dasVmProtection: VirtualMachineRuntimeInfoDasProtectionState
+        x::FieldEntry::required(x::Name(0x2fc3715), x::Name(0x212d207)), // toolsInstallerMounted: boolean
+        x::FieldEntry::optional(x::Name(0x2f5510b), x::Name(0x2308208)), // suspendTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2137908), x::Name(0x2308208)), // bootTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2f5220f), x::Name(0x2857004)), // suspendInterval: long
+        x::FieldEntry::optional(x::Name(0x2c59408), x::Name(0x1d2651a)), // question: VirtualMachineQuestionInfo
+        x::FieldEntry::optional(x::Name(0x28e5b0e), x::Name(0x2857004)), // memoryOverhead: long
+        x::FieldEntry::optional(x::Name(0x2891b0b), x::Name(0x2729103)), // maxCpuUsage: int
+        x::FieldEntry::optional(x::Name(0x28a230e), x::Name(0x2729103)), // maxMemoryUsage: int
+        x::FieldEntry::required(x::Name(0x2a38c11), x::Name(0x2729103)), // numMksConnections: int
+        x::FieldEntry::optional(x::Name(0x2c9e311), x::Name(0x1d2c11f)), // recordReplayState: VirtualMachineRecordReplayState
+        x::FieldEntry::optional(x::Name(0x21b2d0d), x::Name(0x212d207)), // cleanPowerOff: boolean
+        x::FieldEntry::optional(x::Name(0x297bb13), x::Name(0x2f00106)), // needSecondaryReason: string
+        x::FieldEntry::optional(x::Name(0x2aafa0d), x::Name(0x212d207)), // onlineStandby: boolean
+        x::FieldEntry::optional(x::Name(0x2919815), x::Name(0x2f00106)), // minRequiredEVCModeKey: string
+        x::FieldEntry::optional(x::Name(0x2241313), x::Name(0x212d207)), // consolidationNeeded: boolean
+        x::FieldEntry::repeated(x::Name(0x2a9af19), x::Name(0x1caa820)), // offlineFeatureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x2546d12), x::Name(0x1caa820)), // featureRequirement: VirtualMachineFeatureRequirement
+        x::FieldEntry::repeated(x::Name(0x254550b), x::Name(0xd6290f)), // featureMask: HostFeatureMask
+        x::FieldEntry::optional(x::Name(0x30a0715), x::Name(0x2857004)), // vFlashCacheAllocation: long
+        x::FieldEntry::optional(x::Name(0x2b45e06), x::Name(0x212d207)), // paused: boolean
+        x::FieldEntry::optional(x::Name(0x2e31414), x::Name(0x212d207)), // snapshotInBackground: boolean
+        x::FieldEntry::optional(x::Name(0x2c64e12), x::Name(0x212d207)), // quiescedForkParent: boolean
+        x::FieldEntry::optional(x::Name(0x2724212), x::Name(0x212d207)), // instantCloneFrozen: boolean
+        x::FieldEntry::optional(x::Name(0x2299c0b), x::Name(0x2f00106)), // cryptoState: string
+        x::FieldEntry::optional(x::Name(0x2f5a711), x::Name(0x212d207)), // suspendedToMemory: boolean
+        x::FieldEntry::required(x::Name(0x22dfd0c), x::Name(0x212d207)), // dasProtected: boolean
+        x::FieldEntry::optional(x::Name(0x23e0704), x::Name(0xf9200c)), // disk: HostScsiDisk
+        x::FieldEntry::optional(x::Name(0x2ff050d), x::Name(0x2f00106)), // transportHint: string
+        x::FieldEntry::optional(x::Name(0x2860f09), x::Name(0x2729103)), // lunNumber: int
+        x::FieldEntry::required(x::Name(0x2d8b909), x::Name(0x2f00106)), // scsiClass: string
+        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2f00106)), // vendor: string
+        x::FieldEntry::required(x::Name(0x2b8b412), x::Name(0x2729103)), // physicalUnitNumber: int
+        x::FieldEntry::required(x::Name(0x24c5c07), x::Name(0x2857004)), // epcSize: long
+        x::FieldEntry::optional(x::Name(0x257fe07), x::Name(0x2f00106)), // flcMode: string
+        x::FieldEntry::optional(x::Name(0x27ff00c), x::Name(0x2f00106)), // lePubKeyHash: string
+        x::FieldEntry::required(x::Name(0x289540a), x::Name(0x2857004)), // maxEpcSize: long
+        x::FieldEntry::repeated(x::Name(0x2580608), x::Name(0x2f00106)), // flcModes: string
+        x::FieldEntry::repeated(x::Name(0x27ffd0e), x::Name(0x2f00106)), // lePubKeyHashes: string
+        x::FieldEntry::optional(x::Name(0x22b9d0f), x::Name(0x1258216)), // currentSnapshot: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x2d5a410), x::Name(0x1d4cd1a)), // rootSnapshotList: VirtualMachineSnapshotTree
+        x::FieldEntry::required(x::Name(0x2e29c08), x::Name(0x1258216)), // snapshot: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2729103)), // id: int
+        x::FieldEntry::required(x::Name(0x228de0a), x::Name(0x2308208)), // createTime: dateTime
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x1d18918)), // state: VirtualMachinePowerState
+        x::FieldEntry::required(x::Name(0x2c64508), x::Name(0x212d207)), // quiesced: boolean
+        x::FieldEntry::optional(x::Name(0x210030e), x::Name(0x2f00106)), // backupManifest: string
+        x::FieldEntry::repeated(x::Name(0x21abd11), x::Name(0x1d4cd1a)), // childSnapshotList: VirtualMachineSnapshotTree
+        x::FieldEntry::optional(x::Name(0x2cdbb0f), x::Name(0x212d207)), // replaySupported: boolean
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x30fd40f), x::Name(0x212d207)), // virtualFunction: boolean
+        x::FieldEntry::optional(x::Name(0x2b99004), x::Name(0x2f00106)), // pnic: string
+        x::FieldEntry::optional(x::Name(0x239580a), x::Name(0x1d50021)), // devicePool: VirtualMachineSriovDevicePoolInfo
+        x::FieldEntry::optional(x::Name(0x2f66409), x::Name(0x2f00106)), // switchKey: string
+        x::FieldEntry::optional(x::Name(0x2f68b0a), x::Name(0x2f00106)), // switchUuid: string
+        x::FieldEntry::repeated(x::Name(0x2b54911), x::Name(0x1d6bb1e)), // perDatastoreUsage: VirtualMachineUsageOnDatastore
+        x::FieldEntry::required(x::Name(0x2fb5b09), x::Name(0x2308208)), // timestamp: dateTime
+        x::FieldEntry::required(x::Name(0x21dd109), x::Name(0x2857004)), // committed: long
+        x::FieldEntry::required(x::Name(0x301650b), x::Name(0x2857004)), // uncommitted: long
+        x::FieldEntry::required(x::Name(0x3043f08), x::Name(0x2857004)), // unshared: long
+        x::FieldEntry::required(x::Name(0x2fb5b09), x::Name(0x2308208)), // timestamp: dateTime
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2d68907), x::Name(0x1d39e19)), // runtime: VirtualMachineRuntimeInfo
+        x::FieldEntry::optional(x::Name(0x25e3f05), x::Name(0x1cdb21a)), // guest: VirtualMachineGuestSummary
+        x::FieldEntry::required(x::Name(0x2202206), x::Name(0x1c6f91b)), // config: VirtualMachineConfigSummary
+        x::FieldEntry::optional(x::Name(0x2ee0d07), x::Name(0x1d59d1c)), // storage: VirtualMachineStorageSummary
+        x::FieldEntry::required(x::Name(0x2c5f60a), x::Name(0x1d28018)), // quickStats: VirtualMachineQuickStats
+        x::FieldEntry::required(x::Name(0x2af8d0d), x::Name(0x1255813)), // overallStatus: ManagedEntityStatus
+        x::FieldEntry::repeated(x::Name(0x22c170b), x::Name(0x7e3010)), // customValue: CustomFieldValue
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::repeated(x::Name(0x220fb10), x::Name(0x2f00106)), // configurationTag: string
+        x::FieldEntry::required(x::Name(0x2fabf06), x::Name(0x2f00106)), // ticket: string
+        x::FieldEntry::required(x::Name(0x217e507), x::Name(0x2f00106)), // cfgFile: string
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x2f00106)), // host: string
+        x::FieldEntry::optional(x::Name(0x2ba9a04), x::Name(0x2729103)), // port: int
+        x::FieldEntry::optional(x::Name(0x2e9f50d), x::Name(0x2f00106)), // sslThumbprint: string
+        x::FieldEntry::optional(x::Name(0x306af03), x::Name(0x2f00106)), // url: string
+    ],
+    values: &[
+        x::Name(0x278c404), // ipv4
+        x::Name(0x278f304), // ipv6
+        x::Name(0x30cc902), // vc
+        x::Name(0x2658304), // host
+        x::Name(0x250c408), // external
+        x::Name(0x2709307), // inherit
+        x::Name(0x314db0b), // vmDirectory
+        x::Name(0x267a409), // hostLocal
+        x::Name(0x25a4814), // ftEncryptionDisabled
+        x::Name(0x25a6e19), // ftEncryptionOpportunistic
+        x::Name(0x25a8814), // ftEncryptionRequired
+        x::Name(0x23ca108), // disabled
+        x::Name(0x2ac510d), // opportunistic
+        x::Name(0x2cf9908), // required
+        x::Name(0x25c3c08), // generate
+        x::Name(0x2ddac03), // set
+        x::Name(0x2cd1806), // remove
+        x::Name(0x2501006), // extend
+        x::Name(0x222c009), // connected
+        x::Name(0x23da90c), // disconnected
+        x::Name(0x2ad8008), // orphaned
+        x::Name(0x26e750c), // inaccessible
+        x::Name(0x273be07), // invalid
+        x::Name(0x302cb08), // unlocked
+        x::Name(0x284df06), // locked
+        x::Name(0x3175f15), // vmNptIncompatibleHost
+        x::Name(0x3177518), // vmNptIncompatibleNetwork
+        x::Name(0x3172b16), // vmNptIncompatibleGuest
+        x::Name(0x317421c), // vmNptIncompatibleGuestDriver
+        x::Name(0x316f11c), // vmNptIncompatibleAdapterType
+        x::Name(0x3168122), // vmNptDisabledOrDisconnectedAdapter
+        x::Name(0x316d020), // vmNptIncompatibleAdapterFeatures
+        x::Name(0x3170e1c), // vmNptIncompatibleBackingType
+        x::Name(0x3178e22), // vmNptInsufficientMemoryReservation
+        x::Name(0x316a42b), // vmNptFaultToleranceOrRecordReplayConfigured
+        x::Name(0x3163b21), // vmNptConflictingIOChainConfigured
+        x::Name(0x317b112), // vmNptMonitorBlocks
+        x::Name(0x3165d23), // vmNptConflictingOperationInProgress
+        x::Name(0x317d911), // vmNptRuntimeError
+        x::Name(0x317c414), // vmNptOutOfIntrVector
+        x::Name(0x317eb0f), // vmNptVMCIActive
+        x::Name(0x29fdb0d), // notConfigured
+        x::Name(0x23ca108), // disabled
+        x::Name(0x247bd07), // enabled
+        x::Name(0x297ad0d), // needSecondary
+        x::Name(0x2ebaf08), // starting
+        x::Name(0x2d68107), // running
+        x::Name(0x3043905), // unset
+        x::Name(0x2c9a90c), // recordReplay
+        x::Name(0x21a3d0d), // checkpointing
+        x::Name(0x2202206), // config
+        x::Name(0x250200e), // extendedConfig
+        x::Name(0x23e550e), // diskDescriptor
+        x::Name(0x23e640a), // diskExtent
+        x::Name(0x23a9f10), // digestDescriptor
+        x::Name(0x23adf0c), // digestExtent
+        x::Name(0x23f9514), // diskReplicationState
+        x::Name(0x284e603), // log
+        x::Name(0x2ebd104), // stat
+        x::Name(0x296ad0d), // namespaceData
+        x::Name(0x2a8eb05), // nvram
+        x::Name(0x2e2cc0c), // snapshotData
+        x::Name(0x2e35a0e), // snapshotMemory
+        x::Name(0x2e3290c), // snapshotList
+        x::Name(0x2e34514), // snapshotManifestList
+        x::Name(0x2f50907), // suspend
+        x::Name(0x2f5320d), // suspendMemory
+        x::Name(0x2f5c204), // swap
+        x::Name(0x3099f06), // uwswap
+        x::Name(0x2258004), // core
+        x::Name(0x2d8610a), // screenshot
+        x::Name(0x25ac30a), // ftMetadata
+        x::Name(0x25e7e12), // guestCustomization
+        x::Name(0x2cb7407), // release
+        x::Name(0x231da05), // debug
+        x::Name(0x2ed3805), // stats
+        x::Name(0x26bbb06), // hvAuto
+        x::Name(0x26bd304), // hvOn
+        x::Name(0x26bcd05), // hvOff
+        x::Name(0x20e2e09), // automatic
+        x::Name(0x2aab402), // on
+        x::Name(0x2a9ab03), // off
+        x::Name(0x29f4b04), // none
+        x::Name(0x2b6a20a), // persistent
+        x::Name(0x29f5b0d), // nonpersistent
+        x::Name(0x323460c), // windowsGuest
+        x::Name(0x2829e0a), // linuxGuest
+        x::Name(0x299150c), // netwareGuest
+        x::Name(0x2e4b30c), // solarisGuest
+        x::Name(0x22dbc11), // darwinGuestFamily
+        x::Name(0x2ae7910), // otherGuestFamily
+        x::Name(0x2425308), // dosGuest
+        x::Name(0x321260a), // win31Guest
+        x::Name(0x321310a), // win95Guest
+        x::Name(0x3213c0a), // win98Guest
+        x::Name(0x3216b0a), // winMeGuest
+        x::Name(0x321760a), // winNTGuest
+        x::Name(0x321050f), // win2000ProGuest
+        x::Name(0x3211510), // win2000ServGuest
+        x::Name(0x320f113), // win2000AdvServGuest
+        x::Name(0x322480e), // winXPHomeGuest
+        x::Name(0x322670d), // winXPProGuest
+        x::Name(0x322570f), // winXPPro64Guest
+        x::Name(0x3221b0e), // winNetWebGuest
+        x::Name(0x3220713), // winNetStandardGuest
+        x::Name(0x321db15), // winNetEnterpriseGuest
+        x::Name(0x321ad15), // winNetDatacenterGuest
+        x::Name(0x3218113), // winNetBusinessGuest
+        x::Name(0x321f115), // winNetStandard64Guest
+        x::Name(0x321c317), // winNetEnterprise64Guest
+        x::Name(0x3215a10), // winLonghornGuest
+        x::Name(0x3214712), // winLonghorn64Guest
+        x::Name(0x3219517), // winNetDatacenter64Guest
+        x::Name(0x3223a0d), // winVistaGuest
+        x::Name(0x3222a0f), // winVista64Guest
+        x::Name(0x322a70d), // windows7Guest
+        x::Name(0x322cb10), // windows7_64Guest
+        x::Name(0x322b515), // windows7Server64Guest
+        x::Name(0x322dc0d), // windows8Guest
+        x::Name(0x3230010), // windows8_64Guest
+        x::Name(0x322ea15), // windows8Server64Guest
+        x::Name(0x323110d), // windows9Guest
+        x::Name(0x3233510), // windows9_64Guest
+        x::Name(0x3231f15), // windows9Server64Guest
+        x::Name(0x3235312), // windowsHyperVGuest
+        x::Name(0x3229016), // windows2019srv_64Guest
+        x::Name(0x322751a), // windows2019srvNext_64Guest
+        x::Name(0x259c30c), // freebsdGuest
+        x::Name(0x259b40e), // freebsd64Guest
+        x::Name(0x259510e), // freebsd11Guest
+        x::Name(0x2596011), // freebsd11_64Guest
+        x::Name(0x259720e), // freebsd12Guest
+        x::Name(0x2598111), // freebsd12_64Guest
+        x::Name(0x259930e), // freebsd13Guest
+        x::Name(0x259a211), // freebsd13_64Guest
+        x::Name(0x2ca7d0b), // redhatGuest
+        x::Name(0x2d4100a), // rhel2Guest
+        x::Name(0x2d41b0a), // rhel3Guest
+        x::Name(0x2d4260d), // rhel3_64Guest
+        x::Name(0x2d4340a), // rhel4Guest
+        x::Name(0x2d43f0d), // rhel4_64Guest
+        x::Name(0x2d44d0a), // rhel5Guest
+        x::Name(0x2d4580d), // rhel5_64Guest
+        x::Name(0x2d4660a), // rhel6Guest
+        x::Name(0x2d4710d), // rhel6_64Guest
+        x::Name(0x2d47f0a), // rhel7Guest
+        x::Name(0x2d48a0d), // rhel7_64Guest
+        x::Name(0x2d4980d), // rhel8_64Guest
+        x::Name(0x2d4a60d), // rhel9_64Guest
+        x::Name(0x217850b), // centosGuest
+        x::Name(0x2171d0d), // centos64Guest
+        x::Name(0x2172b0c), // centos6Guest
+        x::Name(0x217380f), // centos6_64Guest
+        x::Name(0x217480c), // centos7Guest
+        x::Name(0x217550f), // centos7_64Guest
+        x::Name(0x217650f), // centos8_64Guest
+        x::Name(0x217750f), // centos9_64Guest
+        x::Name(0x2ad4a10), // oracleLinuxGuest
+        x::Name(0x2acbf12), // oracleLinux64Guest
+        x::Name(0x2acd211), // oracleLinux6Guest
+        x::Name(0x2ace414), // oracleLinux6_64Guest
+        x::Name(0x2acf911), // oracleLinux7Guest
+        x::Name(0x2ad0b14), // oracleLinux7_64Guest
+        x::Name(0x2ad2014), // oracleLinux8_64Guest
+        x::Name(0x2ad3514), // oracleLinux9_64Guest
+        x::Name(0x2f4ff09), // suseGuest
+        x::Name(0x2f4f30b), // suse64Guest
+        x::Name(0x2e12709), // slesGuest
+        x::Name(0x2e11b0b), // sles64Guest
+        x::Name(0x2e0ac0b), // sles10Guest
+        x::Name(0x2e0b80e), // sles10_64Guest
+        x::Name(0x2e0c70b), // sles11Guest
+        x::Name(0x2e0d30e), // sles11_64Guest
+        x::Name(0x2e0e20b), // sles12Guest
+        x::Name(0x2e0ee0e), // sles12_64Guest
+        x::Name(0x2e0fd0e), // sles15_64Guest
+        x::Name(0x2e10c0e), // sles16_64Guest
+        x::Name(0x29e4009), // nld9Guest
+        x::Name(0x2a9a208), // oesGuest
+        x::Name(0x2e09d09), // sjdsGuest
+        x::Name(0x287db0d), // mandrakeGuest
+        x::Name(0x287f90d), // mandrivaGuest
+        x::Name(0x287e90f), // mandriva64Guest
+        x::Name(0x300810f), // turboLinuxGuest
+        x::Name(0x3006f11), // turboLinux64Guest
+        x::Name(0x3013c0b), // ubuntuGuest
+        x::Name(0x3012e0d), // ubuntu64Guest
+        x::Name(0x2312c0c), // debian4Guest
+        x::Name(0x231390f), // debian4_64Guest
+        x::Name(0x231490c), // debian5Guest
+        x::Name(0x231560f), // debian5_64Guest
+        x::Name(0x231660c), // debian6Guest
+        x::Name(0x231730f), // debian6_64Guest
+        x::Name(0x231830c), // debian7Guest
+        x::Name(0x231900f), // debian7_64Guest
+        x::Name(0x231a00c), // debian8Guest
+        x::Name(0x231ad0f), // debian8_64Guest
+        x::Name(0x231bd0c), // debian9Guest
+        x::Name(0x231ca0f), // debian9_64Guest
+        x::Name(0x230ee0d), // debian10Guest
+        x::Name(0x230fc10), // debian10_64Guest
+        x::Name(0x2310d0d), // debian11Guest
+        x::Name(0x2311b10), // debian11_64Guest
+        x::Name(0x209f60d), // asianux3Guest
+        x::Name(0x20a0410), // asianux3_64Guest
+        x::Name(0x20a150d), // asianux4Guest
+        x::Name(0x20a2310), // asianux4_64Guest
+        x::Name(0x20a3410), // asianux5_64Guest
+        x::Name(0x20a4510), // asianux7_64Guest
+        x::Name(0x20a5610), // asianux8_64Guest
+        x::Name(0x20a6710), // asianux9_64Guest
+        x::Name(0x2abc10d), // opensuseGuest
+        x::Name(0x2abb10f), // opensuse64Guest
+        x::Name(0x254d40b), // fedoraGuest
+        x::Name(0x254c60d), // fedora64Guest
+        x::Name(0x225850d), // coreos64Guest
+        x::Name(0x31c3213), // vmwarePhoton64Guest
+        x::Name(0x2adb412), // other24xLinuxGuest
+        x::Name(0x2addc12), // other26xLinuxGuest
+        x::Name(0x2aeb10f), // otherLinuxGuest
+        x::Name(0x2ae0311), // other3xLinuxGuest
+        x::Name(0x2ae2911), // other4xLinuxGuest
+        x::Name(0x2ae4f11), // other5xLinuxGuest
+        x::Name(0x25c8411), // genericLinuxGuest
+        x::Name(0x2ad9f14), // other24xLinux64Guest
+        x::Name(0x2adc714), // other26xLinux64Guest
+        x::Name(0x2adef13), // other3xLinux64Guest
+        x::Name(0x2ae1513), // other4xLinux64Guest
+        x::Name(0x2ae3b13), // other5xLinux64Guest
+        x::Name(0x2ae9f11), // otherLinux64Guest
+        x::Name(0x2e47b0d), // solaris6Guest
+        x::Name(0x2e4890d), // solaris7Guest
+        x::Name(0x2e4970d), // solaris8Guest
+        x::Name(0x2e4a50d), // solaris9Guest
+        x::Name(0x2e4480e), // solaris10Guest
+        x::Name(0x2e45711), // solaris10_64Guest
+        x::Name(0x2e46911), // solaris11_64Guest
+        x::Name(0x2ad8908), // os2Guest
+        x::Name(0x245b310), // eComStationGuest
+        x::Name(0x245a111), // eComStation2Guest
+        x::Name(0x298eb0d), // netware4Guest
+        x::Name(0x298f90d), // netware5Guest
+        x::Name(0x299070d), // netware6Guest
+        x::Name(0x2ab8f10), // openServer5Guest
+        x::Name(0x2aba010), // openServer6Guest
+        x::Name(0x302400e), // unixWare7Guest
+        x::Name(0x22db00b), // darwinGuest
+        x::Name(0x22da20d), // darwin64Guest
+        x::Name(0x22cba0d), // darwin10Guest
+        x::Name(0x22cc810), // darwin10_64Guest
+        x::Name(0x22cd90d), // darwin11Guest
+        x::Name(0x22ce710), // darwin11_64Guest
+        x::Name(0x22cf810), // darwin12_64Guest
+        x::Name(0x22d0910), // darwin13_64Guest
+        x::Name(0x22d1a10), // darwin14_64Guest
+        x::Name(0x22d2b10), // darwin15_64Guest
+        x::Name(0x22d3c10), // darwin16_64Guest
+        x::Name(0x22d4d10), // darwin17_64Guest
+        x::Name(0x22d5e10), // darwin18_64Guest
+        x::Name(0x22d6f10), // darwin19_64Guest
+        x::Name(0x22d8010), // darwin20_64Guest
+        x::Name(0x22d9110), // darwin21_64Guest
+        x::Name(0x31b520d), // vmkernelGuest
+        x::Name(0x31b150e), // vmkernel5Guest
+        x::Name(0x31b340e), // vmkernel6Guest
+        x::Name(0x31b240f), // vmkernel65Guest
+        x::Name(0x31b430e), // vmkernel7Guest
+        x::Name(0x2073914), // amazonlinux2_64Guest
+        x::Name(0x2074e14), // amazonlinux3_64Guest
+        x::Name(0x2294b0c), // crxPod1Guest
+        x::Name(0x2ae610a), // otherGuest
+        x::Name(0x2ae6c0c), // otherGuest64
+        x::Name(0x2d68107), // running
+        x::Name(0x2e0410c), // shuttingDown
+        x::Name(0x2d17d09), // resetting
+        x::Name(0x2eaa507), // standby
+        x::Name(0x2a03d0a), // notRunning
+        x::Name(0x3024f07), // unknown
+        x::Name(0x207d203), // any
+        x::Name(0x29f4b04), // none
+        x::Name(0x2736108), // internal
+        x::Name(0x2f5f208), // swapNone
+        x::Name(0x2f62908), // swapSome
+        x::Name(0x2f5e908), // swapMost
+        x::Name(0x19aa106), // Update
+        x::Name(0x168f606), // Remove
+        x::Name(0x6ff412), // ComVmwareVsphereHA
+        x::Name(0x285b80b), // lowPriority
+        x::Name(0x2655a0c), // highPriority
+        x::Name(0x233920f), // defaultPriority
+        x::Name(0x271250c), // initializing
+        x::Name(0x2412d0a), // divergence
+        x::Name(0x285a50e), // lostConnection
+        x::Name(0x2b2be16), // partialHardwareFailure
+        x::Name(0x307cf0a), // userAction
+        x::Name(0x21a2d0f), // checkpointError
+        x::Name(0x2ad9905), // other
+        x::Name(0x2bc5608), // powerOff
+        x::Name(0x2d3c906), // revert
+        x::Name(0x2c2b106), // prompt
+        x::Name(0x2f80104), // take
+        x::Name(0x2e3f004), // soft
+        x::Name(0x261d704), // hard
+        x::Name(0x2bf1e06), // preset
+        x::Name(0x2bd270a), // poweredOff
+        x::Name(0x2bd9809), // poweredOn
+        x::Name(0x2f58209), // suspended
+        x::Name(0x2ca0b09), // recording
+        x::Name(0x2cde309), // replaying
+        x::Name(0x26e9508), // inactive
+        x::Name(0x2941522), // moveAllDiskBackingsAndAllowSharing
+        x::Name(0x2945a25), // moveAllDiskBackingsAndDisallowSharing
+        x::Name(0x2948018), // moveChildMostDiskBacking
+        x::Name(0x2286419), // createNewChildDiskBacking
+        x::Name(0x2943821), // moveAllDiskBackingsAndConsolidate
+        x::Name(0x257d704), // flat
+        x::Name(0x2e7ce06), // sparse
+        x::Name(0x23e0704), // disk
+        x::Name(0x2f80604), // tape
+        x::Name(0x2c03607), // printer
+        x::Name(0x2c13e09), // processor
+        x::Name(0x3240804), // worm
+        x::Name(0x2170f05), // cdrom
+        x::Name(0x2d7b307), // scanner
+        x::Name(0x2ac5f07), // optical
+        x::Name(0x28ceb05), // media
+        x::Name(0x21dad03), // com
+        x::Name(0x2c67c04), // raid
+        x::Name(0x3024f07), // unknown
+        x::Name(0x284df06), // locked
+        x::Name(0x302cb08), // unlocked
+        x::Name(0x21a220a), // checkpoint
+        x::Name(0x2bca70e), // powerOnSuspend
+        x::Name(0x21f3409), // compliant
+        x::Name(0x21d2a0b), // clusterWide
+    ],
+};

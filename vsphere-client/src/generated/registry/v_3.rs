@@ -4,2896 +4,1289 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "VirtualMachineWindowsQuiesceSpecVssBackupContext",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["ctx_auto", "ctx_backup", "ctx_file_share_backup"],
-        decode: Some(x::decode_boxed::<VirtualMachineWindowsQuiesceSpecVssBackupContext>),
-    },
-    x::TypeInfo {
-        name: "VirtualMachineWipeResult",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskId", "int"),
-            x::FieldInfo::required("shrinkableDiskSpace", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualMachineWipeResult>),
-    },
-    x::TypeInfo {
-        name: "VirtualNVDIMM",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("capacityInMB", "long"),
-            x::FieldInfo::optional("configuredCapacityInMB", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualNVDIMM>),
-    },
-    x::TypeInfo {
-        name: "VirtualNVDIMMBackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("parent", "VirtualNVDIMMBackingInfo"),
-            x::FieldInfo::optional("changeId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualNVDIMMBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualNVDIMMController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualNVDIMMController>),
-    },
-    x::TypeInfo {
-        name: "VirtualNVDIMMControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("numNVDIMMControllers", "IntOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualNVDIMMControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualNVDIMMOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("capacityInMB", "LongOption"),
-            x::FieldInfo::required("growable", "boolean"),
-            x::FieldInfo::required("hotGrowable", "boolean"),
-            x::FieldInfo::required("granularityInMB", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualNVDIMMOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualNVMEController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualNVMEController>),
-    },
-    x::TypeInfo {
-        name: "VirtualNVMEControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("numNVMEDisks", "IntOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualNVMEControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualNicManagerNetConfig",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("nicType", "string"),
-            x::FieldInfo::required("multiSelectAllowed", "boolean"),
-            x::FieldInfo::repeated("candidateVnic", "HostVirtualNic"),
-            x::FieldInfo::repeated("selectedVnic", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualNicManagerNetConfig>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIController>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numSCSIControllers", "IntOption"),
-            x::FieldInfo::required("numEthernetCards", "IntOption"),
-            x::FieldInfo::required("numVideoCards", "IntOption"),
-            x::FieldInfo::required("numSoundCards", "IntOption"),
-            x::FieldInfo::required("numVmiRoms", "IntOption"),
-            x::FieldInfo::optional("numVmciDevices", "IntOption"),
-            x::FieldInfo::optional("numPCIPassthroughDevices", "IntOption"),
-            x::FieldInfo::optional("numSasSCSIControllers", "IntOption"),
-            x::FieldInfo::optional("numVmxnet3EthernetCards", "IntOption"),
-            x::FieldInfo::optional("numParaVirtualSCSIControllers", "IntOption"),
-            x::FieldInfo::optional("numSATAControllers", "IntOption"),
-            x::FieldInfo::optional("numNVMEControllers", "IntOption"),
-            x::FieldInfo::optional("numVmxnet3VrdmaEthernetCards", "IntOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthrough",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthrough>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughAllowedDevice",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vendorId", "int"),
-            x::FieldInfo::required("deviceId", "int"),
-            x::FieldInfo::optional("subVendorId", "int"),
-            x::FieldInfo::optional("subDeviceId", "int"),
-            x::FieldInfo::optional("revisionId", "short"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughAllowedDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughDeviceBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "string"),
-            x::FieldInfo::required("deviceId", "string"),
-            x::FieldInfo::required("systemId", "string"),
-            x::FieldInfo::required("vendorId", "short"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughDeviceBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughDynamicBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "allowedDevice",
-                "VirtualPCIPassthroughAllowedDevice",
-            ),
-            x::FieldInfo::optional("customLabel", "string"),
-            x::FieldInfo::optional("assignedId", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughDynamicBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughDynamicBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughDynamicBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughPluginBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughPluginBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughPluginBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughPluginBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughVmiopBackingInfo",
-        base: Some("VirtualPCIPassthroughPluginBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vgpu", "string"),
-            x::FieldInfo::optional("migrateSupported", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughVmiopBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCIPassthroughVmiopBackingOption",
-        base: Some("VirtualPCIPassthroughPluginBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vgpu", "StringOption"),
-            x::FieldInfo::required("maxInstances", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCIPassthroughVmiopBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCNet32",
-        base: Some("VirtualEthernetCard"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCNet32>),
-    },
-    x::TypeInfo {
-        name: "VirtualPCNet32Option",
-        base: Some("VirtualEthernetCardOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("supportsMorphing", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPCNet32Option>),
-    },
-    x::TypeInfo {
-        name: "VirtualPS2Controller",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPS2Controller>),
-    },
-    x::TypeInfo {
-        name: "VirtualPS2ControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numKeyboards", "IntOption"),
-            x::FieldInfo::required("numPointingDevices", "IntOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPS2ControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualParallelPort",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualParallelPort>),
-    },
-    x::TypeInfo {
-        name: "VirtualParallelPortDeviceBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualParallelPortDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualParallelPortDeviceBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualParallelPortDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualParallelPortFileBackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualParallelPortFileBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualParallelPortFileBackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualParallelPortFileBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualParallelPortOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualParallelPortOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPointingDevice",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPointingDevice>),
-    },
-    x::TypeInfo {
-        name: "VirtualPointingDeviceBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostPointingDevice", "ChoiceOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPointingDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPointingDeviceDeviceBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostPointingDevice", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPointingDeviceDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualPointingDeviceHostChoice",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "autodetect",
-            "intellimouseExplorer",
-            "intellimousePs2",
-            "logitechMouseman",
-            "microsoft_serial",
-            "mouseSystems",
-            "mousemanSerial",
-            "ps2",
-        ],
-        decode: Some(x::decode_boxed::<VirtualPointingDeviceHostChoice>),
-    },
-    x::TypeInfo {
-        name: "VirtualPointingDeviceOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPointingDeviceOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPrecisionClock",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPrecisionClock>),
-    },
-    x::TypeInfo {
-        name: "VirtualPrecisionClockOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPrecisionClockOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualPrecisionClockSystemClockBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("protocol", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPrecisionClockSystemClockBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualPrecisionClockSystemClockBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("protocol", "ChoiceOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualPrecisionClockSystemClockBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSATAController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSATAController>),
-    },
-    x::TypeInfo {
-        name: "VirtualSATAControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numSATADisks", "IntOption"),
-            x::FieldInfo::required("numSATACdroms", "IntOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSATAControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSCSIController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hotAddRemove", "boolean"),
-            x::FieldInfo::required("sharedBus", "VirtualSCSISharing"),
-            x::FieldInfo::optional("scsiCtlrUnitNumber", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSCSIController>),
-    },
-    x::TypeInfo {
-        name: "VirtualSCSIControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numSCSIDisks", "IntOption"),
-            x::FieldInfo::required("numSCSICdroms", "IntOption"),
-            x::FieldInfo::required("numSCSIPassthrough", "IntOption"),
-            x::FieldInfo::repeated("sharing", "VirtualSCSISharing"),
-            x::FieldInfo::required("defaultSharedIndex", "int"),
-            x::FieldInfo::required("hotAddRemove", "BoolOption"),
-            x::FieldInfo::required("scsiCtlrUnitNumber", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSCSIControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSCSIPassthrough",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSCSIPassthrough>),
-    },
-    x::TypeInfo {
-        name: "VirtualSCSIPassthroughDeviceBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSCSIPassthroughDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualSCSIPassthroughDeviceBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSCSIPassthroughDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSCSIPassthroughOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSCSIPassthroughOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSCSISharing",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["noSharing", "virtualSharing", "physicalSharing"],
-        decode: Some(x::decode_boxed::<VirtualSCSISharing>),
-    },
-    x::TypeInfo {
-        name: "VirtualSIOController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSIOController>),
-    },
-    x::TypeInfo {
-        name: "VirtualSIOControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("numFloppyDrives", "IntOption"),
-            x::FieldInfo::required("numSerialPorts", "IntOption"),
-            x::FieldInfo::required("numParallelPorts", "IntOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSIOControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPort",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("yieldOnPoll", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPort>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortDeviceBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortDeviceBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortEndPoint",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["client", "server"],
-        decode: Some(x::decode_boxed::<VirtualSerialPortEndPoint>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortFileBackingInfo",
-        base: Some("VirtualDeviceFileBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortFileBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortFileBackingOption",
-        base: Some("VirtualDeviceFileBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortFileBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("yieldOnPoll", "BoolOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortPipeBackingInfo",
-        base: Some("VirtualDevicePipeBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("endpoint", "string"),
-            x::FieldInfo::optional("noRxLoss", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortPipeBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortPipeBackingOption",
-        base: Some("VirtualDevicePipeBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("endpoint", "ChoiceOption"),
-            x::FieldInfo::required("noRxLoss", "BoolOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortPipeBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortThinPrintBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortThinPrintBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortThinPrintBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortThinPrintBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortURIBackingInfo",
-        base: Some("VirtualDeviceURIBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortURIBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualSerialPortURIBackingOption",
-        base: Some("VirtualDeviceURIBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSerialPortURIBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSoundBlaster16",
-        base: Some("VirtualSoundCard"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSoundBlaster16>),
-    },
-    x::TypeInfo {
-        name: "VirtualSoundBlaster16Option",
-        base: Some("VirtualSoundCardOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSoundBlaster16Option>),
-    },
-    x::TypeInfo {
-        name: "VirtualSoundCard",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSoundCard>),
-    },
-    x::TypeInfo {
-        name: "VirtualSoundCardDeviceBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSoundCardDeviceBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualSoundCardDeviceBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSoundCardDeviceBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSoundCardOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSoundCardOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSriovEthernetCard",
-        base: Some("VirtualEthernetCard"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("allowGuestOSMtuChange", "boolean"),
-            x::FieldInfo::optional(
-                "sriovBacking",
-                "VirtualSriovEthernetCardSriovBackingInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSriovEthernetCard>),
-    },
-    x::TypeInfo {
-        name: "VirtualSriovEthernetCardOption",
-        base: Some("VirtualEthernetCardOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSriovEthernetCardOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSriovEthernetCardSriovBackingInfo",
-        base: Some("VirtualDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional(
-                "physicalFunctionBacking",
-                "VirtualPCIPassthroughDeviceBackingInfo",
-            ),
-            x::FieldInfo::optional(
-                "virtualFunctionBacking",
-                "VirtualPCIPassthroughDeviceBackingInfo",
-            ),
-            x::FieldInfo::optional("virtualFunctionIndex", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSriovEthernetCardSriovBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualSriovEthernetCardSriovBackingOption",
-        base: Some("VirtualDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSriovEthernetCardSriovBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualSwitchProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("key", "string"),
-            x::FieldInfo::required("name", "string"),
-            x::FieldInfo::required("link", "LinkProfile"),
-            x::FieldInfo::required("numPorts", "NumPortsProfile"),
-            x::FieldInfo::required("networkPolicy", "NetworkPolicyProfile"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSwitchProfile>),
-    },
-    x::TypeInfo {
-        name: "VirtualSwitchSelectionProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualSwitchSelectionProfile>),
-    },
-    x::TypeInfo {
-        name: "VirtualTPM",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated(
-                "endorsementKeyCertificateSigningRequest",
-                "base64Binary",
-            ),
-            x::FieldInfo::repeated("endorsementKeyCertificate", "base64Binary"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualTPM>),
-    },
-    x::TypeInfo {
-        name: "VirtualTPMOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("supportedFirmware", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualTPMOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSB",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("connected", "boolean"),
-            x::FieldInfo::optional("vendor", "int"),
-            x::FieldInfo::optional("product", "int"),
-            x::FieldInfo::repeated("family", "string"),
-            x::FieldInfo::repeated("speed", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSB>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("autoConnectDevices", "boolean"),
-            x::FieldInfo::optional("ehciEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBController>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("autoConnectDevices", "BoolOption"),
-            x::FieldInfo::required("ehciSupported", "BoolOption"),
-            x::FieldInfo::repeated("supportedSpeeds", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBControllerPciBusSlotInfo",
-        base: Some("VirtualDevicePciBusSlotInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("ehciPciSlotNumber", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBControllerPciBusSlotInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBRemoteClientBackingInfo",
-        base: Some("VirtualDeviceRemoteDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostname", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBRemoteClientBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBRemoteClientBackingOption",
-        base: Some("VirtualDeviceRemoteDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBRemoteClientBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBRemoteHostBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("hostname", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBRemoteHostBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBRemoteHostBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBRemoteHostBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBUSBBackingInfo",
-        base: Some("VirtualDeviceDeviceBackingInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBUSBBackingInfo>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBUSBBackingOption",
-        base: Some("VirtualDeviceDeviceBackingOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBUSBBackingOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBXHCIController",
-        base: Some("VirtualController"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("autoConnectDevices", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBXHCIController>),
-    },
-    x::TypeInfo {
-        name: "VirtualUSBXHCIControllerOption",
-        base: Some("VirtualControllerOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("autoConnectDevices", "BoolOption"),
-            x::FieldInfo::repeated("supportedSpeeds", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualUSBXHCIControllerOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualVMIROMOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVMIROMOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualVideoCardOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("videoRamSizeInKB", "LongOption"),
-            x::FieldInfo::optional("numDisplays", "IntOption"),
-            x::FieldInfo::optional("useAutoDetect", "BoolOption"),
-            x::FieldInfo::optional("support3D", "BoolOption"),
-            x::FieldInfo::optional("use3dRendererSupported", "BoolOption"),
-            x::FieldInfo::optional("graphicsMemorySizeInKB", "LongOption"),
-            x::FieldInfo::optional("graphicsMemorySizeSupported", "BoolOption"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVideoCardOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnet",
-        base: Some("VirtualEthernetCard"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVmxnet>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnet2",
-        base: Some("VirtualVmxnet"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVmxnet2>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnet2Option",
-        base: Some("VirtualVmxnetOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVmxnet2Option>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnet3",
-        base: Some("VirtualVmxnet"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVmxnet3>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnet3Option",
-        base: Some("VirtualVmxnetOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVmxnet3Option>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnet3Vrdma",
-        base: Some("VirtualVmxnet3"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("deviceProtocol", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVmxnet3Vrdma>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnet3VrdmaOption",
-        base: Some("VirtualVmxnet3Option"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("deviceProtocol", "ChoiceOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVmxnet3VrdmaOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnet3VrdmaOptionDeviceProtocols",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["rocev1", "rocev2"],
-        decode: Some(x::decode_boxed::<VirtualVmxnet3VrdmaOptionDeviceProtocols>),
-    },
-    x::TypeInfo {
-        name: "VirtualVmxnetOption",
-        base: Some("VirtualEthernetCardOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualVmxnetOption>),
-    },
-    x::TypeInfo {
-        name: "VirtualWDT",
-        base: Some("VirtualDevice"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("runOnBoot", "boolean"),
-            x::FieldInfo::required("running", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualWDT>),
-    },
-    x::TypeInfo {
-        name: "VirtualWDTOption",
-        base: Some("VirtualDeviceOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("runOnBoot", "BoolOption")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VirtualWDTOption>),
-    },
-    x::TypeInfo {
-        name: "VlanProfile",
-        base: Some("ApplyProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VlanProfile>),
-    },
-    x::TypeInfo {
-        name: "VmAcquiredMksTicketEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmAcquiredMksTicketEvent>),
-    },
-    x::TypeInfo {
-        name: "VmAcquiredTicketEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("ticketType", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmAcquiredTicketEvent>),
-    },
-    x::TypeInfo {
-        name: "VmAlreadyExistsInDatacenter",
-        base: Some("InvalidFolder"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("host", "ManagedObjectReference"),
-            x::FieldInfo::required("hostname", "string"),
-            x::FieldInfo::repeated("vm", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmAlreadyExistsInDatacenter>),
-    },
-    x::TypeInfo {
-        name: "VmAutoRenameEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldName", "string"),
-            x::FieldInfo::required("newName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmAutoRenameEvent>),
-    },
-    x::TypeInfo {
-        name: "VmBeingClonedEvent",
-        base: Some("VmCloneEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destFolder", "FolderEventArgument"),
-            x::FieldInfo::required("destName", "string"),
-            x::FieldInfo::required("destHost", "HostEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmBeingClonedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmBeingClonedNoFolderEvent",
-        base: Some("VmCloneEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destName", "string"),
-            x::FieldInfo::required("destHost", "HostEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmBeingClonedNoFolderEvent>),
-    },
-    x::TypeInfo {
-        name: "VmBeingCreatedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("configSpec", "VirtualMachineConfigSpec")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmBeingCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmBeingDeployedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("srcTemplate", "VmEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmBeingDeployedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmBeingHotMigratedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destHost", "HostEventArgument"),
-            x::FieldInfo::optional("destDatacenter", "DatacenterEventArgument"),
-            x::FieldInfo::optional("destDatastore", "DatastoreEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmBeingHotMigratedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmBeingMigratedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destHost", "HostEventArgument"),
-            x::FieldInfo::optional("destDatacenter", "DatacenterEventArgument"),
-            x::FieldInfo::optional("destDatastore", "DatastoreEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmBeingMigratedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmBeingRelocatedEvent",
-        base: Some("VmRelocateSpecEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destHost", "HostEventArgument"),
-            x::FieldInfo::optional("destDatacenter", "DatacenterEventArgument"),
-            x::FieldInfo::optional("destDatastore", "DatastoreEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmBeingRelocatedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmCloneEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmCloneEvent>),
-    },
-    x::TypeInfo {
-        name: "VmCloneFailedEvent",
-        base: Some("VmCloneEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destFolder", "FolderEventArgument"),
-            x::FieldInfo::required("destName", "string"),
-            x::FieldInfo::required("destHost", "HostEventArgument"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmCloneFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmClonedEvent",
-        base: Some("VmCloneEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("sourceVm", "VmEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmClonedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmConfigFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigFault>),
-    },
-    x::TypeInfo {
-        name: "VmConfigFileEncryptionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("keyId", "CryptoKeyId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigFileEncryptionInfo>),
-    },
-    x::TypeInfo {
-        name: "VmConfigFileInfo",
-        base: Some("FileInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("configVersion", "int"),
-            x::FieldInfo::optional("encryption", "VmConfigFileEncryptionInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigFileInfo>),
-    },
-    x::TypeInfo {
-        name: "VmConfigFileQuery",
-        base: Some("FileQuery"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("filter", "VmConfigFileQueryFilter"),
-            x::FieldInfo::optional("details", "VmConfigFileQueryFlags"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigFileQuery>),
-    },
-    x::TypeInfo {
-        name: "VmConfigFileQueryFilter",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("matchConfigVersion", "int"),
-            x::FieldInfo::optional("encrypted", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigFileQueryFilter>),
-    },
-    x::TypeInfo {
-        name: "VmConfigFileQueryFlags",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("configVersion", "boolean"),
-            x::FieldInfo::optional("encryption", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigFileQueryFlags>),
-    },
-    x::TypeInfo {
-        name: "VmConfigIncompatibleForFaultTolerance",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("fault", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigIncompatibleForFaultTolerance>),
-    },
-    x::TypeInfo {
-        name: "VmConfigIncompatibleForRecordReplay",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("fault", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigIncompatibleForRecordReplay>),
-    },
-    x::TypeInfo {
-        name: "VmConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("product", "VAppProductInfo"),
-            x::FieldInfo::repeated("property", "VAppPropertyInfo"),
-            x::FieldInfo::required("ipAssignment", "VAppIPAssignmentInfo"),
-            x::FieldInfo::repeated("eula", "string"),
-            x::FieldInfo::repeated("ovfSection", "VAppOvfSectionInfo"),
-            x::FieldInfo::repeated("ovfEnvironmentTransport", "string"),
-            x::FieldInfo::required("installBootRequired", "boolean"),
-            x::FieldInfo::required("installBootStopDelay", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VmConfigMissingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigMissingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmConfigSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("product", "VAppProductSpec"),
-            x::FieldInfo::repeated("property", "VAppPropertySpec"),
-            x::FieldInfo::optional("ipAssignment", "VAppIPAssignmentInfo"),
-            x::FieldInfo::repeated("eula", "string"),
-            x::FieldInfo::repeated("ovfSection", "VAppOvfSectionSpec"),
-            x::FieldInfo::repeated("ovfEnvironmentTransport", "string"),
-            x::FieldInfo::optional("installBootRequired", "boolean"),
-            x::FieldInfo::optional("installBootStopDelay", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConfigSpec>),
-    },
-    x::TypeInfo {
-        name: "VmConnectedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmConnectedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmCreatedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmCreatedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDasBeingResetEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDasBeingResetEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDasBeingResetEventReasonCode",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "vmtoolsHeartbeatFailure",
-            "appHeartbeatFailure",
-            "appImmediateResetRequest",
-            "vmcpResetApdCleared",
-        ],
-        decode: Some(x::decode_boxed::<VmDasBeingResetEventReasonCode>),
-    },
-    x::TypeInfo {
-        name: "VmDasBeingResetWithScreenshotEvent",
-        base: Some("VmDasBeingResetEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("screenshotFilePath", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDasBeingResetWithScreenshotEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDasResetFailedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDasResetFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDasUpdateErrorEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDasUpdateErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDasUpdateOkEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDasUpdateOkEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDateRolledBackEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDateRolledBackEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDeployFailedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destDatastore", "EntityEventArgument"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDeployFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDeployedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("srcTemplate", "VmEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDeployedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDisconnectedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDisconnectedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDiscoveredEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDiscoveredEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDiskFailedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("disk", "string"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDiskFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmDiskFileEncryptionInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("keyId", "CryptoKeyId")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDiskFileEncryptionInfo>),
-    },
-    x::TypeInfo {
-        name: "VmDiskFileInfo",
-        base: Some("FileInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("diskType", "string"),
-            x::FieldInfo::optional("capacityKb", "long"),
-            x::FieldInfo::optional("hardwareVersion", "int"),
-            x::FieldInfo::optional("controllerType", "string"),
-            x::FieldInfo::repeated("diskExtents", "string"),
-            x::FieldInfo::optional("thin", "boolean"),
-            x::FieldInfo::optional("encryption", "VmDiskFileEncryptionInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDiskFileInfo>),
-    },
-    x::TypeInfo {
-        name: "VmDiskFileQuery",
-        base: Some("FileQuery"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("filter", "VmDiskFileQueryFilter"),
-            x::FieldInfo::optional("details", "VmDiskFileQueryFlags"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDiskFileQuery>),
-    },
-    x::TypeInfo {
-        name: "VmDiskFileQueryFilter",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("diskType", "string"),
-            x::FieldInfo::repeated("matchHardwareVersion", "int"),
-            x::FieldInfo::repeated("controllerType", "string"),
-            x::FieldInfo::optional("thin", "boolean"),
-            x::FieldInfo::optional("encrypted", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDiskFileQueryFilter>),
-    },
-    x::TypeInfo {
-        name: "VmDiskFileQueryFlags",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("diskType", "boolean"),
-            x::FieldInfo::required("capacityKb", "boolean"),
-            x::FieldInfo::required("hardwareVersion", "boolean"),
-            x::FieldInfo::optional("controllerType", "boolean"),
-            x::FieldInfo::optional("diskExtents", "boolean"),
-            x::FieldInfo::optional("thin", "boolean"),
-            x::FieldInfo::optional("encryption", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmDiskFileQueryFlags>),
-    },
-    x::TypeInfo {
-        name: "VmEmigratingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmEmigratingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmEndRecordingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmEndRecordingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmEndReplayingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmEndReplayingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmEvent",
-        base: Some("Event"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("template", "boolean")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmEvent>),
-    },
-    x::TypeInfo {
-        name: "VmEventArgument",
-        base: Some("EntityEventArgument"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vm", "ManagedObjectReference")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmEventArgument>),
-    },
-    x::TypeInfo {
-        name: "VmFailedMigrateEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destHost", "HostEventArgument"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-            x::FieldInfo::optional("destDatacenter", "DatacenterEventArgument"),
-            x::FieldInfo::optional("destDatastore", "DatastoreEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedMigrateEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedRelayoutEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedRelayoutEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedRelayoutOnVmfs2DatastoreEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedRelayoutOnVmfs2DatastoreEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedStartingSecondaryEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedStartingSecondaryEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedStartingSecondaryEventFailureReason",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "incompatibleHost",
-            "loginFailed",
-            "registerVmFailed",
-            "migrateFailed",
-        ],
-        decode: Some(x::decode_boxed::<VmFailedStartingSecondaryEventFailureReason>),
-    },
-    x::TypeInfo {
-        name: "VmFailedToPowerOffEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedToPowerOffEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedToPowerOnEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedToPowerOnEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedToRebootGuestEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedToRebootGuestEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedToResetEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedToResetEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedToShutdownGuestEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedToShutdownGuestEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedToStandbyGuestEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedToStandbyGuestEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedToSuspendEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedToSuspendEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFailedUpdatingSecondaryConfig",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailedUpdatingSecondaryConfig>),
-    },
-    x::TypeInfo {
-        name: "VmFailoverFailed",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFailoverFailed>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceConfigIssue",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("reason", "string"),
-            x::FieldInfo::optional("entityName", "string"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceConfigIssue>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceConfigIssueReasonForIssue",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "haNotEnabled",
-            "moreThanOneSecondary",
-            "recordReplayNotSupported",
-            "replayNotSupported",
-            "templateVm",
-            "multipleVCPU",
-            "hostInactive",
-            "ftUnsupportedHardware",
-            "ftUnsupportedProduct",
-            "missingVMotionNic",
-            "missingFTLoggingNic",
-            "thinDisk",
-            "verifySSLCertificateFlagNotSet",
-            "hasSnapshots",
-            "noConfig",
-            "ftSecondaryVm",
-            "hasLocalDisk",
-            "esxAgentVm",
-            "video3dEnabled",
-            "hasUnsupportedDisk",
-            "insufficientBandwidth",
-            "hasNestedHVConfiguration",
-            "hasVFlashConfiguration",
-            "unsupportedProduct",
-            "cpuHvUnsupported",
-            "cpuHwmmuUnsupported",
-            "cpuHvDisabled",
-            "hasEFIFirmware",
-            "tooManyVCPUs",
-            "tooMuchMemory",
-            "unsupportedPMemHAFailOver",
-        ],
-        decode: Some(x::decode_boxed::<VmFaultToleranceConfigIssueReasonForIssue>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceConfigIssueWrapper",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("entityName", "string"),
-            x::FieldInfo::optional("entity", "ManagedObjectReference"),
-            x::FieldInfo::optional("error", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceConfigIssueWrapper>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceInvalidFileBacking",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("backingType", "string"),
-            x::FieldInfo::optional("backingFilename", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceInvalidFileBacking>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceInvalidFileBackingDeviceType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &[
-            "virtualFloppy",
-            "virtualCdrom",
-            "virtualSerialPort",
-            "virtualParallelPort",
-            "virtualDisk",
-        ],
-        decode: Some(x::decode_boxed::<VmFaultToleranceInvalidFileBackingDeviceType>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceIssue",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceIssue>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceOpIssuesList",
-        base: Some("VmFaultToleranceIssue"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("errors", "LocalizedMethodFault"),
-            x::FieldInfo::repeated("warnings", "LocalizedMethodFault"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceOpIssuesList>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceStateChangedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldState", "VirtualMachineFaultToleranceState"),
-            x::FieldInfo::required("newState", "VirtualMachineFaultToleranceState"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceStateChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceTooManyFtVcpusOnHost",
-        base: Some("InsufficientResourcesFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::required("maxNumFtVcpus", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceTooManyFtVcpusOnHost>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceTooManyVMsOnHost",
-        base: Some("InsufficientResourcesFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::required("maxNumFtVms", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceTooManyVMsOnHost>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceTurnedOffEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceTurnedOffEvent>),
-    },
-    x::TypeInfo {
-        name: "VmFaultToleranceVmTerminatedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmFaultToleranceVmTerminatedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmGuestOSCrashedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmGuestOSCrashedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmGuestRebootEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmGuestRebootEvent>),
-    },
-    x::TypeInfo {
-        name: "VmGuestShutdownEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmGuestShutdownEvent>),
-    },
-    x::TypeInfo {
-        name: "VmGuestStandbyEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmGuestStandbyEvent>),
-    },
-    x::TypeInfo {
-        name: "VmHealthMonitoringStateChangedEvent",
-        base: Some("ClusterEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("state", "string"),
-            x::FieldInfo::optional("prevState", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmHealthMonitoringStateChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmHostAffinityRuleViolation",
-        base: Some("VmConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmName", "string"),
-            x::FieldInfo::required("hostName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmHostAffinityRuleViolation>),
-    },
-    x::TypeInfo {
-        name: "VmInstanceUuidAssignedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("instanceUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmInstanceUuidAssignedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmInstanceUuidChangedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldInstanceUuid", "string"),
-            x::FieldInfo::required("newInstanceUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmInstanceUuidChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmInstanceUuidConflictEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("conflictedVm", "VmEventArgument"),
-            x::FieldInfo::required("instanceUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmInstanceUuidConflictEvent>),
-    },
-    x::TypeInfo {
-        name: "VmLimitLicense",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("limit", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmLimitLicense>),
-    },
-    x::TypeInfo {
-        name: "VmLogFileInfo",
-        base: Some("FileInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmLogFileInfo>),
-    },
-    x::TypeInfo {
-        name: "VmLogFileQuery",
-        base: Some("FileQuery"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmLogFileQuery>),
-    },
-    x::TypeInfo {
-        name: "VmMacAssignedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("adapter", "string"),
-            x::FieldInfo::required("mac", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMacAssignedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmMacChangedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("adapter", "string"),
-            x::FieldInfo::required("oldMac", "string"),
-            x::FieldInfo::required("newMac", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMacChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmMacConflictEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("conflictedVm", "VmEventArgument"),
-            x::FieldInfo::required("mac", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMacConflictEvent>),
-    },
-    x::TypeInfo {
-        name: "VmMaxFTRestartCountReached",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMaxFTRestartCountReached>),
-    },
-    x::TypeInfo {
-        name: "VmMaxRestartCountReached",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMaxRestartCountReached>),
-    },
-    x::TypeInfo {
-        name: "VmMessageErrorEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("message", "string"),
-            x::FieldInfo::repeated("messageInfo", "VirtualMachineMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMessageErrorEvent>),
-    },
-    x::TypeInfo {
-        name: "VmMessageEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("message", "string"),
-            x::FieldInfo::repeated("messageInfo", "VirtualMachineMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMessageEvent>),
-    },
-    x::TypeInfo {
-        name: "VmMessageWarningEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("message", "string"),
-            x::FieldInfo::repeated("messageInfo", "VirtualMachineMessage"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMessageWarningEvent>),
-    },
-    x::TypeInfo {
-        name: "VmMetadataManagerFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMetadataManagerFault>),
-    },
-    x::TypeInfo {
-        name: "VmMigratedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sourceHost", "HostEventArgument"),
-            x::FieldInfo::optional("sourceDatacenter", "DatacenterEventArgument"),
-            x::FieldInfo::optional("sourceDatastore", "DatastoreEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMigratedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmMonitorIncompatibleForFaultTolerance",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmMonitorIncompatibleForFaultTolerance>),
-    },
-    x::TypeInfo {
-        name: "VmNoCompatibleHostForSecondaryEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmNoCompatibleHostForSecondaryEvent>),
-    },
-    x::TypeInfo {
-        name: "VmNoNetworkAccessEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("destHost", "HostEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmNoNetworkAccessEvent>),
-    },
-    x::TypeInfo {
-        name: "VmNvramFileInfo",
-        base: Some("FileInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmNvramFileInfo>),
-    },
-    x::TypeInfo {
-        name: "VmNvramFileQuery",
-        base: Some("FileQuery"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmNvramFileQuery>),
-    },
-    x::TypeInfo {
-        name: "VmOrphanedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmOrphanedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmPodConfigForPlacement",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("storagePod", "ManagedObjectReference"),
-            x::FieldInfo::repeated("disk", "PodDiskLocator"),
-            x::FieldInfo::optional("vmConfig", "StorageDrsVmConfigInfo"),
-            x::FieldInfo::repeated("interVmRule", "ClusterRuleInfo"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmPodConfigForPlacement>),
-    },
-    x::TypeInfo {
-        name: "VmPortGroupProfile",
-        base: Some("PortGroupProfile"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmPortGroupProfile>),
-    },
-    x::TypeInfo {
-        name: "VmPowerOffOnIsolationEvent",
-        base: Some("VmPoweredOffEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("isolatedHost", "HostEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmPowerOffOnIsolationEvent>),
-    },
-    x::TypeInfo {
-        name: "VmPowerOnDisabled",
-        base: Some("InvalidState"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmPowerOnDisabled>),
-    },
-    x::TypeInfo {
-        name: "VmPoweredOffEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmPoweredOffEvent>),
-    },
-    x::TypeInfo {
-        name: "VmPoweredOnEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmPoweredOnEvent>),
-    },
-    x::TypeInfo {
-        name: "VmPoweringOnWithCustomizedDVPortEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("vnic", "VnicPortArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmPoweringOnWithCustomizedDVPortEvent>),
-    },
-    x::TypeInfo {
-        name: "VmPrimaryFailoverEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmPrimaryFailoverEvent>),
-    },
-    x::TypeInfo {
-        name: "VmReconfiguredEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("configSpec", "VirtualMachineConfigSpec"),
-            x::FieldInfo::optional("configChanges", "ChangesInfoEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmReconfiguredEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRegisteredEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRegisteredEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRelayoutSuccessfulEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRelayoutSuccessfulEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRelayoutUpToDateEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRelayoutUpToDateEvent>),
-    },
-    x::TypeInfo {
-        name: "VmReloadFromPathEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("configPath", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmReloadFromPathEvent>),
-    },
-    x::TypeInfo {
-        name: "VmReloadFromPathFailedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("configPath", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmReloadFromPathFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRelocateFailedEvent",
-        base: Some("VmRelocateSpecEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("destHost", "HostEventArgument"),
-            x::FieldInfo::required("reason", "LocalizedMethodFault"),
-            x::FieldInfo::optional("destDatacenter", "DatacenterEventArgument"),
-            x::FieldInfo::optional("destDatastore", "DatastoreEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRelocateFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRelocateSpecEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRelocateSpecEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRelocatedEvent",
-        base: Some("VmRelocateSpecEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sourceHost", "HostEventArgument"),
-            x::FieldInfo::optional("sourceDatacenter", "DatacenterEventArgument"),
-            x::FieldInfo::optional("sourceDatastore", "DatastoreEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRelocatedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRemoteConsoleConnectedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRemoteConsoleConnectedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRemoteConsoleDisconnectedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRemoteConsoleDisconnectedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRemovedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRemovedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRenamedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldName", "string"),
-            x::FieldInfo::required("newName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRenamedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRequirementsExceedCurrentEVCModeEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRequirementsExceedCurrentEVCModeEvent>),
-    },
-    x::TypeInfo {
-        name: "VmResettingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmResettingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmResourcePoolMovedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldParent", "ResourcePoolEventArgument"),
-            x::FieldInfo::required("newParent", "ResourcePoolEventArgument"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmResourcePoolMovedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmResourceReallocatedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("configChanges", "ChangesInfoEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmResourceReallocatedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmRestartedOnAlternateHostEvent",
-        base: Some("VmPoweredOnEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("sourceHost", "HostEventArgument")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmRestartedOnAlternateHostEvent>),
-    },
-    x::TypeInfo {
-        name: "VmResumingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmResumingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmSecondaryAddedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSecondaryAddedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmSecondaryDisabledBySystemEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("reason", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSecondaryDisabledBySystemEvent>),
-    },
-    x::TypeInfo {
-        name: "VmSecondaryDisabledEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSecondaryDisabledEvent>),
-    },
-    x::TypeInfo {
-        name: "VmSecondaryEnabledEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSecondaryEnabledEvent>),
-    },
-    x::TypeInfo {
-        name: "VmSecondaryStartedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSecondaryStartedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmShutdownOnIsolationEvent",
-        base: Some("VmPoweredOffEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("isolatedHost", "HostEventArgument"),
-            x::FieldInfo::optional("shutdownResult", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmShutdownOnIsolationEvent>),
-    },
-    x::TypeInfo {
-        name: "VmShutdownOnIsolationEventOperation",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["shutdown", "poweredOff"],
-        decode: Some(x::decode_boxed::<VmShutdownOnIsolationEventOperation>),
-    },
-    x::TypeInfo {
-        name: "VmSmpFaultToleranceTooManyVMsOnHost",
-        base: Some("InsufficientResourcesFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("hostName", "string"),
-            x::FieldInfo::required("maxNumSmpFtVms", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSmpFaultToleranceTooManyVMsOnHost>),
-    },
-    x::TypeInfo {
-        name: "VmSnapshotFileInfo",
-        base: Some("FileInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSnapshotFileInfo>),
-    },
-    x::TypeInfo {
-        name: "VmSnapshotFileQuery",
-        base: Some("FileQuery"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSnapshotFileQuery>),
-    },
-    x::TypeInfo {
-        name: "VmStartRecordingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmStartRecordingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmStartReplayingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmStartReplayingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmStartingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmStartingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmStartingSecondaryEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmStartingSecondaryEvent>),
-    },
-    x::TypeInfo {
-        name: "VmStaticMacConflictEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("conflictedVm", "VmEventArgument"),
-            x::FieldInfo::required("mac", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmStaticMacConflictEvent>),
-    },
-    x::TypeInfo {
-        name: "VmStoppingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmStoppingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmSuspendedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSuspendedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmSuspendingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmSuspendingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmTimedoutStartingSecondaryEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("timeout", "long")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmTimedoutStartingSecondaryEvent>),
-    },
-    x::TypeInfo {
-        name: "VmToolsUpgradeFault",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmToolsUpgradeFault>),
-    },
-    x::TypeInfo {
-        name: "VmUnsupportedStartingEvent",
-        base: Some("VmStartingEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("guestId", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmUnsupportedStartingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmUpgradeCompleteEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("version", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmUpgradeCompleteEvent>),
-    },
-    x::TypeInfo {
-        name: "VmUpgradeFailedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmUpgradeFailedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmUpgradingEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("version", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmUpgradingEvent>),
-    },
-    x::TypeInfo {
-        name: "VmUuidAssignedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("uuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmUuidAssignedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmUuidChangedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("oldUuid", "string"),
-            x::FieldInfo::required("newUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmUuidChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmUuidConflictEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("conflictedVm", "VmEventArgument"),
-            x::FieldInfo::required("uuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmUuidConflictEvent>),
-    },
-    x::TypeInfo {
-        name: "VmValidateMaxDevice",
-        base: Some("VimFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("device", "string"),
-            x::FieldInfo::required("max", "int"),
-            x::FieldInfo::required("count", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmValidateMaxDevice>),
-    },
-    x::TypeInfo {
-        name: "VmVnicPoolReservationViolationClearEvent",
-        base: Some("DvsEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmVnicResourcePoolKey", "string"),
-            x::FieldInfo::optional("vmVnicResourcePoolName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmVnicPoolReservationViolationClearEvent>),
-    },
-    x::TypeInfo {
-        name: "VmVnicPoolReservationViolationRaiseEvent",
-        base: Some("DvsEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vmVnicResourcePoolKey", "string"),
-            x::FieldInfo::optional("vmVnicResourcePoolName", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmVnicPoolReservationViolationRaiseEvent>),
-    },
-    x::TypeInfo {
-        name: "VmWwnAssignedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("nodeWwns", "long"),
-            x::FieldInfo::repeated("portWwns", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmWwnAssignedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmWwnChangedEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("oldNodeWwns", "long"),
-            x::FieldInfo::repeated("oldPortWwns", "long"),
-            x::FieldInfo::repeated("newNodeWwns", "long"),
-            x::FieldInfo::repeated("newPortWwns", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmWwnChangedEvent>),
-    },
-    x::TypeInfo {
-        name: "VmWwnConflict",
-        base: Some("InvalidVmConfig"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("vm", "ManagedObjectReference"),
-            x::FieldInfo::optional("host", "ManagedObjectReference"),
-            x::FieldInfo::optional("name", "string"),
-            x::FieldInfo::optional("wwn", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmWwnConflict>),
-    },
-    x::TypeInfo {
-        name: "VmWwnConflictEvent",
-        base: Some("VmEvent"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::repeated("conflictedVms", "VmEventArgument"),
-            x::FieldInfo::repeated("conflictedHosts", "HostEventArgument"),
-            x::FieldInfo::required("wwn", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmWwnConflictEvent>),
-    },
-    x::TypeInfo {
-        name: "VmfsAlreadyMounted",
-        base: Some("VmfsMountFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsAlreadyMounted>),
-    },
-    x::TypeInfo {
-        name: "VmfsAmbiguousMount",
-        base: Some("VmfsMountFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsAmbiguousMount>),
-    },
-    x::TypeInfo {
-        name: "VmfsConfigOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("blockSizeOption", "int"),
-            x::FieldInfo::repeated("unmapGranularityOption", "int"),
-            x::FieldInfo::optional("unmapBandwidthFixedValue", "LongOption"),
-            x::FieldInfo::optional("unmapBandwidthDynamicMin", "LongOption"),
-            x::FieldInfo::optional("unmapBandwidthDynamicMax", "LongOption"),
-            x::FieldInfo::optional("unmapBandwidthIncrement", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsConfigOption>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreAllExtentOption",
-        base: Some("VmfsDatastoreSingleExtentOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreAllExtentOption>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreBaseOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("layout", "HostDiskPartitionLayout"),
-            x::FieldInfo::optional("partitionFormatChange", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreBaseOption>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreCreateSpec",
-        base: Some("VmfsDatastoreSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("partition", "HostDiskPartitionSpec"),
-            x::FieldInfo::required("vmfs", "HostVmfsSpec"),
-            x::FieldInfo::repeated("extent", "HostScsiDiskPartition"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreCreateSpec>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreExpandSpec",
-        base: Some("VmfsDatastoreSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("partition", "HostDiskPartitionSpec"),
-            x::FieldInfo::required("extent", "HostScsiDiskPartition"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreExpandSpec>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreExtendSpec",
-        base: Some("VmfsDatastoreSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("partition", "HostDiskPartitionSpec"),
-            x::FieldInfo::repeated("extent", "HostScsiDiskPartition"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreExtendSpec>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreInfo",
-        base: Some("DatastoreInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("maxPhysicalRDMFileSize", "long"),
-            x::FieldInfo::optional("maxVirtualRDMFileSize", "long"),
-            x::FieldInfo::optional("vmfs", "HostVmfsVolume"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreInfo>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreMultipleExtentOption",
-        base: Some("VmfsDatastoreBaseOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("vmfsExtent", "HostDiskPartitionBlockRange")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreMultipleExtentOption>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreOption",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("info", "VmfsDatastoreBaseOption"),
-            x::FieldInfo::required("spec", "VmfsDatastoreSpec"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreOption>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreSingleExtentOption",
-        base: Some("VmfsDatastoreBaseOption"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vmfsExtent", "HostDiskPartitionBlockRange")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreSingleExtentOption>),
-    },
-    x::TypeInfo {
-        name: "VmfsDatastoreSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("diskUuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsDatastoreSpec>),
-    },
-    x::TypeInfo {
-        name: "VmfsMountFault",
-        base: Some("HostConfigFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("uuid", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsMountFault>),
-    },
-    x::TypeInfo {
-        name: "VmfsUnmapBandwidthSpec",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("policy", "string"),
-            x::FieldInfo::required("fixedValue", "long"),
-            x::FieldInfo::required("dynamicMin", "long"),
-            x::FieldInfo::required("dynamicMax", "long"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmfsUnmapBandwidthSpec>),
-    },
-    x::TypeInfo {
-        name: "VmotionInterfaceNotEnabled",
-        base: Some("HostPowerOpFailed"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmotionInterfaceNotEnabled>),
-    },
-    x::TypeInfo {
-        name: "VmwareDistributedVirtualSwitchPvlanPortType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["promiscuous", "isolated", "community"],
-        decode: Some(x::decode_boxed::<VmwareDistributedVirtualSwitchPvlanPortType>),
-    },
-    x::TypeInfo {
-        name: "VmwareDistributedVirtualSwitchPvlanSpec",
-        base: Some("VmwareDistributedVirtualSwitchVlanSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("pvlanId", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmwareDistributedVirtualSwitchPvlanSpec>),
-    },
-    x::TypeInfo {
-        name: "VmwareDistributedVirtualSwitchTrunkVlanSpec",
-        base: Some("VmwareDistributedVirtualSwitchVlanSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::repeated("vlanId", "NumericRange")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmwareDistributedVirtualSwitchTrunkVlanSpec>),
-    },
-    x::TypeInfo {
-        name: "VmwareDistributedVirtualSwitchVlanIdSpec",
-        base: Some("VmwareDistributedVirtualSwitchVlanSpec"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("vlanId", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmwareDistributedVirtualSwitchVlanIdSpec>),
-    },
-    x::TypeInfo {
-        name: "VmwareDistributedVirtualSwitchVlanSpec",
-        base: Some("InheritablePolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmwareDistributedVirtualSwitchVlanSpec>),
-    },
-    x::TypeInfo {
-        name: "VmwareUplinkPortTeamingPolicy",
-        base: Some("InheritablePolicy"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("policy", "StringPolicy"),
-            x::FieldInfo::optional("reversePolicy", "BoolPolicy"),
-            x::FieldInfo::optional("notifySwitches", "BoolPolicy"),
-            x::FieldInfo::optional("rollingOrder", "BoolPolicy"),
-            x::FieldInfo::optional("failureCriteria", "DVSFailureCriteria"),
-            x::FieldInfo::optional("uplinkPortOrder", "VMwareUplinkPortOrderPolicy"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VmwareUplinkPortTeamingPolicy>),
-    },
-    x::TypeInfo {
-        name: "VnicPortArgument",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("vnic", "string"),
-            x::FieldInfo::required("port", "DistributedVirtualSwitchPortConnection"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VnicPortArgument>),
-    },
-    x::TypeInfo {
-        name: "VolumeEditorError",
-        base: Some("CustomizationFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<VolumeEditorError>),
-    },
-    x::TypeInfo {
-        name: "VramLimitLicense",
-        base: Some("NotEnoughLicenses"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("limit", "int")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VramLimitLicense>),
-    },
-    x::TypeInfo {
-        name: "VsanClusterConfigInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("enabled", "boolean"),
-            x::FieldInfo::optional(
-                "defaultConfig",
-                "VsanClusterConfigInfoHostDefaultInfo",
-            ),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VsanClusterConfigInfo>),
-    },
-    x::TypeInfo {
-        name: "VsanClusterConfigInfoHostDefaultInfo",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("uuid", "string"),
-            x::FieldInfo::optional("autoClaimStorage", "boolean"),
-            x::FieldInfo::optional("checksumEnabled", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VsanClusterConfigInfoHostDefaultInfo>),
-    },
-    x::TypeInfo {
-        name: "VsanClusterUuidMismatch",
-        base: Some("CannotMoveVsanEnabledHost"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("hostClusterUuid", "string"),
-            x::FieldInfo::required("destinationClusterUuid", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VsanClusterUuidMismatch>),
-    },
-    x::TypeInfo {
-        name: "VsanDatastoreInfo",
-        base: Some("DatastoreInfo"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::optional("membershipUuid", "string"),
-            x::FieldInfo::optional("accessGenNo", "int"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<VsanDatastoreInfo>),
-    },
-    x::TypeInfo {
-        name: "VsanDiskFault",
-        base: Some("VsanFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("device", "string")],
-        values: &[],
-        decode: Some(x::decode_boxed::<VsanDiskFault>),
-    },
-    x::TypeInfo {
-        name: "VsanDiskIssueType",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["nonExist", "stampMismatch", "unknown"],
-        decode: Some(x::decode_boxed::<VsanDiskIssueType>),
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::enumeration(x::Name(0x1d62718), 0, 6), // VirtualMachineTicketType
+        x::TypeEntry::enumeration(x::Name(0x1d6401e), 6, 5), // VirtualMachineToolsInstallType
+        x::TypeEntry::enumeration(x::Name(0x1d65f20), 11, 3), // VirtualMachineToolsRunningStatus
+        x::TypeEntry::enumeration(x::Name(0x1d68019), 14, 4), // VirtualMachineToolsStatus
+        x::TypeEntry::enumeration(x::Name(0x1d69a20), 18, 9), // VirtualMachineToolsVersionStatus
+        x::TypeEntry::structure(x::Name(0x1d6bb1e), x::Name(0xaa460b), 0, 4), // VirtualMachineUsageOnDatastore: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d6da15), x::Name(0x1d5d018), 4, 7), // VirtualMachineUsbInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1d6f01b), 27, 19), // VirtualMachineUsbInfoFamily
+        x::TypeEntry::enumeration(x::Name(0x1d70c1a), 46, 6), // VirtualMachineUsbInfoSpeed
+        x::TypeEntry::structure(x::Name(0x1d7271e), x::Name(0x1d5d018), 11, 1), // VirtualMachineVFlashModuleInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d74618), x::Name(0x1b6c60d), 12, 4), // VirtualMachineVMCIDevice: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x1d75f1e), 52, 2), // VirtualMachineVMCIDeviceAction
+        x::TypeEntry::enumeration(x::Name(0x1d77e21), 54, 3), // VirtualMachineVMCIDeviceDirection
+        x::TypeEntry::structure(x::Name(0x1d7a022), x::Name(0xaa460b), 16, 1), // VirtualMachineVMCIDeviceFilterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d7c322), x::Name(0xaa460b), 17, 6), // VirtualMachineVMCIDeviceFilterSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d7e61e), x::Name(0x1b8d013), 23, 3), // VirtualMachineVMCIDeviceOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1d8052e), x::Name(0xaa460b), 26, 5), // VirtualMachineVMCIDeviceOptionFilterSpecOption: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d83420), 57, 6), // VirtualMachineVMCIDeviceProtocol
+        x::TypeEntry::structure(x::Name(0x1d85514), x::Name(0x1b6c60d), 31, 0), // VirtualMachineVMIROM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1d86a18), x::Name(0xaa460b), 31, 1), // VirtualMachineVcpuConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d8831c), x::Name(0x1d5d018), 32, 7), // VirtualMachineVgpuDeviceInfo: VirtualMachineTargetInfo
+        x::TypeEntry::structure(x::Name(0x1d8a01d), x::Name(0x1d5d018), 39, 5), // VirtualMachineVgpuProfileInfo: VirtualMachineTargetInfo
+        x::TypeEntry::enumeration(x::Name(0x1d8be29), 63, 2), // VirtualMachineVgpuProfileInfoProfileClass
+        x::TypeEntry::enumeration(x::Name(0x1d8e82b), 65, 2), // VirtualMachineVgpuProfileInfoProfileSharing
+        x::TypeEntry::structure(x::Name(0x1d91417), x::Name(0x1b6c60d), 44, 6), // VirtualMachineVideoCard: VirtualDevice
+        x::TypeEntry::enumeration(x::Name(0x1d92c24), 67, 3), // VirtualMachineVideoCardUse3dRenderer
+        x::TypeEntry::structure(x::Name(0x1d95119), x::Name(0xaa460b), 50, 1), // VirtualMachineVirtualPMem: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1d96b25), 70, 2), // VirtualMachineVirtualPMemSnapshotMode
+        x::TypeEntry::structure(x::Name(0x1d99120), x::Name(0x1cd7a1e), 51, 4), // VirtualMachineWindowsQuiesceSpec: VirtualMachineGuestQuiesceSpec
+        x::TypeEntry::enumeration(x::Name(0x1d9b230), 72, 3), // VirtualMachineWindowsQuiesceSpecVssBackupContext
+        x::TypeEntry::structure(x::Name(0x1d9e318), x::Name(0xaa460b), 55, 2), // VirtualMachineWipeResult: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d9fc0d), x::Name(0x1b6c60d), 57, 2), // VirtualNVDIMM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1da0a18), x::Name(0x1b8791c), 59, 2), // VirtualNVDIMMBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1da2317), x::Name(0x1b69c11), 61, 0), // VirtualNVDIMMController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1da3b1d), x::Name(0x1b6ae17), 61, 1), // VirtualNVDIMMControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1da5913), x::Name(0x1b8d013), 62, 4), // VirtualNVDIMMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1da6d15), x::Name(0x1b69c11), 66, 0), // VirtualNVMEController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1da831b), x::Name(0x1b6ae17), 66, 1), // VirtualNVMEControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1da9f1a), x::Name(0xaa460b), 67, 4), // VirtualNicManagerNetConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1daba14), x::Name(0x1b69c11), 71, 0), // VirtualPCIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1dacf1a), x::Name(0x1b6ae17), 71, 13), // VirtualPCIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1daea15), x::Name(0x1b6c60d), 84, 0), // VirtualPCIPassthrough: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1db0022), x::Name(0xaa460b), 84, 5), // VirtualPCIPassthroughAllowedDevice: DynamicData
+        x::TypeEntry::structure(x::Name(0x1db2326), x::Name(0x1b8391e), 89, 4), // VirtualPCIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1db4a28), x::Name(0x1b85820), 93, 0), // VirtualPCIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1db7327), x::Name(0x1b8391e), 93, 3), // VirtualPCIPassthroughDynamicBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1db9b29), x::Name(0x1b85820), 96, 0), // VirtualPCIPassthroughDynamicBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dbc51b), x::Name(0x1b8d013), 96, 0), // VirtualPCIPassthroughOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1dbe126), x::Name(0x1b6d418), 96, 0), // VirtualPCIPassthroughPluginBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dc0828), x::Name(0x1b6ed1a), 96, 0), // VirtualPCIPassthroughPluginBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dc3125), x::Name(0x1dbe126), 96, 2), // VirtualPCIPassthroughVmiopBackingInfo: VirtualPCIPassthroughPluginBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dc5727), x::Name(0x1dc0828), 98, 2), // VirtualPCIPassthroughVmiopBackingOption: VirtualPCIPassthroughPluginBackingOption
+        x::TypeEntry::structure(x::Name(0x1dc7f0e), x::Name(0x1bf2c13), 100, 0), // VirtualPCNet32: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1dc8e14), x::Name(0x1c10419), 100, 1), // VirtualPCNet32Option: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1dca314), x::Name(0x1b69c11), 101, 0), // VirtualPS2Controller: VirtualController
+        x::TypeEntry::structure(x::Name(0x1dcb81a), x::Name(0x1b6ae17), 101, 2), // VirtualPS2ControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1dcd313), x::Name(0x1b6c60d), 103, 0), // VirtualParallelPort: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1dce724), x::Name(0x1b8391e), 103, 0), // VirtualParallelPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dd0c26), x::Name(0x1b85820), 103, 0), // VirtualParallelPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1dd3322), x::Name(0x1b8791c), 103, 0), // VirtualParallelPortFileBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1dd5624), x::Name(0x1b8961e), 103, 0), // VirtualParallelPortFileBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1dd7b19), x::Name(0x1b8d013), 103, 0), // VirtualParallelPortOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1dd9515), x::Name(0x1b6c60d), 103, 0), // VirtualPointingDevice: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1ddab22), x::Name(0x1b85820), 103, 1), // VirtualPointingDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1ddce26), x::Name(0x1b8391e), 104, 1), // VirtualPointingDeviceDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::enumeration(x::Name(0x1ddf51f), 75, 8), // VirtualPointingDeviceHostChoice
+        x::TypeEntry::structure(x::Name(0x1de151b), x::Name(0x1b8d013), 105, 0), // VirtualPointingDeviceOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1de3115), x::Name(0x1b6c60d), 105, 0), // VirtualPrecisionClock: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1de471b), x::Name(0x1b8d013), 105, 0), // VirtualPrecisionClockOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1de632b), x::Name(0x1b6d418), 105, 1), // VirtualPrecisionClockSystemClockBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1de8f2d), x::Name(0x1b6ed1a), 106, 1), // VirtualPrecisionClockSystemClockBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1debd15), x::Name(0x1b69c11), 107, 0), // VirtualSATAController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1ded31b), x::Name(0x1b6ae17), 107, 2), // VirtualSATAControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1deef15), x::Name(0x1b69c11), 109, 3), // VirtualSCSIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1df051b), x::Name(0x1b6ae17), 112, 7), // VirtualSCSIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1df2116), x::Name(0x1b6c60d), 119, 0), // VirtualSCSIPassthrough: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1df3827), x::Name(0x1b8391e), 119, 0), // VirtualSCSIPassthroughDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1df6029), x::Name(0x1b85820), 119, 0), // VirtualSCSIPassthroughDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1df8a1c), x::Name(0x1b8d013), 119, 0), // VirtualSCSIPassthroughOption: VirtualDeviceOption
+        x::TypeEntry::enumeration(x::Name(0x1dfa712), 83, 3), // VirtualSCSISharing
+        x::TypeEntry::structure(x::Name(0x1dfba14), x::Name(0x1b69c11), 119, 0), // VirtualSIOController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1dfcf1a), x::Name(0x1b6ae17), 119, 3), // VirtualSIOControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1dfea11), x::Name(0x1b6c60d), 122, 1), // VirtualSerialPort: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1dffc22), x::Name(0x1b8391e), 123, 0), // VirtualSerialPortDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e01f24), x::Name(0x1b85820), 123, 0), // VirtualSerialPortDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::enumeration(x::Name(0x1e04419), 86, 2), // VirtualSerialPortEndPoint
+        x::TypeEntry::structure(x::Name(0x1e05e20), x::Name(0x1b8791c), 123, 0), // VirtualSerialPortFileBackingInfo: VirtualDeviceFileBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e07f22), x::Name(0x1b8961e), 123, 0), // VirtualSerialPortFileBackingOption: VirtualDeviceFileBackingOption
+        x::TypeEntry::structure(x::Name(0x1e0a217), x::Name(0x1b8d013), 123, 1), // VirtualSerialPortOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e0ba20), x::Name(0x1b9001c), 124, 2), // VirtualSerialPortPipeBackingInfo: VirtualDevicePipeBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e0db22), x::Name(0x1b91d1e), 126, 2), // VirtualSerialPortPipeBackingOption: VirtualDevicePipeBackingOption
+        x::TypeEntry::structure(x::Name(0x1e0fe25), x::Name(0x1b6d418), 128, 0), // VirtualSerialPortThinPrintBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e12427), x::Name(0x1b6ed1a), 128, 0), // VirtualSerialPortThinPrintBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e14c1f), x::Name(0x1b9881b), 128, 0), // VirtualSerialPortURIBackingInfo: VirtualDeviceURIBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e16c21), x::Name(0x1b9a41d), 128, 0), // VirtualSerialPortURIBackingOption: VirtualDeviceURIBackingOption
+        x::TypeEntry::structure(x::Name(0x1e18e15), x::Name(0x1e1c010), 128, 0), // VirtualSoundBlaster16: VirtualSoundCard
+        x::TypeEntry::structure(x::Name(0x1e1a41b), x::Name(0x1e21716), 128, 0), // VirtualSoundBlaster16Option: VirtualSoundCardOption
+        x::TypeEntry::structure(x::Name(0x1e1c010), x::Name(0x1b6c60d), 128, 0), // VirtualSoundCard: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e1d121), x::Name(0x1b8391e), 128, 0), // VirtualSoundCardDeviceBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e1f323), x::Name(0x1b85820), 128, 0), // VirtualSoundCardDeviceBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e21716), x::Name(0x1b8d013), 128, 0), // VirtualSoundCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e22e18), x::Name(0x1bf2c13), 128, 2), // VirtualSriovEthernetCard: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1e2471e), x::Name(0x1c10419), 130, 0), // VirtualSriovEthernetCardOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1e26628), x::Name(0x1b6d418), 130, 3), // VirtualSriovEthernetCardSriovBackingInfo: VirtualDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e28f2a), x::Name(0x1b6ed1a), 133, 0), // VirtualSriovEthernetCardSriovBackingOption: VirtualDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e2ba14), x::Name(0xab90c), 133, 5), // VirtualSwitchProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1e2cf1d), x::Name(0xab90c), 138, 0), // VirtualSwitchSelectionProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1e2ed0a), x::Name(0x1b6c60d), 138, 2), // VirtualTPM: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e2f810), x::Name(0x1b8d013), 140, 1), // VirtualTPMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e3090a), x::Name(0x1b6c60d), 141, 5), // VirtualUSB: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e31414), x::Name(0x1b69c11), 146, 2), // VirtualUSBController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1e3291a), x::Name(0x1b6ae17), 148, 3), // VirtualUSBControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1e34422), x::Name(0x1b8e41b), 151, 1), // VirtualUSBControllerPciBusSlotInfo: VirtualDevicePciBusSlotInfo
+        x::TypeEntry::structure(x::Name(0x1e36710), x::Name(0x1b8d013), 152, 0), // VirtualUSBOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e37821), x::Name(0x1b93c24), 152, 1), // VirtualUSBRemoteClientBackingInfo: VirtualDeviceRemoteDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e39a23), x::Name(0x1b96126), 153, 0), // VirtualUSBRemoteClientBackingOption: VirtualDeviceRemoteDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e3be1f), x::Name(0x1b8391e), 153, 1), // VirtualUSBRemoteHostBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e3de21), x::Name(0x1b85820), 154, 0), // VirtualUSBRemoteHostBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e40018), x::Name(0x1b8391e), 154, 0), // VirtualUSBUSBBackingInfo: VirtualDeviceDeviceBackingInfo
+        x::TypeEntry::structure(x::Name(0x1e4191a), x::Name(0x1b85820), 154, 0), // VirtualUSBUSBBackingOption: VirtualDeviceDeviceBackingOption
+        x::TypeEntry::structure(x::Name(0x1e43418), x::Name(0x1b69c11), 154, 1), // VirtualUSBXHCIController: VirtualController
+        x::TypeEntry::structure(x::Name(0x1e44d1e), x::Name(0x1b6ae17), 155, 2), // VirtualUSBXHCIControllerOption: VirtualControllerOption
+        x::TypeEntry::structure(x::Name(0x1e46c13), x::Name(0x1b8d013), 157, 0), // VirtualVMIROMOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e48016), x::Name(0x1b8d013), 157, 7), // VirtualVideoCardOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e4970d), x::Name(0x1bf2c13), 164, 0), // VirtualVmxnet: VirtualEthernetCard
+        x::TypeEntry::structure(x::Name(0x1e4a50e), x::Name(0x1e4970d), 164, 0), // VirtualVmxnet2: VirtualVmxnet
+        x::TypeEntry::structure(x::Name(0x1e4b414), x::Name(0x1e54413), 164, 0), // VirtualVmxnet2Option: VirtualVmxnetOption
+        x::TypeEntry::structure(x::Name(0x1e4c90e), x::Name(0x1e4970d), 164, 0), // VirtualVmxnet3: VirtualVmxnet
+        x::TypeEntry::structure(x::Name(0x1e4d814), x::Name(0x1e54413), 164, 0), // VirtualVmxnet3Option: VirtualVmxnetOption
+        x::TypeEntry::structure(x::Name(0x1e4ed13), x::Name(0x1e4c90e), 164, 1), // VirtualVmxnet3Vrdma: VirtualVmxnet3
+        x::TypeEntry::structure(x::Name(0x1e50119), x::Name(0x1e4d814), 165, 1), // VirtualVmxnet3VrdmaOption: VirtualVmxnet3Option
+        x::TypeEntry::enumeration(x::Name(0x1e51b28), 88, 2), // VirtualVmxnet3VrdmaOptionDeviceProtocols
+        x::TypeEntry::structure(x::Name(0x1e54413), x::Name(0x1c10419), 166, 0), // VirtualVmxnetOption: VirtualEthernetCardOption
+        x::TypeEntry::structure(x::Name(0x1e5580a), x::Name(0x1b6c60d), 166, 2), // VirtualWDT: VirtualDevice
+        x::TypeEntry::structure(x::Name(0x1e56310), x::Name(0x1b8d013), 168, 1), // VirtualWDTOption: VirtualDeviceOption
+        x::TypeEntry::structure(x::Name(0x1e5740b), x::Name(0xab90c), 169, 0), // VlanProfile: ApplyProfile
+        x::TypeEntry::structure(x::Name(0x1e58018), x::Name(0x1e95e07), 169, 0), // VmAcquiredMksTicketEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e59915), x::Name(0x1e95e07), 169, 1), // VmAcquiredTicketEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e5af1b), x::Name(0x1157a0d), 170, 3), // VmAlreadyExistsInDatacenter: InvalidFolder
+        x::TypeEntry::structure(x::Name(0x1e5cb11), x::Name(0x1e95e07), 173, 2), // VmAutoRenameEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e5dd12), x::Name(0x1e6770c), 175, 3), // VmBeingClonedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x1e5f01a), x::Name(0x1e6770c), 178, 2), // VmBeingClonedNoFolderEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x1e60b13), x::Name(0x1e95e07), 180, 1), // VmBeingCreatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e61f14), x::Name(0x1e95e07), 181, 1), // VmBeingDeployedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e63417), x::Name(0x1e95e07), 182, 3), // VmBeingHotMigratedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e64c14), x::Name(0x1e95e07), 185, 3), // VmBeingMigratedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e66115), x::Name(0x1f05913), 188, 3), // VmBeingRelocatedEvent: VmRelocateSpecEvent
+        x::TypeEntry::structure(x::Name(0x1e6770c), x::Name(0x1e95e07), 191, 0), // VmCloneEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e68412), x::Name(0x1e6770c), 191, 4), // VmCloneFailedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x1e6970d), x::Name(0x1e6770c), 195, 1), // VmClonedEvent: VmCloneEvent
+        x::TypeEntry::structure(x::Name(0x1e6a50d), x::Name(0x1b42008), 196, 0), // VmConfigFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1e6b31a), x::Name(0xaa460b), 196, 1), // VmConfigFileEncryptionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e6ce10), x::Name(0xb97508), 197, 2), // VmConfigFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x1e6df11), x::Name(0xb9b609), 199, 2), // VmConfigFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x1e6f117), x::Name(0xaa460b), 201, 2), // VmConfigFileQueryFilter: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e70916), x::Name(0xaa460b), 203, 2), // VmConfigFileQueryFlags: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e72025), x::Name(0x1e6a50d), 205, 1), // VmConfigIncompatibleForFaultTolerance: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1e74623), x::Name(0x1e6a50d), 206, 1), // VmConfigIncompatibleForRecordReplay: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1e76a0c), x::Name(0xaa460b), 207, 8), // VmConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e77714), x::Name(0x1e95e07), 215, 0), // VmConfigMissingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e78c0c), x::Name(0xaa460b), 215, 8), // VmConfigSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e79910), x::Name(0x1e95e07), 223, 0), // VmConnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e7aa0e), x::Name(0x1e95e07), 223, 0), // VmCreatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e7b914), x::Name(0x1e95e07), 223, 1), // VmDasBeingResetEvent: VmEvent
+        x::TypeEntry::enumeration(x::Name(0x1e7ce1e), 90, 4), // VmDasBeingResetEventReasonCode
+        x::TypeEntry::structure(x::Name(0x1e7ed22), x::Name(0x1e7b914), 224, 1), // VmDasBeingResetWithScreenshotEvent: VmDasBeingResetEvent
+        x::TypeEntry::structure(x::Name(0x1e81015), x::Name(0x1e95e07), 225, 0), // VmDasResetFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e82615), x::Name(0x1e95e07), 225, 0), // VmDasUpdateErrorEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e83c12), x::Name(0x1e95e07), 225, 0), // VmDasUpdateOkEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e84f15), x::Name(0x1e95e07), 225, 0), // VmDateRolledBackEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e86513), x::Name(0x1e95e07), 225, 2), // VmDeployFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e8790f), x::Name(0x1e95e07), 227, 1), // VmDeployedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e88913), x::Name(0x1e95e07), 228, 0), // VmDisconnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e89d11), x::Name(0x1e95e07), 228, 0), // VmDiscoveredEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e8af11), x::Name(0x1e95e07), 228, 2), // VmDiskFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e8c118), x::Name(0xaa460b), 230, 1), // VmDiskFileEncryptionInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e8da0e), x::Name(0xb97508), 231, 7), // VmDiskFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x1e8e90f), x::Name(0xb9b609), 238, 2), // VmDiskFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x1e8f915), x::Name(0xaa460b), 240, 5), // VmDiskFileQueryFilter: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e90f14), x::Name(0xaa460b), 245, 7), // VmDiskFileQueryFlags: DynamicData
+        x::TypeEntry::structure(x::Name(0x1e92411), x::Name(0x1e95e07), 252, 0), // VmEmigratingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e93613), x::Name(0x1e95e07), 252, 0), // VmEndRecordingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e94a13), x::Name(0x1e95e07), 252, 0), // VmEndReplayingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e95e07), x::Name(0xb00605), 252, 1), // VmEvent: Event
+        x::TypeEntry::structure(x::Name(0x1e9660f), x::Name(0xaeb513), 253, 1), // VmEventArgument: EntityEventArgument
+        x::TypeEntry::structure(x::Name(0x1e97614), x::Name(0x1e95e07), 254, 4), // VmFailedMigrateEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e98b15), x::Name(0x1e95e07), 258, 1), // VmFailedRelayoutEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e9a125), x::Name(0x1e95e07), 259, 0), // VmFailedRelayoutOnVmfs2DatastoreEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1e9c71e), x::Name(0x1e95e07), 259, 1), // VmFailedStartingSecondaryEvent: VmEvent
+        x::TypeEntry::enumeration(x::Name(0x1e9e62b), 94, 4), // VmFailedStartingSecondaryEventFailureReason
+        x::TypeEntry::structure(x::Name(0x1ea1217), x::Name(0x1e95e07), 260, 1), // VmFailedToPowerOffEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ea2a16), x::Name(0x1e95e07), 261, 1), // VmFailedToPowerOnEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ea411a), x::Name(0x1e95e07), 262, 1), // VmFailedToRebootGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ea5c14), x::Name(0x1e95e07), 263, 1), // VmFailedToResetEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ea711c), x::Name(0x1e95e07), 264, 1), // VmFailedToShutdownGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ea8e1b), x::Name(0x1e95e07), 265, 1), // VmFailedToStandbyGuestEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1eaaa16), x::Name(0x1e95e07), 266, 1), // VmFailedToSuspendEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1eac11f), x::Name(0x1e95e07), 267, 0), // VmFailedUpdatingSecondaryConfig: VmEvent
+        x::TypeEntry::structure(x::Name(0x1eae110), x::Name(0x1e95e07), 267, 1), // VmFailoverFailed: VmEvent
+        x::TypeEntry::structure(x::Name(0x1eaf21b), x::Name(0x1ebab15), 268, 3), // VmFaultToleranceConfigIssue: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0x1eb0e29), 98, 31), // VmFaultToleranceConfigIssueReasonForIssue
+        x::TypeEntry::structure(x::Name(0x1eb3822), x::Name(0x1ebab15), 271, 3), // VmFaultToleranceConfigIssueWrapper: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1eb5b22), x::Name(0x1ebab15), 274, 2), // VmFaultToleranceInvalidFileBacking: VmFaultToleranceIssue
+        x::TypeEntry::enumeration(x::Name(0x1eb7e2c), 129, 5), // VmFaultToleranceInvalidFileBackingDeviceType
+        x::TypeEntry::structure(x::Name(0x1ebab15), x::Name(0x1b42008), 276, 0), // VmFaultToleranceIssue: VimFault
+        x::TypeEntry::structure(x::Name(0x1ebc11c), x::Name(0x1ebab15), 276, 2), // VmFaultToleranceOpIssuesList: VmFaultToleranceIssue
+        x::TypeEntry::structure(x::Name(0x1ebde21), x::Name(0x1e95e07), 278, 2), // VmFaultToleranceStateChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ec0024), x::Name(0x112751a), 280, 2), // VmFaultToleranceTooManyFtVcpusOnHost: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x1ec2520), x::Name(0x112751a), 282, 2), // VmFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x1ec461e), x::Name(0x1e95e07), 284, 0), // VmFaultToleranceTurnedOffEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ec6521), x::Name(0x1e95e07), 284, 1), // VmFaultToleranceVmTerminatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ec8715), x::Name(0x1e95e07), 285, 0), // VmGuestOSCrashedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ec9d12), x::Name(0x1e95e07), 285, 0), // VmGuestRebootEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ecb014), x::Name(0x1e95e07), 285, 0), // VmGuestShutdownEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ecc513), x::Name(0x1e95e07), 285, 0), // VmGuestStandbyEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ecd923), x::Name(0x69680c), 285, 2), // VmHealthMonitoringStateChangedEvent: ClusterEvent
+        x::TypeEntry::structure(x::Name(0x1ecfd1b), x::Name(0x1e6a50d), 287, 2), // VmHostAffinityRuleViolation: VmConfigFault
+        x::TypeEntry::structure(x::Name(0x1ed191b), x::Name(0x1e95e07), 289, 1), // VmInstanceUuidAssignedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ed351a), x::Name(0x1e95e07), 290, 2), // VmInstanceUuidChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ed501b), x::Name(0x1e95e07), 292, 2), // VmInstanceUuidConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ed6c0e), x::Name(0x135a811), 294, 1), // VmLimitLicense: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x1ed7b0d), x::Name(0xb97508), 295, 0), // VmLogFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x1ed890e), x::Name(0xb9b609), 295, 0), // VmLogFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x1ed9812), x::Name(0x1e95e07), 295, 2), // VmMacAssignedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1edab11), x::Name(0x1e95e07), 297, 3), // VmMacChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1edbd12), x::Name(0x1e95e07), 300, 2), // VmMacConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1edd01a), x::Name(0x1e95e07), 302, 0), // VmMaxFTRestartCountReached: VmEvent
+        x::TypeEntry::structure(x::Name(0x1edeb18), x::Name(0x1e95e07), 302, 0), // VmMaxRestartCountReached: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ee0413), x::Name(0x1e95e07), 302, 2), // VmMessageErrorEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ee180e), x::Name(0x1e95e07), 304, 2), // VmMessageEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ee2715), x::Name(0x1e95e07), 306, 2), // VmMessageWarningEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ee3d16), x::Name(0x1b42008), 308, 0), // VmMetadataManagerFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1ee540f), x::Name(0x1e95e07), 308, 3), // VmMigratedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ee6426), x::Name(0x1b42008), 311, 0), // VmMonitorIncompatibleForFaultTolerance: VimFault
+        x::TypeEntry::structure(x::Name(0x1ee8b23), x::Name(0x1e95e07), 311, 0), // VmNoCompatibleHostForSecondaryEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1eeaf16), x::Name(0x1e95e07), 311, 1), // VmNoNetworkAccessEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1eec60f), x::Name(0xb97508), 312, 0), // VmNvramFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x1eed610), x::Name(0xb9b609), 312, 0), // VmNvramFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x1eee70f), x::Name(0x1e95e07), 312, 0), // VmOrphanedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1eef717), x::Name(0xaa460b), 312, 4), // VmPodConfigForPlacement: DynamicData
+        x::TypeEntry::structure(x::Name(0x1ef0f12), x::Name(0x14acf10), 316, 0), // VmPortGroupProfile: PortGroupProfile
+        x::TypeEntry::structure(x::Name(0x1ef221a), x::Name(0x1ef5911), 316, 1), // VmPowerOffOnIsolationEvent: VmPoweredOffEvent
+        x::TypeEntry::structure(x::Name(0x1ef3d11), x::Name(0x117ae0c), 317, 0), // VmPowerOnDisabled: InvalidState
+        x::TypeEntry::structure(x::Name(0x1ef5911), x::Name(0x1e95e07), 317, 0), // VmPoweredOffEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ef6b10), x::Name(0x1e95e07), 317, 0), // VmPoweredOnEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1ef7c25), x::Name(0x1e95e07), 317, 1), // VmPoweringOnWithCustomizedDVPortEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1efa216), x::Name(0x1e95e07), 318, 1), // VmPrimaryFailoverEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1efb913), x::Name(0x1e95e07), 319, 2), // VmReconfiguredEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1efcd11), x::Name(0x1e95e07), 321, 0), // VmRegisteredEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1efdf19), x::Name(0x1e95e07), 321, 0), // VmRelayoutSuccessfulEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1eff917), x::Name(0x1e95e07), 321, 0), // VmRelayoutUpToDateEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f01115), x::Name(0x1e95e07), 321, 1), // VmReloadFromPathEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f0271b), x::Name(0x1e95e07), 322, 1), // VmReloadFromPathFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f04315), x::Name(0x1f05913), 323, 4), // VmRelocateFailedEvent: VmRelocateSpecEvent
+        x::TypeEntry::structure(x::Name(0x1f05913), x::Name(0x1e95e07), 327, 0), // VmRelocateSpecEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f06d10), x::Name(0x1f05913), 327, 3), // VmRelocatedEvent: VmRelocateSpecEvent
+        x::TypeEntry::structure(x::Name(0x1f07e1d), x::Name(0x1e95e07), 330, 0), // VmRemoteConsoleConnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f09c20), x::Name(0x1e95e07), 330, 0), // VmRemoteConsoleDisconnectedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f0bd0e), x::Name(0x1e95e07), 330, 0), // VmRemovedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f0cc0e), x::Name(0x1e95e07), 330, 2), // VmRenamedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f0db27), x::Name(0x1e95e07), 332, 0), // VmRequirementsExceedCurrentEVCModeEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f10310), x::Name(0x1e95e07), 332, 0), // VmResettingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f11418), x::Name(0x1e95e07), 332, 2), // VmResourcePoolMovedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f12d1a), x::Name(0x1e95e07), 334, 1), // VmResourceReallocatedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f1481f), x::Name(0x1ef6b10), 335, 1), // VmRestartedOnAlternateHostEvent: VmPoweredOnEvent
+        x::TypeEntry::structure(x::Name(0x1f1680f), x::Name(0x1e95e07), 336, 0), // VmResumingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f17815), x::Name(0x1e95e07), 336, 0), // VmSecondaryAddedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f18e20), x::Name(0x1e95e07), 336, 1), // VmSecondaryDisabledBySystemEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f1af18), x::Name(0x1e95e07), 337, 0), // VmSecondaryDisabledEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f1c817), x::Name(0x1e95e07), 337, 0), // VmSecondaryEnabledEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f1e017), x::Name(0x1e95e07), 337, 0), // VmSecondaryStartedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f1f81a), x::Name(0x1ef5911), 337, 2), // VmShutdownOnIsolationEvent: VmPoweredOffEvent
+        x::TypeEntry::enumeration(x::Name(0x1f21323), 134, 2), // VmShutdownOnIsolationEventOperation
+        x::TypeEntry::structure(x::Name(0x1f23723), x::Name(0x112751a), 339, 2), // VmSmpFaultToleranceTooManyVMsOnHost: InsufficientResourcesFault
+        x::TypeEntry::structure(x::Name(0x1f25b12), x::Name(0xb97508), 341, 0), // VmSnapshotFileInfo: FileInfo
+        x::TypeEntry::structure(x::Name(0x1f26e13), x::Name(0xb9b609), 341, 0), // VmSnapshotFileQuery: FileQuery
+        x::TypeEntry::structure(x::Name(0x1f28215), x::Name(0x1e95e07), 341, 0), // VmStartRecordingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f29815), x::Name(0x1e95e07), 341, 0), // VmStartReplayingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f2ae0f), x::Name(0x1e95e07), 341, 0), // VmStartingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f2be18), x::Name(0x1e95e07), 341, 0), // VmStartingSecondaryEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f2d718), x::Name(0x1e95e07), 341, 2), // VmStaticMacConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f2f00f), x::Name(0x1e95e07), 343, 0), // VmStoppingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f30010), x::Name(0x1e95e07), 343, 0), // VmSuspendedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f31111), x::Name(0x1e95e07), 343, 0), // VmSuspendingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f32320), x::Name(0x1e95e07), 343, 1), // VmTimedoutStartingSecondaryEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f34413), x::Name(0x1b42008), 344, 0), // VmToolsUpgradeFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1f3581a), x::Name(0x1f2ae0f), 344, 1), // VmUnsupportedStartingEvent: VmStartingEvent
+        x::TypeEntry::structure(x::Name(0x1f37316), x::Name(0x1e95e07), 345, 1), // VmUpgradeCompleteEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f38a14), x::Name(0x1e95e07), 346, 0), // VmUpgradeFailedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f39f10), x::Name(0x1e95e07), 346, 1), // VmUpgradingEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f3b013), x::Name(0x1e95e07), 347, 1), // VmUuidAssignedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f3c412), x::Name(0x1e95e07), 348, 2), // VmUuidChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f3d713), x::Name(0x1e95e07), 350, 2), // VmUuidConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f3eb13), x::Name(0x1b42008), 352, 3), // VmValidateMaxDevice: VimFault
+        x::TypeEntry::structure(x::Name(0x1f3ff28), x::Name(0xa36408), 355, 2), // VmVnicPoolReservationViolationClearEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0x1f42828), x::Name(0xa36408), 357, 2), // VmVnicPoolReservationViolationRaiseEvent: DvsEvent
+        x::TypeEntry::structure(x::Name(0x1f45112), x::Name(0x1e95e07), 359, 2), // VmWwnAssignedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f46411), x::Name(0x1e95e07), 361, 4), // VmWwnChangedEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f4760d), x::Name(0x117c70f), 365, 4), // VmWwnConflict: InvalidVmConfig
+        x::TypeEntry::structure(x::Name(0x1f48412), x::Name(0x1e95e07), 369, 3), // VmWwnConflictEvent: VmEvent
+        x::TypeEntry::structure(x::Name(0x1f49712), x::Name(0x1f5c50e), 372, 0), // VmfsAlreadyMounted: VmfsMountFault
+        x::TypeEntry::structure(x::Name(0x1f4aa12), x::Name(0x1f5c50e), 372, 0), // VmfsAmbiguousMount: VmfsMountFault
+        x::TypeEntry::structure(x::Name(0x1f4bd10), x::Name(0xaa460b), 372, 6), // VmfsConfigOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f4ce1c), x::Name(0x1f5931f), 378, 0), // VmfsDatastoreAllExtentOption: VmfsDatastoreSingleExtentOption
+        x::TypeEntry::structure(x::Name(0x1f4eb17), x::Name(0xaa460b), 378, 2), // VmfsDatastoreBaseOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f50317), x::Name(0x1f5b311), 380, 3), // VmfsDatastoreCreateSpec: VmfsDatastoreSpec
+        x::TypeEntry::structure(x::Name(0x1f51b17), x::Name(0x1f5b311), 383, 2), // VmfsDatastoreExpandSpec: VmfsDatastoreSpec
+        x::TypeEntry::structure(x::Name(0x1f53317), x::Name(0x1f5b311), 385, 2), // VmfsDatastoreExtendSpec: VmfsDatastoreSpec
+        x::TypeEntry::structure(x::Name(0x1f54b11), x::Name(0x8cf10d), 387, 3), // VmfsDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x1f55d21), x::Name(0x1f4eb17), 390, 1), // VmfsDatastoreMultipleExtentOption: VmfsDatastoreBaseOption
+        x::TypeEntry::structure(x::Name(0x1f57f13), x::Name(0xaa460b), 391, 2), // VmfsDatastoreOption: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5931f), x::Name(0x1f4eb17), 393, 1), // VmfsDatastoreSingleExtentOption: VmfsDatastoreBaseOption
+        x::TypeEntry::structure(x::Name(0x1f5b311), x::Name(0xaa460b), 394, 1), // VmfsDatastoreSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5c50e), x::Name(0xcde20f), 395, 1), // VmfsMountFault: HostConfigFault
+        x::TypeEntry::structure(x::Name(0x1f5d416), x::Name(0xaa460b), 396, 4), // VmfsUnmapBandwidthSpec: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f5eb1a), x::Name(0xf07411), 400, 0), // VmotionInterfaceNotEnabled: HostPowerOpFailed
+        x::TypeEntry::enumeration(x::Name(0x1f6062b), 136, 3), // VmwareDistributedVirtualSwitchPvlanPortType
+        x::TypeEntry::structure(x::Name(0x1f63227), x::Name(0x1f6af26), 400, 1), // VmwareDistributedVirtualSwitchPvlanSpec: VmwareDistributedVirtualSwitchVlanSpec
+        x::TypeEntry::structure(x::Name(0x1f65a2b), x::Name(0x1f6af26), 401, 1), // VmwareDistributedVirtualSwitchTrunkVlanSpec: VmwareDistributedVirtualSwitchVlanSpec
+        x::TypeEntry::structure(x::Name(0x1f68628), x::Name(0x1f6af26), 402, 1), // VmwareDistributedVirtualSwitchVlanIdSpec: VmwareDistributedVirtualSwitchVlanSpec
+        x::TypeEntry::structure(x::Name(0x1f6af26), x::Name(0x10f8011), 403, 0), // VmwareDistributedVirtualSwitchVlanSpec: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x1f6d61d), x::Name(0x10f8011), 403, 6), // VmwareUplinkPortTeamingPolicy: InheritablePolicy
+        x::TypeEntry::structure(x::Name(0x1f6f410), x::Name(0xaa460b), 409, 2), // VnicPortArgument: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f70511), x::Name(0x7f8d12), 411, 0), // VolumeEditorError: CustomizationFault
+        x::TypeEntry::structure(x::Name(0x1f71710), x::Name(0x135a811), 411, 1), // VramLimitLicense: NotEnoughLicenses
+        x::TypeEntry::structure(x::Name(0x1f72815), x::Name(0xaa460b), 412, 2), // VsanClusterConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f73e24), x::Name(0xaa460b), 414, 3), // VsanClusterConfigInfoHostDefaultInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f76317), x::Name(0x5ac519), 417, 2), // VsanClusterUuidMismatch: CannotMoveVsanEnabledHost
+        x::TypeEntry::structure(x::Name(0x1f77b11), x::Name(0x8cf10d), 419, 2), // VsanDatastoreInfo: DatastoreInfo
+        x::TypeEntry::structure(x::Name(0x1f78d0d), x::Name(0x1f7ad09), 421, 1), // VsanDiskFault: VsanFault
+        x::TypeEntry::enumeration(x::Name(0x1f79b11), 139, 3), // VsanDiskIssueType
+        x::TypeEntry::structure(x::Name(0x1f7ad09), x::Name(0x1b42008), 422, 0), // VsanFault: VimFault
+        x::TypeEntry::structure(x::Name(0x1f7b715), x::Name(0xaa460b), 422, 5), // VsanHostClusterStatus: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f7cd1a), x::Name(0xaa460b), 427, 2), // VsanHostClusterStatusState: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f7e82c), x::Name(0xaa460b), 429, 2), // VsanHostClusterStatusStateCompletionEstimate: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f81512), x::Name(0xaa460b), 431, 6), // VsanHostConfigInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8281d), x::Name(0xaa460b), 437, 2), // VsanHostConfigInfoClusterInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8461d), x::Name(0xaa460b), 439, 1), // VsanHostConfigInfoNetworkInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f86427), x::Name(0xaa460b), 440, 2), // VsanHostConfigInfoNetworkInfoPortConfig: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f88c1d), x::Name(0xaa460b), 442, 4), // VsanHostConfigInfoStorageInfo: DynamicData
+        x::TypeEntry::structure(x::Name(0x1f8aa18), x::Name(0xaa460b), 446, 1), // VsanHostDecommissionMode: DynamicData
+        x::TypeEntry::enumeration(x::Name(0x1f8c324), 142, 3), // VsanHostDecommissionModeObjectAction
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<VirtualMachineTicketType>),
+        Some(x::decode_boxed::<VirtualMachineToolsInstallType>),
+        Some(x::decode_boxed::<VirtualMachineToolsRunningStatus>),
+        Some(x::decode_boxed::<VirtualMachineToolsStatus>),
+        Some(x::decode_boxed::<VirtualMachineToolsVersionStatus>),
+        Some(x::decode_boxed::<VirtualMachineUsageOnDatastore>),
+        Some(x::decode_boxed::<VirtualMachineUsbInfo>),
+        Some(x::decode_boxed::<VirtualMachineUsbInfoFamily>),
+        Some(x::decode_boxed::<VirtualMachineUsbInfoSpeed>),
+        Some(x::decode_boxed::<VirtualMachineVFlashModuleInfo>),
+        Some(x::decode_boxed::<VirtualMachineVMCIDevice>),
+        Some(x::decode_boxed::<VirtualMachineVMCIDeviceAction>),
+        Some(x::decode_boxed::<VirtualMachineVMCIDeviceDirection>),
+        Some(x::decode_boxed::<VirtualMachineVMCIDeviceFilterInfo>),
+        Some(x::decode_boxed::<VirtualMachineVMCIDeviceFilterSpec>),
+        Some(x::decode_boxed::<VirtualMachineVMCIDeviceOption>),
+        Some(x::decode_boxed::<VirtualMachineVMCIDeviceOptionFilterSpecOption>),
+        Some(x::decode_boxed::<VirtualMachineVMCIDeviceProtocol>),
+        Some(x::decode_boxed::<VirtualMachineVMIROM>),
+        Some(x::decode_boxed::<VirtualMachineVcpuConfig>),
+        Some(x::decode_boxed::<VirtualMachineVgpuDeviceInfo>),
+        Some(x::decode_boxed::<VirtualMachineVgpuProfileInfo>),
+        Some(x::decode_boxed::<VirtualMachineVgpuProfileInfoProfileClass>),
+        Some(x::decode_boxed::<VirtualMachineVgpuProfileInfoProfileSharing>),
+        Some(x::decode_boxed::<VirtualMachineVideoCard>),
+        Some(x::decode_boxed::<VirtualMachineVideoCardUse3dRenderer>),
+        Some(x::decode_boxed::<VirtualMachineVirtualPMem>),
+        Some(x::decode_boxed::<VirtualMachineVirtualPMemSnapshotMode>),
+        Some(x::decode_boxed::<VirtualMachineWindowsQuiesceSpec>),
+        Some(x::decode_boxed::<VirtualMachineWindowsQuiesceSpecVssBackupContext>),
+        Some(x::decode_boxed::<VirtualMachineWipeResult>),
+        Some(x::decode_boxed::<VirtualNVDIMM>),
+        Some(x::decode_boxed::<VirtualNVDIMMBackingInfo>),
+        Some(x::decode_boxed::<VirtualNVDIMMController>),
+        Some(x::decode_boxed::<VirtualNVDIMMControllerOption>),
+        Some(x::decode_boxed::<VirtualNVDIMMOption>),
+        Some(x::decode_boxed::<VirtualNVMEController>),
+        Some(x::decode_boxed::<VirtualNVMEControllerOption>),
+        Some(x::decode_boxed::<VirtualNicManagerNetConfig>),
+        Some(x::decode_boxed::<VirtualPCIController>),
+        Some(x::decode_boxed::<VirtualPCIControllerOption>),
+        Some(x::decode_boxed::<VirtualPCIPassthrough>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughAllowedDevice>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughDynamicBackingInfo>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughDynamicBackingOption>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughOption>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughPluginBackingInfo>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughPluginBackingOption>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughVmiopBackingInfo>),
+        Some(x::decode_boxed::<VirtualPCIPassthroughVmiopBackingOption>),
+        Some(x::decode_boxed::<VirtualPCNet32>),
+        Some(x::decode_boxed::<VirtualPCNet32Option>),
+        Some(x::decode_boxed::<VirtualPS2Controller>),
+        Some(x::decode_boxed::<VirtualPS2ControllerOption>),
+        Some(x::decode_boxed::<VirtualParallelPort>),
+        Some(x::decode_boxed::<VirtualParallelPortDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualParallelPortDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualParallelPortFileBackingInfo>),
+        Some(x::decode_boxed::<VirtualParallelPortFileBackingOption>),
+        Some(x::decode_boxed::<VirtualParallelPortOption>),
+        Some(x::decode_boxed::<VirtualPointingDevice>),
+        Some(x::decode_boxed::<VirtualPointingDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualPointingDeviceDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualPointingDeviceHostChoice>),
+        Some(x::decode_boxed::<VirtualPointingDeviceOption>),
+        Some(x::decode_boxed::<VirtualPrecisionClock>),
+        Some(x::decode_boxed::<VirtualPrecisionClockOption>),
+        Some(x::decode_boxed::<VirtualPrecisionClockSystemClockBackingInfo>),
+        Some(x::decode_boxed::<VirtualPrecisionClockSystemClockBackingOption>),
+        Some(x::decode_boxed::<VirtualSATAController>),
+        Some(x::decode_boxed::<VirtualSATAControllerOption>),
+        Some(x::decode_boxed::<VirtualSCSIController>),
+        Some(x::decode_boxed::<VirtualSCSIControllerOption>),
+        Some(x::decode_boxed::<VirtualSCSIPassthrough>),
+        Some(x::decode_boxed::<VirtualSCSIPassthroughDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualSCSIPassthroughDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualSCSIPassthroughOption>),
+        Some(x::decode_boxed::<VirtualSCSISharing>),
+        Some(x::decode_boxed::<VirtualSIOController>),
+        Some(x::decode_boxed::<VirtualSIOControllerOption>),
+        Some(x::decode_boxed::<VirtualSerialPort>),
+        Some(x::decode_boxed::<VirtualSerialPortDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualSerialPortDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualSerialPortEndPoint>),
+        Some(x::decode_boxed::<VirtualSerialPortFileBackingInfo>),
+        Some(x::decode_boxed::<VirtualSerialPortFileBackingOption>),
+        Some(x::decode_boxed::<VirtualSerialPortOption>),
+        Some(x::decode_boxed::<VirtualSerialPortPipeBackingInfo>),
+        Some(x::decode_boxed::<VirtualSerialPortPipeBackingOption>),
+        Some(x::decode_boxed::<VirtualSerialPortThinPrintBackingInfo>),
+        Some(x::decode_boxed::<VirtualSerialPortThinPrintBackingOption>),
+        Some(x::decode_boxed::<VirtualSerialPortURIBackingInfo>),
+        Some(x::decode_boxed::<VirtualSerialPortURIBackingOption>),
+        Some(x::decode_boxed::<VirtualSoundBlaster16>),
+        Some(x::decode_boxed::<VirtualSoundBlaster16Option>),
+        Some(x::decode_boxed::<VirtualSoundCard>),
+        Some(x::decode_boxed::<VirtualSoundCardDeviceBackingInfo>),
+        Some(x::decode_boxed::<VirtualSoundCardDeviceBackingOption>),
+        Some(x::decode_boxed::<VirtualSoundCardOption>),
+        Some(x::decode_boxed::<VirtualSriovEthernetCard>),
+        Some(x::decode_boxed::<VirtualSriovEthernetCardOption>),
+        Some(x::decode_boxed::<VirtualSriovEthernetCardSriovBackingInfo>),
+        Some(x::decode_boxed::<VirtualSriovEthernetCardSriovBackingOption>),
+        Some(x::decode_boxed::<VirtualSwitchProfile>),
+        Some(x::decode_boxed::<VirtualSwitchSelectionProfile>),
+        Some(x::decode_boxed::<VirtualTPM>),
+        Some(x::decode_boxed::<VirtualTPMOption>),
+        Some(x::decode_boxed::<VirtualUSB>),
+        Some(x::decode_boxed::<VirtualUSBController>),
+        Some(x::decode_boxed::<VirtualUSBControllerOption>),
+        Some(x::decode_boxed::<VirtualUSBControllerPciBusSlotInfo>),
+        Some(x::decode_boxed::<VirtualUSBOption>),
+        Some(x::decode_boxed::<VirtualUSBRemoteClientBackingInfo>),
+        Some(x::decode_boxed::<VirtualUSBRemoteClientBackingOption>),
+        Some(x::decode_boxed::<VirtualUSBRemoteHostBackingInfo>),
+        Some(x::decode_boxed::<VirtualUSBRemoteHostBackingOption>),
+        Some(x::decode_boxed::<VirtualUSBUSBBackingInfo>),
+        Some(x::decode_boxed::<VirtualUSBUSBBackingOption>),
+        Some(x::decode_boxed::<VirtualUSBXHCIController>),
+        Some(x::decode_boxed::<VirtualUSBXHCIControllerOption>),
+        Some(x::decode_boxed::<VirtualVMIROMOption>),
+        Some(x::decode_boxed::<VirtualVideoCardOption>),
+        Some(x::decode_boxed::<VirtualVmxnet>),
+        Some(x::decode_boxed::<VirtualVmxnet2>),
+        Some(x::decode_boxed::<VirtualVmxnet2Option>),
+        Some(x::decode_boxed::<VirtualVmxnet3>),
+        Some(x::decode_boxed::<VirtualVmxnet3Option>),
+        Some(x::decode_boxed::<VirtualVmxnet3Vrdma>),
+        Some(x::decode_boxed::<VirtualVmxnet3VrdmaOption>),
+        Some(x::decode_boxed::<VirtualVmxnet3VrdmaOptionDeviceProtocols>),
+        Some(x::decode_boxed::<VirtualVmxnetOption>),
+        Some(x::decode_boxed::<VirtualWDT>),
+        Some(x::decode_boxed::<VirtualWDTOption>),
+        Some(x::decode_boxed::<VlanProfile>),
+        Some(x::decode_boxed::<VmAcquiredMksTicketEvent>),
+        Some(x::decode_boxed::<VmAcquiredTicketEvent>),
+        Some(x::decode_boxed::<VmAlreadyExistsInDatacenter>),
+        Some(x::decode_boxed::<VmAutoRenameEvent>),
+        Some(x::decode_boxed::<VmBeingClonedEvent>),
+        Some(x::decode_boxed::<VmBeingClonedNoFolderEvent>),
+        Some(x::decode_boxed::<VmBeingCreatedEvent>),
+        Some(x::decode_boxed::<VmBeingDeployedEvent>),
+        Some(x::decode_boxed::<VmBeingHotMigratedEvent>),
+        Some(x::decode_boxed::<VmBeingMigratedEvent>),
+        Some(x::decode_boxed::<VmBeingRelocatedEvent>),
+        Some(x::decode_boxed::<VmCloneEvent>),
+        Some(x::decode_boxed::<VmCloneFailedEvent>),
+        Some(x::decode_boxed::<VmClonedEvent>),
+        Some(x::decode_boxed::<VmConfigFault>),
+        Some(x::decode_boxed::<VmConfigFileEncryptionInfo>),
+        Some(x::decode_boxed::<VmConfigFileInfo>),
+        Some(x::decode_boxed::<VmConfigFileQuery>),
+        Some(x::decode_boxed::<VmConfigFileQueryFilter>),
+        Some(x::decode_boxed::<VmConfigFileQueryFlags>),
+        Some(x::decode_boxed::<VmConfigIncompatibleForFaultTolerance>),
+        Some(x::decode_boxed::<VmConfigIncompatibleForRecordReplay>),
+        Some(x::decode_boxed::<VmConfigInfo>),
+        Some(x::decode_boxed::<VmConfigMissingEvent>),
+        Some(x::decode_boxed::<VmConfigSpec>),
+        Some(x::decode_boxed::<VmConnectedEvent>),
+        Some(x::decode_boxed::<VmCreatedEvent>),
+        Some(x::decode_boxed::<VmDasBeingResetEvent>),
+        Some(x::decode_boxed::<VmDasBeingResetEventReasonCode>),
+        Some(x::decode_boxed::<VmDasBeingResetWithScreenshotEvent>),
+        Some(x::decode_boxed::<VmDasResetFailedEvent>),
+        Some(x::decode_boxed::<VmDasUpdateErrorEvent>),
+        Some(x::decode_boxed::<VmDasUpdateOkEvent>),
+        Some(x::decode_boxed::<VmDateRolledBackEvent>),
+        Some(x::decode_boxed::<VmDeployFailedEvent>),
+        Some(x::decode_boxed::<VmDeployedEvent>),
+        Some(x::decode_boxed::<VmDisconnectedEvent>),
+        Some(x::decode_boxed::<VmDiscoveredEvent>),
+        Some(x::decode_boxed::<VmDiskFailedEvent>),
+        Some(x::decode_boxed::<VmDiskFileEncryptionInfo>),
+        Some(x::decode_boxed::<VmDiskFileInfo>),
+        Some(x::decode_boxed::<VmDiskFileQuery>),
+        Some(x::decode_boxed::<VmDiskFileQueryFilter>),
+        Some(x::decode_boxed::<VmDiskFileQueryFlags>),
+        Some(x::decode_boxed::<VmEmigratingEvent>),
+        Some(x::decode_boxed::<VmEndRecordingEvent>),
+        Some(x::decode_boxed::<VmEndReplayingEvent>),
+        Some(x::decode_boxed::<VmEvent>),
+        Some(x::decode_boxed::<VmEventArgument>),
+        Some(x::decode_boxed::<VmFailedMigrateEvent>),
+        Some(x::decode_boxed::<VmFailedRelayoutEvent>),
+        Some(x::decode_boxed::<VmFailedRelayoutOnVmfs2DatastoreEvent>),
+        Some(x::decode_boxed::<VmFailedStartingSecondaryEvent>),
+        Some(x::decode_boxed::<VmFailedStartingSecondaryEventFailureReason>),
+        Some(x::decode_boxed::<VmFailedToPowerOffEvent>),
+        Some(x::decode_boxed::<VmFailedToPowerOnEvent>),
+        Some(x::decode_boxed::<VmFailedToRebootGuestEvent>),
+        Some(x::decode_boxed::<VmFailedToResetEvent>),
+        Some(x::decode_boxed::<VmFailedToShutdownGuestEvent>),
+        Some(x::decode_boxed::<VmFailedToStandbyGuestEvent>),
+        Some(x::decode_boxed::<VmFailedToSuspendEvent>),
+        Some(x::decode_boxed::<VmFailedUpdatingSecondaryConfig>),
+        Some(x::decode_boxed::<VmFailoverFailed>),
+        Some(x::decode_boxed::<VmFaultToleranceConfigIssue>),
+        Some(x::decode_boxed::<VmFaultToleranceConfigIssueReasonForIssue>),
+        Some(x::decode_boxed::<VmFaultToleranceConfigIssueWrapper>),
+        Some(x::decode_boxed::<VmFaultToleranceInvalidFileBacking>),
+        Some(x::decode_boxed::<VmFaultToleranceInvalidFileBackingDeviceType>),
+        Some(x::decode_boxed::<VmFaultToleranceIssue>),
+        Some(x::decode_boxed::<VmFaultToleranceOpIssuesList>),
+        Some(x::decode_boxed::<VmFaultToleranceStateChangedEvent>),
+        Some(x::decode_boxed::<VmFaultToleranceTooManyFtVcpusOnHost>),
+        Some(x::decode_boxed::<VmFaultToleranceTooManyVMsOnHost>),
+        Some(x::decode_boxed::<VmFaultToleranceTurnedOffEvent>),
+        Some(x::decode_boxed::<VmFaultToleranceVmTerminatedEvent>),
+        Some(x::decode_boxed::<VmGuestOSCrashedEvent>),
+        Some(x::decode_boxed::<VmGuestRebootEvent>),
+        Some(x::decode_boxed::<VmGuestShutdownEvent>),
+        Some(x::decode_boxed::<VmGuestStandbyEvent>),
+        Some(x::decode_boxed::<VmHealthMonitoringStateChangedEvent>),
+        Some(x::decode_boxed::<VmHostAffinityRuleViolation>),
+        Some(x::decode_boxed::<VmInstanceUuidAssignedEvent>),
+        Some(x::decode_boxed::<VmInstanceUuidChangedEvent>),
+        Some(x::decode_boxed::<VmInstanceUuidConflictEvent>),
+        Some(x::decode_boxed::<VmLimitLicense>),
+        Some(x::decode_boxed::<VmLogFileInfo>),
+        Some(x::decode_boxed::<VmLogFileQuery>),
+        Some(x::decode_boxed::<VmMacAssignedEvent>),
+        Some(x::decode_boxed::<VmMacChangedEvent>),
+        Some(x::decode_boxed::<VmMacConflictEvent>),
+        Some(x::decode_boxed::<VmMaxFTRestartCountReached>),
+        Some(x::decode_boxed::<VmMaxRestartCountReached>),
+        Some(x::decode_boxed::<VmMessageErrorEvent>),
+        Some(x::decode_boxed::<VmMessageEvent>),
+        Some(x::decode_boxed::<VmMessageWarningEvent>),
+        Some(x::decode_boxed::<VmMetadataManagerFault>),
+        Some(x::decode_boxed::<VmMigratedEvent>),
+        Some(x::decode_boxed::<VmMonitorIncompatibleForFaultTolerance>),
+        Some(x::decode_boxed::<VmNoCompatibleHostForSecondaryEvent>),
+        Some(x::decode_boxed::<VmNoNetworkAccessEvent>),
+        Some(x::decode_boxed::<VmNvramFileInfo>),
+        Some(x::decode_boxed::<VmNvramFileQuery>),
+        Some(x::decode_boxed::<VmOrphanedEvent>),
+        Some(x::decode_boxed::<VmPodConfigForPlacement>),
+        Some(x::decode_boxed::<VmPortGroupProfile>),
+        Some(x::decode_boxed::<VmPowerOffOnIsolationEvent>),
+        Some(x::decode_boxed::<VmPowerOnDisabled>),
+        Some(x::decode_boxed::<VmPoweredOffEvent>),
+        Some(x::decode_boxed::<VmPoweredOnEvent>),
+        Some(x::decode_boxed::<VmPoweringOnWithCustomizedDVPortEvent>),
+        Some(x::decode_boxed::<VmPrimaryFailoverEvent>),
+        Some(x::decode_boxed::<VmReconfiguredEvent>),
+        Some(x::decode_boxed::<VmRegisteredEvent>),
+        Some(x::decode_boxed::<VmRelayoutSuccessfulEvent>),
+        Some(x::decode_boxed::<VmRelayoutUpToDateEvent>),
+        Some(x::decode_boxed::<VmReloadFromPathEvent>),
+        Some(x::decode_boxed::<VmReloadFromPathFailedEvent>),
+        Some(x::decode_boxed::<VmRelocateFailedEvent>),
+        Some(x::decode_boxed::<VmRelocateSpecEvent>),
+        Some(x::decode_boxed::<VmRelocatedEvent>),
+        Some(x::decode_boxed::<VmRemoteConsoleConnectedEvent>),
+        Some(x::decode_boxed::<VmRemoteConsoleDisconnectedEvent>),
+        Some(x::decode_boxed::<VmRemovedEvent>),
+        Some(x::decode_boxed::<VmRenamedEvent>),
+        Some(x::decode_boxed::<VmRequirementsExceedCurrentEVCModeEvent>),
+        Some(x::decode_boxed::<VmResettingEvent>),
+        Some(x::decode_boxed::<VmResourcePoolMovedEvent>),
+        Some(x::decode_boxed::<VmResourceReallocatedEvent>),
+        Some(x::decode_boxed::<VmRestartedOnAlternateHostEvent>),
+        Some(x::decode_boxed::<VmResumingEvent>),
+        Some(x::decode_boxed::<VmSecondaryAddedEvent>),
+        Some(x::decode_boxed::<VmSecondaryDisabledBySystemEvent>),
+        Some(x::decode_boxed::<VmSecondaryDisabledEvent>),
+        Some(x::decode_boxed::<VmSecondaryEnabledEvent>),
+        Some(x::decode_boxed::<VmSecondaryStartedEvent>),
+        Some(x::decode_boxed::<VmShutdownOnIsolationEvent>),
+        Some(x::decode_boxed::<VmShutdownOnIsolationEventOperation>),
+        Some(x::decode_boxed::<VmSmpFaultToleranceTooManyVMsOnHost>),
+        Some(x::decode_boxed::<VmSnapshotFileInfo>),
+        Some(x::decode_boxed::<VmSnapshotFileQuery>),
+        Some(x::decode_boxed::<VmStartRecordingEvent>),
+        Some(x::decode_boxed::<VmStartReplayingEvent>),
+        Some(x::decode_boxed::<VmStartingEvent>),
+        Some(x::decode_boxed::<VmStartingSecondaryEvent>),
+        Some(x::decode_boxed::<VmStaticMacConflictEvent>),
+        Some(x::decode_boxed::<VmStoppingEvent>),
+        Some(x::decode_boxed::<VmSuspendedEvent>),
+        Some(x::decode_boxed::<VmSuspendingEvent>),
+        Some(x::decode_boxed::<VmTimedoutStartingSecondaryEvent>),
+        Some(x::decode_boxed::<VmToolsUpgradeFault>),
+        Some(x::decode_boxed::<VmUnsupportedStartingEvent>),
+        Some(x::decode_boxed::<VmUpgradeCompleteEvent>),
+        Some(x::decode_boxed::<VmUpgradeFailedEvent>),
+        Some(x::decode_boxed::<VmUpgradingEvent>),
+        Some(x::decode_boxed::<VmUuidAssignedEvent>),
+        Some(x::decode_boxed::<VmUuidChangedEvent>),
+        Some(x::decode_boxed::<VmUuidConflictEvent>),
+        Some(x::decode_boxed::<VmValidateMaxDevice>),
+        Some(x::decode_boxed::<VmVnicPoolReservationViolationClearEvent>),
+        Some(x::decode_boxed::<VmVnicPoolReservationViolationRaiseEvent>),
+        Some(x::decode_boxed::<VmWwnAssignedEvent>),
+        Some(x::decode_boxed::<VmWwnChangedEvent>),
+        Some(x::decode_boxed::<VmWwnConflict>),
+        Some(x::decode_boxed::<VmWwnConflictEvent>),
+        Some(x::decode_boxed::<VmfsAlreadyMounted>),
+        Some(x::decode_boxed::<VmfsAmbiguousMount>),
+        Some(x::decode_boxed::<VmfsConfigOption>),
+        Some(x::decode_boxed::<VmfsDatastoreAllExtentOption>),
+        Some(x::decode_boxed::<VmfsDatastoreBaseOption>),
+        Some(x::decode_boxed::<VmfsDatastoreCreateSpec>),
+        Some(x::decode_boxed::<VmfsDatastoreExpandSpec>),
+        Some(x::decode_boxed::<VmfsDatastoreExtendSpec>),
+        Some(x::decode_boxed::<VmfsDatastoreInfo>),
+        Some(x::decode_boxed::<VmfsDatastoreMultipleExtentOption>),
+        Some(x::decode_boxed::<VmfsDatastoreOption>),
+        Some(x::decode_boxed::<VmfsDatastoreSingleExtentOption>),
+        Some(x::decode_boxed::<VmfsDatastoreSpec>),
+        Some(x::decode_boxed::<VmfsMountFault>),
+        Some(x::decode_boxed::<VmfsUnmapBandwidthSpec>),
+        Some(x::decode_boxed::<VmotionInterfaceNotEnabled>),
+        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchPvlanPortType>),
+        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchPvlanSpec>),
+        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchTrunkVlanSpec>),
+        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchVlanIdSpec>),
+        Some(x::decode_boxed::<VmwareDistributedVirtualSwitchVlanSpec>),
+        Some(x::decode_boxed::<VmwareUplinkPortTeamingPolicy>),
+        Some(x::decode_boxed::<VnicPortArgument>),
+        Some(x::decode_boxed::<VolumeEditorError>),
+        Some(x::decode_boxed::<VramLimitLicense>),
+        Some(x::decode_boxed::<VsanClusterConfigInfo>),
+        Some(x::decode_boxed::<VsanClusterConfigInfoHostDefaultInfo>),
+        Some(x::decode_boxed::<VsanClusterUuidMismatch>),
+        Some(x::decode_boxed::<VsanDatastoreInfo>),
+        Some(x::decode_boxed::<VsanDiskFault>),
+        Some(x::decode_boxed::<VsanDiskIssueType>),
+        Some(x::decode_boxed::<VsanFault>),
+        Some(x::decode_boxed::<VsanHostClusterStatus>),
+        Some(x::decode_boxed::<VsanHostClusterStatusState>),
+        Some(x::decode_boxed::<VsanHostClusterStatusStateCompletionEstimate>),
+        Some(x::decode_boxed::<VsanHostConfigInfo>),
+        Some(x::decode_boxed::<VsanHostConfigInfoClusterInfo>),
+        Some(x::decode_boxed::<VsanHostConfigInfoNetworkInfo>),
+        Some(x::decode_boxed::<VsanHostConfigInfoNetworkInfoPortConfig>),
+        Some(x::decode_boxed::<VsanHostConfigInfoStorageInfo>),
+        Some(x::decode_boxed::<VsanHostDecommissionMode>),
+        Some(x::decode_boxed::<VsanHostDecommissionModeObjectAction>),
+    ],
+    fields: &[
+        x::FieldEntry::required(x::Name(0x22edf09), x::Name(0x1258216)), // datastore: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21dd109), x::Name(0x2857004)), // committed: long
+        x::FieldEntry::required(x::Name(0x301650b), x::Name(0x2857004)), // uncommitted: long
+        x::FieldEntry::required(x::Name(0x3043f08), x::Name(0x2857004)), // unshared: long
+        x::FieldEntry::required(x::Name(0x236040b), x::Name(0x2f00106)), // description: string
+        x::FieldEntry::required(x::Name(0x30d2906), x::Name(0x2729103)), // vendor: int
+        x::FieldEntry::required(x::Name(0x2c14807), x::Name(0x2729103)), // product: int
+        x::FieldEntry::required(x::Name(0x2b8970c), x::Name(0x2f00106)), // physicalPath: string
+        x::FieldEntry::repeated(x::Name(0x252a406), x::Name(0x2f00106)), // family: string
+        x::FieldEntry::repeated(x::Name(0x2e83005), x::Name(0x2f00106)), // speed: string
+        x::FieldEntry::optional(x::Name(0x2f0f207), x::Name(0x1d5ba15)), // summary: VirtualMachineSummary
+        x::FieldEntry::required(x::Name(0x30a810c), x::Name(0x103d33e)), // vFlashModule: HostVFlashManagerVFlashCacheConfigInfoVFlashModuleConfigOption
+        x::FieldEntry::optional(x::Name(0x26cbb02), x::Name(0x2857004)), // id: long
+        x::FieldEntry::optional(x::Name(0x2065d1e), x::Name(0x212d207)), // allowUnrestrictedCommunication: boolean
+        x::FieldEntry::optional(x::Name(0x2566a0c), x::Name(0x212d207)), // filterEnable: boolean
+        x::FieldEntry::optional(x::Name(0x256800a), x::Name(0x1d7a022)), // filterInfo: VirtualMachineVMCIDeviceFilterInfo
+        x::FieldEntry::repeated(x::Name(0x256d907), x::Name(0x1d7c322)), // filters: VirtualMachineVMCIDeviceFilterSpec
+        x::FieldEntry::required(x::Name(0x2c69804), x::Name(0x2857004)), // rank: long
+        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x2f00106)), // action: string
+        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
+        x::FieldEntry::required(x::Name(0x23bd809), x::Name(0x2f00106)), // direction: string
+        x::FieldEntry::optional(x::Name(0x285cf14), x::Name(0x2857004)), // lowerDstPortBoundary: long
+        x::FieldEntry::optional(x::Name(0x3065314), x::Name(0x2857004)), // upperDstPortBoundary: long
+        x::FieldEntry::required(x::Name(0x2065d1e), x::Name(0x55d20a)), // allowUnrestrictedCommunication: BoolOption
+        x::FieldEntry::optional(x::Name(0x256b810), x::Name(0x1d8052e)), // filterSpecOption: VirtualMachineVMCIDeviceOptionFilterSpecOption
+        x::FieldEntry::optional(x::Name(0x256c90f), x::Name(0x55d20a)), // filterSupported: BoolOption
+        x::FieldEntry::required(x::Name(0x2019a06), x::Name(0x5ef50c)), // action: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x5ef50c)), // protocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x23bd809), x::Name(0x5ef50c)), // direction: ChoiceOption
+        x::FieldEntry::required(x::Name(0x285cf14), x::Name(0x124480a)), // lowerDstPortBoundary: LongOption
+        x::FieldEntry::required(x::Name(0x3065314), x::Name(0x124480a)), // upperDstPortBoundary: LongOption
+        x::FieldEntry::optional(x::Name(0x27fa312), x::Name(0x11cae12)), // latencySensitivity: LatencySensitivity
+        x::FieldEntry::required(x::Name(0x239420a), x::Name(0x2f00106)), // deviceName: string
+        x::FieldEntry::required(x::Name(0x239d20e), x::Name(0x2857004)), // deviceVendorId: long
+        x::FieldEntry::required(x::Name(0x2897c0e), x::Name(0x2857004)), // maxFbSizeInGib: long
+        x::FieldEntry::required(x::Name(0x2faf511), x::Name(0x212d207)), // timeSlicedCapable: boolean
+        x::FieldEntry::required(x::Name(0x290c30a), x::Name(0x212d207)), // migCapable: boolean
+        x::FieldEntry::required(x::Name(0x21fe015), x::Name(0x212d207)), // computeProfileCapable: boolean
+        x::FieldEntry::required(x::Name(0x2c50114), x::Name(0x212d207)), // quadroProfileCapable: boolean
+        x::FieldEntry::required(x::Name(0x2c2160b), x::Name(0x2f00106)), // profileName: string
+        x::FieldEntry::required(x::Name(0x239d20e), x::Name(0x2857004)), // deviceVendorId: long
+        x::FieldEntry::required(x::Name(0x253a90b), x::Name(0x2857004)), // fbSizeInGib: long
+        x::FieldEntry::required(x::Name(0x2c23c0e), x::Name(0x2f00106)), // profileSharing: string
+        x::FieldEntry::required(x::Name(0x2c1be0c), x::Name(0x2f00106)), // profileClass: string
+        x::FieldEntry::optional(x::Name(0x30ea110), x::Name(0x2857004)), // videoRamSizeInKB: long
+        x::FieldEntry::optional(x::Name(0x2a2f20b), x::Name(0x2729103)), // numDisplays: int
+        x::FieldEntry::optional(x::Name(0x3072d0d), x::Name(0x212d207)), // useAutoDetect: boolean
+        x::FieldEntry::optional(x::Name(0x246f90f), x::Name(0x212d207)), // enable3DSupport: boolean
+        x::FieldEntry::optional(x::Name(0x306e80d), x::Name(0x2f00106)), // use3dRenderer: string
+        x::FieldEntry::optional(x::Name(0x25d6816), x::Name(0x2857004)), // graphicsMemorySizeInKB: long
+        x::FieldEntry::optional(x::Name(0x2e3690c), x::Name(0x2f00106)), // snapshotMode: string
+        x::FieldEntry::optional(x::Name(0x31f360d), x::Name(0x2729103)), // vssBackupType: int
+        x::FieldEntry::optional(x::Name(0x31f4416), x::Name(0x212d207)), // vssBootableSystemState: boolean
+        x::FieldEntry::optional(x::Name(0x31f5b15), x::Name(0x212d207)), // vssPartialFileSupport: boolean
+        x::FieldEntry::optional(x::Name(0x31f2510), x::Name(0x2f00106)), // vssBackupContext: string
+        x::FieldEntry::required(x::Name(0x23e8406), x::Name(0x2729103)), // diskId: int
+        x::FieldEntry::required(x::Name(0x2e00313), x::Name(0x2857004)), // shrinkableDiskSpace: long
+        x::FieldEntry::required(x::Name(0x216aa0c), x::Name(0x2857004)), // capacityInMB: long
+        x::FieldEntry::optional(x::Name(0x2214316), x::Name(0x2857004)), // configuredCapacityInMB: long
+        x::FieldEntry::optional(x::Name(0x2b25f06), x::Name(0x1da0a18)), // parent: VirtualNVDIMMBackingInfo
+        x::FieldEntry::optional(x::Name(0x2182c08), x::Name(0x2f00106)), // changeId: string
+        x::FieldEntry::required(x::Name(0x2a39e14), x::Name(0x1134d09)), // numNVDIMMControllers: IntOption
+        x::FieldEntry::required(x::Name(0x216aa0c), x::Name(0x124480a)), // capacityInMB: LongOption
+        x::FieldEntry::required(x::Name(0x25e1808), x::Name(0x212d207)), // growable: boolean
+        x::FieldEntry::required(x::Name(0x26ae60b), x::Name(0x212d207)), // hotGrowable: boolean
+        x::FieldEntry::required(x::Name(0x25d2c0f), x::Name(0x2857004)), // granularityInMB: long
+        x::FieldEntry::required(x::Name(0x2a3c60c), x::Name(0x1134d09)), // numNVMEDisks: IntOption
+        x::FieldEntry::required(x::Name(0x29e2707), x::Name(0x2f00106)), // nicType: string
+        x::FieldEntry::required(x::Name(0x2950f12), x::Name(0x212d207)), // multiSelectAllowed: boolean
+        x::FieldEntry::repeated(x::Name(0x215f60d), x::Name(0x106ad0e)), // candidateVnic: HostVirtualNic
+        x::FieldEntry::repeated(x::Name(0x2db0a0c), x::Name(0x2f00106)), // selectedVnic: string
+        x::FieldEntry::required(x::Name(0x2a55312), x::Name(0x1134d09)), // numSCSIControllers: IntOption
+        x::FieldEntry::required(x::Name(0x2a31010), x::Name(0x1134d09)), // numEthernetCards: IntOption
+        x::FieldEntry::required(x::Name(0x2a6980d), x::Name(0x1134d09)), // numVideoCards: IntOption
+        x::FieldEntry::required(x::Name(0x2a5bd0d), x::Name(0x1134d09)), // numSoundCards: IntOption
+        x::FieldEntry::required(x::Name(0x2a70d0a), x::Name(0x1134d09)), // numVmiRoms: IntOption
+        x::FieldEntry::optional(x::Name(0x2a6fe0e), x::Name(0x1134d09)), // numVmciDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2a41b18), x::Name(0x1134d09)), // numPCIPassthroughDevices: IntOption
+        x::FieldEntry::optional(x::Name(0x2a59815), x::Name(0x1134d09)), // numSasSCSIControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2a76a17), x::Name(0x1134d09)), // numVmxnet3EthernetCards: IntOption
+        x::FieldEntry::optional(x::Name(0x2a4461d), x::Name(0x1134d09)), // numParaVirtualSCSIControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2a52512), x::Name(0x1134d09)), // numSATAControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2a3b312), x::Name(0x1134d09)), // numNVMEControllers: IntOption
+        x::FieldEntry::optional(x::Name(0x2a7821c), x::Name(0x1134d09)), // numVmxnet3VrdmaEthernetCards: IntOption
+        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2729103)), // vendorId: int
+        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2729103)), // deviceId: int
+        x::FieldEntry::optional(x::Name(0x2f0420b), x::Name(0x2729103)), // subVendorId: int
+        x::FieldEntry::optional(x::Name(0x2f0210b), x::Name(0x2729103)), // subDeviceId: int
+        x::FieldEntry::optional(x::Name(0x2d3f30a), x::Name(0x2dfd105)), // revisionId: short
+        x::FieldEntry::required(x::Name(0x26cbb02), x::Name(0x2f00106)), // id: string
+        x::FieldEntry::required(x::Name(0x238ee08), x::Name(0x2f00106)), // deviceId: string
+        x::FieldEntry::required(x::Name(0x2f75508), x::Name(0x2f00106)), // systemId: string
+        x::FieldEntry::required(x::Name(0x30d5c08), x::Name(0x2dfd105)), // vendorId: short
+        x::FieldEntry::repeated(x::Name(0x2068e0d), x::Name(0x1db0022)), // allowedDevice: VirtualPCIPassthroughAllowedDevice
+        x::FieldEntry::optional(x::Name(0x22c0b0b), x::Name(0x2f00106)), // customLabel: string
+        x::FieldEntry::optional(x::Name(0x20b0c0a), x::Name(0x2f00106)), // assignedId: string
+        x::FieldEntry::optional(x::Name(0x30e2b04), x::Name(0x2f00106)), // vgpu: string
+        x::FieldEntry::optional(x::Name(0x2910a10), x::Name(0x212d207)), // migrateSupported: boolean
+        x::FieldEntry::required(x::Name(0x30e2b04), x::Name(0x18fe20c)), // vgpu: StringOption
+        x::FieldEntry::required(x::Name(0x289bf0c), x::Name(0x2729103)), // maxInstances: int
+        x::FieldEntry::required(x::Name(0x2f41310), x::Name(0x212d207)), // supportsMorphing: boolean
+        x::FieldEntry::required(x::Name(0x2a37f0c), x::Name(0x1134d09)), // numKeyboards: IntOption
+        x::FieldEntry::required(x::Name(0x2a47512), x::Name(0x1134d09)), // numPointingDevices: IntOption
+        x::FieldEntry::required(x::Name(0x268cb12), x::Name(0x5ef50c)), // hostPointingDevice: ChoiceOption
+        x::FieldEntry::required(x::Name(0x268cb12), x::Name(0x2f00106)), // hostPointingDevice: string
+        x::FieldEntry::optional(x::Name(0x2c35408), x::Name(0x2f00106)), // protocol: string
+        x::FieldEntry::required(x::Name(0x2c35408), x::Name(0x5ef50c)), // protocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2a5380c), x::Name(0x1134d09)), // numSATADisks: IntOption
+        x::FieldEntry::required(x::Name(0x2a5170d), x::Name(0x1134d09)), // numSATACdroms: IntOption
+        x::FieldEntry::optional(x::Name(0x26acb0c), x::Name(0x212d207)), // hotAddRemove: boolean
+        x::FieldEntry::required(x::Name(0x2def109), x::Name(0x1dfa712)), // sharedBus: VirtualSCSISharing
+        x::FieldEntry::optional(x::Name(0x2d8c312), x::Name(0x2729103)), // scsiCtlrUnitNumber: int
+        x::FieldEntry::required(x::Name(0x2a5660c), x::Name(0x1134d09)), // numSCSIDisks: IntOption
+        x::FieldEntry::required(x::Name(0x2a5450d), x::Name(0x1134d09)), // numSCSICdroms: IntOption
+        x::FieldEntry::required(x::Name(0x2a57312), x::Name(0x1134d09)), // numSCSIPassthrough: IntOption
+        x::FieldEntry::repeated(x::Name(0x2df9e07), x::Name(0x1dfa712)), // sharing: VirtualSCSISharing
+        x::FieldEntry::required(x::Name(0x233f112), x::Name(0x2729103)), // defaultSharedIndex: int
+        x::FieldEntry::required(x::Name(0x26acb0c), x::Name(0x55d20a)), // hotAddRemove: BoolOption
+        x::FieldEntry::required(x::Name(0x2d8c312), x::Name(0x2729103)), // scsiCtlrUnitNumber: int
+        x::FieldEntry::required(x::Name(0x2a3210f), x::Name(0x1134d09)), // numFloppyDrives: IntOption
+        x::FieldEntry::required(x::Name(0x2a5ae0e), x::Name(0x1134d09)), // numSerialPorts: IntOption
+        x::FieldEntry::required(x::Name(0x2a46410), x::Name(0x1134d09)), // numParallelPorts: IntOption
+        x::FieldEntry::required(x::Name(0x324be0b), x::Name(0x212d207)), // yieldOnPoll: boolean
+        x::FieldEntry::required(x::Name(0x324be0b), x::Name(0x55d20a)), // yieldOnPoll: BoolOption
+        x::FieldEntry::required(x::Name(0x24a7f08), x::Name(0x2f00106)), // endpoint: string
+        x::FieldEntry::optional(x::Name(0x29e6908), x::Name(0x212d207)), // noRxLoss: boolean
+        x::FieldEntry::required(x::Name(0x24a7f08), x::Name(0x5ef50c)), // endpoint: ChoiceOption
+        x::FieldEntry::required(x::Name(0x29e6908), x::Name(0x55d20a)), // noRxLoss: BoolOption
+        x::FieldEntry::optional(x::Name(0x2060a15), x::Name(0x212d207)), // allowGuestOSMtuChange: boolean
+        x::FieldEntry::optional(x::Name(0x2e9880c), x::Name(0x1e26628)), // sriovBacking: VirtualSriovEthernetCardSriovBackingInfo
+        x::FieldEntry::optional(x::Name(0x2b84f17), x::Name(0x1db2326)), // physicalFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x30fe416), x::Name(0x1db2326)), // virtualFunctionBacking: VirtualPCIPassthroughDeviceBackingInfo
+        x::FieldEntry::optional(x::Name(0x30ffb14), x::Name(0x2729103)), // virtualFunctionIndex: int
+        x::FieldEntry::required(x::Name(0x27d4703), x::Name(0x2f00106)), // key: string
+        x::FieldEntry::required(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::required(x::Name(0x2825004), x::Name(0x1209c0b)), // link: LinkProfile
+        x::FieldEntry::required(x::Name(0x2a48808), x::Name(0x137740f)), // numPorts: NumPortsProfile
+        x::FieldEntry::required(x::Name(0x29a1f0d), x::Name(0x1315214)), // networkPolicy: NetworkPolicyProfile
+        x::FieldEntry::repeated(x::Name(0x24a5727), x::Name(0x210f70c)), // endorsementKeyCertificateSigningRequest: base64Binary
+        x::FieldEntry::repeated(x::Name(0x24a3d19), x::Name(0x210f70c)), // endorsementKeyCertificate: base64Binary
+        x::FieldEntry::repeated(x::Name(0x2f24111), x::Name(0x2f00106)), // supportedFirmware: string
+        x::FieldEntry::required(x::Name(0x222c009), x::Name(0x212d207)), // connected: boolean
+        x::FieldEntry::optional(x::Name(0x30d2906), x::Name(0x2729103)), // vendor: int
+        x::FieldEntry::optional(x::Name(0x2c14807), x::Name(0x2729103)), // product: int
+        x::FieldEntry::repeated(x::Name(0x252a406), x::Name(0x2f00106)), // family: string
+        x::FieldEntry::repeated(x::Name(0x2e83005), x::Name(0x2f00106)), // speed: string
+        x::FieldEntry::optional(x::Name(0x20d5412), x::Name(0x212d207)), // autoConnectDevices: boolean
+        x::FieldEntry::optional(x::Name(0x246570b), x::Name(0x212d207)), // ehciEnabled: boolean
+        x::FieldEntry::required(x::Name(0x20d5412), x::Name(0x55d20a)), // autoConnectDevices: BoolOption
+        x::FieldEntry::required(x::Name(0x246750d), x::Name(0x55d20a)), // ehciSupported: BoolOption
+        x::FieldEntry::repeated(x::Name(0x2f3740f), x::Name(0x2f00106)), // supportedSpeeds: string
+        x::FieldEntry::optional(x::Name(0x2466311), x::Name(0x2729103)), // ehciPciSlotNumber: int
+        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
+        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
+        x::FieldEntry::optional(x::Name(0x20d5412), x::Name(0x212d207)), // autoConnectDevices: boolean
+        x::FieldEntry::required(x::Name(0x20d5412), x::Name(0x55d20a)), // autoConnectDevices: BoolOption
+        x::FieldEntry::repeated(x::Name(0x2f3740f), x::Name(0x2f00106)), // supportedSpeeds: string
+        x::FieldEntry::optional(x::Name(0x30ea110), x::Name(0x124480a)), // videoRamSizeInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x2a2f20b), x::Name(0x1134d09)), // numDisplays: IntOption
+        x::FieldEntry::optional(x::Name(0x3072d0d), x::Name(0x55d20a)), // useAutoDetect: BoolOption
+        x::FieldEntry::optional(x::Name(0x2f15309), x::Name(0x55d20a)), // support3D: BoolOption
+        x::FieldEntry::optional(x::Name(0x306f616), x::Name(0x55d20a)), // use3dRendererSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x25d6816), x::Name(0x124480a)), // graphicsMemorySizeInKB: LongOption
+        x::FieldEntry::optional(x::Name(0x25d7f1b), x::Name(0x55d20a)), // graphicsMemorySizeSupported: BoolOption
+        x::FieldEntry::optional(x::Name(0x239630e), x::Name(0x2f00106)), // deviceProtocol: string
+        x::FieldEntry::optional(x::Name(0x239630e), x::Name(0x5ef50c)), // deviceProtocol: ChoiceOption
+        x::FieldEntry::required(x::Name(0x2d65909), x::Name(0x212d207)), // runOnBoot: boolean
+        x::FieldEntry::required(x::Name(0x2d68107), x::Name(0x212d207)), // running: boolean
+        x::FieldEntry::required(x::Name(0x2d65909), x::Name(0x55d20a)), // runOnBoot: BoolOption
+        x::FieldEntry::required(x::Name(0x2fac60a), x::Name(0x2f00106)), // ticketType: string
+        x::FieldEntry::required(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x26a2f08), x::Name(0x2f00106)), // hostname: string
+        x::FieldEntry::repeated(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2aa5307), x::Name(0x2f00106)), // oldName: string
+        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
+        x::FieldEntry::required(x::Name(0x236d00a), x::Name(0xbc3713)), // destFolder: FolderEventArgument
+        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::required(x::Name(0x2e96a0b), x::Name(0x1e9660f)), // srcTemplate: VmEventArgument
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x236d00a), x::Name(0xbc3713)), // destFolder: FolderEventArgument
+        x::FieldEntry::required(x::Name(0x2372408), x::Name(0x2f00106)), // destName: string
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2e69e08), x::Name(0x1e9660f)), // sourceVm: VmEventArgument
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x220db0d), x::Name(0x2729103)), // configVersion: int
+        x::FieldEntry::optional(x::Name(0x248b80a), x::Name(0x1e6b31a)), // encryption: VmConfigFileEncryptionInfo
+        x::FieldEntry::optional(x::Name(0x2563706), x::Name(0x1e6f117)), // filter: VmConfigFileQueryFilter
+        x::FieldEntry::optional(x::Name(0x2387c07), x::Name(0x1e70916)), // details: VmConfigFileQueryFlags
+        x::FieldEntry::repeated(x::Name(0x288ae12), x::Name(0x2729103)), // matchConfigVersion: int
+        x::FieldEntry::optional(x::Name(0x2486609), x::Name(0x212d207)), // encrypted: boolean
+        x::FieldEntry::required(x::Name(0x220db0d), x::Name(0x212d207)), // configVersion: boolean
+        x::FieldEntry::optional(x::Name(0x248b80a), x::Name(0x212d207)), // encryption: boolean
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x252b405), x::Name(0x1233814)), // fault: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x2c14807), x::Name(0x1a9af0f)), // product: VAppProductInfo
+        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x1a9e110)), // property: VAppPropertyInfo
+        x::FieldEntry::required(x::Name(0x276770c), x::Name(0x1a8e214)), // ipAssignment: VAppIPAssignmentInfo
+        x::FieldEntry::repeated(x::Name(0x24d8804), x::Name(0x2f00106)), // eula: string
+        x::FieldEntry::repeated(x::Name(0x2b04c0a), x::Name(0x1a98912)), // ovfSection: VAppOvfSectionInfo
+        x::FieldEntry::repeated(x::Name(0x2b01a17), x::Name(0x2f00106)), // ovfEnvironmentTransport: string
+        x::FieldEntry::required(x::Name(0x2718e13), x::Name(0x212d207)), // installBootRequired: boolean
+        x::FieldEntry::required(x::Name(0x271a214), x::Name(0x2729103)), // installBootStopDelay: int
+        x::FieldEntry::repeated(x::Name(0x2c14807), x::Name(0x1a9bf0f)), // product: VAppProductSpec
+        x::FieldEntry::repeated(x::Name(0x2c2e808), x::Name(0x1a9f210)), // property: VAppPropertySpec
+        x::FieldEntry::optional(x::Name(0x276770c), x::Name(0x1a8e214)), // ipAssignment: VAppIPAssignmentInfo
+        x::FieldEntry::repeated(x::Name(0x24d8804), x::Name(0x2f00106)), // eula: string
+        x::FieldEntry::repeated(x::Name(0x2b04c0a), x::Name(0x1a99c12)), // ovfSection: VAppOvfSectionSpec
+        x::FieldEntry::repeated(x::Name(0x2b01a17), x::Name(0x2f00106)), // ovfEnvironmentTransport: string
+        x::FieldEntry::optional(x::Name(0x2718e13), x::Name(0x212d207)), // installBootRequired: boolean
+        x::FieldEntry::optional(x::Name(0x271a214), x::Name(0x2729103)), // installBootStopDelay: int
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2d86c12), x::Name(0x2f00106)), // screenshotFilePath: string
+        x::FieldEntry::required(x::Name(0x236c20d), x::Name(0xaeb513)), // destDatastore: EntityEventArgument
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2e96a0b), x::Name(0x1e9660f)), // srcTemplate: VmEventArgument
+        x::FieldEntry::required(x::Name(0x23e0704), x::Name(0x2f00106)), // disk: string
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x27d8705), x::Name(0x7b7d0b)), // keyId: CryptoKeyId
+        x::FieldEntry::optional(x::Name(0x2400908), x::Name(0x2f00106)), // diskType: string
+        x::FieldEntry::optional(x::Name(0x216b70a), x::Name(0x2857004)), // capacityKb: long
+        x::FieldEntry::optional(x::Name(0x262920f), x::Name(0x2729103)), // hardwareVersion: int
+        x::FieldEntry::optional(x::Name(0x2254e0e), x::Name(0x2f00106)), // controllerType: string
+        x::FieldEntry::repeated(x::Name(0x23e6f0b), x::Name(0x2f00106)), // diskExtents: string
+        x::FieldEntry::optional(x::Name(0x2fa6f04), x::Name(0x212d207)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x248b80a), x::Name(0x1e8c118)), // encryption: VmDiskFileEncryptionInfo
+        x::FieldEntry::optional(x::Name(0x2563706), x::Name(0x1e8f915)), // filter: VmDiskFileQueryFilter
+        x::FieldEntry::optional(x::Name(0x2387c07), x::Name(0x1e90f14)), // details: VmDiskFileQueryFlags
+        x::FieldEntry::repeated(x::Name(0x2400908), x::Name(0x2f00106)), // diskType: string
+        x::FieldEntry::repeated(x::Name(0x288c114), x::Name(0x2729103)), // matchHardwareVersion: int
+        x::FieldEntry::repeated(x::Name(0x2254e0e), x::Name(0x2f00106)), // controllerType: string
+        x::FieldEntry::optional(x::Name(0x2fa6f04), x::Name(0x212d207)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x2486609), x::Name(0x212d207)), // encrypted: boolean
+        x::FieldEntry::required(x::Name(0x2400908), x::Name(0x212d207)), // diskType: boolean
+        x::FieldEntry::required(x::Name(0x216b70a), x::Name(0x212d207)), // capacityKb: boolean
+        x::FieldEntry::required(x::Name(0x262920f), x::Name(0x212d207)), // hardwareVersion: boolean
+        x::FieldEntry::optional(x::Name(0x2254e0e), x::Name(0x212d207)), // controllerType: boolean
+        x::FieldEntry::optional(x::Name(0x23e6f0b), x::Name(0x212d207)), // diskExtents: boolean
+        x::FieldEntry::optional(x::Name(0x2fa6f04), x::Name(0x212d207)), // thin: boolean
+        x::FieldEntry::optional(x::Name(0x248b80a), x::Name(0x212d207)), // encryption: boolean
+        x::FieldEntry::required(x::Name(0x2f9e508), x::Name(0x212d207)), // template: boolean
+        x::FieldEntry::required(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::optional(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24bd70a), x::Name(0x2f00106)), // entityName: string
+        x::FieldEntry::optional(x::Name(0x24b9b06), x::Name(0x1258216)), // entity: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x24c8205), x::Name(0x1233814)), // error: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x20ff00b), x::Name(0x2f00106)), // backingType: string
+        x::FieldEntry::optional(x::Name(0x20faa0f), x::Name(0x2f00106)), // backingFilename: string
+        x::FieldEntry::repeated(x::Name(0x24cae06), x::Name(0x1233814)), // errors: LocalizedMethodFault
+        x::FieldEntry::repeated(x::Name(0x3207208), x::Name(0x1233814)), // warnings: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x2aa8908), x::Name(0x1ca6521)), // oldState: VirtualMachineFaultToleranceState
+        x::FieldEntry::required(x::Name(0x29c9e08), x::Name(0x1ca6521)), // newState: VirtualMachineFaultToleranceState
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x28a6f0d), x::Name(0x2729103)), // maxNumFtVcpus: int
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x28a7d0b), x::Name(0x2729103)), // maxNumFtVms: int
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x2bfa209), x::Name(0x2f00106)), // prevState: string
+        x::FieldEntry::required(x::Name(0x315ee06), x::Name(0x2f00106)), // vmName: string
+        x::FieldEntry::required(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2aa2f0f), x::Name(0x2f00106)), // oldInstanceUuid: string
+        x::FieldEntry::required(x::Name(0x29c410f), x::Name(0x2f00106)), // newInstanceUuid: string
+        x::FieldEntry::required(x::Name(0x221f80c), x::Name(0x1e9660f)), // conflictedVm: VmEventArgument
+        x::FieldEntry::required(x::Name(0x272270c), x::Name(0x2f00106)), // instanceUuid: string
+        x::FieldEntry::required(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
+        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
+        x::FieldEntry::required(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
+        x::FieldEntry::required(x::Name(0x2029a07), x::Name(0x2f00106)), // adapter: string
+        x::FieldEntry::required(x::Name(0x2aa3f06), x::Name(0x2f00106)), // oldMac: string
+        x::FieldEntry::required(x::Name(0x29c6106), x::Name(0x2f00106)), // newMac: string
+        x::FieldEntry::required(x::Name(0x221f80c), x::Name(0x1e9660f)), // conflictedVm: VmEventArgument
+        x::FieldEntry::required(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::repeated(x::Name(0x28ffb0b), x::Name(0x1cf1d15)), // messageInfo: VirtualMachineMessage
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::repeated(x::Name(0x28ffb0b), x::Name(0x1cf1d15)), // messageInfo: VirtualMachineMessage
+        x::FieldEntry::required(x::Name(0x28f8f07), x::Name(0x2f00106)), // message: string
+        x::FieldEntry::repeated(x::Name(0x28ffb0b), x::Name(0x1cf1d15)), // messageInfo: VirtualMachineMessage
+        x::FieldEntry::required(x::Name(0x2e5750a), x::Name(0xd5a311)), // sourceHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x8af117)), // sourceDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x2e5380f), x::Name(0x8c2216)), // sourceDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2eeef0a), x::Name(0x1258216)), // storagePod: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x23e0704), x::Name(0x14a890e)), // disk: PodDiskLocator
+        x::FieldEntry::optional(x::Name(0x3135d08), x::Name(0x18dc516)), // vmConfig: StorageDrsVmConfigInfo
+        x::FieldEntry::repeated(x::Name(0x272f30b), x::Name(0x6de50f)), // interVmRule: ClusterRuleInfo
+        x::FieldEntry::required(x::Name(0x27c680c), x::Name(0xd5a311)), // isolatedHost: HostEventArgument
+        x::FieldEntry::repeated(x::Name(0x31c7904), x::Name(0x1f6f410)), // vnic: VnicPortArgument
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x2f00106)), // reason: string
+        x::FieldEntry::required(x::Name(0x220c40a), x::Name(0x1c66718)), // configSpec: VirtualMachineConfigSpec
+        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x220a20a), x::Name(0x2f00106)), // configPath: string
+        x::FieldEntry::required(x::Name(0x220a20a), x::Name(0x2f00106)), // configPath: string
+        x::FieldEntry::required(x::Name(0x236db08), x::Name(0xd5a311)), // destHost: HostEventArgument
+        x::FieldEntry::required(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::optional(x::Name(0x236b30e), x::Name(0x8af117)), // destDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x236c20d), x::Name(0x8c2216)), // destDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2e5750a), x::Name(0xd5a311)), // sourceHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x2e52710), x::Name(0x8af117)), // sourceDatacenter: DatacenterEventArgument
+        x::FieldEntry::optional(x::Name(0x2e5380f), x::Name(0x8c2216)), // sourceDatastore: DatastoreEventArgument
+        x::FieldEntry::required(x::Name(0x2aa5307), x::Name(0x2f00106)), // oldName: string
+        x::FieldEntry::required(x::Name(0x29c6807), x::Name(0x2f00106)), // newName: string
+        x::FieldEntry::required(x::Name(0x2aa6709), x::Name(0x173b719)), // oldParent: ResourcePoolEventArgument
+        x::FieldEntry::required(x::Name(0x29c7c09), x::Name(0x173b719)), // newParent: ResourcePoolEventArgument
+        x::FieldEntry::optional(x::Name(0x220340d), x::Name(0x5cd818)), // configChanges: ChangesInfoEventArgument
+        x::FieldEntry::required(x::Name(0x2e5750a), x::Name(0xd5a311)), // sourceHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x2c78206), x::Name(0x1233814)), // reason: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x27c680c), x::Name(0xd5a311)), // isolatedHost: HostEventArgument
+        x::FieldEntry::optional(x::Name(0x2e0200e), x::Name(0x2f00106)), // shutdownResult: string
+        x::FieldEntry::optional(x::Name(0x2684e08), x::Name(0x2f00106)), // hostName: string
+        x::FieldEntry::required(x::Name(0x28a890e), x::Name(0x2729103)), // maxNumSmpFtVms: int
+        x::FieldEntry::required(x::Name(0x221f80c), x::Name(0x1e9660f)), // conflictedVm: VmEventArgument
+        x::FieldEntry::required(x::Name(0x2862903), x::Name(0x2f00106)), // mac: string
+        x::FieldEntry::optional(x::Name(0x2fb2e07), x::Name(0x2857004)), // timeout: long
+        x::FieldEntry::required(x::Name(0x25efb07), x::Name(0x2f00106)), // guestId: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x30def07), x::Name(0x2f00106)), // version: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2aaac07), x::Name(0x2f00106)), // oldUuid: string
+        x::FieldEntry::required(x::Name(0x29cd607), x::Name(0x2f00106)), // newUuid: string
+        x::FieldEntry::required(x::Name(0x221f80c), x::Name(0x1e9660f)), // conflictedVm: VmEventArgument
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::required(x::Name(0x288e303), x::Name(0x2729103)), // max: int
+        x::FieldEntry::required(x::Name(0x225af05), x::Name(0x2729103)), // count: int
+        x::FieldEntry::required(x::Name(0x319da15), x::Name(0x2f00106)), // vmVnicResourcePoolKey: string
+        x::FieldEntry::optional(x::Name(0x319f016), x::Name(0x2f00106)), // vmVnicResourcePoolName: string
+        x::FieldEntry::required(x::Name(0x319da15), x::Name(0x2f00106)), // vmVnicResourcePoolKey: string
+        x::FieldEntry::optional(x::Name(0x319f016), x::Name(0x2f00106)), // vmVnicResourcePoolName: string
+        x::FieldEntry::repeated(x::Name(0x29ee208), x::Name(0x2857004)), // nodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2bbbc08), x::Name(0x2857004)), // portWwns: long
+        x::FieldEntry::repeated(x::Name(0x2aa5b0b), x::Name(0x2857004)), // oldNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x2aa7d0b), x::Name(0x2857004)), // oldPortWwns: long
+        x::FieldEntry::repeated(x::Name(0x29c700b), x::Name(0x2857004)), // newNodeWwns: long
+        x::FieldEntry::repeated(x::Name(0x29c920b), x::Name(0x2857004)), // newPortWwns: long
+        x::FieldEntry::optional(x::Name(0x312dc02), x::Name(0x1258216)), // vm: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2658304), x::Name(0x1258216)), // host: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2967104), x::Name(0x2f00106)), // name: string
+        x::FieldEntry::optional(x::Name(0x3246403), x::Name(0x2857004)), // wwn: long
+        x::FieldEntry::repeated(x::Name(0x222050d), x::Name(0x1e9660f)), // conflictedVms: VmEventArgument
+        x::FieldEntry::repeated(x::Name(0x221e80f), x::Name(0xd5a311)), // conflictedHosts: HostEventArgument
+        x::FieldEntry::required(x::Name(0x3246403), x::Name(0x2857004)), // wwn: long
+        x::FieldEntry::required(x::Name(0x2128a0f), x::Name(0x2729103)), // blockSizeOption: int
+        x::FieldEntry::repeated(x::Name(0x3035b16), x::Name(0x2729103)), // unmapGranularityOption: int
+        x::FieldEntry::optional(x::Name(0x3030618), x::Name(0x124480a)), // unmapBandwidthFixedValue: LongOption
+        x::FieldEntry::optional(x::Name(0x302ed18), x::Name(0x124480a)), // unmapBandwidthDynamicMin: LongOption
+        x::FieldEntry::optional(x::Name(0x302d418), x::Name(0x124480a)), // unmapBandwidthDynamicMax: LongOption
+        x::FieldEntry::optional(x::Name(0x3031f17), x::Name(0x2857004)), // unmapBandwidthIncrement: long
+        x::FieldEntry::required(x::Name(0x27fd906), x::Name(0xd4f317)), // layout: HostDiskPartitionLayout
+        x::FieldEntry::optional(x::Name(0x2b33a15), x::Name(0x212d207)), // partitionFormatChange: boolean
+        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x31a4204), x::Name(0x108af0c)), // vmfs: HostVmfsSpec
+        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::required(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::required(x::Name(0x2b30d09), x::Name(0xd50b15)), // partition: HostDiskPartitionSpec
+        x::FieldEntry::repeated(x::Name(0x250ac06), x::Name(0xf92d15)), // extent: HostScsiDiskPartition
+        x::FieldEntry::optional(x::Name(0x28acb16), x::Name(0x2857004)), // maxPhysicalRDMFileSize: long
+        x::FieldEntry::optional(x::Name(0x28c8815), x::Name(0x2857004)), // maxVirtualRDMFileSize: long
+        x::FieldEntry::optional(x::Name(0x31a4204), x::Name(0x108bc0e)), // vmfs: HostVmfsVolume
+        x::FieldEntry::repeated(x::Name(0x31a730a), x::Name(0xd4821b)), // vmfsExtent: HostDiskPartitionBlockRange
+        x::FieldEntry::required(x::Name(0x2704e04), x::Name(0x1f4eb17)), // info: VmfsDatastoreBaseOption
+        x::FieldEntry::required(x::Name(0x2e81104), x::Name(0x1f5b311)), // spec: VmfsDatastoreSpec
+        x::FieldEntry::required(x::Name(0x31a730a), x::Name(0xd4821b)), // vmfsExtent: HostDiskPartitionBlockRange
+        x::FieldEntry::required(x::Name(0x2402708), x::Name(0x2f00106)), // diskUuid: string
+        x::FieldEntry::required(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::required(x::Name(0x2ba2906), x::Name(0x2f00106)), // policy: string
+        x::FieldEntry::required(x::Name(0x257bd0a), x::Name(0x2857004)), // fixedValue: long
+        x::FieldEntry::required(x::Name(0x245640a), x::Name(0x2857004)), // dynamicMin: long
+        x::FieldEntry::required(x::Name(0x245590a), x::Name(0x2857004)), // dynamicMax: long
+        x::FieldEntry::required(x::Name(0x2c4d407), x::Name(0x2729103)), // pvlanId: int
+        x::FieldEntry::repeated(x::Name(0x3124e06), x::Name(0x1381b0c)), // vlanId: NumericRange
+        x::FieldEntry::required(x::Name(0x3124e06), x::Name(0x2729103)), // vlanId: int
+        x::FieldEntry::optional(x::Name(0x2ba2906), x::Name(0x18fef0c)), // policy: StringPolicy
+        x::FieldEntry::optional(x::Name(0x2d3bb0d), x::Name(0x55dd0a)), // reversePolicy: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x2a0740e), x::Name(0x55dd0a)), // notifySwitches: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x2d5500c), x::Name(0x55dd0a)), // rollingOrder: BoolPolicy
+        x::FieldEntry::optional(x::Name(0x252350f), x::Name(0x865612)), // failureCriteria: DVSFailureCriteria
+        x::FieldEntry::optional(x::Name(0x305de0f), x::Name(0x1afbb1b)), // uplinkPortOrder: VMwareUplinkPortOrderPolicy
+        x::FieldEntry::required(x::Name(0x31c7904), x::Name(0x2f00106)), // vnic: string
+        x::FieldEntry::required(x::Name(0x2ba9a04), x::Name(0x9ed126)), // port: DistributedVirtualSwitchPortConnection
+        x::FieldEntry::required(x::Name(0x2820605), x::Name(0x2729103)), // limit: int
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x2325b0d), x::Name(0x1f73e24)), // defaultConfig: VsanClusterConfigInfoHostDefaultInfo
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x20cdf10), x::Name(0x212d207)), // autoClaimStorage: boolean
+        x::FieldEntry::optional(x::Name(0x21a6a0f), x::Name(0x212d207)), // checksumEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2661e0f), x::Name(0x2f00106)), // hostClusterUuid: string
+        x::FieldEntry::required(x::Name(0x2379516), x::Name(0x2f00106)), // destinationClusterUuid: string
+        x::FieldEntry::optional(x::Name(0x28da20e), x::Name(0x2f00106)), // membershipUuid: string
+        x::FieldEntry::optional(x::Name(0x200f00b), x::Name(0x2729103)), // accessGenNo: int
+        x::FieldEntry::optional(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x29ec708), x::Name(0x2f00106)), // nodeUuid: string
+        x::FieldEntry::required(x::Name(0x263e406), x::Name(0x2f00106)), // health: string
+        x::FieldEntry::required(x::Name(0x29ebd09), x::Name(0x1f7cd1a)), // nodeState: VsanHostClusterStatusState
+        x::FieldEntry::repeated(x::Name(0x28d880a), x::Name(0x2f00106)), // memberUuid: string
+        x::FieldEntry::required(x::Name(0x2ebd605), x::Name(0x2f00106)), // state: string
+        x::FieldEntry::optional(x::Name(0x21f060a), x::Name(0x1f7e82c)), // completion: VsanHostClusterStatusStateCompletionEstimate
+        x::FieldEntry::optional(x::Name(0x21ee10c), x::Name(0x2308208)), // completeTime: dateTime
+        x::FieldEntry::optional(x::Name(0x2b5ea0f), x::Name(0x2729103)), // percentComplete: int
+        x::FieldEntry::optional(x::Name(0x247bd07), x::Name(0x212d207)), // enabled: boolean
+        x::FieldEntry::optional(x::Name(0x269ae0a), x::Name(0x1258216)), // hostSystem: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x21c250b), x::Name(0x1f8281d)), // clusterInfo: VsanHostConfigInfoClusterInfo
+        x::FieldEntry::optional(x::Name(0x2eebe0b), x::Name(0x1f88c1d)), // storageInfo: VsanHostConfigInfoStorageInfo
+        x::FieldEntry::optional(x::Name(0x299cb0b), x::Name(0x1f8461d)), // networkInfo: VsanHostConfigInfoNetworkInfo
+        x::FieldEntry::optional(x::Name(0x252dd0f), x::Name(0x1f95117)), // faultDomainInfo: VsanHostFaultDomainInfo
+        x::FieldEntry::optional(x::Name(0x3097804), x::Name(0x2f00106)), // uuid: string
+        x::FieldEntry::optional(x::Name(0x29ec708), x::Name(0x2f00106)), // nodeUuid: string
+        x::FieldEntry::repeated(x::Name(0x2ba9a04), x::Name(0x1f86427)), // port: VsanHostConfigInfoNetworkInfoPortConfig
+        x::FieldEntry::optional(x::Name(0x2769308), x::Name(0x1f97d10)), // ipConfig: VsanHostIpConfig
+        x::FieldEntry::required(x::Name(0x238ac06), x::Name(0x2f00106)), // device: string
+        x::FieldEntry::optional(x::Name(0x20cdf10), x::Name(0x212d207)), // autoClaimStorage: boolean
+        x::FieldEntry::repeated(x::Name(0x23ecb0b), x::Name(0x1f91213)), // diskMapping: VsanHostDiskMapping
+        x::FieldEntry::repeated(x::Name(0x23ebf0b), x::Name(0x1f8e813)), // diskMapInfo: VsanHostDiskMapInfo
+        x::FieldEntry::optional(x::Name(0x21a6a0f), x::Name(0x212d207)), // checksumEnabled: boolean
+        x::FieldEntry::required(x::Name(0x2a8ff0c), x::Name(0x2f00106)), // objectAction: string
+    ],
+    values: &[
+        x::Name(0x292db03), // mks
+        x::Name(0x238ac06), // device
+        x::Name(0x25e710c), // guestControl
+        x::Name(0x3209e06), // webmks
+        x::Name(0x25f030e), // guestIntegrity
+        x::Name(0x3208e0f), // webRemoteDevice
+        x::Name(0x2614b15), // guestToolsTypeUnknown
+        x::Name(0x260fb11), // guestToolsTypeMSI
+        x::Name(0x2613911), // guestToolsTypeTar
+        x::Name(0x2610d11), // guestToolsTypeOSP
+        x::Name(0x2611f19), // guestToolsTypeOpenVMTools
+        x::Name(0x2608414), // guestToolsNotRunning
+        x::Name(0x2609911), // guestToolsRunning
+        x::Name(0x2603c1a), // guestToolsExecutingScripts
+        x::Name(0x2fc4d11), // toolsNotInstalled
+        x::Name(0x2fc5f0f), // toolsNotRunning
+        x::Name(0x2fc7708), // toolsOld
+        x::Name(0x2fc6f07), // toolsOk
+        x::Name(0x2606d16), // guestToolsNotInstalled
+        x::Name(0x2605715), // guestToolsNeedUpgrade
+        x::Name(0x2602a11), // guestToolsCurrent
+        x::Name(0x2616113), // guestToolsUnmanaged
+        x::Name(0x260ea10), // guestToolsTooOld
+        x::Name(0x260c216), // guestToolsSupportedOld
+        x::Name(0x260ab16), // guestToolsSupportedNew
+        x::Name(0x260d910), // guestToolsTooNew
+        x::Name(0x2601415), // guestToolsBlacklisted
+        x::Name(0x20c2c05), // audio
+        x::Name(0x2652703), // hid
+        x::Name(0x2652b0c), // hid_bootable
+        x::Name(0x2b83608), // physical
+        x::Name(0x21ddb0d), // communication
+        x::Name(0x26d6907), // imaging
+        x::Name(0x2c03607), // printer
+        x::Name(0x2ee0d07), // storage
+        x::Name(0x26bb703), // hub
+        x::Name(0x2e2430a), // smart_card
+        x::Name(0x2da8b08), // security
+        x::Name(0x30e7f05), // video
+        x::Name(0x3237d08), // wireless
+        x::Name(0x212a209), // bluetooth
+        x::Name(0x3245f04), // wusb
+        x::Name(0x2b4f603), // pda
+        x::Name(0x30dae0f), // vendor_specific
+        x::Name(0x2ad9905), // other
+        x::Name(0x302570d), // unknownFamily
+        x::Name(0x285b403), // low
+        x::Name(0x25b5804), // full
+        x::Name(0x2653f04), // high
+        x::Name(0x2f11c0a), // superSpeed
+        x::Name(0x2f1270e), // superSpeedPlus
+        x::Name(0x302820c), // unknownSpeed
+        x::Name(0x205e605), // allow
+        x::Name(0x2356e04), // deny
+        x::Name(0x25e3f05), // guest
+        x::Name(0x2658304), // host
+        x::Name(0x207d60c), // anyDirection
+        x::Name(0x26bff0a), // hypervisor
+        x::Name(0x2424a08), // doorbell
+        x::Name(0x2c5d909), // queuepair
+        x::Name(0x22ed608), // datagram
+        x::Name(0x2efe206), // stream
+        x::Name(0x207e30b), // anyProtocol
+        x::Name(0x21fc307), // compute
+        x::Name(0x2c4fa06), // quadro
+        x::Name(0x2faea0a), // timeSliced
+        x::Name(0x290bf03), // mig
+        x::Name(0x20e2e09), // automatic
+        x::Name(0x2e41308), // software
+        x::Name(0x261dc08), // hardware
+        x::Name(0x2700c16), // independent_persistent
+        x::Name(0x26fd819), // independent_eraseonrevert
+        x::Name(0x229d208), // ctx_auto
+        x::Name(0x229db0a), // ctx_backup
+        x::Name(0x229e615), // ctx_file_share_backup
+        x::Name(0x20e190a), // autodetect
+        x::Name(0x272a514), // intellimouseExplorer
+        x::Name(0x272ba0f), // intellimousePs2
+        x::Name(0x2855f10), // logitechMouseman
+        x::Name(0x290ae10), // microsoft_serial
+        x::Name(0x293f90c), // mouseSystems
+        x::Name(0x294060e), // mousemanSerial
+        x::Name(0x2c42703), // ps2
+        x::Name(0x29e7c09), // noSharing
+        x::Name(0x311b80e), // virtualSharing
+        x::Name(0x2b8a40f), // physicalSharing
+        x::Name(0x21b3b06), // client
+        x::Name(0x2dbe806), // server
+        x::Name(0x2d50606), // rocev1
+        x::Name(0x2d50d06), // rocev2
+        x::Name(0x31c1a17), // vmtoolsHeartbeatFailure
+        x::Name(0x2082213), // appHeartbeatFailure
+        x::Name(0x2084918), // appImmediateResetRequest
+        x::Name(0x31a0713), // vmcpResetApdCleared
+        x::Name(0x26f4110), // incompatibleHost
+        x::Name(0x285490b), // loginFailed
+        x::Name(0x2cb3e10), // registerVmFailed
+        x::Name(0x290fc0d), // migrateFailed
+        x::Name(0x261bb0c), // haNotEnabled
+        x::Name(0x293b814), // moreThanOneSecondary
+        x::Name(0x2c9ca18), // recordReplayNotSupported
+        x::Name(0x2cd9912), // replayNotSupported
+        x::Name(0x2f9ee0a), // templateVm
+        x::Name(0x296000c), // multipleVCPU
+        x::Name(0x267350c), // hostInactive
+        x::Name(0x25b1d15), // ftUnsupportedHardware
+        x::Name(0x25b3314), // ftUnsupportedProduct
+        x::Name(0x292a611), // missingVMotionNic
+        x::Name(0x2924813), // missingFTLoggingNic
+        x::Name(0x2fa7408), // thinDisk
+        x::Name(0x30dd01e), // verifySSLCertificateFlagNotSet
+        x::Name(0x262f30c), // hasSnapshots
+        x::Name(0x29e5608), // noConfig
+        x::Name(0x25b030d), // ftSecondaryVm
+        x::Name(0x262cd0c), // hasLocalDisk
+        x::Name(0x24d4f0a), // esxAgentVm
+        x::Name(0x30e850e), // video3dEnabled
+        x::Name(0x2630012), // hasUnsupportedDisk
+        x::Name(0x2726615), // insufficientBandwidth
+        x::Name(0x262da18), // hasNestedHVConfiguration
+        x::Name(0x2631316), // hasVFlashConfiguration
+        x::Name(0x3049e12), // unsupportedProduct
+        x::Name(0x2270710), // cpuHvUnsupported
+        x::Name(0x2272a13), // cpuHwmmuUnsupported
+        x::Name(0x226f90d), // cpuHvDisabled
+        x::Name(0x262be0e), // hasEFIFirmware
+        x::Name(0x2fbec0c), // tooManyVCPUs
+        x::Name(0x2fbf90d), // tooMuchMemory
+        x::Name(0x3048419), // unsupportedPMemHAFailOver
+        x::Name(0x30fc60d), // virtualFloppy
+        x::Name(0x30f070c), // virtualCdrom
+        x::Name(0x311a611), // virtualSerialPort
+        x::Name(0x3118013), // virtualParallelPort
+        x::Name(0x30f280b), // virtualDisk
+        x::Name(0x2e01708), // shutdown
+        x::Name(0x2bd270a), // poweredOff
+        x::Name(0x2c2a50b), // promiscuous
+        x::Name(0x27c5f08), // isolated
+        x::Name(0x21e1009), // community
+        x::Name(0x29ef808), // nonExist
+        x::Name(0x2ea760d), // stampMismatch
+        x::Name(0x3024f07), // unknown
+        x::Name(0x29e4d08), // noAction
+        x::Name(0x24ae719), // ensureObjectAccessibility
+        x::Name(0x24d8d0f), // evacuateAllData
+    ],
+};

@@ -35,6 +35,6 @@ pub static MANAGED_OBJECTS: x::ManagedObjects = x::ManagedObjects::new(
 pub fn property_type(
     mo_type: &str,
     path: &str,
-) -> Result<&'static x::FieldInfo, x::PropertyPathError> {
+) -> Result<x::FieldInfo, x::PropertyPathError> {
     MANAGED_OBJECTS.resolve_path(&super::REGISTRY, mo_type, path)
 }

@@ -4,218 +4,99 @@
 use super::super::types::*;
 use crate::xml as x;
 
-pub(crate) static TYPES: &[x::TypeInfo] = &[
-    x::TypeInfo {
-        name: "ArrayOfColor",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("Color", "Color")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<Color>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfManagedObjectReference",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[
-            x::FieldInfo::repeated("ManagedObjectReference", "ManagedObjectReference"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "ArrayOfShape",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("Shape", "Shape")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Vec<AnyShape>>),
-    },
-    x::TypeInfo {
-        name: "ArrayOfString",
-        base: None,
-        kind: x::TypeKind::Array,
-        fields: &[x::FieldInfo::repeated("string", "string")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "Circle",
-        base: Some("Shape"),
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("radiusMM", "double")],
-        values: &[],
-        decode: Some(x::decode_boxed::<Circle>),
-    },
-    x::TypeInfo {
-        name: "Color",
-        base: None,
-        kind: x::TypeKind::Enumeration,
-        fields: &[],
-        values: &["red", "dark-blue", "unknown", "self", "64bit"],
-        decode: Some(x::decode_boxed::<Color>),
-    },
-    x::TypeInfo {
-        name: "ContinueRetrievePropertiesExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("token", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "CurrentTimeRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::required("_this", "ManagedObjectReference")],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "Draw_TaskRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("drawing", "Drawing"),
-            x::FieldInfo::optional("color", "Color"),
-            x::FieldInfo::repeated("tags", "string"),
-            x::FieldInfo::optional("scale", "int"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "Drawing",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("type", "string"),
-            x::FieldInfo::required("main", "Shape"),
-            x::FieldInfo::repeated("shapes", "Shape"),
-            x::FieldInfo::optional("parent", "Drawing"),
-            x::FieldInfo::optional("ref", "ManagedObjectReference"),
-            x::FieldInfo::optional("createdAt", "dateTime"),
-            x::FieldInfo::optional("thumbnail", "base64Binary"),
-            x::FieldInfo::optional("extra", "anyType"),
-            x::FieldInfo::repeated("ipAddress", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Drawing>),
-    },
-    x::TypeInfo {
-        name: "DynamicData",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<DynamicData>),
-    },
-    x::TypeInfo {
-        name: "EraseRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("shape", "Shape"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "GetShapesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("match", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "InvalidLogin",
-        base: Some("MethodFault"),
-        kind: x::TypeKind::Structure,
-        fields: &[],
-        values: &[],
-        decode: Some(x::decode_boxed::<InvalidLogin>),
-    },
-    x::TypeInfo {
-        name: "LocalizedMethodFault",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("fault", "MethodFault"),
-            x::FieldInfo::optional("localizedMessage", "string"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<LocalizedMethodFault>),
-    },
-    x::TypeInfo {
-        name: "MethodFault",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[x::FieldInfo::optional("faultCause", "LocalizedMethodFault")],
-        values: &[],
-        decode: Some(x::decode_boxed::<MethodFault>),
-    },
-    x::TypeInfo {
-        name: "SessionIsActiveRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::required("sessionID", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "Shape",
-        base: Some("DynamicData"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("id", "int"),
-            x::FieldInfo::optional("color", "Color"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Shape>),
-    },
-    x::TypeInfo {
-        name: "Square",
-        base: Some("Shape"),
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("sideLength", "long"),
-            x::FieldInfo::optional("roundedCorners", "boolean"),
-        ],
-        values: &[],
-        decode: Some(x::decode_boxed::<Square>),
-    },
-    x::TypeInfo {
-        name: "WaitForUpdatesExRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("version", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-    x::TypeInfo {
-        name: "WaitForUpdatesRequestType",
-        base: None,
-        kind: x::TypeKind::Structure,
-        fields: &[
-            x::FieldInfo::required("_this", "ManagedObjectReference"),
-            x::FieldInfo::optional("version", "string"),
-        ],
-        values: &[],
-        decode: None,
-    },
-];
+pub(crate) static CHUNK: x::RegistryChunk = x::RegistryChunk {
+    types: &[
+        x::TypeEntry::array(x::Name(0x8e0c), 0), // ArrayOfColor
+        x::TypeEntry::array(x::Name(0x9b1d), 1), // ArrayOfManagedObjectReference
+        x::TypeEntry::array(x::Name(0xb90c), 2), // ArrayOfShape
+        x::TypeEntry::array(x::Name(0xc60d), 3), // ArrayOfString
+        x::TypeEntry::structure(x::Name(0xd406), x::Name(0x1cf05), 4, 1), // Circle: Shape
+        x::TypeEntry::enumeration(x::Name(0xdb05), 0, 5), // Color
+        x::TypeEntry::structure(x::Name(0xe127), x::Name::NONE, 5, 2), // ContinueRetrievePropertiesExRequestType
+        x::TypeEntry::structure(x::Name(0x10916), x::Name::NONE, 7, 1), // CurrentTimeRequestType
+        x::TypeEntry::structure(x::Name(0x12014), x::Name::NONE, 8, 5), // Draw_TaskRequestType
+        x::TypeEntry::structure(x::Name(0x13507), x::Name(0x13d0b), 13, 9), // Drawing: DynamicData
+        x::TypeEntry::structure(x::Name(0x13d0b), x::Name::NONE, 22, 0), // DynamicData
+        x::TypeEntry::structure(x::Name(0x14910), x::Name::NONE, 22, 2), // EraseRequestType
+        x::TypeEntry::structure(x::Name(0x15a14), x::Name::NONE, 24, 2), // GetShapesRequestType
+        x::TypeEntry::structure(x::Name(0x16f0c), x::Name(0x1a80b), 26, 0), // InvalidLogin: MethodFault
+        x::TypeEntry::structure(x::Name(0x17c14), x::Name(0x13d0b), 26, 2), // LocalizedMethodFault: DynamicData
+        x::TypeEntry::structure(x::Name(0x1a80b), x::Name::NONE, 28, 1), // MethodFault
+        x::TypeEntry::structure(x::Name(0x1b41a), x::Name::NONE, 29, 2), // SessionIsActiveRequestType
+        x::TypeEntry::structure(x::Name(0x1cf05), x::Name(0x13d0b), 31, 2), // Shape: DynamicData
+        x::TypeEntry::structure(x::Name(0x1d506), x::Name(0x1cf05), 33, 2), // Square: Shape
+        x::TypeEntry::structure(x::Name(0x1dc1b), x::Name::NONE, 35, 2), // WaitForUpdatesExRequestType
+        x::TypeEntry::structure(x::Name(0x1f819), x::Name::NONE, 37, 2), // WaitForUpdatesRequestType
+    ],
+    decoders: &[
+        Some(x::decode_boxed::<Vec<Color>>),
+        None, // ArrayOfManagedObjectReference
+        Some(x::decode_boxed::<Vec<AnyShape>>),
+        None, // ArrayOfString
+        Some(x::decode_boxed::<Circle>),
+        Some(x::decode_boxed::<Color>),
+        None, // ContinueRetrievePropertiesExRequestType
+        None, // CurrentTimeRequestType
+        None, // Draw_TaskRequestType
+        Some(x::decode_boxed::<Drawing>),
+        Some(x::decode_boxed::<DynamicData>),
+        None, // EraseRequestType
+        None, // GetShapesRequestType
+        Some(x::decode_boxed::<InvalidLogin>),
+        Some(x::decode_boxed::<LocalizedMethodFault>),
+        Some(x::decode_boxed::<MethodFault>),
+        None, // SessionIsActiveRequestType
+        Some(x::decode_boxed::<Shape>),
+        Some(x::decode_boxed::<Square>),
+        None, // WaitForUpdatesExRequestType
+        None, // WaitForUpdatesRequestType
+    ],
+    fields: &[
+        x::FieldEntry::repeated(x::Name(0xdb05), x::Name(0xdb05)), // Color: Color
+        x::FieldEntry::repeated(x::Name(0x19116), x::Name(0x19116)), // ManagedObjectReference: ManagedObjectReference
+        x::FieldEntry::repeated(x::Name(0x1cf05), x::Name(0x1cf05)), // Shape: Shape
+        x::FieldEntry::repeated(x::Name(0x30406), x::Name(0x30406)), // string: string
+        x::FieldEntry::required(x::Name(0x2b708), x::Name(0x25806)), // radiusMM: double
+        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x31a05), x::Name(0x30406)), // token: string
+        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x25f07), x::Name(0x13507)), // drawing: Drawing
+        x::FieldEntry::optional(x::Name(0x23505), x::Name(0xdb05)), // color: Color
+        x::FieldEntry::repeated(x::Name(0x30b04), x::Name(0x30406)), // tags: string
+        x::FieldEntry::optional(x::Name(0x2d705), x::Name(0x28103)), // scale: int
+        x::FieldEntry::required(x::Name(0x32004), x::Name(0x30406)), // type: string
+        x::FieldEntry::required(x::Name(0x2a504), x::Name(0x1cf05)), // main: Shape
+        x::FieldEntry::repeated(x::Name(0x2f206), x::Name(0x1cf05)), // shapes: Shape
+        x::FieldEntry::optional(x::Name(0x2b006), x::Name(0x13507)), // parent: Drawing
+        x::FieldEntry::optional(x::Name(0x2c403), x::Name(0x19116)), // ref: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x23b09), x::Name(0x24f08)), // createdAt: dateTime
+        x::FieldEntry::optional(x::Name(0x31009), x::Name(0x2200c)), // thumbnail: base64Binary
+        x::FieldEntry::optional(x::Name(0x26705), x::Name(0x21807)), // extra: anyType
+        x::FieldEntry::repeated(x::Name(0x28509), x::Name(0x30406)), // ipAddress: string
+        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2ec05), x::Name(0x1cf05)), // shape: Shape
+        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x2aa05), x::Name(0x30406)), // match: string
+        x::FieldEntry::required(x::Name(0x26d05), x::Name(0x1a80b)), // fault: MethodFault
+        x::FieldEntry::optional(x::Name(0x28f10), x::Name(0x30406)), // localizedMessage: string
+        x::FieldEntry::optional(x::Name(0x2730a), x::Name(0x17c14)), // faultCause: LocalizedMethodFault
+        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
+        x::FieldEntry::required(x::Name(0x2e209), x::Name(0x30406)), // sessionID: string
+        x::FieldEntry::required(x::Name(0x27e02), x::Name(0x28103)), // id: int
+        x::FieldEntry::optional(x::Name(0x23505), x::Name(0xdb05)), // color: Color
+        x::FieldEntry::required(x::Name(0x2f90a), x::Name(0x2a004)), // sideLength: long
+        x::FieldEntry::optional(x::Name(0x2c80e), x::Name(0x22d07)), // roundedCorners: boolean
+        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32d07), x::Name(0x30406)), // version: string
+        x::FieldEntry::required(x::Name(0x21205), x::Name(0x19116)), // _this: ManagedObjectReference
+        x::FieldEntry::optional(x::Name(0x32d07), x::Name(0x30406)), // version: string
+    ],
+    values: &[
+        x::Name(0x2c003), // red
+        x::Name(0x24509), // dark-blue
+        x::Name(0x32507), // unknown
+        x::Name(0x2dd04), // self
+        x::Name(0x8805), // 64bit
+    ],
+};
