@@ -83,7 +83,7 @@ impl FieldInfo {
 /// function pointers. In a position-independent executable every page of
 /// static data that holds a pointer is written at start-up to relocate it,
 /// and stays in memory for the process's life: with `&'static str` names
-/// the registry was 0.8 MB of such pages in every process using the crate.
+/// the registry was 0.7 MB of such pages in every process using the crate.
 /// These tables stay clean, read from the binary only where a lookup goes.
 ///
 /// Types come in chunks (one per generated file, so no file holds the whole
