@@ -9,17 +9,22 @@
 //! on the same bytes, with a raw quick-xml event scan that allocates nothing
 //! per event: the practical ceiling of a streaming decoder.
 //!
+//! Decoding is timed up to the decoded value; freeing that value is timed
+//! apart (the scan builds nothing to free), and the summary shows both.
+//!
 //! `cargo bench -p vsphere-client --bench codec` runs criterion, then prints
-//! a summary (MB/s from criterion's medians, decode/scan ratio, allocations
-//! per document); `BENCH_TSV=FILE` appends it as tab-separated lines for
-//! `make bench`.
+//! a summary: decode and scan timed side by side, round after round, for the
+//! MB/s and the decode/scan ratio (a shared machine's speed drifts between
+//! criterion's runs of one and of the other), the time to free the result,
+//! allocations per document, and encode MB/s from criterion's medians.
+//! `BENCH_TSV=FILE` appends it as tab-separated lines for `make bench`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use quick_xml::events::Event;
@@ -27,21 +32,30 @@ use vsphere_client::types::*;
 use vsphere_client::xml::soap;
 use vsphere_client::xml::{ManagedObjectReference, Value};
 
-/// Counts allocations, to show where decoding allocates and that the scan does not.
+/// Counts allocations while [`COUNTING`] is on, to show where decoding
+/// allocates and that the scan does not. Off while criterion times: a
+/// locked add per allocation would be measured as decoding.
 struct CountingAllocator;
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+fn count_allocation() {
+    if COUNTING.load(Ordering::Relaxed) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         System.dealloc(ptr, layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         System.realloc(ptr, layout, new_size)
     }
 }
@@ -55,18 +69,46 @@ const VMS: usize = 1000;
 struct Workload {
     name: &'static str,
     docs: Vec<Vec<u8>>,
-    decode: fn(&[u8]) -> usize,
+    decode: fn(&[u8]) -> Decoded,
 }
 
 impl Workload {
     fn bytes(&self) -> u64 {
         self.docs.iter().map(|d| d.len() as u64).sum()
     }
+
+    fn decode_all(&self) -> Vec<Decoded> {
+        self.docs
+            .iter()
+            .map(|d| (self.decode)(black_box(d)))
+            .collect()
+    }
+}
+
+/// What one document decodes to, kept whole so that the benchmark can time
+/// decoding and freeing the result apart.
+enum Decoded {
+    Page(Option<RetrieveResult>),
+    Updates(Option<UpdateSet>),
+    Fault(soap::SoapFault),
+}
+
+impl Decoded {
+    /// Objects (or fault details) decoded: checked against the captures.
+    fn count(&self) -> usize {
+        match self {
+            Decoded::Page(page) => page.as_ref().map_or(0, |p| p.objects.len()),
+            Decoded::Updates(updates) => updates
+                .as_ref()
+                .map_or(0, |u| u.filter_set.iter().map(|f| f.object_set.len()).sum()),
+            Decoded::Fault(fault) => fault.detail.is_some() as usize,
+        }
+    }
 }
 
 /// A page: the first is a `RetrievePropertiesEx` response, the others
 /// `ContinueRetrievePropertiesEx` responses (told apart in the first bytes).
-fn decode_page(doc: &[u8]) -> usize {
+fn decode_page(doc: &[u8]) -> Decoded {
     let head = &doc[..doc.len().min(600)];
     let continued = head
         .windows(b"<ContinueRetrievePropertiesExResponse".len())
@@ -77,23 +119,21 @@ fn decode_page(doc: &[u8]) -> usize {
         soap::decode_response::<RetrievePropertiesExRequestType>(doc)
     };
     match result {
-        Ok(Some(result)) => result.objects.len(),
-        Ok(None) => 0,
+        Ok(page) => Decoded::Page(page),
         Err(e) => panic!("captured page does not decode: {e}"),
     }
 }
 
-fn decode_updates(doc: &[u8]) -> usize {
+fn decode_updates(doc: &[u8]) -> Decoded {
     match soap::decode_response::<WaitForUpdatesExRequestType>(doc) {
-        Ok(Some(updates)) => updates.filter_set.iter().map(|f| f.object_set.len()).sum(),
-        Ok(None) => 0,
+        Ok(updates) => Decoded::Updates(updates),
         Err(e) => panic!("captured update set does not decode: {e}"),
     }
 }
 
-fn decode_fault(doc: &[u8]) -> usize {
+fn decode_fault(doc: &[u8]) -> Decoded {
     match soap::decode_fault(doc) {
-        Ok(fault) => fault.detail.is_some() as usize,
+        Ok(fault) => Decoded::Fault(fault),
         Err(e) => panic!("captured fault does not decode: {e}"),
     }
 }
@@ -176,11 +216,11 @@ fn workloads() -> Vec<Workload> {
         .collect();
     pages.sort();
     let pages: Vec<Vec<u8>> = pages.iter().map(|p| read(p)).collect();
-    let objects: usize = pages.iter().map(|p| decode_page(p)).sum();
+    let objects: usize = pages.iter().map(|p| decode_page(p).count()).sum();
     assert_eq!(objects, VMS, "the captured pages hold every VM once");
     let updates = read(&data.join("wait-for-updates-all.xml"));
     assert_eq!(
-        decode_updates(&updates),
+        decode_updates(&updates).count(),
         VMS,
         "the update set enters every VM"
     );
@@ -354,15 +394,10 @@ fn main() {
     for workload in &workloads {
         let mut group = c.benchmark_group(workload.name);
         group.throughput(Throughput::Bytes(workload.bytes()));
-        let decode = workload.decode;
+        // Decoding alone: criterion frees the values after the clock stops
+        // (the scan builds nothing to free); the summary times freeing them.
         group.bench_function("decode", |b| {
-            b.iter(|| {
-                workload
-                    .docs
-                    .iter()
-                    .map(|d| decode(black_box(d)))
-                    .sum::<usize>()
-            })
+            b.iter_with_large_drop(|| workload.decode_all())
         });
         group.bench_function("scan", |b| {
             b.iter(|| {
@@ -408,39 +443,92 @@ fn median_seconds(group: &str, function: &str) -> Option<f64> {
     json["median"]["point_estimate"].as_f64().map(|ns| ns / 1e9)
 }
 
-fn allocations_of(f: impl FnOnce() -> usize) -> u64 {
+fn allocations_of<T>(f: impl FnOnce() -> T) -> u64 {
+    COUNTING.store(true, Ordering::Relaxed);
     let before = ALLOCATIONS.load(Ordering::Relaxed);
-    black_box(f());
-    ALLOCATIONS.load(Ordering::Relaxed) - before
+    let value = black_box(f());
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    COUNTING.store(false, Ordering::Relaxed);
+    drop(value);
+    allocations
+}
+
+/// Decoding, freeing the result and the scan of one workload, timed in
+/// turn round after round. The machines this runs on are shared and their
+/// speed drifts from second to second, so the ratios come from timings taken
+/// side by side (medians over the rounds), not from criterion runs a minute
+/// apart.
+struct SideBySide {
+    /// Median seconds of one pass over the workload's documents.
+    decode: f64,
+    free: f64,
+    scan: f64,
+    /// Median over the rounds of scan / decode, and of scan / (decode + free).
+    ratio: f64,
+    ratio_with_free: f64,
+}
+
+fn side_by_side(w: &Workload) -> SideBySide {
+    let scan_all = || w.docs.iter().map(|d| scan(black_box(d))).sum::<usize>();
+    // Small documents are repeated so that each timing spans about 2 ms.
+    let start = Instant::now();
+    black_box(scan_all());
+    let once = start.elapsed().as_nanos().max(1);
+    let repeat = (2_000_000 / once).clamp(1, 100_000) as usize;
+    let mut rounds: Vec<[f64; 3]> = Vec::new();
+    let until = Instant::now() + Duration::from_secs(3);
+    while rounds.len() < 15 || (rounds.len() < 300 && Instant::now() < until) {
+        let start = Instant::now();
+        let decoded: Vec<Vec<Decoded>> = (0..repeat).map(|_| w.decode_all()).collect();
+        let decode = start.elapsed();
+        let start = Instant::now();
+        drop(black_box(decoded));
+        let free = start.elapsed();
+        let start = Instant::now();
+        for _ in 0..repeat {
+            black_box(scan_all());
+        }
+        let scan = start.elapsed();
+        rounds.push([decode, free, scan].map(|t| t.as_secs_f64() / repeat as f64));
+    }
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let column = |i: usize| median(rounds.iter().map(|r| r[i]).collect());
+    SideBySide {
+        decode: column(0),
+        free: column(1),
+        scan: column(2),
+        ratio: median(rounds.iter().map(|[d, _, s]| s / d).collect()),
+        ratio_with_free: median(rounds.iter().map(|[d, f, s]| s / (d + f)).collect()),
+    }
 }
 
 fn summary(workloads: &[Workload], encodes: &[(&str, u64)]) {
     let mut tsv = String::new();
-    println!("\nDecode on captured simulator responses (MB = 10^6 bytes; criterion medians)\n");
-    println!("| workload | bytes | decode MB/s | raw scan MB/s | decode / scan | allocations per doc (decode / scan) |");
-    println!("|---|---|---|---|---|---|");
+    println!("\nDecode on captured simulator responses (MB = 10^6 bytes; decode, free and scan timed side by side, medians)\n");
+    println!("| workload | bytes | decode MB/s | raw scan MB/s | decode / scan | freeing the result (µs) | decode + free / scan | allocations per doc (decode / scan) |");
+    println!("|---|---|---|---|---|---|---|---|");
     for w in workloads {
         let bytes = w.bytes() as f64;
-        let (Some(decode), Some(scan_time)) = (
-            median_seconds(w.name, "decode"),
-            median_seconds(w.name, "scan"),
-        ) else {
-            continue;
-        };
-        let decode_mbps = bytes / decode / 1e6;
-        let scan_mbps = bytes / scan_time / 1e6;
-        let ratio = scan_time / decode;
+        let timed = side_by_side(w);
+        let decode_mbps = bytes / timed.decode / 1e6;
+        let scan_mbps = bytes / timed.scan / 1e6;
+        let (ratio, ratio_with_free) = (timed.ratio, timed.ratio_with_free);
         let docs = w.docs.len() as u64;
-        let decode_allocs = allocations_of(|| w.docs.iter().map(|d| (w.decode)(d)).sum()) / docs;
-        let scan_allocs = allocations_of(|| w.docs.iter().map(|d| scan(d)).sum()) / docs;
+        let decode_allocs = allocations_of(|| w.decode_all()) / docs;
+        let scan_allocs = allocations_of(|| w.docs.iter().map(|d| scan(d)).sum::<usize>()) / docs;
         println!(
-            "| {} | {} | {decode_mbps:.0} | {scan_mbps:.0} | {:.0}% | {decode_allocs} / {scan_allocs} |",
+            "| {} | {} | {decode_mbps:.0} | {scan_mbps:.0} | {:.0}% | {:.1} | {:.0}% | {decode_allocs} / {scan_allocs} |",
             w.name,
             w.bytes(),
-            ratio * 100.0
+            ratio * 100.0,
+            timed.free * 1e6,
+            ratio_with_free * 100.0,
         );
         tsv.push_str(&format!(
-            "decode\t{}\t{}\t{decode_mbps:.1}\t{scan_mbps:.1}\t{ratio:.3}\t{decode_allocs}\n",
+            "decode\t{}\t{}\t{decode_mbps:.1}\t{scan_mbps:.1}\t{ratio:.3}\t{decode_allocs}\t{ratio_with_free:.3}\n",
             w.name,
             w.bytes()
         ));
