@@ -57,6 +57,15 @@ use std::fmt::Debug;
 pub trait Decode: Sized + Default {
     /// Reads the current element's content up to and including its end tag.
     fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError>;
+
+    /// [`decode`](Self::decode) into a new box (a polymorphic variant, an
+    /// `anyType` value). Structures override it to decode in place.
+    fn decode_boxed(r: &mut XmlReader<'_>) -> Result<Box<Self>, DecodeError> {
+        match Self::decode(r) {
+            Ok(value) => Ok(Box::new(value)),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// Writes a value as one element.
@@ -121,6 +130,17 @@ impl<T: Structure> Decode for T {
         let mut value = T::default();
         // `match`, not `?`: see the note in `XmlReader::read`.
         match r.read_fields(fields_mut(&mut value)) {
+            Ok(()) => Ok(value),
+            Err(e) => Err(e),
+        }
+    }
+
+    // Decoded where it is kept: decoding on the stack and then moving into
+    // the box copied every boxed structure once more (devices, backings,
+    // summaries: hundreds of bytes each, a `memcpy` of another size each).
+    fn decode_boxed(r: &mut XmlReader<'_>) -> Result<Box<Self>, DecodeError> {
+        let mut value = Box::<T>::default();
+        match r.read_fields(fields_mut(&mut *value)) {
             Ok(()) => Ok(value),
             Err(e) => Err(e),
         }

@@ -3,7 +3,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::lexer::{Attributes, LexError, Lexer, Token};
+use super::lexer::{
+    lone_attribute, same_name, Attribute, Attributes, EndTag, LexError, Lexer, Token,
+};
 
 use super::schema::Registry;
 use super::{Decode, Fields};
@@ -113,8 +115,8 @@ impl fmt::Debug for DecodeError {
 impl std::error::Error for DecodeError {}
 
 struct Frame<'a> {
-    /// The name as written (`soapenv:Body`), which the end tag must repeat.
-    qname: &'a [u8],
+    /// The end tag the element must close with (`</soapenv:Body>`).
+    end_tag: EndTag<'a>,
     name: &'a str,
     /// Position among consecutive siblings of the same name.
     index: u32,
@@ -212,10 +214,10 @@ impl<'a> XmlReader<'a> {
         loop {
             match self.read_token()? {
                 Token::Start {
-                    qname,
+                    end_tag,
                     local,
                     attributes,
-                } => return self.enter(qname, local, attributes),
+                } => return self.enter(end_tag, local, attributes),
                 Token::Eof => {
                     return Err(self.error(DecodeErrorKind::UnexpectedEof, "empty document"))
                 }
@@ -253,7 +255,7 @@ impl<'a> XmlReader<'a> {
     /// Text and comments between children are ignored.
     pub fn next_child(&mut self) -> Result<Option<&'a str>, DecodeError> {
         if let Some(frame) = self.stack.last() {
-            if !self.failed && self.lexer.at_end_of(frame.qname) {
+            if !self.failed && self.lexer.at_end_of(&frame.end_tag) {
                 self.leave();
                 return Ok(None);
             }
@@ -261,10 +263,10 @@ impl<'a> XmlReader<'a> {
         loop {
             match self.read_token()? {
                 Token::Start {
-                    qname,
+                    end_tag,
                     local,
                     attributes,
-                } => return self.enter(qname, local, attributes).map(Some),
+                } => return self.enter(end_tag, local, attributes).map(Some),
                 Token::End { qname } => {
                     self.close(qname)?;
                     return Ok(None);
@@ -309,8 +311,12 @@ impl<'a> XmlReader<'a> {
         // Most elements read as text are `<name>text</name>`: one scan.
         if let Some(frame) = self.stack.last() {
             if !self.failed {
-                if let Some(raw) = self.lexer.leaf_text(frame.qname) {
-                    let text = self.character_data(raw)?;
+                if let Some((raw, plain)) = self.lexer.leaf_text(&frame.end_tag) {
+                    let text = if plain {
+                        self.plain_text(raw)?
+                    } else {
+                        self.character_data(raw)?
+                    };
                     self.leave();
                     return Ok(text);
                 }
@@ -335,17 +341,28 @@ impl<'a> XmlReader<'a> {
                     return Ok(text);
                 }
                 Token::Start {
-                    qname,
+                    end_tag,
                     local,
                     attributes,
                 } => {
-                    let name = self.enter(qname, local, attributes)?;
+                    let name = self.enter(end_tag, local, attributes)?;
                     return Err(self.error(
                         DecodeErrorKind::UnexpectedContent,
                         format!("element <{name}> where text was expected"),
                     ));
                 }
                 Token::Eof => return Err(self.eof_error()),
+            }
+        }
+    }
+
+    /// Character data known to hold no reference and no `\r`: only UTF-8 to check.
+    fn plain_text(&mut self, raw: &'a [u8]) -> Result<Cow<'a, str>, DecodeError> {
+        match self.as_str(raw) {
+            Some(text) => Ok(Cow::Borrowed(text)),
+            None => {
+                self.failed = true;
+                Err(self.error(DecodeErrorKind::Syntax, "text is not UTF-8"))
             }
         }
     }
@@ -401,7 +418,7 @@ impl<'a> XmlReader<'a> {
         loop {
             let before = self.lexer.position();
             match self.read_token()? {
-                Token::Start { qname, .. } => self.skipped.push(qname),
+                Token::Start { end_tag, .. } => self.skipped.push(end_tag.qname()),
                 Token::End { qname } => match self.skipped.pop() {
                     None => {
                         self.close(qname)?;
@@ -513,10 +530,7 @@ impl<'a> XmlReader<'a> {
                 Err(e) => Err(e),
             };
         }
-        match T::decode(self) {
-            Ok(value) => Ok(Box::new(value)),
-            Err(e) => Err(e),
-        }
+        T::decode_boxed(self)
     }
 
     /// `returnval` handling for an operation without a result: skips the content.
@@ -660,7 +674,7 @@ impl<'a> XmlReader<'a> {
     /// Pushes the frame of a start tag and records its interesting attributes.
     fn enter(
         &mut self,
-        qname: &'a [u8],
+        end_tag: EndTag<'a>,
         local: &'a [u8],
         attributes: &'a [u8],
     ) -> Result<&'a str, DecodeError> {
@@ -674,7 +688,9 @@ impl<'a> XmlReader<'a> {
 
         let index = match self.stack.last_mut() {
             Some(parent) => {
-                if parent.last_child == name && parent.last_child_count != u32::MAX {
+                if same_name(parent.last_child.as_bytes(), local)
+                    && parent.last_child_count != u32::MAX
+                {
                     parent.last_child_count += 1;
                 } else {
                     parent.last_child = name;
@@ -685,7 +701,7 @@ impl<'a> XmlReader<'a> {
             None => 0,
         };
         self.stack.push(Frame {
-            qname,
+            end_tag,
             name,
             index,
             last_child: "",
@@ -719,6 +735,11 @@ impl<'a> XmlReader<'a> {
     // Out of line: most elements have no attributes, and `enter` stays small.
     #[inline(never)]
     fn read_attributes(&mut self, attributes: &'a [u8]) -> Result<(), DecodeError> {
+        if let Some(attribute) = lone_attribute(attributes) {
+            if self.read_lone_attribute(attribute)? {
+                return Ok(());
+            }
+        }
         let depth = self.stack.len();
         let mut declarations_read = false;
         loop {
@@ -792,10 +813,48 @@ impl<'a> XmlReader<'a> {
         }
     }
 
+    /// The usual case of [`read_attributes`](Self::read_attributes): one
+    /// `xsi:type`, `xsi:nil` or `type` attribute whose value holds no
+    /// reference ([`lone_attribute`] takes only those; every device, backing
+    /// and description in a response carries one). Returns `false`, having
+    /// recorded nothing, for anything else: a namespace declaration.
+    fn read_lone_attribute(&mut self, attribute: Attribute<'a>) -> Result<bool, DecodeError> {
+        let is_xsi = match attribute.prefix {
+            Some(b"xmlns") => return Ok(false),
+            Some(prefix) => self.is_xsi_prefix(prefix),
+            None => false,
+        };
+        let (type_attribute, xsi_type, xsi_nil) = match attribute.local {
+            b"type" => (!is_xsi && attribute.prefix.is_none(), is_xsi, false),
+            b"nil" => (false, false, is_xsi),
+            _ => (false, false, false),
+        };
+        if !(type_attribute || xsi_type || xsi_nil) {
+            // An attribute decoding does not use (`xml:lang`, say).
+            return Ok(true);
+        }
+        let Some(value) = self.as_str(attribute.value) else {
+            return Ok(false);
+        };
+        if type_attribute {
+            self.current.type_attr = Some(Cow::Borrowed(value));
+        } else if xsi_type {
+            self.current.xsi_type = Some(Cow::Borrowed(local_part(value)));
+        } else {
+            self.current.nil = matches!(trim_xml_space(value), "true" | "1");
+        }
+        Ok(true)
+    }
+
     /// Whether `prefix` names the XML Schema instance namespace here. An
     /// undeclared `xsi` prefix is taken in its conventional meaning.
     fn is_xsi_prefix(&self, prefix: &[u8]) -> bool {
-        match self.prefixes.iter().rev().find(|b| b.prefix == prefix) {
+        match self
+            .prefixes
+            .iter()
+            .rev()
+            .find(|b| same_name(b.prefix, prefix))
+        {
             Some(binding) => binding.is_xsi,
             None => prefix == b"xsi",
         }
@@ -804,11 +863,11 @@ impl<'a> XmlReader<'a> {
     /// Leaves the current element at its end tag, which must name it.
     fn close(&mut self, qname: &[u8]) -> Result<(), DecodeError> {
         match self.stack.last() {
-            Some(frame) if frame.qname == qname => {
+            Some(frame) if same_name(frame.end_tag.qname(), qname) => {
                 self.leave();
                 Ok(())
             }
-            Some(frame) => Err(self.mismatched_end(frame.qname, qname)),
+            Some(frame) => Err(self.mismatched_end(frame.end_tag.qname(), qname)),
             None => {
                 self.failed = true;
                 Err(self.error(DecodeErrorKind::Syntax, "end tag without a start tag"))
@@ -844,7 +903,7 @@ impl<'a> XmlReader<'a> {
                 return Err(self.error(DecodeErrorKind::Syntax, "attribute value is not UTF-8"));
             }
         };
-        if !text.contains('&') {
+        if memchr::memchr(b'&', raw).is_none() {
             return Ok(Cow::Borrowed(text));
         }
         match quick_xml::escape::unescape(text) {

@@ -119,17 +119,22 @@ pub fn as_dyn<T: SchemaType>(value: &T) -> &dyn DataObject {
 
 /// `value` boxed as a trait object (see above: one vtable per type).
 #[doc(hidden)]
-#[inline(never)]
 pub fn into_dyn<T: SchemaType>(value: T) -> Box<dyn DataObject> {
-    Box::new(value)
+    box_into_dyn(Box::new(value))
+}
+
+/// A box as a trait object: where the vtable of `T` is made (see above).
+#[inline(never)]
+fn box_into_dyn<T: SchemaType>(value: Box<T>) -> Box<dyn DataObject> {
+    value
 }
 
 /// Decodes the current element as `T`, boxed: the registry's entry for `T`.
 pub fn decode_boxed<T: SchemaType>(
     r: &mut XmlReader<'_>,
 ) -> Result<Box<dyn DataObject>, DecodeError> {
-    match T::decode(r) {
-        Ok(value) => Ok(into_dyn(value)),
+    match T::decode_boxed(r) {
+        Ok(value) => Ok(box_into_dyn(value)),
         Err(e) => Err(e),
     }
 }
