@@ -37,7 +37,7 @@ macro_rules! integer {
     ($($ty:ty => $xsd:literal),*) => {$(
         impl Decode for $ty {
             fn decode(r: &mut XmlReader<'_>) -> Result<Self, DecodeError> {
-                r.read_parsed($xsd, |s| s.strip_prefix('+').unwrap_or(s).parse().ok())
+                r.read_parsed($xsd, parse_integer)
             }
         }
 
@@ -50,6 +50,31 @@ macro_rules! integer {
 }
 
 integer!(i8 => "byte", i16 => "short", i32 => "int", i64 => "long");
+
+/// An `xsd:int` and friends. Most are a few digits: those are read in one
+/// loop without a branch per digit (18 digits cannot overflow an `i64`);
+/// anything else is left to `str::parse`.
+fn parse_integer<T: TryFrom<i64> + std::str::FromStr>(text: &str) -> Option<T> {
+    let bytes = text.as_bytes();
+    let (negative, digits) = match bytes.first() {
+        Some(b'-') => (true, &bytes[1..]),
+        Some(b'+') => (false, &bytes[1..]),
+        _ => (false, bytes),
+    };
+    if (1..=18).contains(&digits.len()) {
+        let mut value: i64 = 0;
+        let mut all_digits = true;
+        for &b in digits {
+            let digit = b.wrapping_sub(b'0');
+            all_digits &= digit < 10;
+            value = value.wrapping_mul(10).wrapping_add(i64::from(digit));
+        }
+        if all_digits {
+            return T::try_from(if negative { -value } else { value }).ok();
+        }
+    }
+    text.strip_prefix('+').unwrap_or(text).parse().ok()
+}
 
 macro_rules! float {
     ($($ty:ty => $xsd:literal),*) => {$(
@@ -241,5 +266,59 @@ mod tests {
         assert_eq!(base64_decode("TWE=x"), None);
         assert_eq!(base64_decode("T!=="), None);
         assert_eq!(base64_decode("T"), None);
+    }
+
+    #[test]
+    fn integers_read_as_str_parse_reads_them() {
+        let texts = [
+            "0",
+            "7",
+            "-7",
+            "+7",
+            "0042",
+            "-0",
+            "2147483647",
+            "2147483648",
+            "-2147483648",
+            "-2147483649",
+            "999999999999999999",
+            "-999999999999999999",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "",
+            "+",
+            "-",
+            "+-5",
+            "--5",
+            "1 2",
+            "12a",
+            "a12",
+            "٣",
+            "1_000",
+            "0x10",
+            "99999999999999999999999",
+        ];
+        for text in texts {
+            fn reference<T: std::str::FromStr>(t: &str) -> Option<T> {
+                t.strip_prefix('+').unwrap_or(t).parse().ok()
+            }
+            assert_eq!(
+                parse_integer::<i64>(text),
+                reference(text),
+                "{text:?} as i64"
+            );
+            assert_eq!(
+                parse_integer::<i32>(text),
+                reference(text),
+                "{text:?} as i32"
+            );
+            assert_eq!(
+                parse_integer::<i16>(text),
+                reference(text),
+                "{text:?} as i16"
+            );
+            assert_eq!(parse_integer::<i8>(text), reference(text), "{text:?} as i8");
+        }
     }
 }
