@@ -366,9 +366,15 @@ fn scan_name(tag: &[u8]) -> (usize, Option<usize>) {
             }
         }
     }
+    split_name(tag, &NAME_CLASS)
+}
+
+/// How long the name at the start of `text` is (up to its first byte of
+/// class `NAME_END` in `classes`, or all of `text`) and where its first `:` is.
+fn split_name(text: &[u8], classes: &[u8; 256]) -> (usize, Option<usize>) {
     let mut colon = None;
-    for (at, &b) in tag.iter().enumerate() {
-        match NAME_CLASS[b as usize] {
+    for (at, &b) in text.iter().enumerate() {
+        match classes[b as usize] {
             NAME_BYTE => {}
             NAME_COLON => {
                 if colon.is_none() {
@@ -378,7 +384,7 @@ fn scan_name(tag: &[u8]) -> (usize, Option<usize>) {
             _ => return (at, colon),
         }
     }
-    (tag.len(), colon)
+    (text.len(), colon)
 }
 
 /// Which of 16 bytes may end a name (up to 0x20, `/`, `>`) and which are
@@ -494,23 +500,10 @@ pub(crate) fn lone_attribute(attributes: &[u8]) -> Option<Attribute<'_>> {
     // One pass over the key and one over the value: these strings are too
     // short for a vectorised search to pay for its setup.
     let inside = attributes.strip_prefix(b" ")?.strip_suffix(b"\"")?;
-    let mut colon = None;
-    let mut equals = None;
-    for (at, &b) in inside.iter().enumerate() {
-        match KEY_CLASS[b as usize] {
-            NAME_BYTE => {}
-            NAME_COLON => {
-                if colon.is_none() {
-                    colon = Some(at)
-                }
-            }
-            _ => {
-                equals = Some(at);
-                break;
-            }
-        }
+    let (equals, colon) = split_name(inside, &KEY_CLASS);
+    if equals == 0 || inside.get(equals) != Some(&b'=') {
+        return None;
     }
-    let equals = equals.filter(|&at| at > 0 && inside[at] == b'=')?;
     let key = &inside[..equals];
     let value = inside[equals + 1..].strip_prefix(b"\"")?;
     // No quote inside (it would be two attributes) and no reference to
@@ -534,22 +527,7 @@ pub(crate) fn lone_attribute(attributes: &[u8]) -> Option<Attribute<'_>> {
 }
 
 fn split_attribute(text: &[u8]) -> Result<(Attribute<'_>, &[u8]), &'static str> {
-    let mut key_length = text.len();
-    let mut colon = None;
-    for (at, &b) in text.iter().enumerate() {
-        match KEY_CLASS[b as usize] {
-            NAME_BYTE => {}
-            NAME_COLON => {
-                if colon.is_none() {
-                    colon = Some(at)
-                }
-            }
-            _ => {
-                key_length = at;
-                break;
-            }
-        }
-    }
+    let (key_length, colon) = split_name(text, &KEY_CLASS);
     if key_length == 0 {
         return Err("an attribute without a name");
     }
