@@ -122,6 +122,9 @@ step "banlieue check: a Provider on the simulator (failure domains), the guide's
 step "banlieue check --apply: a VirtualMachine cloned, shaped, powered on and Ready; run again, the same VM" \
     operator/demo/apply.sh operator/demo/apply.sh
 
+step "banlieue in cluster mode: the controller and provider binaries against a Kubernetes API emulator; a VirtualMachine Ready, then deleted" \
+    operator/demo/cluster.sh operator/demo/cluster.sh
+
 # The inventory by path and the VM lifecycle, like govc: ls, find, vm.info,
 # clone the template with a fixed instance UUID and power it on, power off,
 # mark a VM as template, destroy; then the benchmark's property walk.

@@ -5,6 +5,7 @@
 //! [`vsphere::VSphere`], so the same code runs in a cluster, in tests and in `check`.
 
 pub mod api;
+pub mod caches;
 pub mod check;
 pub mod conditions;
 pub mod controller;

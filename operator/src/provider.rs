@@ -26,6 +26,8 @@ pub mod reason {
     pub const CONNECT_FAILED: &str = "ConnectFailed";
     pub const INVENTORY_FAILED: &str = "InventoryFailed";
     pub const DUPLICATE_FAILURE_DOMAIN: &str = "DuplicateFailureDomainName";
+    /// The provider role's watch caches are not synced: nothing can be read yet.
+    pub const CACHES_NOT_SYNCED: &str = "CachesNotSynced";
 
     // Per-provider reasons of a VMImage.
     pub const TEMPLATE_FOUND: &str = "TemplateFound";

@@ -1,5 +1,6 @@
 //! Shared support for the integration tests: the vCenter simulator launcher
-//! ([`Simulator`]) and a certificate authority made at test time ([`TestCa`]).
+//! ([`Simulator`]), the Kubernetes API emulator ([`KubeEmulator`]) and a
+//! certificate authority made at test time ([`TestCa`]).
 //!
 //! ```no_run
 //! use vsphere_tests::{Simulator, SimulatorOptions, TestCa};
@@ -12,10 +13,12 @@
 
 mod binaries;
 mod ca;
+mod kube_emulator;
 mod simulator;
 
 pub use binaries::banlieue_binary;
 pub use ca::{thumbprint, ServerCertificate, TestCa};
+pub use kube_emulator::{kube_emulator_script, KubeEmulator, KubeEmulatorError};
 pub use simulator::{
     launcher_binary, ServerTls, Simulator, SimulatorError, SimulatorOptions, Template,
 };

@@ -241,6 +241,26 @@ pub(crate) fn truncate(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
+/// Logs what a `Controller` loop yields besides successes: a queue or runner error
+/// at warn level; a failed reconcile at debug (its error policy warned already);
+/// a trigger for an object already deleted at debug (expected after a deletion).
+pub(crate) fn log_loop_result<T, E, Q>(
+    kind: &str,
+    result: std::result::Result<T, kube::runtime::controller::Error<E, Q>>,
+) where
+    E: std::error::Error,
+    Q: std::error::Error,
+{
+    use kube::runtime::controller::Error as LoopError;
+    match result {
+        Ok(_) => {}
+        Err(e @ (LoopError::ObjectNotFound(_) | LoopError::ReconcilerFailed(..))) => {
+            tracing::debug!(kind, error = %e, "reconcile loop");
+        }
+        Err(e) => warn!(kind, error = %e, "reconcile loop"),
+    }
+}
+
 /// Per-object exponential backoff: 5s, 10s, 20s ... up to 5 minutes.
 pub fn error_policy(vm: Arc<VirtualMachine>, error: &Error, ctx: Arc<Context>) -> Action {
     let failures = ctx
@@ -310,25 +330,16 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
     ));
 
     let (by_class, by_image, unscheduled) = (vms.clone(), vms.clone(), vms.clone());
-    let ready = {
-        let (classes, images, providers, machines, vms) = (
-            classes.clone(),
-            images.clone(),
-            providers.clone(),
-            machines.clone(),
-            vms.clone(),
-        );
-        async move {
-            let _ = classes.wait_until_ready().await;
-            let _ = images.wait_until_ready().await;
-            let _ = providers.wait_until_ready().await;
-            let _ = machines.wait_until_ready().await;
-            let _ = vms.wait_until_ready().await;
-            metrics.set_ready();
-            info!("caches synced");
-        }
-    };
-    tokio::spawn(ready);
+    let sync = crate::caches::CacheSync::new()
+        .with("VMClasses", classes.clone())
+        .with("VMImages", images.clone())
+        .with("Providers", providers.clone())
+        .with("VSphereMachines", machines.clone())
+        .with("VirtualMachines", vms.clone());
+    tokio::spawn(async move {
+        sync.wait().await;
+        metrics.set_ready();
+    });
 
     controller
         .owns_stream(machine_stream)
@@ -344,11 +355,7 @@ pub async fn run(client: Client, metrics: Arc<Metrics>) -> Result<()> {
         })
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "reconcile loop");
-            }
-        })
+        .for_each(|result| async move { log_loop_result("VirtualMachine", result) })
         .await;
     Ok(())
 }

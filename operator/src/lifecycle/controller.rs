@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::runtime::finalizer::{finalizer, Event as FinalizerEvent};
+use kube::runtime::finalizer::{finalizer, Error as FinalizerError, Event as FinalizerEvent};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -118,7 +118,7 @@ where
     if machine.spec.provider_ref.namespace != ctx.namespace {
         return Ok(Action::await_change());
     }
-    if !ctx.caches_ready.load(std::sync::atomic::Ordering::Relaxed) {
+    if !ctx.caches.is_synced() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let started = Instant::now();
@@ -131,6 +131,14 @@ where
         }
     })
     .await;
+    // The finalizer removed by a reconcile that ran just before this one (the
+    // object is gone): nothing is left to do.
+    let result = match result {
+        Err(FinalizerError::RemoveFinalizer(kube::Error::Api(e))) if e.code == 404 => {
+            Ok(Action::await_change())
+        }
+        other => other,
+    };
     let failed = result.is_err();
     ctx.metrics
         .observe_reconcile("VSphereMachine", started.elapsed(), failed);

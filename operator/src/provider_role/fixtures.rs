@@ -2,7 +2,6 @@
 //! vCenter: each test lists the requests a reconcile must make, in order,
 //! with assertions on their bodies.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -204,6 +203,7 @@ impl World {
             providers: store_of(self.providers),
             secrets: store_of(self.secrets),
             config_maps: store_of(self.config_maps),
+            images: store_of(Vec::new()),
         };
         let ctx = Context::new(
             client,
@@ -213,7 +213,7 @@ impl World {
             caches,
             Arc::default(),
         );
-        ctx.caches_ready.store(true, Ordering::Relaxed);
+        ctx.caches.set_synced(true);
         (Arc::new(ctx), ApiServer(handle))
     }
 }

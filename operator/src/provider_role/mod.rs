@@ -14,12 +14,12 @@
 //! - Status is written by server-side apply, and only when it changed.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -34,11 +34,13 @@ use crate::api::{
     ImageProviderStatus, NamespacedReference, Provider, VMImage, VMImageStatus, VSphereMachine,
     API_VERSION,
 };
-use crate::conditions::{self, READY};
+use crate::caches::{self, CacheSync};
+use crate::conditions::{self, Observed, Status, READY};
+use crate::controller::log_loop_result;
 use crate::health::Metrics;
 use crate::lifecycle::backend::Machines;
 use crate::lifecycle::controller::{machine_error_policy, reconcile_machine};
-use crate::provider::{self, reason, Objects};
+use crate::provider::{self, reason, Objects, ProviderOutcome};
 use crate::vsphere::VSphere;
 use crate::{Error, Result};
 
@@ -62,9 +64,10 @@ pub struct Context<V> {
     pub providers: Store<Provider>,
     pub secrets: Store<Secret>,
     pub config_maps: Store<ConfigMap>,
-    /// Until the Secret and ConfigMap caches are filled, a missing Secret may
-    /// only be not listed yet: reconciles wait rather than report it.
-    pub caches_ready: AtomicBool,
+    /// Until the caches are filled, a missing Secret may only be not listed
+    /// yet: reconciles wait rather than report it (and say so past
+    /// [`caches::SYNC_GRACE`]).
+    pub caches: CacheSync,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
     pub metrics: Arc<Metrics>,
@@ -75,6 +78,7 @@ pub struct Caches {
     pub providers: Store<Provider>,
     pub secrets: Store<Secret>,
     pub config_maps: Store<ConfigMap>,
+    pub images: Store<VMImage>,
 }
 
 impl<V: VSphere> Context<V> {
@@ -91,6 +95,11 @@ impl<V: VSphere> Context<V> {
             controller: field_manager.clone(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let sync = CacheSync::new()
+            .with("Secrets", caches.secrets.clone())
+            .with("ConfigMaps", caches.config_maps.clone())
+            .with("Providers", caches.providers.clone())
+            .with("VMImages", caches.images);
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -101,14 +110,14 @@ impl<V: VSphere> Context<V> {
             providers: caches.providers,
             secrets: caches.secrets,
             config_maps: caches.config_maps,
-            caches_ready: AtomicBool::new(false),
+            caches: sync,
             failures: Mutex::default(),
             metrics,
         }
     }
 
     fn ready(&self) -> bool {
-        self.caches_ready.load(Ordering::Relaxed)
+        self.caches.is_synced()
     }
 
     /// Records one more failure of `key`; returns the delay before the next try.
@@ -174,6 +183,12 @@ pub async fn reconcile_provider<V: VSphere>(
     ctx: Arc<Context<V>>,
 ) -> Result<Action> {
     if !ctx.ready() {
+        if ctx.caches.waiting_for() < caches::SYNC_GRACE {
+            return Ok(Action::requeue(NOT_READY_DELAY));
+        }
+        // Never silent: past the grace period the Provider says why it waits.
+        let outcome = caches_not_synced(&provider, &ctx.caches, &conditions::now());
+        write_provider_status(&provider, &ctx, &outcome).await?;
         return Ok(Action::requeue(NOT_READY_DELAY));
     }
     let started = Instant::now();
@@ -184,15 +199,43 @@ pub async fn reconcile_provider<V: VSphere>(
     result.map(|(action, _)| action)
 }
 
-/// The action, and whether the Provider is in a transient failure.
-async fn provider_inner<V: VSphere>(
+/// The status of a Provider that cannot be reconciled because the role's
+/// caches are not synced (its Secret may only be not listed yet).
+fn caches_not_synced(provider: &Provider, sync: &CacheSync, now: &Time) -> ProviderOutcome {
+    let mut status = provider.status.clone().unwrap_or_default();
+    let pending = sync.pending();
+    let message = format!(
+        "not reconciled: the provider's watch caches are not synced after {}s (waiting for {}); \
+         see the provider's log",
+        caches::SYNC_GRACE.as_secs(),
+        if pending.is_empty() {
+            "the first list".to_string()
+        } else {
+            pending.join(", ")
+        }
+    );
+    let observed = Observed::new(READY, Status::False, reason::CACHES_NOT_SYNCED, message);
+    let transitioned = conditions::set(
+        &mut status.conditions,
+        observed,
+        provider.metadata.generation,
+        now,
+    );
+    ProviderOutcome {
+        status,
+        transitioned,
+    }
+}
+
+/// Writes a Provider's status by server-side apply if it changed; on a
+/// change of `Ready`, logs it (warn unless connected) and publishes an event.
+async fn write_provider_status<V: VSphere>(
     provider: &Provider,
     ctx: &Context<V>,
-) -> Result<(Action, bool)> {
+    outcome: &ProviderOutcome,
+) -> Result<()> {
     let namespace = provider.namespace().unwrap_or_default();
     let name = provider.name_any();
-    let outcome =
-        provider::reconcile_provider(provider, ctx, ctx.vsphere.as_ref(), &conditions::now()).await;
     if provider.status.as_ref() != Some(&outcome.status) {
         let api: Api<Provider> = Api::namespaced(ctx.client.clone(), &namespace);
         let patch =
@@ -234,6 +277,18 @@ async fn provider_inner<V: VSphere>(
             warn!(%namespace, %name, error = %e, "could not publish event");
         }
     }
+    Ok(())
+}
+
+/// The action, and whether the Provider is in a transient failure.
+async fn provider_inner<V: VSphere>(
+    provider: &Provider,
+    ctx: &Context<V>,
+) -> Result<(Action, bool)> {
+    let outcome =
+        provider::reconcile_provider(provider, ctx, ctx.vsphere.as_ref(), &conditions::now()).await;
+    write_provider_status(provider, ctx, &outcome).await?;
+    let (_, transient) = outcome.ready_reason();
     let key = provider_key(provider);
     if transient {
         Ok((Action::requeue(ctx.failed(key)), true))
@@ -506,20 +561,16 @@ where
             providers: providers.clone(),
             secrets: secrets.clone(),
             config_maps: config_maps.clone(),
+            images: images.clone(),
         },
         metrics.clone(),
     ));
 
     {
-        let (ctx, providers, images) = (ctx.clone(), providers.clone(), images.clone());
+        let ctx = ctx.clone();
         tokio::spawn(async move {
-            let _ = ctx.secrets.wait_until_ready().await;
-            let _ = ctx.config_maps.wait_until_ready().await;
-            let _ = providers.wait_until_ready().await;
-            let _ = images.wait_until_ready().await;
-            ctx.caches_ready.store(true, Ordering::Relaxed);
+            ctx.caches.wait().await;
             ctx.metrics.set_ready();
-            info!("caches synced");
         });
     }
     // Sessions of deleted Providers are logged out at each resync.
@@ -529,7 +580,7 @@ where
             let mut ticker = tokio::time::interval(resync);
             loop {
                 ticker.tick().await;
-                if providers.wait_until_ready().await.is_err() {
+                if !caches::is_synced(&providers) {
                     continue;
                 }
                 let keep: BTreeSet<NamespacedReference> = providers
@@ -555,11 +606,7 @@ where
         })
         .shutdown_on_signal()
         .run(reconcile_provider, provider_error_policy, ctx.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "Provider reconcile loop");
-            }
-        });
+        .for_each(|result| async move { log_loop_result("Provider", result) });
     let all_images = images.clone();
     let image_controller = Controller::for_stream(image_stream, images)
         .watches_stream(provider_changes, move |_: Provider| {
@@ -571,11 +618,7 @@ where
         })
         .shutdown_on_signal()
         .run(reconcile_image, image_error_policy, ctx.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "VMImage reconcile loop");
-            }
-        });
+        .for_each(|result| async move { log_loop_result("VMImage", result) });
     // A VM that changed in vCenter (from the Providers' update streams: an IP
     // reported, a power change, a clone done) reconciles its VSphereMachine.
     let vm_changes = {
@@ -610,11 +653,7 @@ where
         .reconcile_on(vm_changes)
         .shutdown_on_signal()
         .run(reconcile_machine, machine_error_policy, ctx.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                warn!(error = %e, "VSphereMachine reconcile loop");
-            }
-        });
+        .for_each(|result| async move { log_loop_result("VSphereMachine", result) });
     futures::join!(provider_controller, image_controller, machine_controller);
     sweeper.abort();
     info!("stopping: logging out of vCenter");

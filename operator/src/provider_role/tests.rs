@@ -440,12 +440,47 @@ async fn a_lookup_failure_backs_off() {
 #[tokio::test]
 async fn nothing_happens_before_the_caches_are_filled() {
     let (ctx, server) = world(guide_provider()).context(MockVSphere::new(script()));
-    ctx.caches_ready
-        .store(false, std::sync::atomic::Ordering::Relaxed);
+    ctx.caches.set_synced(false);
     let action = with_server(
         ctx.clone(),
         server,
         |s| s.nothing_more().boxed(),
+        reconcile_provider(Arc::new(guide_provider()), ctx),
+    )
+    .await;
+    assert_eq!(action.unwrap(), Action::requeue(Duration::from_secs(1)));
+}
+
+#[tokio::test]
+async fn a_provider_waiting_for_the_caches_says_so_in_its_status() {
+    let (ctx, server) = world(guide_provider()).context(MockVSphere::new(script()));
+    ctx.caches.set_synced(false);
+    let long_ago = std::time::Instant::now()
+        .checked_sub(crate::caches::SYNC_GRACE + Duration::from_secs(1))
+        .expect("an instant 11 s ago");
+    ctx.caches.set_started(long_ago);
+    ctx.caches.check();
+    let object = serde_json::to_value(guide_provider()).unwrap();
+    let action = with_server(
+        ctx.clone(),
+        server,
+        |mut server| {
+            async move {
+                let body = server.status_apply(PROVIDER_STATUS, object).await;
+                let ready = &body["status"]["conditions"][0];
+                assert_eq!(ready["type"], "Ready");
+                assert_eq!(ready["status"], "False");
+                assert_eq!(ready["reason"], "CachesNotSynced");
+                let message = ready["message"].as_str().unwrap_or_default();
+                assert!(
+                    message.contains("Secrets, ConfigMaps, Providers, VMImages"),
+                    "{message}"
+                );
+                server.event("Provider", "CachesNotSynced").await;
+                server.nothing_more().await;
+            }
+            .boxed()
+        },
         reconcile_provider(Arc::new(guide_provider()), ctx),
     )
     .await;
